@@ -1,0 +1,226 @@
+"""``fleetaudit ingest``: load input files into the store, all or nothing.
+
+One call is one transaction. Tables load in :data:`schema.INGEST_ORDER` so
+allocations and telemetry see the nodes of the same call. Each file streams
+through DuckDB once (:mod:`fleetaudit.ingest.validate`); rows that break the
+schema go to ``rejects`` with file, row, column and reason. Then, per table,
+rows of this call supersede earlier rows of this call with the same key (the
+last one wins) and replace stored rows with the same key (idempotent re-ingest).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+from fleetaudit import schema
+from fleetaudit.errors import InputError, QueryError
+from fleetaudit.ingest import alibaba
+from fleetaudit.ingest.sources import Source, expand_paths, native_source
+from fleetaudit.ingest.validate import plan_load, q
+from fleetaudit.store import Store
+
+FORMATS = ("native", alibaba.FORMAT)
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """Options of one ingest call (defaults are the command line's)."""
+
+    table: str | None = None
+    format: str = "native"
+    strict: bool = False
+    trace_start: datetime = alibaba.DEFAULT_TRACE_START
+    topology: Path | None = None
+
+
+@dataclass(frozen=True)
+class TableSummary:
+    """What one ingest call did to one table."""
+
+    table: str
+    files: int = 0
+    read: int = 0  # rows read from the files
+    new: int = 0  # keys the store did not hold
+    replaced: int = 0  # stored rows replaced by a row with the same key
+    superseded: int = 0  # rows of this call overtaken by a later row with the same key
+    rejected: int = 0
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """The outcome of a committed ingest call."""
+
+    ingest_id: int
+    files: tuple[str, ...]
+    tables: tuple[TableSummary, ...]
+    rejects: pl.DataFrame = field(repr=False)  # the first rejects (file, row, column, value, reason)
+
+    @property
+    def rejected(self) -> int:
+        return sum(t.rejected for t in self.tables)
+
+
+def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) -> list[Source]:
+    """The sources an ingest call reads, in load order; fails before anything is written."""
+    if options.format not in FORMATS:
+        raise InputError(
+            ", ".join(str(p) for p in paths),
+            f"unknown --format {options.format!r}; use {' or '.join(FORMATS)}",
+        )
+    if options.table is not None and options.table not in schema.TABLES:
+        raise InputError(
+            "--table", f"no table named {options.table!r}; use one of {', '.join(schema.TABLES)}"
+        )
+    if options.format == alibaba.FORMAT:
+        sources = alibaba.trace_sources(
+            store, list(paths), trace_start=options.trace_start, topology=options.topology
+        )
+    else:
+        sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
+    order = {name: i for i, name in enumerate(schema.INGEST_ORDER)}
+    return sorted(sources, key=lambda s: order[s.table])  # stable: file order within a table
+
+
+def ingest(
+    store: Store,
+    paths: Sequence[Path],
+    options: IngestOptions = IngestOptions(),
+    progress: Progress | None = None,
+) -> IngestResult:
+    """Load ``paths`` into ``store`` in one transaction.
+
+    Raises:
+        InputError: a file cannot be read, a required column is missing, or
+            (with ``options.strict``) a row was rejected. Nothing is written.
+    """
+    say = progress or (lambda _msg: None)
+    sources = plan_sources(store, paths, options)
+    started = datetime.now()
+    with store.transaction():
+        ingest_id = int(store.scalar("SELECT COALESCE(max(ingest_id), 0) + 1 FROM ingests"))
+        summaries: list[TableSummary] = []
+        for table_name in schema.INGEST_ORDER:
+            mine = [s for s in sources if s.table == table_name]
+            if mine:
+                summaries.append(_load_table(store, schema.table(table_name), mine, ingest_id, say))
+        rejects = store.sql(
+            'SELECT file, "table", "row", "column", value, reason FROM rejects '
+            'WHERE ingest_id = $id ORDER BY file, "row" LIMIT 20',
+            {"id": ingest_id},
+        )
+        total_rejected = sum(s.rejected for s in summaries)
+        if options.strict and total_rejected:
+            first = rejects.row(0, named=True)
+            raise InputError(
+                str(first["file"]),
+                f"{first['reason']} ({total_rejected} row(s) rejected; --strict writes nothing)",
+                row=int(first["row"]),
+                column=str(first["column"]),
+            )
+        store.run(
+            "INSERT INTO ingests VALUES ($id, $started, now()::TIMESTAMP, $format, $files, $summary)",
+            {
+                "id": ingest_id,
+                "started": started,
+                "format": options.format,
+                "files": json.dumps([s.file for s in sources]),
+                "summary": json.dumps([asdict(s) for s in summaries]),
+            },
+        )
+    return IngestResult(
+        ingest_id=ingest_id,
+        files=tuple(s.file for s in sources),
+        tables=tuple(summaries),
+        rejects=rejects,
+    )
+
+
+def _load_table(
+    store: Store, table: schema.Table, sources: list[Source], ingest_id: int, say: Progress
+) -> TableSummary:
+    name = q(table.name)
+    had_rows = store.row_count(table.name) > 0
+    read = rejected = 0
+    for i, source in enumerate(sources, 1):
+        say(f"{table.name}: reading {source.file} ({i}/{len(sources)})")
+        read_, rejected_ = _load_file(store, table, source, ingest_id)
+        read += read_
+        rejected += rejected_
+
+    say(f"{table.name}: merging")
+    keys = ", ".join(q(k) for k in table.key)
+    params = {"id": ingest_id}
+    loaded = int(store.scalar(f"SELECT count(*) FROM {name} WHERE _ingest_id = $id", params))
+    distinct = int(
+        store.scalar(
+            f"SELECT count(*) FROM (SELECT DISTINCT {keys} FROM {name} WHERE _ingest_id = $id)",
+            params,
+        )
+    )
+    superseded = loaded - distinct
+    if superseded:
+        # the last row of the call wins: row ids grow in load order
+        store.run(
+            f"DELETE FROM {name} WHERE _ingest_id = $id AND rowid NOT IN "
+            f"(SELECT max(rowid) FROM {name} WHERE _ingest_id = $id GROUP BY {keys})",
+            params,
+        )
+    replaced = 0
+    if had_rows:
+        match = " AND ".join(f"{name}.{q(k)} = fresh.{q(k)}" for k in table.key)
+        replaced = int(
+            store.scalar(
+                f"SELECT count(*) FROM {name} JOIN (SELECT {keys} FROM {name} WHERE _ingest_id = $id) "
+                f"AS fresh ON {match} WHERE {name}._ingest_id <> $id",
+                params,
+            )
+        )
+        if replaced:
+            store.run(
+                f"DELETE FROM {name} USING (SELECT {keys} FROM {name} WHERE _ingest_id = $id) "
+                f"AS fresh WHERE {match} AND {name}._ingest_id <> $id",
+                params,
+            )
+    return TableSummary(
+        table=table.name,
+        files=len(sources),
+        read=read,
+        new=distinct - replaced,
+        replaced=replaced,
+        superseded=superseded,
+        rejected=rejected,
+    )
+
+
+def _load_file(store: Store, table: schema.Table, source: Source, ingest_id: int) -> tuple[int, int]:
+    """Load one file; returns (rows read, rows rejected)."""
+    try:
+        columns = store.describe(source.select, source.params)
+    except QueryError as exc:
+        raise InputError(source.file, f"cannot read: {exc.message}") from exc
+    plan = plan_load(table, source.file, source.select, source.numbered, columns)
+    have = set(store.columns(table.name))
+    for extra in plan.extras:
+        if extra not in have:
+            store.add_column(table.name, extra, "VARCHAR")
+    params = {**source.params, "ingest_id": ingest_id}
+    try:
+        read = store.run(plan.load, params) or 0
+        tagged = {"ingest_id": ingest_id}
+        rejected = int(
+            store.scalar(f"SELECT count(*) FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged)
+        )
+        if rejected:
+            store.run(plan.rejects, {**params, "file": source.file})
+            store.run(f"DELETE FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged)
+    except QueryError as exc:
+        raise InputError(source.file, f"cannot read: {exc.message}") from exc
+    return read, rejected

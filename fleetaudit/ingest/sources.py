@@ -1,0 +1,114 @@
+"""Input files as DuckDB sources: which table a file feeds and how to scan it.
+
+A :class:`Source` is a SELECT that DuckDB streams (never a Python loop per
+row), plus a second form that numbers the rows, used only to report rejects.
+CSV and JSON Lines are read as text and parsed by the validation; Parquet keeps
+its types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetaudit import schema
+from fleetaudit.errors import InputError
+
+_SUFFIXES: dict[str, str] = {
+    ".csv": "csv",
+    ".csv.gz": "csv",
+    ".parquet": "parquet",
+    ".jsonl": "jsonl",
+    ".jsonl.gz": "jsonl",
+    ".ndjson": "jsonl",
+    ".ndjson.gz": "jsonl",
+}
+
+_CSV = (
+    "read_csv($path, all_varchar = true, header = true, delim = ',', quote = '\"', "
+    "escape = '\"', strict_mode = true, compression = 'auto')"
+)
+_PARQUET = "read_parquet($path)"
+_PARQUET_NUMBERED = "read_parquet($path, file_row_number = true)"
+_JSONL = (
+    "read_json($path, format = 'newline_delimited', records = true, sample_size = -1, "
+    "compression = 'auto')"
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A scan of one input file for one table.
+
+    ``select`` yields the file's columns; ``numbered`` yields them plus ``_row``
+    (1-based data row: the header is not counted). ``params`` binds both.
+    """
+
+    file: str
+    table: str
+    select: str
+    numbered: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+def split_suffix(path: Path) -> tuple[str, str | None]:
+    """A file's stem and its format, from its suffix (``nodes.csv.gz`` -> nodes, csv)."""
+    name = path.name
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)], _SUFFIXES[suffix]
+    return path.stem, None
+
+
+def is_table_file(path: Path) -> bool:
+    """Whether ``path`` has the suffix of a readable table file."""
+    return path.is_file() and split_suffix(path)[1] is not None
+
+
+def native_source(path: Path, table_name: str | None) -> Source:
+    """The source for a native table file; the table is ``table_name`` or the file's stem."""
+    stem, fmt = split_suffix(path)
+    if fmt is None:
+        raise InputError(
+            str(path),
+            "unknown format; use .csv, .csv.gz, .parquet or .jsonl (JSON Lines)",
+        )
+    name = table_name or stem
+    if name not in schema.TABLES:
+        raise InputError(
+            str(path),
+            f"no table named {name!r}; name the file after a table "
+            f"({', '.join(schema.TABLES)}) or pass --table",
+        )
+    params = {"path": str(path)}
+    if fmt == "csv":
+        select = f"SELECT * FROM {_CSV}"
+        numbered = f"SELECT *, row_number() OVER () AS _row FROM {_CSV}"
+    elif fmt == "parquet":
+        select = f"SELECT * FROM {_PARQUET}"
+        numbered = (
+            f"SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS _row "
+            f"FROM {_PARQUET_NUMBERED}"
+        )
+    else:
+        select = f"SELECT * FROM {_JSONL}"
+        numbered = f"SELECT *, row_number() OVER () AS _row FROM {_JSONL}"
+    return Source(file=str(path), table=name, select=select, numbered=numbered, params=params)
+
+
+def expand_paths(paths: list[Path]) -> list[Path]:
+    """Files named, and every table file inside each folder named (sorted)."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(p for p in path.iterdir() if is_table_file(p))
+            if not inside:
+                raise InputError(str(path), "folder holds no table file (.csv, .csv.gz, .parquet, .jsonl)")
+            files.extend(inside)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise InputError(str(path), "no such file or folder")
+    return files

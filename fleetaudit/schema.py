@@ -1,0 +1,157 @@
+"""The four input tables of SPEC §1: one source of truth for columns and rules.
+
+Ingest validates against these specs, the store creates its tables from them,
+and the time model reads the column names from here. A column's ``kind`` says
+how a raw value parses and how it is stored; the checks a value must pass are
+declared, not coded, so a new column is one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(str, Enum):
+    """How a raw value parses, and the DuckDB type it is stored as."""
+
+    TEXT = "VARCHAR"
+    INT = "BIGINT"
+    FLOAT = "DOUBLE"
+    TIME = "TIMESTAMP"  # UTC, without zone
+    BOOL = "BOOLEAN"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of an input table and the rules a value must pass."""
+
+    name: str
+    kind: Kind
+    required: bool = False
+    nonnegative: bool = False
+    enum: tuple[str, ...] = ()
+    at_most_one: bool = False  # a fraction in [0, 1]
+
+
+@dataclass(frozen=True)
+class Table:
+    """An input table: its key, its columns in order, and the node it references."""
+
+    name: str
+    key: tuple[str, ...]
+    columns: tuple[Column, ...]
+    references_node: bool = False
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns if c.required)
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+HEALTH = ("healthy", "degraded", "cordoned", "down")
+PRIORITY = ("high", "low")
+WORKLOAD = (
+    "online_inference",
+    "offline_inference",
+    "training",
+    "development",
+    "cpu_only",
+    "other",
+)
+LOCALITY = ("any", "switch", "node")
+
+NODES = Table(
+    name="nodes",
+    key=("node_id",),
+    columns=(
+        Column("node_id", Kind.TEXT, required=True),
+        Column("gpu_model", Kind.TEXT, required=True),
+        Column("gpus", Kind.INT, required=True, nonnegative=True),
+        Column("cpus", Kind.FLOAT, required=True, nonnegative=True),
+        Column("memory_gib", Kind.FLOAT, nonnegative=True),
+        Column("switch_id", Kind.TEXT),
+        Column("health", Kind.TEXT, enum=HEALTH),
+    ),
+)
+
+ALLOCATIONS = Table(
+    name="allocations",
+    key=("alloc_id",),
+    references_node=True,
+    columns=(
+        Column("alloc_id", Kind.TEXT, required=True),
+        Column("job_id", Kind.TEXT),
+        Column("node_id", Kind.TEXT, required=True),
+        Column("gpus", Kind.FLOAT, required=True, nonnegative=True),
+        Column("cpus", Kind.FLOAT, required=True, nonnegative=True),
+        Column("memory_gib", Kind.FLOAT, nonnegative=True),
+        Column("priority", Kind.TEXT, required=True, enum=PRIORITY),
+        Column("workload", Kind.TEXT, enum=WORKLOAD),
+        Column("tenant", Kind.TEXT),
+        Column("start_time", Kind.TIME, required=True),
+        Column("end_time", Kind.TIME),
+        Column("checkpoint_interval_s", Kind.FLOAT, nonnegative=True),
+        Column("sleepable", Kind.BOOL),
+    ),
+)
+
+REQUESTS = Table(
+    name="requests",
+    key=("request_id",),
+    columns=(
+        Column("request_id", Kind.TEXT, required=True),
+        Column("submit_time", Kind.TIME, required=True),
+        Column("start_time", Kind.TIME),
+        Column("gpu_model", Kind.TEXT),
+        Column("gpus", Kind.FLOAT, required=True, nonnegative=True),
+        Column("gpus_per_pod", Kind.FLOAT, nonnegative=True),
+        Column("cpus_per_gpu", Kind.FLOAT, nonnegative=True),
+        Column("memory_gib_per_gpu", Kind.FLOAT, nonnegative=True),
+        Column("cpus", Kind.FLOAT, nonnegative=True),
+        Column("memory_gib", Kind.FLOAT, nonnegative=True),
+        Column("locality", Kind.TEXT, enum=LOCALITY),
+        Column("duration_s", Kind.FLOAT, nonnegative=True),
+        Column("start_deadline_s", Kind.FLOAT, nonnegative=True),
+        Column("priority", Kind.TEXT, enum=PRIORITY),
+        Column("tenant", Kind.TEXT),
+    ),
+)
+
+TELEMETRY = Table(
+    name="telemetry",
+    key=("node_id", "gpu_index", "ts"),
+    references_node=True,
+    columns=(
+        Column("ts", Kind.TIME, required=True),
+        Column("node_id", Kind.TEXT, required=True),
+        Column("gpu_index", Kind.INT, required=True, nonnegative=True),
+        Column("sm_active", Kind.FLOAT, required=True, nonnegative=True, at_most_one=True),
+        Column("mem_used", Kind.FLOAT, nonnegative=True, at_most_one=True),
+        Column("alloc_id", Kind.TEXT),
+    ),
+)
+
+TABLES: dict[str, Table] = {t.name: t for t in (NODES, ALLOCATIONS, REQUESTS, TELEMETRY)}
+
+# Ingest order within one call: a table that references nodes sees the nodes of
+# the same call.
+INGEST_ORDER: tuple[str, ...] = ("nodes", "allocations", "requests", "telemetry")
+
+# Internal column on every input table: the ingest call that loaded the row
+# (negative while a row of the running call awaits its reject check).
+INGEST_ID = "_ingest_id"
+
+
+def table(name: str) -> Table:
+    """The table called ``name``; KeyError if there is none."""
+    return TABLES[name]

@@ -1,0 +1,232 @@
+"""The DuckDB store: the only module that imports duckdb.
+
+It owns the schema (created from :mod:`fleetaudit.schema`), the write lock
+(a second writer waits up to a timeout, then gets :class:`StoreBusyError`),
+transactions (one ``ingest`` call is one transaction), and running the SQL in
+``queries/`` by name with ``$named`` parameters. Results leave as polars frames.
+
+Tables besides the four input tables:
+
+- ``rejects(ingest_id, file, row, column, value, reason)``: rows that broke the schema;
+- ``ingests(ingest_id, at, files, summary)``: one row per ingest call;
+- ``scenarios(name, created_at, command, options, at, base)`` and
+  ``scenario_allocations``: allocation states saved by a what-if (``--save-as``);
+  ``base`` is ``recorded`` (the rows override recorded allocations by alloc_id)
+  or ``empty`` (the rows are the whole state).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from fleetaudit import schema
+from fleetaudit.errors import QueryError, StoreBusyError, StoreError
+from fleetaudit.resources import load_sql
+
+SCHEMA_VERSION = 1
+_MEMORY = re.compile(r"\d+(\.\d+)?\s*[KMGT]i?B")
+DEFAULT_DB = "fleetaudit.duckdb"
+
+
+def quote_identifier(name: str) -> str:
+    """A DuckDB identifier, quoted (the only way names enter generated SQL)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def default_db_path() -> Path:
+    """``$FLEETAUDIT_DB`` or ``./fleetaudit.duckdb``."""
+    return Path(os.environ.get("FLEETAUDIT_DB") or DEFAULT_DB)
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc)
+    return "Could not set lock" in text or "Conflicting lock" in text
+
+
+class Store:
+    """An open fleetaudit database.
+
+    Use :func:`open_store`; close it (or use it as a context manager) to release
+    the lock.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, created: bool) -> None:
+        self.con = con
+        self.path = path
+        self.created = created
+
+    # -- lifecycle -----------------------------------------------------------------
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All statements inside land together or not at all."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # -- running SQL ---------------------------------------------------------------
+    def query(self, name: str, **params: Any) -> pl.DataFrame:
+        """Run ``queries/<name>.sql`` and return its result as a polars frame."""
+        return self.sql(load_sql(name), params)
+
+    def execute(self, name: str, **params: Any) -> None:
+        """Run ``queries/<name>.sql`` for its effect."""
+        self.run(load_sql(name), params)
+
+    def _execute(self, text: str, params: Mapping[str, Any] | None) -> duckdb.DuckDBPyConnection:
+        try:
+            return self.con.execute(text, dict(params or {}))
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from exc
+
+    def sql(self, text: str, params: Mapping[str, Any] | None = None) -> pl.DataFrame:
+        """Run SQL text (generated from the schema, values only as parameters)."""
+        try:
+            return self.con.sql(text, params=dict(params or {})).pl()
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from exc
+
+    def run(self, text: str, params: Mapping[str, Any] | None = None) -> int | None:
+        """Run SQL text for its effect; the row count of an INSERT/DELETE, if any."""
+        rows = self._fetchall(text, params)
+        if len(rows) != 1 or len(rows[0]) != 1 or not isinstance(rows[0][0], int):
+            return None
+        return int(rows[0][0])
+
+    def scalar(self, text: str, params: Mapping[str, Any] | None = None) -> Any:
+        rows = self._fetchall(text, params)
+        return rows[0][0] if rows else None
+
+    def _fetchall(self, text: str, params: Mapping[str, Any] | None) -> list[tuple[Any, ...]]:
+        cursor = self._execute(text, params)
+        try:
+            return cursor.fetchall()
+        except duckdb.InvalidInputException:
+            return []  # a statement without a result
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from exc
+
+    def describe(
+        self, source_sql: str, params: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, str]]:
+        """Column names and DuckDB types of a SELECT, without running it."""
+        rows = self._fetchall(f"DESCRIBE {source_sql}", params)
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def register_frame(self, name: str, frame: pl.DataFrame) -> None:
+        """Make a polars frame readable as the temporary view ``name``."""
+        self.con.register(name, frame.to_arrow())
+
+    # -- schema ----------------------------------------------------------------------
+    def columns(self, table: str) -> list[str]:
+        rows = self.con.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_name = $t AND table_schema = 'main' ORDER BY ordinal_position",
+            {"t": table},
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def add_column(self, table: str, name: str, sql_type: str) -> None:
+        self.con.execute(
+            f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {quote_identifier(name)} {sql_type}"
+        )
+
+    def row_count(self, table: str) -> int:
+        return int(self.scalar(f"SELECT count(*) FROM {quote_identifier(table)}"))
+
+    def is_empty(self) -> bool:
+        return all(self.row_count(t) == 0 for t in schema.TABLES)
+
+
+def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
+    for tbl in schema.TABLES.values():
+        cols = ", ".join(f"{quote_identifier(c.name)} {c.kind.value}" for c in tbl.columns)
+        con.execute(
+            f"CREATE TABLE IF NOT EXISTS {quote_identifier(tbl.name)} "
+            f"({cols}, {quote_identifier(schema.INGEST_ID)} BIGINT)"
+        )
+    con.execute(load_sql("create_store_tables"))
+    con.execute(
+        "INSERT INTO meta SELECT 'schema_version', $v WHERE NOT EXISTS "
+        "(SELECT 1 FROM meta WHERE key = 'schema_version')",
+        {"v": str(SCHEMA_VERSION)},
+    )
+
+
+def _connect(path: Path, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + lock_timeout
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            if not _is_lock_error(exc):
+                raise StoreError(f"{path}: cannot open the store: {_first_line(exc)}") from exc
+            if time.monotonic() >= deadline:
+                raise StoreBusyError(
+                    f"{path}: the store is locked by another fleetaudit process; "
+                    f"gave up after {lock_timeout:g} s (raise --lock-timeout or retry later)"
+                ) from exc
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 1.0)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def open_store(
+    path: Path,
+    *,
+    read_only: bool = False,
+    lock_timeout: float = 30.0,
+    must_exist: bool = False,
+) -> Store:
+    """Open (creating when allowed) the store at ``path``.
+
+    Args:
+        path: the DuckDB file.
+        read_only: open without the write lock (several readers may share it).
+        lock_timeout: seconds to wait for another process's lock.
+        must_exist: fail with a clear line instead of creating a new store.
+    """
+    existed = path.exists()
+    if not existed and (must_exist or read_only):
+        raise StoreError(
+            f"{path}: no fleetaudit store here; run `fleetaudit ingest` first (or pass --db)"
+        )
+    con = _connect(path, read_only and existed, lock_timeout)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", "3GB")
+        if _MEMORY.fullmatch(limit):
+            # bounded memory: DuckDB spills to disk beyond this (benchmarks: RSS <= 4 GiB)
+            con.execute(f"SET memory_limit = '{limit}'")
+        if not read_only:
+            _create_schema(con)
+        con.execute(load_sql("create_scenario_macro"))
+    except duckdb.Error as exc:
+        con.close()
+        raise StoreError(f"{path}: not a usable fleetaudit store: {_first_line(exc)}") from exc
+    return Store(con, path, created=not existed)

@@ -1,0 +1,24 @@
+-- The store's own tables (the four input tables are created from fleetaudit/schema.py).
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR, value VARCHAR);
+CREATE TABLE IF NOT EXISTS rejects (
+    ingest_id BIGINT, file VARCHAR, "table" VARCHAR, "row" BIGINT,
+    "column" VARCHAR, value VARCHAR, reason VARCHAR
+);
+CREATE TABLE IF NOT EXISTS ingests (
+    ingest_id BIGINT, started_at TIMESTAMP, finished_at TIMESTAMP,
+    format VARCHAR, files VARCHAR, summary VARCHAR
+);
+CREATE TABLE IF NOT EXISTS scenarios (
+    name VARCHAR, created_at TIMESTAMP, command VARCHAR, options VARCHAR,
+    "at" TIMESTAMP, base VARCHAR
+);
+CREATE TABLE IF NOT EXISTS scenario_allocations (
+    scenario VARCHAR, removed BOOLEAN,
+    alloc_id VARCHAR, job_id VARCHAR, node_id VARCHAR, gpus DOUBLE, cpus DOUBLE,
+    memory_gib DOUBLE, priority VARCHAR, workload VARCHAR, tenant VARCHAR,
+    start_time TIMESTAMP, end_time TIMESTAMP, checkpoint_interval_s DOUBLE, sleepable BOOLEAN
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id BIGINT, command VARCHAR, created_at TIMESTAMP, "at" TIMESTAMP,
+    scenario VARCHAR, options VARCHAR, document VARCHAR
+);
