@@ -21,7 +21,7 @@ import polars as pl
 from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
 from fleetaudit.ingest import alibaba
-from fleetaudit.ingest.sources import Source, expand_paths, native_source
+from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
@@ -159,12 +159,21 @@ def _load_table(
     keys = ", ".join(q(k) for k in table.key)
     params = {"id": ingest_id}
     loaded = int(store.scalar(f"SELECT count(*) FROM {name} WHERE _ingest_id = $id", params))
+    # Distinct key hashes first: fixed-width and cheap. As many hashes as rows
+    # proves the keys distinct; fewer (a duplicate, or a rare collision) takes
+    # the exact count.
     distinct = int(
         store.scalar(
-            f"SELECT count(*) FROM (SELECT DISTINCT {keys} FROM {name} WHERE _ingest_id = $id)",
-            params,
+            f"SELECT count(DISTINCT hash({keys})) FROM {name} WHERE _ingest_id = $id", params
         )
     )
+    if distinct < loaded:
+        distinct = int(
+            store.scalar(
+                f"SELECT count(*) FROM (SELECT DISTINCT {keys} FROM {name} WHERE _ingest_id = $id)",
+                params,
+            )
+        )
     superseded = loaded - distinct
     if superseded:
         # the last row of the call wins: row ids grow in load order
@@ -212,9 +221,13 @@ def _load_file(store: Store, table: schema.Table, source: Source, ingest_id: int
         if extra not in have:
             store.add_column(table.name, extra, "VARCHAR")
     params = {**source.params, "ingest_id": ingest_id}
+    tagged = {"ingest_id": ingest_id}
     try:
+        if source.csv:
+            store.run(f"DROP TABLE IF EXISTS {CSV_ERRORS}")
+            store.run(f"DROP TABLE IF EXISTS {CSV_ERRORS}_scans")
         read = store.run(plan.load, params) or 0
-        tagged = {"ingest_id": ingest_id}
+        bad_lines = _csv_line_rejects(store, table, source, ingest_id) if source.csv else 0
         rejected = int(
             store.scalar(f"SELECT count(*) FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged)
         )
@@ -223,4 +236,24 @@ def _load_file(store: Store, table: schema.Table, source: Source, ingest_id: int
             store.run(f"DELETE FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged)
     except QueryError as exc:
         raise InputError(source.file, f"cannot read: {exc.message}") from exc
-    return read, rejected
+    return read + bad_lines, rejected + bad_lines
+
+
+def _csv_line_rejects(store: Store, table: schema.Table, source: Source, ingest_id: int) -> int:
+    """Record the lines DuckDB's CSV reader could not split; returns how many.
+
+    Also fills CSV_BAD_ROWS (e: the bad data row, k: its rank), which the
+    numbered scan uses to count skipped lines back into row numbers.
+    """
+    store.run(
+        f"CREATE OR REPLACE TEMP TABLE {CSV_BAD_ROWS} AS "
+        f"SELECT line - 1 AS e, row_number() OVER (ORDER BY line) AS k FROM {CSV_ERRORS}"
+    )
+    bad = int(store.scalar(f"SELECT count(*) FROM {CSV_BAD_ROWS}"))
+    if bad:
+        store.run(
+            f"INSERT INTO rejects SELECT $ingest_id, $file, $table, line - 1, column_name, "
+            f"csv_line, lower(error_type) || ': ' || error_message FROM {CSV_ERRORS} ORDER BY line",
+            {"ingest_id": ingest_id, "file": source.file, "table": table.name},
+        )
+    return bad

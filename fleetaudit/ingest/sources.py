@@ -8,6 +8,8 @@ its types.
 
 from __future__ import annotations
 
+import csv
+import gzip
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +28,20 @@ _SUFFIXES: dict[str, str] = {
     ".ndjson.gz": "jsonl",
 }
 
-_CSV = (
-    "read_csv($path, all_varchar = true, header = true, delim = ',', quote = '\"', "
-    "escape = '\"', strict_mode = true, compression = 'auto')"
+# Columns come from the header (read here), so DuckDB never guesses; lines with
+# the wrong number of fields are kept aside in CSV_ERRORS (store_rejects) on the
+# loading scan, and skipped on the numbered scan, which counts them back in.
+CSV_ERRORS = "_fa_csv_errors"
+CSV_BAD_ROWS = "_fa_csv_bad_rows"
+_CSV_OPTIONS = (
+    "columns = $columns, auto_detect = false, header = true, delim = ',', quote = '\"', "
+    "escape = '\"', strict_mode = true, compression = 'auto'"
 )
+_CSV = (
+    f"read_csv($path, {_CSV_OPTIONS}, store_rejects = true, "
+    f"rejects_table = '{CSV_ERRORS}', rejects_scan = '{CSV_ERRORS}_scans')"
+)
+_CSV_SKIPPING = f"read_csv($path, {_CSV_OPTIONS}, ignore_errors = true)"
 _PARQUET = "read_parquet($path)"
 _PARQUET_NUMBERED = "read_parquet($path, file_row_number = true)"
 _JSONL = (
@@ -51,6 +63,7 @@ class Source:
     select: str
     numbered: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    csv: bool = False  # lines with a wrong field count land in CSV_ERRORS
 
 
 def split_suffix(path: Path) -> tuple[str, str | None]:
@@ -82,10 +95,17 @@ def native_source(path: Path, table_name: str | None) -> Source:
             f"no table named {name!r}; name the file after a table "
             f"({', '.join(schema.TABLES)}) or pass --table",
         )
-    params = {"path": str(path)}
+    params: dict[str, Any] = {"path": str(path)}
     if fmt == "csv":
+        params["columns"] = {name: "VARCHAR" for name in _csv_header(path)}
         select = f"SELECT * FROM {_CSV}"
-        numbered = f"SELECT *, row_number() OVER () AS _row FROM {_CSV}"
+        # data row = good-row rank + the bad lines before it (CSV_BAD_ROWS: e, k)
+        numbered = (
+            f"SELECT * EXCLUDE (_r), _r + (SELECT count(*) FROM {CSV_BAD_ROWS} AS b "
+            f"WHERE b.e - b.k < s._r) AS _row "
+            f"FROM (SELECT *, row_number() OVER () AS _r FROM {_CSV_SKIPPING}) AS s"
+        )
+        return Source(str(path), name, select, numbered, params, csv=True)
     elif fmt == "parquet":
         select = f"SELECT * FROM {_PARQUET}"
         numbered = (
@@ -96,6 +116,25 @@ def native_source(path: Path, table_name: str | None) -> Source:
         select = f"SELECT * FROM {_JSONL}"
         numbered = f"SELECT *, row_number() OVER () AS _row FROM {_JSONL}"
     return Source(file=str(path), table=name, select=select, numbered=numbered, params=params)
+
+
+def _csv_header(path: Path) -> list[str]:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="") as fh:  # type: ignore[operator]
+            header = next(csv.reader(fh), None)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(str(path), f"cannot read: {exc}") from exc
+    if not header or not any(h.strip() for h in header):
+        raise InputError(str(path), "cannot read: no header line (an empty file?)")
+    seen: set[str] = set()
+    for name in header:
+        if not name.strip():
+            raise InputError(str(path), "cannot read: an empty column name in the header")
+        if name in seen:
+            raise InputError(str(path), "cannot read: the header names it twice", column=name)
+        seen.add(name)
+    return header
 
 
 def expand_paths(paths: list[Path]) -> list[Path]:

@@ -1,0 +1,59 @@
+"""Shared fixtures: tiny hand-readable fleets, stores under tmp_path, the public traces."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fleetaudit.store import Store, open_store
+
+DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def traces_dir() -> Path | None:
+    """The public traces: $FLEETAUDIT_TRACES, else ../shared/traces beside the repository."""
+    env = os.environ.get("FLEETAUDIT_TRACES")
+    candidates = [Path(env)] if env else []
+    candidates.append(REPO.parent / "shared" / "traces")
+    for candidate in candidates:
+        if (candidate / "alibaba-gpu-v2023" / "openb_node_list_gpu_node.csv").is_file():
+            return candidate
+    return None
+
+
+@pytest.fixture
+def traces() -> Path:
+    found = traces_dir()
+    if found is None:
+        pytest.skip("the public traces are absent (set FLEETAUDIT_TRACES or place ../shared/traces)")
+    return found
+
+
+@pytest.fixture
+def tiny_dir() -> Path:
+    return DATA / "tiny"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "fleet.duckdb"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[Store]:
+    s = open_store(db_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def write(path: Path, text: str) -> Path:
+    """Write a small input file (dedented by the caller) and return its path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.lstrip("\n"), encoding="utf-8")
+    return path

@@ -1,0 +1,368 @@
+"""Ingest: validation, rejects, idempotent upsert, transactions, formats, the 2023 trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetaudit.errors import InputError
+from fleetaudit.ingest import IngestOptions, ingest
+from fleetaudit.store import Store, open_store
+from tests.conftest import write
+
+NODES = """
+node_id,gpu_model,gpus,cpus,memory_gib,switch_id,health
+n1,H20,8,64,1024,sw-a,healthy
+n2,H20,8,64,1024,sw-a,
+n3,A10,4,32,256,,cordoned
+"""
+
+ALLOC_HEADER = (
+    "alloc_id,job_id,node_id,gpus,cpus,memory_gib,priority,workload,tenant,"
+    "start_time,end_time,checkpoint_interval_s,sleepable\n"
+)
+
+
+def counts(store: Store) -> dict[str, int]:
+    return {t: store.row_count(t) for t in ("nodes", "allocations", "requests", "telemetry", "rejects")}
+
+
+def rejects(store: Store) -> list[tuple[object, ...]]:
+    frame = store.sql('SELECT "row", "column", value, reason FROM rejects ORDER BY file, "row"')
+    return [tuple(r) for r in frame.iter_rows()]
+
+
+def test_tiny_fleet_loads(store: Store, tiny_dir: Path) -> None:
+    result = ingest(store, [tiny_dir])
+    assert [(t.table, t.read, t.new, t.rejected) for t in result.tables] == [
+        ("nodes", 7, 7, 0),
+        ("allocations", 9, 9, 0),
+    ]
+    row = store.sql("SELECT * FROM allocations WHERE alloc_id = 'a3'").row(0, named=True)
+    assert row["gpus"] == 0.25
+    assert row["start_time"] == datetime(2026, 1, 1, 11, 0)
+    assert row["end_time"] == datetime(2026, 1, 1, 18, 0)
+    assert row["sleepable"] is False
+    # an empty health means healthy; an empty switch_id stays empty (a domain by itself)
+    n6 = store.sql("SELECT health, switch_id FROM nodes WHERE node_id = 'n6'").row(0)
+    assert n6 == ("healthy", None)
+
+
+def test_defaults_are_resolved(store: Store, tmp_path: Path) -> None:
+    write(tmp_path / "nodes.csv", NODES)
+    write(
+        tmp_path / "allocations.csv",
+        ALLOC_HEADER + "a1,,n1,2,16,,HIGH,,,2026-01-01T00:00:00Z,,,\n",
+    )
+    write(
+        tmp_path / "requests.csv",
+        "request_id,submit_time,gpus,gpus_per_pod,cpus_per_gpu,locality\n"
+        "r1,2026-01-01T00:00:00Z,16,,,\n"
+        "r2,2026-01-01T00:00:00Z,4,,,\n"
+        "r3,2026-01-01T00:00:00Z,0.5,,,\n"
+        "r4,2026-01-01T00:00:00Z,16,8,,any\n",
+    )
+    result = ingest(store, [tmp_path])
+    assert result.rejected == 0
+    a1 = store.sql("SELECT job_id, priority, sleepable FROM allocations").row(0)
+    assert a1 == ("a1", "high", False)  # job_id defaults to alloc_id; enums are case-insensitive
+    got = store.sql(
+        "SELECT request_id, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality "
+        "FROM requests ORDER BY request_id"
+    ).rows()
+    assert got == [
+        ("r1", 8.0, 0.0, 0.0, "switch"),  # gpus_per_pod min(gpus, 8); 2 pods -> switch
+        ("r2", 4.0, 0.0, 0.0, "node"),
+        ("r3", 0.5, 0.0, 0.0, "node"),  # a share is its own pod
+        ("r4", 8.0, 0.0, 0.0, "any"),
+    ]
+
+
+# Every reject reason, each worked by hand: (row, column, value, reason).
+REJECT_CASES = {
+    "missing": ("a1,,n1,,16,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "gpus", None, "missing required value")),
+    "unparsable": ("a1,,n1,two,16,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "gpus", "two", "two is not a number")),
+    "bad time": ("a1,,n1,1,16,,high,,,yesterday,,,\n", (1, "start_time", "yesterday", "yesterday is not a time (ISO 8601 or epoch seconds)")),
+    "bad bool": ("a1,,n1,1,16,,high,,,2026-01-01T00:00:00Z,,,maybe\n", (1, "sleepable", "maybe", "maybe is not a boolean (true/false)")),
+    "negative": ("a1,,n1,1,-4,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "cpus", "-4", "-4 is negative")),
+    "not finite": ("a1,,n1,1,inf,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "cpus", "inf", "inf is not a finite number")),
+    "enum": ("a1,,n1,1,4,,urgent,,,2026-01-01T00:00:00Z,,,\n", (1, "priority", "urgent", "unknown value urgent (expected high, low)")),
+    "unknown node": ("a1,,n9,1,4,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "node_id", "n9", "unknown node n9")),
+    "above node": ("a1,,n3,6,4,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "gpus", "6", "6.0 is above its node's 4 GPUs")),
+    "end before start": ("a1,,n1,1,4,,high,,,2026-01-01T10:00:00Z,2026-01-01T09:00:00Z,,\n", (1, "end_time", "2026-01-01T09:00:00Z", "end_time is before start_time")),
+}
+
+
+@pytest.mark.parametrize("case", list(REJECT_CASES), ids=list(REJECT_CASES))
+def test_each_reject_reason(store: Store, tmp_path: Path, case: str) -> None:
+    line, expected = REJECT_CASES[case]
+    write(tmp_path / "nodes.csv", NODES)
+    good = "a0,,n2,1,4,,low,,,2026-01-01T00:00:00Z,,,\n"
+    write(tmp_path / "allocations.csv", ALLOC_HEADER + good + line)
+    result = ingest(store, [tmp_path])
+    allocations = result.tables[1]
+    assert (allocations.read, allocations.new, allocations.rejected) == (2, 1, 1)
+    row, column, value, reason = expected
+    assert rejects(store) == [(row + 1, column, value, reason)]
+    assert store.sql("SELECT alloc_id FROM allocations").rows() == [("a0",)]
+
+
+def test_request_and_node_and_telemetry_rejects(store: Store, tmp_path: Path) -> None:
+    write(
+        tmp_path / "nodes.csv",
+        NODES + "n4,H20,7.5,64,,,healthy\nn5,H20,8,64,,,broken\n",
+    )
+    write(
+        tmp_path / "requests.csv",
+        "request_id,submit_time,start_time,gpus,gpus_per_pod,locality\n"
+        "r1,2026-01-01T00:00:00Z,,12,,\n"
+        "r2,2026-01-01T00:00:00Z,,16,8,node\n"
+        "r3,2026-01-01T02:00:00Z,2026-01-01T01:00:00Z,8,8,\n"
+        "r4,2026-01-01T00:00:00Z,,0.5,1,\n",
+    )
+    write(
+        tmp_path / "telemetry.csv",
+        "ts,node_id,gpu_index,sm_active\n"
+        "2026-01-01T00:00:00Z,n1,8,0.5\n"
+        "2026-01-01T00:00:00Z,n1,0,1.5\n"
+        "2026-01-01T00:00:00Z,n1,1,0.25\n",
+    )
+    result = ingest(store, [tmp_path])
+    assert {t.table: t.rejected for t in result.tables} == {"nodes": 2, "requests": 4, "telemetry": 2}
+    got = store.sql('SELECT "table", "row", "column", reason FROM rejects ORDER BY "table", "row"').rows()
+    assert got == [
+        ("nodes", 4, "gpus", "7.5 is not an integer"),
+        ("nodes", 5, "health", "unknown value broken (expected healthy, degraded, cordoned, down)"),
+        ("requests", 1, "gpus", "12.0 is not a multiple of gpus_per_pod 8.0 (the default min(gpus, 8)); give gpus_per_pod"),
+        ("requests", 2, "locality", "node locality with 2.0 pods; use switch or any"),
+        ("requests", 3, "start_time", "start_time is before submit_time"),
+        ("requests", 4, "gpus", "0.5 is not a multiple of gpus_per_pod 1.0"),
+        ("telemetry", 1, "gpu_index", "8 is not below its node's 8 GPUs"),
+        ("telemetry", 2, "sm_active", "1.5 is above 1"),
+    ]
+
+
+def test_strict_writes_nothing(store: Store, tmp_path: Path) -> None:
+    write(tmp_path / "nodes.csv", NODES)
+    write(tmp_path / "allocations.csv", ALLOC_HEADER + "a1,,n1,x,4,,high,,,2026-01-01T00:00:00Z,,,\n")
+    with pytest.raises(InputError) as err:
+        ingest(store, [tmp_path], IngestOptions(strict=True))
+    assert str(err.value) == (
+        f"{tmp_path / 'allocations.csv'} row 1, column gpus: x is not a number "
+        "(1 row(s) rejected; --strict writes nothing)"
+    )
+    assert counts(store) == {"nodes": 0, "allocations": 0, "requests": 0, "telemetry": 0, "rejects": 0}
+
+
+def test_missing_required_column_fails_whole_call(store: Store, tmp_path: Path) -> None:
+    write(tmp_path / "nodes.csv", NODES)
+    write(tmp_path / "allocations.csv", "alloc_id,node_id,gpus,cpus,start_time\na1,n1,1,1,2026-01-01\n")
+    with pytest.raises(InputError) as err:
+        ingest(store, [tmp_path])
+    assert str(err.value) == f"{tmp_path / 'allocations.csv'} column priority: required column missing"
+    assert store.row_count("nodes") == 0  # the nodes file of the same call did not land
+
+
+def test_unreadable_files(store: Store, tmp_path: Path) -> None:
+    bad = tmp_path / "nodes.parquet"
+    bad.write_bytes(b"not a parquet file at all")
+    with pytest.raises(InputError) as err:
+        ingest(store, [bad])
+    assert str(err.value).startswith(f"{bad}: cannot read: ")
+    assert "\n" not in str(err.value)
+
+    other = write(tmp_path / "nodes.txt", "x")
+    with pytest.raises(InputError, match=r"nodes.txt: unknown format; use .csv"):
+        ingest(store, [other])
+    with pytest.raises(InputError, match=r"no such file or folder"):
+        ingest(store, [tmp_path / "missing.csv"])
+    unknown = write(tmp_path / "sub" / "gpus.csv", "a\n1\n")
+    with pytest.raises(InputError, match=r"no table named 'gpus'; name the file after a table"):
+        ingest(store, [unknown])
+    empty = write(tmp_path / "e" / "nodes.csv", "")
+    with pytest.raises(InputError, match=r"nodes.csv: cannot read: no header line"):
+        ingest(store, [empty])
+    assert counts(store)["nodes"] == 0
+
+
+def test_lines_with_a_wrong_field_count_are_rejects(store: Store, tmp_path: Path) -> None:
+    """Rows after a broken line keep their true row numbers."""
+    write(
+        tmp_path / "nodes.csv",
+        "node_id,gpu_model,gpus,cpus\nn1,H20,8,64\nn2,H20,8\nn3,H20,8,64,extra\nn4,H20,-8,64\nn5,H20,8,64\n",
+    )
+    result = ingest(store, [tmp_path])
+    assert (result.tables[0].read, result.tables[0].new, result.tables[0].rejected) == (5, 2, 3)
+    assert [r[:2] for r in rejects(store)] == [(2, "cpus"), (3, None), (4, "gpus")]
+    assert rejects(store)[1][3] == "too many columns: Expected Number of Columns: 4 Found: 5"
+    assert rejects(store)[2][3] == "-8 is negative"
+
+
+def test_reingest_is_idempotent_and_replaces(store: Store, tiny_dir: Path, tmp_path: Path) -> None:
+    ingest(store, [tiny_dir])
+    before = counts(store)
+    second = ingest(store, [tiny_dir])
+    assert counts(store) == before
+    assert [(t.new, t.replaced) for t in second.tables] == [(0, 7), (0, 9)]
+    # a later export fills in a1's end_time: the row is replaced, not duplicated
+    text = (tiny_dir / "allocations.csv").read_text().replace(
+        "2026-01-01T08:00:00Z,,3600", "2026-01-01T08:00:00Z,2026-01-01T20:00:00Z,3600"
+    )
+    write(tmp_path / "allocations.csv", text)
+    third = ingest(store, [tmp_path / "allocations.csv"])
+    assert (third.tables[0].new, third.tables[0].replaced) == (0, 9)
+    assert store.row_count("allocations") == 9
+    end = store.scalar("SELECT end_time FROM allocations WHERE alloc_id = 'a1'")
+    assert end == datetime(2026, 1, 1, 20, 0)
+
+
+def test_last_row_of_a_call_wins(store: Store, tmp_path: Path) -> None:
+    write(tmp_path / "a" / "nodes.csv", NODES)
+    write(tmp_path / "b" / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H800,8,96\nn1,H800,8,128\n")
+    result = ingest(store, [tmp_path / "a" / "nodes.csv", tmp_path / "b" / "nodes.csv"])
+    assert (result.tables[0].read, result.tables[0].new, result.tables[0].superseded) == (5, 3, 2)
+    assert store.sql("SELECT gpu_model, cpus FROM nodes WHERE node_id = 'n1'").rows() == [("H800", 128.0)]
+
+
+def test_formats_agree(store: Store, tmp_path: Path, tiny_dir: Path) -> None:
+    """CSV, gzipped CSV, Parquet and JSON Lines of the same rows load the same."""
+    frame = pl.read_csv(tiny_dir / "allocations.csv", infer_schema=False)
+    (tmp_path / "gz").mkdir()
+    with gzip.open(tmp_path / "gz" / "allocations.csv.gz", "wt") as fh:
+        fh.write((tiny_dir / "allocations.csv").read_text())
+    typed = frame.with_columns(
+        pl.col("gpus", "cpus", "memory_gib", "checkpoint_interval_s").cast(pl.Float64),
+        pl.col("start_time", "end_time").str.to_datetime(time_zone="UTC"),
+        pl.col("sleepable") == "true",
+    )
+    typed.write_parquet(tmp_path / "allocations.parquet")
+    with open(tmp_path / "allocations.jsonl", "w") as fh:
+        for row in frame.iter_rows(named=True):
+            fh.write(json.dumps({k: v for k, v in row.items() if v is not None}) + "\n")
+    ingest(store, [tiny_dir / "nodes.csv"])
+    seen = []
+    for path in (
+        tiny_dir / "allocations.csv",
+        tmp_path / "gz" / "allocations.csv.gz",
+        tmp_path / "allocations.parquet",
+        tmp_path / "allocations.jsonl",
+    ):
+        result = ingest(store, [path])
+        assert result.rejected == 0, path
+        seen.append(store.sql("SELECT * EXCLUDE (_ingest_id) FROM allocations ORDER BY alloc_id"))
+    for frame_ in seen[1:]:
+        assert frame_.equals(seen[0])
+
+
+def test_timestamps_and_extra_columns(store: Store, tmp_path: Path) -> None:
+    write(tmp_path / "nodes.csv", "node_id,gpu_model,gpus,cpus,rack\nn1,H20,8,64,r7\n")
+    write(
+        tmp_path / "allocations.csv",
+        ALLOC_HEADER
+        + "a1,,n1,1,4,,high,,,1767225600,,,\n"  # epoch seconds
+        + "a2,,n1,1,4,,high,,,2026-01-01T02:00:00+02:00,,,\n"  # an offset
+        + "a3,,n1,1,4,,high,,,2026-01-01 00:00:00,,,\n",  # no zone: UTC
+    )
+    ingest(store, [tmp_path])
+    starts = store.sql("SELECT start_time FROM allocations ORDER BY alloc_id")["start_time"].to_list()
+    assert starts == [datetime(2026, 1, 1)] * 3
+    assert store.sql("SELECT rack FROM nodes WHERE node_id = 'n1'").rows() == [("r7",)]
+
+
+MALFORMED = st.one_of(
+    st.sampled_from(["", "-1", "nan", "inf", "1e400", "x", "9" * 40, "0x10", "1,5", "true", "2026-13-45", "-"]),
+    st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=12),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(st.tuples(MALFORMED, MALFORMED, MALFORMED, MALFORMED, MALFORMED), min_size=1, max_size=6))
+def test_malformed_rows_never_raise(tmp_path_factory: pytest.TempPathFactory, values: list[tuple[str, ...]]) -> None:
+    """Whatever the values, ingest never raises: each row loads or lands in rejects with a reason."""
+    folder = tmp_path_factory.mktemp("malformed")
+    write(folder / "nodes.csv", NODES)
+    frame = pl.DataFrame(
+        {
+            "alloc_id": [f"a{i}" for i in range(len(values))],
+            "node_id": ["n1"] * len(values),
+            "gpus": [v[0] for v in values],
+            "cpus": [v[1] for v in values],
+            "priority": [v[2] for v in values],
+            "start_time": [v[3] for v in values],
+            "end_time": [v[4] for v in values],
+        }
+    )
+    frame.write_csv(folder / "allocations.csv")
+    with open_store(folder / "db.duckdb") as s:
+        result = ingest(s, [folder])
+        loaded = s.row_count("allocations")
+        got = s.sql('SELECT "row", "column", reason FROM rejects')
+        assert loaded + result.tables[1].rejected == len(values)
+        assert got.height == result.tables[1].rejected
+        assert got["reason"].null_count() == 0 and got["column"].null_count() == 0
+        assert sorted(got["row"].to_list()) == sorted(set(got["row"].to_list()))
+
+
+# -- the public 2023 trace ------------------------------------------------------------------
+
+
+@pytest.mark.trace
+def test_alibaba_trace_default_list(store: Store, traces: Path) -> None:
+    trace = traces / "alibaba-gpu-v2023"
+    result = ingest(
+        store,
+        [trace],
+        IngestOptions(format="alibaba-gpu-v2023", topology=traces / "alibaba-crux-topology-2023" / "topo.csv"),
+    )
+    assert result.rejected == 0
+    assert store.scalar("SELECT count(*) FROM nodes") == 1213
+    assert store.scalar("SELECT sum(gpus) FROM nodes") == 6212
+    assert store.scalar("SELECT count(*) FROM requests") == 8152
+    # 119 PSW+ASW domains in topo.csv; every node is dealt into one
+    assert store.scalar("SELECT count(DISTINCT switch_id) FROM nodes") == 119
+    assert store.scalar("SELECT count(*) FROM nodes WHERE switch_id IS NULL") == 0
+    # an empty scheduled_time is a pod that never started: still queued
+    queued = store.scalar("SELECT count(*) FROM requests WHERE start_time IS NULL")
+    assert queued == 897  # exactly the pods in phase Pending (441 BE + 454 LS + 2 Burstable)
+    assert store.scalar("SELECT count(*) FROM requests WHERE pod_phase = 'Pending'") == 897
+    share = store.sql("SELECT gpus, gpus_per_pod, priority, cpus FROM requests WHERE request_id = 'openb-pod-0001'").row(0)
+    assert share == (0.46, 0.46, "high", 6.0)  # gpu_milli 460 of one GPU; qos LS -> high
+
+
+@pytest.mark.trace
+def test_alibaba_trace_variants(store: Store, traces: Path) -> None:
+    trace = traces / "alibaba-gpu-v2023"
+    nodes = trace / "openb_node_list_gpu_node.csv"
+    result = ingest(store, [nodes, trace / "openb_pod_list_multigpu50.csv"], IngestOptions(format="alibaba-gpu-v2023"))
+    assert result.rejected == 0
+    # the 5-column multigpu lists have no times: submitted at --trace-start, queued
+    assert store.scalar("SELECT count(*) FROM requests WHERE start_time IS NOT NULL") == 0
+    assert store.scalar("SELECT count(*) FROM nodes WHERE switch_id IS NOT NULL") == 0
+    ingest(store, [nodes, trace / "openb_pod_list_gpuspec33.csv"], IngestOptions(format="alibaba-gpu-v2023"))
+    # duplicated gpu_spec entries collapse: V100M16|V100M32|V100M32 -> V100M16|V100M32
+    models = store.sql("SELECT DISTINCT gpu_model FROM requests WHERE gpu_model LIKE '%|%'")["gpu_model"].to_list()
+    assert models and all(len(m.split("|")) == len(set(m.split("|"))) for m in models)
+
+
+@pytest.mark.trace
+def test_alibaba_topology_is_deterministic(tmp_path: Path, traces: Path) -> None:
+    trace = traces / "alibaba-gpu-v2023"
+    topo = traces / "alibaba-crux-topology-2023" / "topo.csv"
+    seen = []
+    for i in range(2):
+        with open_store(tmp_path / f"{i}.duckdb") as s:
+            ingest(s, [trace / "openb_node_list_gpu_node.csv"], IngestOptions(format="alibaba-gpu-v2023", topology=topo))
+            seen.append(s.sql("SELECT node_id, switch_id FROM nodes ORDER BY node_id"))
+    assert seen[0].equals(seen[1])
+    # a domain holds one GPU model except where two models meet in the dealing order
+    mixed = seen[0].join(
+        pl.read_csv(trace / "openb_node_list_gpu_node.csv").select(node_id="sn", model="model"), on="node_id"
+    ).group_by("switch_id").agg(pl.col("model").n_unique().alias("models"))
+    assert mixed.filter(pl.col("models") > 1).height <= 7  # at most one boundary per model change
