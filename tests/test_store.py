@@ -1,0 +1,118 @@
+"""The store under faults: a second writer, a SIGKILL mid-ingest, scenarios."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from fleetaudit.errors import StoreBusyError, StoreError
+from fleetaudit.ingest import ingest
+from fleetaudit.store import open_store
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+
+
+def test_second_writer_waits_then_gives_up(db_path: Path, tiny_dir: Path) -> None:
+    with open_store(db_path) as s:
+        ingest(s, [tiny_dir])
+    holder = _python(
+        """
+        import sys, time, duckdb
+        con = duckdb.connect(sys.argv[1])
+        print("locked", flush=True)
+        time.sleep(30)
+        """,
+        str(db_path),
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        with pytest.raises(StoreBusyError) as err:
+            open_store(db_path, lock_timeout=1.0)
+        waited = time.monotonic() - started
+        assert 0.9 <= waited < 10
+        assert str(err.value) == (
+            f"{db_path}: the store is locked by another fleetaudit process; "
+            "gave up after 1 s (raise --lock-timeout or retry later)"
+        )
+        assert int(err.value.exit_code) == 75
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()  # type: ignore[union-attr]
+    # once the holder is gone the writer gets in
+    with open_store(db_path, lock_timeout=5) as s:
+        assert s.row_count("nodes") == 7
+
+
+def test_sigkill_during_ingest_keeps_the_committed_state(db_path: Path, tiny_dir: Path, tmp_path: Path) -> None:
+    with open_store(db_path) as s:
+        ingest(s, [tiny_dir])
+        before = {t: s.row_count(t) for t in ("nodes", "allocations", "requests")}
+    big = tmp_path / "big" / "allocations.csv"
+    big.parent.mkdir()
+    con = duckdb.connect()
+    con.execute(
+        "COPY (SELECT 'x' || i AS alloc_id, 'n1' AS node_id, 1 AS gpus, 1 AS cpus, 'low' AS priority, "
+        "'2026-01-01T00:00:00Z' AS start_time FROM range(3000000) t(i)) TO "
+        f"'{big}' (HEADER)"
+    )
+    con.close()
+    writer = _python(
+        """
+        import sys
+        from pathlib import Path
+        from fleetaudit.store import open_store
+        from fleetaudit.ingest import ingest
+        s = open_store(Path(sys.argv[1]))
+        print("started", flush=True)
+        ingest(s, [Path(sys.argv[2])])
+        print("finished", flush=True)
+        """,
+        str(db_path),
+        str(big),
+    )
+    assert writer.stdout is not None
+    assert writer.stdout.readline().strip() == "started"
+    time.sleep(1.0)  # well inside the load of 3 M rows
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    writer.stdout.close()
+    assert writer.returncode == -signal.SIGKILL
+    with open_store(db_path) as s:
+        after = {t: s.row_count(t) for t in ("nodes", "allocations", "requests")}
+        assert s.scalar("SELECT count(*) FROM ingests") == 1
+    assert after == before
+
+
+def test_read_only_store_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=r"no fleetaudit store here; run `fleetaudit ingest` first"):
+        open_store(tmp_path / "none.duckdb", read_only=True)
+    assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_not_a_store(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.duckdb"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match=r"junk.duckdb: cannot open the store: "):
+        open_store(junk)
