@@ -26,9 +26,7 @@ def parse_duration(text: str, *, option: str = "duration") -> timedelta:
     """
     match = _DURATION.match(text)
     if not match:
-        raise UsageError(
-            f"{option}: {text!r} is not a duration; write e.g. 90s, 30m, 6h or 7d"
-        )
+        raise UsageError(f"{option}: {text!r} is not a duration; write e.g. 90s, 30m, 6h or 7d")
     value, unit = match.groups()
     return timedelta(seconds=float(value) * _UNITS[unit or "s"])
 

@@ -29,7 +29,9 @@ def traces_dir() -> Path | None:
 def traces() -> Path:
     found = traces_dir()
     if found is None:
-        pytest.skip("the public traces are absent (set FLEETAUDIT_TRACES or place ../shared/traces)")
+        pytest.skip(
+            "the public traces are absent (set FLEETAUDIT_TRACES or place ../shared/traces)"
+        )
     return found
 
 

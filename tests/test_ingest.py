@@ -31,7 +31,9 @@ ALLOC_HEADER = (
 
 
 def counts(store: Store) -> dict[str, int]:
-    return {t: store.row_count(t) for t in ("nodes", "allocations", "requests", "telemetry", "rejects")}
+    return {
+        t: store.row_count(t) for t in ("nodes", "allocations", "requests", "telemetry", "rejects")
+    }
 
 
 def rejects(store: Store) -> list[tuple[object, ...]]:
@@ -87,16 +89,46 @@ def test_defaults_are_resolved(store: Store, tmp_path: Path) -> None:
 
 # Every reject reason, each worked by hand: (row, column, value, reason).
 REJECT_CASES = {
-    "missing": ("a1,,n1,,16,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "gpus", None, "missing required value")),
-    "unparsable": ("a1,,n1,two,16,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "gpus", "two", "two is not a number")),
-    "bad time": ("a1,,n1,1,16,,high,,,yesterday,,,\n", (1, "start_time", "yesterday", "yesterday is not a time (ISO 8601 or epoch seconds)")),
-    "bad bool": ("a1,,n1,1,16,,high,,,2026-01-01T00:00:00Z,,,maybe\n", (1, "sleepable", "maybe", "maybe is not a boolean (true/false)")),
-    "negative": ("a1,,n1,1,-4,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "cpus", "-4", "-4 is negative")),
-    "not finite": ("a1,,n1,1,inf,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "cpus", "inf", "inf is not a finite number")),
-    "enum": ("a1,,n1,1,4,,urgent,,,2026-01-01T00:00:00Z,,,\n", (1, "priority", "urgent", "unknown value urgent (expected high, low)")),
-    "unknown node": ("a1,,n9,1,4,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "node_id", "n9", "unknown node n9")),
-    "above node": ("a1,,n3,6,4,,high,,,2026-01-01T00:00:00Z,,,\n", (1, "gpus", "6", "6.0 is above its node's 4 GPUs")),
-    "end before start": ("a1,,n1,1,4,,high,,,2026-01-01T10:00:00Z,2026-01-01T09:00:00Z,,\n", (1, "end_time", "2026-01-01T09:00:00Z", "end_time is before start_time")),
+    "missing": (
+        "a1,,n1,,16,,high,,,2026-01-01T00:00:00Z,,,\n",
+        (1, "gpus", None, "missing required value"),
+    ),
+    "unparsable": (
+        "a1,,n1,two,16,,high,,,2026-01-01T00:00:00Z,,,\n",
+        (1, "gpus", "two", "two is not a number"),
+    ),
+    "bad time": (
+        "a1,,n1,1,16,,high,,,yesterday,,,\n",
+        (1, "start_time", "yesterday", "yesterday is not a time (ISO 8601 or epoch seconds)"),
+    ),
+    "bad bool": (
+        "a1,,n1,1,16,,high,,,2026-01-01T00:00:00Z,,,maybe\n",
+        (1, "sleepable", "maybe", "maybe is not a boolean (true/false)"),
+    ),
+    "negative": (
+        "a1,,n1,1,-4,,high,,,2026-01-01T00:00:00Z,,,\n",
+        (1, "cpus", "-4", "-4 is negative"),
+    ),
+    "not finite": (
+        "a1,,n1,1,inf,,high,,,2026-01-01T00:00:00Z,,,\n",
+        (1, "cpus", "inf", "inf is not a finite number"),
+    ),
+    "enum": (
+        "a1,,n1,1,4,,urgent,,,2026-01-01T00:00:00Z,,,\n",
+        (1, "priority", "urgent", "unknown value urgent (expected high, low)"),
+    ),
+    "unknown node": (
+        "a1,,n9,1,4,,high,,,2026-01-01T00:00:00Z,,,\n",
+        (1, "node_id", "n9", "unknown node n9"),
+    ),
+    "above node": (
+        "a1,,n3,6,4,,high,,,2026-01-01T00:00:00Z,,,\n",
+        (1, "gpus", "6", "6.0 is above its node's 4 GPUs"),
+    ),
+    "end before start": (
+        "a1,,n1,1,4,,high,,,2026-01-01T10:00:00Z,2026-01-01T09:00:00Z,,\n",
+        (1, "end_time", "2026-01-01T09:00:00Z", "end_time is before start_time"),
+    ),
 }
 
 
@@ -135,12 +167,23 @@ def test_request_and_node_and_telemetry_rejects(store: Store, tmp_path: Path) ->
         "2026-01-01T00:00:00Z,n1,1,0.25\n",
     )
     result = ingest(store, [tmp_path])
-    assert {t.table: t.rejected for t in result.tables} == {"nodes": 2, "requests": 4, "telemetry": 2}
-    got = store.sql('SELECT "table", "row", "column", reason FROM rejects ORDER BY "table", "row"').rows()
+    assert {t.table: t.rejected for t in result.tables} == {
+        "nodes": 2,
+        "requests": 4,
+        "telemetry": 2,
+    }
+    got = store.sql(
+        'SELECT "table", "row", "column", reason FROM rejects ORDER BY "table", "row"'
+    ).rows()
     assert got == [
         ("nodes", 4, "gpus", "7.5 is not an integer"),
         ("nodes", 5, "health", "unknown value broken (expected healthy, degraded, cordoned, down)"),
-        ("requests", 1, "gpus", "12.0 is not a multiple of gpus_per_pod 8.0 (the default min(gpus, 8)); give gpus_per_pod"),
+        (
+            "requests",
+            1,
+            "gpus",
+            "12.0 is not a multiple of gpus_per_pod 8.0 (the default min(gpus, 8)); give gpus_per_pod",
+        ),
         ("requests", 2, "locality", "node locality with 2.0 pods; use switch or any"),
         ("requests", 3, "start_time", "start_time is before submit_time"),
         ("requests", 4, "gpus", "0.5 is not a multiple of gpus_per_pod 1.0"),
@@ -151,22 +194,35 @@ def test_request_and_node_and_telemetry_rejects(store: Store, tmp_path: Path) ->
 
 def test_strict_writes_nothing(store: Store, tmp_path: Path) -> None:
     write(tmp_path / "nodes.csv", NODES)
-    write(tmp_path / "allocations.csv", ALLOC_HEADER + "a1,,n1,x,4,,high,,,2026-01-01T00:00:00Z,,,\n")
+    write(
+        tmp_path / "allocations.csv", ALLOC_HEADER + "a1,,n1,x,4,,high,,,2026-01-01T00:00:00Z,,,\n"
+    )
     with pytest.raises(InputError) as err:
         ingest(store, [tmp_path], IngestOptions(strict=True))
     assert str(err.value) == (
         f"{tmp_path / 'allocations.csv'} row 1, column gpus: x is not a number "
         "(1 row(s) rejected; --strict writes nothing)"
     )
-    assert counts(store) == {"nodes": 0, "allocations": 0, "requests": 0, "telemetry": 0, "rejects": 0}
+    assert counts(store) == {
+        "nodes": 0,
+        "allocations": 0,
+        "requests": 0,
+        "telemetry": 0,
+        "rejects": 0,
+    }
 
 
 def test_missing_required_column_fails_whole_call(store: Store, tmp_path: Path) -> None:
     write(tmp_path / "nodes.csv", NODES)
-    write(tmp_path / "allocations.csv", "alloc_id,node_id,gpus,cpus,start_time\na1,n1,1,1,2026-01-01\n")
+    write(
+        tmp_path / "allocations.csv",
+        "alloc_id,node_id,gpus,cpus,start_time\na1,n1,1,1,2026-01-01\n",
+    )
     with pytest.raises(InputError) as err:
         ingest(store, [tmp_path])
-    assert str(err.value) == f"{tmp_path / 'allocations.csv'} column priority: required column missing"
+    assert (
+        str(err.value) == f"{tmp_path / 'allocations.csv'} column priority: required column missing"
+    )
     assert store.row_count("nodes") == 0  # the nodes file of the same call did not land
 
 
@@ -212,8 +268,10 @@ def test_reingest_is_idempotent_and_replaces(store: Store, tiny_dir: Path, tmp_p
     assert counts(store) == before
     assert [(t.new, t.replaced) for t in second.tables] == [(0, 7), (0, 9)]
     # a later export fills in a1's end_time: the row is replaced, not duplicated
-    text = (tiny_dir / "allocations.csv").read_text().replace(
-        "2026-01-01T08:00:00Z,,3600", "2026-01-01T08:00:00Z,2026-01-01T20:00:00Z,3600"
+    text = (
+        (tiny_dir / "allocations.csv")
+        .read_text()
+        .replace("2026-01-01T08:00:00Z,,3600", "2026-01-01T08:00:00Z,2026-01-01T20:00:00Z,3600")
     )
     write(tmp_path / "allocations.csv", text)
     third = ingest(store, [tmp_path / "allocations.csv"])
@@ -225,10 +283,14 @@ def test_reingest_is_idempotent_and_replaces(store: Store, tiny_dir: Path, tmp_p
 
 def test_last_row_of_a_call_wins(store: Store, tmp_path: Path) -> None:
     write(tmp_path / "a" / "nodes.csv", NODES)
-    write(tmp_path / "b" / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H800,8,96\nn1,H800,8,128\n")
+    write(
+        tmp_path / "b" / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H800,8,96\nn1,H800,8,128\n"
+    )
     result = ingest(store, [tmp_path / "a" / "nodes.csv", tmp_path / "b" / "nodes.csv"])
     assert (result.tables[0].read, result.tables[0].new, result.tables[0].superseded) == (5, 3, 2)
-    assert store.sql("SELECT gpu_model, cpus FROM nodes WHERE node_id = 'n1'").rows() == [("H800", 128.0)]
+    assert store.sql("SELECT gpu_model, cpus FROM nodes WHERE node_id = 'n1'").rows() == [
+        ("H800", 128.0)
+    ]
 
 
 def test_formats_agree(store: Store, tmp_path: Path, tiny_dir: Path) -> None:
@@ -271,20 +333,35 @@ def test_timestamps_and_extra_columns(store: Store, tmp_path: Path) -> None:
         + "a3,,n1,1,4,,high,,,2026-01-01 00:00:00,,,\n",  # no zone: UTC
     )
     ingest(store, [tmp_path])
-    starts = store.sql("SELECT start_time FROM allocations ORDER BY alloc_id")["start_time"].to_list()
+    starts = store.sql("SELECT start_time FROM allocations ORDER BY alloc_id")[
+        "start_time"
+    ].to_list()
     assert starts == [datetime(2026, 1, 1)] * 3
     assert store.sql("SELECT rack FROM nodes WHERE node_id = 'n1'").rows() == [("r7",)]
 
 
 MALFORMED = st.one_of(
-    st.sampled_from(["", "-1", "nan", "inf", "1e400", "x", "9" * 40, "0x10", "1,5", "true", "2026-13-45", "-"]),
-    st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=12),
+    st.sampled_from(
+        ["", "-1", "nan", "inf", "1e400", "x", "9" * 40, "0x10", "1,5", "true", "2026-13-45", "-"]
+    ),
+    st.text(
+        alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
+        max_size=12,
+    ),
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(values=st.lists(st.tuples(MALFORMED, MALFORMED, MALFORMED, MALFORMED, MALFORMED), min_size=1, max_size=6))
-def test_malformed_rows_never_raise(tmp_path_factory: pytest.TempPathFactory, values: list[tuple[str, ...]]) -> None:
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    values=st.lists(
+        st.tuples(MALFORMED, MALFORMED, MALFORMED, MALFORMED, MALFORMED), min_size=1, max_size=6
+    )
+)
+def test_malformed_rows_never_raise(
+    tmp_path_factory: pytest.TempPathFactory, values: list[tuple[str, ...]]
+) -> None:
     """Whatever the values, ingest never raises: each row loads or lands in rejects with a reason."""
     folder = tmp_path_factory.mktemp("malformed")
     write(folder / "nodes.csv", NODES)
@@ -319,7 +396,9 @@ def test_alibaba_trace_default_list(store: Store, traces: Path) -> None:
     result = ingest(
         store,
         [trace],
-        IngestOptions(format="alibaba-gpu-v2023", topology=traces / "alibaba-crux-topology-2023" / "topo.csv"),
+        IngestOptions(
+            format="alibaba-gpu-v2023", topology=traces / "alibaba-crux-topology-2023" / "topo.csv"
+        ),
     )
     assert result.rejected == 0
     assert store.scalar("SELECT count(*) FROM nodes") == 1213
@@ -332,7 +411,9 @@ def test_alibaba_trace_default_list(store: Store, traces: Path) -> None:
     queued = store.scalar("SELECT count(*) FROM requests WHERE start_time IS NULL")
     assert queued == 897  # exactly the pods in phase Pending (441 BE + 454 LS + 2 Burstable)
     assert store.scalar("SELECT count(*) FROM requests WHERE pod_phase = 'Pending'") == 897
-    share = store.sql("SELECT gpus, gpus_per_pod, priority, cpus FROM requests WHERE request_id = 'openb-pod-0001'").row(0)
+    share = store.sql(
+        "SELECT gpus, gpus_per_pod, priority, cpus FROM requests WHERE request_id = 'openb-pod-0001'"
+    ).row(0)
     assert share == (0.46, 0.46, "high", 6.0)  # gpu_milli 460 of one GPU; qos LS -> high
 
 
@@ -340,14 +421,24 @@ def test_alibaba_trace_default_list(store: Store, traces: Path) -> None:
 def test_alibaba_trace_variants(store: Store, traces: Path) -> None:
     trace = traces / "alibaba-gpu-v2023"
     nodes = trace / "openb_node_list_gpu_node.csv"
-    result = ingest(store, [nodes, trace / "openb_pod_list_multigpu50.csv"], IngestOptions(format="alibaba-gpu-v2023"))
+    result = ingest(
+        store,
+        [nodes, trace / "openb_pod_list_multigpu50.csv"],
+        IngestOptions(format="alibaba-gpu-v2023"),
+    )
     assert result.rejected == 0
     # the 5-column multigpu lists have no times: submitted at --trace-start, queued
     assert store.scalar("SELECT count(*) FROM requests WHERE start_time IS NOT NULL") == 0
     assert store.scalar("SELECT count(*) FROM nodes WHERE switch_id IS NOT NULL") == 0
-    ingest(store, [nodes, trace / "openb_pod_list_gpuspec33.csv"], IngestOptions(format="alibaba-gpu-v2023"))
+    ingest(
+        store,
+        [nodes, trace / "openb_pod_list_gpuspec33.csv"],
+        IngestOptions(format="alibaba-gpu-v2023"),
+    )
     # duplicated gpu_spec entries collapse: V100M16|V100M32|V100M32 -> V100M16|V100M32
-    models = store.sql("SELECT DISTINCT gpu_model FROM requests WHERE gpu_model LIKE '%|%'")["gpu_model"].to_list()
+    models = store.sql("SELECT DISTINCT gpu_model FROM requests WHERE gpu_model LIKE '%|%'")[
+        "gpu_model"
+    ].to_list()
     assert models and all(len(m.split("|")) == len(set(m.split("|"))) for m in models)
 
 
@@ -358,11 +449,21 @@ def test_alibaba_topology_is_deterministic(tmp_path: Path, traces: Path) -> None
     seen = []
     for i in range(2):
         with open_store(tmp_path / f"{i}.duckdb") as s:
-            ingest(s, [trace / "openb_node_list_gpu_node.csv"], IngestOptions(format="alibaba-gpu-v2023", topology=topo))
+            ingest(
+                s,
+                [trace / "openb_node_list_gpu_node.csv"],
+                IngestOptions(format="alibaba-gpu-v2023", topology=topo),
+            )
             seen.append(s.sql("SELECT node_id, switch_id FROM nodes ORDER BY node_id"))
     assert seen[0].equals(seen[1])
     # a domain holds one GPU model except where two models meet in the dealing order
-    mixed = seen[0].join(
-        pl.read_csv(trace / "openb_node_list_gpu_node.csv").select(node_id="sn", model="model"), on="node_id"
-    ).group_by("switch_id").agg(pl.col("model").n_unique().alias("models"))
+    mixed = (
+        seen[0]
+        .join(
+            pl.read_csv(trace / "openb_node_list_gpu_node.csv").select(node_id="sn", model="model"),
+            on="node_id",
+        )
+        .group_by("switch_id")
+        .agg(pl.col("model").n_unique().alias("models"))
+    )
     assert mixed.filter(pl.col("models") > 1).height <= 7  # at most one boundary per model change

@@ -65,7 +65,9 @@ def test_second_writer_waits_then_gives_up(db_path: Path, tiny_dir: Path) -> Non
         assert s.row_count("nodes") == 7
 
 
-def test_sigkill_during_ingest_keeps_the_committed_state(db_path: Path, tiny_dir: Path, tmp_path: Path) -> None:
+def test_sigkill_during_ingest_keeps_the_committed_state(
+    db_path: Path, tiny_dir: Path, tmp_path: Path
+) -> None:
     with open_store(db_path) as s:
         ingest(s, [tiny_dir])
         before = {t: s.row_count(t) for t in ("nodes", "allocations", "requests")}
@@ -106,7 +108,9 @@ def test_sigkill_during_ingest_keeps_the_committed_state(db_path: Path, tiny_dir
 
 
 def test_read_only_store_must_exist(tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match=r"no fleetaudit store here; run `fleetaudit ingest` first"):
+    with pytest.raises(
+        StoreError, match=r"no fleetaudit store here; run `fleetaudit ingest` first"
+    ):
         open_store(tmp_path / "none.duckdb", read_only=True)
     assert not (tmp_path / "none.duckdb").exists()
 

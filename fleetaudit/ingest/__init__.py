@@ -61,7 +61,9 @@ class IngestResult:
     ingest_id: int
     files: tuple[str, ...]
     tables: tuple[TableSummary, ...]
-    rejects: pl.DataFrame = field(repr=False)  # the first rejects (file, row, column, value, reason)
+    rejects: pl.DataFrame = field(
+        repr=False
+    )  # the first rejects (file, row, column, value, reason)
 
     @property
     def rejected(self) -> int:
@@ -209,7 +211,9 @@ def _load_table(
     )
 
 
-def _load_file(store: Store, table: schema.Table, source: Source, ingest_id: int) -> tuple[int, int]:
+def _load_file(
+    store: Store, table: schema.Table, source: Source, ingest_id: int
+) -> tuple[int, int]:
     """Load one file; returns (rows read, rows rejected)."""
     try:
         columns = store.describe(source.select, source.params)
@@ -229,7 +233,9 @@ def _load_file(store: Store, table: schema.Table, source: Source, ingest_id: int
         read = store.run(plan.load, params) or 0
         bad_lines = _csv_line_rejects(store, table, source, ingest_id) if source.csv else 0
         rejected = int(
-            store.scalar(f"SELECT count(*) FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged)
+            store.scalar(
+                f"SELECT count(*) FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged
+            )
         )
         if rejected:
             store.run(plan.rejects, {**params, "file": source.file})

@@ -97,7 +97,9 @@ def deal_switches(nodes: pl.DataFrame, topology: pl.DataFrame) -> pl.DataFrame:
         .len()
         .with_columns(pl.format("{}-{}", "PSW", "ASW").alias("switch_id"))
     )
-    ordered = sorted(domains.iter_rows(named=True), key=lambda r: (_natural(r["PSW"]), _natural(r["ASW"])))
+    ordered = sorted(
+        domains.iter_rows(named=True), key=lambda r: (_natural(r["PSW"]), _natural(r["ASW"]))
+    )
     total_hosts = sum(r["len"] for r in ordered)
     n = nodes.height
     exact = [r["len"] * n / total_hosts for r in ordered]
@@ -105,10 +107,13 @@ def deal_switches(nodes: pl.DataFrame, topology: pl.DataFrame) -> pl.DataFrame:
     by_remainder = sorted(range(len(ordered)), key=lambda i: (-(exact[i] - sizes[i]), i))
     for i in by_remainder[: n - sum(sizes)]:
         sizes[i] += 1
-    switch_ids = [r["switch_id"] for r, size in zip(ordered, sizes) for _ in range(size)]
+    switch_ids = [
+        r["switch_id"] for r, size in zip(ordered, sizes, strict=False) for _ in range(size)
+    ]
     ordered_nodes = nodes.sort("gpu_model", "node_id", nulls_last=True)
     return pl.DataFrame(
-        {"node_id": ordered_nodes["node_id"], "switch_id": switch_ids}, schema={"node_id": pl.Utf8, "switch_id": pl.Utf8}
+        {"node_id": ordered_nodes["node_id"], "switch_id": switch_ids},
+        schema={"node_id": pl.Utf8, "switch_id": pl.Utf8},
     )
 
 
@@ -132,7 +137,12 @@ def trace_sources(
     """The nodes source and, when a pod list is given, the requests source."""
     node_file, pod_file = _classify(paths)
     node_path = str(node_file)
-    node_cols = {name for name, _ in store.describe(f"SELECT * FROM {_READ.format(path='$path')}", {"path": node_path})}
+    node_cols = {
+        name
+        for name, _ in store.describe(
+            f"SELECT * FROM {_READ.format(path='$path')}", {"path": node_path}
+        )
+    }
     for column in ("sn", "cpu_milli", "memory_mib", "gpu", "model"):
         if column not in node_cols:
             raise InputError(node_path, "required column missing", column=column)
@@ -173,7 +183,10 @@ def trace_sources(
 
 def _pod_source(store: Store, pod_file: Path, trace_start: datetime) -> Source:
     path = str(pod_file)
-    cols = {name for name, _ in store.describe(f"SELECT * FROM {_READ.format(path='$path')}", {"path": path})}
+    cols = {
+        name
+        for name, _ in store.describe(f"SELECT * FROM {_READ.format(path='$path')}", {"path": path})
+    }
     for column in ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"):
         if column not in cols:
             raise InputError(path, "required column missing", column=column)

@@ -97,7 +97,7 @@ def native_source(path: Path, table_name: str | None) -> Source:
         )
     params: dict[str, Any] = {"path": str(path)}
     if fmt == "csv":
-        params["columns"] = {name: "VARCHAR" for name in _csv_header(path)}
+        params["columns"] = dict.fromkeys(_csv_header(path), "VARCHAR")
         select = f"SELECT * FROM {_CSV}"
         # data row = good-row rank + the bad lines before it (CSV_BAD_ROWS: e, k)
         numbered = (
@@ -144,7 +144,9 @@ def expand_paths(paths: list[Path]) -> list[Path]:
         if path.is_dir():
             inside = sorted(p for p in path.iterdir() if is_table_file(p))
             if not inside:
-                raise InputError(str(path), "folder holds no table file (.csv, .csv.gz, .parquet, .jsonl)")
+                raise InputError(
+                    str(path), "folder holds no table file (.csv, .csv.gz, .parquet, .jsonl)"
+                )
             files.extend(inside)
         elif path.exists():
             files.append(path)

@@ -25,8 +25,19 @@ from fleetaudit.errors import InputError
 from fleetaudit.schema import Column, Kind, Table
 
 _NUMERIC = (
-    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-    "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL",
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "UHUGEINT",
+    "FLOAT",
+    "DOUBLE",
+    "REAL",
 )
 _INTEGER = _NUMERIC[:10]
 
@@ -131,7 +142,9 @@ def _column_checks(col: Column, has_raw: bool) -> list[_Check]:
         )
     if col.kind in (Kind.FLOAT, Kind.INT):
         if col.kind is Kind.FLOAT:
-            checks.append(_Check(col.name, f"NOT isfinite({c})", f"{shown} || ' is not a finite number'"))
+            checks.append(
+                _Check(col.name, f"NOT isfinite({c})", f"{shown} || ' is not a finite number'")
+            )
         if col.nonnegative:
             checks.append(_Check(col.name, f"{c} < 0", f"{shown} || ' is negative'"))
         if col.at_most_one:
@@ -151,9 +164,7 @@ def _column_checks(col: Column, has_raw: bool) -> list[_Check]:
 def _table_checks(table: Table) -> list[_Check]:
     checks: list[_Check] = []
     if table.references_node:
-        checks.append(
-            _Check("node_id", "_node_gpus IS NULL", f"'unknown node ' || {q('node_id')}")
-        )
+        checks.append(_Check("node_id", "_node_gpus IS NULL", f"'unknown node ' || {q('node_id')}"))
     if table.name == "allocations":
         checks.append(
             _Check(
@@ -252,8 +263,7 @@ def plan_load(
             raise InputError(file, "required column missing", column=name)
     schema_lower = set(table.column_names)
     extras = tuple(
-        name for name, _ in source
-        if name.strip().lower() not in schema_lower and name != "_row"
+        name for name, _ in source if name.strip().lower() not in schema_lower and name != "_row"
     )
 
     parsed: list[str] = []
@@ -298,7 +308,9 @@ def plan_load(
         f"SELECT {', '.join(values)}, CASE WHEN {rejected} THEN -$ingest_id ELSE $ingest_id END "
         f"FROM ({staged(select, False)}) AS d"
     )
-    column_case = " ".join(f"WHEN COALESCE({c.condition}, FALSE) THEN {_lit(c.column)}" for c in checks)
+    column_case = " ".join(
+        f"WHEN COALESCE({c.condition}, FALSE) THEN {_lit(c.column)}" for c in checks
+    )
     reason_case = " ".join(f"WHEN COALESCE({c.condition}, FALSE) THEN {c.reason}" for c in checks)
     value_case = " ".join(
         f"WHEN COALESCE({c.condition}, FALSE) THEN {_shown_value(table, c.column, parsed)}"

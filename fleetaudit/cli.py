@@ -1,0 +1,286 @@
+"""The ``fleetaudit`` command line: parse, call one :mod:`fleetaudit.api` function, render.
+
+Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
+``$FLEETAUDIT_DB``). Errors become one line on stderr and an exit code
+(:class:`fleetaudit.errors.ExitCode`): 0 ok, 2 bad input or usage, 75 store busy.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from fleetaudit import __version__, api, console
+from fleetaudit.errors import ExitCode, FleetAuditError
+from fleetaudit.generate import GenerateOptions
+from fleetaudit.ingest import FORMATS, IngestOptions
+from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
+from fleetaudit.times import iso, parse_duration, parse_instant
+
+app = typer.Typer(
+    name="fleetaudit",
+    help=(
+        "Audit the capacity of a shared GPU fleet from exported inventory, allocations, "
+        "queue and telemetry: how much is idle physically, how much of that the queued "
+        "request shapes could use, and how much allocated capacity does useful work."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DbOption = Annotated[
+    Path,
+    typer.Option(
+        "--db",
+        envvar="FLEETAUDIT_DB",
+        help="The DuckDB store (env FLEETAUDIT_DB).",
+        show_default=True,
+    ),
+]
+LockTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--lock-timeout",
+        help="Seconds to wait while another fleetaudit process writes the store; then exit 75.",
+    ),
+]
+
+
+def _fail(message: str, code: int) -> None:
+    console.err.print(
+        f"fleetaudit: error: {message}", markup=False, highlight=False, soft_wrap=True
+    )
+    raise typer.Exit(code)
+
+
+def handled(func: F) -> F:
+    """Turn fleetaudit errors into one line on stderr and the right exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except FleetAuditError as exc:
+            _fail(exc.message, int(exc.exit_code))
+        except KeyboardInterrupt:
+            _fail("interrupted; nothing was half-written", int(ExitCode.INTERRUPT))
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as exc:
+            if os.environ.get("FLEETAUDIT_DEBUG"):
+                raise
+            _fail(
+                f"internal error: {type(exc).__name__}: {exc} "
+                "(set FLEETAUDIT_DEBUG=1 for a traceback)",
+                int(ExitCode.INTERNAL),
+            )
+        return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.out.print(f"fleetaudit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Audit the capacity of a shared GPU fleet."""
+
+
+def _store(db: Path, lock_timeout: float) -> api.StoreOptions:
+    return api.StoreOptions(db=db, lock_timeout=lock_timeout)
+
+
+def _instant(text: str | None, option: str) -> datetime | None:
+    return None if text is None else parse_instant(text, option=option)
+
+
+@app.command()
+@handled
+def ingest(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Table files or folders of them.", show_default=False)
+    ],
+    table: Annotated[
+        str | None,
+        typer.Option("--table", help="The table every file feeds (default: the file's stem)."),
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help=f"Input format: {' or '.join(FORMATS)}.")
+    ] = "native",
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="Fail the whole call (exit 2, nothing written) on any rejected row."
+        ),
+    ] = False,
+    trace_start: Annotated[
+        str | None,
+        typer.Option(
+            "--trace-start",
+            help=f"alibaba-gpu-v2023: the instant trace second 0 stands for (default {iso(DEFAULT_TRACE_START)}).",
+        ),
+    ] = None,
+    topology: Annotated[
+        Path | None,
+        typer.Option(
+            "--topology",
+            help="alibaba-gpu-v2023: a topo.csv (PSW, ASW per host) whose switch domains the nodes are dealt into.",
+        ),
+    ] = None,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """Load CSV (.csv, .csv.gz), Parquet or JSON Lines files into the store.
+
+    A file's table is its stem (nodes, allocations, requests, telemetry) or --table;
+    a folder loads every table file in it. One call is one transaction: all files
+    land or none do. A row whose key exists replaces the stored row. Rows that
+    break the schema go to the rejects table with file, row, column and reason.
+    """
+    options = IngestOptions(
+        table=table,
+        format=fmt,
+        strict=strict,
+        trace_start=_instant(trace_start, "--trace-start") or DEFAULT_TRACE_START,
+        topology=topology,
+    )
+    with console.progress_status("ingesting") as progress:
+        result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)
+    console.render_ingest(result)
+
+
+@app.command()
+@handled
+def status(
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """Show what the store holds: rows per table, capacity per GPU model, export time, scenarios."""
+    console.render_summary(api.summarize(_store(db, lock_timeout)))
+
+
+@app.command()
+@handled
+def state(
+    at: Annotated[
+        str | None, typer.Option("--at", help="The instant (default: the export time).")
+    ] = None,
+    duration: Annotated[
+        str | None,
+        typer.Option(
+            "--duration", help="Free capacity over [at, at + duration): 90s, 30m, 6h, 7d."
+        ),
+    ] = None,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="Read a saved what-if state.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Also write the per-node state to this .csv or .parquet file."),
+    ] = None,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """The occupancy of every node at an instant (SPEC §2), summed per GPU model.
+
+    Occupied GPUs count whole GPUs plus the GPUs that shares fill when packed
+    first-fit-decreasing; allocated_high is high-priority work alone.
+    """
+    window = None if duration is None else parse_duration(duration, option="--duration")
+    result = api.node_state(_store(db, lock_timeout), _instant(at, "--at"), window, scenario, out)
+    console.render_state(result.state, iso(result.at) or "", duration)
+
+
+@app.command()
+@handled
+def generate(
+    out: Annotated[
+        Path,
+        typer.Argument(help="Folder to write nodes, allocations, requests and telemetry into."),
+    ],
+    nodes: Annotated[
+        int, typer.Option("--nodes", help="Nodes in the fleet (ASI: about 19,400).")
+    ] = GenerateOptions.nodes,
+    days: Annotated[
+        float, typer.Option("--days", help="Days of allocations before the export time.")
+    ] = GenerateOptions.days,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Random seed: the same seed writes the same files.")
+    ] = GenerateOptions.seed,
+    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = GenerateOptions.format,
+    telemetry_step: Annotated[
+        str, typer.Option("--telemetry-step", help="Telemetry sampling step (e.g. 5m).")
+    ] = "5m",
+    telemetry_days: Annotated[
+        float,
+        typer.Option(
+            "--telemetry-days", help="Telemetry covers this many days before the export time."
+        ),
+    ] = GenerateOptions.telemetry_days,
+) -> None:
+    """Write a deterministic synthetic fleet shaped like Alibaba's ASI platform.
+
+    8-GPU nodes (some 4 and 16) in switch domains of 32-64 nodes, several GPU
+    models, online inference with a daily cycle and sleepable warm containers,
+    low-priority offline inference in the gaps, training gangs, a pending queue
+    and SM-active telemetry.
+    """
+    options = GenerateOptions(
+        nodes=nodes,
+        days=days,
+        seed=seed,
+        format=fmt,
+        telemetry_step_s=int(
+            parse_duration(telemetry_step, option="--telemetry-step").total_seconds()
+        ),
+        telemetry_days=telemetry_days,
+    )
+    with console.progress_status("generating") as progress:
+        result = api.generate_fleet(out, options, lambda msg, _frac: progress(msg))
+    console.render_generate(result)
+
+
+@app.command()
+@handled
+def demo(
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """Ingest the bundled sample fleet into the store and show what it holds."""
+    with console.progress_status("ingesting the sample fleet") as progress:
+        result = api.run_demo(_store(db, lock_timeout), progress)
+    console.render_ingest(result.ingest)
+    console.render_summary(result.summary)
+    state = result.state
+    console.render_state(state.state, iso(state.at) or "")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="fleetaudit")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,617 @@
+"""Occupancy: the time model of SPEC §2, per node, at an instant and over a window.
+
+Every command that needs "how much of a node is taken, and how much is free"
+calls this module instead of re-deriving it. The functions are pure: they take
+polars frames (``nodes``, ``allocations``, with the store's columns; extra
+columns are ignored) and instants, never mutate their inputs, and return new
+frames sorted by ``node_id`` with one row per node of ``nodes``.
+
+Contract (SPEC §2):
+
+- An allocation is active at t when ``start_time <= t < end_time``; a null
+  ``end_time`` runs forever. An allocation whose ``end_time`` equals
+  ``start_time`` is never active.
+- Occupied GPUs of a node = the whole parts of its active allocations' ``gpus``
+  plus the number of GPUs that their fractional parts fill when packed
+  first-fit-decreasing (FFD) into GPUs of capacity 1. CPUs and memory add up
+  plainly. "High" figures are the same computation over the high-priority
+  allocations alone (so ``allocated_low = used - used_high``).
+- The window W is ``{t}`` without a duration and ``[t, t + duration)`` with one;
+  the free capacity over W is capacity minus the largest occupancy any instant
+  of W sees, per dimension separately.
+
+Arithmetic is exact: ``gpus``, ``cpus`` and ``memory_gib`` are rounded to
+integer micro-units (:data:`SHARE_UNITS` per unit) before anything is added or
+packed, so sums, FFD and the cumulative sweeps carry no float error, and every
+Float64 returned is the float nearest the exact decimal (32 - 0.9 is 31.1).
+Times are integer microseconds. Instants are ``datetime``: naive means UTC,
+aware ones are converted to UTC.
+
+Scale: filtering and aggregation are polars expressions keyed by an integer
+node index; only the fractional (shared-GPU) parts go through a Python FFD
+loop, over plain lists, with the packing of a multiset of share sizes memoised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+
+import polars as pl
+
+__all__ = [
+    "SHARE_UNITS",
+    "active_at",
+    "first_fit_decreasing",
+    "node_state",
+    "occupancy_at",
+    "occupied_gpu_seconds",
+    "pack_shares",
+    "peak_occupancy",
+]
+
+SHARE_UNITS = 1_000_000
+"""Micro-units per GPU (and per CPU core, per GiB) used for exact arithmetic."""
+
+_EPOCH = datetime(1970, 1, 1)
+_ONE_US = timedelta(microseconds=1)
+_FILLS_DTYPE = pl.List(pl.Float64)
+_COUNTS = ("gpus_used", "gpus_used_high")
+_QUANTITIES = ("cpus_used", "cpus_used_high", "memory_used", "memory_used_high")
+
+
+# --------------------------------------------------------------------------- FFD
+
+
+def first_fit_decreasing(sizes: Iterable[int]) -> list[int]:
+    """Pack share sizes first-fit-decreasing into GPUs of capacity ``SHARE_UNITS``.
+
+    Args:
+        sizes: share sizes in micro-units, each in ``(0, SHARE_UNITS]``, in any
+            order.
+
+    Returns:
+        The fill of each GPU used, in micro-units, in the order the GPUs were
+        opened. ``len(result)`` is the number of GPUs the shares occupy.
+
+    Example:
+        >>> first_fit_decreasing([400_000, 500_000, 600_000, 500_000])
+        [1000000, 1000000]
+        >>> first_fit_decreasing([300_000, 700_000, 700_000])
+        [1000000, 700000]
+    """
+    bins: list[int] = []
+    for size in sorted(sizes, reverse=True):
+        for i, fill in enumerate(bins):
+            if fill + size <= SHARE_UNITS:
+                bins[i] = fill + size
+                break
+        else:
+            bins.append(size)
+    return bins
+
+
+@lru_cache(maxsize=1 << 16)
+def _packed_fills(sizes_desc: tuple[int, ...]) -> tuple[int, ...]:
+    """FFD fills, sorted descending, of a multiset given as a descending tuple.
+
+    FFD's result depends only on the multiset of sizes (equal sizes are
+    interchangeable), so it is memoised on that multiset: fleets repeat the
+    same few share mixes on thousands of nodes and instants.
+    """
+    return tuple(sorted(first_fit_decreasing(sizes_desc), reverse=True))
+
+
+# ------------------------------------------------------------------ preparation
+
+
+def _to_us(at: datetime) -> int:
+    """Microseconds since the epoch of an instant (naive = UTC)."""
+    if at.tzinfo is not None:
+        at = at.astimezone(timezone.utc).replace(tzinfo=None)
+    return (at - _EPOCH) // _ONE_US
+
+
+def _units(column: str) -> pl.Expr:
+    """A quantity column in integer micro-units (null stays null)."""
+    return (pl.col(column).cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
+
+
+def _divided(frame: pl.DataFrame, columns: Sequence[str], divisor: int) -> pl.DataFrame:
+    """Integer columns divided exactly into Float64 (nulls kept).
+
+    polars divides by a scalar through its reciprocal (900000 / 1e6 gives
+    0.8999999999999999); numpy's division is correctly rounded.
+    """
+    return frame.with_columns(
+        pl.Series(c, frame[c].cast(pl.Float64).to_numpy() / divisor, nan_to_null=True)
+        for c in columns
+    )
+
+
+def _index(nodes: pl.DataFrame) -> pl.DataFrame:
+    """node (UInt32, 0..n-1) and node_id, in node_id order."""
+    return (
+        nodes.select(pl.col("node_id").cast(pl.String))
+        .drop_nulls()
+        .unique()
+        .sort("node_id")
+        .with_row_index("node")
+    )
+
+
+def _overlapping(allocations: pl.DataFrame, index: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    """Allocations on indexed nodes active at some instant of ``[lo, hi)`` (µs).
+
+    Columns: node (the index), start_us, end_us (null = forever), high (bool),
+    whole (GPUs), frac (micro-GPUs of the fractional part), cpus_u, memory_u
+    (micro-units, null = 0). ``[t, t + 1µs)`` selects exactly the allocations
+    active at t; zero-length allocations are never active.
+    """
+    start = pl.col("start_time").dt.epoch("us")
+    end = pl.col("end_time").dt.epoch("us")
+    gpus_u = _units("gpus").fill_null(0)
+    node_enum = pl.Enum(index["node_id"])
+    return (
+        allocations.lazy()
+        .filter((start < hi) & (end.is_null() | ((end > lo) & (end > start))))
+        .select(
+            pl.col("node_id")
+            .cast(pl.String)
+            .cast(node_enum, strict=False)
+            .to_physical()
+            .cast(pl.UInt32)
+            .alias("node"),
+            start.alias("start_us"),
+            end.alias("end_us"),
+            (pl.col("priority") == "high").fill_null(False).alias("high"),
+            (gpus_u // SHARE_UNITS).alias("whole"),
+            (gpus_u % SHARE_UNITS).alias("frac"),
+            _units("cpus").fill_null(0).alias("cpus_u"),
+            _units("memory_gib").fill_null(0).alias("memory_u"),
+        )
+        .drop_nulls("node")
+        .collect()
+    )
+
+
+# ------------------------------------------------------------ packing at an instant
+
+
+def _pack(items: pl.DataFrame, key: str) -> pl.DataFrame:
+    """FFD of the fractional parts per ``key``: key, share_gpus, share_fills.
+
+    ``items`` has ``key`` and frac (micro-units); rows with frac 0 are skipped
+    and keys without fractional parts are absent from the result.
+    """
+    fractional = items.filter(pl.col("frac") > 0).sort(key, "frac", descending=[False, True])
+    key_col = fractional[key].to_list()
+    frac_col = fractional["frac"].to_list()
+    # One row per share-holding GPU, imploded per key by polars: building the
+    # list column from Python lists of lists is an order of magnitude slower.
+    gpu_keys: list[object] = []
+    gpu_fills: list[float] = []
+    i, n = 0, len(key_col)
+    while i < n:
+        j = i
+        while j < n and key_col[j] == key_col[i]:
+            j += 1
+        fills = _packed_fills(tuple(frac_col[i:j]))
+        gpu_keys.extend([key_col[i]] * len(fills))
+        gpu_fills.extend(fill / SHARE_UNITS for fill in fills)
+        i = j
+    return (
+        pl.DataFrame(
+            {key: gpu_keys, "share_fills": gpu_fills},
+            schema={key: fractional.schema[key], "share_fills": pl.Float64},
+        )
+        .group_by(key, maintain_order=True)
+        .agg(pl.len().cast(pl.Int64).alias("share_gpus"), "share_fills")
+    )
+
+
+def pack_shares(allocations: pl.DataFrame) -> pl.DataFrame:
+    """Pack each node's fractional GPU parts first-fit-decreasing.
+
+    The caller chooses the set (for example ``active_at(allocations, t)``, or
+    its high-priority rows); no time filter is applied here.
+
+    Args:
+        allocations: frame with node_id and gpus (the whole part of ``gpus`` is
+            ignored: 2.5 contributes a 0.5 share).
+
+    Returns:
+        One row per node holding at least one fractional part, sorted by
+        node_id: node_id (String), share_gpus (Int64: GPUs the shares occupy),
+        share_fills (List(Float64): each such GPU's fill in (0, 1], descending).
+
+    Example:
+        >>> frame = pl.DataFrame({"node_id": ["n1"] * 3, "gpus": [0.7, 1.7, 0.3]})
+        >>> pack_shares(frame).rows()
+        [('n1', 2, [1.0, 0.7])]
+    """
+    items = allocations.select(
+        pl.col("node_id").cast(pl.String),
+        (_units("gpus").fill_null(0) % SHARE_UNITS).alias("frac"),
+    )
+    return _pack(items, "node_id").sort("node_id")
+
+
+# --------------------------------------------------------------- public: instant
+
+
+def active_at(allocations: pl.DataFrame, at: datetime) -> pl.DataFrame:
+    """The allocations active at ``at`` (``start_time <= at < end_time``).
+
+    Args:
+        allocations: the allocations frame (any extra columns are kept).
+        at: the instant (naive = UTC).
+
+    Returns:
+        The active rows, all columns, sorted by alloc_id.
+    """
+    t = _to_us(at)
+    start = pl.col("start_time").dt.epoch("us")
+    end = pl.col("end_time").dt.epoch("us")
+    return allocations.filter((start <= t) & (end.is_null() | (end > t))).sort("alloc_id")
+
+
+def _occupancy_units(index: pl.DataFrame, active: pl.DataFrame) -> pl.DataFrame:
+    """occupancy_at over prepared active rows, quantities in micro-units."""
+    high = pl.col("high")
+    sums = active.group_by("node").agg(
+        pl.col("whole").sum().alias("whole"),
+        pl.col("whole").filter(high).sum().alias("whole_high"),
+        pl.col("cpus_u").sum().alias("cpus_used"),
+        pl.col("cpus_u").filter(high).sum().alias("cpus_used_high"),
+        pl.col("memory_u").sum().alias("memory_used"),
+        pl.col("memory_u").filter(high).sum().alias("memory_used_high"),
+    )
+    shares = _pack(active, "node")
+    shares_high = _pack(active.filter(high), "node").select(
+        "node", pl.col("share_gpus").alias("share_gpus_high")
+    )
+    return (
+        index.join(sums, on="node", how="left")
+        .join(shares, on="node", how="left")
+        .join(shares_high, on="node", how="left")
+        .select(
+            "node_id",
+            (pl.col("whole").fill_null(0) + pl.col("share_gpus").fill_null(0))
+            .cast(pl.Int64)
+            .alias("gpus_used"),
+            (pl.col("whole_high").fill_null(0) + pl.col("share_gpus_high").fill_null(0))
+            .cast(pl.Int64)
+            .alias("gpus_used_high"),
+            pl.col(_QUANTITIES).fill_null(0).cast(pl.Int64),
+            pl.col("share_fills").fill_null(pl.lit([], dtype=_FILLS_DTYPE)),
+        )
+        .sort("node_id")
+    )
+
+
+def occupancy_at(nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime) -> pl.DataFrame:
+    """Occupied GPUs, CPUs and memory of every node at ``at``.
+
+    Args:
+        nodes: the nodes frame (only node_id is read).
+        allocations: the allocations frame; rows on nodes absent from ``nodes``
+            are ignored.
+        at: the instant (naive = UTC).
+
+    Returns:
+        One row per node, sorted by node_id: node_id, gpus_used (Int64),
+        gpus_used_high (Int64: the high-priority allocations packed alone),
+        cpus_used, cpus_used_high, memory_used, memory_used_high (Float64,
+        GiB for memory), share_fills (List(Float64): the fill of every GPU
+        that holds shares after FFD of all active fractional parts,
+        descending; a fill of 1.0 is a GPU the shares fill exactly).
+        Invariant: gpus_used = whole GPUs + len(share_fills).
+    """
+    t = _to_us(at)
+    index = _index(nodes)
+    units = _occupancy_units(index, _overlapping(allocations, index, t, t + 1))
+    return _divided(units, _QUANTITIES, SHARE_UNITS)
+
+
+# ---------------------------------------------------------------- public: window
+
+
+def _share_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    """Changes of each node's FFD share-GPU count over ``[lo, hi)``.
+
+    Returns node, time (µs), gpus (the change in share GPUs at that time),
+    cpus_u = memory_u = 0, so it concatenates with the whole-part events.
+    """
+    fractional = overlapping.filter(pl.col("frac") > 0)
+    events = pl.concat(
+        [
+            fractional.select(
+                "node", pl.max_horizontal("start_us", pl.lit(lo)).alias("time"), "frac"
+            ),
+            fractional.filter(pl.col("end_us") < hi).select(
+                "node", pl.col("end_us").alias("time"), (-pl.col("frac")).alias("frac")
+            ),
+        ]
+    ).sort("node", "time")
+    node_col = events["node"].to_list()
+    time_col = events["time"].to_list()
+    size_col = events["frac"].to_list()
+    out_nodes: list[int] = []
+    out_times: list[int] = []
+    out_deltas: list[int] = []
+    node = -1
+    active: list[int] = []
+    count = 0
+    i, n = 0, len(node_col)
+    while i < n:
+        if node_col[i] != node:
+            node, active, count = node_col[i], [], 0
+        time = time_col[i]
+        # Half-open intervals: read the count only after every change at this
+        # instant. Ends are evaluated too, as FFD is not monotone in its items.
+        while i < n and node_col[i] == node and time_col[i] == time:
+            size = size_col[i]
+            if size > 0:
+                active.append(size)
+            else:
+                active.remove(-size)
+            i += 1
+        new_count = len(_packed_fills(tuple(sorted(active, reverse=True))))
+        if new_count != count:
+            out_nodes.append(node)
+            out_times.append(time)
+            out_deltas.append(new_count - count)
+            count = new_count
+    zeros = [0] * len(out_nodes)
+    return pl.DataFrame(
+        {"node": out_nodes, "time": out_times, "gpus": out_deltas, "cpus_u": zeros,
+         "memory_u": zeros},
+        schema={"node": pl.UInt32, "time": pl.Int64, "gpus": pl.Int64, "cpus_u": pl.Int64,
+                "memory_u": pl.Int64},
+    )  # fmt: skip
+
+
+def _sweep(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    """Each node's occupancy on every constant segment of ``[lo, hi)``.
+
+    Occupancy only changes at an allocation's start (clamped to ``lo``) or
+    end, so the segments start at those event times. Returns node, time
+    (segment start, µs), length (µs), gpus (FFD exact), cpus_u and memory_u
+    (micro-units) on that segment, sorted by node and time. Before a node's
+    first segment its occupancy is 0.
+    """
+    columns = ["gpus", "cpus_u", "memory_u"]
+    starts = overlapping.select(
+        "node",
+        pl.max_horizontal("start_us", pl.lit(lo)).alias("time"),
+        pl.col("whole").alias("gpus"),
+        "cpus_u",
+        "memory_u",
+    )
+    ends = overlapping.filter(pl.col("end_us") < hi).select(
+        "node",
+        pl.col("end_us").alias("time"),
+        (-pl.col("whole")).alias("gpus"),
+        -pl.col("cpus_u"),
+        -pl.col("memory_u"),
+    )
+    same_node_next = pl.col("node") == pl.col("node").shift(-1)
+    next_time = pl.when(same_node_next).then(pl.col("time").shift(-1)).otherwise(hi)
+    return (
+        pl.concat([starts, ends, _share_steps(overlapping, lo, hi)])
+        .lazy()
+        .group_by("node", "time")
+        .agg(pl.col(columns).sum())
+        .sort("node", "time")
+        .with_columns(
+            pl.col(columns).cum_sum().over("node"),
+            (next_time - pl.col("time")).alias("length"),
+        )
+        .collect()
+    )
+
+
+def _peaks_units(index: pl.DataFrame, overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    """peak_occupancy over prepared rows, quantities in micro-units."""
+    maxima = (
+        _sweep(overlapping, lo, hi)
+        .group_by("node")
+        .agg(
+            pl.col("gpus").max().alias("gpus_peak"),
+            pl.col("cpus_u").max().alias("cpus_peak"),
+            pl.col("memory_u").max().alias("memory_peak"),
+        )
+    )
+    return (
+        index.join(maxima, on="node", how="left")
+        .select("node_id", pl.col("gpus_peak", "cpus_peak", "memory_peak").fill_null(0))
+        .sort("node_id")
+    )
+
+
+def _window_us(start: datetime, end: datetime) -> tuple[int, int]:
+    lo, hi = _to_us(start), _to_us(end)
+    if hi < lo:
+        raise ValueError(f"window end {end.isoformat()} is before its start {start.isoformat()}")
+    return lo, hi
+
+
+def peak_occupancy(
+    nodes: pl.DataFrame, allocations: pl.DataFrame, start: datetime, end: datetime
+) -> pl.DataFrame:
+    """The largest occupancy each node sees at any instant of ``[start, end)``.
+
+    Each dimension is maximised separately (the GPU peak and the CPU peak may
+    fall at different instants). The GPU count is exact: FFD is re-run
+    wherever the set of fractional parts changes.
+
+    Args:
+        nodes: the nodes frame (only node_id is read).
+        allocations: the allocations frame.
+        start: first instant of the window (naive = UTC).
+        end: end of the window, excluded; must be after ``start``.
+
+    Returns:
+        One row per node, sorted by node_id: node_id, gpus_peak (Int64),
+        cpus_peak (Float64), memory_peak (Float64, GiB).
+
+    Raises:
+        ValueError: when ``end`` is not after ``start`` (an empty window has
+            no instant to take a maximum over).
+    """
+    lo, hi = _window_us(start, end)
+    if hi == lo:
+        raise ValueError(f"window [{start.isoformat()}, {end.isoformat()}) is empty")
+    index = _index(nodes)
+    peaks = _peaks_units(index, _overlapping(allocations, index, lo, hi), lo, hi)
+    return _divided(peaks, ["cpus_peak", "memory_peak"], SHARE_UNITS)
+
+
+def occupied_gpu_seconds(
+    nodes: pl.DataFrame, allocations: pl.DataFrame, start: datetime, end: datetime
+) -> pl.DataFrame:
+    """The integral of each node's occupied GPUs over ``[start, end)``.
+
+    Exact, not sampled: allocations straddling the window's edges count only
+    their overlap, and FFD is applied on every constant segment where shares
+    are present. Divide by 3600 for GPU-hours (SPEC §7's physical figures).
+
+    Args:
+        nodes: the nodes frame (only node_id is read; health is the caller's
+            filter).
+        allocations: the allocations frame.
+        start: first instant of the window (naive = UTC).
+        end: end of the window, excluded; ``end == start`` gives zeros.
+
+    Returns:
+        One row per node, sorted by node_id: node_id, gpu_seconds and
+        gpu_seconds_high (Float64; the latter packs the high-priority
+        allocations alone).
+
+    Raises:
+        ValueError: when ``end`` is before ``start``.
+    """
+    lo, hi = _window_us(start, end)
+    index = _index(nodes)
+    overlapping = _overlapping(allocations, index, lo, hi)
+
+    def integral(rows: pl.DataFrame, name: str) -> pl.DataFrame:
+        return (
+            _sweep(rows, lo, hi)
+            .group_by("node")
+            .agg((pl.col("gpus") * pl.col("length")).sum().alias(name))
+        )
+
+    microseconds = (
+        index.join(integral(overlapping, "gpu_seconds"), on="node", how="left")
+        .join(
+            integral(overlapping.filter(pl.col("high")), "gpu_seconds_high"), on="node", how="left"
+        )
+        .select("node_id", pl.col("gpu_seconds", "gpu_seconds_high").fill_null(0))
+        .sort("node_id")
+    )
+    return _divided(microseconds, ["gpu_seconds", "gpu_seconds_high"], 1_000_000)
+
+
+def node_state(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    at: datetime,
+    duration: timedelta | None = None,
+) -> pl.DataFrame:
+    """The snapshot of every node at ``at`` and over the window W.
+
+    W is ``{at}`` without a duration (or with a zero one) and
+    ``[at, at + duration)`` with one. Free capacity is capacity minus
+    occupancy, floored at 0 (an over-committed node has nothing free); a null
+    ``memory_gib`` (unknown) is unbounded, so its free memory is ``inf``.
+
+    Args:
+        nodes: the nodes frame; all its columns are kept.
+        allocations: the allocations frame.
+        at: the instant t (naive = UTC).
+        duration: the length of W, or None for the instant alone.
+
+    Returns:
+        The nodes' columns, then domain (switch_id, or node_id when null),
+        the columns of :func:`occupancy_at` at t, free_gpus (Int64),
+        free_cpus, free_memory_gib (Float64) at t, and free_gpus_window
+        (Int64), free_cpus_window, free_memory_gib_window (Float64) over W
+        (equal to the at-t values without a duration). Sorted by node_id.
+
+    Raises:
+        ValueError: when ``duration`` is negative.
+
+    Example:
+        >>> from datetime import datetime, timedelta
+        >>> nodes = pl.DataFrame({"node_id": ["n1"], "gpu_model": ["H20"], "gpus": [8],
+        ...     "cpus": [64.0], "memory_gib": [None], "switch_id": [None], "health": ["healthy"]},
+        ...     schema_overrides={"memory_gib": pl.Float64, "switch_id": pl.String})
+        >>> t0 = datetime(2026, 1, 1)
+        >>> allocations = pl.DataFrame({"alloc_id": ["a", "b", "c"], "node_id": ["n1"] * 3,
+        ...     "gpus": [2.5, 0.5, 4.0], "cpus": [8.0, 4.0, 16.0], "memory_gib": [None] * 3,
+        ...     "priority": ["high", "low", "low"],
+        ...     "start_time": [t0, t0, t0 + timedelta(hours=1)], "end_time": [None] * 3},
+        ...     schema_overrides={"memory_gib": pl.Float64, "end_time": pl.Datetime("us")})
+        >>> state = node_state(nodes, allocations, t0, timedelta(hours=2))
+        >>> state.select("domain", "gpus_used", "gpus_used_high", "share_fills",
+        ...              "free_gpus", "free_gpus_window", "free_cpus_window").rows()
+        [('n1', 3, 3, [1.0], 5, 1, 36.0)]
+    """
+    if duration is not None and duration < timedelta(0):
+        raise ValueError(f"duration {duration} is negative")
+    t = _to_us(at)
+    window_end = t + 1 if not duration else _to_us(at + duration)
+    index = _index(nodes)
+    overlapping = _overlapping(allocations, index, t, window_end)
+    occupancy = _occupancy_units(index, overlapping.filter(pl.col("start_us") <= t))
+    if window_end == t + 1:
+        peaks = occupancy.select(
+            "node_id",
+            pl.col("gpus_used").alias("gpus_peak"),
+            pl.col("cpus_used").alias("cpus_peak"),
+            pl.col("memory_used").alias("memory_peak"),
+        )
+    else:
+        peaks = _peaks_units(index, overlapping, t, window_end)
+
+    def free(capacity: str, used: str) -> pl.Expr:
+        # clip keeps a null (unknown) capacity null; it becomes inf below
+        return (pl.col(capacity) - pl.col(used)).clip(lower_bound=0)
+
+    free_units = (
+        nodes.select(
+            pl.col("node_id").cast(pl.String),
+            pl.col("gpus").cast(pl.Int64).alias("gpus_capacity"),
+            _units("cpus").alias("cpus_capacity"),
+            _units("memory_gib").alias("memory_capacity"),
+        )
+        .join(occupancy.select("node_id", *_COUNTS, *_QUANTITIES), on="node_id")
+        .join(peaks, on="node_id")
+        .select(
+            "node_id",
+            free("gpus_capacity", "gpus_used").alias("free_gpus"),
+            free("cpus_capacity", "cpus_used").alias("free_cpus"),
+            free("memory_capacity", "memory_used").alias("free_memory_gib"),
+            free("gpus_capacity", "gpus_peak").alias("free_gpus_window"),
+            free("cpus_capacity", "cpus_peak").alias("free_cpus_window"),
+            free("memory_capacity", "memory_peak").alias("free_memory_gib_window"),
+        )
+    )
+    quantities = ["free_cpus", "free_memory_gib", "free_cpus_window", "free_memory_gib_window"]
+    free_capacity = _divided(free_units, quantities, SHARE_UNITS).with_columns(
+        pl.col("free_memory_gib", "free_memory_gib_window").fill_null(float("inf"))
+    )
+    return (
+        nodes.with_columns(
+            pl.col("node_id").cast(pl.String),
+            pl.coalesce(
+                pl.col("switch_id").cast(pl.String), pl.col("node_id").cast(pl.String)
+            ).alias("domain"),
+        )
+        .join(_divided(occupancy, _QUANTITIES, SHARE_UNITS), on="node_id", how="left")
+        .join(free_capacity, on="node_id", how="left")
+        .sort("node_id")
+    )
