@@ -77,7 +77,7 @@ def _is_decimal(sql_type: str) -> bool:
 def _parse(col: Column, src: str, sql_type: str) -> tuple[str, str | None]:
     """SQL for the parsed value and, for text sources, the raw text (None when typed)."""
     t = sql_type.upper()
-    raw = f"NULLIF(trim(CAST({src} AS VARCHAR)), '')"
+    raw = f"NULLIF(CAST({src} AS VARCHAR), '')"
     numeric = t in _NUMERIC or _is_decimal(t)
     if col.kind is Kind.TEXT:
         return (raw, None)
