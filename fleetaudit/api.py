@@ -238,6 +238,7 @@ def save_scenario(
         "sleepable",
     )
     with store.transaction():
+        store.execute("delete_scenario_rows", name=name)
         store.execute("delete_scenario", name=name)
         store.execute(
             "insert_scenario",

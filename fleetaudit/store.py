@@ -86,13 +86,13 @@ class Store:
         self.con.execute("COMMIT")
 
     # -- running SQL ---------------------------------------------------------------
-    def query(self, name: str, **params: Any) -> pl.DataFrame:
-        """Run ``queries/<name>.sql`` and return its result as a polars frame."""
-        return self.sql(load_sql(name), params)
+    def query(self, query_name: str, /, **params: Any) -> pl.DataFrame:
+        """Run ``queries/<query_name>.sql`` and return its result as a polars frame."""
+        return self.sql(load_sql(query_name), params)
 
-    def execute(self, name: str, **params: Any) -> None:
-        """Run ``queries/<name>.sql`` for its effect."""
-        self.run(load_sql(name), params)
+    def execute(self, query_name: str, /, **params: Any) -> None:
+        """Run ``queries/<query_name>.sql`` for its effect."""
+        self.run(load_sql(query_name), params)
 
     def _execute(self, text: str, params: Mapping[str, Any] | None) -> duckdb.DuckDBPyConnection:
         try:

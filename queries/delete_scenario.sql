@@ -1,3 +1,2 @@
--- Forget scenario $name (before saving it again).
-DELETE FROM scenario_allocations WHERE scenario = $name;
-DELETE FROM scenarios WHERE name = $name;
+-- Forget scenario $name's header (its rows: delete_scenario_rows).
+DELETE FROM scenarios WHERE name = $name

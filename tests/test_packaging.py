@@ -1,0 +1,87 @@
+"""The wheel carries queries/, templates/ and sample_data/; every query prepares and is used."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from fleetaudit.resources import resource_dir
+from fleetaudit.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+QUERIES = sorted((REPO / "queries").glob("*.sql"))
+
+
+def test_wheel_holds_the_data_folders(tmp_path: Path) -> None:
+    pytest.importorskip("hatchling")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(REPO),
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (wheel,) = tmp_path.glob("fleetaudit-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for sql in QUERIES:
+        assert f"fleetaudit/queries/{sql.name}" in names
+    for sample in (REPO / "sample_data").iterdir():
+        assert f"fleetaudit/sample_data/{sample.name}" in names
+    assert not [n for n in names if n.startswith("fleetaudit/") and "__pycache__" in n]
+
+
+SAMPLE_PARAMS = {
+    "at": datetime(2026, 1, 1),
+    "start": datetime(2026, 1, 1),
+    "end": datetime(2026, 1, 2),
+    "scenario": None,
+    "name": "s",
+    "command": "test",
+    "options": "{}",
+    "base": "recorded",
+}
+
+
+@pytest.mark.parametrize("path", QUERIES, ids=[p.stem for p in QUERIES])
+def test_query_binds_against_the_schema(store: Store, path: Path) -> None:
+    """Every query binds against an empty store: no syntax error, no column typo."""
+    text = path.read_text()
+    names = set(re.findall(r"\$(\w+)", text))
+    statements = [s for s in text.split(";") if s.strip() and not _only_comments(s)]
+    if len(statements) > 1 or names - SAMPLE_PARAMS.keys():
+        assert not names, f"{path.name}: a multi-statement file cannot take parameters"
+        return  # DDL, run at every store open (the store fixture ran it)
+    store.sql(f"EXPLAIN {text}", {n: SAMPLE_PARAMS[n] for n in names})
+
+
+def _only_comments(text: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("--") for line in text.splitlines())
+
+
+def test_every_query_file_is_used_and_every_used_query_exists() -> None:
+    source = "\n".join(p.read_text() for p in (REPO / "fleetaudit").rglob("*.py"))
+    used = set(re.findall(r'(?:query|execute|load_sql)\(\s*"([a-z_]+)"', source))
+    files = {p.stem for p in QUERIES}
+    assert used - files == set(), "queries called but missing"
+    assert files - used == set(), "query files nothing calls"
+
+
+def test_resources_resolve() -> None:
+    assert (resource_dir("queries") / "nodes.sql").is_file()
+    assert resource_dir("sample_data").is_dir()
