@@ -1,0 +1,41 @@
+"""Fleet-scale run: generate, ingest (strict), state at the export time.
+
+CI runs it at a reduced size; FLEETAUDIT_SCALE=full runs the ASI scale
+(19,400 nodes, 90 days; minutes and a few GiB of disk).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from fleetaudit import api
+from fleetaudit.generate import GenerateOptions
+from fleetaudit.ingest import IngestOptions
+
+FULL = os.environ.get("FLEETAUDIT_SCALE") == "full"
+NODES, DAYS = (19_400, 90.0) if FULL else (600, 10.0)
+
+
+@pytest.mark.slow
+def test_generated_fleet_ingests_and_adds_up(tmp_path: Path) -> None:
+    out = tmp_path / "fleet"
+    generated = api.generate_fleet(out, GenerateOptions(nodes=NODES, days=DAYS, telemetry_days=1))
+    options = api.StoreOptions(tmp_path / "fleet.duckdb")
+    result = api.ingest_paths(options, [out], IngestOptions(strict=True))
+    assert {t.table: t.new for t in result.tables} == generated.rows
+    state = api.node_state(options).state
+    assert state.height == NODES
+    assert int(state["gpus"].sum()) == generated.gpus
+    # no node over capacity; high priority alone never above all work
+    assert state.filter(pl.col("gpus_used") > pl.col("gpus")).is_empty()
+    assert state.filter(pl.col("gpus_used_high") > pl.col("gpus_used")).is_empty()
+    assert state.filter(pl.col("cpus_used") > pl.col("cpus") + 1e-9).is_empty()
+    # the ledger adds up on healthy nodes: installed = used + free
+    healthy = state.filter(pl.col("health") == "healthy")
+    assert int((healthy["gpus_used"] + healthy["free_gpus"]).sum()) == int(healthy["gpus"].sum())
+    summary = api.summarize(options)
+    assert summary.queued > 0
