@@ -265,6 +265,8 @@ def generate_fleet(
         return generator.generate_fleet(out, options, progress=progress)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the fleet: {exc.strerror or exc}") from exc
 
 
 def sample_data_dir() -> Path:
@@ -282,6 +284,20 @@ class DemoResult:
 
 
 def run_demo(options: StoreOptions, progress: Callable[[str], None] | None = None) -> DemoResult:
-    """Ingest the bundled sample fleet into the store and summarise it."""
+    """Ingest the bundled sample fleet into the store and summarise it.
+
+    Refuses a store that holds data from other files, so the sample is never
+    merged into a real fleet by a stray FLEETAUDIT_DB.
+    """
+    if options.db.exists():
+        with reading(options) as store:
+            loaded = store.sql("SELECT files FROM ingests")["files"].to_list()
+        names = {Path(f).name for files in loaded for f in json.loads(files)}
+        sample = {p.name for p in sample_data_dir().iterdir()}
+        if not names <= sample:
+            raise UsageError(
+                f"{options.db}: the store holds other data than the sample fleet; "
+                "run the demo with --db demo.duckdb"
+            )
     result = ingest_paths(options, [sample_data_dir()], IngestOptions(), progress)
     return DemoResult(ingest=result, summary=summarize(options), state=node_state(options))

@@ -32,6 +32,7 @@ class Column:
     nonnegative: bool = False
     enum: tuple[str, ...] = ()
     at_most_one: bool = False  # a fraction in [0, 1]
+    maximum: float | None = None  # a sanity bound: larger values are rejects, not overflows
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,15 @@ class Table:
         raise KeyError(name)
 
 
+# Sanity bounds: a value beyond them is a reject (a typo or a unit error), and
+# keeps the exact micro-unit arithmetic of the time model far from overflow.
+MAX_GPUS_PER_NODE = 1024
+MAX_GPUS_PER_REQUEST = 1_000_000
+MAX_CPUS = 1_000_000
+MAX_MEMORY_GIB = 1_000_000_000
+MAX_SECONDS = 10_000_000_000  # about 317 years
+TIME_RANGE = ("1900-01-01", "2200-01-01")  # timestamps outside are rejects
+
 HEALTH = ("healthy", "degraded", "cordoned", "down")
 PRIORITY = ("high", "low")
 WORKLOAD = (
@@ -76,9 +86,9 @@ NODES = Table(
     columns=(
         Column("node_id", Kind.TEXT, required=True),
         Column("gpu_model", Kind.TEXT, required=True),
-        Column("gpus", Kind.INT, required=True, nonnegative=True),
-        Column("cpus", Kind.FLOAT, required=True, nonnegative=True),
-        Column("memory_gib", Kind.FLOAT, nonnegative=True),
+        Column("gpus", Kind.INT, required=True, nonnegative=True, maximum=MAX_GPUS_PER_NODE),
+        Column("cpus", Kind.FLOAT, required=True, nonnegative=True, maximum=MAX_CPUS),
+        Column("memory_gib", Kind.FLOAT, nonnegative=True, maximum=MAX_MEMORY_GIB),
         Column("switch_id", Kind.TEXT),
         Column("health", Kind.TEXT, enum=HEALTH),
     ),
@@ -92,15 +102,15 @@ ALLOCATIONS = Table(
         Column("alloc_id", Kind.TEXT, required=True),
         Column("job_id", Kind.TEXT),
         Column("node_id", Kind.TEXT, required=True),
-        Column("gpus", Kind.FLOAT, required=True, nonnegative=True),
-        Column("cpus", Kind.FLOAT, required=True, nonnegative=True),
-        Column("memory_gib", Kind.FLOAT, nonnegative=True),
+        Column("gpus", Kind.FLOAT, required=True, nonnegative=True, maximum=MAX_GPUS_PER_NODE),
+        Column("cpus", Kind.FLOAT, required=True, nonnegative=True, maximum=MAX_CPUS),
+        Column("memory_gib", Kind.FLOAT, nonnegative=True, maximum=MAX_MEMORY_GIB),
         Column("priority", Kind.TEXT, required=True, enum=PRIORITY),
         Column("workload", Kind.TEXT, enum=WORKLOAD),
         Column("tenant", Kind.TEXT),
         Column("start_time", Kind.TIME, required=True),
         Column("end_time", Kind.TIME),
-        Column("checkpoint_interval_s", Kind.FLOAT, nonnegative=True),
+        Column("checkpoint_interval_s", Kind.FLOAT, nonnegative=True, maximum=MAX_SECONDS),
         Column("sleepable", Kind.BOOL),
     ),
 )
@@ -113,15 +123,15 @@ REQUESTS = Table(
         Column("submit_time", Kind.TIME, required=True),
         Column("start_time", Kind.TIME),
         Column("gpu_model", Kind.TEXT),
-        Column("gpus", Kind.FLOAT, required=True, nonnegative=True),
-        Column("gpus_per_pod", Kind.FLOAT, nonnegative=True),
-        Column("cpus_per_gpu", Kind.FLOAT, nonnegative=True),
-        Column("memory_gib_per_gpu", Kind.FLOAT, nonnegative=True),
-        Column("cpus", Kind.FLOAT, nonnegative=True),
-        Column("memory_gib", Kind.FLOAT, nonnegative=True),
+        Column("gpus", Kind.FLOAT, required=True, nonnegative=True, maximum=MAX_GPUS_PER_REQUEST),
+        Column("gpus_per_pod", Kind.FLOAT, nonnegative=True, maximum=MAX_GPUS_PER_NODE),
+        Column("cpus_per_gpu", Kind.FLOAT, nonnegative=True, maximum=MAX_CPUS),
+        Column("memory_gib_per_gpu", Kind.FLOAT, nonnegative=True, maximum=MAX_MEMORY_GIB),
+        Column("cpus", Kind.FLOAT, nonnegative=True, maximum=MAX_CPUS),
+        Column("memory_gib", Kind.FLOAT, nonnegative=True, maximum=MAX_MEMORY_GIB),
         Column("locality", Kind.TEXT, enum=LOCALITY),
-        Column("duration_s", Kind.FLOAT, nonnegative=True),
-        Column("start_deadline_s", Kind.FLOAT, nonnegative=True),
+        Column("duration_s", Kind.FLOAT, nonnegative=True, maximum=MAX_SECONDS),
+        Column("start_deadline_s", Kind.FLOAT, nonnegative=True, maximum=MAX_SECONDS),
         Column("priority", Kind.TEXT, enum=PRIORITY),
         Column("tenant", Kind.TEXT),
     ),
@@ -134,7 +144,7 @@ TELEMETRY = Table(
     columns=(
         Column("ts", Kind.TIME, required=True),
         Column("node_id", Kind.TEXT, required=True),
-        Column("gpu_index", Kind.INT, required=True, nonnegative=True),
+        Column("gpu_index", Kind.INT, required=True, nonnegative=True, maximum=MAX_GPUS_PER_NODE),
         Column("sm_active", Kind.FLOAT, required=True, nonnegative=True, at_most_one=True),
         Column("mem_used", Kind.FLOAT, nonnegative=True, at_most_one=True),
         Column("alloc_id", Kind.TEXT),

@@ -122,8 +122,6 @@ class Store:
         cursor = self._execute(text, params)
         try:
             return cursor.fetchall()
-        except duckdb.InvalidInputException:
-            return []  # a statement without a result
         except duckdb.Error as exc:
             raise QueryError(_first_line(exc)) from exc
 
@@ -139,18 +137,32 @@ class Store:
         self.con.register(name, frame.to_arrow())
 
     # -- schema ----------------------------------------------------------------------
-    def columns(self, table: str) -> list[str]:
-        rows = self.con.execute(
-            "SELECT column_name FROM information_schema.columns "
+    def column_types(self, table: str) -> dict[str, str]:
+        """The table's columns, name -> DuckDB type, in table order."""
+        rows = self._fetchall(
+            "SELECT column_name, data_type FROM information_schema.columns "
             "WHERE table_name = $t AND table_schema = 'main' ORDER BY ordinal_position",
             {"t": table},
-        ).fetchall()
-        return [str(r[0]) for r in rows]
+        )
+        return {str(r[0]): str(r[1]) for r in rows}
 
     def add_column(self, table: str, name: str, sql_type: str) -> None:
-        self.con.execute(
+        self.run(
             f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {quote_identifier(name)} {sql_type}"
         )
+
+    @contextmanager
+    def optimizer_disabled(self, name: str) -> Iterator[None]:
+        """Run the block without DuckDB optimizer ``name`` (ignored where DuckDB lacks it)."""
+        try:
+            self.run(f"SET disabled_optimizers = '{name}'")
+        except QueryError:
+            yield
+            return
+        try:
+            yield
+        finally:
+            self.con.execute("RESET disabled_optimizers")
 
     def row_count(self, table: str) -> int:
         return int(self.scalar(f"SELECT count(*) FROM {quote_identifier(table)}"))

@@ -13,6 +13,8 @@ from datetime import datetime, timedelta, timezone
 from fleetaudit.errors import UsageError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_MAX_SECONDS = 100 * 365 * 86400
+_YEARS = (1900, 2200)  # the instants fleetaudit accepts (as ingest does)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 
 
@@ -28,7 +30,10 @@ def parse_duration(text: str, *, option: str = "duration") -> timedelta:
     if not match:
         raise UsageError(f"{option}: {text!r} is not a duration; write e.g. 90s, 30m, 6h or 7d")
     value, unit = match.groups()
-    return timedelta(seconds=float(value) * _UNITS[unit or "s"])
+    seconds = float(value) * _UNITS[unit or "s"]
+    if seconds > _MAX_SECONDS:
+        raise UsageError(f"{option}: {text!r} is longer than 100 years")
+    return timedelta(seconds=seconds)
 
 
 def parse_instant(text: str, *, option: str = "--at") -> datetime:
@@ -42,14 +47,18 @@ def parse_instant(text: str, *, option: str = "--at") -> datetime:
     raw = text.strip()
     try:
         if re.fullmatch(r"-?\d+(\.\d+)?", raw):
-            return from_epoch(float(raw))
-        value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+            value = from_epoch(float(raw))
+        else:
+            value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+        value = to_utc(value)
     except (ValueError, OverflowError) as exc:
         raise UsageError(
             f"{option}: {text!r} is not a time; write ISO 8601 (2026-05-01T00:00:00Z) "
             "or epoch seconds"
         ) from exc
-    return to_utc(value)
+    if not _YEARS[0] <= value.year < _YEARS[1]:
+        raise UsageError(f"{option}: {text!r} is outside the years {_YEARS[0]}..{_YEARS[1]}")
+    return value
 
 
 def to_utc(value: datetime) -> datetime:

@@ -46,6 +46,7 @@ def test_tiny_fleet_loads(store: Store, tiny_dir: Path) -> None:
     assert [(t.table, t.read, t.new, t.rejected) for t in result.tables] == [
         ("nodes", 7, 7, 0),
         ("allocations", 9, 9, 0),
+        ("requests", 5, 5, 0),
     ]
     row = store.sql("SELECT * FROM allocations WHERE alloc_id = 'a3'").row(0, named=True)
     assert row["gpus"] == 0.25
@@ -123,7 +124,7 @@ REJECT_CASES = {
     ),
     "above node": (
         "a1,,n3,6,4,,high,,,2026-01-01T00:00:00Z,,,\n",
-        (1, "gpus", "6", "6.0 is above its node's 4 GPUs"),
+        (1, "gpus", "6", "6 is above its node's 4 GPUs"),
     ),
     "end before start": (
         "a1,,n1,1,4,,high,,,2026-01-01T10:00:00Z,2026-01-01T09:00:00Z,,\n",
@@ -182,7 +183,7 @@ def test_request_and_node_and_telemetry_rejects(store: Store, tmp_path: Path) ->
             "requests",
             1,
             "gpus",
-            "12.0 is not a multiple of gpus_per_pod 8.0 (the default min(gpus, 8)); give gpus_per_pod",
+            "12 is not a multiple of gpus_per_pod 8.0 (the default min(gpus, 8)); give gpus_per_pod",
         ),
         ("requests", 2, "locality", "node locality with 2.0 pods; use switch or any"),
         ("requests", 3, "start_time", "start_time is before submit_time"),
@@ -266,7 +267,7 @@ def test_reingest_is_idempotent_and_replaces(store: Store, tiny_dir: Path, tmp_p
     before = counts(store)
     second = ingest(store, [tiny_dir])
     assert counts(store) == before
-    assert [(t.new, t.replaced) for t in second.tables] == [(0, 7), (0, 9)]
+    assert [(t.new, t.replaced) for t in second.tables] == [(0, 7), (0, 9), (0, 5)]
     # a later export fills in a1's end_time: the row is replaced, not duplicated
     text = (
         (tiny_dir / "allocations.csv")

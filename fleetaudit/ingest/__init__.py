@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
@@ -105,8 +105,10 @@ def ingest(
     """
     say = progress or (lambda _msg: None)
     sources = plan_sources(store, paths, options)
-    started = datetime.now()
-    with store.transaction():
+    started = _utc_now()
+    # DuckDB cannot estimate a CSV's rows and may build the node lookup's hash
+    # table on the 10 M-row file side instead of the nodes (3x slower, GiBs).
+    with store.optimizer_disabled("build_side_probe_side"), store.transaction():
         ingest_id = int(store.scalar("SELECT COALESCE(max(ingest_id), 0) + 1 FROM ingests"))
         summaries: list[TableSummary] = []
         for table_name in schema.INGEST_ORDER:
@@ -115,7 +117,7 @@ def ingest(
                 summaries.append(_load_table(store, schema.table(table_name), mine, ingest_id, say))
         rejects = store.sql(
             'SELECT file, "table", "row", "column", value, reason FROM rejects '
-            'WHERE ingest_id = $id ORDER BY file, "row" LIMIT 20',
+            "WHERE ingest_id = $id ORDER BY rowid LIMIT 20",  # load order
             {"id": ingest_id},
         )
         total_rejected = sum(s.rejected for s in summaries)
@@ -128,10 +130,11 @@ def ingest(
                 column=str(first["column"]),
             )
         store.run(
-            "INSERT INTO ingests VALUES ($id, $started, now()::TIMESTAMP, $format, $files, $summary)",
+            "INSERT INTO ingests VALUES ($id, $started, $finished, $format, $files, $summary)",
             {
                 "id": ingest_id,
                 "started": started,
+                "finished": _utc_now(),
                 "format": options.format,
                 "files": json.dumps([s.file for s in sources]),
                 "summary": json.dumps([asdict(s) for s in summaries]),
@@ -143,6 +146,10 @@ def ingest(
         tables=tuple(summaries),
         rejects=rejects,
     )
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _load_table(
@@ -211,24 +218,18 @@ def _load_file(
         columns = store.describe(source.select, source.params)
     except QueryError as exc:
         raise InputError(source.file, f"cannot read: {exc.message}") from exc
-    plan = plan_load(table, source.file, source.select, source.numbered, columns)
-    have = set(store.columns(table.name))
-    for extra in plan.extras:
-        if extra not in have:
-            store.add_column(table.name, extra, "VARCHAR")
+    plan = plan_load(
+        table, source.file, source.select, source.numbered, columns, store.column_types(table.name)
+    )
+    for name, sql_type in plan.new_columns:
+        store.add_column(table.name, name, sql_type)
     params = {**source.params, "ingest_id": ingest_id}
     tagged = {"ingest_id": ingest_id}
     try:
         if source.csv:
             store.run(f"DROP TABLE IF EXISTS {CSV_ERRORS}")
             store.run(f"DROP TABLE IF EXISTS {CSV_ERRORS}_scans")
-        # DuckDB cannot estimate a CSV's rows and may build the node lookup's
-        # hash table on the file side instead of the nodes (3x slower, GiBs).
-        store.run("SET disabled_optimizers = 'build_side_probe_side'")
-        try:
-            read = store.run(plan.load, params) or 0
-        finally:
-            store.run("RESET disabled_optimizers")
+        read = store.run(plan.load, params) or 0
         bad_lines = _csv_line_rejects(store, table, source, ingest_id) if source.csv else 0
         rejected = int(
             store.scalar(

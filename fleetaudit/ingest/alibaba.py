@@ -28,7 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
-from fleetaudit.errors import InputError
+from fleetaudit.errors import InputError, QueryError
 from fleetaudit.ingest.sources import Source
 from fleetaudit.store import Store
 
@@ -148,10 +148,14 @@ def trace_sources(
             raise InputError(node_path, "required column missing", column=column)
 
     if topology is not None:
-        raw = store.sql(
-            f"SELECT sn AS node_id, model AS gpu_model FROM {_READ.format(path='$path')}",
-            {"path": node_path},
-        )
+        try:
+            raw = store.sql(
+                f"SELECT DISTINCT sn AS node_id, first(model) OVER (PARTITION BY sn) AS gpu_model "
+                f"FROM {_READ.format(path='$path')} WHERE sn IS NOT NULL",
+                {"path": node_path},
+            )
+        except QueryError as exc:
+            raise InputError(node_path, f"cannot read: {exc.message}") from exc
         switches = deal_switches(raw, _read_topology(topology))
     else:
         switches = pl.DataFrame(schema={"node_id": pl.Utf8, "switch_id": pl.Utf8})
@@ -196,7 +200,11 @@ def _pod_source(store: Store, pod_file: Path, trace_start: datetime) -> Source:
 
     def at(name: str) -> str:
         value = f"TRY_CAST(NULLIF(trim({col(name)}), '') AS DOUBLE)"
-        return f"$trace_start + to_microseconds(CAST(round({value} * 1e6) AS BIGINT))"
+        # beyond ~300 years the offset is garbage: NULL, so the row is a reject
+        return (
+            f"CASE WHEN abs({value}) < 1e10 THEN "
+            f"$trace_start + to_microseconds(CAST(round({value} * 1e6) AS BIGINT)) END"
+        )
 
     gpus = (
         "CASE WHEN TRY_CAST(p.num_gpu AS DOUBLE) = 1 AND TRY_CAST(p.gpu_milli AS DOUBLE) < 1000 "

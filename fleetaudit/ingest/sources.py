@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,10 +122,11 @@ def native_source(path: Path, table_name: str | None) -> Source:
 def _csv_header(path: Path) -> list[str]:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8", newline="") as fh:  # type: ignore[operator]
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:  # type: ignore[operator]
             header = next(csv.reader(fh), None)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(str(path), f"cannot read: {exc}") from exc
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(str(path), f"cannot read: {reason}") from exc
     if not header or not any(h.strip() for h in header):
         raise InputError(str(path), "cannot read: no header line (an empty file?)")
     seen: set[str] = set()

@@ -18,11 +18,13 @@ gpus not a multiple of gpus_per_pod and locality node with several pods
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fleetaudit import schema
 from fleetaudit.errors import InputError
 from fleetaudit.schema import Column, Kind, Table
+from fleetaudit.store import quote_identifier
 
 _NUMERIC = (
     "TINYINT",
@@ -42,9 +44,7 @@ _NUMERIC = (
 _INTEGER = _NUMERIC[:10]
 
 
-def q(name: str) -> str:
-    """Quote an identifier."""
-    return '"' + name.replace('"', '""') + '"'
+q = quote_identifier
 
 
 def _lit(text: str) -> str:
@@ -57,15 +57,14 @@ class _Check:
     column: str
     condition: str  # SQL, TRUE when the row is rejected for this reason
     reason: str  # SQL text expression of the reason
+    shown: str = "NULL"  # SQL of the offending value as text
 
 
 @dataclass(frozen=True)
 class LoadPlan:
     """The SQL that loads one source into its table."""
 
-    table: Table
-    columns: tuple[str, ...]  # schema columns, in table order
-    extras: tuple[str, ...]  # the file's other columns, kept as text
+    new_columns: tuple[tuple[str, str], ...]  # extra columns to add first: (name, DuckDB type)
     load: str  # INSERT ... tagging rejects with -ingest_id
     rejects: str  # INSERT INTO rejects ... (numbered scan; run only when there are rejects)
 
@@ -74,45 +73,56 @@ def _is_decimal(sql_type: str) -> bool:
     return sql_type.upper().startswith("DECIMAL")
 
 
-def _parse(col: Column, src: str, sql_type: str) -> tuple[str, str | None]:
-    """SQL for the parsed value and, for text sources, the raw text (None when typed)."""
+@dataclass(frozen=True)
+class _Parsed:
+    value: str  # SQL of the parsed value
+    raw: str  # SQL of the value as text, for messages
+    can_fail: bool  # whether parsing can fail (then a raw value with no parsed value is a reject)
+
+
+def _parse(col: Column, src: str, sql_type: str) -> _Parsed:
+    """SQL for a column's parsed value, from a source column of type ``sql_type``."""
     t = sql_type.upper()
-    raw = f"NULLIF(CAST({src} AS VARCHAR), '')"
+    if t == "JSON":  # JSON Lines columns of mixed types: the value's text, without quotes
+        raw = f"NULLIF(json_extract_string({src}, '$'), '')"
+        t = "VARCHAR"
+    else:
+        raw = f"NULLIF(CAST({src} AS VARCHAR), '')"
     numeric = t in _NUMERIC or _is_decimal(t)
     if col.kind is Kind.TEXT:
-        return (raw, None)
+        return _Parsed(raw, raw, False)
     if col.kind is Kind.FLOAT:
         if numeric:
-            return (f"CAST({src} AS DOUBLE)", None)
-        return (f"TRY_CAST({raw} AS DOUBLE)", raw)
+            return _Parsed(f"CAST({src} AS DOUBLE)", raw, False)
+        return _Parsed(f"TRY_CAST({raw} AS DOUBLE)", raw, True)
     if col.kind is Kind.INT:
         if t in _INTEGER:
-            return (f"CAST({src} AS BIGINT)", None)
+            return _Parsed(f"CAST({src} AS BIGINT)", raw, False)
         num = f"CAST({src} AS DOUBLE)" if numeric else f"TRY_CAST({raw} AS DOUBLE)"
-        return (
+        return _Parsed(
             f"CASE WHEN isfinite({num}) AND {num} = floor({num}) AND abs({num}) < 9e15 "
             f"THEN CAST({num} AS BIGINT) END",
             raw,
+            True,
         )
     if col.kind is Kind.BOOL:
         if t == "BOOLEAN":
-            return (src, None)
-        return (
+            return _Parsed(src, raw, False)
+        return _Parsed(
             f"CASE WHEN lower({raw}) IN ('true', 't', '1', 'yes', 'y') THEN TRUE "
             f"WHEN lower({raw}) IN ('false', 'f', '0', 'no', 'n') THEN FALSE END",
             raw,
+            True,
         )
     # Kind.TIME: ISO 8601 (no zone = UTC: the session runs in UTC) or epoch seconds
     if t.startswith("TIMESTAMP") or t == "DATE":
-        return (f"CAST({src} AS TIMESTAMP)", None)
+        return _Parsed(f"CAST({src} AS TIMESTAMP)", raw, False)
+    num = f"CAST({src} AS DOUBLE)" if numeric else f"TRY_CAST({raw} AS DOUBLE)"
+    epoch = f"CASE WHEN abs({num}) < 1e11 THEN CAST(to_timestamp({num}) AS TIMESTAMP) END"
     if numeric:
-        num = f"CAST({src} AS DOUBLE)"
-        return (f"CASE WHEN abs({num}) < 1e11 THEN CAST(to_timestamp({num}) AS TIMESTAMP) END", raw)
-    num = f"TRY_CAST({raw} AS DOUBLE)"
-    return (
-        f"COALESCE(CAST(TRY_CAST({raw} AS TIMESTAMPTZ) AS TIMESTAMP), "
-        f"CASE WHEN abs({num}) < 1e11 THEN CAST(to_timestamp({num}) AS TIMESTAMP) END)",
-        raw,
+        return _Parsed(epoch, raw, True)
+    return _Parsed(
+        f"COALESCE(CAST(TRY_CAST({raw} AS TIMESTAMPTZ) AS TIMESTAMP), {epoch})", raw, True
     )
 
 
@@ -125,95 +135,104 @@ _KIND_WORD = {
 }
 
 
-def _column_checks(col: Column, has_raw: bool) -> list[_Check]:
+def _column_checks(col: Column, parsed: _Parsed | None) -> list[_Check]:
     c, r = q(col.name), q("r_" + col.name)
-    shown = f"COALESCE({r}, CAST({c} AS VARCHAR))" if has_raw else f"CAST({c} AS VARCHAR)"
+    shown = f"COALESCE({r}, CAST({c} AS VARCHAR))" if parsed else f"CAST({c} AS VARCHAR)"
     checks: list[_Check] = []
+
+    def check(condition: str, reason: str) -> None:
+        checks.append(_Check(col.name, condition, reason, shown))
+
     if col.required:
-        missing = f"{r} IS NULL" if has_raw else f"{c} IS NULL"
-        checks.append(_Check(col.name, missing, _lit("missing required value")))
-    if has_raw:
-        checks.append(
-            _Check(
-                col.name,
-                f"{r} IS NOT NULL AND {c} IS NULL",
-                f"{shown} || {_lit(' is not ' + _KIND_WORD[col.kind])}",
-            )
+        check(f"{c} IS NULL" + (f" AND {r} IS NULL" if parsed and parsed.can_fail else ""),
+              _lit("missing required value"))  # fmt: skip
+    if parsed is not None and parsed.can_fail:
+        check(
+            f"{r} IS NOT NULL AND {c} IS NULL",
+            f"{shown} || {_lit(' is not ' + _KIND_WORD[col.kind])}",
         )
     if col.kind in (Kind.FLOAT, Kind.INT):
         if col.kind is Kind.FLOAT:
-            checks.append(
-                _Check(col.name, f"NOT isfinite({c})", f"{shown} || ' is not a finite number'")
-            )
+            check(f"NOT isfinite({c})", f"{shown} || ' is not a finite number'")
         if col.nonnegative:
-            checks.append(_Check(col.name, f"{c} < 0", f"{shown} || ' is negative'"))
+            check(f"{c} < 0", f"{shown} || ' is negative'")
         if col.at_most_one:
-            checks.append(_Check(col.name, f"{c} > 1", f"{shown} || ' is above 1'"))
+            check(f"{c} > 1", f"{shown} || ' is above 1'")
+        if col.maximum is not None:
+            check(
+                f"{c} > {col.maximum!r}",
+                f"{shown} || {_lit(f' is above the maximum {col.maximum:g}')}",
+            )
+    if col.kind is Kind.TIME:
+        low, high = schema.TIME_RANGE
+        check(
+            f"NOT isfinite({c}) OR {c} < TIMESTAMP '{low}' OR {c} >= TIMESTAMP '{high}'",
+            f"{shown} || {_lit(f' is outside {low[:4]}..{high[:4]}')}",
+        )
     if col.enum:
         allowed = ", ".join(_lit(v) for v in col.enum)
-        checks.append(
-            _Check(
-                col.name,
-                f"{c} IS NOT NULL AND lower({c}) NOT IN ({allowed})",
-                f"'unknown value ' || {shown} || {_lit(' (expected ' + ', '.join(col.enum) + ')')}",
-            )
+        check(
+            f"{c} IS NOT NULL AND lower({c}) NOT IN ({allowed})",
+            f"'unknown value ' || {shown} || {_lit(' (expected ' + ', '.join(col.enum) + ')')}",
         )
     return checks
+
+
+def _shown(column: str) -> str:
+    """SQL of a column's value as the file wrote it (parsed value when typed)."""
+    return f"COALESCE({q('r_' + column)}, CAST({q(column)} AS VARCHAR))"
 
 
 def _table_checks(table: Table) -> list[_Check]:
     checks: list[_Check] = []
+
+    def check(column: str, condition: str, reason: str) -> None:
+        checks.append(_Check(column, condition, reason, _shown(column)))
+
     if table.references_node:
-        checks.append(_Check("node_id", "_node_gpus IS NULL", f"'unknown node ' || {q('node_id')}"))
+        check("node_id", "_node_gpus IS NULL", "'unknown node ' || node_id")
     if table.name == "allocations":
-        checks.append(
-            _Check(
-                "gpus",
-                "gpus > _node_gpus",
-                "CAST(gpus AS VARCHAR) || ' is above its node''s ' || CAST(_node_gpus AS VARCHAR) || ' GPUs'",
-            )
+        check(
+            "gpus",
+            "gpus > _node_gpus",
+            f"{_shown('gpus')} || ' is above its node''s ' || CAST(_node_gpus AS VARCHAR) || ' GPUs'",
         )
-        checks.append(
-            _Check("end_time", "end_time < start_time", "'end_time is before start_time'")
-        )
+        check("end_time", "end_time < start_time", "'end_time is before start_time'")
     if table.name == "telemetry":
-        checks.append(
-            _Check(
-                "gpu_index",
-                "gpu_index >= _node_gpus",
-                "CAST(gpu_index AS VARCHAR) || ' is not below its node''s ' || CAST(_node_gpus AS VARCHAR) || ' GPUs'",
-            )
+        check(
+            "gpu_index",
+            "gpu_index >= _node_gpus",
+            f"{_shown('gpu_index')} || ' is not below its node''s ' || CAST(_node_gpus AS VARCHAR) || ' GPUs'",
         )
     if table.name == "requests":
-        checks.append(
-            _Check("start_time", "start_time < submit_time", "'start_time is before submit_time'")
+        check("start_time", "start_time < submit_time", "'start_time is before submit_time'")
+        check("gpus", "gpus > 1 AND gpus <> floor(gpus)",
+              f"{_shown('gpus')} || ' is not a whole number of GPUs (a share is below 1)'")  # fmt: skip
+        check(
+            "gpus_per_pod", "gpus > 0 AND _gpus_per_pod = 0", "'gpus_per_pod 0 with gpus above 0'"
         )
-        checks.append(
-            _Check(
-                "gpus_per_pod",
-                "gpus > 0 AND _gpus_per_pod = 0",
-                "'gpus_per_pod 0 with gpus above 0'",
-            )
+        check(
+            "gpus",
+            "gpus > 0 AND _gpus_per_pod > 0 AND ((gpus < 1 AND gpus <> _gpus_per_pod) "
+            "OR (gpus >= 1 AND (_gpus_per_pod <> floor(_gpus_per_pod) "
+            "OR TRY(fmod(gpus, _gpus_per_pod)) <> 0)))",
+            f"{_shown('gpus')} || ' is not a multiple of gpus_per_pod ' || "
+            "CAST(_gpus_per_pod AS VARCHAR) || CASE WHEN gpus_per_pod IS NULL "
+            "THEN ' (the default min(gpus, 8)); give gpus_per_pod' ELSE '' END",
         )
-        checks.append(
-            _Check(
-                "gpus",
-                "gpus > 0 AND _gpus_per_pod > 0 AND ((gpus < 1 AND gpus <> _gpus_per_pod) "
-                "OR (gpus >= 1 AND (_gpus_per_pod <> floor(_gpus_per_pod) "
-                "OR gpus <> floor(gpus) OR TRY(fmod(gpus, _gpus_per_pod)) <> 0)))",
-                "CAST(gpus AS VARCHAR) || ' is not a multiple of gpus_per_pod ' || "
-                "CAST(_gpus_per_pod AS VARCHAR) || CASE WHEN gpus_per_pod IS NULL "
-                "THEN ' (the default min(gpus, 8)); give gpus_per_pod' ELSE '' END",
-            )
-        )
-        checks.append(
-            _Check(
-                "locality",
-                "lower(locality) = 'node' AND _gpus_per_pod > 0 AND gpus > _gpus_per_pod",
-                "'node locality with ' || CAST(TRY(gpus / _gpus_per_pod) AS VARCHAR) || ' pods; use switch or any'",
-            )
+        check(
+            "locality",
+            "lower(locality) = 'node' AND _gpus_per_pod > 0 AND gpus > _gpus_per_pod",
+            "'node locality with ' || CAST(TRY(gpus / _gpus_per_pod) AS VARCHAR) || ' pods; use switch or any'",
         )
     return checks
+
+
+# A set of models, written the one way: trimmed, deduplicated, sorted, joined by |.
+MODEL_SET = (
+    "NULLIF(array_to_string(list_sort(list_distinct(list_filter("
+    "list_transform(string_split({c}, '|'), lambda x: trim(x)), lambda x: x <> ''))), '|'), '')"
+)
 
 
 def _resolved(table: Table, name: str) -> str:
@@ -229,6 +248,8 @@ def _resolved(table: Table, name: str) -> str:
         if name == "sleepable":
             return "COALESCE(sleepable, FALSE)"
     if table.name == "requests":
+        if name == "gpu_model":
+            return MODEL_SET.format(c=c)
         if name == "gpus_per_pod":
             return "_gpus_per_pod"
         if name in ("cpus_per_gpu", "memory_gib_per_gpu"):
@@ -241,8 +262,16 @@ def _resolved(table: Table, name: str) -> str:
     return value
 
 
+RESERVED = frozenset({schema.INGEST_ID, "_row", "_r", "_nid", "_node_gpus", "_gpus_per_pod"})
+
+
 def plan_load(
-    table: Table, file: str, select: str, numbered: str, source: list[tuple[str, str]]
+    table: Table,
+    file: str,
+    select: str,
+    numbered: str,
+    source: list[tuple[str, str]],
+    existing: dict[str, str],
 ) -> LoadPlan:
     """Plan the load of one file's scan into ``table``.
 
@@ -251,9 +280,11 @@ def plan_load(
         file: the file's name as reported in errors and rejects.
         select: the SELECT scanning the file; numbered: the same plus ``_row``.
         source: the scan's columns as (name, DuckDB type).
+        existing: the table's stored columns, name -> DuckDB type.
 
     Raises:
-        InputError: a required column is missing (the whole call fails).
+        InputError: a required column is missing or a column name is reserved
+            (the whole call fails).
     """
     by_lower: dict[str, tuple[str, str]] = {}
     for name, sql_type in source:
@@ -261,24 +292,43 @@ def plan_load(
     for name in table.required:
         if name not in by_lower:
             raise InputError(file, "required column missing", column=name)
-    schema_lower = set(table.column_names)
-    extras = tuple(
-        name for name, _ in source if name.strip().lower() not in schema_lower and name != "_row"
-    )
+    schema_names = set(table.column_names)
+    stored = {name.lower(): (name, sql_type) for name, sql_type in existing.items()}
+    extras: list[tuple[str, str]] = []  # (stored name, value SQL)
+    new_columns: list[tuple[str, str]] = []
+    for name, sql_type in source:
+        if name.strip().lower() in schema_names or name == "_row":
+            continue
+        if name in RESERVED:
+            raise InputError(
+                file, "the column name is reserved by fleetaudit; rename it", column=name
+            )
+        kept = "VARCHAR" if sql_type.upper() == "JSON" else sql_type
+        value = f"src.{q(name)}" if kept != "JSON" else f"CAST(src.{q(name)} AS VARCHAR)"
+        if name.lower() in stored:
+            stored_name, stored_type = stored[name.lower()]
+            if stored_type.upper() != kept.upper():
+                value = f"TRY_CAST({value} AS {stored_type})"
+            extras.append((stored_name, value))
+        else:
+            extras.append((name, value))
+            new_columns.append((name, kept))
 
     parsed: list[str] = []
     checks: list[_Check] = []
     for col in table.columns:
         if col.name in by_lower:
             src_name, sql_type = by_lower[col.name]
-            value, raw = _parse(col, "src." + q(src_name), sql_type)
+            found: _Parsed | None = _parse(col, "src." + q(src_name), sql_type)
+            assert found is not None
+            parsed.append(f"{found.value} AS {q(col.name)}")
+            parsed.append(f"{found.raw} AS {q('r_' + col.name)}")
         else:
-            value, raw = f"CAST(NULL AS {col.kind.value})", None
-        parsed.append(f"{value} AS {q(col.name)}")
-        if raw is not None:
-            parsed.append(f"{raw} AS {q('r_' + col.name)}")
-        checks.extend(_column_checks(col, raw is not None))
-    parsed.extend(f"CAST(src.{q(x)} AS VARCHAR) AS {q('x_' + x)}" for x in extras)
+            found = None
+            parsed.append(f"CAST(NULL AS {col.kind.value}) AS {q(col.name)}")
+            parsed.append(f"CAST(NULL AS VARCHAR) AS {q('r_' + col.name)}")
+        checks.extend(_column_checks(col, found))
+    parsed.extend(f"{value} AS {q('x_' + name)}" for name, value in extras)
 
     derived = ["p.*"]
     joins = ""
@@ -301,31 +351,21 @@ def plan_load(
             f"FROM ({source_sql}) AS src) AS p {joins}"
         )
 
-    target_cols = [q(c) for c in table.column_names] + [q(x) for x in extras]
-    values = [_resolved(table, c) for c in table.column_names] + [q("x_" + x) for x in extras]
+    target_cols = [q(c) for c in table.column_names] + [q(name) for name, _ in extras]
+    values = [_resolved(table, c) for c in table.column_names] + [q("x_" + n) for n, _ in extras]
     load = (
         f"INSERT INTO {q(table.name)} ({', '.join(target_cols)}, {q(schema.INGEST_ID)}) "
         f"SELECT {', '.join(values)}, CASE WHEN {rejected} THEN -$ingest_id ELSE $ingest_id END "
         f"FROM ({staged(select, False)}) AS d"
     )
-    column_case = " ".join(
-        f"WHEN COALESCE({c.condition}, FALSE) THEN {_lit(c.column)}" for c in checks
-    )
-    reason_case = " ".join(f"WHEN COALESCE({c.condition}, FALSE) THEN {c.reason}" for c in checks)
-    value_case = " ".join(
-        f"WHEN COALESCE({c.condition}, FALSE) THEN {_shown_value(table, c.column, parsed)}"
-        for c in checks
-    )
+
+    def case(part: Callable[[_Check], str]) -> str:
+        whens = " ".join(f"WHEN COALESCE({c.condition}, FALSE) THEN {part(c)}" for c in checks)
+        return f"CASE {whens} END"
+
     rejects = (
         f"INSERT INTO rejects SELECT $ingest_id, $file, {_lit(table.name)}, _row, "
-        f"CASE {column_case} END, CASE {value_case} END, CASE {reason_case} END "
+        f"{case(lambda c: _lit(c.column))}, {case(lambda c: c.shown)}, {case(lambda c: c.reason)} "
         f"FROM ({staged(numbered, True)}) AS d WHERE {rejected} ORDER BY _row"
     )
-    return LoadPlan(table, table.column_names, extras, load, rejects)
-
-
-def _shown_value(table: Table, column: str, parsed: list[str]) -> str:
-    raw_alias = q("r_" + column)
-    if any(p.endswith(f" AS {raw_alias}") for p in parsed):
-        return f"COALESCE({raw_alias}, CAST({q(column)} AS VARCHAR))"
-    return f"CAST({q(column)} AS VARCHAR)"
+    return LoadPlan(tuple(new_columns), load, rejects)
