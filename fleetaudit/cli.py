@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer.exceptions import TyperException
 
 from fleetaudit import __version__, api, console
-from fleetaudit.errors import ExitCode, FleetAuditError
+from fleetaudit.contract import shapes_document
+from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.generate import GenerateOptions
 from fleetaudit.ingest import FORMATS, IngestOptions
 from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
+from fleetaudit.shapes import Shape, make_shape
+from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes, read_shapes_file
 from fleetaudit.times import iso, parse_duration, parse_instant
 
 app = typer.Typer(
@@ -75,13 +79,14 @@ def handled(func: F) -> F:
             _fail(exc.message, int(exc.exit_code))
         except KeyboardInterrupt:
             _fail("interrupted; nothing was half-written", int(ExitCode.INTERRUPT))
-        except (typer.Exit, typer.Abort):
+        except (typer.Exit, typer.Abort, SystemExit, GeneratorExit):
             raise
-        except Exception as exc:
+        except BaseException as exc:  # also panics of native code (pyo3 PanicException)
             if os.environ.get("FLEETAUDIT_DEBUG"):
                 raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             _fail(
-                f"internal error: {type(exc).__name__}: {exc} "
+                f"internal error: {type(exc).__name__}: {first} "
                 "(set FLEETAUDIT_DEBUG=1 for a traceback)",
                 int(ExitCode.INTERNAL),
             )
@@ -109,6 +114,8 @@ def _main(
 
 
 def _store(db: Path, lock_timeout: float) -> api.StoreOptions:
+    if lock_timeout < 0 or lock_timeout != lock_timeout:
+        raise UsageError("--lock-timeout: must be 0 or more seconds")
     return api.StoreOptions(db=db, lock_timeout=lock_timeout)
 
 
@@ -159,6 +166,12 @@ def ingest(
     land or none do. A row whose key exists replaces the stored row. Rows that
     break the schema go to the rejects table with file, row, column and reason.
     """
+    if fmt != "alibaba-gpu-v2023" and (trace_start is not None or topology is not None):
+        raise UsageError("--trace-start and --topology apply to --format alibaba-gpu-v2023 only")
+    if fmt == "alibaba-gpu-v2023" and table is not None:
+        raise UsageError(
+            "--table does not apply to --format alibaba-gpu-v2023 (its files name their tables)"
+        )
     options = IngestOptions(
         table=table,
         format=fmt,
@@ -211,6 +224,135 @@ def state(
     window = None if duration is None else parse_duration(duration, option="--duration")
     result = api.node_state(_store(db, lock_timeout), _instant(at, "--at"), window, scenario, out)
     console.render_state(result.state, iso(result.at) or "", duration)
+
+
+@app.command()
+@handled
+def shapes(
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="GPU model, or a set joined by | ('H20|H800'). With --gpus: an ad-hoc shape.",
+        ),
+    ] = None,
+    gpus: Annotated[
+        float | None, typer.Option("--gpus", help="GPUs per instance; below 1: a share of one GPU.")
+    ] = None,
+    gpus_per_pod: Annotated[
+        float | None, typer.Option("--gpus-per-pod", help="GPUs per pod (default min(gpus, 8)).")
+    ] = None,
+    cpus_per_gpu: Annotated[
+        float | None, typer.Option("--cpus-per-gpu", help="CPU cores per GPU (default 0).")
+    ] = None,
+    memory_gib_per_gpu: Annotated[
+        float | None, typer.Option("--memory-gib-per-gpu", help="Memory GiB per GPU (default 0).")
+    ] = None,
+    locality: Annotated[
+        str | None,
+        typer.Option(
+            "--locality", help="switch, any or node (default node for one pod, else switch)."
+        ),
+    ] = None,
+    duration: Annotated[
+        str | None,
+        typer.Option("--duration", help="Capacity must stay free this long: 90s, 30m, 6h, 7d."),
+    ] = None,
+    shapes_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--shapes", help="A CSV of shapes (the requests table's shape columns), each reported."
+        ),
+    ] = None,
+    at: Annotated[
+        str | None, typer.Option("--at", help="The instant (default: the export time).")
+    ] = None,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="Read a saved what-if state.")
+    ] = None,
+    reclaim: Annotated[
+        bool,
+        typer.Option(
+            "--reclaim",
+            help="Also count instances that evicting low-priority and sleepable work would add.",
+        ),
+    ] = False,
+    history: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            help="Evaluate every --step over this span ending at --at: p_start and waits.",
+        ),
+    ] = None,
+    step: Annotated[str, typer.Option("--step", help="History step.")] = "5m",
+    deadline: Annotated[
+        str | None,
+        typer.Option(
+            "--deadline", help="With --history: the share of instants whose wait is within this."
+        ),
+    ] = None,
+    max_instances: Annotated[
+        int | None, typer.Option("--max", help="Report at most this many instances per shape.")
+    ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Show the nearest misses: the domains or nodes that lack least for one more instance.",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the SPEC's JSON document (fleetaudit.shapes/1) only."),
+    ] = False,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """How many instances of a request shape can start now, and what strands the idle rest.
+
+    Without --model/--gpus/--shapes it evaluates every distinct GPU shape queued at
+    --at. Per shape: instances, usable GPUs, and the idle GPUs stranded by cause
+    (interval, fragment, cpu_memory, topology) adding up exactly (SPEC §3).
+    """
+    adhoc: tuple[Shape, ...] = ()
+    if model is not None and gpus is None:
+        raise UsageError("--model needs --gpus (the GPUs of one instance)")
+    if gpus is not None:
+        adhoc = (
+            make_shape(
+                model,
+                gpus,
+                gpus_per_pod,
+                cpus_per_gpu,
+                memory_gib_per_gpu,
+                locality,
+                None
+                if duration is None
+                else parse_duration(duration, option="--duration").total_seconds(),
+            ),
+        )
+    elif any(
+        v is not None for v in (gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration)
+    ):
+        raise UsageError("shape options need --gpus (and usually --model)")
+    if shapes_file is not None:
+        adhoc += read_shapes_file(shapes_file)
+    options = ShapesOptions(
+        shapes=adhoc,
+        at=_instant(at, "--at"),
+        scenario=scenario,
+        reclaim=reclaim,
+        history=None if history is None else parse_duration(history, option="--history"),
+        step=parse_duration(step, option="--step"),
+        deadline=None if deadline is None else parse_duration(deadline, option="--deadline"),
+        max_instances=max_instances,
+        explain=explain,
+    )
+    result = evaluate_shapes(_store(db, lock_timeout), options)
+    if as_json:
+        console.print_json(shapes_document(result))
+    else:
+        console.render_shapes(result)
 
 
 @app.command()
@@ -278,8 +420,23 @@ def demo(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="fleetaudit")
+    """Console-script entry point: usage errors too are one line and exit 2."""
+    try:
+        code = app(prog_name="fleetaudit", standalone_mode=False)
+    except typer.Abort:
+        _print_error("interrupted; nothing was half-written")
+        sys.exit(int(ExitCode.INTERRUPT))
+    except TyperException as exc:  # typer's click: a bad option, a missing argument
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "fleetaudit"
+        _print_error(f"{exc.format_message()} (see {command} --help)")  # type: ignore[attr-defined]
+        sys.exit(int(ExitCode.INPUT))
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _print_error(message: str) -> None:
+    line = message.strip().replace("\n", " ")
+    console.err.print(f"fleetaudit: error: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 if __name__ == "__main__":

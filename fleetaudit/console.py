@@ -6,6 +6,7 @@ rich honours ``NO_COLOR`` and plain pipes.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,20 +14,29 @@ from contextlib import contextmanager
 import polars as pl
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fleetaudit.api import StoreSummary
 from fleetaudit.generate import GenerateResult
 from fleetaudit.ingest import IngestResult
+from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
 # Off a terminal (cron, pipes) rich would wrap tables at 80 columns; plain text
 # wider than that is easier to read in a log than wrapped headers.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True, highlight=False)
+# markup=False: ids and models from the data may hold [brackets].
+out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True, highlight=False, markup=False)
 
 
 def _int(value: object) -> str:
     return "-" if value is None else f"{int(value):,}"  # type: ignore[call-overload]
+
+
+def print_json(document: object) -> None:
+    """A JSON document on stdout, nothing else (scripts parse it)."""
+    sys.stdout.write(json.dumps(document, indent=1) + "\n")
+    sys.stdout.flush()
 
 
 @contextmanager
@@ -66,7 +76,10 @@ def render_ingest(result: IngestResult) -> None:
             rejects.add_column(column)
         for r in result.rejects.head(10).iter_rows(named=True):
             rejects.add_row(
-                str(r["file"]), str(r["row"]), str(r["column"]), str(r["value"]), str(r["reason"])
+                *(
+                    Text("" if r[c] is None else str(r[c]))
+                    for c in ("file", "row", "column", "value", "reason")
+                )
             )
         out.print(rejects)
 
@@ -122,16 +135,20 @@ def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> Non
     With a window, also the GPUs idle over all of it (the free interval).
     """
     healthy = pl.col("health") == "healthy"
+    # capped at the node's GPUs, so the identity holds on over-committed nodes too
+    used = pl.min_horizontal("gpus_used", "gpus")
+    high = pl.min_horizontal("gpus_used_high", used)
     per_model = (
         state.group_by("gpu_model")
         .agg(
             pl.col("gpus").sum().alias("installed"),
             pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
-            pl.col("gpus_used_high").filter(healthy).sum().alias("high"),
-            (pl.col("gpus_used") - pl.col("gpus_used_high")).filter(healthy).sum().alias("low"),
+            high.filter(healthy).sum().alias("high"),
+            (used - high).filter(healthy).sum().alias("low"),
             pl.col("free_gpus").filter(healthy).sum().alias("idle"),
             pl.col("free_gpus_window").filter(healthy).sum().alias("idle_window"),
             (healthy & (pl.col("gpus_used") == 0)).sum().alias("free_nodes"),
+            (pl.col("gpus_used") > pl.col("gpus")).sum().alias("overcommitted"),
             (healthy & (pl.col("gpus_used") > 0) & (pl.col("gpus_used") < pl.col("gpus")))
             .sum()
             .alias("partial_nodes"),
@@ -159,6 +176,12 @@ def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> Non
         "installed = unhealthy + alloc high + alloc low + idle; alloc high is high-priority "
         "work alone; shares count the GPUs they fill when packed first-fit-decreasing."
     )
+    over = int(per_model["overcommitted"].sum())
+    if over:
+        err.print(
+            f"note: {over} node(s) hold more GPUs of allocations than they have; "
+            "their allocations are counted up to the node's GPUs"
+        )
 
 
 def render_generate(result: GenerateResult) -> None:
@@ -171,3 +194,165 @@ def render_generate(result: GenerateResult) -> None:
     for name, path in result.files.items():
         table.add_row(name, _int(result.rows.get(name, 0)), str(path))
     out.print(table)
+
+
+_CAUSE_STYLE = {
+    "interval": "yellow",
+    "fragment": "red",
+    "cpu_memory": "magenta",
+    "topology": "blue",
+}
+_CAUSE_CHAR = {"interval": "i", "fragment": "f", "cpu_memory": "c", "topology": "t"}
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if value >= size:
+            return f"{value / size:.1f}{unit}"
+    return f"{value:.0f}s"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def stranded_bar(stranded: dict[str, float] | None, idle: float, width: int = 24) -> Text:
+    """A stacked bar of stranded GPUs by cause, scaled to the idle GPUs."""
+    if stranded is None:
+        return Text("(share shape)", style="dim")
+    bar = Text()
+    if idle <= 0:
+        return bar
+    for cause, style in _CAUSE_STYLE.items():
+        cells = round(width * stranded[cause] / idle)
+        if stranded[cause] > 0 and cells == 0:
+            cells = 1
+        bar.append(_CAUSE_CHAR[cause] * cells, style=f"bold {style}")
+    bar.append(
+        " " + " ".join(f"{_CAUSE_CHAR[c]}{_num(stranded[c])}" for c in _CAUSE_STYLE if stranded[c])
+    )
+    return bar
+
+
+def render_shapes(result: ShapesResult) -> None:
+    """One row per shape: instances, usable GPUs, stranded by cause; reclaim and history if asked."""
+    reports = result.shapes
+    title = f"shapes at {iso(result.at)}" + (
+        f" (scenario {result.scenario})" if result.scenario else ""
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("shape", no_wrap=True)
+    for header in ("queued", "instances", "usable GPUs", "idle GPUs"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("stranded GPUs by cause", no_wrap=True)
+    for r in reports:
+        ledger = r.evaluation.ledger
+        table.add_row(
+            Text(r.evaluation.shape.label()),
+            _int(r.queued),
+            f"{_int(r.instances)}{'+' if r.capped else ''}",
+            _num(ledger.usable),
+            _num(ledger.idle),
+            stranded_bar(ledger.stranded, ledger.idle),
+        )
+    out.print(table)
+    if not reports:
+        out.print(
+            "no GPU request is queued at this instant; give a shape with --model/--gpus or --shapes"
+        )
+        return
+    out.print(
+        "stranded: i interval (busy during the duration), f fragment (less than a pod), "
+        "c cpu_memory (GPUs without CPUs or memory), t topology (slots no whole instance can use)"
+        + ("; + capped by --max" if any(r.capped for r in reports) else "")
+    )
+    _render_outlook(reports)
+    for r in reports:
+        if r.misses is not None:
+            render_misses(r)
+    for note in result.notes:
+        err.print(f"note: {note}")
+
+
+def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
+    """Reclaimable capacity, start probability, waits and their calibration, where asked."""
+    with_reclaim = any(r.reclaim is not None for r in reports)
+    with_history = any(r.history is not None for r in reports)
+    if not (with_reclaim or with_history):
+        return
+    table = Table(title="reclaim and start outlook", title_justify="left")
+    table.add_column("shape", no_wrap=True)
+    if with_reclaim:
+        table.add_column("+evict", justify="right", no_wrap=True)
+        table.add_column("lost GPU-h", justify="right", no_wrap=True)
+    if with_history:
+        for header in ("p_start", "wait p50/p90", "in deadline", "started", "real p50/p90"):
+            table.add_column(header, justify="right", no_wrap=True)
+    for r in reports:
+        row: list[str | Text] = [Text(r.evaluation.shape.label())]
+        if with_reclaim:
+            rc = r.reclaim
+            row += ["-", "-"] if rc is None else [_int(rc.instances), f"{rc.lost_gpu_hours:,.2f}"]
+        if with_history:
+            h, cal = r.history, r.calibration
+            row += ["-"] * 3 if h is None else [
+                _pct(h.p_start), f"{_seconds(h.wait_p50_s)}/{_seconds(h.wait_p90_s)}", _pct(h.p_within_deadline),
+            ]  # fmt: skip
+            if cal is None or cal.started == 0:
+                row += ["0", "-"]
+            else:
+                row += [
+                    _int(cal.started),
+                    f"{_seconds(cal.actual_wait_p50_s)}/{_seconds(cal.actual_wait_p90_s)} "
+                    f"(pred. {_seconds(cal.predicted_wait_p50_s)}/{_seconds(cal.predicted_wait_p90_s)})",
+                ]
+        table.add_row(*row)
+    out.print(table)
+    if with_history:
+        out.print(
+            "+evict: instances that evicting low-priority and sleepable work would add, losing "
+            "lost GPU-h. waits: time to the first step with an instance, '-' censored (none in "
+            "the window). started: requests of the shape submitted in the window that started; "
+            "their real waits beside the predicted ones."
+        )
+
+
+def render_misses(report: ShapeReport) -> None:
+    """The groups that lack least to host one more instance, and what their nodes lack."""
+    misses = report.misses
+    assert misses is not None
+    table = Table(title=f"nearest misses: {report.evaluation.shape.label()}", title_justify="left")
+    for header in (
+        "group",
+        "missing pods",
+        "node",
+        "lacks GPUs",
+        "lacks CPUs",
+        "lacks GiB",
+        "busy in window",
+    ):
+        table.add_column(
+            header, justify="left" if header in ("group", "node") else "right", no_wrap=True
+        )
+    for m in misses.iter_rows(named=True):
+        table.add_row(
+            str(m["group"]),
+            _int(m["missing_pods"]),
+            str(m["node_id"]),
+            _num(m["lacks_gpus"]),
+            _num(m["lacks_cpus"]),
+            _num(m["lacks_memory_gib"]),
+            _num(m["busy_in_window_gpus"]),
+        )
+    if misses.is_empty():
+        out.print(f"nearest misses: {report.evaluation.shape.label()}: no eligible node")
+    else:
+        out.print(table)

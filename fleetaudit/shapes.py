@@ -238,12 +238,11 @@ def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     def by(column: str, need: float) -> pl.Expr:
         if need <= 0:
             return pl.lit(_BIG, dtype=pl.Int64)
-        free = pl.col(column).fill_null(float("inf"))
-        return (
-            pl.when(free.is_infinite())
-            .then(pl.lit(_BIG))
-            .otherwise(((free * _MICRO).round() // round(need * _MICRO)).cast(pl.Int64))
-        )
+        free = pl.col(column)
+        # polars evaluates both branches: a non-strict cast keeps inf from failing
+        slots = ((free * _MICRO).round() // round(need * _MICRO)).cast(pl.Int64, strict=False)
+        unbounded = free.is_null() | free.is_infinite()
+        return pl.when(unbounded).then(pl.lit(_BIG, dtype=pl.Int64)).otherwise(slots)
 
     if shape.is_share:
         g = round(shape.gpus * _MICRO)

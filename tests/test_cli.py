@@ -214,3 +214,125 @@ def test_python_dash_m(tmp_path: Path) -> None:
     )
     assert done.returncode == 0
     assert done.stdout.strip() == f"fleetaudit {__version__}"
+
+
+def _hostile_files(folder: Path) -> dict[str, Path]:
+    """Inputs that once slipped past the one-line rule (review of issue 2)."""
+    import gzip as gz
+
+    import duckdb
+
+    files: dict[str, Path] = {}
+    files["binary csv"] = folder / "binary" / "nodes.csv"
+    files["binary csv"].parent.mkdir(parents=True)
+    files["binary csv"].write_bytes(bytes(range(256)) * 20)
+    files["truncated gzip"] = folder / "gz" / "nodes.csv.gz"
+    files["truncated gzip"].parent.mkdir()
+    files["truncated gzip"].write_bytes(
+        gz.compress(b"node_id,gpu_model,gpus,cpus\nn1,H20,8,64\n" * 50)[:40]
+    )
+    files["bom"] = write(
+        folder / "bom" / "nodes.csv", "\ufeffnode_id,gpu_model,gpus,cpus\nn1,H20,8,64\n"
+    )
+    files["mixed jsonl"] = write(
+        folder / "json" / "nodes.jsonl",
+        '{"node_id": "n1", "gpu_model": "H20", "gpus": 8, "cpus": 64}\n'
+        '{"node_id": 2, "gpu_model": "H20", "gpus": "8", "cpus": 64}\n',
+    )
+    files["markup"] = write(
+        folder / "markup" / "nodes.csv",
+        'node_id,gpu_model,gpus,cpus,switch_id\n"[/bad]",[b]H20,8,64,[/x]\n',
+    )
+    files["infinite time"] = write(
+        folder / "inf" / "allocations.csv",
+        "alloc_id,node_id,gpus,cpus,priority,start_time\na1,n1,1,1,high,infinity\na2,n1,1,1,high,99999-01-01\n",
+    )
+    files["huge numbers"] = write(
+        folder / "huge" / "nodes.csv",
+        "node_id,gpu_model,gpus,cpus,memory_gib\nn9,H20,100000000000000,1e300,1e20\n",
+    )
+    files["reserved column"] = write(
+        folder / "res" / "nodes.csv", "node_id,gpu_model,gpus,cpus,_ingest_id\nn1,H20,8,64,3\n"
+    )
+    files["newline value"] = write(
+        folder / "nl" / "allocations.csv",
+        'alloc_id,node_id,gpus,cpus,priority,start_time\n"a\nb",n1,x,1,high,2026-01-01\n',
+    )
+    wide = folder / "wide" / "nodes.parquet"
+    wide.parent.mkdir()
+    duckdb.connect().execute(
+        f"COPY (SELECT 'n1' AS node_id, 'H20' AS gpu_model, 18446744073709551615::UBIGINT AS gpus, "
+        f"64 AS cpus) TO '{wide}'"
+    )
+    files["ubigint parquet"] = wide
+    return files
+
+
+def test_hostile_inputs_give_one_line_or_rejects(tmp_path: Path, tiny_dir: Path) -> None:
+    db = tmp_path / "fleet.duckdb"
+    assert invoke("ingest", tiny_dir, "--db", db).exit_code == 0
+    for name, path in _hostile_files(tmp_path / "in").items():
+        for strict in ((), ("--strict",)):
+            result = invoke("ingest", path, "--db", db, *strict)
+            assert result.exit_code in (0, 2), (name, result.output)
+            if result.exit_code == 2:
+                assert result.stderr.startswith("fleetaudit: error: "), name
+                assert result.stderr.count("\n") == 1, (name, result.stderr)
+                assert "Traceback" not in result.stderr
+        # whatever was loaded, reading the store still works
+        for command in ("status", "state"):
+            result = invoke(command, "--db", db)
+            assert result.exit_code == 0, (name, command, result.output)
+    with open_store(db) as s:
+        reasons = dict(
+            s.sql(
+                "SELECT value, reason FROM rejects WHERE \"column\" IN ('start_time', 'gpus', 'cpus')"
+            ).rows()
+        )
+        assert reasons["infinity"] == "infinity is outside 1900..2200"
+        assert reasons["100000000000000"] == "100000000000000 is above the maximum 1024"
+        # mixed JSON types are read as text without quotes
+        assert s.sql("SELECT node_id FROM nodes WHERE node_id IN ('2', '\"2\"')").rows() == [("2",)]
+        assert s.sql("SELECT gpu_model FROM nodes WHERE node_id = '[/bad]'").rows() == [("[b]H20",)]
+
+
+def test_busy_store_exits_75_with_one_line(tmp_path: Path, tiny_dir: Path) -> None:
+    db = tmp_path / "fleet.duckdb"
+    assert invoke("ingest", tiny_dir, "--db", db).exit_code == 0
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, duckdb; c = duckdb.connect(sys.argv[1]); print('locked', flush=True); time.sleep(30)",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        result = invoke("ingest", tiny_dir, "--db", db, "--lock-timeout", "0.5")
+        assert result.exit_code == 75
+        assert result.stderr == (
+            f"fleetaudit: error: {db}: the store is locked by another fleetaudit process; "
+            "gave up after 0.5 s (raise --lock-timeout or retry later)\n"
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()  # type: ignore[union-attr]
+
+
+def test_demo_refuses_a_store_with_other_data(tmp_path: Path, tiny_dir: Path) -> None:
+    db = tmp_path / "fleet.duckdb"
+    assert invoke("ingest", tiny_dir, "--db", db).exit_code == 0
+    result = invoke("demo", "--db", db)
+    assert result.exit_code == 2
+    assert "holds other data than the sample fleet" in result.stderr
+
+
+def test_options_that_do_not_apply_are_errors(tmp_path: Path, tiny_dir: Path) -> None:
+    result = invoke("ingest", tiny_dir, "--db", tmp_path / "x.duckdb", "--topology", "topo.csv")
+    assert result.exit_code == 2
+    assert "--topology apply to --format alibaba-gpu-v2023 only" in result.stderr

@@ -1,0 +1,230 @@
+"""``fleetaudit shapes``: read the store, evaluate shapes, return a result (no printing).
+
+Orchestration only: the predicate is :mod:`fleetaudit.shapes`, reclaim
+:mod:`fleetaudit.reclaim`, history and calibration :mod:`fleetaudit.history`.
+One load of nodes and allocations serves every shape of a call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from fleetaudit import history as history_mod
+from fleetaudit import occupancy
+from fleetaudit import reclaim as reclaim_mod
+from fleetaudit.api import StoreOptions, check_scenario, load_frames, reading, resolve_at
+from fleetaudit.errors import InputError, UsageError
+from fleetaudit.shapes import Evaluation, Shape, check_models, evaluate, make_shape, nearest_misses
+from fleetaudit.times import parse_duration
+
+SHAPE_COLUMNS = (
+    "gpu_model", "gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu", "locality", "duration_s",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ShapesOptions:
+    """What ``fleetaudit shapes`` evaluates (defaults are the command line's)."""
+
+    shapes: tuple[Shape, ...] = ()  # empty: every distinct shape queued at t
+    at: datetime | None = None
+    scenario: str | None = None
+    reclaim: bool = False
+    history: timedelta | None = None
+    step: timedelta = timedelta(minutes=5)
+    deadline: timedelta | None = None
+    max_instances: int | None = None
+    explain: bool = False
+
+
+@dataclass(frozen=True)
+class ShapeReport:
+    """Everything reported for one shape."""
+
+    evaluation: Evaluation
+    queued: int
+    capped: bool = False
+    reclaim: reclaim_mod.Reclaim | None = None
+    history: history_mod.History | None = None
+    calibration: history_mod.Calibration | None = None
+    misses: pl.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def instances(self) -> int:
+        return self.evaluation.instances
+
+
+@dataclass(frozen=True)
+class ShapesResult:
+    """The shapes evaluated at one instant."""
+
+    at: datetime
+    scenario: str | None
+    shapes: tuple[ShapeReport, ...]
+    notes: tuple[str, ...] = ()
+
+
+def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
+    """Requests whose shape columns equal ``shape``'s (after SPEC defaults)."""
+
+    def eq(column: str, value: object) -> pl.Expr:
+        if value is None:
+            return pl.col(column).is_null()
+        if isinstance(value, float):
+            return (pl.col(column) - value).abs() < 1e-9
+        return pl.col(column) == value
+
+    return frame.filter(
+        eq("gpu_model", shape.gpu_model),
+        eq("gpus", shape.gpus),
+        eq("gpus_per_pod", shape.gpus_per_pod),
+        eq("cpus_per_gpu", shape.cpus_per_gpu),
+        eq("memory_gib_per_gpu", shape.memory_gib_per_gpu),
+        eq("locality", shape.locality),
+        eq("duration_s", shape.duration_s),
+    )
+
+
+def queued_shapes(queued: pl.DataFrame) -> tuple[list[tuple[Shape, int]], int]:
+    """Distinct GPU shapes among queued requests, with counts (most queued first); and CPU-only requests."""
+    gpu = queued.filter(pl.col("gpus") > 0)
+    groups = (
+        gpu.group_by(SHAPE_COLUMNS, maintain_order=True)
+        .agg(pl.len().alias("queued"))
+        .sort(["queued", "gpus", "gpu_model"], descending=[True, True, False], nulls_last=True)
+    )
+    shapes = [
+        (
+            make_shape(
+                r["gpu_model"], r["gpus"], r["gpus_per_pod"], r["cpus_per_gpu"],
+                r["memory_gib_per_gpu"], r["locality"], r["duration_s"],
+            ),
+            int(r["queued"]),
+        )
+        for r in groups.iter_rows(named=True)
+    ]  # fmt: skip
+    return shapes, queued.height - gpu.height
+
+
+def read_shapes_file(path: Path) -> tuple[Shape, ...]:
+    """Shapes from a CSV with the requests table's shape columns; one line per bad value."""
+    try:
+        frame = pl.read_csv(path, infer_schema=False)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise InputError(str(path), f"cannot read: {str(exc).splitlines()[0]}") from exc
+    if "gpus" not in frame.columns:
+        raise InputError(str(path), "required column missing", column="gpus")
+    shapes = []
+    for row_number, row in enumerate(frame.iter_rows(named=True), 1):
+        values: dict[str, float | None] = {}
+        for column in ("gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu", "duration_s"):
+            raw = (row.get(column) or "").strip()
+            if not raw:
+                values[column] = None
+                continue
+            try:
+                values[column] = (
+                    parse_duration(raw).total_seconds() if column == "duration_s" else float(raw)
+                )
+            except (ValueError, UsageError) as exc:
+                raise InputError(
+                    str(path), f"{raw!r} is not a number", row=row_number, column=column
+                ) from exc
+        if values["gpus"] is None:
+            raise InputError(str(path), "missing required value", row=row_number, column="gpus")
+        try:
+            shapes.append(
+                make_shape(
+                    (row.get("gpu_model") or "").strip() or None,
+                    values["gpus"],
+                    values["gpus_per_pod"],
+                    values["cpus_per_gpu"],
+                    values["memory_gib_per_gpu"],
+                    (row.get("locality") or "").strip().lower() or None,
+                    values["duration_s"],
+                )
+            )
+        except UsageError as exc:
+            raise InputError(str(path), exc.message.lstrip("-"), row=row_number) from exc
+    return tuple(shapes)
+
+
+def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> ShapesResult:
+    """Evaluate the shapes of ``options`` (or every queued shape) at t."""
+    if options.history is not None and options.step.total_seconds() <= 0:
+        raise UsageError("--step: must be longer than 0s")
+    if options.max_instances is not None and options.max_instances < 0:
+        raise UsageError("--max: must be 0 or more")
+    notes: list[str] = []
+    with reading(store_options) as store:
+        check_scenario(store, options.scenario)
+        at = resolve_at(store, options.at, options.scenario)
+        queued_frame = store.query("queued_requests_at", at=at)
+        models = store.query("gpu_models")["gpu_model"].to_list()
+        if options.shapes:
+            for shape in options.shapes:
+                check_models(shape, models)
+            pairs = [(s, _same_shape(queued_frame, s).height) for s in options.shapes]
+        else:
+            pairs, cpu_only = queued_shapes(queued_frame)
+            if cpu_only:
+                notes.append(f"{cpu_only} queued request(s) ask for no GPU and are not GPU shapes")
+        longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
+        start = at - (options.history or timedelta(0))
+        end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
+        nodes, allocations = load_frames(store, start, end, options.scenario)
+        requests = (
+            store.query("requests_submitted_between", start=start, end=at)
+            if options.history is not None
+            else None
+        )
+    states: dict[float | None, pl.DataFrame] = {}
+    reports = []
+    for shape, queued in pairs:
+        if shape.duration_s not in states:
+            window = timedelta(seconds=shape.duration_s) if shape.duration_s else None
+            states[shape.duration_s] = occupancy.node_state(nodes, allocations, at, window)
+        state = states[shape.duration_s]
+        evaluation = evaluate(state, shape)
+        capped = options.max_instances is not None and evaluation.instances > options.max_instances
+        if capped:
+            evaluation = evaluation.with_instances(int(options.max_instances or 0))
+        reports.append(
+            ShapeReport(
+                evaluation=evaluation,
+                queued=queued,
+                capped=capped,
+                reclaim=reclaim_mod.reclaimable(nodes, allocations, at, shape, evaluation)
+                if options.reclaim
+                else None,
+                **_history(nodes, allocations, requests, shape, at, options),
+                misses=nearest_misses(evaluation, state) if options.explain else None,
+            )
+        )
+    if options.reclaim and any(r.reclaim and r.reclaim.without_checkpoint for r in reports):
+        notes.append(
+            "victims without checkpoint_interval_s lose all their work since start "
+            "(counted in lost_gpu_hours)"
+        )
+    return ShapesResult(at=at, scenario=options.scenario, shapes=tuple(reports), notes=tuple(notes))
+
+
+def _history(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    requests: pl.DataFrame | None,
+    shape: Shape,
+    at: datetime,
+    options: ShapesOptions,
+) -> dict[str, object]:
+    if options.history is None or requests is None:
+        return {}
+    series = history_mod.evaluate_history(
+        nodes, allocations, shape, at, options.history, options.step, options.deadline
+    )
+    started = _same_shape(requests, shape).filter(pl.col("start_time").is_not_null())
+    return {"history": series, "calibration": history_mod.calibrate(series, started)}

@@ -1,0 +1,377 @@
+"""The schedulability predicate (SPEC §3): golden tiny fleet, hand-worked cases, properties, CLI."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from fleetaudit import occupancy
+from fleetaudit.cli import app
+from fleetaudit.errors import UsageError
+from fleetaudit.shapes import CAUSES, evaluate, make_shape, nearest_misses
+from tests.conftest import write
+
+runner = CliRunner()
+AT = datetime(2026, 1, 1, 12)
+
+
+def _frames(folder: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    nodes = pl.read_csv(folder / "nodes.csv", schema_overrides={"switch_id": pl.Utf8})
+    nodes = nodes.with_columns(
+        pl.col("health").fill_null("healthy"), pl.col("cpus", "memory_gib").cast(pl.Float64)
+    )
+    allocations = pl.read_csv(folder / "allocations.csv", infer_schema=False).with_columns(
+        pl.col("gpus", "cpus", "memory_gib", "checkpoint_interval_s").cast(pl.Float64),
+        pl.col("start_time", "end_time")
+        .str.to_datetime(time_zone="UTC")
+        .dt.replace_time_zone(None),
+        pl.col("sleepable") == "true",
+    )
+    return nodes, allocations
+
+
+@pytest.fixture
+def tiny(tiny_dir: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return _frames(tiny_dir)
+
+
+def _eval(frames: tuple[pl.DataFrame, pl.DataFrame], shape, at: datetime = AT):  # type: ignore[no-untyped-def]
+    nodes, allocations = frames
+    window = timedelta(seconds=shape.duration_s) if shape.duration_s else None
+    return evaluate(occupancy.node_state(nodes, allocations, at, window), shape)
+
+
+# -- the tiny fleet, end to end through the CLI ----------------------------------------------
+
+
+def test_queued_shapes_match_the_hand_worked_json(tmp_path: Path, tiny_dir: Path) -> None:
+    db = tmp_path / "tiny.duckdb"
+    assert runner.invoke(app, ["ingest", str(tiny_dir), "--db", str(db)]).exit_code == 0
+    result = runner.invoke(
+        app, ["shapes", "--db", str(db), "--at", "2026-01-01T12:00:00Z", "--reclaim", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)
+    expected = json.loads((tiny_dir / "expected_queued_at_12.json").read_text())
+    assert got["schema"] == "fleetaudit.shapes/1"
+    assert got["at"] == expected["at"]
+    # the queue holds one request per shape; order them as the expected file does
+    by_shape = {json.dumps(s["shape"], sort_keys=True): s for s in got["shapes"]}
+    for want in expected["shapes"]:
+        have = by_shape[json.dumps(want["shape"], sort_keys=True)]
+        assert have["instances"] == want["instances"]
+        assert have["gpus"] == want["gpus"]
+        assert have["queued"] == want["queued"]
+        assert have["reclaimable"]["instances"] == want["reclaimable"]["instances"]
+        assert have["history"] is None
+
+
+def test_history_matches_the_hand_worked_json(tmp_path: Path, tiny_dir: Path) -> None:
+    db = tmp_path / "tiny.duckdb"
+    assert runner.invoke(app, ["ingest", str(tiny_dir), "--db", str(db)]).exit_code == 0
+    args = ["shapes", "--db", str(db), "--at", "2026-01-01T20:00:00Z", "--model", "H20", "--gpus", "8",
+            "--cpus-per-gpu", "8", "--history", "12h", "--step", "1h", "--deadline", "1h", "--json"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)["shapes"][0]
+    expected = json.loads((tiny_dir / "expected_history_r1_at_20.json").read_text())["shapes"][0]
+    assert got["shape"] == expected["shape"]
+    assert got["instances"] == expected["instances"]
+    assert got["gpus"] == expected["gpus"]
+    assert got["history"] == expected["history"]
+    assert got["queued"] == 1  # r1 is still queued at 20:00
+    assert "calibration" in got
+
+
+def test_terminal_output_and_explain(tmp_path: Path, tiny_dir: Path) -> None:
+    db = tmp_path / "tiny.duckdb"
+    assert runner.invoke(app, ["ingest", str(tiny_dir), "--db", str(db)]).exit_code == 0
+    result = runner.invoke(
+        app,
+        [
+            "shapes",
+            "--db",
+            str(db),
+            "--at",
+            "2026-01-01T12:00:00Z",
+            "--model",
+            "H20",
+            "--gpus",
+            "16",
+            "--cpus-per-gpu",
+            "4",
+            "--explain",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "H20 16 GPU (2x8) x4 CPU switch" in result.stdout
+    assert "nearest misses" in result.stdout
+    assert "H20/sw-a" in result.stdout  # sw-a holds n3's slot and lacks one more pod
+
+
+# -- hand-worked cases: every cause and locality ---------------------------------------------
+
+
+def test_every_stranded_cause(tiny: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    r3 = _eval(tiny, make_shape("H20", 4, 4, 16, 0, "node", 7200))
+    assert (r3.instances, r3.ledger.stranded) == (
+        2,
+        {"interval": 8, "fragment": 7, "cpu_memory": 4, "topology": 0},
+    )
+    r2 = _eval(tiny, make_shape("H20", 16, 8, 4))
+    assert (r2.instances, r2.ledger.stranded) == (
+        0,
+        {"interval": 0, "fragment": 19, "cpu_memory": 0, "topology": 8},
+    )
+
+
+def test_any_locality_pools_domains(tiny: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    # 2 pods of 4 GPUs: n1 1 (4 free), n3 2, n4 1, n6 1 = 5 slots, any -> 2 instances, one slot stranded
+    shape = make_shape("H20", 8, 4, 0, 0, "any")
+    e = _eval(tiny, shape)
+    assert e.instances == 2
+    assert e.ledger.stranded == {
+        "interval": 0,
+        "fragment": 2 + 2 + 3,
+        "cpu_memory": 0,
+        "topology": 4,
+    }
+    # switch: sw-a has n1 1 + n3 2 = 3 -> 1; sw-b n4 1 -> 0; n6 alone 1 -> 0
+    switch = _eval(tiny, make_shape("H20", 8, 4, 0, 0, "switch"))
+    assert switch.instances == 1
+    assert switch.ledger.stranded["topology"] == 4 + 4 + 4
+
+
+def test_model_sets_sum_over_models_and_never_mix(tiny: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    # A10 n7: 4 free GPUs; H20 as r5 (2 GPUs x 2 CPUs) gives 13
+    both = _eval(tiny, make_shape("A10|H20", 2, 2, 2))
+    assert both.instances == 13 + 2
+    assert both.ledger.installed == 48 + 4
+    # 2 pods of 4 with any locality: one pod on A10, 5 on H20 -> 2 instances, never A10+H20
+    pooled = _eval(tiny, make_shape("A10|H20", 8, 4, 0, 0, "any"))
+    assert pooled.instances == 2
+    assert pooled.ledger.stranded["topology"] == 4 + 4
+
+
+def test_share_shape(tiny: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    e = _eval(tiny, make_shape("H20", 0.5, None, 8))
+    assert (e.instances, e.ledger.usable, e.ledger.stranded) == (51, 25.5, None)
+    # a quarter fits n1's shared GPU (0.25 left): 4 free GPUs x 4 + 1, CPU bound 32 / 2 = 16
+    quarter = _eval(tiny, make_shape("H20", 0.25, None, 8))
+    n1 = quarter.slots.filter(pl.col("node_id") == "n1")["slots"].item()
+    assert n1 == 16
+    uncapped = _eval(tiny, make_shape("H20", 0.25))
+    assert uncapped.slots.filter(pl.col("node_id") == "n1")["slots"].item() == 4 * 4 + 1
+
+
+def test_bad_shapes_are_usage_errors() -> None:
+    with pytest.raises(UsageError, match=r"--gpus: 12 is not a multiple of gpus_per_pod 8"):
+        make_shape("H20", 12)
+    with pytest.raises(UsageError, match=r"--locality node with 2 pods"):
+        make_shape("H20", 16, 8, locality="node")
+    with pytest.raises(UsageError, match=r"negative"):
+        make_shape("H20", 8, cpus_per_gpu=-1)
+
+
+def test_unknown_model_and_bad_shape_from_the_cli(tmp_path: Path, tiny_dir: Path) -> None:
+    db = tmp_path / "tiny.duckdb"
+    assert runner.invoke(app, ["ingest", str(tiny_dir), "--db", str(db)]).exit_code == 0
+    result = runner.invoke(app, ["shapes", "--db", str(db), "--model", "B200", "--gpus", "8"])
+    assert result.exit_code == 2
+    assert result.stderr == "fleetaudit: error: no node has model B200; models are: A10, H20\n"
+    result = runner.invoke(app, ["shapes", "--db", str(db), "--model", "H20", "--gpus", "12"])
+    assert result.exit_code == 2
+    assert "12 is not a multiple of gpus_per_pod 8" in result.stderr
+    bad = write(tmp_path / "shapes.csv", "gpu_model,gpus,gpus_per_pod\nH20,8,8\nH20,x,8\n")
+    result = runner.invoke(app, ["shapes", "--db", str(db), "--shapes", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr == f"fleetaudit: error: {bad} row 2, column gpus: 'x' is not a number\n"
+
+
+def test_shapes_file_and_max(tmp_path: Path, tiny_dir: Path) -> None:
+    db = tmp_path / "tiny.duckdb"
+    assert runner.invoke(app, ["ingest", str(tiny_dir), "--db", str(db)]).exit_code == 0
+    shapes = write(
+        tmp_path / "shapes.csv",
+        "gpu_model,gpus,gpus_per_pod,cpus_per_gpu,duration_s\nH20,2,2,2,\nH20,4,4,16,2h\n",
+    )
+    result = runner.invoke(
+        app,
+        [
+            "shapes",
+            "--db",
+            str(db),
+            "--at",
+            "2026-01-01T12:00:00Z",
+            "--shapes",
+            str(shapes),
+            "--max",
+            "5",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)["shapes"]
+    assert [(s["instances"], s.get("capped", False)) for s in got] == [(5, True), (2, False)]
+    assert got[0]["gpus"]["usable"] == 26  # the ledger is not capped
+    assert got[1]["shape"]["duration_s"] == 7200.0
+
+
+def test_nearest_misses_say_what_is_lacking(tiny: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    e = _eval(tiny, make_shape("H20", 8, 8, 8))
+    nodes, allocations = tiny
+    misses = nearest_misses(e, occupancy.node_state(nodes, allocations, AT))
+    first = misses.row(0, named=True)
+    # node locality: every node that gives no pod lacks one; n6 (7 free GPUs) lacks 1 GPU
+    assert first["missing_pods"] == 1
+    n6 = misses.filter(pl.col("node_id") == "n6").row(0, named=True)
+    assert (n6["lacks_gpus"], n6["lacks_cpus"]) == (1, 0)
+
+
+# -- properties -------------------------------------------------------------------------------
+
+MODELS = ["H20", "A10"]
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame]:
+    n = draw(st.integers(1, 6))
+    nodes = pl.DataFrame(
+        {
+            "node_id": [f"n{i}" for i in range(n)],
+            "gpu_model": [draw(st.sampled_from(MODELS)) for _ in range(n)],
+            "gpus": [draw(st.sampled_from([4, 8])) for _ in range(n)],
+            "cpus": [float(draw(st.sampled_from([32, 64, 128]))) for _ in range(n)],
+            "memory_gib": [float(draw(st.sampled_from([256, 1024]))) for _ in range(n)],
+            "switch_id": [draw(st.sampled_from(["a", "b", None])) for _ in range(n)],
+            "health": [draw(st.sampled_from(["healthy"] * 4 + ["down"])) for _ in range(n)],
+        }
+    )
+    rows = []
+    for j in range(draw(st.integers(0, 10))):
+        start = draw(st.integers(0, 20))
+        length = draw(st.one_of(st.none(), st.integers(1, 20)))
+        rows.append(
+            {
+                "alloc_id": f"a{j}",
+                "job_id": f"j{j}",
+                "node_id": f"n{draw(st.integers(0, n - 1))}",
+                "gpus": draw(st.sampled_from([0.25, 0.5, 1.0, 2.0, 3.0])),
+                "cpus": float(draw(st.integers(0, 16))),
+                "memory_gib": float(draw(st.integers(0, 64))),
+                "priority": draw(st.sampled_from(["high", "low"])),
+                "start_time": datetime(2026, 1, 1) + timedelta(hours=start),
+                "end_time": None
+                if length is None
+                else datetime(2026, 1, 1) + timedelta(hours=start + length),
+            }
+        )
+    schema = {"alloc_id": pl.Utf8, "job_id": pl.Utf8, "node_id": pl.Utf8, "gpus": pl.Float64, "cpus": pl.Float64,
+              "memory_gib": pl.Float64, "priority": pl.Utf8, "start_time": pl.Datetime("us"),
+              "end_time": pl.Datetime("us")}  # fmt: skip
+    return nodes, pl.DataFrame(rows, schema=schema)
+
+
+shapes_strategy = st.builds(
+    make_shape,
+    st.sampled_from(["H20", "A10", "A10|H20", None]),
+    st.sampled_from([0.5, 1, 2, 4, 8, 16]),
+    st.just(None),
+    st.sampled_from([0, 4, 16]),
+    st.sampled_from([0, 32]),
+    st.just(None),
+    st.sampled_from([None, 3600.0, 5 * 3600.0]),
+)
+PROPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+T = datetime(2026, 1, 1, 10)
+
+
+@PROPS
+@given(fleet=fleets(), shape=shapes_strategy)
+def test_ledger_adds_up(fleet: tuple[pl.DataFrame, pl.DataFrame], shape) -> None:  # type: ignore[no-untyped-def]
+    e = _eval(fleet, shape, T)
+    ledger = e.ledger
+    assert (
+        ledger.installed
+        == ledger.unhealthy + ledger.allocated_high + ledger.allocated_low + ledger.idle
+    )
+    if ledger.stranded is not None:
+        assert ledger.idle == ledger.usable + sum(ledger.stranded[c] for c in CAUSES)
+        assert all(ledger.stranded[c] >= 0 for c in CAUSES)
+
+
+@PROPS
+@given(fleet=fleets(), shape=shapes_strategy, data=st.data())
+def test_removing_an_allocation_never_lowers_instances(fleet, shape, data) -> None:  # type: ignore[no-untyped-def]
+    nodes, allocations = fleet
+    if allocations.is_empty():
+        return
+    drop = data.draw(st.integers(0, allocations.height - 1))
+    fewer = allocations.filter(pl.int_range(pl.len()) != drop)
+    if shape.is_share and shape.duration_s:
+        return  # a partly filled GPU counts only on a steady node: not monotone (README)
+    assert _eval((nodes, fewer), shape, T).instances >= _eval(fleet, shape, T).instances
+
+
+@PROPS
+@given(fleet=fleets(), shape=shapes_strategy)
+def test_a_duration_never_raises_instances(fleet, shape) -> None:  # type: ignore[no-untyped-def]
+    instant = make_shape(shape.gpu_model, shape.gpus, shape.gpus_per_pod, shape.cpus_per_gpu,
+                         shape.memory_gib_per_gpu, shape.locality, None)  # fmt: skip
+    longer = make_shape(instant.gpu_model, instant.gpus, instant.gpus_per_pod, instant.cpus_per_gpu,
+                        instant.memory_gib_per_gpu, instant.locality, 6 * 3600.0)  # fmt: skip
+    assert _eval(fleet, longer, T).instances <= _eval(fleet, instant, T).instances
+
+
+# -- the public 2023 trace ----------------------------------------------------------------------
+
+REFERENCE = [(1, 8), (1, 12), (4, 32), (4, 48), (4, 64), (8, 64), (8, 96), (8, 128)]
+
+
+@pytest.mark.trace
+def test_reference_shapes_on_the_2023_trace(tmp_path: Path, traces: Path) -> None:
+    db = tmp_path / "trace.duckdb"
+    trace = traces / "alibaba-gpu-v2023"
+    topo = traces / "alibaba-crux-topology-2023" / "topo.csv"
+    result = runner.invoke(
+        app,
+        [
+            "ingest",
+            "--format",
+            "alibaba-gpu-v2023",
+            str(trace),
+            "--topology",
+            str(topo),
+            "--db",
+            str(db),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    rows = ["gpu_model,gpus,gpus_per_pod,cpus_per_gpu,locality"]
+    models = "A10|G2|G3|P100|T4|V100M16|V100M32"
+    rows += [f"{models},{g},{g},{c / g},node" for g, c in REFERENCE]
+    rows += [f"{models},{g},8,8,{loc}" for g in (128, 256) for loc in ("switch", "any")]
+    shapes = write(tmp_path / "shapes.csv", "\n".join(rows) + "\n")
+    # the trace has no placements, so the fleet is empty: every GPU idle
+    result = runner.invoke(app, ["shapes", "--db", str(db), "--shapes", str(shapes), "--json"])
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)["shapes"]
+    assert len(got) == len(REFERENCE) + 4
+    for entry in got:
+        g = entry["gpus"]
+        assert g["installed"] == 6212
+        assert (
+            g["installed"] == g["unhealthy"] + g["allocated_high"] + g["allocated_low"] + g["idle"]
+        )
+        assert g["idle"] == g["usable"] + sum(g["stranded"].values())
+    by = {(e["shape"]["gpus"], e["shape"]["locality"]): e["instances"] for e in got}
+    # 617 8-GPU nodes: 77 whole 128-GPU gangs pool anywhere; within 2-8 node domains none fit
+    assert by[(128, "any")] >= by[(128, "switch")]
+    assert by[(128, "switch")] == 0 and by[(256, "switch")] == 0
