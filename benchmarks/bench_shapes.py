@@ -1,0 +1,57 @@
+"""``fleetaudit shapes`` at ASI scale: every queued shape at one instant.
+
+    python -m benchmarks.bench_shapes [--nodes 19400] [--days 90] [--work DIR]
+
+Generates the fleet once (Parquet, no telemetry), ingests it into a store in
+--work, then times ``evaluate_shapes`` for all shapes queued at the export time
+(target < 2 s), with and without --reclaim, and prints the peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from pathlib import Path
+
+from fleetaudit.api import StoreOptions, ingest_paths
+from fleetaudit.generate import GenerateOptions, generate_fleet
+from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=19_400)
+    parser.add_argument("--days", type=float, default=90.0)
+    parser.add_argument("--work", type=Path, default=Path("bench-out/shapes"))
+    args = parser.parse_args()
+    data = args.work / f"fleet-{args.nodes}-{args.days:g}"
+    db = args.work / f"fleet-{args.nodes}-{args.days:g}.duckdb"
+    if not db.exists():
+        if not (data / "allocations.parquet").exists():
+            started = time.perf_counter()
+            generate_fleet(data, GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0))
+            print(f"generated in {time.perf_counter() - started:.1f} s")
+        started = time.perf_counter()
+        ingest_paths(StoreOptions(db), [data])
+        print(f"ingested in {time.perf_counter() - started:.1f} s")
+    store = StoreOptions(db)
+    for label, options in (
+        ("all queued shapes", ShapesOptions()),
+        ("all queued shapes --reclaim", ShapesOptions(reclaim=True)),
+    ):
+        timings = []
+        for _ in range(3):
+            started = time.perf_counter()
+            result = evaluate_shapes(store, options)
+            timings.append(time.perf_counter() - started)
+        print(
+            f"{label}: {len(result.shapes)} shapes, {sum(r.queued for r in result.shapes):,} queued "
+            f"requests: best {min(timings):.2f} s, first {timings[0]:.2f} s (target < 2 s)"
+        )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {peak:,.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
