@@ -46,6 +46,7 @@ __all__ = [
     "first_fit_decreasing",
     "node_state",
     "occupancy_at",
+    "occupancy_timeline",
     "occupied_gpu_seconds",
     "pack_shares",
     "peak_occupancy",
@@ -513,6 +514,159 @@ def occupied_gpu_seconds(
         .sort("node_id")
     )
     return _divided(microseconds, ["gpu_seconds", "gpu_seconds_high"], 1_000_000)
+
+
+def _share_fill_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    """Each node's FFD share fills after every fractional event of ``[lo, hi)``.
+
+    Returns node, time (µs), share_fills (List(Float64), descending; empty when
+    the last share ends), one row per (node, event time), sorted by node and
+    time. The fills, not just their count, are what a share shape reads, and a
+    change of fills need not change the count.
+    """
+    fractional = overlapping.filter(pl.col("frac") > 0)
+    events = pl.concat(
+        [
+            fractional.select(
+                "node", pl.max_horizontal("start_us", pl.lit(lo)).alias("time"), "frac"
+            ),
+            fractional.filter(pl.col("end_us") < hi).select(
+                "node", pl.col("end_us").alias("time"), (-pl.col("frac")).alias("frac")
+            ),
+        ]
+    ).sort("node", "time")
+    node_col = events["node"].to_list()
+    time_col = events["time"].to_list()
+    size_col = events["frac"].to_list()
+    out_nodes: list[int] = []
+    out_times: list[int] = []
+    # One row per (event, share-holding GPU), imploded by polars (see _pack).
+    fill_rows: list[int] = []
+    fill_values: list[float] = []
+    node = -1
+    active: list[int] = []
+    i, n = 0, len(node_col)
+    while i < n:
+        if node_col[i] != node:
+            node, active = node_col[i], []
+        time = time_col[i]
+        while i < n and node_col[i] == node and time_col[i] == time:
+            size = size_col[i]
+            if size > 0:
+                active.append(size)
+            else:
+                active.remove(-size)
+            i += 1
+        fills = _packed_fills(tuple(sorted(active, reverse=True)))
+        row = len(out_nodes)
+        out_nodes.append(node)
+        out_times.append(time)
+        fill_rows.extend([row] * len(fills))
+        fill_values.extend(fill / SHARE_UNITS for fill in fills)
+    steps = pl.DataFrame(
+        {"node": out_nodes, "time": out_times},
+        schema={"node": pl.UInt32, "time": pl.Int64},
+    ).with_row_index("row")
+    fills_by_row = (
+        pl.DataFrame(
+            {"row": fill_rows, "share_fills": fill_values},
+            schema={"row": pl.UInt32, "share_fills": pl.Float64},
+        )
+        .group_by("row", maintain_order=True)
+        .agg("share_fills")
+    )
+    return steps.join(fills_by_row, on="row", how="left", maintain_order="left").select(
+        "node", "time", pl.col("share_fills").fill_null(pl.lit([], dtype=_FILLS_DTYPE))
+    )
+
+
+def occupancy_timeline(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    *,
+    share_fills: bool = False,
+) -> pl.DataFrame:
+    """Each node's occupancy as a step function over ``[start, end)``.
+
+    The exact sweep behind :func:`peak_occupancy` and
+    :func:`occupied_gpu_seconds` (allocation starts and ends in time order, FFD
+    re-run wherever the fractional parts change), exposed for callers that
+    read occupancy at many instants: the occupancy at any instant t of the
+    window is the row of t's node with the latest ``time <= t``.
+
+    Args:
+        nodes: the nodes frame (only node_id is read).
+        allocations: the allocations frame; rows on nodes absent from ``nodes``
+            are ignored.
+        start: first instant of the window (naive = UTC).
+        end: end of the window, excluded; must be after ``start``.
+        share_fills: also return each segment's share fills (a second pass
+            over the fractional parts, so off by default).
+
+    Returns:
+        One row per node and constant segment, sorted by node_id then time:
+        node_id (Enum over the sorted node ids of ``nodes``, so its physical
+        value is the node's rank), time (Datetime("us"): the segment's start;
+        every node has a segment starting at ``start``, and a segment ends
+        where the node's next one starts, or at ``end``), gpus_used (Int64),
+        cpus_used, memory_used (Float64, GiB), and with ``share_fills`` the
+        column share_fills (List(Float64), as in :func:`occupancy_at`).
+        Consecutive segments of a node may hold equal values.
+
+    Raises:
+        ValueError: when ``end`` is not after ``start``.
+
+    Example:
+        >>> from datetime import datetime, timedelta
+        >>> t0 = datetime(2026, 1, 1)
+        >>> allocations = pl.DataFrame({"alloc_id": ["a", "b"], "node_id": ["n1", "n1"],
+        ...     "gpus": [2.0, 0.5], "cpus": [8.0, 4.0], "memory_gib": [None, None],
+        ...     "priority": ["high", "low"], "start_time": [t0, t0 + timedelta(hours=1)],
+        ...     "end_time": [t0 + timedelta(hours=2), None]},
+        ...     schema_overrides={"memory_gib": pl.Float64})
+        >>> timeline = occupancy_timeline(pl.DataFrame({"node_id": ["n1", "n2"]}),
+        ...     allocations, t0, t0 + timedelta(hours=3))
+        >>> [(n, t.hour, g, c) for n, t, g, c, _ in timeline.rows()]
+        [('n1', 0, 2, 8.0), ('n1', 1, 3, 12.0), ('n1', 2, 1, 4.0), ('n2', 0, 0, 0.0)]
+    """
+    lo, hi = _window_us(start, end)
+    if hi == lo:
+        raise ValueError(f"window [{start.isoformat()}, {end.isoformat()}) is empty")
+    index = _index(nodes)
+    overlapping = _overlapping(allocations, index, lo, hi)
+    # A zero allocation per node from lo gives every node a first segment at
+    # lo, so a reader never has to treat "before the first event" apart.
+    zero = index.select(
+        pl.col("node").cast(pl.UInt32),
+        pl.lit(lo, dtype=pl.Int64).alias("start_us"),
+        pl.lit(None, dtype=pl.Int64).alias("end_us"),
+        pl.lit(False).alias("high"),
+        *(pl.lit(0, dtype=pl.Int64).alias(c) for c in ("whole", "frac", "cpus_u", "memory_u")),
+    )
+    segments = _sweep(pl.concat([overlapping, zero.cast(overlapping.schema)]), lo, hi)
+    if share_fills:
+        segments = (
+            segments.join(
+                _share_fill_steps(overlapping, lo, hi),
+                on=["node", "time"],
+                how="left",
+                maintain_order="left",
+            )
+            .with_columns(pl.col("share_fills").forward_fill().over("node"))
+            .with_columns(pl.col("share_fills").fill_null(pl.lit([], dtype=_FILLS_DTYPE)))
+        )
+    node_ids = index["node_id"].cast(pl.Enum(index["node_id"]))
+    timeline = _divided(segments, ["cpus_u", "memory_u"], SHARE_UNITS).select(
+        node_ids.gather(segments["node"]).alias("node_id"),
+        pl.col("time").cast(pl.Datetime("us")),
+        pl.col("gpus").cast(pl.Int64).alias("gpus_used"),
+        pl.col("cpus_u").alias("cpus_used"),
+        pl.col("memory_u").alias("memory_used"),
+        *(["share_fills"] if share_fills else []),
+    )
+    return timeline
 
 
 def node_state(
