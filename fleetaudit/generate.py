@@ -59,20 +59,15 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from fleetaudit import schema
+
 __all__ = ["GenerateOptions", "GenerateResult", "generate_fleet"]
 
-TABLES = ("nodes", "allocations", "requests", "telemetry")
+TABLES = schema.INGEST_ORDER
 FORMATS = ("parquet", "csv")
-WORKLOADS = (
-    "online_inference",
-    "offline_inference",
-    "training",
-    "development",
-    "cpu_only",
-    "other",
-)
-PRIORITIES = ("high", "low")
-HEALTH = ("healthy", "degraded", "cordoned", "down")
+WORKLOADS = schema.WORKLOAD
+PRIORITIES = schema.PRIORITY
+HEALTH = schema.HEALTH
 TENANTS = tuple(f"dept-{i:02d}" for i in range(1, 82))
 
 
