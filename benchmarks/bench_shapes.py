@@ -30,7 +30,9 @@ def main() -> None:
     if not db.exists():
         if not (data / "allocations.parquet").exists():
             started = time.perf_counter()
-            generate_fleet(data, GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0))
+            generate_fleet(
+                data, GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0)
+            )
             print(f"generated in {time.perf_counter() - started:.1f} s")
         started = time.perf_counter()
         ingest_paths(StoreOptions(db), [data])

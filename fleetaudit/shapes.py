@@ -82,17 +82,22 @@ class Shape:
         }
 
     def label(self) -> str:
-        text = f"{self.gpu_model or 'any'} {_number(self.gpus)} GPU"
+        """A short human label (numbers to 4 significant digits); the JSON has exact values."""
+        text = f"{self.gpu_model or 'any'} {_short(self.gpus)} GPU"
         if self.pods > 1:
-            text += f" ({self.pods}x{_number(self.gpus_per_pod)})"
+            text += f" ({self.pods}x{_short(self.gpus_per_pod)})"
         if self.cpus_per_gpu:
-            text += f" x{_number(self.cpus_per_gpu)} CPU"
+            text += f" x{_short(self.cpus_per_gpu)} CPU"
         if self.memory_gib_per_gpu:
-            text += f" x{_number(self.memory_gib_per_gpu)} GiB"
+            text += f" x{_short(self.memory_gib_per_gpu)} GiB"
         text += f" {self.locality}"
         if self.duration_s:
             text += f" for {_duration_label(self.duration_s)}"
         return text
+
+
+def _short(value: float) -> str:
+    return f"{value:.4g}"
 
 
 def _duration_label(seconds: float) -> str:

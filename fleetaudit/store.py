@@ -9,6 +9,7 @@ Tables besides the four input tables:
 
 - ``rejects(ingest_id, file, row, column, value, reason)``: rows that broke the schema;
 - ``ingests(ingest_id, at, files, summary)``: one row per ingest call;
+- ``meta(key, value)``: the store's schema version;
 - ``scenarios(name, created_at, command, options, at, base)`` and
   ``scenario_allocations``: allocation states saved by a what-if (``--save-as``);
   ``base`` is ``recorded`` (the rows override recorded allocations by alloc_id)

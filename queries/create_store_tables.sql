@@ -18,7 +18,3 @@ CREATE TABLE IF NOT EXISTS scenario_allocations (
     memory_gib DOUBLE, priority VARCHAR, workload VARCHAR, tenant VARCHAR,
     start_time TIMESTAMP, end_time TIMESTAMP, checkpoint_interval_s DOUBLE, sleepable BOOLEAN
 );
-CREATE TABLE IF NOT EXISTS runs (
-    run_id BIGINT, command VARCHAR, created_at TIMESTAMP, "at" TIMESTAMP,
-    scenario VARCHAR, options VARCHAR, document VARCHAR
-);
