@@ -34,7 +34,7 @@ loop, over plain lists, with the packing of a multiset of share sizes memoised.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 
@@ -319,11 +319,13 @@ def occupancy_at(nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime) -
 # ---------------------------------------------------------------- public: window
 
 
-def _share_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
-    """Changes of each node's FFD share-GPU count over ``[lo, hi)``.
+def _share_packings(
+    overlapping: pl.DataFrame, lo: int, hi: int
+) -> Iterator[tuple[int, int, tuple[int, ...]]]:
+    """Each node's FFD packing of its fractional parts after every change in ``[lo, hi)``.
 
-    Returns node, time (µs), gpus (the change in share GPUs at that time),
-    cpus_u = memory_u = 0, so it concatenates with the whole-part events.
+    Yields (node, time µs, fills in micro-units, descending), in node then time
+    order, once per instant at which the node's fractional parts change.
     """
     fractional = overlapping.filter(pl.col("frac") > 0)
     events = pl.concat(
@@ -339,19 +341,15 @@ def _share_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
     node_col = events["node"].to_list()
     time_col = events["time"].to_list()
     size_col = events["frac"].to_list()
-    out_nodes: list[int] = []
-    out_times: list[int] = []
-    out_deltas: list[int] = []
     node = -1
     active: list[int] = []
-    count = 0
     i, n = 0, len(node_col)
     while i < n:
         if node_col[i] != node:
-            node, active, count = node_col[i], [], 0
+            node, active = node_col[i], []
         time = time_col[i]
-        # Half-open intervals: read the count only after every change at this
-        # instant. Ends are evaluated too, as FFD is not monotone in its items.
+        # Half-open intervals: pack only after every change at this instant.
+        # Ends are packed too, as FFD is not monotone in its items.
         while i < n and node_col[i] == node and time_col[i] == time:
             size = size_col[i]
             if size > 0:
@@ -359,12 +357,27 @@ def _share_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
             else:
                 active.remove(-size)
             i += 1
-        new_count = len(_packed_fills(tuple(sorted(active, reverse=True))))
-        if new_count != count:
+        yield node, time, _packed_fills(tuple(sorted(active, reverse=True)))
+
+
+def _share_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    """Changes of each node's FFD share-GPU count over ``[lo, hi)``.
+
+    Returns node, time (µs), gpus (the change in share GPUs at that time),
+    cpus_u = memory_u = 0, so it concatenates with the whole-part events.
+    """
+    out_nodes: list[int] = []
+    out_times: list[int] = []
+    out_deltas: list[int] = []
+    last_node, count = -1, 0
+    for node, time, fills in _share_packings(overlapping, lo, hi):
+        if node != last_node:
+            last_node, count = node, 0
+        if len(fills) != count:
             out_nodes.append(node)
             out_times.append(time)
-            out_deltas.append(new_count - count)
-            count = new_count
+            out_deltas.append(len(fills) - count)
+            count = len(fills)
     zeros = [0] * len(out_nodes)
     return pl.DataFrame(
         {"node": out_nodes, "time": out_times, "gpus": out_deltas, "cpus_u": zeros,
@@ -524,40 +537,12 @@ def _share_fill_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFra
     time. The fills, not just their count, are what a share shape reads, and a
     change of fills need not change the count.
     """
-    fractional = overlapping.filter(pl.col("frac") > 0)
-    events = pl.concat(
-        [
-            fractional.select(
-                "node", pl.max_horizontal("start_us", pl.lit(lo)).alias("time"), "frac"
-            ),
-            fractional.filter(pl.col("end_us") < hi).select(
-                "node", pl.col("end_us").alias("time"), (-pl.col("frac")).alias("frac")
-            ),
-        ]
-    ).sort("node", "time")
-    node_col = events["node"].to_list()
-    time_col = events["time"].to_list()
-    size_col = events["frac"].to_list()
     out_nodes: list[int] = []
     out_times: list[int] = []
     # One row per (event, share-holding GPU), imploded by polars (see _pack).
     fill_rows: list[int] = []
     fill_values: list[float] = []
-    node = -1
-    active: list[int] = []
-    i, n = 0, len(node_col)
-    while i < n:
-        if node_col[i] != node:
-            node, active = node_col[i], []
-        time = time_col[i]
-        while i < n and node_col[i] == node and time_col[i] == time:
-            size = size_col[i]
-            if size > 0:
-                active.append(size)
-            else:
-                active.remove(-size)
-            i += 1
-        fills = _packed_fills(tuple(sorted(active, reverse=True)))
+    for node, time, fills in _share_packings(overlapping, lo, hi):
         row = len(out_nodes)
         out_nodes.append(node)
         out_times.append(time)
