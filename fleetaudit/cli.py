@@ -310,9 +310,9 @@ def shapes(
 ) -> None:
     """How many instances of a request shape can start now, and what strands the idle rest.
 
-    Without --model/--gpus/--shapes it evaluates every distinct GPU shape queued at
-    --at. Per shape: instances, usable GPUs, and the idle GPUs stranded by cause
-    (interval, fragment, cpu_memory, topology) adding up exactly (SPEC §3).
+    Without --gpus or --shapes: every distinct GPU shape queued at --at.
+    Per shape: instances, usable GPUs, and the idle GPUs stranded by cause
+    (interval, fragment, cpu_memory, topology), adding up exactly (SPEC §3).
     """
     adhoc: tuple[Shape, ...] = ()
     if model is not None and gpus is None:
