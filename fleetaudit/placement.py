@@ -1,0 +1,874 @@
+"""Placement what-if of SPEC §5, fill mode: feed requests onto an empty fleet under a policy.
+
+Pure functions over the store's ``nodes`` and ``requests`` frames (extra
+columns are ignored; neither frame is mutated) and a frozen
+:class:`PlacementOptions`. One run is deterministic in its seed.
+
+Fleet model. Only healthy nodes take work, and only they count in the fleet's
+GPUs. Every node keeps the free share of each of its GPUs in integer
+micro-units (:data:`~fleetaudit.occupancy.SHARE_UNITS` per GPU), its free CPUs
+and free memory (micro-units too; a null ``memory_gib`` is unbounded). Sharing
+is per GPU: a share pod (0 < gpus < 1) needs ONE GPU with that share left; a
+whole-GPU pod of p GPUs needs p fully free GPUs on one node.
+
+Requests. ``gpus`` is the request's GPU demand; ``gpus_per_pod`` (default
+min(gpus, 8)) splits it into k = gpus / gpus_per_pod pods, placed
+all-or-nothing (with ``locality`` ``switch`` every pod stays in the first
+pod's switch domain, with ``node`` on its node). A pod's CPUs are ``cpus / k``
+when ``cpus`` is given, else ``cpus_per_gpu`` x its GPUs (memory alike).
+``gpu_model`` is one model, several joined by ``|``, or empty for any.
+
+Fill mode (the FGD paper's method). No departures. Requests arrive in list
+order (``trace_order``, else ``submit_time`` then ``request_id``, else row
+order); when the list runs out they are drawn again uniformly with replacement
+with the seed, until the arrived GPU demand reaches ``fill_pct``% of the
+fleet's GPUs. A request that cannot be placed fails and is not retried. At
+every ``step_pct``% of arrival the curve records allocated % (allocated GPUs,
+shares as their fraction, over all GPUs), fragmented % and failed requests.
+
+Policies (ties always go to the lowest node index, nodes in node_id order):
+
+- ``first-fit``: the lowest node index that fits;
+- ``best-fit``: the node left with the least free GPU capacity, then the least
+  free CPU (the FGD paper's best-fit baseline, without its score quantisation);
+- ``random``: a uniformly drawn node among those that fit (seeded);
+- ``fgd``: Fragmentation Gradient Descent (Weng et al., USENIX ATC'23): the
+  node and GPU whose fragmentation grows least (see below);
+- ``topology``: the ASI paper's packing: among the nodes that fit, those whose
+  (switch domain, GPU model) group is already the most allocated, by share of
+  its GPUs, then best-fit inside it; gangs then stay in few domains and the
+  empty domains stay whole for later gangs.
+
+A share pod goes to the node's tightest GPU that holds it (least share left,
+then lowest index), as the FGD simulator does for every policy but FGD; a
+whole-GPU pod takes the lowest-indexed fully free GPUs.
+
+Fragmentation (the FGD paper). The workload's pod shapes m = (CPUs, GPU share or
+count, model set) are counted over the request list; the most popular ones that
+cover ``frag_popularity`` of the pods are kept and their frequencies p_m
+renormalised (``frag_popularity``: 1.0 keeps every shape, as the paper defines
+it; the authors' simulator keeps 95%). CPU-only pods count, as in their runs. For a node with free GPU capacity T (sum of its GPUs' free
+shares), its fragment w.r.t. m is:
+
+- T, when m cannot run on the node at all (model not allowed, too few GPUs with
+  m's share left, too few free CPUs), or when m asks for no GPU;
+- else the free shares of the GPUs whose free share is below m's per-GPU
+  demand (they can never serve m).
+
+F_n = sum_m p_m x fragment_n(m); the fleet's fragmentation is sum_n F_n, shown as
+% of all GPUs. FGD places each pod where F_n(after) - F_n(before) is least
+(memory is a constraint, not part of the measure, as in the paper).
+
+Speed. Node state is numpy arrays (nodes x GPUs for the shares); every pod's
+feasibility and policy score is one vectorised pass over all nodes. FGD's
+fragmentation increase of a node for a pod shape depends only on that node's
+state, so it is cached per (pod shape, node) and recomputed only for the nodes
+that changed since the shape was last scored; identical node states in a batch
+are evaluated once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from fleetaudit.errors import UsageError
+from fleetaudit.occupancy import SHARE_UNITS
+
+__all__ = [
+    "POLICIES",
+    "FillResult",
+    "PlacementOptions",
+    "fill_curves",
+    "fleet_fragmentation",
+    "simulate_fill",
+]
+
+POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
+LOCALITIES = ("any", "switch", "node")
+
+_U = SHARE_UNITS
+_UNBOUNDED = np.int64(1) << np.int64(60)  # free memory of a node with unknown memory
+_CPU_KEY = np.int64(1) << np.int64(32)  # best-fit key = free GPU units x this + free CPU units
+_ROUND = 6  # decimals of a fragmentation delta (micro-GPUs) compared for ties
+_DEDUP_AT = 48  # batches at least this large evaluate each distinct node state once
+
+
+@dataclass(frozen=True)
+class PlacementOptions:
+    """Options of a placement what-if; the defaults are the SPEC's.
+
+    Args:
+        policy: one of :data:`POLICIES`.
+        fill_pct: fill mode up to this % of the fleet's GPUs (None = by-time
+            replay, not built yet).
+        seeds: runs averaged by :func:`fill_curves` (seeds ``seed .. seed+seeds-1``).
+        seed: the seed of one run (resampling and ``random``).
+        step_pct: the curve's arrival step, in % of the fleet's GPUs.
+        frag_popularity: the share of pods whose shapes make the workload of
+            the fragmentation measure. 1.0 (every shape) is the paper's
+            definition; the authors' simulator cuts at 0.95, which hides rare
+            large pods (8 GPUs) from FGD and costs it 14 points of allocation
+            on the trace's gpushare40 list.
+        frag_cpu_shapes: count CPU-only pod shapes in that workload (as the
+            FGD simulator's experiments do; they see every free GPU as fragment).
+        max_arrivals: budget of arrivals in one run; a run that hits it stops
+            early and says so (:attr:`FillResult.budget_hit`).
+        workers: processes used by :func:`fill_curves` (1 = in process).
+        shuffle: feed the list in an order drawn with the seed instead of list
+            order (the FGD authors' simulator shuffles its pod list per seed).
+    """
+
+    policy: str = "fgd"
+    fill_pct: float | None = None
+    seeds: int = 1
+    seed: int = 0
+    step_pct: float = 5.0
+    frag_popularity: float = 1.0
+    frag_cpu_shapes: bool = True
+    max_arrivals: int = 2_000_000
+    workers: int = 1
+    shuffle: bool = False
+
+
+@dataclass(frozen=True)
+class FillResult:
+    """One fill run.
+
+    Attributes:
+        curve: arrived_pct, allocated_pct, fragmented_pct (Float64), failed
+            (Int64), one row per step of arrival reached, ascending.
+        allocations: the final placement, one row per pod, in arrival order:
+            alloc_id, job_id, request_id, node_id, gpus (a share below 1),
+            gpu_index (the GPUs used, e.g. ``"0,1"``), cpus, memory_gib, arrival.
+        gpus: the fleet's GPUs (healthy nodes).
+        arrived: requests that arrived; failed: those that could not be placed.
+        budget_hit: the run stopped at ``max_arrivals`` before ``fill_pct``.
+    """
+
+    policy: str
+    seed: int
+    curve: pl.DataFrame
+    allocations: pl.DataFrame
+    gpus: int
+    arrived: int
+    failed: int
+    budget_hit: bool
+
+
+# ----------------------------------------------------------------- preparation
+
+
+@dataclass(frozen=True)
+class _Fleet:
+    node_ids: list[str]
+    models: list[str]
+    model: np.ndarray  # (N,) model index
+    gpus: np.ndarray  # (N,) GPUs
+    cpus: np.ndarray  # (N,) micro-cores
+    memory: np.ndarray  # (N,) micro-GiB, _UNBOUNDED when unknown
+    domain: np.ndarray  # (N,) switch-domain index
+    group: np.ndarray  # (N,) (domain, model) group index
+    group_gpus: np.ndarray  # (groups,) GPU units of each group
+    width: int  # GPUs of the widest node (columns of the share matrix)
+
+    @property
+    def total_gpus(self) -> int:
+        return int(self.gpus.sum())
+
+
+@dataclass(frozen=True)
+class _Shapes:
+    """The workload of the fragmentation measure: GPU shapes and the CPU-only weight."""
+
+    cpu: np.ndarray  # (S,) micro-cores per pod
+    share: np.ndarray  # (S,) units needed on each GPU (U for whole GPUs)
+    count: np.ndarray  # (S,) GPUs per pod
+    allowed: np.ndarray  # (models, S) bool: a node of that model can serve the shape
+    weight: np.ndarray  # (S,) popularity
+    cpu_only: float  # popularity of the CPU-only shapes
+
+
+@dataclass(frozen=True)
+class _Workload:
+    request_ids: list[str]
+    demand: np.ndarray  # (R,) GPU units of the whole request (arrival accounting)
+    pods: np.ndarray  # (R,) pods per request
+    share: np.ndarray  # (R,) units per GPU of each pod (U whole, 0 CPU-only)
+    count: np.ndarray  # (R,) GPUs per pod
+    cpu: np.ndarray  # (R,) micro-cores per pod
+    memory: np.ndarray  # (R,) micro-GiB per pod
+    allowed: np.ndarray  # (R,) index into model_ok
+    model_ok: np.ndarray  # (sets, N) bool: nodes of an allowed model
+    locality: np.ndarray  # (R,) index into LOCALITIES
+    key: np.ndarray  # (R,) pod-shape index for FGD's cache: (cpu, share, count)
+    keys: int
+    shapes: _Shapes = field(repr=False)
+
+
+def _column(frame: pl.DataFrame, name: str, default: object, dtype: pl.DataType) -> pl.Series:
+    if name in frame.columns:
+        return frame[name].cast(dtype)
+    return pl.Series(name, [default] * frame.height, dtype=dtype)
+
+
+def _units(values: np.ndarray) -> np.ndarray:
+    return np.round(values * _U).astype(np.int64)
+
+
+def _prepare_fleet(nodes: pl.DataFrame) -> _Fleet:
+    frame = nodes
+    if "health" in frame.columns:
+        frame = frame.filter(pl.col("health").is_null() | (pl.col("health") == "healthy"))
+    frame = frame.sort(pl.col("node_id").cast(pl.String))
+    node_ids = frame["node_id"].cast(pl.String).to_list()
+    model_names = frame["gpu_model"].cast(pl.String).fill_null("").to_list()
+    models = sorted(set(model_names))
+    model = np.array([models.index(m) for m in model_names], dtype=np.int64)
+    gpus = frame["gpus"].cast(pl.Int64).fill_null(0).to_numpy().astype(np.int64)
+    cpus = _units(frame["cpus"].cast(pl.Float64).fill_null(0.0).to_numpy())
+    memory_f = _column(frame, "memory_gib", None, pl.Float64).to_numpy()
+    memory = np.where(np.isnan(memory_f), _UNBOUNDED, _units(np.nan_to_num(memory_f)))
+    switch = _column(frame, "switch_id", None, pl.String).to_list()
+    # A node with no switch is a domain by itself (SPEC §1).
+    domains = [s if s is not None else f"\0{n}" for s, n in zip(switch, node_ids, strict=True)]
+    domain_names = sorted(set(domains))
+    domain = np.array([domain_names.index(d) for d in domains], dtype=np.int64)
+    pairs = domain * max(len(models), 1) + model
+    _, group = np.unique(pairs, return_inverse=True)
+    group = group.reshape(-1).astype(np.int64)
+    group_gpus = np.bincount(group, weights=gpus * _U).astype(np.int64) if len(group) else group
+    return _Fleet(
+        node_ids=node_ids,
+        models=models,
+        model=model,
+        gpus=gpus,
+        cpus=cpus,
+        memory=memory.astype(np.int64),
+        domain=domain,
+        group=group,
+        group_gpus=group_gpus,
+        width=max(int(gpus.max()) if len(gpus) else 1, 1),
+    )
+
+
+def _ordered(requests: pl.DataFrame) -> pl.DataFrame:
+    if "trace_order" in requests.columns:
+        return requests.sort("trace_order", "request_id", nulls_last=True, maintain_order=True)
+    if "submit_time" in requests.columns:
+        return requests.sort("submit_time", "request_id", nulls_last=True, maintain_order=True)
+    return requests
+
+
+def _model_set(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    return tuple(sorted({m.strip() for m in value.split("|") if m.strip()}))
+
+
+def _prepare_workload(
+    requests: pl.DataFrame, fleet: _Fleet, options: PlacementOptions
+) -> _Workload:
+    frame = _ordered(requests)
+    ids = frame["request_id"].cast(pl.String).to_list()
+    gpus = frame["gpus"].cast(pl.Float64).fill_null(0.0).to_numpy()
+    if (gpus < 0).any():
+        bad = ids[int(np.argmax(gpus < 0))]
+        raise UsageError(f"request {bad}: gpus is negative")
+    is_share = (gpus > 0) & (gpus < 1)
+    per_pod = _column(frame, "gpus_per_pod", None, pl.Float64).to_numpy()
+    per_pod = np.where(np.isnan(per_pod), np.minimum(gpus, 8.0), per_pod)
+    whole = gpus >= 1
+    per_pod_whole = np.where(whole, per_pod, 1.0)
+    pods_f = np.where(whole, gpus / np.maximum(per_pod_whole, 1e-12), 1.0)
+    bad_rows = whole & (
+        (per_pod_whole < 1)
+        | (np.abs(per_pod_whole - np.round(per_pod_whole)) > 1e-9)
+        | (np.abs(pods_f - np.round(pods_f)) > 1e-9)
+    )
+    if bad_rows.any():
+        bad = ids[int(np.argmax(bad_rows))]
+        raise UsageError(
+            f"request {bad}: gpus must be below 1 (a share) or a whole multiple of gpus_per_pod"
+        )
+    pods = np.round(pods_f).astype(np.int64)
+    count = np.where(is_share, 1, np.where(whole, np.round(per_pod_whole), 0)).astype(np.int64)
+    share = np.where(is_share, _units(gpus), np.where(whole, _U, 0)).astype(np.int64)
+    pod_gpus = np.where(is_share, gpus, count.astype(np.float64))
+
+    def per_pod_quantity(total: str, per_gpu: str) -> np.ndarray:
+        totals = _column(frame, total, None, pl.Float64).to_numpy()
+        rate = np.nan_to_num(_column(frame, per_gpu, None, pl.Float64).to_numpy())
+        # A given total wins; the store may leave it null for GPU requests.
+        values = np.where(np.isnan(totals), rate * pod_gpus, np.nan_to_num(totals) / pods)
+        if (values < 0).any():
+            bad = ids[int(np.argmax(values < 0))]
+            raise UsageError(f"request {bad}: {total} is negative")
+        return _units(values)
+
+    cpu = per_pod_quantity("cpus", "cpus_per_gpu")
+    memory = per_pod_quantity("memory_gib", "memory_gib_per_gpu")
+
+    model_sets: list[tuple[str, ...]] = []
+    allowed = np.empty(len(ids), dtype=np.int64)
+    for i, value in enumerate(_column(frame, "gpu_model", None, pl.String).to_list()):
+        models = _model_set(value)
+        if models not in model_sets:
+            model_sets.append(models)
+        allowed[i] = model_sets.index(models)
+    model_ok = np.zeros((len(model_sets), len(fleet.node_ids)), dtype=bool)
+    model_allowed = np.zeros((len(model_sets), len(fleet.models)), dtype=bool)
+    for s, models in enumerate(model_sets):
+        model_allowed[s] = [not models or m in models for m in fleet.models]
+        model_ok[s] = model_allowed[s][fleet.model] if len(fleet.model) else False
+
+    localities = _column(frame, "locality", None, pl.String).to_list()
+    locality = np.empty(len(ids), dtype=np.int64)
+    for i, value in enumerate(localities):
+        if value is None:
+            value = "node" if pods[i] <= 1 else "switch"
+        if value not in LOCALITIES:
+            raise UsageError(f"request {ids[i]}: locality {value!r} is not one of {LOCALITIES}")
+        locality[i] = LOCALITIES.index(value)
+
+    triples = np.column_stack([cpu, share, count]) if len(ids) else np.zeros((0, 3), np.int64)
+    _, key = np.unique(triples, axis=0, return_inverse=True)
+    key = key.reshape(-1).astype(np.int64)
+    shapes = _workload_shapes(cpu, share, count, pods, allowed, model_allowed, options)
+    return _Workload(
+        request_ids=ids,
+        demand=share * count * pods,
+        pods=pods,
+        share=share,
+        count=count,
+        cpu=cpu,
+        memory=memory,
+        allowed=allowed,
+        model_ok=model_ok,
+        locality=locality,
+        key=key,
+        keys=int(key.max()) + 1 if len(key) else 0,
+        shapes=shapes,
+    )
+
+
+def _workload_shapes(
+    cpu: np.ndarray,
+    share: np.ndarray,
+    count: np.ndarray,
+    pods: np.ndarray,
+    allowed: np.ndarray,
+    model_allowed: np.ndarray,
+    options: PlacementOptions,
+) -> _Shapes:
+    """The popular pod shapes and their frequencies (each pod of a gang counts)."""
+    rows = np.column_stack([cpu, share, count, allowed])
+    keep = np.ones(len(rows), dtype=bool) if options.frag_cpu_shapes else count > 0
+    rows, weights = rows[keep], pods[keep].astype(np.float64)
+    if len(rows):
+        uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+        freq = np.bincount(inverse.reshape(-1), weights=weights)
+        # Most popular first; equal counts in shape order, so the cut is stable.
+        order = np.lexsort((*uniq.T[::-1], -freq))
+        uniq, freq = uniq[order], freq[order]
+        cumulative = np.cumsum(freq)
+        cut = int(np.searchsorted(cumulative, options.frag_popularity * freq.sum() - 1e-9)) + 1
+        uniq, freq = uniq[:cut], freq[:cut] / freq[:cut].sum()
+    else:
+        uniq, freq = np.zeros((0, 4), np.int64), np.zeros(0)
+    gpu = uniq[:, 2] > 0
+    return _Shapes(
+        cpu=uniq[gpu, 0],
+        share=uniq[gpu, 1],
+        count=uniq[gpu, 2],
+        allowed=model_allowed[uniq[gpu, 3]].T.copy(),
+        weight=freq[gpu],
+        cpu_only=float(freq[~gpu].sum()),
+    )
+
+
+# --------------------------------------------------------------- fragmentation
+
+
+def _fragmentation(
+    shapes: _Shapes, free: np.ndarray, cpu: np.ndarray, model: np.ndarray
+) -> np.ndarray:
+    """F of each state row: free (M, G) GPU units, cpu (M,) micro-cores, model (M,)."""
+    total = free.sum(axis=1)
+    frag = total * shapes.cpu_only
+    if len(shapes.weight):
+        fits = free[:, None, :] >= shapes.share[None, :, None]  # (M, S, G)
+        usable_gpus = fits.sum(axis=2)
+        small = total[:, None] - np.where(fits, free[:, None, :], 0).sum(axis=2)
+        runs = shapes.allowed[model] & (usable_gpus >= shapes.count) & (cpu[:, None] >= shapes.cpu)
+        frag = frag + np.where(runs, small, total[:, None]) @ shapes.weight
+    return frag
+
+
+def fleet_fragmentation(
+    nodes: pl.DataFrame, allocations: pl.DataFrame, requests: pl.DataFrame
+) -> float:
+    """The FGD fragmentation of a placement, in GPUs, against the requests' shapes.
+
+    Args:
+        nodes: the nodes frame.
+        allocations: a placement as :class:`FillResult` gives it (node_id, gpus,
+            gpu_index, cpus); rows on unknown or unhealthy nodes are ignored.
+        requests: the workload whose shapes weigh the measure.
+
+    Returns:
+        sum over nodes of F_n, in GPUs.
+
+    Example:
+        >>> nodes = pl.DataFrame({"node_id": ["n1"], "gpu_model": ["A"], "gpus": [2],
+        ...                       "cpus": [8.0]})
+        >>> requests = pl.DataFrame({"request_id": ["r1"], "gpus": [0.5], "cpus": [1.0]})
+        >>> placed = pl.DataFrame({"node_id": ["n1"], "gpus": [0.7], "gpu_index": ["0"],
+        ...                        "cpus": [1.0]})
+        >>> round(fleet_fragmentation(nodes, placed, requests), 6)  # 0.3 left on GPU 0 < 0.5
+        0.3
+    """
+    fleet = _prepare_fleet(nodes)
+    workload = _prepare_workload(requests, fleet, PlacementOptions())
+    state = _State(fleet)
+    index = {n: i for i, n in enumerate(fleet.node_ids)}
+    for node_id, gpus, gpu_index, cpus in allocations.select(
+        pl.col("node_id").cast(pl.String), "gpus", "gpu_index", pl.col("cpus").fill_null(0.0)
+    ).iter_rows():
+        n = index.get(node_id)
+        if n is None:
+            continue
+        used = round(gpus * _U) if gpus < 1 else _U
+        for gpu in [int(g) for g in gpu_index.split(",") if g]:
+            state.free[n, gpu] -= used
+        state.cpu[n] -= round(cpus * _U)
+    frag = _fragmentation(workload.shapes, state.free, state.cpu, fleet.model)
+    return float(frag.sum()) / _U
+
+
+# ------------------------------------------------------------------ one run
+
+
+class _State:
+    """The mutable working state of one run (private: never escapes a run)."""
+
+    def __init__(self, fleet: _Fleet) -> None:
+        n, width = len(fleet.node_ids), fleet.width
+        self.free = np.where(np.arange(width)[None, :] < fleet.gpus[:, None], _U, 0).astype(
+            np.int64
+        )
+        self.free_total = self.free.sum(axis=1)
+        self.whole = fleet.gpus.copy()  # fully free GPUs
+        self.largest = self.free.max(axis=1) if width else np.zeros(n, np.int64)
+        self.cpu = fleet.cpus.copy()
+        self.memory = fleet.memory.copy()
+        self.group_used = np.zeros(len(fleet.group_gpus), dtype=np.int64)
+        self.version = np.ones(n, dtype=np.int64)
+
+    def refresh(self, n: int) -> None:
+        row = self.free[n]
+        self.free_total[n] = row.sum()
+        self.whole[n] = int((row == _U).sum())
+        self.largest[n] = row.max()
+        self.version[n] += 1
+
+
+class _Run:
+    def __init__(self, fleet: _Fleet, workload: _Workload, policy: str, seed: int) -> None:
+        self.fleet, self.workload, self.policy = fleet, workload, policy
+        self.state = _State(fleet)
+        self.rng = np.random.default_rng([seed, 2])
+        n = len(fleet.node_ids)
+        self.shapes = workload.shapes
+        self.frag_before: np.ndarray | None = None
+        if policy == "fgd":
+            self.frag_before = _fragmentation(
+                self.shapes, self.state.free, self.state.cpu, fleet.model
+            )
+            self.delta = np.zeros((workload.keys, n))
+            self.choice = np.zeros((workload.keys, n), dtype=np.int64)
+            self.scored = np.zeros((workload.keys, n), dtype=np.int64)
+        self.best_key = self.state.free_total * _CPU_KEY + np.minimum(self.state.cpu, _CPU_KEY - 1)
+
+    # ---- node choice
+
+    def _feasible(self, r: int, within: np.ndarray | None) -> np.ndarray:
+        w, st = self.workload, self.state
+        ok = w.model_ok[w.allowed[r]] & (st.cpu >= w.cpu[r]) & (st.memory >= w.memory[r])
+        if w.count[r]:
+            if w.share[r] < _U:
+                ok &= st.largest >= w.share[r]
+            else:
+                ok &= st.whole >= w.count[r]
+        if within is not None:
+            ok &= within
+        return ok
+
+    def _choose(self, r: int, ok: np.ndarray) -> tuple[int, int]:
+        """(node, share value of the GPU to use; -1 = the tightest/lowest) or (-1, -1)."""
+        policy = self.policy
+        if policy == "first-fit":
+            n = int(ok.argmax())
+            return (n, -1) if ok[n] else (-1, -1)
+        if policy == "random":
+            candidates = np.flatnonzero(ok)
+            if not len(candidates):
+                return -1, -1
+            return int(candidates[self.rng.integers(len(candidates))]), -1
+        if policy == "best-fit":
+            n = int(np.where(ok, self.best_key, np.iinfo(np.int64).max).argmin())
+            return (n, -1) if ok[n] else (-1, -1)
+        if policy == "topology":
+            if not ok.any():
+                return -1, -1
+            fill = self.state.group_used / np.maximum(self.fleet.group_gpus, 1)
+            node_fill = np.where(ok, fill[self.fleet.group], -1.0)
+            fullest = ok & (node_fill == node_fill.max())
+            n = int(np.where(fullest, self.best_key, np.iinfo(np.int64).max).argmin())
+            return n, -1
+        return self._choose_fgd(r, ok)
+
+    def _choose_fgd(self, r: int, ok: np.ndarray) -> tuple[int, int]:
+        q = int(self.workload.key[r])
+        stale = np.flatnonzero(ok & (self.scored[q] < self.state.version))
+        if len(stale):
+            delta, choice = self._score_fgd(r, stale)
+            self.delta[q, stale] = delta
+            self.choice[q, stale] = choice
+            self.scored[q, stale] = self.state.version[stale]
+        scores = np.where(ok, self.delta[q], np.inf)
+        n = int(scores.argmin())
+        if not ok[n]:
+            return -1, -1
+        return n, int(self.choice[q, n])
+
+    def _score_fgd(self, r: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Fragmentation increase on each node, and the share value of the GPU chosen."""
+        assert self.frag_before is not None
+        w, st, model = self.workload, self.state, self.fleet.model
+        free, cpu, models = st.free[nodes], st.cpu[nodes], model[nodes]
+        inverse = None
+        if len(nodes) >= _DEDUP_AT:
+            # F is symmetric in a node's GPUs: sorted rows of equal states coincide.
+            rows = np.column_stack([models, cpu, np.sort(free, axis=1)])
+            rows, inverse = np.unique(rows, axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            models, cpu, free = rows[:, 0], rows[:, 1], rows[:, 2:]
+        share, count = int(w.share[r]), int(w.count[r])
+        cpu_after = cpu - w.cpu[r]
+        if count and share < _U:
+            width = free.shape[1]
+            after = np.repeat(free[:, None, :], width, axis=1)
+            diagonal = np.arange(width)
+            after[:, diagonal, diagonal] -= share
+            frag = _fragmentation(
+                self.shapes,
+                after.reshape(-1, width),
+                np.repeat(cpu_after, width),
+                np.repeat(models, width),
+            ).reshape(-1, width)
+            frag = np.round(np.where(free >= share, frag, np.inf), _ROUND)
+            best = frag.min(axis=1)
+            # Among GPUs equally good, the tightest one keeps whole GPUs whole.
+            pick = np.where(frag == best[:, None], free, np.iinfo(np.int64).max).argmin(axis=1)
+            choice = free[np.arange(len(free)), pick]
+        else:
+            after = free
+            if count:
+                whole = free == _U
+                after = np.where(whole & (np.cumsum(whole, axis=1) <= count), 0, free)
+            best = _fragmentation(self.shapes, after, cpu_after, models)
+            choice = np.full(len(free), -1, dtype=np.int64)
+        if inverse is not None:
+            best, choice = best[inverse], choice[inverse]
+        return np.round(best - self.frag_before[nodes], _ROUND), choice
+
+    # ---- state changes
+
+    def _apply(self, r: int, n: int, value: int) -> list[int]:
+        w, st = self.workload, self.state
+        share, count = int(w.share[r]), int(w.count[r])
+        row = st.free[n]
+        if not count:
+            used: list[int] = []
+        elif share < _U:
+            fits = row >= share
+            target = value if value >= 0 else int(np.where(fits, row, _U + 1).min())
+            gpu = int(np.flatnonzero(row == target)[0])
+            row[gpu] -= share
+            used = [gpu]
+        else:
+            used = np.flatnonzero(row == _U)[:count].tolist()
+            row[used] = 0
+        st.cpu[n] -= w.cpu[r]
+        st.memory[n] -= w.memory[r]
+        st.group_used[self.fleet.group[n]] += share * count
+        self._changed(n)
+        return used
+
+    def _undo(self, r: int, n: int, used: list[int]) -> None:
+        w, st = self.workload, self.state
+        st.free[n, used] += w.share[r]
+        st.cpu[n] += w.cpu[r]
+        st.memory[n] += w.memory[r]
+        st.group_used[self.fleet.group[n]] -= int(w.share[r]) * int(w.count[r])
+        self._changed(n)
+
+    def _changed(self, n: int) -> None:
+        st = self.state
+        st.refresh(n)
+        self.best_key[n] = st.free_total[n] * _CPU_KEY + min(int(st.cpu[n]), int(_CPU_KEY) - 1)
+        if self.frag_before is not None:
+            self.frag_before[n] = _fragmentation(
+                self.shapes, st.free[n : n + 1], st.cpu[n : n + 1], self.fleet.model[n : n + 1]
+            )[0]
+
+    def place(self, r: int) -> list[tuple[int, int, list[int]]] | None:
+        """Place every pod of request r, or none: [(pod, node, GPUs)], or None."""
+        w = self.workload
+        placed: list[tuple[int, int, list[int]]] = []
+        within: np.ndarray | None = None
+        for pod in range(int(w.pods[r])):
+            n, value = self._choose(r, self._feasible(r, within))
+            if n < 0:
+                for _, node, used in reversed(placed):
+                    self._undo(r, node, used)
+                return None
+            placed.append((pod, n, self._apply(r, n, value)))
+            if pod == 0 and w.pods[r] > 1:
+                locality = LOCALITIES[int(w.locality[r])]
+                if locality == "switch":
+                    within = self.fleet.domain == self.fleet.domain[n]
+                elif locality == "node":
+                    within = np.arange(len(self.fleet.node_ids)) == n
+        return placed
+
+    def fragmentation(self) -> float:
+        if self.frag_before is not None:
+            return float(self.frag_before.sum())
+        st = self.state
+        return float(_fragmentation(self.shapes, st.free, st.cpu, self.fleet.model).sum())
+
+
+@dataclass(frozen=True)
+class _RunOutput:
+    curve: dict[str, list[float]]
+    placed: list[tuple[int, int, int, int, list[int]]]  # arrival, request, pod, node, GPUs
+    arrived: int
+    failed: int
+    budget_hit: bool
+
+
+def _run(
+    fleet: _Fleet, workload: _Workload, options: PlacementOptions, policy: str, seed: int
+) -> _RunOutput:
+    assert options.fill_pct is not None
+    total = fleet.total_gpus * _U
+    steps = math.floor(options.fill_pct / options.step_pct + 1e-9)
+    marks = [options.step_pct * (i + 1) for i in range(steps)]
+    targets = [math.ceil(m / 100 * total - 1e-6) for m in marks]
+    run = _Run(fleet, workload, policy, seed)
+    draws = np.random.default_rng([seed, 1])
+    listed = len(workload.request_ids)
+    first_pass = (
+        np.random.default_rng([seed, 3]).permutation(listed)
+        if options.shuffle
+        else np.arange(listed)
+    )
+    curve: dict[str, list[float]] = {
+        "arrived_pct": [], "allocated_pct": [], "fragmented_pct": [], "failed": []
+    }  # fmt: skip
+    placed: list[tuple[int, int, int, int, list[int]]] = []
+    arrived_units = failed = arrivals = 0
+    mark = 0
+    block = np.zeros(0, dtype=np.int64)
+    while mark < steps and arrivals < options.max_arrivals:
+        if arrivals < listed:
+            r = int(first_pass[arrivals])
+        else:
+            # Draw in blocks: one generator call per pod is the slow part of resampling.
+            if (arrivals - listed) % 4096 == 0:
+                block = draws.integers(listed, size=4096)
+            r = int(block[(arrivals - listed) % 4096])
+        arrived_units += int(workload.demand[r])
+        pods = run.place(r)
+        if pods is None:
+            failed += 1
+        else:
+            placed.extend((arrivals, r, pod, n, used) for pod, n, used in pods)
+        arrivals += 1
+        while mark < steps and arrived_units >= targets[mark]:
+            allocated = total - int(run.state.free_total.sum())
+            curve["arrived_pct"].append(marks[mark])
+            curve["allocated_pct"].append(100.0 * allocated / total)
+            curve["fragmented_pct"].append(100.0 * run.fragmentation() / total)
+            curve["failed"].append(failed)
+            mark += 1
+    return _RunOutput(curve, placed, arrivals, failed, mark < steps)
+
+
+def _curve_frame(curve: dict[str, list[float]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        curve,
+        schema={"arrived_pct": pl.Float64, "allocated_pct": pl.Float64,
+                "fragmented_pct": pl.Float64, "failed": pl.Int64},
+    )  # fmt: skip
+
+
+def _allocations_frame(fleet: _Fleet, workload: _Workload, output: _RunOutput) -> pl.DataFrame:
+    rows = output.placed
+    arrival = [a for a, _, _, _, _ in rows]
+    request = [workload.request_ids[r] for _, r, _, _, _ in rows]
+    job = [f"{rid}@{a}" for rid, a in zip(request, arrival, strict=True)]
+    alloc = [
+        j if workload.pods[r] == 1 else f"{j}/{pod}"
+        for j, (_, r, pod, _, _) in zip(job, rows, strict=True)
+    ]
+    share = np.array([workload.share[r] for _, r, _, _, _ in rows], dtype=np.int64)
+    count = np.array([workload.count[r] for _, r, _, _, _ in rows], dtype=np.int64)
+    cpu = np.array([workload.cpu[r] for _, r, _, _, _ in rows], dtype=np.int64)
+    memory = np.array([workload.memory[r] for _, r, _, _, _ in rows], dtype=np.int64)
+    return pl.DataFrame(
+        {
+            "alloc_id": alloc,
+            "job_id": job,
+            "request_id": request,
+            "node_id": [fleet.node_ids[n] for _, _, _, n, _ in rows],
+            "gpus": share * count / _U,
+            "gpu_index": [",".join(map(str, used)) for _, _, _, _, used in rows],
+            "cpus": cpu / _U,
+            "memory_gib": memory / _U,
+            "arrival": arrival,
+        },
+        schema={"alloc_id": pl.String, "job_id": pl.String, "request_id": pl.String,
+                "node_id": pl.String, "gpus": pl.Float64, "gpu_index": pl.String,
+                "cpus": pl.Float64, "memory_gib": pl.Float64, "arrival": pl.Int64},
+    )  # fmt: skip
+
+
+def _check(options: PlacementOptions, policies: Sequence[str]) -> None:
+    for policy in policies:
+        if policy not in POLICIES:
+            raise UsageError(f"unknown policy {policy!r}: use one of {', '.join(POLICIES)}")
+    if options.fill_pct is None:
+        raise UsageError("by-time replay is not built yet: pass a fill percentage (--fill PCT)")
+    if not options.fill_pct > 0 or not options.step_pct > 0:
+        raise UsageError("the fill and step percentages must be above 0")
+    if options.seeds < 1:
+        raise UsageError("seeds must be at least 1")
+
+
+def _prepare(
+    nodes: pl.DataFrame, requests: pl.DataFrame, options: PlacementOptions
+) -> tuple[_Fleet, _Workload]:
+    fleet = _prepare_fleet(nodes)
+    workload = _prepare_workload(requests, fleet, options)
+    if fleet.total_gpus == 0:
+        raise UsageError("the fleet has no healthy GPUs to fill")
+    if not len(workload.request_ids) or workload.demand.sum() == 0:
+        raise UsageError("the requests ask for no GPUs, so arrival never reaches the fill level")
+    return fleet, workload
+
+
+def simulate_fill(
+    nodes: pl.DataFrame, requests: pl.DataFrame, options: PlacementOptions
+) -> FillResult:
+    """One fill-mode run of ``options.policy`` with ``options.seed``.
+
+    Args:
+        nodes: the nodes frame (node_id, gpu_model, gpus, cpus; memory_gib,
+            switch_id, health optional).
+        requests: the requests frame (request_id, gpus; gpus_per_pod,
+            gpu_model, cpus, memory_gib, cpus_per_gpu, memory_gib_per_gpu,
+            locality, trace_order / submit_time optional).
+        options: policy, fill_pct (required), seed, step and budgets.
+
+    Returns:
+        The curve, the final placement and the counts (:class:`FillResult`).
+
+    Raises:
+        UsageError: unknown policy, no fill level, or unusable requests.
+
+    Example:
+        >>> nodes = pl.DataFrame({"node_id": ["a", "b"], "gpu_model": ["T4", "T4"],
+        ...                       "gpus": [2, 2], "cpus": [8.0, 8.0]})
+        >>> requests = pl.DataFrame({"request_id": ["r1", "r2"], "gpus": [1.0, 0.5],
+        ...                          "cpus": [2.0, 1.0]})
+        >>> result = simulate_fill(nodes, requests,
+        ...     PlacementOptions(policy="best-fit", fill_pct=25, step_pct=25))
+        >>> result.allocations.select("request_id", "node_id", "gpus").rows()
+        [('r1', 'a', 1.0)]
+        >>> result.curve.rows()
+        [(25.0, 25.0, 0.0, 0)]
+    """
+    _check(options, [options.policy])
+    fleet, workload = _prepare(nodes, requests, options)
+    output = _run(fleet, workload, options, options.policy, options.seed)
+    return FillResult(
+        policy=options.policy,
+        seed=options.seed,
+        curve=_curve_frame(output.curve),
+        allocations=_allocations_frame(fleet, workload, output),
+        gpus=fleet.total_gpus,
+        arrived=output.arrived,
+        failed=output.failed,
+        budget_hit=output.budget_hit,
+    )
+
+
+def _curve_task(
+    args: tuple[_Fleet, _Workload, PlacementOptions, str, int],
+) -> dict[str, list[float]]:
+    return _run(*args).curve
+
+
+def fill_curves(
+    nodes: pl.DataFrame,
+    requests: pl.DataFrame,
+    options: PlacementOptions,
+    policies: Sequence[str] = POLICIES,
+) -> dict[str, pl.DataFrame]:
+    """Fill curves of several policies, each the mean over ``options.seeds`` seeds.
+
+    Every policy sees the same arrivals for a given seed (the resampling draws
+    do not depend on the policy), so the curves compare like with like.
+
+    Args:
+        nodes: the nodes frame.
+        requests: the requests frame.
+        options: fill_pct, seeds (seeds ``seed`` .. ``seed + seeds - 1``),
+            step and budgets; ``workers`` > 1 runs the seeds in processes.
+        policies: the policies to run, in the order of the result.
+
+    Returns:
+        policy -> curve (arrived_pct, allocated_pct, fragmented_pct, failed,
+        all Float64 means over the seeds; a step some run did not reach is
+        averaged over the runs that did).
+    """
+    _check(options, policies)
+    fleet, workload = _prepare(nodes, requests, options)
+    tasks = [
+        (fleet, workload, options, policy, options.seed + i)
+        for policy in policies
+        for i in range(options.seeds)
+    ]
+    if options.workers > 1 and len(tasks) > 1:
+        with ProcessPoolExecutor(max_workers=options.workers) as pool:
+            curves = list(pool.map(_curve_task, tasks, chunksize=1))
+    else:
+        curves = [_curve_task(task) for task in tasks]
+    result: dict[str, pl.DataFrame] = {}
+    for p, policy in enumerate(policies):
+        runs = [_curve_frame(c) for c in curves[p * options.seeds : (p + 1) * options.seeds]]
+        result[policy] = (
+            pl.concat(runs)
+            .group_by("arrived_pct")
+            .agg(pl.col("allocated_pct", "fragmented_pct", "failed").cast(pl.Float64).mean())
+            .sort("arrived_pct")
+        )
+    return result

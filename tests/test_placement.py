@@ -1,0 +1,368 @@
+"""Placement fill mode: hand-worked tiny fleets per policy, share packing, constraints, seeds."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetaudit.errors import UsageError
+from fleetaudit.placement import (
+    POLICIES,
+    PlacementOptions,
+    fill_curves,
+    fleet_fragmentation,
+    simulate_fill,
+)
+
+
+def make_nodes(*rows: tuple[str, str, int, float, float | None, str | None]) -> pl.DataFrame:
+    """rows of (node_id, gpu_model, gpus, cpus, memory_gib, switch_id)."""
+    return pl.DataFrame(
+        [(*row, "healthy") for row in rows],
+        schema={"node_id": pl.String, "gpu_model": pl.String, "gpus": pl.Int64,
+                "cpus": pl.Float64, "memory_gib": pl.Float64, "switch_id": pl.String,
+                "health": pl.String},
+        orient="row",
+    )  # fmt: skip
+
+
+def make_requests(*gpus: float, **columns: list[object]) -> pl.DataFrame:
+    frame = pl.DataFrame(
+        {
+            "request_id": [f"r{i + 1}" for i in range(len(gpus))],
+            "trace_order": list(range(len(gpus))),
+            "gpus": [float(g) for g in gpus],
+        }
+    )
+    extra = dict(columns)
+    if "cpus" not in extra:
+        extra["cpus"] = [1.0] * len(gpus)
+    return frame.with_columns(pl.Series(name, values) for name, values in extra.items())
+
+
+def placed(result_frame: pl.DataFrame) -> list[tuple[str, str, str]]:
+    return result_frame.select("request_id", "node_id", "gpu_index").rows()
+
+
+def fill(nodes: pl.DataFrame, requests: pl.DataFrame, policy: str, pct: float, **kw: object):
+    options = PlacementOptions(policy=policy, fill_pct=pct, step_pct=pct, **kw)  # type: ignore[arg-type]
+    return simulate_fill(nodes, requests, options)
+
+
+# ------------------------------------------------------------------ policies
+
+TWO_DOMAINS = make_nodes(
+    ("a", "T4", 4, 16.0, None, "s1"),
+    ("b", "T4", 4, 16.0, None, "s1"),
+    ("c", "T4", 4, 16.0, None, "s2"),
+    ("d", "T4", 2, 16.0, None, "s2"),
+)
+
+
+def test_first_fit_takes_the_lowest_node_that_fits() -> None:
+    # 14 GPUs. r1 (1 GPU) -> a, the first node. r2 (4 GPUs) no longer fits a
+    # (3 free) -> b. r3 (2 GPUs) fits a again -> a.
+    result = fill(TWO_DOMAINS, make_requests(1, 4, 2), "first-fit", 50)
+    assert [n for _, n, _ in placed(result.allocations)] == ["a", "b", "a"]
+
+
+def test_best_fit_takes_the_node_left_with_least_free_gpus() -> None:
+    # r1 (1 GPU): d is left with 1 free GPU, the others with 3 -> d.
+    # r2 (1 GPU): d is left with 0 -> d. r3 (2 GPUs): a, b, c tie at 2 left,
+    # and equal CPUs -> the lowest index, a.
+    result = fill(TWO_DOMAINS, make_requests(1, 1, 2), "best-fit", 25)
+    assert [n for _, n, _ in placed(result.allocations)] == ["d", "d", "a"]
+
+
+def test_topology_packs_into_the_fullest_domain() -> None:
+    # r1, r2 as best-fit (d). r3 (2 GPUs): best-fit would take a (tie, lowest
+    # index), but s2 is the fullest domain (2 of its 6 GPUs taken) and c is
+    # its only node that fits -> c.
+    result = fill(TWO_DOMAINS, make_requests(1, 1, 2), "topology", 25)
+    assert [n for _, n, _ in placed(result.allocations)] == ["d", "d", "c"]
+
+
+def test_random_is_seeded() -> None:
+    requests = make_requests(*([1] * 7))
+    runs = [fill(TWO_DOMAINS, requests, "random", 50, seed=s).allocations for s in (3, 3, 4)]
+    assert runs[0].equals(runs[1])
+    assert [n for _, n, _ in placed(runs[0])] != [n for _, n, _ in placed(runs[2])]
+
+
+def test_fgd_avoids_the_gpu_it_would_fragment() -> None:
+    # Two 1-GPU nodes; the workload is 0.6 x1, 0.3 x1, 0.4 x3 (p = 0.2, 0.2, 0.6).
+    # r1 (0.6): both nodes gain the same fragment (0.4 left cannot serve the
+    # 0.6 shape: +0.4 x 0.2) -> tie -> a.
+    # r2 (0.3) on a leaves 0.1, which serves no shape: F_a goes from 0.08 to
+    # 0.1 (+0.02). On b it leaves 0.7, which serves every shape: +0. -> b,
+    # where best-fit takes the tighter a.
+    nodes = make_nodes(("a", "T4", 1, 8.0, None, None), ("b", "T4", 1, 8.0, None, None))
+    requests = make_requests(0.6, 0.3, 0.4, 0.4, 0.4)
+    fgd = fill(nodes, requests, "fgd", 45)
+    assert [n for _, n, _ in placed(fgd.allocations)] == ["a", "b"]
+    best = fill(nodes, requests, "best-fit", 45)
+    assert [n for _, n, _ in placed(best.allocations)] == ["a", "a"]
+
+
+def test_fgd_prefers_the_gpu_that_keeps_whole_gpus_whole() -> None:
+    # One 2-GPU node, workload 0.5 x2 and 1 GPU x1. r1 (0.5) on either GPU
+    # leaves [0.5, 1]: no fragment. r2 (0.5) on GPU 0 -> [0, 1] keeps a whole
+    # GPU for the 1-GPU shape (F 0); on GPU 1 -> [0.5, 0.5] no shape of 1 GPU
+    # fits (F = 1.0 x 1/3) -> GPU 0.
+    nodes = make_nodes(("a", "T4", 2, 8.0, None, None))
+    result = fill(nodes, make_requests(0.5, 0.5, 1), "fgd", 50)
+    assert placed(result.allocations) == [("r1", "a", "0"), ("r2", "a", "0")]
+
+
+# ------------------------------------------------------- sharing and limits
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_two_halves_share_one_gpu(policy: str) -> None:
+    nodes = make_nodes(("a", "T4", 2, 8.0, None, None))
+    result = fill(nodes, make_requests(0.5, 0.5, 1, 1), policy, 150)
+    # the halves fill GPU 0; one whole GPU is left for r3; r4 (arrival 150%) fails
+    assert placed(result.allocations) == [("r1", "a", "0"), ("r2", "a", "0"), ("r3", "a", "1")]
+    assert result.failed == 1
+    assert result.curve["allocated_pct"].to_list() == [100.0]
+
+
+def test_two_sixths_tenths_need_two_gpus() -> None:
+    nodes = make_nodes(("a", "T4", 2, 8.0, None, None))
+    result = fill(nodes, make_requests(0.6, 0.6, 1), "first-fit", 110)
+    assert placed(result.allocations) == [("r1", "a", "0"), ("r2", "a", "1")]
+    assert result.failed == 1  # no whole GPU is left for r3
+
+
+def test_model_sets_are_respected() -> None:
+    nodes = make_nodes(("a", "T4", 1, 8.0, None, None), ("b", "V100", 1, 8.0, None, None))
+    requests = make_requests(0.1, 0.1, 0.1, gpu_model=["V100", "A100|V100", "A100"])
+    result = fill(nodes, requests, "first-fit", 15)
+    assert placed(result.allocations) == [("r1", "b", "0"), ("r2", "b", "0")]
+    assert result.failed == 1
+
+
+def test_cpus_and_memory_are_respected() -> None:
+    nodes = make_nodes(
+        ("a", "T4", 2, 4.0, 64.0, None),
+        ("b", "T4", 2, 16.0, 64.0, None),
+        ("c", "T4", 2, 16.0, 512.0, None),
+    )
+    requests = make_requests(1, 1, cpus=[8.0, 8.0], memory_gib=[32.0, 128.0])
+    result = fill(nodes, requests, "first-fit", 30)
+    # r1 needs 8 cores: not a (4) -> b. r2 needs 128 GiB: only c.
+    assert [n for _, n, _ in placed(result.allocations)] == ["b", "c"]
+
+
+def test_cpus_per_gpu_when_cpus_is_null() -> None:
+    nodes = make_nodes(("a", "T4", 4, 8.0, None, None), ("b", "T4", 4, 32.0, None, None))
+    requests = make_requests(2, cpus=[None], cpus_per_gpu=[8.0])
+    result = fill(nodes, requests, "first-fit", 25)
+    assert result.allocations.select("node_id", "cpus").rows() == [("b", 16.0)]
+
+
+def test_gangs_are_all_or_nothing() -> None:
+    # r1: two pods of 2 GPUs. Pod 1 lands on a, pod 2 finds no 2 free GPUs
+    # (b has 1) -> r1 fails and a is given back, so r2 (2 GPUs) still fits a.
+    nodes = make_nodes(("a", "T4", 2, 8.0, None, "s1"), ("b", "T4", 1, 8.0, None, "s1"))
+    requests = make_requests(4, 2, gpus_per_pod=[2.0, 2.0], locality=["any", "node"])
+    result = fill(nodes, requests, "first-fit", 200)
+    assert placed(result.allocations) == [("r2", "a", "0,1")]
+    assert result.failed >= 1
+
+
+def test_switch_gangs_stay_in_one_domain() -> None:
+    nodes = make_nodes(
+        ("a", "T4", 2, 8.0, None, "s1"), ("b", "T4", 4, 8.0, None, "s2"),
+        ("c", "T4", 2, 8.0, None, "s2"),
+    )  # fmt: skip
+    # pod 1 -> a (first fit); pod 2 must stay in s1, which is full -> fails.
+    # The same gang with locality any spreads over a and b.
+    switch = fill(nodes, make_requests(4, gpus_per_pod=[2.0], locality=["switch"]), "first-fit", 50)
+    assert switch.allocations.height == 0
+    spread = fill(nodes, make_requests(4, gpus_per_pod=[2.0], locality=["any"]), "first-fit", 50)
+    assert spread.allocations["node_id"].to_list() == ["a", "b"]
+    assert spread.allocations["alloc_id"].to_list() == ["r1@0/0", "r1@0/1"]
+
+
+# ----------------------------------------------------------- property test
+
+node_rows = st.lists(
+    st.tuples(
+        st.sampled_from(["T4", "V100"]),
+        st.sampled_from([1, 2, 4, 8]),
+        st.sampled_from([4.0, 16.0, 64.0]),
+        st.sampled_from([None, 32.0, 256.0]),
+        st.sampled_from([None, "s1", "s2"]),
+    ),
+    min_size=1,
+    max_size=6,
+)
+request_rows = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.6, 1.0, 2.0, 4.0, 8.0]),
+        st.sampled_from([0.5, 2.0, 8.0]),
+        st.sampled_from([None, 16.0, 100.0]),
+        st.sampled_from([None, "T4", "V100", "T4|V100"]),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(node_rows, request_rows, st.sampled_from(POLICIES), st.integers(0, 3))
+def test_capacity_is_never_exceeded(nodes_in, requests_in, policy, seed) -> None:
+    nodes = make_nodes(*[(f"n{i}", *row) for i, row in enumerate(nodes_in)])
+    requests = make_requests(
+        *[r[0] for r in requests_in],
+        cpus=[r[1] for r in requests_in],
+        memory_gib=[r[2] for r in requests_in],
+        gpu_model=[r[3] for r in requests_in],
+    )
+    if requests["gpus"].sum() == 0:
+        requests = requests.with_columns(pl.lit(1.0).alias("gpus"))
+    result = fill(nodes, requests, policy, 150, seed=seed)
+    capacity = {row["node_id"]: row for row in nodes.iter_rows(named=True)}
+    wanted = {row["request_id"]: row for row in requests.iter_rows(named=True)}
+    gpu_use: dict[tuple[str, int], float] = defaultdict(float)
+    cpu_use: dict[str, float] = defaultdict(float)
+    mem_use: dict[str, float] = defaultdict(float)
+    for row in result.allocations.iter_rows(named=True):
+        node = capacity[row["node_id"]]
+        model = wanted[row["request_id"]]["gpu_model"]
+        assert model is None or node["gpu_model"] in model.split("|")
+        used = [int(g) for g in row["gpu_index"].split(",") if g]
+        assert len(used) == (1 if 0 < row["gpus"] < 1 else int(row["gpus"]))
+        for gpu in used:
+            assert gpu < node["gpus"]
+            gpu_use[row["node_id"], gpu] += min(row["gpus"], 1.0)
+        cpu_use[row["node_id"]] += row["cpus"]
+        mem_use[row["node_id"]] += row["memory_gib"]
+    assert all(v <= 1.0 + 1e-9 for v in gpu_use.values())
+    assert all(cpu_use[n] <= capacity[n]["cpus"] + 1e-9 for n in cpu_use)
+    assert all(
+        capacity[n]["memory_gib"] is None or mem_use[n] <= capacity[n]["memory_gib"] + 1e-9
+        for n in mem_use
+    )
+    total = nodes["gpus"].sum()
+    allocated = sum(gpu_use.values())
+    assert result.curve["allocated_pct"][-1] == pytest.approx(100 * allocated / total)
+    assert result.curve["allocated_pct"].is_sorted()
+
+
+# ------------------------------------------------------------ seeds and curves
+
+
+def test_same_seed_same_curve_and_seeds_average() -> None:
+    nodes = TWO_DOMAINS
+    requests = make_requests(0.5, 1, 0.3, 2, 0.6)
+    base = PlacementOptions(policy="random", fill_pct=120, step_pct=20)
+    single = [
+        simulate_fill(nodes, requests, PlacementOptions(**{**base.__dict__, "seed": s})).curve
+        for s in (5, 6, 7)
+    ]
+    again = simulate_fill(nodes, requests, PlacementOptions(**{**base.__dict__, "seed": 5}))
+    assert again.curve.equals(single[0])
+    options = PlacementOptions(**{**base.__dict__, "seed": 5, "seeds": 3})
+    averaged = fill_curves(nodes, requests, options, ["random"])["random"]
+    expected = (
+        pl.concat(single)
+        .group_by("arrived_pct")
+        .agg(pl.all().cast(pl.Float64).mean())
+        .sort("arrived_pct")
+    )
+    assert averaged.select(expected.columns).equals(expected)
+    assert averaged["arrived_pct"].to_list() == [20.0, 40.0, 60.0, 80.0, 100.0, 120.0]
+
+
+def test_fill_curves_in_processes_match_in_process() -> None:
+    requests = make_requests(0.5, 1, 0.3, 2, 0.6)
+    options = PlacementOptions(fill_pct=100, seeds=2)
+    alone = fill_curves(TWO_DOMAINS, requests, options, ["fgd", "random"])
+    pooled = fill_curves(
+        TWO_DOMAINS, requests, PlacementOptions(fill_pct=100, seeds=2, workers=2), ["fgd", "random"]
+    )
+    assert all(alone[p].equals(pooled[p]) for p in alone)
+
+
+def test_errors_name_the_problem() -> None:
+    requests = make_requests(1)
+    with pytest.raises(UsageError, match="unknown policy 'worst-fit'"):
+        simulate_fill(TWO_DOMAINS, requests, PlacementOptions(policy="worst-fit", fill_pct=50))
+    with pytest.raises(UsageError, match="by-time replay is not built"):
+        simulate_fill(TWO_DOMAINS, requests, PlacementOptions())
+    with pytest.raises(UsageError, match="ask for no GPUs"):
+        simulate_fill(TWO_DOMAINS, make_requests(0), PlacementOptions(fill_pct=50))
+    with pytest.raises(UsageError, match="request r1: gpus must be"):
+        simulate_fill(TWO_DOMAINS, make_requests(1.5), PlacementOptions(fill_pct=50))
+
+
+def test_inputs_are_not_mutated() -> None:
+    nodes, requests = TWO_DOMAINS.clone(), make_requests(0.5, 1)
+    before = (nodes.clone(), requests.clone())
+    simulate_fill(nodes, requests, PlacementOptions(policy="fgd", fill_pct=50))
+    assert nodes.equals(before[0])
+    assert requests.equals(before[1])
+
+
+# ------------------------------------------------------------ fragmentation
+
+
+def test_fragmentation_of_a_hand_worked_node() -> None:
+    # Workload: 0.5 share x2 (p 1/2), 2 whole GPUs x1 (p 1/4), CPU-only x1 (p 1/4).
+    # Node: GPU 0 has 0.3 free, GPU 1 is free: T = 1.3.
+    # - 0.5 share runs (GPU 1); GPU 0's 0.3 can never serve it: 0.3 x 1/2 = 0.15
+    # - 2 GPUs cannot run (one free GPU): all of T: 1.3 x 1/4 = 0.325
+    # - CPU-only uses no GPU: all of T: 1.3 x 1/4 = 0.325
+    nodes = make_nodes(("a", "T4", 2, 16.0, None, None))
+    requests = make_requests(0.5, 0.5, 2, 0, gpus_per_pod=[None, None, 2.0, None])
+    allocations = pl.DataFrame({"node_id": ["a"], "gpus": [0.7], "gpu_index": ["0"], "cpus": [1.0]})
+    assert fleet_fragmentation(nodes, allocations, requests) == pytest.approx(0.8)
+    # With too few CPUs left every GPU shape sees the whole node as fragment.
+    starved = allocations.with_columns(pl.lit(15.5).alias("cpus"))
+    assert fleet_fragmentation(nodes, starved, requests) == pytest.approx(1.3)
+
+
+def test_curve_reports_fragmentation_of_the_final_state() -> None:
+    nodes = make_nodes(("a", "T4", 2, 16.0, None, None))
+    requests = make_requests(0.7, 0.5, 0.5, 2, 0, gpus_per_pod=[None, None, None, 2.0, None])
+    result = fill(nodes, requests, "first-fit", 35)
+    frag = fleet_fragmentation(nodes, result.allocations, requests)
+    assert result.curve["fragmented_pct"].to_list() == [pytest.approx(100 * frag / 2)]
+
+
+# ------------------------------------------------------------------ trace
+
+
+@pytest.mark.trace
+def test_trace_fill_orders_policies_like_the_fgd_paper(traces: Path) -> None:
+    from benchmarks.bench_placement import load
+
+    nodes, requests = load(traces, "default")
+    options = PlacementOptions(fill_pct=100, seeds=1)
+    curves = fill_curves(nodes, requests, options, ["random", "best-fit", "fgd"])
+    at_100 = {
+        p: c.filter(pl.col("arrived_pct") == 100)["allocated_pct"][0] for p, c in curves.items()
+    }
+    assert at_100["random"] < at_100["best-fit"] <= at_100["fgd"]
+    assert 84 < at_100["random"] < 89
+    assert at_100["fgd"] > 92
+
+
+def test_shuffle_feeds_every_request_once_in_a_seeded_order() -> None:
+    requests = make_requests(*([0.5] * 6))
+    options = PlacementOptions(policy="first-fit", fill_pct=20, step_pct=20, shuffle=True)
+    runs = [
+        simulate_fill(TWO_DOMAINS, requests, PlacementOptions(**{**options.__dict__, "seed": s}))
+        for s in (1, 1, 2)
+    ]
+    first = runs[0].allocations["request_id"].to_list()
+    assert sorted(first) == [f"r{i}" for i in range(1, 7)]  # 3 GPUs = 21% of 14
+    assert first == runs[1].allocations["request_id"].to_list()
+    assert first != runs[2].allocations["request_id"].to_list()
