@@ -19,6 +19,7 @@ from rich.text import Text
 from fleetaudit.api import StoreSummary
 from fleetaudit.generate import GenerateResult
 from fleetaudit.ingest import IngestResult
+from fleetaudit.placement_api import PlacementResult
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
@@ -356,3 +357,53 @@ def render_misses(report: ShapeReport) -> None:
         out.print(f"nearest misses: {report.evaluation.shape.label()}: no eligible node")
     else:
         out.print(table)
+
+
+_SPARK = "▁▂▃▄▅▆▇█"
+
+
+def _spark(values: list[float], top: float = 100.0) -> str:
+    return "".join(_SPARK[min(len(_SPARK) - 1, max(0, int(v / top * len(_SPARK))))] for v in values)
+
+
+def render_placement(result: PlacementResult) -> None:
+    """Policies side by side: allocated % (fragmented %) at arrival steps, failed, a small curve."""
+    steps = [50.0, 70.0, 90.0, 100.0, 110.0, 130.0]
+    shown = [s for s in steps if s <= result.fill_pct] or [result.fill_pct]
+    table = Table(
+        title=(
+            f"placement what-if, fill to {result.fill_pct:g}% of {result.gpus:,} GPUs, "
+            f"mean of {result.seeds} seed(s): allocated %/fragmented % at arrival %"
+        ),
+        title_justify="left",
+    )
+    table.add_column("policy", no_wrap=True)
+    for s in shown:
+        table.add_column(f"{s:g}%", justify="right", no_wrap=True)
+    table.add_column("failed", justify="right", no_wrap=True)
+    table.add_column("allocated (10% steps)", no_wrap=True)
+    for policy, curve in result.curves.items():
+        by = {round(r["arrived_pct"], 6): r for r in curve.iter_rows(named=True)}
+        cells = []
+        for s in shown:
+            r = by.get(round(s, 6))
+            cells.append(
+                "-" if r is None else f"{r['allocated_pct']:.1f}/{r['fragmented_pct']:.1f}"
+            )
+        last = curve.row(-1, named=True) if curve.height else None
+        table.add_row(
+            policy,
+            *cells,
+            "-" if last is None else f"{last['failed']:,.0f}",
+            _spark(curve["allocated_pct"].to_list()[1::2]),  # every 10% of arrival
+        )
+    out.print(table)
+    out.print(
+        "fragmented: idle GPU capacity the workload's request shapes, weighted by how often "
+        "they occur, cannot use (the FGD paper's measure); failed: requests that found no node."
+    )
+    if result.saved:
+        out.print(
+            f"saved the final {result.saved_policy} placement as scenario {result.saved!r} "
+            f"(at {iso(result.at)}); read it with --scenario {result.saved}"
+        )

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetaudit.placement_api import PlacementResult
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
 SHAPES_SCHEMA = "fleetaudit.shapes/1"
+PLACEMENT_SCHEMA = "fleetaudit.placement/1"
 
 
 def shape_entry(report: ShapeReport) -> dict[str, Any]:
@@ -39,4 +41,32 @@ def shapes_document(result: ShapesResult) -> dict[str, Any]:
         "scenario": result.scenario,
         "shapes": [shape_entry(r) for r in result.shapes],
         "notes": list(result.notes),
+    }
+
+
+def placement_document(result: PlacementResult) -> dict[str, Any]:
+    """The ``fleetaudit whatif placement --json`` document (SPEC §5)."""
+    return {
+        "schema": PLACEMENT_SCHEMA,
+        "mode": result.mode,
+        "fill_pct": result.fill_pct,
+        "seeds": result.seeds,
+        "gpus": result.gpus,
+        "policies": [
+            {
+                "policy": policy,
+                "curve": [
+                    {
+                        "arrived_pct": round(r["arrived_pct"], 6),
+                        "allocated_pct": round(r["allocated_pct"], 6),
+                        "fragmented_pct": round(r["fragmented_pct"], 6),
+                        "failed": round(r["failed"], 6),
+                    }
+                    for r in curve.iter_rows(named=True)
+                ],
+            }
+            for policy, curve in result.curves.items()
+        ],
+        "saved_as": result.saved,
+        "saved_policy": result.saved_policy,
     }

@@ -336,3 +336,9 @@ def test_options_that_do_not_apply_are_errors(tmp_path: Path, tiny_dir: Path) ->
     result = invoke("ingest", tiny_dir, "--db", tmp_path / "x.duckdb", "--topology", "topo.csv")
     assert result.exit_code == 2
     assert "--topology apply to --format alibaba-gpu-v2023 only" in result.stderr
+
+
+def test_whatif_placement_has_help() -> None:
+    result = invoke("whatif", "placement", "--help")
+    assert result.exit_code == 0, result.output
+    assert "--fill" in result.stdout and "--save-as" in result.stdout

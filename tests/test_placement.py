@@ -366,3 +366,56 @@ def test_shuffle_feeds_every_request_once_in_a_seeded_order() -> None:
     assert sorted(first) == [f"r{i}" for i in range(1, 7)]  # 3 GPUs = 21% of 14
     assert first == runs[1].allocations["request_id"].to_list()
     assert first != runs[2].allocations["request_id"].to_list()
+
+
+def test_whatif_placement_cli_saves_a_scenario_that_shapes_reads(tmp_path: Path) -> None:
+    """--save-as keeps the final placement; shapes --scenario evaluates on it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    runner = CliRunner()
+    tiny = Path(__file__).parent / "data" / "tiny"
+    db = tmp_path / "tiny.duckdb"
+    assert runner.invoke(app, ["ingest", str(tiny), "--db", str(db)]).exit_code == 0
+    result = runner.invoke(
+        app,
+        ["whatif", "placement", "--db", str(db), "--fill", "50", "--policy", "best-fit",
+         "--save-as", "half", "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "fleetaudit.placement/1"
+    assert doc["mode"] == "fill" and doc["gpus"] == 44  # healthy: 40 H20 (n5 cordoned) + 4 A10
+    curve = doc["policies"][0]["curve"]
+    assert curve[-1]["arrived_pct"] == 50
+    placed = curve[-1]["allocated_pct"] * 44 / 100
+    # the scenario holds exactly the placement: its allocated GPUs are the curve's
+    shapes = runner.invoke(
+        app,
+        [
+            "shapes",
+            "--db",
+            str(db),
+            "--scenario",
+            "half",
+            "--model",
+            "H20|A10",
+            "--gpus",
+            "1",
+            "--json",
+        ],
+    )
+    assert shapes.exit_code == 0, shapes.output
+    ledger = json.loads(shapes.stdout)["shapes"][0]["gpus"]
+    assert ledger["allocated_high"] + ledger["allocated_low"] == pytest.approx(placed)
+    assert ledger["allocated_low"] == 0  # placements are saved as high priority
+    recorded = runner.invoke(
+        app, ["shapes", "--db", str(db), "--model", "H20|A10", "--gpus", "1", "--json"]
+    )
+    assert json.loads(recorded.stdout)["shapes"][0]["gpus"] != ledger
+    bad = runner.invoke(app, ["whatif", "placement", "--db", str(db)])
+    assert bad.exit_code == 2
+    assert "by-time replay is not built yet; give --fill PCT" in bad.stderr
