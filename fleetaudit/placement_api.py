@@ -101,7 +101,7 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
                     "fill_pct": run.fill_pct,
                     "seed": run.seed,
                     "shuffle": run.shuffle,
-                },  # fmt: skip
+                },
                 at=at,
             )
     return PlacementResult(
