@@ -367,40 +367,63 @@ def _spark(values: list[float], top: float = 100.0) -> str:
 
 
 def render_placement(result: PlacementResult) -> None:
-    """Policies side by side: allocated % (fragmented %) at arrival steps, failed, a small curve."""
-    steps = [50.0, 70.0, 90.0, 100.0, 110.0, 130.0]
-    shown = [s for s in steps if s <= result.fill_pct] or [result.fill_pct]
-    table = Table(
-        title=(
-            f"placement what-if, fill to {result.fill_pct:g}% of {result.gpus:,} GPUs, "
+    """Policies side by side: allocated %/fragmented % along the run, failures, a small curve."""
+    if result.mode == "time":
+        key, steps = "instant_pct", [0.0, 25.0, 50.0, 75.0, 100.0]
+        title = (
+            f"placement what-if by time, {iso(result.start)} .. {iso(result.at)}, {result.queue} queue"
+            f"{', from an empty fleet' if result.empty else ''}, {result.gpus:,} GPUs: "
+            "allocated %/fragmented % at % of the window"
+        )
+    else:
+        fill = float(result.fill_pct or 0)
+        key, steps = (
+            "arrived_pct",
+            [s for s in (50.0, 70.0, 90.0, 100.0, 110.0, 130.0) if s <= fill] or [fill],
+        )
+        title = (
+            f"placement what-if, fill to {fill:g}% of {result.gpus:,} GPUs, "
             f"mean of {result.seeds} seed(s): allocated %/fragmented % at arrival %"
-        ),
-        title_justify="left",
-    )
+        )
+    table = Table(title=title, title_justify="left")
     table.add_column("policy", no_wrap=True)
-    for s in shown:
+    for s in steps:
         table.add_column(f"{s:g}%", justify="right", no_wrap=True)
+    if result.mode == "time":
+        table.add_column("started", justify="right", no_wrap=True)
+        table.add_column("queued at end", justify="right", no_wrap=True)
     table.add_column("failed", justify="right", no_wrap=True)
     table.add_column("allocated (10% steps)", no_wrap=True)
     for policy, curve in result.curves.items():
-        by = {round(r["arrived_pct"], 6): r for r in curve.iter_rows(named=True)}
+        by = {round(r[key], 6): r for r in curve.iter_rows(named=True)}
         cells = []
-        for s in shown:
+        for s in steps:
             r = by.get(round(s, 6))
             cells.append(
                 "-" if r is None else f"{r['allocated_pct']:.1f}/{r['fragmented_pct']:.1f}"
             )
         last = curve.row(-1, named=True) if curve.height else None
+        if result.mode == "time":
+            cells += (
+                ["-", "-"]
+                if last is None
+                else [f"{last['started']:,.0f}", f"{last['queued']:,.0f}"]
+            )
         table.add_row(
             policy,
             *cells,
             "-" if last is None else f"{last['failed']:,.0f}",
-            _spark(curve["allocated_pct"].to_list()[1::2]),  # every 10% of arrival
+            _spark(curve["allocated_pct"].to_list()[::2]),  # every 10%
         )
     out.print(table)
     out.print(
         "fragmented: idle GPU capacity the workload's request shapes, weighted by how often "
-        "they occur, cannot use (the FGD paper's measure); failed: requests that found no node."
+        "they occur, cannot use (the FGD paper's measure); failed: requests that found no node"
+        + (
+            " (by time: fit no node at all, or still waiting at the end)."
+            if result.mode == "time"
+            else "."
+        )
     )
     if result.saved:
         out.print(

@@ -45,28 +45,38 @@ def shapes_document(result: ShapesResult) -> dict[str, Any]:
 
 
 def placement_document(result: PlacementResult) -> dict[str, Any]:
-    """The ``fleetaudit whatif placement --json`` document (SPEC §5)."""
-    return {
+    """The ``fleetaudit whatif placement --json`` document (SPEC §5).
+
+    Fill mode: each curve point is keyed by arrived_pct. By-time mode: by
+    instant_pct (of the window) and instant, with queued and started counts.
+    """
+    keys = (
+        ("arrived_pct", "allocated_pct", "fragmented_pct", "failed")
+        if result.mode == "fill"
+        else ("instant_pct", "allocated_pct", "fragmented_pct", "queued", "started", "failed")
+    )
+
+    def point(row: dict[str, Any]) -> dict[str, Any]:
+        entry: dict[str, Any] = {k: round(float(row[k]), 6) for k in keys}
+        if "instant" in row:
+            entry["instant"] = iso(row["instant"])
+        return entry
+
+    document: dict[str, Any] = {
         "schema": PLACEMENT_SCHEMA,
         "mode": result.mode,
         "fill_pct": result.fill_pct,
         "seeds": result.seeds,
         "gpus": result.gpus,
         "policies": [
-            {
-                "policy": policy,
-                "curve": [
-                    {
-                        "arrived_pct": round(r["arrived_pct"], 6),
-                        "allocated_pct": round(r["allocated_pct"], 6),
-                        "fragmented_pct": round(r["fragmented_pct"], 6),
-                        "failed": round(r["failed"], 6),
-                    }
-                    for r in curve.iter_rows(named=True)
-                ],
-            }
+            {"policy": policy, "curve": [point(r) for r in curve.iter_rows(named=True)]}
             for policy, curve in result.curves.items()
         ],
         "saved_as": result.saved,
         "saved_policy": result.saved_policy,
     }
+    if result.mode == "time":
+        document["window"] = {"start": iso(result.start), "end": iso(result.at)}
+        document["queue"] = result.queue
+        document["empty"] = result.empty
+    return document

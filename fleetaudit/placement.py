@@ -69,10 +69,14 @@ are evaluated once.
 
 from __future__ import annotations
 
+import heapq
 import math
+import multiprocessing
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import polars as pl
@@ -82,11 +86,15 @@ from fleetaudit.occupancy import SHARE_UNITS
 
 __all__ = [
     "POLICIES",
+    "QUEUES",
     "FillResult",
     "PlacementOptions",
+    "ReplayResult",
     "fill_curves",
     "fleet_fragmentation",
+    "replay_curves",
     "simulate_fill",
+    "simulate_replay",
 ]
 
 POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
@@ -106,10 +114,11 @@ class PlacementOptions:
     Args:
         policy: one of :data:`POLICIES`.
         fill_pct: fill mode up to this % of the fleet's GPUs (None = by-time
-            replay, not built yet).
+            replay, :func:`simulate_replay`).
         seeds: runs averaged by :func:`fill_curves` (seeds ``seed .. seed+seeds-1``).
         seed: the seed of one run (resampling and ``random``).
-        step_pct: the curve's arrival step, in % of the fleet's GPUs.
+        step_pct: the curve's step: in fill mode, in % of the fleet's GPUs
+            arrived; in by-time replay, in % of the window's duration.
         frag_popularity: the share of pods whose shapes make the workload of
             the fragmentation measure. 1.0 (every shape) is the paper's
             definition; the authors' simulator cuts at 0.95, which hides rare
@@ -217,6 +226,21 @@ def _column(frame: pl.DataFrame, name: str, default: object, dtype: pl.DataType)
     return pl.Series(name, [default] * frame.height, dtype=dtype)
 
 
+def _row_ids(rows: np.ndarray) -> np.ndarray:
+    """Dense ids of a 2-D integer array's rows, in lexicographic row order.
+
+    The same ids as ``np.unique(rows, axis=0, return_inverse=True)``, by one
+    1-D unique per column (the 2-D unique sorts rows as bytes: seconds on
+    millions of rows).
+    """
+    ids = np.zeros(len(rows), dtype=np.int64)
+    for column in rows.T:
+        _, col = np.unique(column, return_inverse=True)
+        _, ids = np.unique(ids * (int(col.max()) + 1) + col.reshape(-1), return_inverse=True)
+        ids = ids.reshape(-1)
+    return ids.astype(np.int64)
+
+
 def _units(values: np.ndarray) -> np.ndarray:
     return np.round(values * _U).astype(np.int64)
 
@@ -316,11 +340,14 @@ def _prepare_workload(
 
     model_sets: list[tuple[str, ...]] = []
     allowed = np.empty(len(ids), dtype=np.int64)
+    seen: dict[str | None, int] = {}
     for i, value in enumerate(_column(frame, "gpu_model", None, pl.String).to_list()):
-        models = _model_set(value)
-        if models not in model_sets:
-            model_sets.append(models)
-        allowed[i] = model_sets.index(models)
+        if value not in seen:
+            models = _model_set(value)
+            if models not in model_sets:
+                model_sets.append(models)
+            seen[value] = model_sets.index(models)
+        allowed[i] = seen[value]
     model_ok = np.zeros((len(model_sets), len(fleet.node_ids)), dtype=bool)
     model_allowed = np.zeros((len(model_sets), len(fleet.models)), dtype=bool)
     for s, models in enumerate(model_sets):
@@ -336,9 +363,7 @@ def _prepare_workload(
             raise UsageError(f"request {ids[i]}: locality {value!r} is not one of {LOCALITIES}")
         locality[i] = LOCALITIES.index(value)
 
-    triples = np.column_stack([cpu, share, count]) if len(ids) else np.zeros((0, 3), np.int64)
-    _, key = np.unique(triples, axis=0, return_inverse=True)
-    key = key.reshape(-1).astype(np.int64)
+    key = _row_ids(np.column_stack([cpu, share, count])) if len(ids) else np.zeros(0, np.int64)
     shapes = _workload_shapes(cpu, share, count, pods, allowed, model_allowed, options)
     return _Workload(
         request_ids=ids,
@@ -371,8 +396,11 @@ def _workload_shapes(
     keep = np.ones(len(rows), dtype=bool) if options.frag_cpu_shapes else count > 0
     rows, weights = rows[keep], pods[keep].astype(np.float64)
     if len(rows):
-        uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
-        freq = np.bincount(inverse.reshape(-1), weights=weights)
+        inverse = _row_ids(rows)
+        first = np.full(int(inverse.max()) + 1, len(rows), dtype=np.int64)
+        np.minimum.at(first, inverse, np.arange(len(rows)))
+        uniq = rows[first]
+        freq = np.bincount(inverse, weights=weights)
         # Most popular first; equal counts in shape order, so the cut is stable.
         order = np.lexsort((*uniq.T[::-1], -freq))
         uniq, freq = uniq[order], freq[order]
@@ -494,6 +522,17 @@ class _Run:
             self.choice = np.zeros((workload.keys, n), dtype=np.int64)
             self.scored = np.zeros((workload.keys, n), dtype=np.int64)
         self.best_key = self.state.free_total * _CPU_KEY + np.minimum(self.state.cpu, _CPU_KEY - 1)
+
+    def resync(self) -> None:
+        """Recompute every derived array after the state was set in bulk."""
+        st = self.state
+        st.free_total = st.free.sum(axis=1)
+        st.whole = (st.free == _U).sum(axis=1)
+        st.largest = st.free.max(axis=1) if st.free.shape[1] else np.zeros_like(st.free_total)
+        st.version += 1
+        self.best_key = st.free_total * _CPU_KEY + np.minimum(np.maximum(st.cpu, 0), _CPU_KEY - 1)
+        if self.frag_before is not None:
+            self.frag_before = _fragmentation(self.shapes, st.free, st.cpu, self.fleet.model)
 
     # ---- node choice
 
@@ -756,7 +795,7 @@ def _check(options: PlacementOptions, policies: Sequence[str]) -> None:
         if policy not in POLICIES:
             raise UsageError(f"unknown policy {policy!r}: use one of {', '.join(POLICIES)}")
     if options.fill_pct is None:
-        raise UsageError("by-time replay is not built yet: pass a fill percentage (--fill PCT)")
+        raise UsageError("fill mode needs a fill percentage (--fill PCT)")
     if not options.fill_pct > 0 or not options.step_pct > 0:
         raise UsageError("the fill and step percentages must be above 0")
     if options.seeds < 1:
@@ -858,7 +897,9 @@ def fill_curves(
         for i in range(options.seeds)
     ]
     if options.workers > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(max_workers=options.workers) as pool:
+        # spawn, not fork: a forked child of a process whose DuckDB threads ran can deadlock
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=options.workers, mp_context=context) as pool:
             curves = list(pool.map(_curve_task, tasks, chunksize=1))
     else:
         curves = [_curve_task(task) for task in tasks]
@@ -870,5 +911,520 @@ def fill_curves(
             .group_by("arrived_pct")
             .agg(pl.col("allocated_pct", "fragmented_pct", "failed").cast(pl.Float64).mean())
             .sort("arrived_pct")
+        )
+    return result
+
+
+# ------------------------------------------------------------ by-time replay
+
+QUEUES = ("fifo", "backfill")
+_EPOCH = datetime(1970, 1, 1)
+_NEVER = np.iinfo(np.int64).max
+_REPLAY_CURVE = {
+    "instant": pl.Datetime("us"), "instant_pct": pl.Float64, "allocated_pct": pl.Float64,
+    "fragmented_pct": pl.Float64, "queued": pl.Int64, "started": pl.Int64, "failed": pl.Int64,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """One by-time replay (see :func:`simulate_replay`).
+
+    Attributes:
+        curve: instant (Datetime µs), instant_pct (0..100 of the window),
+            allocated_pct, fragmented_pct (Float64), queued, started, failed
+            (Int64); one row per ``step_pct``% of the window, 0% and 100%
+            included; each row is the state before that instant's events.
+        allocations: the replayed placement, one row per pod, in start order,
+            after the recorded allocations the replay started from (``recorded``
+            true): alloc_id, job_id, request_id (null for recorded rows),
+            node_id, gpus, gpu_index, cpus, memory_gib, start_time (the actual
+            start), end_time (the departure; null = runs past the window with no
+            known duration), recorded.
+        waits: one row per request that arrived, in arrival order: request_id,
+            submit_time, start_time (null = never started), wait_s (Float64).
+        gpus: the fleet's GPUs (healthy nodes).
+        arrived, started: requests that arrived and started in the window.
+        failed: requests still waiting at the end, plus the rejected ones.
+        rejected: requests that fit no node even of an empty fleet; they fail
+            on arrival and never join the queue.
+    """
+
+    policy: str
+    seed: int
+    queue: str
+    empty: bool
+    start: datetime
+    end: datetime
+    curve: pl.DataFrame
+    allocations: pl.DataFrame
+    waits: pl.DataFrame
+    gpus: int
+    arrived: int
+    started: int
+    failed: int
+    rejected: int
+
+
+def _us(at: datetime) -> int:
+    if at.tzinfo is not None:
+        at = at.astimezone(timezone.utc).replace(tzinfo=None)
+    return (at - _EPOCH) // timedelta(microseconds=1)
+
+
+def _from_us(us: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=us)
+
+
+@dataclass
+class _Recorded:
+    """A recorded allocation occupying the replay's fleet, and what it took."""
+
+    alloc_id: str
+    job_id: str | None
+    node: int
+    gpus: list[int]
+    units: list[int]
+    cpu: int
+    memory: int
+    start_us: int
+    end_us: int  # _NEVER = no end
+
+
+def _occupy_recorded(
+    run: _Run, allocations: pl.DataFrame, start_us: int, end_us: int
+) -> list[_Recorded]:
+    """Put the allocations active at ``start_us`` on the run's state.
+
+    Per node, in alloc_id order, whole parts take the lowest fully free GPUs;
+    then the fractional parts, largest first, go first-fit onto the GPUs in
+    index order (first-fit-decreasing). Capacity the record oversubscribes is
+    clamped (a part that finds no room takes none); CPUs and memory are
+    subtracted as recorded (they may go negative, and then nothing more fits).
+    """
+    fleet, st = run.fleet, run.state
+    index = {n: i for i, n in enumerate(fleet.node_ids)}
+    start = pl.col("start_time").dt.epoch("us")
+    end = pl.col("end_time").dt.epoch("us")
+    frame = (
+        allocations.with_columns(
+            _column(allocations, "job_id", None, pl.String).alias("job_id"),
+            _column(allocations, "memory_gib", None, pl.Float64).alias("memory_gib"),
+        )
+        .filter((start <= start_us) & (end.is_null() | (end > start_us)))
+        .select(
+            pl.col("alloc_id").cast(pl.String),
+            pl.col("job_id"),
+            pl.col("node_id").cast(pl.String),
+            (pl.col("gpus").cast(pl.Float64).fill_null(0.0) * _U).round().cast(pl.Int64),
+            (pl.col("cpus").cast(pl.Float64).fill_null(0.0) * _U).round().cast(pl.Int64),
+            (pl.col("memory_gib").fill_null(0.0) * _U).round().cast(pl.Int64),
+            start.alias("start_us"),
+            end.fill_null(_NEVER).alias("end_us"),
+        )
+        .sort("node_id", "alloc_id")
+    )
+    records: list[_Recorded] = []
+    fractional: list[tuple[int, int, int]] = []  # node, -frac, record
+    for alloc_id, job_id, node_id, gpus, cpus, memory, a_start, a_end in frame.iter_rows():
+        n = index.get(node_id)
+        if n is None:
+            continue
+        record = _Recorded(alloc_id, job_id, n, [], [], cpus, memory, a_start, a_end)
+        whole, frac = divmod(gpus, _U)
+        if whole:
+            taken = np.flatnonzero(st.free[n] == _U)[:whole].tolist()
+            st.free[n, taken] = 0
+            record.gpus += taken
+            record.units += [_U] * len(taken)
+        if frac:
+            fractional.append((n, -frac, len(records)))
+        st.cpu[n] -= cpus
+        st.memory[n] -= memory
+        records.append(record)
+    for n, minus_frac, i in sorted(fractional):
+        fits = np.flatnonzero(st.free[n] >= -minus_frac)
+        if len(fits):
+            gpu = int(fits[0])
+            st.free[n, gpu] += minus_frac
+            records[i].gpus.append(gpu)
+            records[i].units.append(-minus_frac)
+    for record in records:
+        st.group_used[fleet.group[record.node]] += sum(record.units)
+    run.resync()
+    return records
+
+
+def _release_recorded(run: _Run, record: _Recorded) -> None:
+    st = run.state
+    n = record.node
+    if record.gpus:
+        np.add.at(st.free[n], record.gpus, record.units)
+    st.cpu[n] += record.cpu
+    st.memory[n] += record.memory
+    st.group_used[run.fleet.group[n]] -= sum(record.units)
+    run._changed(n)
+
+
+def _replay_classes(workload: _Workload) -> np.ndarray:
+    """Requests that fit exactly the same states share a class."""
+    w = workload
+    if not len(w.request_ids):
+        return np.zeros(0, dtype=np.int64)
+    return _row_ids(
+        np.column_stack([w.share, w.count, w.cpu, w.memory, w.allowed, w.pods, w.locality])
+    )
+
+
+def _check_replay(options: PlacementOptions, start: datetime, end: datetime, queue: str) -> None:
+    if options.policy not in POLICIES:
+        raise UsageError(f"unknown policy {options.policy!r}: use one of {', '.join(POLICIES)}")
+    if queue not in QUEUES:
+        raise UsageError(f"unknown queue {queue!r}: use one of {', '.join(QUEUES)}")
+    if not _us(end) > _us(start):
+        raise UsageError("the replay window is empty: its end must come after its start")
+    if not options.step_pct > 0:
+        raise UsageError("the step percentage must be above 0")
+
+
+def simulate_replay(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    requests: pl.DataFrame,
+    options: PlacementOptions,
+    start: datetime,
+    end: datetime,
+    empty: bool,
+    queue: str = "fifo",
+) -> ReplayResult:
+    """By-time replay of the requests submitted in [start, end) under ``options.policy``.
+
+    The fleet starts from the allocations active at ``start`` (see
+    :func:`_occupy_recorded` for how they sit on GPUs), or empty when
+    ``empty``; a recorded allocation ending in the window frees its capacity
+    at its end_time. Each request arrives at its submit_time and is placed by
+    the policy (the same scoring and all-or-nothing gang placement as fill
+    mode); a started request departs after ``duration_s`` (null: never, in
+    the window). A request that cannot start waits: ``fifo`` is strict (the
+    head blocks everyone behind it), ``backfill`` starts any waiting request
+    that fits, first-fit in arrival order (a request shape that failed once is
+    not tried again in the same pass: equal requests fit equal states). The
+    queue is retried after every instant with departures. Events run in time
+    order, departures before arrivals at the same instant, arrivals in
+    (submit_time, request_id) order. A request that does not fit even an empty
+    fleet (under first-fit) is rejected on arrival and counts as failed.
+
+    Args:
+        nodes: the nodes frame.
+        allocations: the recorded allocations (alloc_id, node_id, gpus, cpus,
+            start_time, end_time; memory_gib, job_id optional); ignored when
+            ``empty``.
+        requests: the requests frame (as :func:`simulate_fill`, plus
+            submit_time and duration_s); all of them weigh the fragmentation
+            measure, those submitted in the window arrive.
+        options: policy, seed (``random``), step_pct (the curve's step, in % of
+            the window), frag_popularity, frag_cpu_shapes.
+        start, end: the window (naive = UTC).
+        empty: start from an empty fleet.
+        queue: ``fifo`` or ``backfill``.
+
+    Returns:
+        The :class:`ReplayResult`.
+
+    Raises:
+        UsageError: unknown policy or queue, an empty window, no healthy GPU,
+            or unusable requests.
+
+    Example:
+        >>> nodes = pl.DataFrame({"node_id": ["a"], "gpu_model": ["T4"], "gpus": [1],
+        ...                       "cpus": [8.0]})
+        >>> t0 = datetime(2026, 1, 1)
+        >>> requests = pl.DataFrame({"request_id": ["r1", "r2"], "gpus": [1.0, 1.0],
+        ...     "cpus": [1.0, 1.0], "submit_time": [t0, t0], "duration_s": [60.0, 60.0]})
+        >>> none = pl.DataFrame(schema={"alloc_id": pl.String, "node_id": pl.String,
+        ...     "gpus": pl.Float64, "cpus": pl.Float64, "start_time": pl.Datetime("us"),
+        ...     "end_time": pl.Datetime("us")})
+        >>> result = simulate_replay(nodes, none, requests, PlacementOptions(policy="best-fit"),
+        ...                          t0, t0 + timedelta(hours=1), empty=True)
+        >>> result.waits.select("request_id", "wait_s").rows()
+        [('r1', 0.0), ('r2', 60.0)]
+    """
+    _check_replay(options, start, end, queue)
+    fleet = _prepare_fleet(nodes)
+    if fleet.total_gpus == 0:
+        raise UsageError("the fleet has no healthy GPUs to replay onto")
+    frame = requests.sort("submit_time", "request_id", nulls_last=True, maintain_order=True)
+    if "trace_order" in frame.columns:
+        frame = frame.drop("trace_order")
+    workload = _prepare_workload(frame, fleet, options)
+    start_us, end_us = _us(start), _us(end)
+    submit = frame["submit_time"].dt.epoch("us").fill_null(_NEVER).to_numpy().astype(np.int64)
+    duration_s = _column(frame, "duration_s", None, pl.Float64).to_numpy()
+    duration = np.where(np.isnan(duration_s), -1, np.round(np.nan_to_num(duration_s) * 1e6))
+    duration = duration.astype(np.int64)
+    arriving = np.flatnonzero((submit >= start_us) & (submit < end_us))
+    classes = _replay_classes(workload)
+
+    run = _Run(fleet, workload, options.policy, options.seed)
+    heap: list[tuple[int, int, int]] = []  # (time, seq, departure: >= 0 pod group, < 0 record)
+    records: list[_Recorded] = []
+    if not empty:
+        records = _occupy_recorded(run, allocations, start_us, end_us)
+        for i, record in enumerate(records):
+            if record.end_us < end_us:
+                heap.append((record.end_us, len(heap), -1 - i))
+        heapq.heapify(heap)
+    seq = len(heap)
+
+    probe: _Run | None = None
+    never: dict[int, bool] = {}
+
+    def fits_empty(r: int) -> bool:
+        nonlocal probe
+        c = int(classes[r])
+        if c not in never:
+            if probe is None:
+                probe = _Run(fleet, workload, "first-fit", 0)
+            pods = probe.place(r)
+            never[c] = pods is None
+            for _, n, used in reversed(pods or []):
+                probe._undo(r, n, used)
+        return not never[c]
+
+    started_at = np.full(len(workload.request_ids), -1, dtype=np.int64)
+    placed: list[tuple[int, int, int, list[int], int]] = []  # request, pod, node, GPUs, start
+    groups: list[tuple[int, list[tuple[int, int, list[int]]]]] = []
+    started = rejected = 0
+
+    def try_start(r: int, t: int) -> bool:
+        nonlocal seq, started
+        pods = run.place(r)
+        if pods is None:
+            return False
+        started_at[r] = t
+        started += 1
+        placed.extend((r, pod, n, used, t) for pod, n, used in pods)
+        if duration[r] >= 0 and t + duration[r] < end_us:
+            heapq.heappush(heap, (t + int(duration[r]), seq, len(groups)))
+            seq += 1
+        groups.append((r, pods))
+        return True
+
+    fifo: deque[int] = deque()
+    waiting: dict[int, deque[tuple[int, int]]] = {}  # backfill: class -> (arrival, request)
+    queued = 0
+
+    def retry(t: int) -> None:
+        nonlocal queued
+        if queue == "fifo":
+            while fifo and try_start(fifo[0], t):
+                fifo.popleft()
+                queued -= 1
+            return
+        heads = [(q[0][0], c) for c, q in waiting.items()]
+        heapq.heapify(heads)
+        while heads:
+            _, c = heapq.heappop(heads)
+            q = waiting[c]
+            if try_start(q[0][1], t):
+                q.popleft()
+                queued -= 1
+                if q:
+                    heapq.heappush(heads, (q[0][0], c))
+                else:
+                    del waiting[c]
+
+    def arrive(r: int, arrival: int, t: int) -> None:
+        nonlocal queued, rejected
+        if not fits_empty(r):
+            rejected += 1
+            return
+        if queue == "fifo":
+            if not fifo and try_start(r, t):
+                return
+            fifo.append(r)
+        else:
+            if try_start(r, t):
+                return
+            waiting.setdefault(int(classes[r]), deque()).append((arrival, r))
+        queued += 1
+
+    total = fleet.total_gpus * _U
+    window = end_us - start_us
+    steps = math.floor(100 / options.step_pct + 1e-9)
+    marks = [min(options.step_pct * i, 100.0) for i in range(steps + 1)]
+    if marks[-1] < 100.0:
+        marks.append(100.0)
+    instants = [start_us + round(window * m / 100) for m in marks]
+    curve: dict[str, list[object]] = {
+        "instant": [], "instant_pct": [], "allocated_pct": [], "fragmented_pct": [],
+        "queued": [], "started": [], "failed": [],
+    }  # fmt: skip
+    mark = 0
+
+    def sample(upto: int) -> None:
+        nonlocal mark
+        while mark < len(instants) and instants[mark] <= upto:
+            allocated = total - int(run.state.free_total.sum())
+            last = mark == len(instants) - 1
+            curve["instant"].append(_from_us(instants[mark]))
+            curve["instant_pct"].append(marks[mark])
+            curve["allocated_pct"].append(100.0 * allocated / total)
+            curve["fragmented_pct"].append(100.0 * run.fragmentation() / total)
+            curve["queued"].append(queued)
+            curve["started"].append(started)
+            curve["failed"].append(rejected + (queued if last else 0))
+            mark += 1
+
+    a = 0
+    while True:
+        t_dep = heap[0][0] if heap else _NEVER
+        t_arr = int(submit[arriving[a]]) if a < len(arriving) else _NEVER
+        t = min(t_dep, t_arr)
+        if t >= end_us:
+            break
+        sample(t)
+        if t_dep == t:
+            while heap and heap[0][0] == t:
+                _, _, item = heapq.heappop(heap)
+                if item < 0:
+                    _release_recorded(run, records[-1 - item])
+                else:
+                    r, pods = groups[item]
+                    for _, n, used in reversed(pods):
+                        run._undo(r, n, used)
+            if queued:
+                retry(t)
+        while a < len(arriving) and int(submit[arriving[a]]) == t:
+            arrive(int(arriving[a]), a, t)
+            a += 1
+    sample(end_us)
+
+    return ReplayResult(
+        policy=options.policy,
+        seed=options.seed,
+        queue=queue,
+        empty=empty,
+        start=start,
+        end=end,
+        curve=pl.DataFrame(curve, schema=_REPLAY_CURVE),
+        allocations=_replay_allocations(fleet, workload, records, placed, duration),
+        waits=_replay_waits(workload, arriving, submit, started_at),
+        gpus=fleet.total_gpus,
+        arrived=len(arriving),
+        started=started,
+        failed=rejected + queued,
+        rejected=rejected,
+    )
+
+
+def _replay_allocations(
+    fleet: _Fleet,
+    workload: _Workload,
+    records: list[_Recorded],
+    placed: list[tuple[int, int, int, list[int], int]],
+    duration: np.ndarray,
+) -> pl.DataFrame:
+    w = workload
+    rows: list[tuple[object, ...]] = [
+        (rec.alloc_id, rec.job_id, None, fleet.node_ids[rec.node], sum(rec.units) / _U,
+         ",".join(map(str, rec.gpus)), rec.cpu / _U, rec.memory / _U,
+         _from_us(rec.start_us), None if rec.end_us == _NEVER else _from_us(rec.end_us), True)
+        for rec in records
+    ]  # fmt: skip
+    for r, pod, n, used, t in placed:
+        rid = w.request_ids[r]
+        rows.append(
+            (
+                f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}",
+                rid,
+                rid,
+                fleet.node_ids[n],
+                int(w.share[r]) * int(w.count[r]) / _U,
+                ",".join(map(str, used)),
+                int(w.cpu[r]) / _U,
+                int(w.memory[r]) / _U,
+                _from_us(t),
+                None if duration[r] < 0 else _from_us(t + int(duration[r])),
+                False,
+            )
+        )
+    return pl.DataFrame(
+        rows,
+        schema={"alloc_id": pl.String, "job_id": pl.String, "request_id": pl.String,
+                "node_id": pl.String, "gpus": pl.Float64, "gpu_index": pl.String,
+                "cpus": pl.Float64, "memory_gib": pl.Float64,
+                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us"),
+                "recorded": pl.Boolean},
+        orient="row",
+    )  # fmt: skip
+
+
+def _replay_waits(
+    workload: _Workload, arriving: np.ndarray, submit: np.ndarray, started_at: np.ndarray
+) -> pl.DataFrame:
+    begun = started_at[arriving]
+    return pl.DataFrame(
+        {
+            "request_id": [workload.request_ids[r] for r in arriving],
+            "submit_time": [_from_us(int(s)) for s in submit[arriving]],
+            "start_time": [None if b < 0 else _from_us(int(b)) for b in begun],
+            "wait_s": [None if b < 0 else (b - s) / 1e6 for b, s in zip(begun, submit[arriving], strict=True)],
+        },
+        schema={"request_id": pl.String, "submit_time": pl.Datetime("us"),
+                "start_time": pl.Datetime("us"), "wait_s": pl.Float64},
+    )  # fmt: skip
+
+
+def _replay_task(
+    args: tuple[
+        pl.DataFrame, pl.DataFrame, pl.DataFrame, PlacementOptions, datetime, datetime, bool, str
+    ],
+) -> pl.DataFrame:
+    return simulate_replay(*args).curve.drop("instant")
+
+
+def replay_curves(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    requests: pl.DataFrame,
+    options: PlacementOptions,
+    start: datetime,
+    end: datetime,
+    empty: bool,
+    queue: str = "fifo",
+    policies: Sequence[str] = POLICIES,
+) -> dict[str, pl.DataFrame]:
+    """By-time replay curves of several policies, each the mean over ``options.seeds`` seeds.
+
+    Returns:
+        policy -> curve (instant_pct, allocated_pct, fragmented_pct, queued,
+        started, failed; Float64 means over the seeds).
+    """
+    for policy in policies:
+        _check_replay(replace(options, policy=policy), start, end, queue)
+    if options.seeds < 1:
+        raise UsageError("seeds must be at least 1")
+    tasks = [
+        (nodes, allocations, requests, replace(options, policy=policy, seed=options.seed + i),
+         start, end, empty, queue)
+        for policy in policies
+        for i in range(options.seeds)
+    ]  # fmt: skip
+    if options.workers > 1 and len(tasks) > 1:
+        # spawn: forking a process that runs polars' thread pool can deadlock
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=options.workers, mp_context=context) as pool:
+            curves = list(pool.map(_replay_task, tasks, chunksize=1))
+    else:
+        curves = [_replay_task(task) for task in tasks]
+    result: dict[str, pl.DataFrame] = {}
+    for p, policy in enumerate(policies):
+        runs = curves[p * options.seeds : (p + 1) * options.seeds]
+        result[policy] = (
+            pl.concat(runs)
+            .group_by("instant_pct")
+            .agg(pl.exclude("instant_pct").cast(pl.Float64).mean())
+            .sort("instant_pct")
         )
     return result

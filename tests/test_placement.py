@@ -1,8 +1,9 @@
-"""Placement fill mode: hand-worked tiny fleets per policy, share packing, constraints, seeds."""
+"""Placement what-if: fill mode and by-time replay on hand-worked tiny fleets, properties, seeds."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -16,7 +17,9 @@ from fleetaudit.placement import (
     PlacementOptions,
     fill_curves,
     fleet_fragmentation,
+    replay_curves,
     simulate_fill,
+    simulate_replay,
 )
 
 
@@ -295,7 +298,7 @@ def test_errors_name_the_problem() -> None:
     requests = make_requests(1)
     with pytest.raises(UsageError, match="unknown policy 'worst-fit'"):
         simulate_fill(TWO_DOMAINS, requests, PlacementOptions(policy="worst-fit", fill_pct=50))
-    with pytest.raises(UsageError, match="by-time replay is not built"):
+    with pytest.raises(UsageError, match="fill mode needs a fill percentage"):
         simulate_fill(TWO_DOMAINS, requests, PlacementOptions())
     with pytest.raises(UsageError, match="ask for no GPUs"):
         simulate_fill(TWO_DOMAINS, make_requests(0), PlacementOptions(fill_pct=50))
@@ -416,6 +419,254 @@ def test_whatif_placement_cli_saves_a_scenario_that_shapes_reads(tmp_path: Path)
         app, ["shapes", "--db", str(db), "--model", "H20|A10", "--gpus", "1", "--json"]
     )
     assert json.loads(recorded.stdout)["shapes"][0]["gpus"] != ledger
-    bad = runner.invoke(app, ["whatif", "placement", "--db", str(db)])
-    assert bad.exit_code == 2
-    assert "by-time replay is not built yet; give --fill PCT" in bad.stderr
+
+
+# ------------------------------------------------------------ by-time replay
+
+T0 = datetime(2026, 1, 1)
+WINDOW = (T0, T0 + timedelta(minutes=100))  # 5% of it = 5 minutes
+PAIR = make_nodes(("a", "T4", 2, 16.0, None, "s1"), ("b", "T4", 2, 16.0, None, "s1"))
+NO_ALLOCATIONS = pl.DataFrame(
+    schema={"alloc_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
+            "cpus": pl.Float64, "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")}
+)  # fmt: skip
+
+
+def timed_requests(*rows: tuple[float, float, float | None]) -> pl.DataFrame:
+    """rows of (gpus, submit minute, duration minutes or None)."""
+    return pl.DataFrame(
+        {
+            "request_id": [f"r{i + 1}" for i in range(len(rows))],
+            "gpus": [float(g) for g, _, _ in rows],
+            "cpus": [1.0] * len(rows),
+            "submit_time": [T0 + timedelta(minutes=m) for _, m, _ in rows],
+            "duration_s": [None if d is None else d * 60.0 for _, _, d in rows],
+        },
+        schema_overrides={"duration_s": pl.Float64},
+    )
+
+
+def recorded(*rows: tuple[str, str, float, float, float | None]) -> pl.DataFrame:
+    """rows of (alloc_id, node_id, gpus, start minute, end minute or None)."""
+    return pl.DataFrame(
+        {
+            "alloc_id": [r[0] for r in rows],
+            "node_id": [r[1] for r in rows],
+            "gpus": [r[2] for r in rows],
+            "cpus": [1.0] * len(rows),
+            "start_time": [T0 + timedelta(minutes=r[3]) for r in rows],
+            "end_time": [None if r[4] is None else T0 + timedelta(minutes=r[4]) for r in rows],
+        },
+        schema_overrides={"end_time": pl.Datetime("us"), "start_time": pl.Datetime("us")},
+    )
+
+
+def replay(requests, allocations=NO_ALLOCATIONS, policy="best-fit", queue="fifo",
+           empty=False, seed=0, nodes=PAIR):  # fmt: skip
+    options = PlacementOptions(policy=policy, seed=seed)
+    return simulate_replay(nodes, allocations, requests, options, *WINDOW, empty, queue)
+
+
+def waits(result) -> dict[str, float | None]:
+    return dict(result.waits.select("request_id", "wait_s").iter_rows())
+
+
+def at_minute(result, minute: float) -> dict[str, object]:
+    return result.curve.filter(pl.col("instant") == T0 + timedelta(minutes=minute)).row(
+        0, named=True
+    )
+
+
+def test_replay_request_waits_for_a_departure_and_starts_exactly_at_it() -> None:
+    # r1 (2 GPUs, 10 min) -> a; r2 (2 GPUs, 20 min) -> b; the fleet is full.
+    # r3 (2 GPUs) arrives at minute 1 and waits; r1 departs at minute 10 and
+    # r3 starts at that very instant on a (wait 9 minutes), departing at 15.
+    result = replay(timed_requests((2, 0, 10), (2, 0, 20), (2, 1, 5)))
+    assert waits(result) == {"r1": 0.0, "r2": 0.0, "r3": 540.0}
+    r3 = result.allocations.filter(pl.col("request_id") == "r3").row(0, named=True)
+    assert r3["node_id"] == "a"
+    assert r3["start_time"] == T0 + timedelta(minutes=10)
+    assert r3["end_time"] == T0 + timedelta(minutes=15)
+    assert at_minute(result, 5)["queued"] == 1
+    assert at_minute(result, 5)["allocated_pct"] == 100.0
+    # minute 10 is sampled before that instant's events: r3 still waits
+    assert at_minute(result, 10)["queued"] == 1
+    # minute 20: r3 left at 15, r2 leaves at 20 (after the sample)
+    assert at_minute(result, 20) | {"instant": None} == {
+        "instant": None, "instant_pct": 20.0, "allocated_pct": 50.0, "fragmented_pct": 0.0,
+        "queued": 0, "started": 3, "failed": 0,
+    }  # fmt: skip
+    assert result.curve.height == 21 and result.curve["instant_pct"][-1] == 100.0
+    assert (result.started, result.failed, result.arrived) == (3, 0, 3)
+
+
+def test_replay_fifo_blocks_behind_the_head_and_backfill_does_not() -> None:
+    # r1 (2 GPUs, 10 min) -> a; r2 (1 GPU) -> b, which keeps 1 free GPU.
+    # r3 (2 GPUs, minute 1) must wait for a. r4 (1 GPU, minute 2) fits b:
+    # FIFO keeps it behind r3 until minute 10 (both start when r1 leaves);
+    # backfill starts it at once.
+    requests = timed_requests((2, 0, 10), (1, 0, 30), (2, 1, 5), (1, 2, 5))
+    fifo = replay(requests, queue="fifo")
+    backfill = replay(requests, queue="backfill")
+    assert waits(fifo) == {"r1": 0.0, "r2": 0.0, "r3": 540.0, "r4": 480.0}
+    assert waits(backfill) == {"r1": 0.0, "r2": 0.0, "r3": 540.0, "r4": 0.0}
+    assert at_minute(fifo, 5)["queued"] == 2 and at_minute(backfill, 5)["queued"] == 1
+    assert at_minute(fifo, 5)["allocated_pct"] == 75.0
+    assert at_minute(backfill, 5)["allocated_pct"] == 100.0
+    r4 = fifo.allocations.filter(pl.col("request_id") == "r4").row(0, named=True)
+    assert (r4["node_id"], r4["start_time"]) == ("b", T0 + timedelta(minutes=10))
+
+
+def test_replay_rejects_what_fits_no_node_and_reports_what_still_waits() -> None:
+    # r1 (4 GPUs in one pod) fits no 2-GPU node even empty: rejected on arrival,
+    # it blocks nobody. r2 holds a for good; r3 and r4 (2 GPUs each) : r3 takes b,
+    # r4 waits to the end and fails there.
+    result = replay(timed_requests((4, 0, 5), (2, 0, None), (2, 1, None), (2, 2, None)))
+    assert waits(result) == {"r1": None, "r2": 0.0, "r3": 0.0, "r4": None}
+    assert (result.rejected, result.failed, result.started) == (1, 2, 2)
+    assert at_minute(result, 50)["failed"] == 1  # the rejected one; r4 still waits
+    assert at_minute(result, 100)["failed"] == 2 and at_minute(result, 100)["queued"] == 1
+
+
+def test_replay_recorded_allocations_free_capacity_when_they_end() -> None:
+    # x holds a until minute 10, y holds b for good; x0 ended and z starts
+    # inside the window (neither occupies anything at the start).
+    allocations = recorded(
+        ("x", "a", 2.0, -60, 10), ("y", "b", 2.0, -60, None),
+        ("x0", "a", 2.0, -60, 0), ("z", "a", 1.0, 5, None),
+    )  # fmt: skip
+    result = replay(timed_requests((2, 0, None)), allocations)
+    assert waits(result) == {"r1": 600.0}
+    assert at_minute(result, 0)["allocated_pct"] == 100.0
+    assert at_minute(result, 5)["queued"] == 1
+    assert at_minute(result, 100)["allocated_pct"] == 100.0  # r1 on a, y on b
+    rows = result.allocations.select("alloc_id", "node_id", "recorded").rows()
+    assert rows == [("x", "a", True), ("y", "b", True), ("replay/r1", "a", False)]
+
+
+def test_replay_recorded_shares_are_packed_first_fit_decreasing() -> None:
+    # On b: 0.7 -> GPU 0, 0.5 -> GPU 1, 0.3 -> GPU 0 (the first with room); the
+    # whole GPU on a takes GPU 0. A 0.5 share then fits only b's GPU 1 or a.
+    allocations = recorded(
+        ("s3", "b", 0.3, -1, None), ("s5", "b", 0.5, -1, None),
+        ("s7", "b", 0.7, -1, None), ("w", "a", 1.0, -1, None),
+    )  # fmt: skip
+    result = replay(timed_requests((0.5, 0, None)), allocations)
+    index = dict(result.allocations.select("alloc_id", "gpu_index").iter_rows())
+    assert index == {"s3": "0", "s5": "1", "s7": "0", "w": "0", "replay/r1": "1"}
+    # best-fit: b is left with 0.0 + 0.0 free after the share, a with 1.0
+    assert result.allocations.filter(pl.col("request_id") == "r1")["node_id"].to_list() == ["b"]
+    assert at_minute(result, 0)["allocated_pct"] == 62.5  # 2.5 of 4 GPUs
+
+
+def test_replay_empty_ignores_the_recorded_allocations() -> None:
+    allocations = recorded(("x", "a", 2.0, -60, 10), ("y", "b", 2.0, -60, None))
+    result = replay(timed_requests((2, 0, None)), allocations, empty=True)
+    assert waits(result) == {"r1": 0.0}
+    assert at_minute(result, 0)["allocated_pct"] == 0.0
+    assert at_minute(result, 5)["allocated_pct"] == 50.0
+    assert not result.allocations["recorded"].any()
+
+
+def test_replay_is_deterministic_and_seeded() -> None:
+    requests = timed_requests(*[(g, m, d) for g, m, d in
+                                [(1, 0, 30), (0.5, 1, 20), (1, 2, None), (0.25, 3, 7),
+                                 (2, 4, 9), (1, 5, 3), (0.5, 6, None)]])  # fmt: skip
+    nodes = make_nodes(*[(f"n{i}", "T4", 2, 16.0, None, "s1") for i in range(6)])
+    runs = [replay(requests, policy="random", seed=s, nodes=nodes) for s in (3, 3, 4)]
+    assert runs[0].curve.equals(runs[1].curve)
+    assert runs[0].allocations.equals(runs[1].allocations)
+    assert not runs[0].allocations.equals(runs[2].allocations)
+    for policy in POLICIES:
+        one, two = (replay(requests, policy=policy, nodes=nodes) for _ in range(2))
+        assert one.allocations.equals(two.allocations) and one.curve.equals(two.curve)
+    curves = replay_curves(
+        nodes, NO_ALLOCATIONS, requests, PlacementOptions(seed=3, seeds=2), *WINDOW,
+        empty=True, policies=("random", "fgd"),
+    )  # fmt: skip
+    assert list(curves) == ["random", "fgd"]
+    assert curves["random"].columns == [
+        "instant_pct", "allocated_pct", "fragmented_pct", "queued", "started", "failed"
+    ]  # fmt: skip
+
+
+def test_replay_errors_name_the_problem() -> None:
+    requests = timed_requests((1, 0, None))
+    with pytest.raises(UsageError, match="queue"):
+        replay(requests, queue="lifo")
+    with pytest.raises(UsageError, match="window"):
+        simulate_replay(PAIR, NO_ALLOCATIONS, requests, PlacementOptions(), T0, T0, False)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.25, 0.5, 0.7, 1.0, 2.0, 4.0]),
+            st.integers(0, 99),
+            st.one_of(st.none(), st.integers(0, 40)),
+        ),
+        min_size=1,
+        max_size=14,
+    ),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.sampled_from([0.3, 0.6, 1.0, 1.5]),
+            st.one_of(st.none(), st.integers(1, 99)),
+        ),
+        max_size=4,
+    ),
+    st.sampled_from(POLICIES),
+    st.sampled_from(["fifo", "backfill"]),
+)
+def test_replay_never_exceeds_capacity_at_any_event(rows, held, policy, queue) -> None:
+    requests = timed_requests(*rows).with_columns(gpus_per_pod=pl.lit(None, pl.Float64))
+    allocations = recorded(*[(f"h{i}", n, g, -1, e) for i, (n, g, e) in enumerate(held)])
+    result = replay(requests, allocations, policy=policy, queue=queue)
+    frame = result.allocations
+    instants = set(frame["start_time"].to_list()) | set(frame["end_time"].drop_nulls().to_list())
+    for t in instants:
+        active = frame.filter(
+            (pl.col("start_time") <= t) & (pl.col("end_time").is_null() | (pl.col("end_time") > t))
+        )
+        used: dict[tuple[str, int], float] = defaultdict(float)
+        for node, gpus, index in active.select("node_id", "gpus", "gpu_index").iter_rows():
+            # whole GPUs first, then the GPU holding the fractional part (1.5 -> 1 + 0.5)
+            gpus_of = [int(g) for g in index.split(",") if g]
+            whole = int(gpus + 1e-9)
+            for k, g in enumerate(gpus_of):
+                used[(node, g)] += 1.0 if k < whole else gpus - whole
+        assert all(v <= 1 + 1e-9 and g < 2 for (_, g), v in used.items()), (t, used)
+    assert result.curve["allocated_pct"].max() <= 100.0 + 1e-9
+    starts = result.waits.drop_nulls("start_time")
+    assert (starts["wait_s"] >= 0).all()
+    if queue == "fifo":  # strict FIFO: starts in arrival order
+        assert starts["start_time"].is_sorted()
+    assert result.started + result.failed == result.arrived
+
+
+def test_whatif_placement_replays_by_time_when_no_fill_is_given(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetaudit.api import StoreOptions
+    from fleetaudit.cli import app
+    from fleetaudit.placement_api import PlacementRun, whatif_placement
+
+    tiny = Path(__file__).parent / "data" / "tiny"
+    db = tmp_path / "tiny.duckdb"
+    assert CliRunner().invoke(app, ["ingest", str(tiny), "--db", str(db)]).exit_code == 0
+    run = PlacementRun(policies=("best-fit", "fgd"), since=timedelta(days=2), save_as="replayed")
+    result = whatif_placement(StoreOptions(db=db), run)
+    assert result.mode == "time" and result.fill_pct is None and result.gpus == 44
+    assert (result.queue, result.empty) == ("fifo", False)
+    assert result.start == result.at - timedelta(days=2)
+    assert list(result.curves) == ["best-fit", "fgd"]
+    curve = result.curves["best-fit"]
+    assert curve.columns == [
+        "instant_pct", "allocated_pct", "fragmented_pct", "queued", "started", "failed"
+    ]  # fmt: skip
+    assert curve["instant_pct"].to_list() == [5.0 * i for i in range(21)]
+    assert curve["allocated_pct"].max() <= 100.0
+    with pytest.raises(UsageError, match="--queue"):
+        whatif_placement(StoreOptions(db=db), PlacementRun(queue="lifo"))
