@@ -513,13 +513,14 @@ def demo(
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
 ) -> None:
-    """Ingest the bundled sample fleet into the store and show what it holds."""
+    """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes."""
     with console.progress_status("ingesting the sample fleet") as progress:
         result = api.run_demo(_store(db, lock_timeout), progress)
     console.render_ingest(result.ingest)
     console.render_summary(result.summary)
     state = result.state
     console.render_state(state.state, iso(state.at) or "")
+    console.render_shapes(evaluate_shapes(_store(db, lock_timeout), ShapesOptions(explain=False)))
 
 
 def main() -> None:
