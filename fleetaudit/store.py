@@ -168,9 +168,6 @@ class Store:
     def row_count(self, table: str) -> int:
         return int(self.scalar(f"SELECT count(*) FROM {quote_identifier(table)}"))
 
-    def is_empty(self) -> bool:
-        return all(self.row_count(t) == 0 for t in schema.TABLES)
-
 
 def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
     for tbl in schema.TABLES.values():
