@@ -918,6 +918,9 @@ def fill_curves(
 # ------------------------------------------------------------ by-time replay
 
 QUEUES = ("fifo", "backfill")
+# Backfill skips, at a departure, the waiting shapes that would fail again (exact, see
+# simulate_replay's retry); False = try every shape (the reference the tests compare to).
+_BACKFILL_PRECHECK = True
 _EPOCH = datetime(1970, 1, 1)
 _NEVER = np.iinfo(np.int64).max
 _REPLAY_CURVE = {
@@ -1214,25 +1217,137 @@ def simulate_replay(
     waiting: dict[int, deque[tuple[int, int]]] = {}  # backfill: class -> (arrival, request)
     queued = 0
 
-    def retry(t: int) -> None:
+    # Backfill pre-check. Every waiting shape failed at its last try (a retry pass
+    # or its arrival), and since then capacity was only taken, except on the nodes
+    # freed at this instant. A single pod (or a gang of locality "any", whose
+    # greedy placement succeeds iff the fleet's room counted in pods reaches its
+    # size) can only fit now on a freed node: the shapes no freed node can host
+    # would fail again, and are skipped without the policy's evaluation (a failed
+    # evaluation changes nothing but caches, except the draws of a random gang).
+    # Gangs kept in one switch domain (or node) are not monotone (the policy's
+    # first pod picks the domain): they are checked exactly instead, see gang_fits.
+    rep = np.zeros(int(classes.max()) + 1 if len(classes) else 0, dtype=np.int64)
+    rep[classes] = np.arange(len(classes))
+    gang = (workload.pods > 1) & (workload.locality != LOCALITIES.index("any"))
+    deterministic = options.policy != "random"
+    monotone = (workload.pods == 1) | (~gang & deterministic)
+    hopeless: dict[int, bool] = {}  # gang class -> no domain could host it at its last try
+
+    def room(r: int, nodes: np.ndarray) -> np.ndarray:
+        """Pods of request r each node can still take (capped at the gang's size)."""
+        w, st = workload, run.state
+        k = int(w.pods[r])
+        cap = np.where(
+            w.model_ok[w.allowed[r], nodes]
+            & (st.cpu[nodes] >= w.cpu[r])
+            & (st.memory[nodes] >= w.memory[r]),
+            k,
+            0,
+        )
+        if w.cpu[r] > 0:
+            cap = np.minimum(cap, st.cpu[nodes] // w.cpu[r])
+        if w.memory[r] > 0:
+            cap = np.minimum(cap, st.memory[nodes] // w.memory[r])
+        if w.count[r]:
+            if w.share[r] < _U:
+                if w.share[r] > 0:
+                    cap = np.minimum(cap, (st.free[nodes] // w.share[r]).sum(axis=1))
+            else:
+                cap = np.minimum(cap, st.whole[nodes] // w.count[r])
+        return np.maximum(cap, 0)
+
+    switch = LOCALITIES.index("switch")
+    members = np.argsort(fleet.domain, kind="stable")  # nodes grouped by domain
+    bounds = np.searchsorted(fleet.domain[members], np.arange(int(fleet.domain.max()) + 2))
+    freed_room: dict[tuple[int, ...], int] = {}  # this pass: pod shape -> most room in a domain
+
+    def freed_domains_room(r: int, freed: np.ndarray) -> int:
+        """The most pods of r's shape one domain (or node) holding a freed node can take."""
+        w = workload
+        shape = (int(w.locality[r]), int(w.share[r]), int(w.count[r]), int(w.cpu[r]),
+                 int(w.memory[r]), int(w.allowed[r]))  # fmt: skip
+        most = freed_room.get(shape)
+        if most is None:
+            if shape[0] == switch:
+                nodes = np.concatenate(
+                    [members[bounds[d] : bounds[d + 1]] for d in np.unique(fleet.domain[freed])]
+                )
+                most = int(np.bincount(fleet.domain[nodes], weights=room(r, nodes)).max())
+            else:
+                most = int(room(r, freed).max())
+            freed_room[shape] = most
+        return most
+
+    def gang_fits(r: int, freed: np.ndarray) -> bool:
+        """Whether gang r (switch or node locality) would start now, exactly.
+
+        Its pods after the first go greedily into the first pod's domain, each
+        taking one pod of room on its node: it starts iff the policy's choice for
+        the first pod lies in a domain with room for the whole gang.
+        """
+        c, k = int(classes[r]), int(workload.pods[r])
+        if hopeless.get(c, False) and freed_domains_room(r, freed) < k:
+            return False  # only the freed nodes' domains gained room since the last try
+        on_switch = workload.locality[r] == switch
+        domains = fleet.domain if on_switch else np.arange(len(fleet.node_ids))
+        if np.bincount(domains, weights=room(r, np.arange(len(domains)))).max() < k:
+            hopeless[c] = True
+            return False
+        hopeless[c] = False
+        n, _ = run._choose(r, run._feasible(r, None))
+        if n < 0:
+            return False
+        if on_switch:
+            d = int(fleet.domain[n])
+            return int(room(r, members[bounds[d] : bounds[d + 1]]).sum()) >= k
+        return int(room(r, np.array([n])).sum()) >= k
+
+    def candidates(freed: np.ndarray) -> set[int]:
+        """The waiting classes worth a try after the nodes ``freed`` got room back."""
+        cls = np.fromiter(waiting, dtype=np.int64, count=len(waiting))
+        reps = rep[cls]
+        w, st = workload, run.state
+        ok = w.model_ok[w.allowed[reps][:, None], freed[None, :]]
+        ok &= st.cpu[freed][None, :] >= w.cpu[reps][:, None]
+        ok &= st.memory[freed][None, :] >= w.memory[reps][:, None]
+        share, count = w.share[reps][:, None], w.count[reps][:, None]
+        ok &= (count == 0) | (share >= _U) | (st.largest[freed][None, :] >= share)
+        ok &= (count == 0) | (share < _U) | (st.whole[freed][None, :] >= count)
+        keep = ok.any(axis=1) | ~monotone[reps]
+        return set(cls[keep].tolist())
+
+    def retry(t: int, freed: list[int]) -> None:
         nonlocal queued
         if queue == "fifo":
             while fifo and try_start(fifo[0], t):
                 fifo.popleft()
                 queued -= 1
             return
-        heads = [(q[0][0], c) for c, q in waiting.items()]
+        if _BACKFILL_PRECHECK:
+            nodes = np.unique(np.array(freed, dtype=np.int64))
+            worth = candidates(nodes)
+            freed_room.clear()
+            heads = [(q[0][0], c) for c, q in waiting.items() if c in worth]
+        else:
+            heads = [(q[0][0], c) for c, q in waiting.items()]
         heapq.heapify(heads)
+        checked: set[int] = set()
         while heads:
             _, c = heapq.heappop(heads)
             q = waiting[c]
-            if try_start(q[0][1], t):
+            r = q[0][1]
+            if _BACKFILL_PRECHECK and gang[r] and deterministic and c not in checked:
+                checked.add(c)
+                if not gang_fits(r, nodes):
+                    continue
+            if try_start(r, t):
                 q.popleft()
                 queued -= 1
                 if q:
                     heapq.heappush(heads, (q[0][0], c))
                 else:
                     del waiting[c]
+                    hopeless.pop(c, None)
 
     def arrive(r: int, arrival: int, t: int) -> None:
         nonlocal queued, rejected
@@ -1285,16 +1400,19 @@ def simulate_replay(
             break
         sample(t)
         if t_dep == t:
+            freed: list[int] = []
             while heap and heap[0][0] == t:
                 _, _, item = heapq.heappop(heap)
                 if item < 0:
                     _release_recorded(run, records[-1 - item])
+                    freed.append(records[-1 - item].node)
                 else:
                     r, pods = groups[item]
                     for _, n, used in reversed(pods):
                         run._undo(r, n, used)
+                        freed.append(n)
             if queued:
-                retry(t)
+                retry(t, freed)
         while a < len(arriving) and int(submit[arriving[a]]) == t:
             arrive(int(arriving[a]), a, t)
             a += 1
