@@ -97,36 +97,21 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
                 policy=saved_policy, fill_pct=run.fill_pct, seed=run.seed, shuffle=run.shuffle,
             ),
         )  # fmt: skip
-        allocations = final.allocations.select(
-            "alloc_id",
-            "job_id",
-            "node_id",
-            "gpus",
-            "cpus",
-            "memory_gib",
-            pl.lit("high").alias("priority"),
-            pl.lit(None, dtype=pl.Utf8).alias("workload"),
-            pl.lit(None, dtype=pl.Utf8).alias("tenant"),
-            pl.lit(at).alias("start_time"),  # placed at t, running on
-            pl.lit(None, dtype=pl.Datetime("us")).alias("end_time"),
-            pl.lit(None, dtype=pl.Float64).alias("checkpoint_interval_s"),
-            pl.lit(False).alias("sleepable"),
+        _save_placement(
+            store_options,
+            run.save_as,
+            final.allocations.with_columns(
+                pl.lit(at).alias("start_time"),  # placed at t, running on
+                pl.lit(None, dtype=pl.Datetime("us")).alias("end_time"),
+            ),
+            {
+                "policy": saved_policy,
+                "fill_pct": run.fill_pct,
+                "seed": run.seed,
+                "shuffle": run.shuffle,
+            },
+            at,
         )
-        with writing(store_options) as store:
-            save_scenario(
-                store,
-                run.save_as,
-                allocations,
-                base="empty",
-                command="whatif placement",
-                options={
-                    "policy": saved_policy,
-                    "fill_pct": run.fill_pct,
-                    "seed": run.seed,
-                    "shuffle": run.shuffle,
-                },
-                at=at,
-            )
     return PlacementResult(
         mode="fill",
         fill_pct=run.fill_pct,
@@ -169,38 +154,20 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         ).allocations  # fmt: skip
         # The state at the window's end: what still runs there (recorded or replayed).
         final = final.filter(pl.col("end_time").is_null() | (pl.col("end_time") > at))
-        allocations_out = final.select(
-            "alloc_id",
-            "job_id",
-            "node_id",
-            "gpus",
-            "cpus",
-            "memory_gib",
-            pl.lit("high").alias("priority"),
-            pl.lit(None, dtype=pl.Utf8).alias("workload"),
-            pl.lit(None, dtype=pl.Utf8).alias("tenant"),
-            pl.col("start_time"),
-            pl.col("end_time"),
-            pl.lit(None, dtype=pl.Float64).alias("checkpoint_interval_s"),
-            pl.lit(False).alias("sleepable"),
+        _save_placement(
+            store_options,
+            run.save_as,
+            final,
+            {
+                "policy": saved_policy,
+                "mode": "time",
+                "since_s": since.total_seconds(),
+                "empty": run.empty,
+                "queue": run.queue,
+                "seed": run.seed,
+            },
+            at,
         )
-        with writing(store_options) as store:
-            save_scenario(
-                store,
-                run.save_as,
-                allocations_out,
-                base="empty",
-                command="whatif placement",
-                options={
-                    "policy": saved_policy,
-                    "mode": "time",
-                    "since_s": since.total_seconds(),
-                    "empty": run.empty,
-                    "queue": run.queue,
-                    "seed": run.seed,
-                },
-                at=at,
-            )
     return PlacementResult(
         mode="time",
         fill_pct=None,
@@ -214,3 +181,37 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         queue=run.queue,
         empty=run.empty,
     )
+
+
+def _save_placement(
+    store_options: StoreOptions,
+    name: str,
+    placed: pl.DataFrame,
+    options: dict[str, object],
+    at: datetime,
+) -> None:
+    """Save placed pods (with start_time and end_time) as scenario ``name`` (base empty).
+
+    Every pod is saved as high-priority work; workload, tenant and checkpoints
+    are not known to a placement what-if.
+    """
+    allocations = placed.select(
+        "alloc_id",
+        "job_id",
+        "node_id",
+        "gpus",
+        "cpus",
+        "memory_gib",
+        pl.lit("high").alias("priority"),
+        pl.lit(None, dtype=pl.Utf8).alias("workload"),
+        pl.lit(None, dtype=pl.Utf8).alias("tenant"),
+        "start_time",
+        "end_time",
+        pl.lit(None, dtype=pl.Float64).alias("checkpoint_interval_s"),
+        pl.lit(False).alias("sleepable"),
+    )
+    with writing(store_options) as store:
+        save_scenario(
+            store, name, allocations, base="empty", command="whatif placement",
+            options=options, at=at,
+        )  # fmt: skip
