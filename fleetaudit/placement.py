@@ -73,10 +73,11 @@ import heapq
 import math
 import multiprocessing
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -96,6 +97,8 @@ __all__ = [
     "simulate_fill",
     "simulate_replay",
 ]
+
+_T = TypeVar("_T")
 
 POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
 LOCALITIES = ("any", "switch", "node")
@@ -860,6 +863,19 @@ def simulate_fill(
     )
 
 
+def _map_runs(task: Callable[[Any], _T], tasks: list[Any], workers: int) -> list[_T]:
+    """Run ``task`` over ``tasks`` in order, in ``workers`` processes when asked.
+
+    Spawned, not forked: a fork of a process whose DuckDB or polars threads ran
+    can deadlock.
+    """
+    if workers > 1 and len(tasks) > 1:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            return list(pool.map(task, tasks, chunksize=1))
+    return [task(t) for t in tasks]
+
+
 def _curve_task(
     args: tuple[_Fleet, _Workload, PlacementOptions, str, int],
 ) -> dict[str, list[float]]:
@@ -896,13 +912,7 @@ def fill_curves(
         for policy in policies
         for i in range(options.seeds)
     ]
-    if options.workers > 1 and len(tasks) > 1:
-        # spawn, not fork: a forked child of a process whose DuckDB threads ran can deadlock
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=options.workers, mp_context=context) as pool:
-            curves = list(pool.map(_curve_task, tasks, chunksize=1))
-    else:
-        curves = [_curve_task(task) for task in tasks]
+    curves = _map_runs(_curve_task, tasks, options.workers)
     result: dict[str, pl.DataFrame] = {}
     for p, policy in enumerate(policies):
         runs = [_curve_frame(c) for c in curves[p * options.seeds : (p + 1) * options.seeds]]
@@ -1529,13 +1539,7 @@ def replay_curves(
         for policy in policies
         for i in range(options.seeds)
     ]  # fmt: skip
-    if options.workers > 1 and len(tasks) > 1:
-        # spawn: forking a process that runs polars' thread pool can deadlock
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=options.workers, mp_context=context) as pool:
-            curves = list(pool.map(_replay_task, tasks, chunksize=1))
-    else:
-        curves = [_replay_task(task) for task in tasks]
+    curves = _map_runs(_replay_task, tasks, options.workers)
     result: dict[str, pl.DataFrame] = {}
     for p, policy in enumerate(policies):
         runs = curves[p * options.seeds : (p + 1) * options.seeds]
