@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from fleetaudit.store import Store, open_store
@@ -59,3 +60,15 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text.lstrip("\n"), encoding="utf-8")
     return path
+
+
+# The nodes frame as the store hands it to the algorithms (fleetaudit.schema NODES).
+NODE_SCHEMA = {
+    "node_id": pl.String,
+    "gpu_model": pl.String,
+    "gpus": pl.Int64,
+    "cpus": pl.Float64,
+    "memory_gib": pl.Float64,
+    "switch_id": pl.String,
+    "health": pl.String,
+}

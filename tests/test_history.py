@@ -25,21 +25,13 @@ from fleetaudit.history import (
 )
 from fleetaudit.occupancy import occupancy_at, occupancy_timeline
 from fleetaudit.shapes import make_shape
+from tests.conftest import NODE_SCHEMA
 
 TINY = Path(__file__).parent / "data" / "tiny"
 DAY = datetime(2026, 1, 1)
 H = timedelta(hours=1)
 M = timedelta(minutes=1)
 
-NODE_SCHEMA = {
-    "node_id": pl.String,
-    "gpu_model": pl.String,
-    "gpus": pl.Int64,
-    "cpus": pl.Float64,
-    "memory_gib": pl.Float64,
-    "switch_id": pl.String,
-    "health": pl.String,
-}
 ALLOC_SCHEMA = {
     "alloc_id": pl.String,
     "node_id": pl.String,

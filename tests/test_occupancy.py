@@ -25,6 +25,7 @@ from fleetaudit.occupancy import (
     pack_shares,
     peak_occupancy,
 )
+from tests.conftest import NODE_SCHEMA
 
 TINY = Path(__file__).parent / "data" / "tiny"
 DAY = datetime(2026, 1, 1)
@@ -36,15 +37,6 @@ def hour(h: float) -> datetime:
 
 # ----------------------------------------------------------------- frame builders
 
-NODE_SCHEMA = {
-    "node_id": pl.String,
-    "gpu_model": pl.String,
-    "gpus": pl.Int64,
-    "cpus": pl.Float64,
-    "memory_gib": pl.Float64,
-    "switch_id": pl.String,
-    "health": pl.String,
-}
 ALLOC_SCHEMA = {
     "alloc_id": pl.String,
     "job_id": pl.String,

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from fleetaudit.occupancy import node_state
 from fleetaudit.reclaim import Reclaim, _prepare, reclaimable
 from fleetaudit.shapes import Evaluation, Shape, evaluate, make_shape, node_slots
+from tests.conftest import NODE_SCHEMA
 
 TINY = Path(__file__).parent / "data" / "tiny"
 T = datetime(2026, 1, 1, 12)
@@ -30,15 +31,6 @@ ONE_HOUR_AGO = hours_before(1)
 
 # ----------------------------------------------------------------- frame builders
 
-NODE_SCHEMA = {
-    "node_id": pl.String,
-    "gpu_model": pl.String,
-    "gpus": pl.Int64,
-    "cpus": pl.Float64,
-    "memory_gib": pl.Float64,
-    "switch_id": pl.String,
-    "health": pl.String,
-}
 ALLOC_SCHEMA = {
     "alloc_id": pl.String,
     "job_id": pl.String,
