@@ -252,6 +252,71 @@ def save_scenario(
         store.run("INSERT INTO scenario_allocations SELECT * FROM _fa_scenario_rows")
 
 
+# -- recorded what-if runs -------------------------------------------------------------
+
+WHATIF_KINDS = ("compaction", "harvesting")
+
+
+def record_whatif_run(
+    options: StoreOptions,
+    kind: str,
+    *,
+    at: datetime,
+    scenario: str | None,
+    run_options: dict[str, Any],
+    document: dict[str, Any],
+) -> None:
+    """Keep a what-if's ``--json`` document in the store, so ``report`` can show it.
+
+    Args:
+        kind: one of :data:`WHATIF_KINDS`.
+        run_options: the options it ran with (JSON-serialisable; datetimes become text).
+        document: the SPEC document the run printed.
+    """
+    if kind not in WHATIF_KINDS:
+        raise ValueError(f"unknown what-if kind {kind!r}")
+    with writing(options) as store:
+        store.execute(
+            "insert_whatif_run",
+            kind=kind,
+            at=at,
+            scenario=scenario,
+            options=json.dumps(run_options, default=str, sort_keys=True),
+            document=json.dumps(document, default=str),
+        )
+
+
+@dataclass(frozen=True)
+class WhatifRun:
+    """The newest recorded run of one what-if kind."""
+
+    kind: str
+    created_at: datetime
+    at: datetime
+    scenario: str | None
+    options: dict[str, Any]
+    document: dict[str, Any]
+    stale: bool  # an ingest landed after the run
+
+
+def latest_whatif_runs(store: Store) -> dict[str, WhatifRun]:
+    """The newest run of each what-if kind recorded in ``store`` (kind -> run)."""
+    if "whatif_runs" not in store.table_names():  # a store written before runs were kept
+        return {}
+    return {
+        row["kind"]: WhatifRun(
+            kind=row["kind"],
+            created_at=to_utc(row["created_at"]),
+            at=to_utc(row["at"]),
+            scenario=row["scenario"],
+            options=json.loads(row["options"]),
+            document=json.loads(row["document"]),
+            stale=bool(row["stale"]),
+        )
+        for row in store.query("latest_whatif_runs").iter_rows(named=True)
+    }
+
+
 # -- generator and demo ------------------------------------------------------------------
 
 

@@ -168,6 +168,15 @@ class Store:
     def row_count(self, table: str) -> int:
         return int(self.scalar(f"SELECT count(*) FROM {quote_identifier(table)}"))
 
+    def table_names(self) -> set[str]:
+        """The tables of the store's main schema."""
+        return {
+            row[0]
+            for row in self._fetchall(
+                "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'", None
+            )
+        }
+
 
 def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
     for tbl in schema.TABLES.values():

@@ -18,3 +18,7 @@ CREATE TABLE IF NOT EXISTS scenario_allocations (
     memory_gib DOUBLE, priority VARCHAR, workload VARCHAR, tenant VARCHAR,
     start_time TIMESTAMP, end_time TIMESTAMP, checkpoint_interval_s DOUBLE, sleepable BOOLEAN
 );
+CREATE TABLE IF NOT EXISTS whatif_runs (
+    run_id BIGINT, created_at TIMESTAMP, kind VARCHAR, "at" TIMESTAMP, scenario VARCHAR,
+    ingest_id BIGINT, options VARCHAR, document VARCHAR
+);

@@ -120,3 +120,46 @@ def test_not_a_store(tmp_path: Path) -> None:
     junk.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreError, match=r"junk.duckdb: cannot open the store: "):
         open_store(junk)
+
+
+def test_whatif_runs_keep_the_newest_per_kind_and_go_stale_on_ingest(
+    db_path: Path, tiny_dir: Path
+) -> None:
+    from datetime import datetime, timezone
+
+    from fleetaudit import api
+
+    options = api.StoreOptions(db_path)
+    api.ingest_paths(options, [tiny_dir])
+    at = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    for depth in (2, 3):
+        api.record_whatif_run(
+            options,
+            "compaction",
+            at=at,
+            scenario=None,
+            run_options={"depth": depth, "at": at},
+            document={"schema": "fleetaudit.compaction/1", "depth": depth},
+        )
+    with api.reading(options) as s:
+        runs = api.latest_whatif_runs(s)
+    assert set(runs) == {"compaction"}
+    assert runs["compaction"].options["depth"] == 3
+    assert runs["compaction"].document["depth"] == 3
+    assert not runs["compaction"].stale
+    api.ingest_paths(options, [tiny_dir])
+    with api.reading(options) as s:
+        assert api.latest_whatif_runs(s)["compaction"].stale
+    with pytest.raises(ValueError):
+        api.record_whatif_run(
+            options, "nonsense", at=at, scenario=None, run_options={}, document={}
+        )
+
+
+def test_a_store_without_the_runs_table_has_no_runs(db_path: Path) -> None:
+    from fleetaudit import api
+
+    duckdb.connect(str(db_path)).close()
+    with open_store(db_path) as s:
+        s.run("DROP TABLE whatif_runs")
+        assert api.latest_whatif_runs(s) == {}
