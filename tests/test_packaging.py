@@ -55,6 +55,8 @@ SAMPLE_PARAMS = {
     "command": "test",
     "options": "{}",
     "base": "recorded",
+    "kind": "compaction",
+    "document": "{}",
 }
 
 
