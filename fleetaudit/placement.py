@@ -670,11 +670,67 @@ class _Run:
                 self.shapes, st.free[n : n + 1], st.cpu[n : n + 1], self.fleet.model[n : n + 1]
             )[0]
 
+    def room(self, r: int, nodes: np.ndarray | None = None) -> np.ndarray:
+        """Pods of request r each node (of ``nodes``, default all) can still take, capped at
+        the request's pod count.
+
+        Exact: a pod placed on a node lowers its room by exactly one (it takes
+        ``count`` whole GPUs, or one share of a GPU holding at least one, and its
+        CPUs and memory), so a domain whose room reaches the pod count holds the
+        whole gang wherever the policy puts each pod inside it.
+        """
+        w, st = self.workload, self.state
+        if nodes is None:
+            nodes = np.arange(len(self.fleet.node_ids))
+        k = int(w.pods[r])
+        cap = np.where(
+            w.model_ok[w.allowed[r], nodes]
+            & (st.cpu[nodes] >= w.cpu[r])
+            & (st.memory[nodes] >= w.memory[r]),
+            k,
+            0,
+        )
+        if w.cpu[r] > 0:
+            cap = np.minimum(cap, st.cpu[nodes] // w.cpu[r])
+        if w.memory[r] > 0:
+            cap = np.minimum(cap, st.memory[nodes] // w.memory[r])
+        if w.count[r]:
+            if w.share[r] < _U:
+                if w.share[r] > 0:
+                    cap = np.minimum(cap, (st.free[nodes] // w.share[r]).sum(axis=1))
+            else:
+                cap = np.minimum(cap, st.whole[nodes] // w.count[r])
+        return np.maximum(cap, 0)
+
+    def gang_hosts(self, r: int) -> np.ndarray | None:
+        """The nodes where the first pod of gang r may go: those in a switch domain (or,
+        for locality ``node``, on a node) with room for every pod. None: anywhere
+        (a single pod, or a gang of locality ``any`` that the fleet has room for)."""
+        w = self.workload
+        k = int(w.pods[r])
+        if k <= 1:
+            return None
+        room = self.room(r)
+        locality = LOCALITIES[int(w.locality[r])]
+        if locality == "any":  # it fits iff the fleet has room: fail before any draw
+            return None if int(room.sum()) >= k else np.zeros(len(room), dtype=bool)
+        if locality == "node":
+            return room >= k
+        domain = self.fleet.domain
+        return (np.bincount(domain, weights=room, minlength=int(domain.max()) + 1) >= k)[domain]
+
     def place(self, r: int) -> list[tuple[int, int, list[int]]] | None:
-        """Place every pod of request r, or none: [(pod, node, GPUs)], or None."""
+        """Place every pod of request r, or none: [(pod, node, GPUs)], or None.
+
+        A gang kept in one switch domain (or node) goes to the domain that the
+        policy's choice for its first pod picks among the domains with room for
+        the whole gang; its other pods follow inside that domain.
+        """
         w = self.workload
         placed: list[tuple[int, int, list[int]]] = []
-        within: np.ndarray | None = None
+        within = self.gang_hosts(r)
+        if within is not None and not within.any():
+            return None
         for pod in range(int(w.pods[r])):
             n, value = self._choose(r, self._feasible(r, within))
             if n < 0:
@@ -1229,42 +1285,17 @@ def simulate_replay(
 
     # Backfill pre-check. Every waiting shape failed at its last try (a retry pass
     # or its arrival), and since then capacity was only taken, except on the nodes
-    # freed at this instant. A single pod (or a gang of locality "any", whose
-    # greedy placement succeeds iff the fleet's room counted in pods reaches its
-    # size) can only fit now on a freed node: the shapes no freed node can host
-    # would fail again, and are skipped without the policy's evaluation (a failed
-    # evaluation changes nothing but caches, except the draws of a random gang).
-    # Gangs kept in one switch domain (or node) are not monotone (the policy's
-    # first pod picks the domain): they are checked exactly instead, see gang_fits.
+    # freed at this instant. A single pod (or a gang of locality "any", which starts
+    # iff the fleet's room counted in pods reaches its size) can only fit now on a
+    # freed node: the shapes no freed node can host would fail again, and are
+    # skipped without the policy's evaluation (a failed placement changes nothing
+    # but caches, and draws no random number). A gang kept in one switch domain (or
+    # node) starts iff some domain has room for all of it (_Run.gang_hosts): after
+    # a failure, only the domains of the freed nodes can have gained that room.
     rep = np.zeros(int(classes.max()) + 1 if len(classes) else 0, dtype=np.int64)
     rep[classes] = np.arange(len(classes))
     gang = (workload.pods > 1) & (workload.locality != LOCALITIES.index("any"))
-    deterministic = options.policy != "random"
-    monotone = (workload.pods == 1) | (~gang & deterministic)
-    hopeless: dict[int, bool] = {}  # gang class -> no domain could host it at its last try
-
-    def room(r: int, nodes: np.ndarray) -> np.ndarray:
-        """Pods of request r each node can still take (capped at the gang's size)."""
-        w, st = workload, run.state
-        k = int(w.pods[r])
-        cap = np.where(
-            w.model_ok[w.allowed[r], nodes]
-            & (st.cpu[nodes] >= w.cpu[r])
-            & (st.memory[nodes] >= w.memory[r]),
-            k,
-            0,
-        )
-        if w.cpu[r] > 0:
-            cap = np.minimum(cap, st.cpu[nodes] // w.cpu[r])
-        if w.memory[r] > 0:
-            cap = np.minimum(cap, st.memory[nodes] // w.memory[r])
-        if w.count[r]:
-            if w.share[r] < _U:
-                if w.share[r] > 0:
-                    cap = np.minimum(cap, (st.free[nodes] // w.share[r]).sum(axis=1))
-            else:
-                cap = np.minimum(cap, st.whole[nodes] // w.count[r])
-        return np.maximum(cap, 0)
+    hopeless: set[int] = set()  # gang classes that found no domain at their last try
 
     switch = LOCALITIES.index("switch")
     members = np.argsort(fleet.domain, kind="stable")  # nodes grouped by domain
@@ -1282,35 +1313,11 @@ def simulate_replay(
                 nodes = np.concatenate(
                     [members[bounds[d] : bounds[d + 1]] for d in np.unique(fleet.domain[freed])]
                 )
-                most = int(np.bincount(fleet.domain[nodes], weights=room(r, nodes)).max())
+                most = int(np.bincount(fleet.domain[nodes], weights=run.room(r, nodes)).max())
             else:
-                most = int(room(r, freed).max())
+                most = int(run.room(r, freed).max())
             freed_room[shape] = most
         return most
-
-    def gang_fits(r: int, freed: np.ndarray) -> bool:
-        """Whether gang r (switch or node locality) would start now, exactly.
-
-        Its pods after the first go greedily into the first pod's domain, each
-        taking one pod of room on its node: it starts iff the policy's choice for
-        the first pod lies in a domain with room for the whole gang.
-        """
-        c, k = int(classes[r]), int(workload.pods[r])
-        if hopeless.get(c, False) and freed_domains_room(r, freed) < k:
-            return False  # only the freed nodes' domains gained room since the last try
-        on_switch = workload.locality[r] == switch
-        domains = fleet.domain if on_switch else np.arange(len(fleet.node_ids))
-        if np.bincount(domains, weights=room(r, np.arange(len(domains)))).max() < k:
-            hopeless[c] = True
-            return False
-        hopeless[c] = False
-        n, _ = run._choose(r, run._feasible(r, None))
-        if n < 0:
-            return False
-        if on_switch:
-            d = int(fleet.domain[n])
-            return int(room(r, members[bounds[d] : bounds[d + 1]]).sum()) >= k
-        return int(room(r, np.array([n])).sum()) >= k
 
     def candidates(freed: np.ndarray) -> set[int]:
         """The waiting classes worth a try after the nodes ``freed`` got room back."""
@@ -1323,7 +1330,7 @@ def simulate_replay(
         share, count = w.share[reps][:, None], w.count[reps][:, None]
         ok &= (count == 0) | (share >= _U) | (st.largest[freed][None, :] >= share)
         ok &= (count == 0) | (share < _U) | (st.whole[freed][None, :] >= count)
-        keep = ok.any(axis=1) | ~monotone[reps]
+        keep = ok.any(axis=1) | gang[reps]
         return set(cls[keep].tolist())
 
     def retry(t: int, freed: list[int]) -> None:
@@ -1341,15 +1348,16 @@ def simulate_replay(
         else:
             heads = [(q[0][0], c) for c, q in waiting.items()]
         heapq.heapify(heads)
-        checked: set[int] = set()
         while heads:
             _, c = heapq.heappop(heads)
             q = waiting[c]
             r = q[0][1]
-            if _BACKFILL_PRECHECK and gang[r] and deterministic and c not in checked:
-                checked.add(c)
-                if not gang_fits(r, nodes):
-                    continue
+            if (
+                _BACKFILL_PRECHECK
+                and c in hopeless
+                and freed_domains_room(r, nodes) < int(workload.pods[r])
+            ):
+                continue
             if try_start(r, t):
                 q.popleft()
                 queued -= 1
@@ -1357,7 +1365,9 @@ def simulate_replay(
                     heapq.heappush(heads, (q[0][0], c))
                 else:
                     del waiting[c]
-                    hopeless.pop(c, None)
+                hopeless.discard(c)
+            elif gang[r]:
+                hopeless.add(c)
 
     def arrive(r: int, arrival: int, t: int) -> None:
         nonlocal queued, rejected
@@ -1371,6 +1381,8 @@ def simulate_replay(
         else:
             if try_start(r, t):
                 return
+            if gang[r]:
+                hopeless.add(int(classes[r]))
             waiting.setdefault(int(classes[r]), deque()).append((arrival, r))
         queued += 1
 

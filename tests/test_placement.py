@@ -185,10 +185,19 @@ def test_switch_gangs_stay_in_one_domain() -> None:
         ("a", "T4", 2, 8.0, None, "s1"), ("b", "T4", 4, 8.0, None, "s2"),
         ("c", "T4", 2, 8.0, None, "s2"),
     )  # fmt: skip
-    # pod 1 -> a (first fit); pod 2 must stay in s1, which is full -> fails.
-    # The same gang with locality any spreads over a and b.
+    # First fit alone would put pod 1 on a, and s1 has no room for pod 2. Only
+    # domains with room for the whole gang take its first pod: s2 (room 3 pods),
+    # where first fit puts both pods on b. The same gang with locality any
+    # spreads over a and b.
     switch = fill(nodes, make_requests(4, gpus_per_pod=[2.0], locality=["switch"]), "first-fit", 50)
-    assert switch.allocations.height == 0
+    assert switch.allocations["node_id"].to_list() == ["b", "b"]
+    for policy in ("best-fit", "random", "fgd", "topology"):
+        for gang in fill(nodes, make_requests(4, gpus_per_pod=[2.0], locality=["switch"]),
+                         policy, 50).allocations.group_by("alloc_id").agg("node_id").rows():
+            assert gang[1][0] in ("b", "c")  # fmt: skip
+    # A gang no domain can hold fails, and gives nothing back half-placed.
+    wide = fill(nodes, make_requests(8, gpus_per_pod=[2.0], locality=["switch"]), "first-fit", 100)
+    assert wide.allocations.height == 0
     spread = fill(nodes, make_requests(4, gpus_per_pod=[2.0], locality=["any"]), "first-fit", 50)
     assert spread.allocations["node_id"].to_list() == ["a", "b"]
     assert spread.allocations["alloc_id"].to_list() == ["r1@0/0", "r1@0/1"]
