@@ -539,14 +539,25 @@ class _Run:
 
     # ---- node choice
 
-    def _feasible(self, r: int, within: np.ndarray | None) -> np.ndarray:
+    def _feasible(
+        self, r: int, within: np.ndarray | None, among: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The nodes that can take one pod of r (a mask), inside ``within`` (a mask);
+        ``among`` (node indices): the caller knows no other node can."""
         w, st = self.workload, self.state
-        ok = w.model_ok[w.allowed[r]] & (st.cpu >= w.cpu[r]) & (st.memory >= w.memory[r])
+        at: slice | np.ndarray = slice(None) if among is None else among
+        ok = (
+            w.model_ok[w.allowed[r], at] & (st.cpu[at] >= w.cpu[r]) & (st.memory[at] >= w.memory[r])
+        )
         if w.count[r]:
             if w.share[r] < _U:
-                ok &= st.largest >= w.share[r]
+                ok &= st.largest[at] >= w.share[r]
             else:
-                ok &= st.whole >= w.count[r]
+                ok &= st.whole[at] >= w.count[r]
+        if among is not None:
+            full = np.zeros(len(self.fleet.node_ids), dtype=bool)
+            full[among] = ok
+            ok = full
         if within is not None:
             ok &= within
         return ok
@@ -719,20 +730,26 @@ class _Run:
         domain = self.fleet.domain
         return (np.bincount(domain, weights=room, minlength=int(domain.max()) + 1) >= k)[domain]
 
-    def place(self, r: int) -> list[tuple[int, int, list[int]]] | None:
+    def place(
+        self, r: int, among: np.ndarray | None = None
+    ) -> list[tuple[int, int, list[int]]] | None:
         """Place every pod of request r, or none: [(pod, node, GPUs)], or None.
 
         A gang kept in one switch domain (or node) goes to the domain that the
         policy's choice for its first pod picks among the domains with room for
-        the whole gang; its other pods follow inside that domain.
+        the whole gang; its other pods follow inside that domain. ``among``
+        (node indices, for a single pod only): the caller knows that no other
+        node can take it, so only these are checked.
         """
         w = self.workload
         placed: list[tuple[int, int, list[int]]] = []
         within = self.gang_hosts(r)
         if within is not None and not within.any():
             return None
+        if w.pods[r] != 1:
+            among = None
         for pod in range(int(w.pods[r])):
-            n, value = self._choose(r, self._feasible(r, within))
+            n, value = self._choose(r, self._feasible(r, within, among))
             if n < 0:
                 for _, node, used in reversed(placed):
                     self._undo(r, node, used)
@@ -1265,9 +1282,9 @@ def simulate_replay(
     groups: list[tuple[int, list[tuple[int, int, list[int]]]]] = []
     started = rejected = 0
 
-    def try_start(r: int, t: int) -> bool:
+    def try_start(r: int, t: int, among: np.ndarray | None = None) -> bool:
         nonlocal seq, started
-        pods = run.place(r)
+        pods = run.place(r, among)
         if pods is None:
             return False
         started_at[r] = t
@@ -1358,7 +1375,9 @@ def simulate_replay(
                 and freed_domains_room(r, nodes) < int(workload.pods[r])
             ):
                 continue
-            if try_start(r, t):
+            # A single pod failed at its last try, and since then only the freed
+            # nodes gained room (this pass only takes it): no other node can fit it.
+            if try_start(r, t, nodes if _BACKFILL_PRECHECK else None):
                 q.popleft()
                 queued -= 1
                 if q:
