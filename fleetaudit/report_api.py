@@ -335,3 +335,47 @@ def describe_run(run: WhatifRun) -> str:
     if run.stale:
         text += " (stale: data was ingested after it ran)"
     return text
+
+
+_HARVEST_KEYS = (
+    "policy", "allocation_rate_high", "allocation_rate", "standby_gpu_hours", "harvested_share",
+    "lp_completion_s", "preemptions", "forced_kills", "lost_gpu_hours", "unfinished",
+)  # fmt: skip
+
+
+def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
+    """The figures of a stored what-if document, read defensively (absent keys stay absent).
+
+    Returns created_at, at, scenario, options, stale, ran (one line), schema,
+    and for compaction partial_nodes/free_nodes before and after, bound_free_nodes
+    and moves; for harvesting the window and one row per policy.
+    """
+    doc = run.document if isinstance(run.document, dict) else {}
+    out: dict[str, Any] = {
+        "created_at": iso(run.created_at),
+        "at": iso(run.at),
+        "scenario": run.scenario,
+        "options": run.options,
+        "stale": run.stale,
+        "ran": describe_run(run),
+        "schema": doc.get("schema"),
+    }
+    if run.kind == "compaction":
+        for side in ("before", "after"):
+            part = doc.get(side)
+            if isinstance(part, dict):
+                out[side] = {k: part[k] for k in ("partial_nodes", "free_nodes") if k in part}
+        bound = doc.get("bound")
+        if isinstance(bound, dict) and "free_nodes" in bound:
+            out["bound_free_nodes"] = bound["free_nodes"]
+        if isinstance(doc.get("moves"), list):
+            out["moves"] = len(doc["moves"])
+    else:
+        if isinstance(doc.get("window"), dict):
+            out["window"] = doc["window"]
+        policies = doc.get("policies")
+        if isinstance(policies, list):
+            out["policies"] = [
+                {k: p[k] for k in _HARVEST_KEYS if k in p} for p in policies if isinstance(p, dict)
+            ]
+    return out
