@@ -333,8 +333,10 @@ def _shape_ledger(
     columns = {"switch": ["model", "domain"], "any": ["model"], "node": ["node_id"]}[shape.locality]
     group = key.select(pl.struct(columns).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
     groups = int(group.max()) + 1
-    # slots per group: (instants, nodes) @ (nodes, groups)
-    group_slots = np.rint(slots.astype(np.float64) @ _onehot(group, groups)).astype(np.int64)
+    # slots per group: the nodes in group order, summed over each group's run
+    order = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(group[order]) != 0])
+    group_slots = np.add.reduceat(slots[:, order], starts, axis=1)
     instances = group_slots // k
     group_model = np.zeros(groups, dtype=np.int64)
     group_model[group] = model_of[eligible]
