@@ -575,3 +575,40 @@ def test_the_html_renders_in_a_real_browser(hand: Any, tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str]) -> bytes:
+    """stdout of ``python -m fleetaudit ARGS`` written to a pseudo-terminal."""
+    import pty
+
+    master, slave = pty.openpty()
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetaudit", *args], stdout=slave, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO once the terminal's writer is gone
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_colour_on_a_terminal_and_none_with_no_color(hand_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "tty.duckdb"
+    shutil.copy(hand_db, db)
+    args = ["report", *WINDOW, "--db", str(db)]
+    base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TERM")}
+    base |= {"TERM": "xterm-256color", "COLUMNS": "150", "PYTHONPATH": str(PACKAGE_ROOT)}
+    colour = re.compile(rb"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|38;[25][0-9;]*)m")
+    assert colour.search(_on_a_terminal(args, base))
+    plain = _on_a_terminal(args, {**base, "NO_COLOR": "1"})
+    assert b"physical: allocated / healthy" in plain
+    assert not colour.search(plain)
