@@ -606,8 +606,9 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
 def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
     t = result.telemetry
     out.print(
-        f"productive: metric {t['metric']} from {t['column']}, {t['samples']:,} samples of "
-        f"{t['series']:,} GPUs, each {_seconds(t['interval_s'])}; telemetry covers "
+        f"productive: metric {t['metric']} from {t['column']}, {t['samples']:,} samples, "
+        f"each {_seconds(t['interval_s'])} of one GPU (the median gap of "
+        f"{t['interval_from_gpus']:,} GPUs); telemetry covers "
         f"{_pct1(t['coverage'])} of allocated GPU-hours"
         + (
             f"; {t['unattributed_gpu_hours']:,.1f} sampled GPU-hours matched no allocation"

@@ -84,23 +84,33 @@ def window_instants(end: datetime, span: timedelta, step: timedelta) -> list[dat
 # ---------------------------------------------------------------------------- physical
 
 
-def _segments(
-    nodes: pl.DataFrame, allocations: pl.DataFrame, start: datetime, end: datetime
+def _integral(
+    timeline: pl.DataFrame, caps: pl.DataFrame, lo: int, hi: int, name: str
 ) -> pl.DataFrame:
-    """occupancy_timeline with each segment's end (µs) and the node's GPUs."""
-    timeline = occupancy_timeline(nodes, allocations, start, end)
-    hi = _us(end)
-    return timeline.with_columns(
-        pl.col("node_id").cast(pl.String),
-        pl.col("time").dt.epoch("us").alias("t0"),
-        pl.col("time").dt.epoch("us").shift(-1).over("node_id").fill_null(hi).alias("t1"),
+    """Per node: the integral over [lo, hi) µs of its occupied GPUs, capped at its GPUs."""
+    start = pl.col("time").dt.epoch("us")
+    end = start.shift(-1).over("node_id").fill_null(hi)  # the last segment runs to the end
+    length = (pl.min_horizontal(end, pl.lit(hi)) - pl.max_horizontal(start, pl.lit(lo))).clip(
+        lower_bound=0
+    )
+    return (
+        timeline.with_columns(pl.col("node_id").cast(pl.String))
+        .join(caps, on="node_id")
+        .group_by("node_id")
+        .agg((pl.min_horizontal("gpus_used", "gpus") * length).sum().alias(name))
     )
 
 
 def physical(
-    nodes: pl.DataFrame, allocations: pl.DataFrame, start: datetime, end: datetime
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    timelines: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """Exact GPU-hours per GPU model over ``[start, end)``.
+
+    ``timelines`` (:func:`window_timelines`, covering the window) spares the sweeps.
 
     Returns:
         gpu_model, installed_gpu_hours, healthy_gpu_hours,
@@ -122,22 +132,21 @@ def physical(
     lo, hi = _us(start), _us(end)
     caps = nodes.select(pl.col("node_id").cast(pl.String), pl.col("gpus").cast(pl.Int64))
 
-    def integral(rows: pl.DataFrame, name: str) -> pl.DataFrame:
-        if hi == lo:
-            return caps.select("node_id", pl.lit(0.0).alias(name))
-        seg = _segments(nodes, rows, start, end).join(caps, on="node_id")
-        length = pl.min_horizontal("t1", pl.lit(hi)) - pl.max_horizontal("t0", pl.lit(lo))
-        return seg.group_by("node_id").agg(
-            (pl.min_horizontal("gpus_used", "gpus") * length.clip(lower_bound=0)).sum().alias(name)
-        )
-
-    high = allocations.filter(pl.col("priority") == "high")
+    if hi == lo:
+        zero = caps.select("node_id", pl.lit(0.0).alias("all_us"))
+        every, high = zero, zero.rename({"all_us": "high_us"})
+    else:
+        if timelines is None:
+            timelines = window_timelines(nodes, allocations, start, end, end)
+        # the sweeps end at or after the window's end; _integral clips them there
+        every = _integral(timelines[0], caps, lo, hi, "all_us")
+        high = _integral(timelines[1], caps, lo, hi, "high_us")
     per_node = (
         nodes.select(
             pl.col("node_id").cast(pl.String), "gpu_model", pl.col("gpus").cast(pl.Int64), "health"
         )
-        .join(integral(allocations, "all_us"), on="node_id", how="left")
-        .join(integral(high, "high_us"), on="node_id", how="left")
+        .join(every, on="node_id", how="left")
+        .join(high, on="node_id", how="left")
         .with_columns(pl.col("all_us", "high_us").fill_null(0))
     )
     healthy = pl.col("health") == "healthy"
@@ -260,93 +269,112 @@ def _waits(instances: np.ndarray, step_s: float) -> tuple[float, float | None, f
     )
 
 
-def _onehot(labels: np.ndarray, width: int) -> np.ndarray:
-    out = np.zeros((len(labels), width), dtype=np.float64)
-    out[np.arange(len(labels)), labels] = 1.0
+@dataclass(frozen=True)
+class _Layout:
+    """Nodes in (model, domain, node_id) order: each model, and each of its switch
+    domains, is a contiguous run of rows, so per-model and per-domain sums are reduceat
+    runs over (nodes, instants) arrays, and a model's rows are a view, not a copy."""
+
+    models: list[str]
+    model_start: np.ndarray  # first row of each model, and the row count at the end
+    perm: np.ndarray  # row -> node rank (position in node_id order, the timeline's)
+    domain_run: np.ndarray  # row -> index of its (model, domain) run
+    gpus: np.ndarray
+    cpus_u: np.ndarray
+    mem_u: np.ndarray  # -1: unknown memory (unbounded)
+    healthy: np.ndarray
+
+
+def _layout(nodes: pl.DataFrame) -> _Layout:
+    ranked = nodes.with_row_index("rank").with_columns(
+        pl.coalesce(pl.col("switch_id").cast(pl.String), "node_id").alias("domain")
+    )
+    ordered = ranked.sort("gpu_model", "domain", "node_id")
+    models = ordered["gpu_model"].unique(maintain_order=True).to_list()
+    model_codes = ordered["gpu_model"].rle_id().to_numpy()
+    starts = np.flatnonzero(np.r_[True, np.diff(model_codes) != 0])
+    mem = (ordered["memory_gib"].cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
+    return _Layout(
+        models=models,
+        model_start=np.r_[starts, ordered.height].astype(np.int64),
+        perm=ordered["rank"].cast(pl.Int64).to_numpy(),
+        domain_run=ordered.select(pl.struct("gpu_model", "domain").rle_id()).to_series().to_numpy(),
+        gpus=ordered["gpus"].cast(pl.Int64).to_numpy(),
+        cpus_u=(ordered["cpus"].cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64).to_numpy(),
+        mem_u=mem.fill_null(-1).to_numpy(),
+        healthy=(ordered["health"] == "healthy").to_numpy(),
+    )
+
+
+def _per_model(values: np.ndarray, layout: _Layout) -> np.ndarray:
+    """Sums of (nodes, instants) values per model: (instants, models)."""
+    return np.add.reduceat(values, layout.model_start[:-1], axis=0).T.astype(np.float64)
+
+
+def _model_block(
+    shape: Shape,
+    layout: _Layout,
+    rows: slice,
+    free_now: np.ndarray,
+    free_w: dict[str, np.ndarray],
+) -> dict[str, np.ndarray]:
+    """A whole-GPU shape on one model's rows at every instant: instances, usable, causes.
+
+    The arithmetic of :func:`fleetaudit.shapes.node_slots` and
+    :func:`fleetaudit.shapes.group_slots` on (nodes, instants) arrays. Unhealthy
+    rows have no free GPU, so they add nothing, as ineligible nodes do.
+    """
+    p = round(shape.gpus_per_pod)
+    k = shape.pods
+    fg = free_w["gpus"][rows]
+    gpu_slots = fg // p
+    slots = gpu_slots
+    for column, per_gpu in (("cpus", shape.cpus_per_gpu), ("memory", shape.memory_gib_per_gpu)):
+        need = round(p * per_gpu * SHARE_UNITS)
+        if need > 0:
+            free = free_w[column][rows]
+            bound = np.where(free < 0, _BIG, free // need)  # -1: unknown memory, unbounded
+            slots = np.minimum(slots, bound)
+    out = {
+        "interval": (free_now[rows] - fg).sum(axis=0),
+        "fragment": (fg - gpu_slots * p).sum(axis=0),
+        "cpu_memory": ((gpu_slots - slots) * p).sum(axis=0),
+    }
+    if shape.locality == "node":
+        instances = slots // k
+        group_slots = slots
+    else:
+        if shape.locality == "switch":
+            runs = layout.domain_run[rows]
+            starts = np.flatnonzero(np.r_[True, np.diff(runs) != 0])
+            group_slots = np.add.reduceat(slots, starts, axis=0)
+        else:  # any: the model's rows are one group
+            group_slots = slots.sum(axis=0, keepdims=True)
+        instances = group_slots // k
+    out["topology"] = ((group_slots - instances * k) * p).sum(axis=0)
+    count = instances.sum(axis=0)
+    out["instances"] = count
+    out["usable"] = count * shape.gpus
     return out
 
 
-def _per_model(values: np.ndarray, onehot: np.ndarray) -> np.ndarray:
-    """Sums of (instants, nodes) values per model: (instants, models); exact for counts."""
-    return values.astype(np.float64) @ onehot
-
-
-def _eligible_mask(shape: Shape, models: list[str], model_of: np.ndarray) -> np.ndarray:
-    if shape.models is None:
-        return np.ones(len(model_of), dtype=bool)
-    allowed = [models.index(m) for m in shape.models if m in models]
-    return np.isin(model_of, allowed)
-
-
 def _shape_ledger(
-    shape: Shape,
-    models: list[str],
-    model_of: np.ndarray,
-    domain: pl.Series,
-    node_ids: pl.Series,
-    healthy: np.ndarray,
-    free_now: np.ndarray,
-    free_w: np.ndarray,
+    shape: Shape, layout: _Layout, free_now: np.ndarray, free_w: dict[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
-    """A whole-GPU shape at every instant: instances, and per model usable and causes.
-
-    The arithmetic of :func:`fleetaudit.shapes.node_slots` and
-    :func:`fleetaudit.shapes.group_slots`, on (instants, nodes) arrays.
-    """
-    n = free_now.shape[0]
-    width = len(models)
-    eligible = np.flatnonzero(healthy & _eligible_mask(shape, models, model_of))
-    zeros = np.zeros((n, width))
-    if len(eligible) == 0:
-        return {"instances": np.zeros(n, dtype=np.int64), "usable": zeros} | dict.fromkeys(
-            CAUSES, zeros
-        )
-    p = round(shape.gpus_per_pod)
-    k = shape.pods
-    fg = free_w[:, eligible, 0]
-    gpu_slots = fg // p
-
-    def bound(free: np.ndarray, need: float, unbounded: np.ndarray | None = None) -> np.ndarray:
-        need_u = round(need * SHARE_UNITS)
-        if need_u <= 0:
-            return np.full(free.shape, _BIG, dtype=np.int64)
-        slots = free // need_u
-        return slots if unbounded is None else np.where(unbounded, _BIG, slots)
-
-    cpu_slots = bound(free_w[:, eligible, 1], p * shape.cpus_per_gpu)
-    mem = free_w[:, eligible, 2]
-    mem_slots = bound(np.maximum(mem, 0), p * shape.memory_gib_per_gpu, mem < 0)
-    slots = np.minimum(gpu_slots, np.minimum(cpu_slots, mem_slots))
-    node_models = _onehot(model_of[eligible], width)
-    causes = {
-        "interval": _per_model(free_now[:, eligible] - fg, node_models),
-        "fragment": _per_model(fg - gpu_slots * p, node_models),
-        "cpu_memory": _per_model((gpu_slots - slots) * p, node_models),
-    }
-    key = pl.DataFrame(
-        {
-            "model": model_of[eligible],
-            "domain": domain.gather(eligible),
-            "node_id": node_ids.gather(eligible),
-        }
-    )
-    columns = {"switch": ["model", "domain"], "any": ["model"], "node": ["node_id"]}[shape.locality]
-    group = key.select(pl.struct(columns).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
-    groups = int(group.max()) + 1
-    # slots per group: the nodes in group order, summed over each group's run
-    order = np.argsort(group, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(group[order]) != 0])
-    group_slots = np.add.reduceat(slots[:, order], starts, axis=1)
-    instances = group_slots // k
-    group_model = np.zeros(groups, dtype=np.int64)
-    group_model[group] = model_of[eligible]
-    group_models = _onehot(group_model, width)
-    causes["topology"] = _per_model((group_slots - instances * k) * p, group_models)
-    return {
-        "instances": instances.sum(axis=1),
-        "usable": _per_model(instances, group_models) * shape.gpus,
-        **causes,
-    }
+    """The shape at every instant: instances (n,), and usable and causes per model (n, M)."""
+    n = free_now.shape[1]
+    width = len(layout.models)
+    out = {name: np.zeros((n, width)) for name in ("usable", *CAUSES)}
+    instances = np.zeros(n, dtype=np.int64)
+    for m, model in enumerate(layout.models):
+        if shape.models is not None and model not in shape.models:
+            continue
+        rows = slice(int(layout.model_start[m]), int(layout.model_start[m + 1]))
+        block = _model_block(shape, layout, rows, free_now, free_w)
+        instances += block["instances"].astype(np.int64)
+        for name in ("usable", *CAUSES):
+            out[name][:, m] = block[name]
+    return {"instances": instances, **out}
 
 
 def _split(
@@ -391,6 +419,28 @@ def _split(
     return pl.concat(frames).sort("instant", "gpu_model")
 
 
+def _sliding_max(values: np.ndarray, width: int, n: int) -> np.ndarray:
+    """out[:, i] = max(values[:, i : i + width]) for i < n (doubling; values has n + width - 1 columns)."""
+    level, span = values, 1
+    while span * 2 <= width:
+        level = np.maximum(level[:, :-span], level[:, span:])  # maxima of 2 x span columns
+        span *= 2
+    return np.maximum(level[:, :n], level[:, width - span : width - span + n])
+
+
+def window_timelines(
+    nodes: pl.DataFrame, allocations: pl.DataFrame, start: datetime, end: datetime, hi: datetime
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """occupancy_timeline of all allocations over [start, hi) and of the high ones over
+    [start, end + 1 µs): computed once, read by :func:`physical` and :func:`schedulable`."""
+    return (
+        occupancy_timeline(nodes, allocations, start, max(hi, end + _ONE_US)),
+        occupancy_timeline(
+            nodes, allocations.filter(pl.col("priority") == "high"), start, end + _ONE_US
+        ),
+    )
+
+
 def schedulable(
     nodes: pl.DataFrame,
     allocations: pl.DataFrame,
@@ -398,6 +448,7 @@ def schedulable(
     instants: list[datetime],
     span: timedelta,
     share_outlook: dict[int, tuple[float, float | None, float | None]] | None = None,
+    timelines: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> Schedulable:
     """The per-instant ledger of every model and the queued shapes' outlook.
 
@@ -412,92 +463,131 @@ def schedulable(
         share_outlook: (p_start, wait p50, wait p90) of each share shape by its
             index, from :func:`fleetaudit.history.evaluate_history` (share
             shapes are not vectorised here; a missing one reads as never startable).
+        timelines: :func:`window_timelines` from at most the first instant, if
+            the caller has them.
     """
     nodes = nodes.with_columns(pl.col("node_id").cast(pl.String)).sort("node_id")
     n, count = len(instants), nodes.height
     step_s = (instants[1] - instants[0]).total_seconds() if n > 1 else 0.0
-    models = sorted(set(nodes["gpu_model"].to_list()))
-    model_of = np.searchsorted(np.asarray(models, dtype=object), nodes["gpu_model"].to_numpy())
-    model_of = model_of.astype(np.int64)
-    gpus = nodes["gpus"].cast(pl.Int64).to_numpy()
-    cpus_u = (nodes["cpus"].cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64).to_numpy()
-    mem = (nodes["memory_gib"].cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
-    mem_known = mem.is_not_null().to_numpy()
-    mem_u = mem.fill_null(0).to_numpy()
-    healthy = (nodes["health"] == "healthy").to_numpy()
-    node_ids = nodes["node_id"]
-    domain = nodes.select(pl.coalesce(pl.col("switch_id").cast(pl.String), "node_id")).to_series()
+    layout = _layout(nodes)
     whole = [i for i, (s, _) in enumerate(shapes) if not s.is_share]
     longest = max((shapes[i][0].duration_s or 0.0 for i in whole), default=0.0)
-    t0 = _us(instants[0])
-    offsets = np.asarray([_us(t) - t0 for t in instants], dtype=np.int64)
     hi = instants[-1] + max(timedelta(seconds=longest), _ONE_US)
-    stride = _us(hi) - t0 + 1  # keys: node rank x stride + µs since the first instant
-    base_keys = np.arange(count, dtype=np.int64) * stride
+    if timelines is None:
+        timelines = window_timelines(nodes, allocations, instants[0], instants[-1], hi)
+    everything, high = timelines
+    t0 = _us(min(instants[0], everything["time"].min() or instants[0]))  # type: ignore[type-var]
+    offsets = np.asarray([_us(t) - t0 for t in instants], dtype=np.int64)
+    last = everything["time"].max() or hi
+    stride = max(_us(hi), _us(last)) - t0 + 1  # type: ignore[arg-type]
+    # keys: node rank x stride + µs since t0, sorted
+    rank_base = np.arange(count, dtype=np.int64) * stride
 
-    def lookup(rows: pl.DataFrame, end: datetime) -> tuple[np.ndarray, np.ndarray]:
-        timeline = occupancy_timeline(nodes, rows, instants[0], end)
+    def keys_of(timeline: pl.DataFrame) -> np.ndarray:
         rank = timeline["node_id"].to_physical().cast(pl.Int64).to_numpy()
-        time = timeline["time"].dt.epoch("us").to_numpy() - t0
-        occupied = np.stack(
-            [
-                timeline["gpus_used"].to_numpy(),
-                (timeline["cpus_used"] * SHARE_UNITS).round().cast(pl.Int64).to_numpy(),
-                (timeline["memory_used"] * SHARE_UNITS).round().cast(pl.Int64).to_numpy(),
-            ],
-            axis=1,
-        ).astype(np.int64)
-        return rank * stride + time, occupied
+        return rank * stride + (timeline["time"].dt.epoch("us").to_numpy() - t0)
 
-    def at(keys: np.ndarray, shift: int = 0) -> np.ndarray:
-        """Row of the segment holding each (instant + shift, node): (instants, nodes)."""
-        query = base_keys[None, :] + (offsets + shift)[:, None]
-        return np.searchsorted(keys, query, side="right") - 1
+    def at(keys: np.ndarray, shift: int = 0, grid: np.ndarray = offsets) -> np.ndarray:
+        """Row of the segment holding each (node, instant + shift), in layout order."""
+        query = rank_base[:, None] + (grid + shift)[None, :]  # sorted: fast searchsorted
+        found = np.searchsorted(keys, query.ravel(), side="right") - 1
+        return found.reshape(count, len(grid))[layout.perm]
 
-    keys, occupied = lookup(allocations, hi)
+    def units(column: str) -> np.ndarray:
+        return (everything[column] * SHARE_UNITS).round().cast(pl.Int64).to_numpy()
+
+    keys = keys_of(everything)
+    used_gpus = everything["gpus_used"].to_numpy().astype(np.int32)
     now = at(keys)
-    used_now = np.minimum(occupied[now, 0], gpus[None, :])
-    hkeys, hoccupied = lookup(allocations.filter(pl.col("priority") == "high"), hi)
-    high_now = np.minimum(hoccupied[at(hkeys), 0], used_now)
-    del hkeys, hoccupied
-    healthy_row = healthy[None, :]
-    free_now = np.where(healthy_row, gpus[None, :] - used_now, 0)
-    onehot = _onehot(model_of, len(models))
+    gpus = layout.gpus[:, None].astype(np.int32)
+    used_now = np.minimum(used_gpus[now], gpus)
+    high_now = np.minimum(
+        high["gpus_used"].to_numpy().astype(np.int32)[at(keys_of(high))], used_now
+    )
+    healthy = layout.healthy[:, None]
+    free_now = np.where(healthy, gpus - used_now, 0)
     base = {
-        "installed": _per_model(np.broadcast_to(gpus, (n, count)), onehot),
-        "unhealthy": _per_model(np.broadcast_to(np.where(healthy, 0, gpus), (n, count)), onehot),
-        "allocated_high": _per_model(np.where(healthy_row, high_now, 0), onehot),
-        "allocated_low": _per_model(np.where(healthy_row, used_now - high_now, 0), onehot),
-        "idle": _per_model(free_now, onehot),
+        "installed": _per_model(np.broadcast_to(gpus, (count, n)), layout),
+        "unhealthy": _per_model(np.broadcast_to(np.where(healthy, 0, gpus), (count, n)), layout),
+        "allocated_high": _per_model(np.where(healthy, high_now, 0), layout),
+        "allocated_low": _per_model(np.where(healthy, used_now - high_now, 0), layout),
+        "idle": _per_model(free_now, layout),
     }
+    del high_now, used_now
     per_shape: dict[int, dict[str, np.ndarray]] = {}
     outlooks: dict[int, tuple[float, float | None, float | None]] = dict(share_outlook or {})
     by_duration: dict[float | None, list[int]] = {}
     for i in whole:
         by_duration.setdefault(shapes[i][0].duration_s, []).append(i)
+    occupied = {"gpus": used_gpus}
+
+    def needed(members: list[int]) -> list[str]:
+        columns = ["gpus"]
+        if any(shapes[i][0].cpus_per_gpu > 0 for i in members):
+            columns.append("cpus")
+        if any(shapes[i][0].memory_gib_per_gpu > 0 for i in members):
+            columns.append("memory")
+        for column in columns:
+            if column not in occupied:
+                occupied[column] = units(f"{column}_used")
+        return columns
+
+    # A duration that is a multiple of the step: the window [t_i, t_i + D) is the
+    # union of w = D / step step intervals, so its peak is a sliding maximum over
+    # the step intervals' peaks (one range maximum for all such durations).
+    step_us = int(offsets[1] - offsets[0]) if n > 1 else 0
+    stepped = {
+        d: round(d * SHARE_UNITS) // step_us
+        for d in by_duration
+        if d and step_us and round(d * SHARE_UNITS) % step_us == 0
+    }
+
+    def window_peaks(
+        columns: list[str], first: np.ndarray, last: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """Per column, the largest occupancy of segment rows first..last (same shapes)."""
+        moving = np.flatnonzero((first != last).ravel())  # most runs are one segment
+        out = {}
+        if len(moving):
+            values = np.stack([occupied[c] for c in columns], axis=1).astype(np.int64)
+            found = range_max(values, first.ravel()[moving], last.ravel()[moving])
+            del values
+        for j, column in enumerate(columns):
+            peak = occupied[column][first]
+            if len(moving):
+                peak.ravel()[moving] = found[:, j]
+            out[column] = peak
+        return out
+
+    interval_peaks: dict[str, np.ndarray] = {}
+    if stepped:
+        columns = needed([i for d in stepped for i in by_duration[d]])
+        grid = offsets[0] + step_us * np.arange(n - 1 + max(stepped.values()), dtype=np.int64)
+        interval_peaks = window_peaks(columns, at(keys, 0, grid), at(keys, step_us - 1, grid))
+    capacity = {"gpus": layout.gpus, "cpus": layout.cpus_u, "memory": layout.mem_u}
     for duration, members in by_duration.items():
-        if duration:
-            last = at(keys, round(duration * SHARE_UNITS) - 1)
-            peak = range_max(occupied, now.ravel(), last.ravel()).reshape(n, count, 3)
-            del last
+        columns = needed(members)
+        if duration in stepped:
+            peaks = {c: _sliding_max(interval_peaks[c], stepped[duration], n) for c in columns}
+        elif duration:
+            peaks = window_peaks(columns, now, at(keys, round(duration * SHARE_UNITS) - 1))
         else:
-            peak = occupied[now]
-        free_w = np.stack(
-            [
-                np.maximum(gpus[None, :] - peak[:, :, 0], 0),
-                np.maximum(cpus_u[None, :] - peak[:, :, 1], 0),
-                np.where(mem_known[None, :], np.maximum(mem_u[None, :] - peak[:, :, 2], 0), -1),
-            ],
-            axis=2,
-        )
-        del peak
+            peaks = {c: occupied[c][now] for c in columns}
+        free_w: dict[str, np.ndarray] = {}
+        for column, peak in peaks.items():
+            cap = capacity[column][:, None]
+            free = np.maximum(cap - peak, 0)
+            if column == "gpus":
+                free = np.where(healthy, free, 0).astype(np.int32)
+            elif column == "memory":
+                free = np.where(cap < 0, -1, free)
+            free_w[column] = free
+        del peaks
         for i in members:
-            per_shape[i] = _shape_ledger(
-                shapes[i][0], models, model_of, domain, node_ids, healthy, free_now, free_w
-            )
+            per_shape[i] = _shape_ledger(shapes[i][0], layout, free_now, free_w)
             outlooks[i] = _waits(per_shape[i]["instances"], step_s)
         del free_w
-    steps = _split(base, per_shape, shapes, instants, models)
+    steps = _split(base, per_shape, shapes, instants, layout.models)
     hours = span / timedelta(hours=1) / n
     outs = []
     for i, (shape, queued) in enumerate(shapes):

@@ -165,11 +165,16 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         if shape.is_share:
             h = evaluate_history(nodes, allocations, shape, end, options.since, options.step)
             share_outlook[i] = (h.p_start, h.wait_p50_s, h.wait_p90_s)
-    sched = den.schedulable(nodes, allocations, pairs, instants, options.since, share_outlook)
-    physical = den.physical(nodes, allocations, start, end)
+    timelines = den.window_timelines(nodes, allocations, start, end, horizon)
+    sched = den.schedulable(
+        nodes, allocations, pairs, instants, options.since, share_outlook, timelines
+    )
+    physical = den.physical(nodes, allocations, start, end, timelines)
+    del timelines
     sampled = den.sampled_hours(sched.steps, options.since, ["gpu_model"])
     interval = cadence["interval_s"]
-    if interval is None and int(cadence["samples"] or 0) > 0:
+    samples = int(by_alloc["samples"].sum() or 0) + int(by_node["samples"].sum() or 0)
+    if interval is None and samples > 0:
         interval = options.step.total_seconds()
         notes.append(
             "no GPU has two telemetry samples in the window; each sample counts as one --step"
@@ -197,7 +202,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         "column": "telemetry.sm_active",
         "interval_s": interval,
         "samples": prod.samples,
-        "series": int(cadence["series"] or 0),
+        "interval_from_gpus": int(cadence["series"] or 0),
         "coverage": coverage,
         "unattributed_gpu_hours": prod.unattributed_gpu_s / 3600,
     }

@@ -18,6 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -235,12 +236,20 @@ def test_vectorised_ledger_equals_shapes_evaluate_on_the_hand_fleet(hand_db: Pat
     shapes = [
         (make_shape("H20", 8), 1),
         (make_shape("A10", 1, duration_s=7200), 1),
+        (make_shape("A10", 1, memory_gib_per_gpu=100, duration_s=5400), 1),  # not whole steps
         (make_shape("H20|A10", 2, cpus_per_gpu=20), 1),
         (make_shape(None, 4, 2, locality="switch", duration_s=3 * 3600), 1),
         (make_shape("H20", 6, 2, locality="any", memory_gib_per_gpu=100), 1),
     ]
     instants = den.window_instants(datetime(2026, 1, 2), timedelta(days=1), timedelta(hours=1))
     _differential(nodes, allocations, shapes, instants)
+
+
+@given(st.integers(1, 40), st.integers(1, 9), st.integers(0, 2**32 - 1))
+def test_sliding_max_equals_a_plain_window_maximum(width: int, n: int, seed: int) -> None:
+    values = np.random.default_rng(seed).integers(0, 50, size=(3, n + width - 1))
+    plain = np.stack([values[:, i : i + width].max(axis=1) for i in range(n)], axis=1)
+    assert (den._sliding_max(values, width, n) == plain).all()
 
 
 @st.composite
@@ -281,6 +290,7 @@ def _fleets(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, list]:
             st.lists(
                 st.sampled_from(
                     [(1, 1, 0, "node", None), (2, 2, 8, "node", 7200), (4, 2, 0, "switch", None),
+                     (2, 1, 8, "switch", 5400),
                      (4, 1, 0, "any", 3600), (8, 8, 0, "node", None), (0.5, None, 0, None, None)]
                 ),
                 min_size=1, max_size=3,
