@@ -446,6 +446,10 @@ def _gh(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def _gh1(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
 def _pct1(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
@@ -677,7 +681,7 @@ def _render_recoverable(result: ReportResult) -> None:
                     f"{_pct1(p.get('allocation_rate_high'))}, all {_pct1(p.get('allocation_rate'))}, "
                     f"standby {_gh(p.get('standby_gpu_hours'))} GPU-h, harvested "
                     f"{_pct1(p.get('harvested_share'))}, preemptions {p.get('preemptions', '-')}, "
-                    f"lost {_gh(p.get('lost_gpu_hours'))} GPU-h, unfinished {p.get('unfinished', '-')}"
+                    f"lost {_gh1(p.get('lost_gpu_hours'))} GPU-h, unfinished {p.get('unfinished', '-')}"
                 )
             if not summary.get("policies"):
                 out.print("  no policy figures in its document")

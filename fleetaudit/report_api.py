@@ -332,7 +332,7 @@ def record_report(store_options: StoreOptions, result: ReportResult) -> None:
 def describe_run(run: WhatifRun) -> str:
     """When and with which options a what-if ran, in one line."""
     options = ", ".join(f"{k}={v}" for k, v in sorted(run.options.items()) if v is not None)
-    text = f"ran {iso(run.created_at)} at {iso(run.at)}"
+    text = f"ran {iso(run.created_at.replace(microsecond=0))} at {iso(run.at)}"
     if run.scenario:
         text += f" on scenario {run.scenario}"
     if options:
