@@ -419,13 +419,30 @@ def _split(
     return pl.concat(frames).sort("instant", "gpu_model")
 
 
+class _SlidingMax:
+    """Window maxima along the columns for growing widths, by doubling.
+
+    ``level[:, i]`` holds the maximum of ``span`` columns from i; asked for
+    widths in ascending order, each doubling is done once for all of them.
+    """
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.level, self.span = values, 1
+
+    def of(self, width: int, n: int) -> np.ndarray:
+        """out[:, i] = max(values[:, i : i + width]) for i < n (values has n + width - 1 columns)."""
+        if width < self.span:
+            raise ValueError("widths must be asked for in ascending order")
+        while self.span * 2 <= width:
+            self.level = np.maximum(self.level[:, : -self.span], self.level[:, self.span :])
+            self.span *= 2
+        shift = width - self.span
+        return np.maximum(self.level[:, :n], self.level[:, shift : shift + n])
+
+
 def _sliding_max(values: np.ndarray, width: int, n: int) -> np.ndarray:
-    """out[:, i] = max(values[:, i : i + width]) for i < n (doubling; values has n + width - 1 columns)."""
-    level, span = values, 1
-    while span * 2 <= width:
-        level = np.maximum(level[:, :-span], level[:, span:])  # maxima of 2 x span columns
-        span *= 2
-    return np.maximum(level[:, :n], level[:, width - span : width - span + n])
+    """out[:, i] = max(values[:, i : i + width]) for i < n (values has n + width - 1 columns)."""
+    return _SlidingMax(values).of(width, n)
 
 
 def window_timelines(
@@ -559,16 +576,19 @@ def schedulable(
             out[column] = peak
         return out
 
-    interval_peaks: dict[str, np.ndarray] = {}
+    interval_peaks: dict[str, _SlidingMax] = {}
     if stepped:
         columns = needed([i for d in stepped for i in by_duration[d]])
         grid = offsets[0] + step_us * np.arange(n - 1 + max(stepped.values()), dtype=np.int64)
-        interval_peaks = window_peaks(columns, at(keys, 0, grid), at(keys, step_us - 1, grid))
+        peaks_of = window_peaks(columns, at(keys, 0, grid), at(keys, step_us - 1, grid))
+        interval_peaks = {c: _SlidingMax(v) for c, v in peaks_of.items()}
+        del peaks_of
     capacity = {"gpus": layout.gpus, "cpus": layout.cpus_u, "memory": layout.mem_u}
-    for duration, members in by_duration.items():
+    for duration in sorted(by_duration, key=lambda d: (d is not None, d or 0.0)):
+        members = by_duration[duration]  # ascending durations: each doubling is done once
         columns = needed(members)
         if duration in stepped:
-            peaks = {c: _sliding_max(interval_peaks[c], stepped[duration], n) for c in columns}
+            peaks = {c: interval_peaks[c].of(stepped[duration], n) for c in columns}
         elif duration:
             peaks = window_peaks(columns, now, at(keys, round(duration * SHARE_UNITS) - 1))
         else:
@@ -767,35 +787,59 @@ def _neighbours(window: pl.DataFrame, start: datetime, end: datetime) -> pl.Data
     )
 
 
-def productive_figures(rows: pl.DataFrame) -> dict[str, Any]:
-    """The productive object of SPEC §7 for a set of :attr:`Productive.allocations` rows.
+def _figures(allocated_s: float, telemetry_s: float, active_s: float) -> dict[str, Any]:
+    allocated, telemetry, active = allocated_s / 3600, telemetry_s / 3600, active_s / 3600
+    return {
+        "allocated_gpu_hours": allocated,
+        "telemetry_gpu_hours": telemetry,
+        "sm_active_gpu_hours": active,
+        "productive_rate": active / telemetry if telemetry > 0 else None,
+        "coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+    }
+
+
+def productive_by(rows: pl.DataFrame, key: str | None) -> dict[Any, dict[str, Any]]:
+    """The productive object of SPEC §7 per value of ``key`` (None: one, under None).
 
     productive_rate = SM-active GPU-hours / telemetry GPU-hours: the SM-active
     share of the allocated GPU-hours that had telemetry; coverage = telemetry
     GPU-hours / allocated GPU-hours says how much of the allocated time that is.
+    Rows are :attr:`Productive.allocations`; null keys are left out.
     """
-
-    def figures(frame: pl.DataFrame) -> dict[str, Any]:
-        allocated = float(frame["alloc_gpu_s"].sum() or 0) / 3600
-        telemetry = float(frame["telemetry_gpu_s"].sum() or 0) / 3600
-        active = float(frame["sm_active_gpu_s"].sum() or 0) / 3600
-        return {
-            "allocated_gpu_hours": allocated,
-            "telemetry_gpu_hours": telemetry,
-            "sm_active_gpu_hours": active,
-            "productive_rate": active / telemetry if telemetry > 0 else None,
-            "coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+    frame = rows if key is not None else rows.with_columns(pl.lit(None).alias("_all"))
+    group = key if key is not None else "_all"
+    if key is not None:
+        frame = frame.filter(pl.col(key).is_not_null())
+    sums = (
+        frame.group_by(group, "workload")
+        .agg(pl.col("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s").sum())
+        .sort(group, "workload", nulls_last=True)
+    )
+    out: dict[Any, dict[str, Any]] = {}
+    for value, part in sums.group_by(group, maintain_order=True):
+        detail = {
+            w: _figures(a, t, s)
+            for w, a, t, s in part.select(
+                "workload", "alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s"
+            ).iter_rows()
+            if w is not None
         }
+        totals = part.select(pl.col("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s").sum())
+        out[value[0]] = {
+            "metric": PRODUCTIVE_METRIC,
+            **_figures(*(float(v or 0) for v in totals.row(0))),
+            "by_workload": {w: f["productive_rate"] for w, f in detail.items()},
+            "workloads": detail,
+        }
+    return out
 
-    workloads = sorted({w for w in rows["workload"].to_list() if w is not None})
-    detail = {w: figures(rows.filter(pl.col("workload") == w)) for w in workloads}
-    fleet = figures(rows)
-    return {
-        "metric": PRODUCTIVE_METRIC,
-        **fleet,
-        "by_workload": {w: detail[w]["productive_rate"] for w in workloads},
-        "workloads": detail,
-    }
+
+def productive_figures(rows: pl.DataFrame) -> dict[str, Any]:
+    """:func:`productive_by` over all ``rows`` at once."""
+    found = productive_by(rows, None)
+    return found.get(None) or {
+        "metric": PRODUCTIVE_METRIC, **_figures(0.0, 0.0, 0.0), "by_workload": {}, "workloads": {},
+    }  # fmt: skip
 
 
 def neighbour_indicator(rows: pl.DataFrame) -> dict[str, Any]:

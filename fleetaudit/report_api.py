@@ -181,14 +181,13 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         )
     prod = den.productive(nodes, allocations, start, end, by_alloc, by_node, interval)
     models = {}
+    by_model = den.productive_by(prod.allocations, "gpu_model")
     for row in physical.join(sampled, on="gpu_model", how="left").iter_rows(named=True):
         model = row["gpu_model"]
         models[model] = {
             "physical": _physical(row),
             "schedulable": _schedulable(row),
-            "productive": den.productive_figures(
-                prod.allocations.filter(pl.col("gpu_model") == model)
-            ),
+            "productive": by_model.get(model) or den.productive_figures(prod.allocations.clear()),
         }
     fleet = {
         "physical": _physical(_sum_rows(physical)),
@@ -244,6 +243,8 @@ def _tenants(
     hours = den.tenant_hours(allocations, nodes, start, end)
     total = float(hours["allocated_gpu_hours"].sum() or 0)
     out = {}
+    by_tenant = den.productive_by(prod.allocations, "tenant")
+    empty = den.productive_figures(prod.allocations.clear())
     for row in hours.filter(pl.col("tenant").is_not_null()).iter_rows(named=True):
         tenant = row["tenant"]
         out[tenant] = {
@@ -252,9 +253,7 @@ def _tenants(
                 "allocated_gpu_hours": row["allocated_gpu_hours"],
                 "share_of_allocated": _rate(row["allocated_gpu_hours"], total),
             },
-            "productive": den.productive_figures(
-                prod.allocations.filter(pl.col("tenant") == tenant)
-            ),
+            "productive": by_tenant.get(tenant) or empty,
         }
     del fleet
     return out
