@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -52,6 +53,10 @@ def _measure(db: Path, since: str, step: str) -> None:
                 "shapes_left_out": result.shapes_left_out,
                 "telemetry_samples": result.telemetry["samples"],
                 "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                # CPU seconds (user + system, DuckDB's threads included): steadier than
+                # wall time on a shared machine
+                "cpu_s": resource.getrusage(resource.RUSAGE_SELF).ru_utime
+                + resource.getrusage(resource.RUSAGE_SELF).ru_stime,
             }
         )
     )
@@ -106,8 +111,9 @@ def main() -> None:
         f"  build_report {figures['build_s']:.1f} s, HTML {figures['html_s']:.2f} s "
         f"({figures['html_kib']:,.0f} KiB), JSON {figures['json_s']:.2f} s "
         f"({figures['json_kib']:,.0f} KiB): {total:.1f} s (target < 60 s); "
-        f"peak RSS {figures['peak_rss_mib']:,.0f} MiB"
+        f"peak RSS {figures['peak_rss_mib']:,.0f} MiB; CPU {figures['cpu_s']:.1f} s"
     )
+    print(f"  machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     out = args.work / "out"
     started = time.perf_counter()
     subprocess.run(
