@@ -622,3 +622,44 @@ def test_colour_on_a_terminal_and_none_with_no_color(hand_db: Path, tmp_path: Pa
     plain = _on_a_terminal(args, {**base, "NO_COLOR": "1"})
     assert b"physical: allocated / healthy" in plain
     assert not colour.search(plain)
+
+
+def test_a_store_from_before_reports_gets_the_table_and_a_trend(
+    hand_db: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "old.duckdb"
+    shutil.copy(hand_db, db)
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    con.execute("DROP TABLE IF EXISTS reports")
+    con.close()
+    first = invoke("report", *WINDOW, "--db", db)
+    assert first.exit_code == 0, first.output
+    assert "trend: no earlier report of this database" in first.stdout
+    second = invoke("report", *WINDOW, "--db", db)
+    assert "since the report of" in second.stdout
+
+
+def test_scenario_is_read_instead_of_the_recorded_state(hand_db: Path, tmp_path: Path) -> None:
+    """A scenario that removes a3 (8 GPUs of n2 for the whole day) frees 192 H20 GPU-hours;
+    its trend is kept apart from the recorded state's."""
+    db = tmp_path / "s.duckdb"
+    shutil.copy(hand_db, db)
+    with api.writing(api.StoreOptions(db)) as store:
+        removed = store.query(
+            "allocations_overlapping", start=datetime(2026, 1, 1), end=datetime(2026, 1, 2),
+            scenario=None,
+        ).filter(pl.col("alloc_id") == "a3").with_columns(pl.lit(True).alias("removed"))  # fmt: skip
+        api.save_scenario(
+            store, "no-a3", removed, base="recorded", command="test", options={},
+            at=datetime(2026, 1, 2),
+        )  # fmt: skip
+    assert invoke("report", *WINDOW, "--db", db).exit_code == 0
+    path = tmp_path / "s.json"
+    result = invoke("report", *WINDOW, "--db", db, "--scenario", "no-a3", "--json", path)
+    assert result.exit_code == 0, result.output
+    document = json.loads(path.read_text())
+    assert document["scenario"] == "no-a3"
+    assert document["models"]["H20"]["physical"]["allocated_gpu_hours"] == 226.0 - 192.0
+    assert document["trend"]["previous"] is None  # the recorded state's report is not its own
