@@ -232,6 +232,7 @@ class ShapeOutlook:
             "wait_p50_s": self.wait_p50_s,
             "wait_p90_s": self.wait_p90_s,
             "splits_idle": not self.shape.is_share,
+            "best_instants": self.best_instants,
         }
 
 

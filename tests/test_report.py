@@ -300,7 +300,7 @@ def _fleets(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, list]:
     return nodes, allocations, shapes
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_fleets())
 def test_vectorised_ledger_equals_shapes_evaluate_on_random_fleets(fleet: tuple) -> None:
     nodes, allocations, shapes = fleet
