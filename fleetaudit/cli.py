@@ -8,6 +8,7 @@ Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -19,14 +20,17 @@ import typer
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__, api, console
-from fleetaudit.contract import placement_document, shapes_document
+from fleetaudit.contract import placement_document, report_document, shapes_document
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
+from fleetaudit.fsutil import atomic_path
 from fleetaudit.generate import GenerateOptions
 from fleetaudit.ingest import FORMATS, IngestOptions
 from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
 from fleetaudit.placement import POLICIES
 from fleetaudit.placement_api import PlacementRun
 from fleetaudit.placement_api import whatif_placement as run_placement
+from fleetaudit.report import expand_path, write_html
+from fleetaudit.report_api import ReportOptions, ReportResult, build_report, record_report
 from fleetaudit.shapes import Shape, make_shape
 from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes, read_shapes_file
 from fleetaudit.times import iso, parse_duration, parse_instant
@@ -509,11 +513,75 @@ def generate(
 
 @app.command()
 @handled
+def report(
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="The window's end (default: the export time)."),
+    ] = None,
+    since: Annotated[
+        str, typer.Option("--since", help="The window's length, ending at --at: 90m, 6h, 7d.")
+    ] = "7d",
+    step: Annotated[
+        str, typer.Option("--step", help="Sampling step of the schedulable figures.")
+    ] = "15m",
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="Read a saved what-if state.")
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Write the self-contained HTML report here ({date}, {time} expand)."
+        ),
+    ] = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--json", help="Write the JSON (fleetaudit.report/1) here ({date}, {time} expand)."
+        ),
+    ] = None,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """The three denominators of a window, per GPU model and for the fleet (SPEC §7).
+
+    Physical GPU-hours (exact), schedulable ones (idle GPU-hours the queued shapes
+    could use and the stranded rest by cause, sampled every --step), productive
+    ones (SM-active over allocated, from telemetry), the stored what-if
+    estimates, and each headline figure's change since the previous report.
+    """
+    store = _store(db, lock_timeout)
+    options = ReportOptions(
+        at=_instant(at, "--at"),
+        since=parse_duration(since, option="--since"),
+        step=parse_duration(step, option="--step"),
+        scenario=scenario,
+    )
+    with console.progress_status("computing the report"):
+        result = build_report(store, options)
+    _write_report(result, html, json_path)
+    console.render_report(result)
+    record_report(store, result)
+
+
+def _write_report(result: ReportResult, html: Path | None, json_path: Path | None) -> None:
+    if json_path is not None:
+        target = expand_path(json_path, result.generated_at)
+        with atomic_path(target) as tmp:
+            tmp.write_text(json.dumps(report_document(result), indent=1) + "\n", encoding="utf-8")
+        console.err.print(f"wrote {target}")
+    if html is not None:
+        target = expand_path(html, result.generated_at)
+        write_html(result, target)
+        console.err.print(f"wrote {target}")
+
+
+@app.command()
+@handled
 def demo(
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
 ) -> None:
-    """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes."""
+    """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report."""
     with console.progress_status("ingesting the sample fleet") as progress:
         result = api.run_demo(_store(db, lock_timeout), progress)
     console.render_ingest(result.ingest)
@@ -521,6 +589,10 @@ def demo(
     state = result.state
     console.render_state(state.state, iso(state.at) or "")
     console.render_shapes(evaluate_shapes(_store(db, lock_timeout), ShapesOptions(explain=False)))
+    console.out.print()
+    report_result = build_report(_store(db, lock_timeout), ReportOptions())
+    console.render_report(report_result)
+    record_report(_store(db, lock_timeout), report_result)
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import polars as pl
 from rich.console import Console
@@ -17,9 +18,11 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetaudit.api import StoreSummary
+from fleetaudit.denominators import SPLIT
 from fleetaudit.generate import GenerateResult
 from fleetaudit.ingest import IngestResult
 from fleetaudit.placement_api import PlacementResult
+from fleetaudit.report_api import ReportResult, recoverable_summary
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
@@ -430,3 +433,255 @@ def render_placement(result: PlacementResult) -> None:
             f"saved the final {result.saved_policy} placement as scenario {result.saved!r} "
             f"(at {iso(result.at)}); read it with --scenario {result.saved}"
         )
+
+
+# -- report (SPEC §7) --------------------------------------------------------------------
+
+_BAR_WIDTH = 24
+_TENANTS_SHOWN = 10
+
+
+def _gh(value: float | None) -> str:
+    """GPU-hours, whole."""
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _gh1(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _pct1(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _share_bar(parts: list[tuple[float, str]], total: float, width: int = _BAR_WIDTH) -> Text:
+    """A bar of ``width`` cells: each part's share of ``total`` (largest remainder), then the rest."""
+    values = [max(v, 0.0) for v, _ in parts]
+    rest = max(total - sum(values), 0.0)
+    exact = [v / total * width if total > 0 else 0.0 for v in [*values, rest]]
+    cells = [int(e) for e in exact]
+    for i in sorted(range(len(exact)), key=lambda i: exact[i] - cells[i], reverse=True):
+        if sum(cells) >= width or total <= 0 or exact[i] == cells[i]:
+            break
+        cells[i] += 1
+    text = Text()
+    for i, (_, style) in enumerate(parts):
+        text.append(("█" if i == 0 else "▒") * cells[i], style=style)
+    text.append("·" * (width - sum(cells[:-1])), style="dim")
+    return text
+
+
+def _denominator_bars(figures: dict[str, object]) -> tuple[Text, Text, Text]:
+    ph = figures["physical"]
+    sc = figures["schedulable"]
+    pr = figures["productive"]
+    assert isinstance(ph, dict) and isinstance(sc, dict) and isinstance(pr, dict)
+    physical = _share_bar(
+        [
+            (ph["allocated_high_gpu_hours"], "blue"),
+            (ph["allocated_gpu_hours"] - ph["allocated_high_gpu_hours"], "cyan"),
+        ],
+        ph["healthy_gpu_hours"],
+    )
+    schedulable = _share_bar([(sc["usable_gpu_hours"], "green")], sc["idle_gpu_hours"])
+    productive = _share_bar([(pr["sm_active_gpu_hours"], "green")], pr["telemetry_gpu_hours"])
+    return physical, schedulable, productive
+
+
+def _pct_of(part: float, whole: float) -> str:
+    return "-" if whole <= 0 else f"{100 * part / whole:5.1f}%"
+
+
+def render_report(result: ReportResult) -> None:
+    """The one-screen summary (three denominators per model as aligned bars), then details."""
+    title = f"report {iso(result.start)} .. {iso(result.end)}, step {_seconds(result.step_s)}"
+    if result.scenario:
+        title += f" (scenario {result.scenario})"
+    table = Table(title=title, title_justify="left", show_edge=False)
+    table.add_column("model", no_wrap=True)
+    for header in (
+        "physical: allocated / healthy",
+        "schedulable: usable / idle",
+        "productive: SM-active / sampled allocated",
+    ):
+        table.add_column(header, no_wrap=True)
+    rows = [("fleet", result.fleet), *result.models.items()]
+    for name, figures in rows:
+        ph, sc, pr = figures["physical"], figures["schedulable"], figures["productive"]
+        bars = _denominator_bars(figures)
+        table.add_row(
+            Text(name, style="bold" if name == "fleet" else ""),
+            bars[0] + Text(f" {_pct_of(ph['allocated_gpu_hours'], ph['healthy_gpu_hours'])}"),
+            bars[1] + Text(f" {_pct_of(sc['usable_gpu_hours'], sc['idle_gpu_hours'])}"),
+            bars[2] + Text(f" {_pct_of(pr['sm_active_gpu_hours'], pr['telemetry_gpu_hours'])}"),
+        )
+    out.print(table)
+    fleet = result.fleet["physical"]
+    out.print(
+        f"allocation rate: high {_pct1(fleet['allocation_rate_high'])}, "
+        f"high + low {_pct1(fleet['allocation_rate'])} of healthy GPU-hours; "
+        f"bars: █ high/usable/SM-active, ▒ low priority, · the rest"
+    )
+    _render_trend(result)
+    out.print()
+    _render_physical(rows)
+    _render_schedulable(rows, result)
+    _render_productive(rows, result)
+    _render_recoverable(result)
+    for note in result.notes:
+        err.print(f"note: {note}", soft_wrap=True)
+
+
+def _render_trend(result: ReportResult) -> None:
+    if result.previous is None:
+        out.print("trend: no earlier report of this database")
+        return
+    parts = []
+    for f in result.trend:
+        change = f["change"]
+        if change is None:
+            text = "-"
+        elif "rate" in f["figure"]:
+            text = f"{100 * change:+.1f} pt"
+        else:
+            text = f"{change:+,.0f}"
+        parts.append(f"{f['label']} {text}")
+    out.print(f"since the report of {iso(result.previous['created_at'])}:")
+    for part in parts:
+        out.print(f"  {part}")
+
+
+def _render_physical(rows: list[tuple[str, dict[str, Any]]]) -> None:
+    table = Table(title="physical GPU-hours (exact)", title_justify="left")
+    table.add_column("model", no_wrap=True)
+    for header in ("installed", "healthy", "alloc high", "alloc all", "rate high", "rate all"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, figures in rows:
+        p = figures["physical"]
+        table.add_row(
+            Text(name),
+            _gh(p["installed_gpu_hours"]),
+            _gh(p["healthy_gpu_hours"]),
+            _gh(p["allocated_high_gpu_hours"]),
+            _gh(p["allocated_gpu_hours"]),
+            _pct1(p["allocation_rate_high"]),
+            _pct1(p["allocation_rate"]),
+        )
+    out.print(table)
+
+
+def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
+    instants = result.steps["instant"].n_unique()
+    table = Table(
+        title=f"schedulable GPU-hours (sampled at {instants:,} instants)", title_justify="left"
+    )
+    table.add_column("model", no_wrap=True)
+    for header in ("idle", "usable", *SPLIT, "unhealthy"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, figures in rows:
+        s = figures["schedulable"]
+        table.add_row(
+            Text(name),
+            _gh(s["idle_gpu_hours"]),
+            _gh(s["usable_gpu_hours"]),
+            *(_gh(s["stranded_gpu_hours"][c]) for c in SPLIT),
+            _gh(s["unhealthy_gpu_hours"]),
+        )
+    out.print(table)
+    shapes = Table(title="queued shapes over the window", title_justify="left")
+    shapes.add_column("shape", no_wrap=True)
+    for header in ("queued", "p_start", "wait p50", "wait p90", "usable GPU-h as best"):
+        shapes.add_column(header, justify="right", no_wrap=True)
+    for s in result.shapes:
+        shapes.add_row(
+            Text(s.shape.label() + (" (share)" if s.shape.is_share else "")),
+            _int(s.queued),
+            _pct1(s.p_start),
+            _seconds(s.wait_p50_s),
+            _seconds(s.wait_p90_s),
+            _gh(s.usable_gpu_hours),
+        )
+    if result.shapes:
+        out.print(shapes)
+    else:
+        out.print("no GPU request is queued at the window's end: all idle GPUs are unqueued")
+
+
+def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
+    t = result.telemetry
+    out.print(
+        f"productive: metric {t['metric']} from {t['column']}, {t['samples']:,} samples, "
+        f"each {_seconds(t['interval_s'])} of one GPU (the median gap of "
+        f"{t['interval_from_gpus']:,} GPUs); telemetry covers "
+        f"{_pct1(t['coverage'])} of allocated GPU-hours"
+        + (
+            f"; {t['unattributed_gpu_hours']:,.1f} sampled GPU-hours matched no allocation"
+            if t["unattributed_gpu_hours"]
+            else ""
+        )
+    )
+    table = Table(title="productive GPU-hours (telemetry)", title_justify="left")
+    table.add_column("workload / model / tenant", no_wrap=True)
+    for header in ("allocated", "with telemetry", "SM-active", "SM-active rate"):
+        table.add_column(header, justify="right", no_wrap=True)
+
+    def add(name: str, p: dict[str, Any]) -> None:
+        table.add_row(
+            Text(name),
+            _gh(p["allocated_gpu_hours"]),
+            _pct1(p["coverage"]),
+            _gh(p["sm_active_gpu_hours"]),
+            _pct1(p["productive_rate"]),
+        )
+
+    for workload, p in result.fleet["productive"]["workloads"].items():
+        add(workload, p)
+    for name, figures in rows:
+        add(f"model {name}" if name != "fleet" else "all", figures["productive"])
+    by_size = sorted(result.tenants.items(), key=lambda t: -t[1]["physical"]["allocated_gpu_hours"])
+    for tenant, figures in by_size[:_TENANTS_SHOWN]:
+        add(f"tenant {tenant}", figures["productive"])
+    out.print(table)
+    if len(by_size) > _TENANTS_SHOWN:
+        out.print(
+            f"{len(by_size) - _TENANTS_SHOWN} smaller tenant(s) more in the HTML and JSON reports"
+        )
+    nb = result.neighbour
+    drop = "" if nb["drop"] is None else f": a drop of {_pct1(nb['drop'])}"
+    out.print(
+        f"CPU-neighbour indicator: training SM-active {_pct1(nb['with_cpu_neighbour'])} with a "
+        f"CPU-only allocation on its node, {_pct1(nb['without_cpu_neighbour'])} without{drop}"
+    )
+
+
+def _render_recoverable(result: ReportResult) -> None:
+    for kind in ("compaction", "harvesting"):
+        run = result.whatifs.get(kind)
+        if run is None:
+            out.print(f"{kind}: not run on this database yet (fleetaudit whatif {kind})")
+            continue
+        summary = recoverable_summary(run)
+        out.print(f"{kind}: {summary['ran']}")
+        if kind == "compaction":
+            parts = []
+            for side in ("before", "after"):
+                if side in summary:
+                    s = summary[side]
+                    parts.append(
+                        f"{side}: {s.get('partial_nodes', '-')} partial, "
+                        f"{s.get('free_nodes', '-')} free nodes"
+                    )
+            if "bound_free_nodes" in summary:
+                parts.append(f"bound: {summary['bound_free_nodes']} free nodes")
+            out.print("  " + ("; ".join(parts) or "no figures in its document"))
+        else:
+            for p in summary.get("policies", []):
+                out.print(
+                    f"  {p.get('policy', '-')}: allocation rate high "
+                    f"{_pct1(p.get('allocation_rate_high'))}, all {_pct1(p.get('allocation_rate'))}, "
+                    f"standby {_gh(p.get('standby_gpu_hours'))} GPU-h, harvested "
+                    f"{_pct1(p.get('harvested_share'))}, preemptions {p.get('preemptions', '-')}, "
+                    f"lost {_gh1(p.get('lost_gpu_hours'))} GPU-h, unfinished {p.get('unfinished', '-')}"
+                )
+            if not summary.get("policies"):
+                out.print("  no policy figures in its document")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetaudit.api import WHATIF_KINDS
 from fleetaudit.placement_api import PlacementResult
+from fleetaudit.report_api import REPORT_SCHEMA, ReportResult, recoverable_summary
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
@@ -80,3 +82,64 @@ def placement_document(result: PlacementResult) -> dict[str, Any]:
         document["queue"] = result.queue
         document["empty"] = result.empty
     return document
+
+
+# -- report (SPEC §7) --------------------------------------------------------------------
+
+
+def _rounded(value: Any) -> Any:
+    """Floats to 6 decimals (sampled sums carry float noise), recursively."""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def report_document(result: ReportResult) -> dict[str, Any]:
+    """The ``fleetaudit report --json PATH`` document (SPEC §7, schema fleetaudit.report/1).
+
+    Beyond SPEC's keys: schedulable.stranded_gpu_hours.unqueued (idle GPUs no
+    queued whole-GPU shape may use) and unhealthy_gpu_hours; productive
+    allocated_gpu_hours, coverage and per-workload detail; tenants, shapes,
+    cpu_neighbour, telemetry provenance, recoverable, trend and notes.
+    """
+    return _rounded(
+        {
+            "schema": REPORT_SCHEMA,
+            "generated_at": iso(result.generated_at),
+            "window": {
+                "start": iso(result.start),
+                "end": iso(result.end),
+                "step_s": result.step_s,
+                "instants": result.steps["instant"].n_unique(),
+            },
+            "scenario": result.scenario,
+            "fleet": result.fleet,
+            "models": result.models,
+            "tenants": result.tenants,
+            "shapes": [
+                {**s.as_json(), "usable_gpu_hours_as_best": s.usable_gpu_hours}
+                for s in result.shapes
+            ],
+            "shapes_left_out": result.shapes_left_out,
+            "cpu_neighbour": result.neighbour,
+            "telemetry": result.telemetry,
+            "recoverable": {
+                kind: None if run is None else {**recoverable_summary(run), "kind": kind}
+                for kind, run in ((k, result.whatifs.get(k)) for k in WHATIF_KINDS)
+            },
+            "trend": {
+                "previous": None
+                if result.previous is None
+                else {
+                    "created_at": iso(result.previous["created_at"]),
+                    "at": iso(result.previous["at"]),
+                },
+                "figures": list(result.trend),
+            },
+            "notes": list(result.notes),
+        }
+    )

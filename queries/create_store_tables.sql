@@ -22,3 +22,7 @@ CREATE TABLE IF NOT EXISTS whatif_runs (
     run_id BIGINT, created_at TIMESTAMP, kind VARCHAR, "at" TIMESTAMP, scenario VARCHAR,
     ingest_id BIGINT, options VARCHAR, document VARCHAR
 );
+CREATE TABLE IF NOT EXISTS reports (
+    report_id BIGINT, created_at TIMESTAMP, "at" TIMESTAMP, "start" TIMESTAMP, "end" TIMESTAMP,
+    step_s DOUBLE, scenario VARCHAR, ingest_id BIGINT, figures VARCHAR
+);

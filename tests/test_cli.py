@@ -19,7 +19,7 @@ from fleetaudit.store import open_store
 from tests.conftest import write
 
 runner = CliRunner()
-COMMANDS = ["ingest", "status", "state", "generate", "demo"]
+COMMANDS = ["ingest", "status", "state", "generate", "demo", "report"]
 
 
 def invoke(*args: str | Path) -> object:
@@ -181,6 +181,9 @@ def test_demo_in_process(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "capacity by GPU model" in result.stdout
     assert "GPUs at 2026-05-01T00:00:00Z" in result.stdout
+    # the demo ends with the report: its one-screen summary, then the details
+    assert "physical: allocated / healthy" in result.stdout
+    assert result.stdout.rstrip().splitlines()[-1].startswith("harvesting: ")
 
 
 def test_installed_console_script_runs_the_demo_from_another_folder(tmp_path: Path) -> None:
@@ -201,7 +204,8 @@ def test_installed_console_script_runs_the_demo_from_another_folder(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "fleetaudit.duckdb").exists()
     assert "capacity by GPU model" in done.stdout
-    assert "H20 256 GPU (32x8)" in done.stdout  # the demo ends with the queued shapes
+    assert "H20 256 GPU (32x8)" in done.stdout  # the queued shapes, then the report
+    assert "physical: allocated / healthy" in done.stdout
     assert all(line.startswith("note: ") for line in done.stderr.splitlines()), done.stderr
 
 

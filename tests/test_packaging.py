@@ -41,6 +41,10 @@ def test_wheel_holds_the_data_folders(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for sql in QUERIES:
         assert f"fleetaudit/queries/{sql.name}" in names
+    templates = sorted((REPO / "templates").glob("*.html"))
+    assert templates, "templates/ holds the report's HTML templates"
+    for template in templates:
+        assert f"fleetaudit/templates/{template.name}" in names
     for sample in (REPO / "sample_data").iterdir():
         assert f"fleetaudit/sample_data/{sample.name}" in names
     assert not [n for n in names if n.startswith("fleetaudit/") and "__pycache__" in n]
@@ -57,6 +61,9 @@ SAMPLE_PARAMS = {
     "base": "recorded",
     "kind": "compaction",
     "document": "{}",
+    "generated_at": datetime(2026, 1, 2),
+    "step_s": 900.0,
+    "figures": "{}",
 }
 
 
@@ -87,3 +94,4 @@ def test_every_query_file_is_used_and_every_used_query_exists() -> None:
 def test_resources_resolve() -> None:
     assert (resource_dir("queries") / "nodes.sql").is_file()
     assert resource_dir("sample_data").is_dir()
+    assert (resource_dir("templates") / "report.html").is_file()

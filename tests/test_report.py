@@ -1,0 +1,665 @@
+"""fleetaudit report (SPEC §7): figures worked by hand, ledger identities, outputs, cron, browser.
+
+tests/data/report_hand/ is the hand-worked fleet (its README says what each row
+is for). The window is [2026-01-01T00:00Z, 2026-01-02T00:00Z), sampled hourly:
+25 instants, each standing for 24/25 h.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+import fleetaudit
+from fleetaudit import api, occupancy
+from fleetaudit import denominators as den
+from fleetaudit.cli import app
+from fleetaudit.contract import report_document
+from fleetaudit.report import ReportContext, render_html
+from fleetaudit.report_api import ReportOptions, build_report
+from fleetaudit.resources import resource_dir
+from fleetaudit.shapes import CAUSES, evaluate, make_shape
+
+from .conftest import DATA, NODE_SCHEMA, write
+
+runner = CliRunner()
+PACKAGE_ROOT = Path(fleetaudit.__file__).resolve().parents[1]
+HAND = DATA / "report_hand"
+AT = "2026-01-02T00:00:00Z"
+WINDOW = ("--at", AT, "--since", "1d", "--step", "1h")
+PER_INSTANT = 24 / 25  # hours each of the 25 instants stands for
+
+
+def invoke(*args: str | Path) -> Any:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def hand_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("hand") / "hand.duckdb"
+    api.ingest_paths(api.StoreOptions(db), [HAND])
+    return db
+
+
+@pytest.fixture(scope="module")
+def hand(hand_db: Path) -> Any:
+    return build_report(
+        api.StoreOptions(hand_db),
+        ReportOptions(
+            at=datetime(2026, 1, 2),
+            since=timedelta(days=1),
+            step=timedelta(hours=1),
+            generated_at=datetime(2026, 1, 2, 6),
+        ),
+    )
+
+
+# -- figures worked by hand ------------------------------------------------------------
+
+
+def test_physical_gpu_hours_by_hand(hand: Any) -> None:
+    """Exact integrals, allocations straddling both edges counted by their overlap.
+
+    H20: installed 3 x 8 x 24 = 576; healthy (n3 is down) 384. Allocated on n1:
+    a1 4 GPUs 00-06 (started the day before) = 24, a2 2 GPUs 20-24 (still
+    running) = 8, a8 1 GPU 10-12 = 2; a9 ends at the window's start and a10
+    starts at its end: 0. n2: a3 8 x 24 = 192. a4 is on the down n3: not
+    allocated. High: 24 + 2 + 192 = 218.
+    A10 (n4): shares a5 (0.5, 00-12) and a6 (0.25, 06-18) pack onto one GPU:
+    1 GPU for 18 h, plus a11 1 GPU 19-20: 19; high alone a6 12 + a11 1 = 13.
+    L4: 2 x 24 = 48 installed, nothing allocated.
+    """
+    assert hand.models["H20"]["physical"] == {
+        "installed_gpu_hours": 576.0,
+        "healthy_gpu_hours": 384.0,
+        "allocated_high_gpu_hours": 218.0,
+        "allocated_gpu_hours": 226.0,
+        "allocation_rate_high": 218 / 384,
+        "allocation_rate": 226 / 384,
+    }
+    assert hand.models["A10"]["physical"]["allocated_gpu_hours"] == 19.0
+    assert hand.models["A10"]["physical"]["allocated_high_gpu_hours"] == 13.0
+    fleet = hand.fleet["physical"]
+    assert fleet["installed_gpu_hours"] == 720.0
+    assert fleet["healthy_gpu_hours"] == 528.0
+    assert fleet["allocated_high_gpu_hours"] == 231.0
+    assert fleet["allocated_gpu_hours"] == 245.0
+    assert fleet["allocation_rate_high"] == pytest.approx(231 / 528)
+    assert fleet["allocation_rate"] == pytest.approx(245 / 528)
+
+
+def test_physical_is_exact_between_instants() -> None:
+    """An allocation shorter than the step still counts in full (not sampled)."""
+    nodes = pl.DataFrame(
+        {"node_id": ["n"], "gpu_model": ["H20"], "gpus": [8], "cpus": [8.0],
+         "memory_gib": [None], "switch_id": [None], "health": ["healthy"]},
+        schema=NODE_SCHEMA,
+    )  # fmt: skip
+    t0 = datetime(2026, 1, 1)
+    allocations = pl.DataFrame(
+        {"alloc_id": ["a"], "node_id": ["n"], "gpus": [3.0], "cpus": [1.0],
+         "memory_gib": [None], "priority": ["high"],
+         "start_time": [t0 + timedelta(minutes=10)], "end_time": [t0 + timedelta(minutes=25)]},
+        schema_overrides={"memory_gib": pl.Float64},
+    )  # fmt: skip
+    row = den.physical(nodes, allocations, t0, t0 + timedelta(hours=1)).row(0, named=True)
+    assert row["allocated_gpu_hours"] == 3 * 15 / 60
+    assert row["allocated_high_gpu_hours"] == 3 * 15 / 60
+
+
+def test_schedulable_gpu_hours_by_hand(hand: Any) -> None:
+    """Idle GPUs at the 25 hourly instants 00:00 .. 24:00, each standing for 24/25 h.
+
+    H20 idle on n1: 4 at 00-05 (6 instants), 8 at 06-09 (4), 7 at 10-11 (2),
+    8 at 12-19 (8), 6 at 20-23 (4), 5 at 24:00 (a10 starts then): 163. The
+    queued 8-GPU node shape uses n1 only when it is all free (12 instants):
+    96; the rest, 67, is fragment.
+    A10: 3 idle at 00-17 (18), 4 at 18, 3 at 19, 4 at 20-24 (5): 81. The 1-GPU
+    2-hour shape: at 18:00 one of the 4 free GPUs is taken at 19:00 (a11):
+    interval 1; usable 80.
+    L4: 2 idle at 25 instants, no queued shape: unqueued 50.
+    """
+    h20 = hand.models["H20"]["schedulable"]
+    assert h20["idle_gpu_hours"] == pytest.approx(163 * PER_INSTANT)
+    assert h20["usable_gpu_hours"] == pytest.approx(96 * PER_INSTANT)
+    assert h20["stranded_gpu_hours"]["fragment"] == pytest.approx(67 * PER_INSTANT)
+    assert h20["unhealthy_gpu_hours"] == pytest.approx(8 * 25 * PER_INSTANT)
+    a10 = hand.models["A10"]["schedulable"]
+    assert a10["idle_gpu_hours"] == pytest.approx(81 * PER_INSTANT)
+    assert a10["usable_gpu_hours"] == pytest.approx(80 * PER_INSTANT)
+    assert a10["stranded_gpu_hours"]["interval"] == pytest.approx(1 * PER_INSTANT)
+    l4 = hand.models["L4"]["schedulable"]
+    assert l4["stranded_gpu_hours"]["unqueued"] == pytest.approx(50 * PER_INSTANT)
+    assert l4["usable_gpu_hours"] == 0
+
+
+def test_shape_outlook_by_hand(hand: Any) -> None:
+    """The 8-GPU shape starts at 12 of 25 instants; waits (h) 6,5,4,3,2,1 at 00-05, 0 at
+    06-09, 2,1 at 10-11, 0 at 12-19, censored at 20-24: p50 the 13th smallest = 1 h,
+    p90 the 23rd = censored."""
+    by_label = {s.shape.label(): s for s in hand.shapes}
+    eight = by_label["H20 8 GPU node"]
+    assert (eight.p_start, eight.wait_p50_s, eight.wait_p90_s) == (12 / 25, 3600.0, None)
+    assert eight.usable_gpu_hours == pytest.approx(96 * PER_INSTANT)
+    share = by_label["H20 0.5 GPU node"]
+    assert share.p_start == 1.0  # n1 has a free GPU at every instant
+
+
+def test_productive_by_hand(hand: Any) -> None:
+    """a1: 24 samples (4 GPUs x 6 h) at 0.5 with its alloc_id; 2 samples at 0.9 on n1 GPU 4
+    without one, at 10:00 and 11:00, when a8 is the only GPU allocation there. Each
+    sample stands for the median gap, 1 h."""
+    assert hand.telemetry["interval_s"] == 3600.0
+    assert hand.telemetry["samples"] == 26
+    productive = hand.fleet["productive"]
+    assert productive["telemetry_gpu_hours"] == pytest.approx(26.0)
+    assert productive["sm_active_gpu_hours"] == pytest.approx(12.0 + 1.8)
+    assert productive["by_workload"]["training"] == pytest.approx(13.8 / 26)
+    assert productive["by_workload"]["online_inference"] is None  # no telemetry
+    # allocated (gpus x overlap, every node): 24 + 8 + 192 + 192 + 6 + 3 + 2 + 1
+    assert productive["allocated_gpu_hours"] == pytest.approx(428.0)
+    # a1 shared n1 with the cpu_only a7 (00-03); a8 (10-12) did not
+    assert hand.neighbour["with_cpu_neighbour"] == pytest.approx(0.5)
+    assert hand.neighbour["without_cpu_neighbour"] == pytest.approx(0.9)
+    assert hand.neighbour["drop"] == pytest.approx(1 - 0.5 / 0.9)
+
+
+def test_tenants_by_hand(hand: Any) -> None:
+    """Healthy nodes, shares by their fraction; a4 (vision) is on the down n3."""
+    hours = {t: f["physical"]["allocated_gpu_hours"] for t, f in hand.tenants.items()}
+    assert hours == pytest.approx({"ads": 193.0, "search": 14.0, "vision": 26.0, "etl": 0.0})
+    assert hand.tenants["vision"]["productive"]["productive_rate"] == pytest.approx(13.8 / 26)
+
+
+# -- ledger identities per step ----------------------------------------------------------
+
+
+def _assert_identities(steps: pl.DataFrame) -> None:
+    split = steps.select(pl.sum_horizontal("usable", *den.SPLIT)).to_series()
+    ledger = steps.select(
+        pl.sum_horizontal("unhealthy", "allocated_high", "allocated_low", "idle")
+    ).to_series()
+    assert (ledger == steps["installed"]).all()
+    assert ((split - steps["idle"]).abs() < 1e-9).all()
+    assert (steps.select(pl.min_horizontal("usable", *den.SPLIT)).to_series() >= 0).all()
+
+
+def test_ledger_identities_per_step(hand: Any) -> None:
+    _assert_identities(hand.steps)
+    assert hand.steps.height == 25 * 3
+
+
+def _differential(
+    nodes: pl.DataFrame, allocations: pl.DataFrame, shapes: list, instants: list
+) -> None:
+    """Every instant, shape and model: the vectorised figures equal shapes.evaluate's."""
+    result = den.schedulable(nodes, allocations, shapes, instants, timedelta(hours=len(instants)))
+    _assert_identities(result.steps)
+    for index, (shape, _) in enumerate(shapes):
+        if shape.is_share:
+            continue
+        duration = timedelta(seconds=shape.duration_s) if shape.duration_s else None
+        starts = 0
+        for t in instants:
+            state = occupancy.node_state(nodes, allocations, t, duration)
+            starts += evaluate(state, shape).instances >= 1
+            best = result.steps.filter(pl.col("instant") == t, pl.col("best") == index)
+            for row in best.iter_rows(named=True):
+                ledger = evaluate(
+                    state.filter(pl.col("gpu_model") == row["gpu_model"]), shape
+                ).ledger
+                assert row["usable"] == ledger.usable
+                assert ledger.stranded is not None
+                for cause in CAUSES:
+                    assert row[cause] == ledger.stranded[cause], (t, row, cause)
+        assert result.shapes[index].p_start == starts / len(instants)
+
+
+def test_vectorised_ledger_equals_shapes_evaluate_on_the_hand_fleet(hand_db: Path) -> None:
+    with api.reading(api.StoreOptions(hand_db)) as store:
+        nodes, allocations = api.load_frames(store, datetime(2026, 1, 1), datetime(2026, 1, 3))
+    shapes = [
+        (make_shape("H20", 8), 1),
+        (make_shape("A10", 1, duration_s=7200), 1),
+        (make_shape("A10", 1, memory_gib_per_gpu=100, duration_s=5400), 1),  # not whole steps
+        (make_shape("H20|A10", 2, cpus_per_gpu=20), 1),
+        (make_shape(None, 4, 2, locality="switch", duration_s=3 * 3600), 1),
+        (make_shape("H20", 6, 2, locality="any", memory_gib_per_gpu=100), 1),
+    ]
+    instants = den.window_instants(datetime(2026, 1, 2), timedelta(days=1), timedelta(hours=1))
+    _differential(nodes, allocations, shapes, instants)
+
+
+@given(st.integers(1, 40), st.integers(1, 9), st.integers(0, 2**32 - 1))
+def test_sliding_max_equals_a_plain_window_maximum(width: int, n: int, seed: int) -> None:
+    values = np.random.default_rng(seed).integers(0, 50, size=(3, n + width - 1))
+    plain = np.stack([values[:, i : i + width].max(axis=1) for i in range(n)], axis=1)
+    assert (den._sliding_max(values, width, n) == plain).all()
+
+
+@st.composite
+def _fleets(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, list]:
+    t0 = datetime(2026, 1, 1)
+    count = draw(st.integers(1, 5))
+    nodes = pl.DataFrame(
+        {
+            "node_id": [f"n{i}" for i in range(count)],
+            "gpu_model": draw(st.lists(st.sampled_from(["H20", "A10"]), min_size=count, max_size=count)),
+            "gpus": draw(st.lists(st.sampled_from([2, 4, 8]), min_size=count, max_size=count)),
+            "cpus": [32.0] * count,
+            "memory_gib": draw(st.lists(st.sampled_from([None, 64.0, 256.0]), min_size=count, max_size=count)),
+            "switch_id": draw(st.lists(st.sampled_from([None, "s1", "s2"]), min_size=count, max_size=count)),
+            "health": draw(st.lists(st.sampled_from(["healthy", "healthy", "down"]), min_size=count, max_size=count)),
+        },
+        schema=NODE_SCHEMA,
+    )  # fmt: skip
+    rows = draw(st.integers(0, 8))
+    starts = draw(st.lists(st.integers(-3, 10), min_size=rows, max_size=rows))
+    lengths = draw(st.lists(st.sampled_from([None, 1, 2, 5]), min_size=rows, max_size=rows))
+    allocations = pl.DataFrame(
+        {
+            "alloc_id": [f"a{i}" for i in range(rows)],
+            "node_id": draw(st.lists(st.sampled_from(nodes["node_id"].to_list()), min_size=rows, max_size=rows)),
+            "gpus": draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0]), min_size=rows, max_size=rows)),
+            "cpus": draw(st.lists(st.sampled_from([1.0, 8.0, 24.0]), min_size=rows, max_size=rows)),
+            "memory_gib": [32.0] * rows,
+            "priority": draw(st.lists(st.sampled_from(["high", "low"]), min_size=rows, max_size=rows)),
+            "start_time": [t0 + timedelta(hours=s) for s in starts],
+            "end_time": [None if n is None else t0 + timedelta(hours=s + n) for s, n in zip(starts, lengths, strict=True)],
+        },
+        schema_overrides={"end_time": pl.Datetime("us"), "start_time": pl.Datetime("us")},
+    )  # fmt: skip
+    shapes = [
+        (make_shape(draw(st.sampled_from([None, "H20", "A10"])), g, p, c, None, loc, d), 1)
+        for g, p, c, loc, d in draw(
+            st.lists(
+                st.sampled_from(
+                    [(1, 1, 0, "node", None), (2, 2, 8, "node", 7200), (4, 2, 0, "switch", None),
+                     (2, 1, 8, "switch", 5400),
+                     (4, 1, 0, "any", 3600), (8, 8, 0, "node", None), (0.5, None, 0, None, None)]
+                ),
+                min_size=1, max_size=3,
+            )
+        )
+    ]  # fmt: skip
+    return nodes, allocations, shapes
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fleets())
+def test_vectorised_ledger_equals_shapes_evaluate_on_random_fleets(fleet: tuple) -> None:
+    nodes, allocations, shapes = fleet
+    instants = den.window_instants(datetime(2026, 1, 1, 8), timedelta(hours=8), timedelta(hours=1))
+    _differential(nodes, allocations, shapes, instants)
+
+
+# -- outputs ---------------------------------------------------------------------------
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.resources: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href", "xlink:href") and value:
+                self.resources.append(value)
+
+
+def test_json_document_holds_the_spec_keys(hand: Any) -> None:
+    document = report_document(hand)
+    assert document["schema"] == "fleetaudit.report/1"
+    assert document["window"] == {
+        "start": "2026-01-01T00:00:00Z", "end": AT, "step_s": 3600.0, "instants": 25,
+    }  # fmt: skip
+    for figures in (document["fleet"], *document["models"].values()):
+        assert set(figures) == {"physical", "schedulable", "productive"}
+        assert {"installed_gpu_hours", "healthy_gpu_hours", "allocated_high_gpu_hours",
+                "allocated_gpu_hours", "allocation_rate_high", "allocation_rate"} <= set(figures["physical"])  # fmt: skip
+        assert set(CAUSES) <= set(figures["schedulable"]["stranded_gpu_hours"])
+        assert {"metric", "telemetry_gpu_hours", "sm_active_gpu_hours", "productive_rate",
+                "by_workload"} <= set(figures["productive"])  # fmt: skip
+    assert set(document["models"]) == {"A10", "H20", "L4"}
+    assert set(document["tenants"]) == {"ads", "etl", "search", "vision"}
+    assert document["recoverable"] == {"compaction": None, "harvesting": None}
+    json.dumps(document, allow_nan=False)
+
+
+def test_every_context_field_reaches_the_template() -> None:
+    text = "\n".join(p.read_text() for p in resource_dir("templates").glob("*.html"))
+    for name in ReportContext.__dataclass_fields__:
+        assert re.search(rf"report\.{name}\b", text), name
+
+
+def test_html_is_self_contained_and_holds_the_figures(hand: Any) -> None:
+    page = render_html(hand)
+    parser = _Tags()
+    parser.feed(page)
+    assert "script" not in parser.tags
+    assert parser.resources == []
+    assert "http://" not in page and "https://" not in page
+    assert "@import" not in page and "url(" not in page
+    assert '<b id="fleet-allocation-rate-high">43.8%</b>' in page
+    assert '<b id="fleet-allocation-rate">46.4%</b>' in page
+    assert "Not run on this database yet" in page
+
+
+EVIL = '<script>alert("x")</script>&"\''
+
+
+def _hostile(folder: Path) -> Path:
+    """Ids, models, switch and tenant holding markup, quotes and ampersands (JSON Lines)."""
+    tables = {
+        "nodes": [{"node_id": f"n{EVIL}", "gpu_model": f"M{EVIL}", "gpus": 8, "cpus": 64,
+                   "memory_gib": 512, "switch_id": f"s{EVIL}", "health": "healthy"}],
+        "allocations": [{"alloc_id": f"a{EVIL}", "node_id": f"n{EVIL}", "gpus": 2, "cpus": 8,
+                         "priority": "high", "workload": "training", "tenant": f"t{EVIL}",
+                         "start_time": "2026-01-01T00:00:00Z", "end_time": None}],
+        "requests": [{"request_id": "r1", "submit_time": "2026-01-01T12:00:00Z",
+                      "gpu_model": f"M{EVIL}", "gpus": 4}],
+    }  # fmt: skip
+    for name, rows in tables.items():
+        write(folder / f"{name}.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
+    return folder
+
+
+def test_hostile_ids_render_escaped(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    api.ingest_paths(api.StoreOptions(db), [_hostile(tmp_path / "in")])
+    api.record_whatif_run(
+        api.StoreOptions(db), "compaction", at=datetime(2026, 1, 1, 12), scenario=None,
+        run_options={"note": "<script>x</script>"}, document={"before": {"free_nodes": "<b>"}},
+    )  # fmt: skip
+    html = tmp_path / "r.html"
+    result = invoke("report", "--db", db, "--since", "6h", "--html", html)
+    assert result.exit_code == 0, result.output
+    page = html.read_text()
+    parser = _Tags()
+    parser.feed(page)
+    assert "script" not in parser.tags
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&#34;&#39;" in page
+    assert EVIL not in page
+    assert "&lt;b&gt;" in page  # a what-if document's value
+    assert "M<script>" in result.stdout  # the terminal prints the data as it is, no markup
+
+
+def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "trend.duckdb"
+    shutil.copy(hand_db, db)
+    out = tmp_path / "out"
+    first = invoke("report", *WINDOW, "--db", db, "--json", out / "r-{date}-{time}.json")
+    assert first.exit_code == 0, first.output
+    assert "trend: no earlier report of this database" in first.stdout
+    (written,) = out.glob("r-*.json")
+    assert re.fullmatch(r"r-\d{4}-\d{2}-\d{2}-\d{6}\.json", written.name)
+    assert json.loads(written.read_text())["trend"] == {"previous": None, "figures": []}
+    second = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "second.json")
+    assert second.exit_code == 0, second.output
+    trend = json.loads((tmp_path / "second.json").read_text())["trend"]
+    assert trend["previous"]["at"] == AT
+    rates = {f["figure"]: f for f in trend["figures"]}
+    assert rates["physical.allocation_rate_high"]["change"] == 0.0
+    assert rates["physical.allocation_rate_high"]["previous"] == pytest.approx(231 / 528)
+    assert "since the report of" in second.stdout
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_whatif_runs_are_shown_with_when_and_options(hand_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    shutil.copy(hand_db, db)
+    store = api.StoreOptions(db)
+    api.record_whatif_run(
+        store, "compaction", at=datetime(2026, 1, 2), scenario=None,
+        run_options={"partition_size": 500},
+        document={"schema": "fleetaudit.compaction/1", "moves": [{}, {}],
+                  "before": {"partial_nodes": 3, "free_nodes": 1},
+                  "after": {"partial_nodes": 1, "free_nodes": 2}, "bound": {"free_nodes": 3}},
+    )  # fmt: skip
+    api.record_whatif_run(
+        store, "harvesting", at=datetime(2026, 1, 2), scenario=None, run_options={"since": "7d"},
+        document={"schema": "fleetaudit.harvesting/1",
+                  "policies": [{"policy": "spotgpu", "allocation_rate": 0.93, "preemptions": 4}]},
+    )  # fmt: skip
+    path = tmp_path / "w.json"
+    result = invoke("report", *WINDOW, "--db", db, "--json", path, "--html", tmp_path / "w.html")
+    assert result.exit_code == 0, result.output
+    recoverable = json.loads(path.read_text())["recoverable"]
+    compaction = recoverable["compaction"]
+    assert compaction["before"] == {"partial_nodes": 3, "free_nodes": 1}
+    assert compaction["bound_free_nodes"] == 3 and compaction["moves"] == 2
+    assert compaction["options"] == {"partition_size": 500} and compaction["stale"] is False
+    assert recoverable["harvesting"]["policies"] == [
+        {"policy": "spotgpu", "allocation_rate": 0.93, "preemptions": 4}
+    ]
+    assert "compaction: ran " in result.stdout and "partition_size=500" in result.stdout
+    assert "before: 3 partial, 1 free nodes" in result.stdout
+    assert "spotgpu: allocation rate high -, all 93.0%" in result.stdout
+    page = (tmp_path / "w.html").read_text()
+    assert "partition_size=500" in page and "<td>spotgpu</td>" in page
+
+
+def test_bad_input_is_one_line_and_exit_2(hand_db: Path, tmp_path: Path) -> None:
+    result = invoke("report", "--db", hand_db, "--since", "soon")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "fleetaudit: error: --since: 'soon' is not a duration; write e.g. 90s, 30m, 6h or 7d\n"
+    )
+    missing = invoke("report", "--db", tmp_path / "none.duckdb")
+    assert missing.exit_code == 2
+    assert "no fleetaudit store here" in missing.stderr
+    scenario = invoke("report", "--db", hand_db, "--scenario", "nope")
+    assert scenario.exit_code == 2 and "no scenario named 'nope'" in scenario.stderr
+
+
+def test_failed_write_leaves_no_file(
+    hand_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fleetaudit.report as report_module
+
+    def broken(_: Any) -> str:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(report_module, "render_html", broken)
+    html = tmp_path / "r.html"
+    html.write_text("the previous report")
+    db = tmp_path / "f.duckdb"
+    shutil.copy(hand_db, db)
+    result = invoke("report", *WINDOW, "--db", db, "--html", html)
+    assert result.exit_code == 1
+    assert html.read_text() == "the previous report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.duckdb", "r.html"]
+
+
+def test_busy_store_exits_75(hand_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "busy.duckdb"
+    shutil.copy(hand_db, db)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time, duckdb; c = duckdb.connect(sys.argv[1]); print('locked', flush=True); time.sleep(30)",
+         str(db)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        result = invoke("report", "--db", db, "--lock-timeout", "0.3")
+        assert result.exit_code == 75
+        assert (
+            result.stderr.count("\n") == 1
+            and "locked by another fleetaudit process" in result.stderr
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def test_runs_under_a_cron_like_environment(hand_db: Path, tmp_path: Path) -> None:
+    """env -i with PATH=/usr/bin:/bin, no terminal, no stdin, another working directory.
+
+    PYTHONPATH names the folder of the fleetaudit under test, which the
+    interpreter running the tests may not have installed (a crontab line names
+    the venv's python or console script instead).
+    """
+    db = tmp_path / "cron.duckdb"
+    shutil.copy(hand_db, db)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    done = subprocess.run(
+        ["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", f"HOME={tmp_path}", f"PYTHONPATH={PACKAGE_ROOT}",
+         sys.executable,
+         "-m", "fleetaudit", "report", *WINDOW, "--db", str(db),
+         "--html", "reports/{date}.html", "--json", "reports/{date}.json"],
+        cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[" not in done.stdout and "\x1b[" not in done.stderr
+    assert "physical: allocated / healthy" in done.stdout
+    written = sorted(p.suffix for p in (work / "reports").iterdir())
+    assert written == [".html", ".json"]
+    assert all(line.startswith(("wrote ", "note: ")) for line in done.stderr.splitlines())
+
+
+# -- a real browser ----------------------------------------------------------------------
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def test_the_html_renders_in_a_real_browser(hand: Any, tmp_path: Path) -> None:
+    browser = _chromium()
+    if browser is None:
+        pytest.skip(
+            "no chromium on PATH: .ci/run installs Debian's chromium; it could not here "
+            "(no apt, no root or no registry), so the rendered page is not checked"
+        )
+    page = tmp_path / "report.html"
+    page.write_text(render_html(hand), encoding="utf-8")
+    flags = [
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]  # fmt: skip
+    env = {**os.environ, "HOME": str(tmp_path)}
+    dom = subprocess.run(
+        [browser, *flags, "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    for element, text in (
+        ("fleet-allocation-rate-high", "43.8%"),
+        ("fleet-allocation-rate", "46.4%"),
+        ("fleet-usable-gpu-hours", "169"),
+        ("fleet-productive-rate", "53.1%"),
+    ):
+        assert f'id="{element}">{text}</b>' in dom.stdout, element
+    shot = tmp_path / "report.png"
+    done = subprocess.run(
+        [browser, *flags, "--window-size=1200,1600", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str]) -> bytes:
+    """stdout of ``python -m fleetaudit ARGS`` written to a pseudo-terminal."""
+    import pty
+
+    master, slave = pty.openpty()
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetaudit", *args], stdout=slave, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO once the terminal's writer is gone
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_colour_on_a_terminal_and_none_with_no_color(hand_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "tty.duckdb"
+    shutil.copy(hand_db, db)
+    args = ["report", *WINDOW, "--db", str(db)]
+    base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TERM")}
+    base |= {"TERM": "xterm-256color", "COLUMNS": "150", "PYTHONPATH": str(PACKAGE_ROOT)}
+    colour = re.compile(rb"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|38;[25][0-9;]*)m")
+    assert colour.search(_on_a_terminal(args, base))
+    plain = _on_a_terminal(args, {**base, "NO_COLOR": "1"})
+    assert b"physical: allocated / healthy" in plain
+    assert not colour.search(plain)
+
+
+def test_a_store_from_before_reports_gets_the_table_and_a_trend(
+    hand_db: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "old.duckdb"
+    shutil.copy(hand_db, db)
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    con.execute("DROP TABLE IF EXISTS reports")
+    con.close()
+    first = invoke("report", *WINDOW, "--db", db)
+    assert first.exit_code == 0, first.output
+    assert "trend: no earlier report of this database" in first.stdout
+    second = invoke("report", *WINDOW, "--db", db)
+    assert "since the report of" in second.stdout
+
+
+def test_scenario_is_read_instead_of_the_recorded_state(hand_db: Path, tmp_path: Path) -> None:
+    """A scenario that removes a3 (8 GPUs of n2 for the whole day) frees 192 H20 GPU-hours;
+    its trend is kept apart from the recorded state's."""
+    db = tmp_path / "s.duckdb"
+    shutil.copy(hand_db, db)
+    with api.writing(api.StoreOptions(db)) as store:
+        removed = store.query(
+            "allocations_overlapping", start=datetime(2026, 1, 1), end=datetime(2026, 1, 2),
+            scenario=None,
+        ).filter(pl.col("alloc_id") == "a3").with_columns(pl.lit(True).alias("removed"))  # fmt: skip
+        api.save_scenario(
+            store, "no-a3", removed, base="recorded", command="test", options={},
+            at=datetime(2026, 1, 2),
+        )  # fmt: skip
+    assert invoke("report", *WINDOW, "--db", db).exit_code == 0
+    path = tmp_path / "s.json"
+    result = invoke("report", *WINDOW, "--db", db, "--scenario", "no-a3", "--json", path)
+    assert result.exit_code == 0, result.output
+    document = json.loads(path.read_text())
+    assert document["scenario"] == "no-a3"
+    assert document["models"]["H20"]["physical"]["allocated_gpu_hours"] == 226.0 - 192.0
+    assert document["trend"]["previous"] is None  # the recorded state's report is not its own
