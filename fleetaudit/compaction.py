@@ -178,7 +178,7 @@ class PartitionResult:
     budgets_hit: tuple[str, ...]
     seconds: float
     exact_free: int | None = None  # the ILP's optimum (None: not solved)
-    exact_status: str | None = None  # optimal, time_limit, too_large, or None
+    exact_status: str | None = None  # optimal, bound, time_limit, too_large, failed, or None
     exact_seconds: float | None = None
 
     def as_json(self) -> dict[str, Any]:
@@ -801,15 +801,19 @@ def _bound(part: _Partition) -> int:
     return n - sum(pinned) - extra
 
 
-def _exact(part: _Partition) -> tuple[int | None, str, float]:
-    """The ILP optimum of free nodes (module doc): (free nodes or None, status, seconds)."""
+def _exact(
+    part: _Partition, at_least: int = 0, at_most: int | None = None
+) -> tuple[int | None, str, float]:
+    """The ILP optimum of free nodes (module doc): (free nodes or None, status, seconds).
+
+    ``at_least`` and ``at_most`` are free-node counts known to be reachable (the
+    search's) and unbeatable (the bound); as cuts they spare HiGHS the proof.
+    """
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
     started = time.perf_counter()
     n = len(part.node_ids)
-    if n > part.options.exact_nodes:
-        return None, "too_large", 0.0
     columns = 0
     rows: list[tuple[list[int], list[float], float, float]] = []  # (cols, coefs, lo, hi)
     cost: list[float] = []
@@ -891,6 +895,8 @@ def _exact(part: _Partition) -> tuple[int | None, str, float]:
             rows.append(([b, y[i]], [1.0, -1.0], -np.inf, 0.0))
             if k:
                 rows.append(([bins[i][k - 1], b], [-1.0, 1.0], -np.inf, 0.0))  # symmetry
+    most = n if at_most is None else at_most
+    rows.append((y, [1.0] * n, float(n - most), float(n - at_least)))  # occupied nodes
     r_idx, c_idx, vals, lo, hi = [], [], [], [], []
     for r, (cols, coefs, low, high) in enumerate(rows):
         r_idx.extend([r] * len(cols))
@@ -933,9 +939,15 @@ def _solve(part: _Partition) -> _Outcome:
     before = (search.free_nodes, search.partial)
     search.run()
     seconds = time.perf_counter() - started
+    bound = _bound(part)
     exact = None
     if part.options.exact:
-        exact = _exact(part)
+        if len(part.node_ids) > part.options.exact_nodes:
+            exact = (None, "too_large", 0.0)
+        elif search.free_nodes >= bound:  # the bound proves the search optimal
+            exact = (search.free_nodes, "bound", 0.0)
+        else:
+            exact = _exact(part, search.free_nodes, bound)
         if exact[1] == "time_limit":
             search.budgets.add("exact_time")
     return _Outcome(
@@ -943,7 +955,7 @@ def _solve(part: _Partition) -> _Outcome:
         moves=tuple(search.moves),
         before=before,
         after=(search.free_nodes, search.partial),
-        bound=_bound(part),
+        bound=bound,
         budgets=tuple(sorted(search.budgets)),
         seconds=seconds,
         exact=exact,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetaudit.compaction import CompactionOptions, CompactionResult, compact
+from fleetaudit.compaction import CompactionOptions, CompactionResult, _exact, _partitions, compact
 from fleetaudit.compaction_replay import LedgerError, replay_ledger
 from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing
 from fleetaudit.shapes import Shape, make_shape
@@ -472,15 +472,26 @@ def test_exact_mode_equals_brute_force_on_tiny_fleets(seed: int) -> None:
             job = "gang" if rng.random() < 0.2 else None
             alloc_rows.append((f"a{i}_{j}", node_id, size, end, job, float(rng.randint(1, 12))))
     allocations = _fit(nodes, make_allocations(*alloc_rows, ("z", "n0", 0)))
+    best = brute_force_free_nodes(nodes, allocations)
+    # the ILP alone, without the search's cuts
+    solved = [_exact(p) for p in _partitions(nodes, allocations, T, (), CompactionOptions())]
+    assert all(status == "optimal" for _, status, _ in solved)
+    assert sum(free or 0 for free, _, _ in solved) == best
     result = run(nodes, allocations, exact=True)
-    exact = sum(p.exact_free or 0 for p in result.partitions)
-    assert all(p.exact_status == "optimal" for p in result.partitions)
-    assert exact == brute_force_free_nodes(nodes, allocations)
-    assert result.after.free_nodes <= exact <= result.bound_free_nodes
+    assert all(p.exact_status in ("optimal", "bound") for p in result.partitions)
+    assert sum(p.exact_free or 0 for p in result.partitions) == best
+    assert result.after.free_nodes <= best <= result.bound_free_nodes
 
 
 def test_exact_mode_leaves_large_partitions_alone() -> None:
     result = run(DEPTH3_NODES, DEPTH3, exact=True, exact_nodes=3)
     assert [(p.exact_status, p.exact_free) for p in result.partitions] == [("too_large", None)]
+    # the search meets the bound: that proves it optimal without the ILP, which agrees
     solved = run(DEPTH3_NODES, DEPTH3, exact=True)
-    assert [(p.exact_status, p.exact_free) for p in solved.partitions] == [("optimal", 1)]
+    assert [(p.exact_status, p.exact_free) for p in solved.partitions] == [("bound", 1)]
+    (part,) = _partitions(DEPTH3_NODES, DEPTH3, T, (), CompactionOptions())
+    assert _exact(part)[:2] == (1, "optimal")
+    shallow = run(DEPTH3_NODES, DEPTH3, exact=True, depth=2)
+    assert [(p.exact_status, p.exact_free, p.after_free) for p in shallow.partitions] == [
+        ("optimal", 1, 0)
+    ]
