@@ -495,3 +495,113 @@ def test_exact_mode_leaves_large_partitions_alone() -> None:
     assert [(p.exact_status, p.exact_free, p.after_free) for p in shallow.partitions] == [
         ("optimal", 1, 0)
     ]
+
+
+# ------------------------------------------------------------------ the command
+
+
+def _invoke(*args: str):
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture
+def tiny_db(tiny_dir, db_path):
+    assert _invoke("ingest", str(tiny_dir), "--db", str(db_path)).exit_code == 0
+    return db_path
+
+
+def test_cli_json_is_the_spec_document_its_ledger_replays_and_the_run_is_recorded(tiny_db) -> None:
+    import json
+
+    from fleetaudit import api
+    from fleetaudit.api import load_frames, reading
+
+    result = _invoke("whatif", "compaction", "--db", str(tiny_db), "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "fleetaudit.compaction/1"
+    for key in ("at", "partitions", "seconds", "moves", "before", "after", "bound", "budgets_hit"):
+        assert key in doc
+    assert doc["at"] == "2026-01-02T01:00:00Z" and doc["partitions"] == 2  # H20 and A10
+    # by hand, at 01:00 (a3 and a5 have ended): n1 holds 3 + 0.5 GPUs (4 occupied)
+    # and 28 CPUs; a8 (1 GPU, 8 CPUs, from n6), then a6 (2 GPUs, 16 CPUs, from n4)
+    # fit it, so n6 and n4 join n3 and n7 (A10) as free nodes
+    assert [(m["alloc_id"], m["from"], m["to"]) for m in doc["moves"]] == [
+        ("a8", "n6", "n1"),
+        ("a6", "n4", "n1"),
+    ]
+    assert (doc["before"]["free_nodes"], doc["after"]["free_nodes"]) == (2, 4)
+    assert doc["after"]["free_nodes"] <= doc["bound"]["free_nodes"] == 4
+    shapes = [make_shape(**e["shape"]) for e in doc["before"]["instances"]]
+    with reading(api.StoreOptions(tiny_db)) as store:
+        nodes, allocations = load_frames(store, T - timedelta(days=30), T + timedelta(days=30))
+    at = datetime(2026, 1, 2, 1)
+    replay = replay_ledger(nodes, allocations, at, doc["moves"], shapes, min_remaining_s=3600)
+    for side in ("before", "after"):
+        counts = getattr(replay, side)
+        assert (counts.free_nodes, counts.partial_nodes) == (
+            doc[side]["free_nodes"], doc[side]["partial_nodes"],
+        )  # fmt: skip
+        assert list(counts.instances) == [e["instances"] for e in doc[side]["instances"]]
+    with reading(api.StoreOptions(tiny_db)) as store:
+        recorded = api.latest_whatif_runs(store)["compaction"]
+    assert recorded.document == doc
+    # the terminal run is recorded too (its options tell it apart)
+    terminal = _invoke("whatif", "compaction", "--db", str(tiny_db), "--depth", "2")
+    assert terminal.exit_code == 0, terminal.output
+    assert "free nodes" in terminal.stdout and "partially occupied nodes" in terminal.stdout
+    with reading(api.StoreOptions(tiny_db)) as store:
+        recorded = api.latest_whatif_runs(store)["compaction"]
+    assert recorded.options["depth"] == 2 and recorded.document["options"]["depth"] == 2
+
+
+def test_cli_save_as_keeps_the_compacted_state_for_shapes(tiny_db) -> None:
+    import json
+
+    shape = ("--model", "H20", "--gpus", "8", "--cpus-per-gpu", "8")
+    result = _invoke(
+        "whatif", "compaction", "--db", str(tiny_db), *shape, "--save-as", "packed", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["saved_as"] == "packed"
+    before, after = (
+        doc["before"]["instances"][0]["instances"],
+        doc["after"]["instances"][0]["instances"],
+    )
+    assert (before, after) == (1, 3)
+
+    def instances(*extra: str) -> int:
+        out = _invoke("shapes", "--db", str(tiny_db), *shape, "--json", *extra)
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)["shapes"][0]["instances"]
+
+    assert instances() == before
+    assert instances("--scenario", "packed") == after
+    # compacting the compacted scenario finds nothing more to gain
+    again = _invoke("whatif", "compaction", "--db", str(tiny_db), "--scenario", "packed", "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["after"]["free_nodes"] == doc["after"]["free_nodes"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--depth", "0"), "--depth: must be 1 or more"),
+        (("--partition-nodes", "0"), "--partition-nodes: must be 1 or more"),
+        (("--bandwidth-gbps", "0"), "--bandwidth-gbps: must be above 0"),
+        (("--min-remaining", "soon"), "--min-remaining"),
+        (("--scenario", "nope"), "--scenario: no scenario named 'nope'"),
+        (("--model", "B200", "--gpus", "8"), "no node has model B200"),
+        (("--model", "H20"), "--model needs --gpus"),
+    ],
+)
+def test_cli_errors_are_one_line_and_exit_2(tiny_db, args, message) -> None:
+    result = _invoke("whatif", "compaction", "--db", str(tiny_db), *args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("fleetaudit: error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
