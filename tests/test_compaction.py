@@ -605,3 +605,29 @@ def test_cli_errors_are_one_line_and_exit_2(tiny_db, args, message) -> None:
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("fleetaudit: error: ") and message in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_generated_fleet_in_processes_equals_in_process_and_replays(tmp_path) -> None:
+    """A generated fleet above the process threshold: the same ledger with 1 or 2 workers."""
+    from fleetaudit.generate import GenerateOptions, generate_fleet
+
+    out = tmp_path / "fleet"
+    generate_fleet(out, GenerateOptions(nodes=1_200, days=1.0, telemetry_days=0))
+    nodes = pl.read_parquet(out / "nodes.parquet")
+    allocations = pl.read_parquet(out / "allocations.parquet")
+    at = datetime(2026, 5, 1)
+    shapes = (make_shape("H20", 8, cpus_per_gpu=8), make_shape(None, 16, 8))
+    serial = compact(nodes, allocations, at, shapes, CompactionOptions(jobs=1))
+    parallel = compact(nodes, allocations, at, shapes, CompactionOptions(jobs=2))
+    assert serial.moves == parallel.moves and serial.after == parallel.after
+    assert len(serial.partitions) > 1 and serial.moves
+    assert serial.after.partial_nodes < serial.before.partial_nodes
+    replay = replay_ledger(
+        nodes, allocations, at, [m.as_json() for m in serial.moves], shapes, min_remaining_s=3600
+    )
+    assert (replay.after.free_nodes, replay.after.partial_nodes) == (
+        serial.after.free_nodes, serial.after.partial_nodes,
+    )  # fmt: skip
+    assert replay.after.instances == tuple(n for _, n in serial.after.instances)
+    assert serial.after.free_nodes <= serial.bound_free_nodes
