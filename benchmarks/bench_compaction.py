@@ -6,7 +6,7 @@
 Generates an ASI-like fleet once (Parquet, no telemetry) and ingests it into a
 store in --work, then prints:
 
-1. the whole what-if from the store at the export time (every queued shape,
+1. the whole what-if from the store at the export time and a day before it (every queued shape,
    partitions of 500 nodes, --jobs workers): seconds (target < 60 s on 2
    cores), moves, free and partially occupied nodes before and after, the
    bound, and the reduction in partially occupied nodes beside the ASI paper's
@@ -28,7 +28,7 @@ import random
 import resource
 import statistics
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -60,16 +60,20 @@ def _store(args: argparse.Namespace) -> StoreOptions:
     return StoreOptions(db)
 
 
-def whole_fleet(store: StoreOptions, jobs: int) -> None:
+def whole_fleet(store: StoreOptions, jobs: int, back: timedelta) -> None:
+    with reading(store) as s:
+        export = resolve_at(s, None)
+    at = export - back
     started = time.perf_counter()
-    report = whatif_compaction(store, CompactionRun(jobs=jobs))
+    report = whatif_compaction(store, CompactionRun(jobs=jobs, at=at))
     seconds = time.perf_counter() - started
     result = report.result
     before, after = result.before, result.after
     reduction = 100 * (before.partial_nodes - after.partial_nodes) / max(before.partial_nodes, 1)
     gained = sum(a - b for (_, b), (_, a) in zip(before.instances, after.instances, strict=True))
     m = result.migration
-    print("\n## Whole fleet at the export time (every queued shape)\n")
+    when = "the export time" if not back else f"the export time - {back}"
+    print(f"\n## Whole fleet at {when} ({at:%Y-%m-%d %H:%M}, every queued shape)\n")
     print("| | value |\n|---|---|")
     print(f"| wall time, store to result, --jobs {jobs} | **{seconds:.1f} s** (target < 60 s) |")
     print(
@@ -91,7 +95,7 @@ def whole_fleet(store: StoreOptions, jobs: int) -> None:
     )
     sizes = sorted(result.partitions, key=lambda p: p.nodes)
     slowest = max(result.partitions, key=lambda p: p.seconds)
-    print("\n## Search per partition (same run)\n")
+    print(f"\n## Search per partition (run at {at:%Y-%m-%d %H:%M})\n")
     print(
         f"- largest partition: {sizes[-1].nodes} nodes ({sizes[-1].gpu_model}): {sizes[-1].seconds:.2f} s (target < 2 s)"
     )
@@ -101,7 +105,7 @@ def whole_fleet(store: StoreOptions, jobs: int) -> None:
     print(f"- median partition: {statistics.median(p.seconds for p in result.partitions):.2f} s")
 
 
-def quality(store: StoreOptions, samples: int, seed: int, time_limit: float) -> None:
+def quality(store: StoreOptions, samples: int, seed: int, time_limit: float, uncut: int) -> None:
     with reading(store) as s:
         end = resolve_at(s, None)
         nodes, allocations = load_frames(
@@ -122,6 +126,7 @@ def quality(store: StoreOptions, samples: int, seed: int, time_limit: float) -> 
     print("|---|---|---|---|---|---|---|---|---|---|")
     options = CompactionOptions(exact_time_limit_s=time_limit)
     rows = []
+    uncut_rows: list[tuple[int, str, float]] = []
     attempts = 0
     while len(rows) < samples and attempts < samples * 40:
         attempts += 1
@@ -141,6 +146,9 @@ def quality(store: StoreOptions, samples: int, seed: int, time_limit: float) -> 
         free, status, ilp_s = compaction._exact(part, 0, compaction._bound(part))
         ratio = None if not free else result.after.free_nodes / free
         rows.append((ratio, ilp_s, status, free, result.after.free_nodes))
+        if len(rows) <= uncut:  # the ILP alone: no bound, no search result
+            bare = compaction._exact(part)
+            uncut_rows.append((size, bare[1], bare[2]))
         print(
             f"| {at:%m-%d %H:%M} | {part.gpu_model} | {size} | {allocated:.1f}% | "
             f"{result.after.free_nodes} | {'-' if free is None else free} | "
@@ -161,8 +169,117 @@ def quality(store: StoreOptions, samples: int, seed: int, time_limit: float) -> 
     if rows:
         times = [r[1] for r in rows]
         print(
-            f"- ILP time: mean {statistics.mean(times):.1f} s, max {max(times):.1f} s (limit {time_limit:g} s)"
+            f"- ILP time with the bound as a cut: mean {statistics.mean(times):.1f} s, "
+            f"max {max(times):.1f} s (limit {time_limit:g} s)"
         )
+    _report_uncut(uncut_rows)
+
+
+SIZES = (1.0, 1.0, 1.0, 2.0, 2.0, 3.0, 4.0, 4.0, 5.0, 6.0, 7.0, 0.5, 0.25)
+
+
+def _random_partition(
+    rng: random.Random, size: int, at: datetime
+) -> tuple[pl.DataFrame, pl.DataFrame, float]:
+    """``size`` 8-GPU nodes in two domains, filled at random to 85-95% of their GPUs.
+
+    Sizes 1-7 GPUs and a few shares, 8 CPUs per GPU on 64-CPU nodes; nodes fill in
+    a random order, so there is no lane structure for the search to find.
+    """
+    nodes = pl.DataFrame(
+        {
+            "node_id": [f"r{i:02d}" for i in range(size)],
+            "gpu_model": ["H20"] * size,
+            "gpus": [8] * size,
+            "cpus": [64.0] * size,
+            "memory_gib": [None] * size,
+            "switch_id": [f"s{2 * i // size}" for i in range(size)],
+            "health": ["healthy"] * size,
+        },
+        schema_overrides={"memory_gib": pl.Float64},
+    )
+    target = rng.uniform(0.85, 0.95) * 8 * size
+    held: list[list[float]] = [[] for _ in range(size)]
+    rows = []
+    total = 0.0
+    tries = 0
+    while total < target and tries < 10_000:
+        tries += 1
+        node = rng.randrange(size)
+        gpus = rng.choice(SIZES)
+        trial = [*held[node], gpus]
+        units = [round(g * 1_000_000) for g in trial]
+        whole = sum(u // 1_000_000 for u in units)
+        shares = occupancy.first_fit_decreasing(u % 1_000_000 for u in units if u % 1_000_000)
+        if whole + len(shares) > 8:
+            continue
+        held[node] = trial
+        total += gpus
+        rows.append((f"x{len(rows)}", f"r{node:02d}", gpus, max(1.0, 8 * gpus)))
+    allocations = pl.DataFrame(
+        rows, schema={"alloc_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
+                      "cpus": pl.Float64}, orient="row",
+    ).with_columns(
+        pl.col("alloc_id").alias("job_id"),
+        pl.lit(None, dtype=pl.Float64).alias("memory_gib"),
+        pl.lit("high").alias("priority"),
+        pl.lit(at - timedelta(hours=1)).cast(pl.Datetime("us")).alias("start_time"),
+        pl.lit(None, dtype=pl.Datetime("us")).alias("end_time"),
+    )  # fmt: skip
+    state = occupancy.node_state(nodes, allocations, at)
+    return nodes, allocations, 100 * float(state["gpus_used"].sum()) / (8 * size)
+
+
+def random_quality(samples: int, seed: int, time_limit: float) -> None:
+    rng = random.Random(seed)
+    at = datetime(2026, 5, 1)
+    options = CompactionOptions(exact_time_limit_s=time_limit)
+    print("\n## Search against the exact optimum, random fills (25-40 nodes at 85-95%)\n")
+    print(
+        "| nodes | allocated | search free | bound | ILP free | search / ILP | search s | ILP s | ILP |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    ratios, times, equal, solved = [], [], 0, 0
+    done = 0
+    while done < samples:
+        size = rng.randint(25, 40)
+        nodes, allocations, allocated = _random_partition(rng, size, at)
+        if not 85 <= allocated <= 95:  # shares occupy whole GPUs: a fill can overshoot
+            continue
+        done += 1
+        started = time.perf_counter()
+        result = compaction.compact(nodes, allocations, at, (), options)
+        search_s = time.perf_counter() - started
+        part = compaction._partitions(nodes, allocations, at, (), options)[0]
+        bound = compaction._bound(part)
+        free, status, ilp_s = compaction._exact(part, 0, bound)
+        times.append(ilp_s)
+        found = result.after.free_nodes
+        if status == "optimal":
+            solved += 1
+            equal += found == free
+            if free:
+                ratios.append(found / free)
+        ratio = f"{100 * found / free:.0f}%" if free else "-"
+        print(
+            f"| {size} | {allocated:.1f}% | {found} | {bound} | {'-' if free is None else free} | "
+            f"{ratio} | {search_s:.2f} | {ilp_s:.1f} | {status} |"
+        )
+    print()
+    if ratios:
+        print(
+            f"- {solved} of {samples} solved; search / ILP mean {100 * statistics.mean(ratios):.1f}%, "
+            f"min {100 * min(ratios):.0f}%, >= 90% in {sum(r >= 0.9 for r in ratios)} of "
+            f"{len(ratios)}; equal in {equal} of {solved}"
+        )
+    print(
+        f"- ILP time with the bound as a cut: mean {statistics.mean(times):.1f} s, max {max(times):.1f} s"
+    )
+
+
+def _report_uncut(rows: list[tuple[int, str, float]]) -> None:
+    for size, status, seconds in rows:
+        print(f"- the bare ILP (no cut), {size} nodes: {status} in {seconds:.1f} s")
 
 
 def main() -> None:
@@ -173,11 +290,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--ilp-time-limit", type=float, default=120.0)
+    parser.add_argument("--uncut", type=int, default=3, help="samples also solved without the cut")
+    parser.add_argument("--quality-only", action="store_true", help="skip the whole-fleet runs")
+    parser.add_argument("--random-only", action="store_true", help="only the random fills")
     parser.add_argument("--work", type=Path, default=Path("bench-out/compaction"))
     args = parser.parse_args()
+    if args.random_only:
+        random_quality(args.samples, args.seed, args.ilp_time_limit)
+        return
     store = _store(args)
-    whole_fleet(store, args.jobs)
-    quality(store, args.samples, args.seed, args.ilp_time_limit)
+    if not args.quality_only:
+        whole_fleet(store, args.jobs, timedelta(0))
+        # a day earlier, running work has known end times: what ends within 1h stays
+        whole_fleet(store, args.jobs, timedelta(days=1))
+    quality(store, args.samples, args.seed, args.ilp_time_limit, args.uncut)
+    random_quality(args.samples, args.seed, args.ilp_time_limit)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS {peak:,.0f} MiB")
 

@@ -79,12 +79,11 @@ __all__ = [
     "PartitionResult",
     "Snapshot",
     "compact",
-    "fleet_counts",
 ]
 
 _U = SHARE_UNITS
 _BIG = 1 << 62  # unbounded memory, unbounded slots
-_EJECT_PER_NODE = 2  # allocations tried for ejection on one destination
+_EJECT_PER_NODE = 2  # ejections (one allocation, else a pair) tried on one destination
 _GIB_BITS = 8 * 1024**3 / 1e9  # gigabits in one GiB
 
 
@@ -496,7 +495,8 @@ class _Search:
         self.free_m = np.zeros(n, dtype=np.int64)
         self.used = np.zeros(n, dtype=np.int64)
         self.room = np.zeros(n, dtype=np.int64)  # most share room on a share-holding GPU
-        self.max_mov = np.zeros(n, dtype=np.int64)  # GPUs of the largest movable allocation
+        self.share_gpus = np.zeros(n, dtype=np.int64)  # GPUs holding shares
+        self.mov2 = np.zeros(n, dtype=np.int64)  # GPUs of the two largest movable allocations
         self.status = [-1] * n
         self.free_nodes = 0
         self.partial = 0
@@ -533,7 +533,8 @@ class _Search:
         self.free_c[i] = free_c
         self.free_m[i] = free_m
         self.room[i] = _U - fills[-1] if fills else 0
-        self.max_mov[i] = max((-(-self.part.alloc_gpus[a] // _U) for a in self.on[i]), default=0)
+        self.share_gpus[i] = len(fills)
+        self.mov2[i] = sum(sorted(-(-self.part.alloc_gpus[a] // _U) for a in self.on[i])[-2:])
         status = _FREE if occupied == 0 else _PARTIAL if occupied < self.cap_g[i] else _FULL
         old = self.status[i]
         if old != status:
@@ -567,20 +568,20 @@ class _Search:
         mem = free_m // spec.memory if spec.memory else _BIG
         return min(gpu, cpu, mem)
 
-    def _fits(self, a: int, d: int, without: int = -1) -> bool:
-        """Whether allocation a fits node d now (optionally with allocation ``without`` gone)."""
+    def _fits(self, a: int, d: int, without: tuple[int, ...] = ()) -> bool:
+        """Whether allocation a fits node d now (optionally with the allocations ``without`` gone)."""
         part = self.part
         whole = self.whole[d] + self.aw[a]
         shares = self.shares[d]
         cpu = self.cpu_used[d] + part.alloc_cpus[a]
         mem = self.mem_used[d] + part.alloc_memory[a]
-        if without >= 0:
-            whole -= self.aw[without]
-            cpu -= part.alloc_cpus[without]
-            mem -= part.alloc_memory[without]
-            if self.af[without]:
+        for b in without:
+            whole -= self.aw[b]
+            cpu -= part.alloc_cpus[b]
+            mem -= part.alloc_memory[b]
+            if self.af[b]:
                 shares = list(shares)
-                shares.remove(self.af[without])
+                shares.remove(self.af[b])
         if cpu > self.cap_c[d] or mem > self.cap_m[d] or whole > self.cap_g[d]:
             return False
         return whole + len(_ffd(_key(shares, self.af[a]))) <= self.cap_g[d]
@@ -640,15 +641,30 @@ class _Search:
         return self._order(idx, left)
 
     def _hosts(self, a: int, excluded: set[int]) -> np.ndarray:
-        """Nodes a would fit on after one of their movable allocations left, best first."""
+        """Nodes a might fit on after one or two of their movable allocations left, best first."""
         need = self.aw[a] + (1 if self.af[a] else 0)
         ok = self._scope(a, excluded)
-        ok &= self.max_mov > 0
-        ok &= self.free_g + self.max_mov >= need
+        ok &= self.mov2 > 0
+        ok &= self.free_g + self.mov2 >= need
         idx = np.flatnonzero(ok)
         if idx.size == 0:
             return idx
-        return self._order(idx, self.free_g[idx] + self.max_mov[idx] - need)
+        return self._order(idx, self.free_g[idx] + self.mov2[idx] - need)
+
+    def _ejections(self, a: int, y: int) -> list[tuple[int, ...]]:
+        """One or two allocations on y whose departure lets a in, fewest GPUs first."""
+        size = self.part.alloc_gpus
+        others = sorted((b for b in self.on[y] if b != a), key=lambda b: (size[b], b))
+        sets: list[tuple[int, ...]] = [(b,) for b in others]
+        sets += [(b, c) for i, b in enumerate(others) for c in others[i + 1 :]]
+        sets.sort(key=lambda e: (sum(size[b] for b in e), len(e), e))
+        found = []
+        for ejected in sets:
+            if self._fits(a, y, without=ejected):
+                found.append(ejected)
+                if len(found) == _EJECT_PER_NODE:
+                    break
+        return found
 
     def _place(self, a: int, depth: int, excluded: set[int]) -> bool:
         """Move a to its best destination, ejecting up to ``depth - 1`` allocations deep."""
@@ -665,13 +681,10 @@ class _Search:
             self.budgets.add("breadth")
         for y in hosts[: self.part.options.breadth]:
             y = int(y)
-            ejectable = sorted(
-                (b for b in self.on[y] if b != a and self._fits(a, y, without=b)),
-                key=lambda b: (self.part.alloc_gpus[b], b),
-            )
-            for b in ejectable[:_EJECT_PER_NODE]:
+            for ejected in self._ejections(a, y):
                 log_mark, move_mark = len(self.log), len(self.moves)
-                if self._place(b, depth - 1, excluded | {y, self.where[a]}) and self._fits(a, y):
+                away = excluded | {y, self.where[a]}
+                if all(self._place(b, depth - 1, away) for b in ejected) and self._fits(a, y):
                     self._place_on(a, y)
                     return True
                 self._undo_to(log_mark, move_mark)
@@ -702,7 +715,11 @@ class _Search:
     def _empty(self, x: int) -> bool:
         allocations = sorted(self.on[x], key=lambda a: (-self.part.alloc_gpus[a], a))
         need = sum(self.aw[a] for a in allocations)
-        room = int(self.free_g[self.used > 0].sum()) - int(self.free_g[x])
+        # whole GPUs the other occupied nodes have free, or could free by packing
+        # their shares more tightly: a necessary condition, cheap to test
+        others = self.used > 0
+        others[x] = False
+        room = int(self.free_g[others].sum()) + int(self.share_gpus[others].sum())
         if need > room:
             return False
         depth = self.part.options.depth
@@ -963,17 +980,6 @@ def _solve(part: _Partition) -> _Outcome:
 
 
 # ------------------------------------------------------------------ entry point
-
-
-def fleet_counts(nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime) -> tuple[int, int]:
-    """(free, partially occupied) healthy nodes with GPUs at ``at`` (SPEC §4), by the time model."""
-    state = occupancy.node_state(_healthy_gpu_nodes(nodes), allocations, at)
-    used = pl.col("gpus_used")
-    counts = state.select(
-        (used == 0).sum().alias("free"),
-        ((used > 0) & (used < pl.col("gpus"))).sum().alias("partial"),
-    ).row(0)
-    return int(counts[0]), int(counts[1])
 
 
 def _instances(
