@@ -500,7 +500,7 @@ def whatif_compaction(
     duration: DurationOption = None,
     shapes_file: ShapesFileOption = None,
     depth: Annotated[
-        int, typer.Option("--depth", help="Longest ejection chain (moves to place one allocation).")
+        int, typer.Option("--depth", help="Levels of an ejection chain (1: direct moves only).")
     ] = _COMPACTION.depth,
     rounds: Annotated[
         int, typer.Option("--rounds", help="Passes over a partition's target nodes.")

@@ -24,8 +24,8 @@ shares fill when packed first-fit-decreasing, as in SPEC §2):
 Search (the ASI paper's in-place compaction): for up to ``rounds`` rounds,
 each partially occupied node without pinned GPU work, emptiest first, is a
 target to empty: each of its allocations, largest first, goes to its best
-destination; when none fits, an allocation there is ejected in turn
-(recursively, up to ``depth`` moves deep, trying ``breadth`` destinations per
+destination; when none fits, one allocation or a pair there is ejected in turn
+(recursively, up to ``depth`` levels deep, trying ``breadth`` destinations per
 level). Then partial nodes are completed: an allocation elsewhere whose GPUs
 exactly fill a partial node moves there. A step is kept only when the
 objective improves, in order: the shapes' instances (no shape may lose any),
@@ -92,7 +92,7 @@ class CompactionOptions:
     """Budgets and migration costs of a compaction what-if; the defaults are the CLI's.
 
     Args:
-        depth: longest ejection chain (moves made to place one allocation).
+        depth: levels of an ejection chain (1: direct moves only).
         rounds: passes over the targets of a partition.
         breadth: destinations tried per level of an ejection chain.
         partition_nodes: nodes per partition (whole switch domains).
