@@ -631,3 +631,13 @@ def test_generated_fleet_in_processes_equals_in_process_and_replays(tmp_path) ->
     )  # fmt: skip
     assert replay.after.instances == tuple(n for _, n in serial.after.instances)
     assert serial.after.free_nodes <= serial.bound_free_nodes
+
+
+def test_whatif_compaction_has_help() -> None:
+    result = _invoke("whatif", "compaction", "--help")
+    assert result.exit_code == 0, result.output
+    assert "in-place compaction" in result.stdout
+    for option in ("--depth", "--rounds", "--partition-nodes", "--jobs", "--min-remaining",
+                   "--state-gib-per-gpu", "--bandwidth-gbps", "--warmup", "--exact",
+                   "--save-as", "--model", "--shapes"):  # fmt: skip
+        assert option in result.stdout
