@@ -29,7 +29,7 @@ from fleetaudit.compaction import CompactionOptions, CompactionResult
 from fleetaudit.contract import compaction_document
 from fleetaudit.errors import UsageError
 from fleetaudit.shapes import Shape, check_models
-from fleetaudit.shapes_api import _same_shape, queued_shapes
+from fleetaudit.shapes_api import count_queued, queued_shapes
 
 # the options' names on the command line, for errors
 _FLAGS = {
@@ -103,7 +103,7 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
         if run.shapes:
             for shape in run.shapes:
                 check_models(shape, models)
-            pairs = [(s, _same_shape(queued_frame, s).height) for s in run.shapes]
+            pairs = [(s, count_queued(queued_frame, s)) for s in run.shapes]
         else:
             pairs, cpu_only = queued_shapes(queued_frame)
             if cpu_only:
