@@ -115,6 +115,12 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
     result = compaction.compact(nodes, allocations, at, shapes, options)
     if run.save_as is not None:
         _save(store_options, run, result, options, at)
+    for (shape, was), (_, now) in zip(result.before.instances, result.after.instances, strict=True):
+        if now < was:  # only a shape with a duration can: the search counts shapes at t
+            notes.append(
+                f"{shape.label()}: {was} -> {now} instances; the search counts shapes at t, "
+                "and work starting later in the shape's window stays on its recorded node"
+            )
     if any(p.exact_status == "too_large" for p in result.partitions):
         notes.append(
             f"--exact solves partitions of up to {options.exact_nodes} nodes; "
