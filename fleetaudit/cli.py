@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -20,7 +21,15 @@ import typer
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__, api, console
-from fleetaudit.contract import placement_document, report_document, shapes_document
+from fleetaudit.compaction import CompactionOptions
+from fleetaudit.compaction_api import CompactionRun
+from fleetaudit.compaction_api import whatif_compaction as run_compaction
+from fleetaudit.contract import (
+    compaction_document,
+    placement_document,
+    report_document,
+    shapes_document,
+)
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.fsutil import atomic_path
 from fleetaudit.generate import GenerateOptions
@@ -233,44 +242,87 @@ def state(
     console.render_state(result.state, iso(result.at) or "", duration)
 
 
+# The shape options of `shapes`, which `whatif compaction` takes too.
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="GPU model, or a set joined by | ('H20|H800'). With --gpus: an ad-hoc shape.",
+    ),
+]
+GpusOption = Annotated[
+    float | None, typer.Option("--gpus", help="GPUs per instance; below 1: a share of one GPU.")
+]
+GpusPerPodOption = Annotated[
+    float | None, typer.Option("--gpus-per-pod", help="GPUs per pod (default min(gpus, 8)).")
+]
+CpusPerGpuOption = Annotated[
+    float | None, typer.Option("--cpus-per-gpu", help="CPU cores per GPU (default 0).")
+]
+MemoryPerGpuOption = Annotated[
+    float | None, typer.Option("--memory-gib-per-gpu", help="Memory GiB per GPU (default 0).")
+]
+LocalityOption = Annotated[
+    str | None,
+    typer.Option("--locality", help="switch, any or node (default node for one pod, else switch)."),
+]
+DurationOption = Annotated[
+    str | None,
+    typer.Option("--duration", help="Capacity must stay free this long: 90s, 30m, 6h, 7d."),
+]
+ShapesFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--shapes", help="A CSV of shapes (the requests table's shape columns), each reported."
+    ),
+]
+
+
+def _shape_options(
+    model: str | None,
+    gpus: float | None,
+    gpus_per_pod: float | None,
+    cpus_per_gpu: float | None,
+    memory_gib_per_gpu: float | None,
+    locality: str | None,
+    duration: str | None,
+    shapes_file: Path | None,
+) -> tuple[Shape, ...]:
+    """The ad-hoc shape (--model/--gpus/...) and those of --shapes FILE; empty: none given."""
+    adhoc: tuple[Shape, ...] = ()
+    if model is not None and gpus is None:
+        raise UsageError("--model needs --gpus (the GPUs of one instance)")
+    if gpus is not None:
+        seconds = (
+            None
+            if duration is None
+            else parse_duration(duration, option="--duration").total_seconds()
+        )
+        adhoc = (
+            make_shape(
+                model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, seconds
+            ),
+        )
+    elif any(
+        v is not None for v in (gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration)
+    ):
+        raise UsageError("shape options need --gpus (and usually --model)")
+    if shapes_file is not None:
+        adhoc += read_shapes_file(shapes_file)
+    return adhoc
+
+
 @app.command()
 @handled
 def shapes(
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            help="GPU model, or a set joined by | ('H20|H800'). With --gpus: an ad-hoc shape.",
-        ),
-    ] = None,
-    gpus: Annotated[
-        float | None, typer.Option("--gpus", help="GPUs per instance; below 1: a share of one GPU.")
-    ] = None,
-    gpus_per_pod: Annotated[
-        float | None, typer.Option("--gpus-per-pod", help="GPUs per pod (default min(gpus, 8)).")
-    ] = None,
-    cpus_per_gpu: Annotated[
-        float | None, typer.Option("--cpus-per-gpu", help="CPU cores per GPU (default 0).")
-    ] = None,
-    memory_gib_per_gpu: Annotated[
-        float | None, typer.Option("--memory-gib-per-gpu", help="Memory GiB per GPU (default 0).")
-    ] = None,
-    locality: Annotated[
-        str | None,
-        typer.Option(
-            "--locality", help="switch, any or node (default node for one pod, else switch)."
-        ),
-    ] = None,
-    duration: Annotated[
-        str | None,
-        typer.Option("--duration", help="Capacity must stay free this long: 90s, 30m, 6h, 7d."),
-    ] = None,
-    shapes_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--shapes", help="A CSV of shapes (the requests table's shape columns), each reported."
-        ),
-    ] = None,
+    model: ModelOption = None,
+    gpus: GpusOption = None,
+    gpus_per_pod: GpusPerPodOption = None,
+    cpus_per_gpu: CpusPerGpuOption = None,
+    memory_gib_per_gpu: MemoryPerGpuOption = None,
+    locality: LocalityOption = None,
+    duration: DurationOption = None,
+    shapes_file: ShapesFileOption = None,
     at: Annotated[
         str | None, typer.Option("--at", help="The instant (default: the export time).")
     ] = None,
@@ -321,29 +373,9 @@ def shapes(
     Per shape: instances, usable GPUs, and the idle GPUs stranded by cause
     (interval, fragment, cpu_memory, topology), adding up exactly (SPEC §3).
     """
-    adhoc: tuple[Shape, ...] = ()
-    if model is not None and gpus is None:
-        raise UsageError("--model needs --gpus (the GPUs of one instance)")
-    if gpus is not None:
-        adhoc = (
-            make_shape(
-                model,
-                gpus,
-                gpus_per_pod,
-                cpus_per_gpu,
-                memory_gib_per_gpu,
-                locality,
-                None
-                if duration is None
-                else parse_duration(duration, option="--duration").total_seconds(),
-            ),
-        )
-    elif any(
-        v is not None for v in (gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration)
-    ):
-        raise UsageError("shape options need --gpus (and usually --model)")
-    if shapes_file is not None:
-        adhoc += read_shapes_file(shapes_file)
+    adhoc = _shape_options(
+        model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
+    )
     options = ShapesOptions(
         shapes=adhoc,
         at=_instant(at, "--at"),
@@ -364,7 +396,7 @@ def shapes(
 
 whatif = typer.Typer(
     name="whatif",
-    help="Replay what-ifs offline: placement policies (more what-ifs follow).",
+    help="Replay what-ifs offline: placement policies and in-place compaction.",
     no_args_is_help=True,
 )
 app.add_typer(whatif)
@@ -460,6 +492,102 @@ def whatif_placement(
         console.print_json(placement_document(result))
     else:
         console.render_placement(result)
+
+
+_COMPACTION = CompactionOptions()
+
+
+@whatif.command("compaction")
+@handled
+def whatif_compaction(
+    model: ModelOption = None,
+    gpus: GpusOption = None,
+    gpus_per_pod: GpusPerPodOption = None,
+    cpus_per_gpu: CpusPerGpuOption = None,
+    memory_gib_per_gpu: MemoryPerGpuOption = None,
+    locality: LocalityOption = None,
+    duration: DurationOption = None,
+    shapes_file: ShapesFileOption = None,
+    depth: Annotated[
+        int, typer.Option("--depth", help="Levels of an ejection chain (1: direct moves only).")
+    ] = _COMPACTION.depth,
+    rounds: Annotated[
+        int, typer.Option("--rounds", help="Passes over a partition's target nodes.")
+    ] = _COMPACTION.rounds,
+    partition_nodes: Annotated[
+        int,
+        typer.Option(
+            "--partition-nodes", help="Nodes per partition (whole switch domains of one model)."
+        ),
+    ] = _COMPACTION.partition_nodes,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", help="Worker processes for the partitions (default: CPU count)."),
+    ] = None,
+    min_remaining: Annotated[
+        str,
+        typer.Option(
+            "--min-remaining", help="Allocations whose known end is within this are not moved."
+        ),
+    ] = "1h",
+    state_gib_per_gpu: Annotated[
+        float,
+        typer.Option("--state-gib-per-gpu", help="State a move transfers per GPU (GiB)."),
+    ] = _COMPACTION.state_gib_per_gpu,
+    bandwidth_gbps: Annotated[
+        float, typer.Option("--bandwidth-gbps", help="Transfer rate of a move (Gbit/s).")
+    ] = _COMPACTION.bandwidth_gbps,
+    warmup: Annotated[
+        str, typer.Option("--warmup", help="Fixed pause of a move on top of its transfer.")
+    ] = "60s",
+    exact: Annotated[
+        bool,
+        typer.Option(
+            "--exact",
+            help=f"Also solve partitions of up to {_COMPACTION.exact_nodes} nodes exactly (ILP) and report the gap.",
+        ),
+    ] = False,
+    at: Annotated[
+        str | None, typer.Option("--at", help="The instant (default: the export time).")
+    ] = None,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="Compact a saved what-if state.")
+    ] = None,
+    save_as: Annotated[
+        str | None,
+        typer.Option("--save-as", help="Save the compacted state as a scenario."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.compaction/1) only.")
+    ] = False,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """Replay in-place compaction on the state at --at: a move ledger and the capacity it frees (SPEC §4).
+
+    Per partition (whole switch domains of one GPU model), partially occupied
+    nodes are emptied by ejection chains of make-before-break moves. The objective,
+    in order: more instances of the queued shapes (or those given), more free
+    nodes, fewer partially occupied nodes, fewer GPUs moved. Without a shape
+    option the queued shapes at --at count.
+    """
+    options = replace(
+        _COMPACTION, depth=depth, rounds=rounds, partition_nodes=partition_nodes,
+        min_remaining_s=parse_duration(min_remaining, option="--min-remaining").total_seconds(),
+        state_gib_per_gpu=state_gib_per_gpu, bandwidth_gbps=bandwidth_gbps,
+        warmup_s=parse_duration(warmup, option="--warmup").total_seconds(), exact=exact,
+    )  # fmt: skip
+    shapes = _shape_options(
+        model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
+    )
+    run = CompactionRun(shapes=shapes, at=_instant(at, "--at"), scenario=scenario,
+                        save_as=save_as, jobs=jobs, options=options)  # fmt: skip
+    with console.progress_status("compacting"):
+        report = run_compaction(_store(db, lock_timeout), run)
+    if as_json:
+        console.print_json(compaction_document(report))
+    else:
+        console.render_compaction(report)
 
 
 @app.command()

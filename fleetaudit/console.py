@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetaudit.api import StoreSummary
+from fleetaudit.compaction_api import CompactionReport
 from fleetaudit.denominators import SPLIT
 from fleetaudit.generate import GenerateResult
 from fleetaudit.ingest import IngestResult
@@ -685,3 +686,101 @@ def _render_recoverable(result: ReportResult) -> None:
                 )
             if not summary.get("policies"):
                 out.print("  no policy figures in its document")
+
+
+def _delta(before: float, after: float) -> str:
+    change = after - before
+    return "0" if change == 0 else f"{change:+,.0f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def render_compaction(report: CompactionReport, worst: int = 5) -> None:
+    """Before/after, instances per shape, moves and their cost, the worst partitions."""
+    result = report.result
+    migration = result.migration
+    for note in report.notes:
+        err.print(f"note: {note}")
+    table = Table(
+        title=(
+            f"compaction what-if at {iso(report.at)}"
+            + (f" on scenario {report.scenario}" if report.scenario else "")
+            + f": {len(result.partitions)} partition(s), {migration.moves:,} move(s), "
+            f"{migration.gpus_moved:,.4g} GPUs moved, {report.seconds:.1f} s"
+        ),
+        title_justify="left",
+    )
+    for column in ("", "before", "after", "change"):
+        table.add_column(column, justify="left" if not column else "right", no_wrap=not column)
+    before, after = result.before, result.after
+    table.add_row("free nodes", _int(before.free_nodes), _int(after.free_nodes),
+                  _delta(before.free_nodes, after.free_nodes))  # fmt: skip
+    table.add_row("partially occupied nodes", _int(before.partial_nodes),
+                  _int(after.partial_nodes), _delta(before.partial_nodes, after.partial_nodes))  # fmt: skip
+    table.add_row("free nodes: upper bound", "", _int(result.bound_free_nodes), "")
+    for (shape, was), (_, now), queued in zip(
+        before.instances, after.instances, report.queued, strict=True
+    ):
+        table.add_row(f"instances: {shape.label()} ({queued:,} queued)", _int(was), _int(now),
+                      _delta(was, now))  # fmt: skip
+    out.print(table)
+    if migration.moves:
+        out.print(
+            f"migration: {migration.state_gib:,.0f} GiB of state, {migration.transfer_s:,.0f} s "
+            f"of transfer; pause {migration.pause_gpu_hours:,.2f} GPU-hours against "
+            f"{migration.freed_gpus:,} GPUs freed (pays back after {_duration(migration.payback_s)} "
+            "of use)"
+        )
+    else:
+        out.print("no move improves on the state at t: the ledger is empty.")
+    hit = result.budgets_hit
+    if hit:
+        counts: dict[str, int] = {}
+        for p in hit:
+            for budget in p.budgets_hit:
+                counts[budget] = counts.get(budget, 0) + 1
+        out.print(
+            f"{len(hit)} partition(s) hit a search budget: "
+            + ", ".join(f"{b} ({n})" for b, n in sorted(counts.items()))
+        )
+    solved = [p for p in result.partitions if p.exact_status in ("optimal", "bound")]
+    if report.options.exact:
+        optimum = sum(p.exact_free or 0 for p in solved)
+        heuristic = sum(p.after_free for p in solved)
+        out.print(
+            f"exact (ILP) on {len(solved)} of {len(result.partitions)} partition(s): "
+            f"{optimum:,} free nodes at best, the search found {heuristic:,} "
+            f"(gap {optimum - heuristic:,}), "
+            f"{sum(p.exact_seconds or 0.0 for p in result.partitions):.1f} s"
+        )
+    ranked = sorted(
+        result.partitions,
+        key=lambda p: (-(p.bound_free - p.after_free), -p.after_partial, p.index),
+    )[:worst]
+    if ranked and len(result.partitions) > 1:
+        parts = Table(title="partitions furthest from their bound", title_justify="left")
+        for column in ("partition", "model", "nodes", "free", "bound", "partial", "moves",
+                       "budgets hit", "s"):  # fmt: skip
+            parts.add_column(
+                column, justify="left" if column in ("model", "budgets hit") else "right"
+            )
+        for p in ranked:
+            parts.add_row(
+                str(p.index), p.gpu_model, _int(p.nodes), f"{p.before_free:,} → {p.after_free:,}",
+                _int(p.bound_free), f"{p.before_partial:,} → {p.after_partial:,}", _int(p.moves),
+                ", ".join(p.budgets_hit) or "-", f"{p.seconds:.2f}",
+            )  # fmt: skip
+        out.print(parts)
+    if report.saved:
+        out.print(
+            f"saved the compacted state as scenario {report.saved!r}; "
+            f"see what it unlocks with: fleetaudit shapes --scenario {report.saved}"
+        )

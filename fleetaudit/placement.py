@@ -71,19 +71,17 @@ from __future__ import annotations
 
 import heapq
 import math
-import multiprocessing
 from collections import deque
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import SHARE_UNITS
+from fleetaudit.parallel import map_processes as _map_runs
 
 __all__ = [
     "POLICIES",
@@ -98,7 +96,6 @@ __all__ = [
     "simulate_replay",
 ]
 
-_T = TypeVar("_T")
 
 POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
 LOCALITIES = ("any", "switch", "node")
@@ -934,19 +931,6 @@ def simulate_fill(
         failed=output.failed,
         budget_hit=output.budget_hit,
     )
-
-
-def _map_runs(task: Callable[[Any], _T], tasks: list[Any], workers: int) -> list[_T]:
-    """Run ``task`` over ``tasks`` in order, in ``workers`` processes when asked.
-
-    Spawned, not forked: a fork of a process whose DuckDB or polars threads ran
-    can deadlock.
-    """
-    if workers > 1 and len(tasks) > 1:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            return list(pool.map(task, tasks, chunksize=1))
-    return [task(t) for t in tasks]
 
 
 def _curve_task(

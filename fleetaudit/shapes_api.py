@@ -89,6 +89,11 @@ def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     )
 
 
+def count_queued(queued: pl.DataFrame, shape: Shape) -> int:
+    """How many of the ``queued`` requests ask for exactly ``shape`` (after SPEC defaults)."""
+    return _same_shape(queued, shape).height
+
+
 def queued_shapes(queued: pl.DataFrame) -> tuple[list[tuple[Shape, int]], int]:
     """Distinct GPU shapes among queued requests, with counts (most queued first); and CPU-only requests."""
     gpu = queued.filter(pl.col("gpus") > 0)

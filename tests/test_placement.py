@@ -192,8 +192,12 @@ def test_switch_gangs_stay_in_one_domain() -> None:
     switch = fill(nodes, make_requests(4, gpus_per_pod=[2.0], locality=["switch"]), "first-fit", 50)
     assert switch.allocations["node_id"].to_list() == ["b", "b"]
     for policy in ("best-fit", "random", "fgd", "topology"):
-        for gang in fill(nodes, make_requests(4, gpus_per_pod=[2.0], locality=["switch"]),
-                         policy, 50).allocations.group_by("alloc_id").agg("node_id").rows():
+        for gang in (
+            fill(nodes, make_requests(4, gpus_per_pod=[2.0], locality=["switch"]), policy, 50)
+            .allocations.group_by("alloc_id")
+            .agg("node_id")
+            .rows()
+        ):
             assert gang[1][0] in ("b", "c")  # fmt: skip
     # A gang no domain can hold fails, and gives nothing back half-placed.
     wide = fill(nodes, make_requests(8, gpus_per_pod=[2.0], locality=["switch"]), "first-fit", 100)

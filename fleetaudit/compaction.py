@@ -1,0 +1,1154 @@
+"""In-place compaction replayed offline (SPEC §4): a move ledger that frees whole nodes.
+
+Pure functions over the store's ``nodes`` and ``allocations`` frames (extra
+columns are ignored; neither is mutated), an instant t, the shapes whose
+instances are the objective, and a frozen :class:`CompactionOptions`.
+The entry point is :func:`compact`; :func:`fleetaudit.compaction_replay.replay_ledger`
+checks its ledger independently.
+
+Model (integer micro-units, :data:`~fleetaudit.occupancy.SHARE_UNITS` per GPU,
+core or GiB; a node's occupied GPUs are its whole parts plus the GPUs its
+shares fill when packed first-fit-decreasing, as in SPEC §2):
+
+- Scope: healthy nodes with GPUs. Partitions: per gpu_model, whole switch
+  domains (a node without switch_id is a domain by itself) in domain order,
+  grouped while the partition stays within ``partition_nodes`` (a larger
+  domain is a partition by itself). Partitions are independent.
+- Movable: an allocation active at t holding GPUs, on a healthy node, whose
+  known end_time is not within ``min_remaining_s`` of t. An allocation of a job
+  with several allocations active at t stays in its switch domain.
+- Moves are make-before-break and happen one at a time: the destination holds
+  the allocation's GPUs, CPUs and memory while its source still holds it.
+  Destinations are occupied nodes (moving work onto a free node never frees one).
+
+Search (the ASI paper's in-place compaction): for up to ``rounds`` rounds,
+each partially occupied node without pinned GPU work, emptiest first, is a
+target to empty: each of its allocations, largest first, goes to its best
+destination; when none fits, one allocation or a pair there is ejected in turn
+(recursively, up to ``depth`` levels deep, trying ``breadth`` destinations per
+level). Then partial nodes are completed: an allocation elsewhere whose GPUs
+exactly fill a partial node moves there. A step is kept only when the
+objective improves, in order: the shapes' instances (no shape may lose any),
+free nodes, fewer partial nodes (fewer GPUs moved breaks no tie: a kept step
+must improve an earlier level). Destination order: best fit (fewest GPUs left
+free), then the fullest switch domain (so large gangs find whole domains
+later), then fewest CPUs left, then node order.
+
+Instances inside the search are the shapes' counts at t per partition:
+``switch`` sums floor(domain slots / k), ``node`` sums slots, ``any`` counts the
+partition's slots (its instances are floor(fleet slots / k), which cannot fall
+when no partition's slots fall). The reported before/after instances are
+:func:`fleetaudit.shapes.evaluate` on the state before and after (durations
+included).
+
+Bound: per partition, nodes minus the nodes pinned by immovable GPU work minus
+the fewest further nodes whose capacity (largest first) covers the movable
+GPUs, CPUs and memory that the pinned nodes' room cannot hold; a relaxation
+(shares as fractions, no packing, no gang locality), so no rearrangement can
+free more nodes.
+
+Exact (``exact``): partitions of at most ``exact_nodes`` nodes are solved as an
+ILP (scipy's HiGHS): every movable allocation on one eligible node, shares
+packed per GPU, CPUs and memory within capacity, fewest occupied nodes,
+ignoring depth, rounds and the order of moves.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from fleetaudit import occupancy
+from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing
+from fleetaudit.parallel import map_processes
+from fleetaudit.shapes import Shape, evaluate
+
+__all__ = [
+    "CompactionOptions",
+    "CompactionResult",
+    "Migration",
+    "Move",
+    "PartitionResult",
+    "Snapshot",
+    "compact",
+]
+
+_U = SHARE_UNITS
+_BIG = 1 << 62  # unbounded memory, unbounded slots
+_EJECT_PER_NODE = 2  # ejections (one allocation, else a pair) tried on one destination
+_GIB_BITS = 8 * 1024**3 / 1e9  # gigabits in one GiB
+
+
+@dataclass(frozen=True)
+class CompactionOptions:
+    """Budgets and migration costs of a compaction what-if; the defaults are the CLI's.
+
+    Args:
+        depth: levels of an ejection chain (1: direct moves only).
+        rounds: passes over the targets of a partition.
+        breadth: destinations tried per level of an ejection chain.
+        partition_nodes: nodes per partition (whole switch domains).
+        jobs: worker processes for the partitions (1: in this process).
+        min_remaining_s: an allocation whose known end_time is within this of t
+            is not moved.
+        state_gib_per_gpu: state moved per GPU of an allocation (GiB).
+        bandwidth_gbps: transfer rate of one move (gigabits per second).
+        warmup_s: fixed pause of a move on top of its transfer.
+        exact: also solve partitions of up to ``exact_nodes`` nodes exactly.
+        exact_nodes: the largest partition solved exactly.
+        exact_time_limit_s: the ILP's time limit per partition.
+    """
+
+    depth: int = 3
+    rounds: int = 5
+    breadth: int = 8
+    partition_nodes: int = 500
+    jobs: int = 1
+    min_remaining_s: float = 3600.0
+    state_gib_per_gpu: float = 80.0
+    bandwidth_gbps: float = 100.0
+    warmup_s: float = 60.0
+    exact: bool = False
+    exact_nodes: int = 40
+    exact_time_limit_s: float = 60.0
+
+    def check(self) -> None:
+        """Raise ValueError naming the first option out of range."""
+        for name in ("depth", "rounds", "breadth", "partition_nodes", "jobs", "exact_nodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be 1 or more")
+        for name in ("min_remaining_s", "state_gib_per_gpu", "warmup_s", "exact_time_limit_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be 0 or more")
+        if not math.isfinite(self.bandwidth_gbps) or self.bandwidth_gbps <= 0:
+            raise ValueError("bandwidth_gbps must be above 0")
+
+
+@dataclass(frozen=True)
+class Move:
+    """One step of the ledger: ``alloc_id`` moves from ``source`` to ``destination``."""
+
+    step: int
+    alloc_id: str
+    source: str
+    destination: str
+    gpus: float
+    cpus: float
+    memory_gib: float | None
+    partition: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "alloc_id": self.alloc_id,
+            "from": self.source,
+            "to": self.destination,
+            "gpus": _number(self.gpus),
+            "cpus": _number(self.cpus),
+            "memory_gib": None if self.memory_gib is None else _number(self.memory_gib),
+        }
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """One partition's search: counts before and after, its bound, budgets it hit."""
+
+    index: int
+    gpu_model: str
+    nodes: int
+    domains: int
+    movable: int
+    before_free: int
+    before_partial: int
+    after_free: int
+    after_partial: int
+    bound_free: int
+    moves: int
+    gpus_moved: float
+    budgets_hit: tuple[str, ...]
+    seconds: float
+    exact_free: int | None = None  # the ILP's optimum (None: not solved)
+    exact_status: str | None = None  # optimal, bound, time_limit, too_large, failed, or None
+    exact_seconds: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.index,
+            "gpu_model": self.gpu_model,
+            "nodes": self.nodes,
+            "domains": self.domains,
+            "movable": self.movable,
+            "before": {"free_nodes": self.before_free, "partial_nodes": self.before_partial},
+            "after": {"free_nodes": self.after_free, "partial_nodes": self.after_partial},
+            "bound_free_nodes": self.bound_free,
+            "moves": self.moves,
+            "gpus_moved": _number(self.gpus_moved),
+            "budgets_hit": list(self.budgets_hit),
+            "seconds": round(self.seconds, 4),
+            "exact": None
+            if self.exact_status is None
+            else {
+                "status": self.exact_status,
+                "free_nodes": self.exact_free,
+                "seconds": None if self.exact_seconds is None else round(self.exact_seconds, 4),
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Fleet counts at t (healthy nodes with GPUs) and the instances of each shape."""
+
+    free_nodes: int
+    partial_nodes: int
+    instances: tuple[tuple[Shape, int], ...]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What the ledger's moves cost against what they free."""
+
+    moves: int
+    gpus_moved: float
+    state_gib: float
+    transfer_s: float  # sum over moves
+    pause_gpu_hours: float  # GPUs x (transfer + warmup) of every move
+    freed_gpus: int  # GPUs of the nodes that became free
+    payback_s: float | None  # pause GPU-seconds / freed GPUs (None: nothing freed)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "moves": self.moves,
+            "gpus_moved": _number(self.gpus_moved),
+            "state_gib": round(self.state_gib, 3),
+            "transfer_s": round(self.transfer_s, 3),
+            "pause_gpu_hours": round(self.pause_gpu_hours, 4),
+            "freed_gpus": self.freed_gpus,
+            "payback_s": None if self.payback_s is None else round(self.payback_s, 3),
+        }
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """The ledger, the fleet before and after it, the bound and what it cost."""
+
+    moves: tuple[Move, ...]
+    partitions: tuple[PartitionResult, ...]
+    before: Snapshot
+    after: Snapshot
+    bound_free_nodes: int
+    migration: Migration
+    seconds: float
+    allocations: pl.DataFrame = field(repr=False)  # every input row, moved ones on their new node
+
+    @property
+    def budgets_hit(self) -> tuple[PartitionResult, ...]:
+        return tuple(p for p in self.partitions if p.budgets_hit)
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else float(value)
+
+
+# ------------------------------------------------------------------ preparation
+
+
+@dataclass(frozen=True)
+class _ShapeSpec:
+    """A shape as the search counts it on one model's nodes."""
+
+    share: int  # micro-GPUs of a share pod; 0 for whole-GPU pods
+    per_pod: int  # GPUs per pod (whole shapes)
+    cpus: int  # micro-cores per pod (0: unbounded)
+    memory: int  # micro-GiB per pod (0: unbounded)
+    pods: int  # k
+    group: str  # switch, any or node
+
+
+@dataclass(frozen=True)
+class _Partition:
+    """One partition's nodes and the allocations active on them at t (picklable)."""
+
+    index: int
+    gpu_model: str
+    node_ids: tuple[str, ...]
+    gpus: tuple[int, ...]
+    cpus: tuple[int, ...]
+    memory: tuple[int, ...]  # _BIG when unknown
+    domain: tuple[int, ...]
+    domains: int
+    alloc_ids: tuple[str, ...]
+    alloc_node: tuple[int, ...]
+    alloc_gpus: tuple[int, ...]
+    alloc_cpus: tuple[int, ...]
+    alloc_memory: tuple[int, ...]
+    alloc_memory_known: tuple[bool, ...]
+    movable: tuple[bool, ...]
+    gang: tuple[bool, ...]
+    shapes: tuple[_ShapeSpec, ...]
+    options: CompactionOptions
+
+
+def _units(column: str) -> pl.Expr:
+    return (pl.col(column).cast(pl.Float64).fill_null(0.0) * _U).round().cast(pl.Int64)
+
+
+def _shape_spec(shape: Shape) -> _ShapeSpec:
+    p = shape.gpus_per_pod
+    return _ShapeSpec(
+        share=round(shape.gpus * _U) if shape.is_share else 0,
+        per_pod=0 if shape.is_share else round(p),
+        cpus=round(p * shape.cpus_per_gpu * _U),
+        memory=round(p * shape.memory_gib_per_gpu * _U),
+        pods=shape.pods,
+        group=shape.locality,
+    )
+
+
+def _healthy_gpu_nodes(nodes: pl.DataFrame) -> pl.DataFrame:
+    return nodes.filter(
+        (pl.col("health").fill_null("healthy") == "healthy") & (pl.col("gpus").fill_null(0) > 0)
+    )
+
+
+def _epoch_us(at: datetime) -> int:
+    if at.tzinfo is not None:
+        at = at.astimezone(timezone.utc).replace(tzinfo=None)
+    return (at - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+
+
+def _movable_rows(at: datetime, options: CompactionOptions) -> pl.Expr:
+    """GPU-holding rows whose known end_time is not within ``min_remaining_s`` of t."""
+    horizon = _epoch_us(at + timedelta(seconds=options.min_remaining_s))
+    end = pl.col("end_time").dt.epoch("us")
+    ends_soon = end.is_not_null() & (end < horizon)
+    return (pl.col("gpus").fill_null(0) > 0) & ~ends_soon
+
+
+def _partitions(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    at: datetime,
+    shapes: Sequence[Shape],
+    options: CompactionOptions,
+) -> list[_Partition]:
+    """Healthy GPU nodes per model, whole domains grouped up to ``partition_nodes``."""
+    scope = (
+        _healthy_gpu_nodes(nodes)
+        .with_columns(
+            pl.col("node_id").cast(pl.String),
+            pl.coalesce(pl.col("switch_id").cast(pl.String), pl.col("node_id").cast(pl.String))
+            .alias("domain"),
+        )
+        .sort("gpu_model", "domain", "node_id")
+    )  # fmt: skip
+    active = occupancy.active_at(allocations, at).with_columns(
+        pl.col("node_id").cast(pl.String),
+        pl.coalesce(pl.col("job_id").cast(pl.String), pl.col("alloc_id").cast(pl.String)).alias(
+            "_job"
+        ),
+    )
+    active = active.with_columns(
+        (pl.len().over("_job") > 1).alias("_gang"),
+        _movable_rows(at, options).alias("_movable"),
+    ).join(scope.select("node_id"), on="node_id", how="semi")
+    by_node = {
+        node_id: rows
+        for (node_id,), rows in active.select(
+            "node_id", "alloc_id", _units("gpus").alias("g"), _units("cpus").alias("c"),
+            _units("memory_gib").alias("m"), pl.col("memory_gib").is_not_null().alias("mk"),
+            "_movable", "_gang",
+        ).partition_by("node_id", as_dict=True, maintain_order=True).items()
+    }  # fmt: skip
+    out: list[_Partition] = []
+    for (model,), model_nodes in scope.partition_by(
+        "gpu_model", as_dict=True, maintain_order=True
+    ).items():
+        specs = tuple(_shape_spec(s) for s in shapes if s.models is None or str(model) in s.models)
+        groups: list[list[dict[str, Any]]] = []
+        current: list[dict[str, Any]] = []
+        for (_,), domain_nodes in model_nodes.partition_by(
+            "domain", as_dict=True, maintain_order=True
+        ).items():
+            rows = list(domain_nodes.iter_rows(named=True))
+            if current and len(current) + len(rows) > options.partition_nodes:
+                groups.append(current)
+                current = []
+            current.extend(rows)
+        if current:
+            groups.append(current)
+        for rows in groups:
+            out.append(_partition(len(out), str(model), rows, by_node, specs, options))
+    return out
+
+
+def _partition(
+    index: int,
+    model: str,
+    rows: list[dict[str, Any]],
+    by_node: dict[str, pl.DataFrame],
+    specs: tuple[_ShapeSpec, ...],
+    options: CompactionOptions,
+) -> _Partition:
+    domain_index: dict[str, int] = {}
+    alloc: dict[str, list[Any]] = {
+        k: [] for k in ("id", "node", "g", "c", "m", "mk", "mov", "gang")
+    }
+    for i, row in enumerate(rows):
+        domain_index.setdefault(row["domain"], len(domain_index))
+        frame = by_node.get(row["node_id"])
+        if frame is None:
+            continue
+        for a in frame.iter_rows(named=True):
+            alloc["id"].append(a["alloc_id"])
+            alloc["node"].append(i)
+            alloc["g"].append(a["g"])
+            alloc["c"].append(a["c"])
+            alloc["m"].append(a["m"])
+            alloc["mk"].append(bool(a["mk"]))
+            alloc["mov"].append(bool(a["_movable"]))
+            alloc["gang"].append(bool(a["_gang"]))
+    memory = [_BIG if r["memory_gib"] is None else round(float(r["memory_gib"]) * _U) for r in rows]
+    return _Partition(
+        index=index,
+        gpu_model=model,
+        node_ids=tuple(r["node_id"] for r in rows),
+        gpus=tuple(int(r["gpus"]) for r in rows),
+        cpus=tuple(round(float(r["cpus"] or 0) * _U) for r in rows),
+        memory=tuple(memory),
+        domain=tuple(domain_index[r["domain"]] for r in rows),
+        domains=len(domain_index),
+        alloc_ids=tuple(alloc["id"]),
+        alloc_node=tuple(alloc["node"]),
+        alloc_gpus=tuple(alloc["g"]),
+        alloc_cpus=tuple(alloc["c"]),
+        alloc_memory=tuple(alloc["m"]),
+        alloc_memory_known=tuple(alloc["mk"]),
+        movable=tuple(alloc["mov"]),
+        gang=tuple(alloc["gang"]),
+        shapes=specs,
+        options=options,
+    )
+
+
+# ------------------------------------------------------------------ the search
+
+
+@lru_cache(maxsize=1 << 16)
+def _ffd(shares: tuple[int, ...]) -> tuple[int, ...]:
+    """FFD fills of a multiset of shares (any order), descending."""
+    return tuple(sorted(first_fit_decreasing(shares), reverse=True))
+
+
+def _key(shares: list[int], extra: int = 0) -> tuple[int, ...]:
+    items = [*shares, extra] if extra else shares
+    return tuple(sorted(items, reverse=True))
+
+
+_FREE, _PARTIAL, _FULL = 0, 1, 2
+
+
+class _Search:
+    """The mutable state of one partition and the ejection-chain search over it."""
+
+    def __init__(self, part: _Partition) -> None:
+        self.part = part
+        n = len(part.node_ids)
+        self.n = n
+        self.cap_g = part.gpus
+        self.cap_c = part.cpus
+        self.cap_m = part.memory
+        self.whole = [0] * n
+        self.shares: list[list[int]] = [[] for _ in range(n)]
+        self.cpu_used = [0] * n
+        self.mem_used = [0] * n
+        self.on: list[set[int]] = [set() for _ in range(n)]  # GPU-holding allocations
+        self.pinned = [0] * n  # immovable GPU-holding allocations
+        self.where = list(part.alloc_node)
+        self.aw = [g // _U for g in part.alloc_gpus]
+        self.af = [g % _U for g in part.alloc_gpus]
+        for a, node in enumerate(part.alloc_node):
+            self.cpu_used[node] += part.alloc_cpus[a]
+            self.mem_used[node] += part.alloc_memory[a]
+            if part.alloc_gpus[a] > 0:
+                self.whole[node] += self.aw[a]
+                if self.af[a]:
+                    self.shares[node].append(self.af[a])
+                if part.movable[a]:
+                    self.on[node].add(a)
+                else:
+                    self.pinned[node] += 1
+        self.dom = np.array(part.domain, dtype=np.int64)
+        self.dom_cap = np.bincount(self.dom, weights=part.gpus, minlength=part.domains)
+        self.dom_used = np.zeros(part.domains)
+        self.free_g = np.zeros(n, dtype=np.int64)
+        self.free_c = np.zeros(n, dtype=np.int64)
+        self.free_m = np.zeros(n, dtype=np.int64)
+        self.used = np.zeros(n, dtype=np.int64)
+        self.room = np.zeros(n, dtype=np.int64)  # most share room on a share-holding GPU
+        self.share_gpus = np.zeros(n, dtype=np.int64)  # GPUs holding shares
+        self.mov2 = np.zeros(n, dtype=np.int64)  # GPUs of the two largest movable allocations
+        self.status = [-1] * n
+        self.free_nodes = 0
+        self.partial = 0
+        shapes = part.shapes
+        self.node_slots = [[0] * n for _ in shapes]
+        self.group_of = [self._groups(s) for s in shapes]
+        self.group_slots = [[0] * (max(g) + 1 if g else 0) for g in self.group_of]
+        self.measure = [0] * len(shapes)
+        self.moves: list[tuple[int, int, int]] = []  # (alloc, source, destination)
+        self.log: list[tuple[int, int]] = []  # (alloc, source) of every tentative move
+        self.budgets: set[str] = set()
+        for i in range(n):
+            self._refresh(i)
+
+    def _groups(self, spec: _ShapeSpec) -> list[int]:
+        if spec.group == "switch":
+            return list(self.part.domain)
+        if spec.group == "any":
+            return [0] * self.n
+        return list(range(self.n))
+
+    # -- node state ----------------------------------------------------------------
+
+    def _refresh(self, i: int) -> None:
+        """Recompute node i's derived values and the partition's running counts."""
+        fills = _ffd(_key(self.shares[i]))
+        occupied = self.whole[i] + len(fills)
+        self.dom_used[self.dom[i]] += occupied - self.used[i]
+        self.used[i] = occupied
+        free_g = max(self.cap_g[i] - occupied, 0)
+        free_c = max(self.cap_c[i] - self.cpu_used[i], 0)
+        free_m = max(self.cap_m[i] - self.mem_used[i], 0)
+        self.free_g[i] = free_g
+        self.free_c[i] = free_c
+        self.free_m[i] = free_m
+        self.room[i] = _U - fills[-1] if fills else 0
+        self.share_gpus[i] = len(fills)
+        self.mov2[i] = sum(sorted(-(-self.part.alloc_gpus[a] // _U) for a in self.on[i])[-2:])
+        status = _FREE if occupied == 0 else _PARTIAL if occupied < self.cap_g[i] else _FULL
+        old = self.status[i]
+        if old != status:
+            self.free_nodes += (status == _FREE) - (old == _FREE)
+            self.partial += (status == _PARTIAL) - (old == _PARTIAL)
+            self.status[i] = status
+        for s, spec in enumerate(self.part.shapes):
+            slots = self._slots(spec, free_g, free_c, free_m, fills)
+            old_slots = self.node_slots[s][i]
+            if slots == old_slots:
+                continue
+            self.node_slots[s][i] = slots
+            g = self.group_of[s][i]
+            before = self.group_slots[s][g]
+            after = before + slots - old_slots
+            self.group_slots[s][g] = after
+            if spec.group == "any":
+                self.measure[s] += after - before
+            else:
+                self.measure[s] += after // spec.pods - before // spec.pods
+
+    @staticmethod
+    def _slots(
+        spec: _ShapeSpec, free_g: int, free_c: int, free_m: int, fills: tuple[int, ...]
+    ) -> int:
+        if spec.share:
+            gpu = free_g * (_U // spec.share) + sum((_U - f) // spec.share for f in fills)
+        else:
+            gpu = free_g // spec.per_pod
+        cpu = free_c // spec.cpus if spec.cpus else _BIG
+        mem = free_m // spec.memory if spec.memory else _BIG
+        return min(gpu, cpu, mem)
+
+    def _fits(self, a: int, d: int, without: tuple[int, ...] = ()) -> bool:
+        """Whether allocation a fits node d now (optionally with the allocations ``without`` gone)."""
+        part = self.part
+        whole = self.whole[d] + self.aw[a]
+        shares = self.shares[d]
+        cpu = self.cpu_used[d] + part.alloc_cpus[a]
+        mem = self.mem_used[d] + part.alloc_memory[a]
+        for b in without:
+            whole -= self.aw[b]
+            cpu -= part.alloc_cpus[b]
+            mem -= part.alloc_memory[b]
+            if self.af[b]:
+                shares = list(shares)
+                shares.remove(self.af[b])
+        if cpu > self.cap_c[d] or mem > self.cap_m[d] or whole > self.cap_g[d]:
+            return False
+        return whole + len(_ffd(_key(shares, self.af[a]))) <= self.cap_g[d]
+
+    def _place_on(self, a: int, d: int, record: bool = True) -> None:
+        s = self.where[a]
+        part = self.part
+        for node, sign in ((s, -1), (d, 1)):
+            self.whole[node] += sign * self.aw[a]
+            self.cpu_used[node] += sign * part.alloc_cpus[a]
+            self.mem_used[node] += sign * part.alloc_memory[a]
+        if self.af[a]:
+            self.shares[s].remove(self.af[a])
+            self.shares[d].append(self.af[a])
+        self.on[s].discard(a)
+        self.on[d].add(a)
+        self.where[a] = d
+        self._refresh(s)
+        self._refresh(d)
+        if record:
+            self.moves.append((a, s, d))
+            self.log.append((a, s))
+
+    def _undo_to(self, log_mark: int, move_mark: int) -> None:
+        while len(self.log) > log_mark:
+            a, s = self.log.pop()
+            self._place_on(a, s, record=False)
+        del self.moves[move_mark:]
+
+    # -- destinations --------------------------------------------------------------
+
+    def _scope(self, a: int, excluded: set[int]) -> np.ndarray:
+        ok = self.used > 0  # a new array: safe to change below
+        if self.part.gang[a]:
+            ok &= self.dom == self.dom[self.where[a]]
+        ok[self.where[a]] = False
+        for e in excluded:
+            ok[e] = False
+        return ok
+
+    def _order(self, idx: np.ndarray, left: np.ndarray) -> np.ndarray:
+        fill = self.dom_used[self.dom[idx]] / self.dom_cap[self.dom[idx]]
+        return idx[np.lexsort((idx, self.free_c[idx], -fill, left))]
+
+    def _destinations(self, a: int, excluded: set[int]) -> np.ndarray:
+        """Nodes a fits on now (by a conservative share test), best first."""
+        part = self.part
+        need = self.aw[a] + (self.room < self.af[a]) if self.af[a] else self.aw[a]
+        ok = self._scope(a, excluded)
+        ok &= self.free_g >= need
+        ok &= self.free_c >= part.alloc_cpus[a]
+        ok &= self.free_m >= part.alloc_memory[a]
+        idx = np.flatnonzero(ok)
+        if idx.size == 0:
+            return idx
+        left = self.free_g[idx] - (need[idx] if isinstance(need, np.ndarray) else need)
+        return self._order(idx, left)
+
+    def _hosts(self, a: int, excluded: set[int]) -> np.ndarray:
+        """Nodes a might fit on after one or two of their movable allocations left, best first."""
+        need = self.aw[a] + (1 if self.af[a] else 0)
+        ok = self._scope(a, excluded)
+        ok &= self.mov2 > 0
+        ok &= self.free_g + self.mov2 >= need
+        idx = np.flatnonzero(ok)
+        if idx.size == 0:
+            return idx
+        return self._order(idx, self.free_g[idx] + self.mov2[idx] - need)
+
+    def _ejections(self, a: int, y: int) -> list[tuple[int, ...]]:
+        """One or two allocations on y whose departure lets a in, fewest GPUs first."""
+        size = self.part.alloc_gpus
+        others = sorted((b for b in self.on[y] if b != a), key=lambda b: (size[b], b))
+        sets: list[tuple[int, ...]] = [(b,) for b in others]
+        sets += [(b, c) for i, b in enumerate(others) for c in others[i + 1 :]]
+        sets.sort(key=lambda e: (sum(size[b] for b in e), len(e), e))
+        found = []
+        for ejected in sets:
+            if self._fits(a, y, without=ejected):
+                found.append(ejected)
+                if len(found) == _EJECT_PER_NODE:
+                    break
+        return found
+
+    def _place(self, a: int, depth: int, excluded: set[int]) -> bool:
+        """Move a to its best destination, ejecting up to ``depth - 1`` allocations deep."""
+        for d in self._destinations(a, excluded):
+            if self._fits(a, int(d)):
+                self._place_on(a, int(d))
+                return True
+        if depth <= 1:
+            if self._hosts(a, excluded).size:
+                self.budgets.add("depth")
+            return False
+        hosts = self._hosts(a, excluded)
+        if hosts.size > self.part.options.breadth:
+            self.budgets.add("breadth")
+        for y in hosts[: self.part.options.breadth]:
+            y = int(y)
+            for ejected in self._ejections(a, y):
+                log_mark, move_mark = len(self.log), len(self.moves)
+                away = excluded | {y, self.where[a]}
+                if all(self._place(b, depth - 1, away) for b in ejected) and self._fits(a, y):
+                    self._place_on(a, y)
+                    return True
+                self._undo_to(log_mark, move_mark)
+        return False
+
+    # -- steps ---------------------------------------------------------------------
+
+    def _state(self) -> tuple[list[int], int, int]:
+        return list(self.measure), self.free_nodes, self.partial
+
+    def _better(self, before: tuple[list[int], int, int]) -> bool:
+        measure, free, partial = before
+        if any(now < was for now, was in zip(self.measure, measure, strict=True)):
+            return False
+        gain = (sum(self.measure) - sum(measure), self.free_nodes - free, partial - self.partial)
+        return gain > (0, 0, 0)
+
+    def _attempt(self, step: Any) -> bool:
+        before = self._state()
+        log_mark, move_mark = len(self.log), len(self.moves)
+        if step() and self._better(before):
+            self.log.clear()
+            return True
+        self._undo_to(log_mark, move_mark)
+        self.log.clear()
+        return False
+
+    def _empty(self, x: int) -> bool:
+        allocations = sorted(self.on[x], key=lambda a: (-self.part.alloc_gpus[a], a))
+        need = sum(self.aw[a] for a in allocations)
+        # whole GPUs the other occupied nodes have free, or could free by packing
+        # their shares more tightly: a necessary condition, cheap to test
+        others = self.used > 0
+        others[x] = False
+        room = int(self.free_g[others].sum()) + int(self.share_gpus[others].sum())
+        if need > room:
+            return False
+        depth = self.part.options.depth
+        return all(self._place(a, depth, {x}) for a in allocations)
+
+    def _complete(self, y: int, by_size: dict[int, list[int]]) -> bool:
+        """Fill partial node y with one allocation whose GPUs are exactly its free GPUs."""
+        left = int(self.free_g[y])
+        tried = 0
+        candidates = sorted(
+            (a for a in by_size.get(left, ()) if self.where[a] != y and self.status[self.where[a]] == _PARTIAL),
+            key=lambda a: (int(self.used[self.where[a]]), a),
+        )  # fmt: skip
+        for a in candidates:
+            if self.part.gang[a] and self.dom[self.where[a]] != self.dom[y]:
+                continue
+            if not self._fits(a, y):
+                continue
+            if self._attempt(lambda a=a: self._place_on(a, y) is None):
+                return True
+            tried += 1
+            if tried >= self.part.options.breadth:
+                self.budgets.add("breadth")
+                break
+        return False
+
+    def run(self) -> None:
+        options = self.part.options
+        failed_at: dict[int, int] = {}
+        version = 0
+        improved = False
+        for _ in range(options.rounds):
+            improved = False
+            targets = sorted(
+                (i for i in range(self.n) if self.status[i] == _PARTIAL and not self.pinned[i]),
+                key=lambda i: (int(self.used[i]), i),
+            )
+            for x in targets:
+                if self.status[x] != _PARTIAL or failed_at.get(x) == version:
+                    continue
+                if self._attempt(lambda x=x: self._empty(x)):
+                    version += 1
+                    improved = True
+                else:
+                    failed_at[x] = version
+            by_size: dict[int, list[int]] = {}
+            for a, movable in enumerate(self.part.movable):
+                if movable and self.part.alloc_gpus[a] > 0 and not self.af[a]:
+                    by_size.setdefault(self.aw[a], []).append(a)
+            for y in sorted(
+                (i for i in range(self.n) if self.status[i] == _PARTIAL),
+                key=lambda i: (-int(self.used[i]), i),
+            ):
+                if self.status[y] == _PARTIAL and self._complete(y, by_size):
+                    version += 1
+                    improved = True
+            if not improved:
+                break
+        if improved:
+            self.budgets.add("rounds")
+
+
+def _bound(part: _Partition) -> int:
+    """Free nodes no rearrangement of the partition's movable work can beat (module doc)."""
+    n = len(part.node_ids)
+    pinned = [False] * n
+    fixed = [[0, 0, 0] for _ in range(n)]  # GPUs, CPUs, memory of immovable work
+    current = [[0, 0, 0] for _ in range(n)]  # the same of the movable work where it is now
+    demand = [0, 0, 0]
+    for a, node in enumerate(part.alloc_node):
+        values = (part.alloc_gpus[a], part.alloc_cpus[a], part.alloc_memory[a])
+        if part.movable[a] and part.alloc_gpus[a] > 0:
+            for k in range(3):
+                demand[k] += values[k]
+                current[node][k] += values[k]
+        else:
+            pinned[node] = pinned[node] or part.alloc_gpus[a] > 0
+            for k in range(3):
+                fixed[node][k] += values[k]
+    caps = [(part.gpus[i] * _U, part.cpus[i], part.memory[i]) for i in range(n)]
+    # never below what a node holds now, so the present arrangement stays within the
+    # relaxation even on an over-committed node
+    spare = [[max(caps[i][k] - fixed[i][k], current[i][k]) for i in range(n)] for k in range(3)]
+    left = [demand[k] - sum(spare[k][i] for i in range(n) if pinned[i]) for k in range(3)]
+    others = [i for i in range(n) if not pinned[i]]
+    extra = 0
+    for k in range(3):
+        if left[k] <= 0:
+            continue
+        room = sorted((spare[k][i] for i in others), reverse=True)
+        covered, count = 0, 0
+        while covered < left[k] and count < len(room):
+            covered += room[count]
+            count += 1
+        extra = max(extra, count)
+    return n - sum(pinned) - extra
+
+
+def _exact(
+    part: _Partition, at_least: int = 0, at_most: int | None = None
+) -> tuple[int | None, str, float]:
+    """The ILP optimum of free nodes (module doc): (free nodes or None, status, seconds).
+
+    ``at_least`` and ``at_most`` are free-node counts known to be reachable (the
+    search's) and unbeatable (the bound); as cuts they spare HiGHS the proof.
+    """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    started = time.perf_counter()
+    n = len(part.node_ids)
+    columns = 0
+    rows: list[tuple[list[int], list[float], float, float]] = []  # (cols, coefs, lo, hi)
+    cost: list[float] = []
+    integrality: list[int] = []
+    lower: list[float] = []
+
+    def var(obj: float = 0.0, lo: float = 0.0) -> int:
+        nonlocal columns
+        cost.append(obj)
+        integrality.append(1)
+        lower.append(lo)
+        columns += 1
+        return columns - 1
+
+    pinned = [False] * n
+    for a, node in enumerate(part.alloc_node):
+        if part.alloc_gpus[a] > 0 and not part.movable[a]:
+            pinned[node] = True
+    y = [var(1.0, 1.0 if pinned[i] else 0.0) for i in range(n)]
+    bins = [[var() for _ in range(part.gpus[i])] for i in range(n)]
+    gpu_terms: list[list[tuple[int, float]]] = [[(b, 1.0) for b in bins[i]] for i in range(n)]
+    cpu_terms: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    mem_terms: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    bin_terms: list[list[list[tuple[int, float]]]] = [[[] for _ in bins[i]] for i in range(n)]
+    fixed = [[0, 0, 0] for _ in range(n)]  # whole GPUs, CPUs, memory of immovable work
+    current = [[0, 0, 0] for _ in range(n)]  # the same for the movable work where it is now
+    for a, node in enumerate(part.alloc_node):
+        g = part.alloc_gpus[a]
+        whole, frac = g // _U, g % _U
+        if g == 0 or not part.movable[a]:
+            fixed[node][0] += whole
+            fixed[node][1] += part.alloc_cpus[a]
+            fixed[node][2] += part.alloc_memory[a]
+            if frac:  # an immovable share still takes one of its node's GPU bins
+                choice = [var() for _ in bins[node]]
+                rows.append((choice, [1.0] * len(choice), 1.0, 1.0))
+                for k, v in enumerate(choice):
+                    bin_terms[node][k].append((v, float(frac)))
+            continue
+        current[node][0] += whole
+        current[node][1] += part.alloc_cpus[a]
+        current[node][2] += part.alloc_memory[a]
+        eligible = [
+            i
+            for i in range(n)
+            if (not part.gang[a] or part.domain[i] == part.domain[node])
+            and part.gpus[i] >= whole + (1 if frac else 0)
+        ]
+        everything: list[int] = []
+        for i in eligible:
+            chosen = [var() for _ in bins[i]] if frac else [var()]
+            everything.extend(chosen)
+            rows.append(([*chosen, y[i]], [*([1.0] * len(chosen)), -1.0], -np.inf, 0.0))
+            for v in chosen:
+                if whole:
+                    gpu_terms[i].append((v, float(whole)))
+                cpu_terms[i].append((v, float(part.alloc_cpus[a])))
+                mem_terms[i].append((v, float(part.alloc_memory[a])))
+            if frac:
+                for k, v in enumerate(chosen):
+                    bin_terms[i][k].append((v, float(frac)))
+        rows.append((everything, [1.0] * len(everything), 1.0, 1.0))
+    for i in range(n):
+        # capacity, never below what the node holds now (an over-committed node stays feasible)
+        gpu_cap = max(part.gpus[i] - fixed[i][0], current[i][0])
+        cpu_cap = max(part.cpus[i] - fixed[i][1], current[i][1])
+        rows.append(([v for v, _ in gpu_terms[i]], [c for _, c in gpu_terms[i]], -np.inf, gpu_cap))
+        rows.append(([v for v, _ in cpu_terms[i]], [c for _, c in cpu_terms[i]], -np.inf, cpu_cap))
+        if part.memory[i] < _BIG:
+            mem_cap = max(part.memory[i] - fixed[i][2], current[i][2])
+            rows.append(
+                ([v for v, _ in mem_terms[i]], [c for _, c in mem_terms[i]], -np.inf, mem_cap)
+            )
+        for k, b in enumerate(bins[i]):
+            terms = bin_terms[i][k]
+            rows.append(
+                ([v for v, _ in terms] + [b], [c for _, c in terms] + [-float(_U)], -np.inf, 0.0)
+            )
+            rows.append(([b, y[i]], [1.0, -1.0], -np.inf, 0.0))
+            if k:
+                rows.append(([bins[i][k - 1], b], [-1.0, 1.0], -np.inf, 0.0))  # symmetry
+    most = n if at_most is None else at_most
+    rows.append((y, [1.0] * n, float(n - most), float(n - at_least)))  # occupied nodes
+    r_idx, c_idx, vals, lo, hi = [], [], [], [], []
+    for r, (cols, coefs, low, high) in enumerate(rows):
+        r_idx.extend([r] * len(cols))
+        c_idx.extend(cols)
+        vals.extend(coefs)
+        lo.append(low)
+        hi.append(high)
+    matrix = coo_matrix((vals, (r_idx, c_idx)), shape=(len(rows), columns)).tocsr()
+    solution = milp(
+        c=np.array(cost),
+        constraints=LinearConstraint(matrix, np.array(lo), np.array(hi)),
+        integrality=np.array(integrality),
+        bounds=Bounds(np.array(lower), np.ones(columns)),
+        options={"time_limit": part.options.exact_time_limit_s},
+    )
+    seconds = time.perf_counter() - started
+    if solution.status == 0 and solution.x is not None:
+        return n - round(float(np.sum(solution.x[y]))), "optimal", seconds
+    if solution.status == 1:
+        return None, "time_limit", seconds
+    return None, "failed", seconds
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    index: int
+    moves: tuple[tuple[int, int, int], ...]
+    before: tuple[int, int]  # free, partial
+    after: tuple[int, int]
+    bound: int
+    budgets: tuple[str, ...]
+    seconds: float
+    exact: tuple[int | None, str, float] | None
+
+
+def _solve(part: _Partition) -> _Outcome:
+    """Search one partition (the unit of work of a worker process)."""
+    started = time.perf_counter()
+    search = _Search(part)
+    before = (search.free_nodes, search.partial)
+    search.run()
+    seconds = time.perf_counter() - started
+    bound = _bound(part)
+    exact = None
+    if part.options.exact:
+        if len(part.node_ids) > part.options.exact_nodes:
+            exact = (None, "too_large", 0.0)
+        elif search.free_nodes >= bound:  # the bound proves the search optimal
+            exact = (search.free_nodes, "bound", 0.0)
+        else:
+            exact = _exact(part, search.free_nodes, bound)
+        if exact[1] == "time_limit":
+            search.budgets.add("exact_time")
+    return _Outcome(
+        index=part.index,
+        moves=tuple(search.moves),
+        before=before,
+        after=(search.free_nodes, search.partial),
+        bound=bound,
+        budgets=tuple(sorted(search.budgets)),
+        seconds=seconds,
+        exact=exact,
+    )
+
+
+# ------------------------------------------------------------------ entry point
+
+
+def _instances(
+    nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime, shapes: Sequence[Shape]
+) -> tuple[tuple[Shape, int], ...]:
+    states: dict[float | None, pl.DataFrame] = {}
+    out = []
+    for shape in shapes:
+        if shape.duration_s not in states:
+            window = timedelta(seconds=shape.duration_s) if shape.duration_s else None
+            states[shape.duration_s] = occupancy.node_state(nodes, allocations, at, window)
+        out.append((shape, evaluate(states[shape.duration_s], shape).instances))
+    return tuple(out)
+
+
+def compact(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    at: datetime,
+    shapes: Sequence[Shape] = (),
+    options: CompactionOptions | None = None,
+) -> CompactionResult:
+    """Plan in-place compaction of the state at ``at`` (module doc).
+
+    Args:
+        nodes: the nodes frame.
+        allocations: the allocations frame (at least those active at ``at``;
+            later ones count for shapes with a duration).
+        at: the instant t (naive = UTC).
+        shapes: the shapes whose instances come first in the objective.
+        options: budgets and migration costs (defaults: :class:`CompactionOptions`).
+
+    Returns:
+        The ledger, before/after, bound, migration cost and the allocations
+        with every moved one on its final node.
+
+    Example:
+        >>> from datetime import datetime
+        >>> t = datetime(2026, 1, 1)
+        >>> nodes = pl.DataFrame({"node_id": ["a", "b"], "gpu_model": ["H20"] * 2,
+        ...     "gpus": [8, 8], "cpus": [64.0] * 2, "memory_gib": [None, None],
+        ...     "switch_id": ["s", "s"], "health": ["healthy"] * 2},
+        ...     schema_overrides={"memory_gib": pl.Float64})
+        >>> allocations = pl.DataFrame({"alloc_id": ["x", "y"], "job_id": ["x", "y"],
+        ...     "node_id": ["a", "b"], "gpus": [2.0, 4.0], "cpus": [8.0, 8.0],
+        ...     "memory_gib": [None, None], "priority": ["high"] * 2,
+        ...     "start_time": [t, t], "end_time": [None, None]},
+        ...     schema_overrides={"memory_gib": pl.Float64, "end_time": pl.Datetime("us")})
+        >>> result = compact(nodes, allocations, t)
+        >>> [(m.alloc_id, m.source, m.destination) for m in result.moves]
+        [('x', 'a', 'b')]
+        >>> result.before.free_nodes, result.after.free_nodes, result.bound_free_nodes
+        (0, 1, 1)
+    """
+    options = options or CompactionOptions()
+    options.check()
+    started = time.perf_counter()
+    parts = _partitions(nodes, allocations, at, shapes, options)
+    workers = options.jobs if sum(len(p.node_ids) for p in parts) >= _PROCESS_NODES else 1
+    outcomes = map_processes(_solve, parts, workers)
+    moves: list[Move] = []
+    results: list[PartitionResult] = []
+    destination: dict[str, str] = {}
+    for part, outcome in zip(parts, outcomes, strict=True):
+        gpus_moved = 0.0
+        for a, s, d in outcome.moves:
+            gpus = part.alloc_gpus[a] / _U
+            gpus_moved += gpus
+            memory = part.alloc_memory[a] / _U if part.alloc_memory_known[a] else None
+            moves.append(
+                Move(
+                    step=len(moves) + 1,
+                    alloc_id=part.alloc_ids[a],
+                    source=part.node_ids[s],
+                    destination=part.node_ids[d],
+                    gpus=gpus,
+                    cpus=part.alloc_cpus[a] / _U,
+                    memory_gib=memory,
+                    partition=part.index,
+                )
+            )
+            destination[part.alloc_ids[a]] = part.node_ids[d]
+        exact = outcome.exact
+        results.append(
+            PartitionResult(
+                index=part.index, gpu_model=part.gpu_model, nodes=len(part.node_ids),
+                domains=part.domains, movable=sum(part.movable),
+                before_free=outcome.before[0], before_partial=outcome.before[1],
+                after_free=outcome.after[0], after_partial=outcome.after[1],
+                bound_free=outcome.bound, moves=len(outcome.moves), gpus_moved=gpus_moved,
+                budgets_hit=outcome.budgets, seconds=outcome.seconds,
+                exact_free=None if exact is None else exact[0],
+                exact_status=None if exact is None else exact[1],
+                exact_seconds=None if exact is None else exact[2],
+            )
+        )  # fmt: skip
+    moved = allocations
+    if destination:
+        mapping = pl.DataFrame(
+            {"_alloc": list(destination), "_to": list(destination.values())},
+            schema={"_alloc": pl.String, "_to": pl.String},
+        )
+        moved = (
+            allocations.with_columns(pl.col("alloc_id").cast(pl.String).alias("_alloc"))
+            .join(mapping, on="_alloc", how="left", maintain_order="left")
+            .with_columns(pl.coalesce("_to", pl.col("node_id").cast(pl.String)).alias("node_id"))
+            .drop("_alloc", "_to")
+        )
+    before_free = sum(p.before_free for p in results)
+    after_free = sum(p.after_free for p in results)
+    before = Snapshot(
+        before_free,
+        sum(p.before_partial for p in results),
+        _instances(nodes, allocations, at, shapes),
+    )
+    after = Snapshot(
+        after_free, sum(p.after_partial for p in results), _instances(nodes, moved, at, shapes)
+    )
+    freed = sum(
+        part.gpus[i]
+        for part, outcome in zip(parts, outcomes, strict=True)
+        for i in _newly_free(part, outcome)
+    )
+    return CompactionResult(
+        moves=tuple(moves),
+        partitions=tuple(results),
+        before=before,
+        after=after,
+        bound_free_nodes=sum(p.bound_free for p in results),
+        migration=_migration(moves, freed, options),
+        seconds=time.perf_counter() - started,
+        allocations=moved,
+    )
+
+
+_PROCESS_NODES = 1000  # below this many nodes, starting workers costs more than it saves
+
+
+def _newly_free(part: _Partition, outcome: _Outcome) -> list[int]:
+    """Nodes of the partition free after the ledger that were occupied before it."""
+    n = len(part.node_ids)
+    before = [0] * n
+    after = [0] * n
+    where = list(part.alloc_node)
+    for a, node in enumerate(where):
+        if part.alloc_gpus[a] > 0:
+            before[node] += 1
+    for a, _, d in outcome.moves:
+        where[a] = d
+    for a, node in enumerate(where):
+        if part.alloc_gpus[a] > 0:
+            after[node] += 1
+    return [i for i in range(n) if before[i] and not after[i]]
+
+
+def _migration(moves: Sequence[Move], freed_gpus: int, options: CompactionOptions) -> Migration:
+    gpus_moved = sum(m.gpus for m in moves)
+    state_gib = options.state_gib_per_gpu * gpus_moved
+    transfer_s = state_gib * _GIB_BITS / options.bandwidth_gbps
+    pause_gpu_s = sum(
+        m.gpus * (options.state_gib_per_gpu * m.gpus * _GIB_BITS / options.bandwidth_gbps + options.warmup_s)
+        for m in moves
+    )  # fmt: skip
+    return Migration(
+        moves=len(moves),
+        gpus_moved=gpus_moved,
+        state_gib=state_gib,
+        transfer_s=transfer_s,
+        pause_gpu_hours=pause_gpu_s / 3600,
+        freed_gpus=freed_gpus,
+        payback_s=pause_gpu_s / freed_gpus if freed_gpus else None,
+    )

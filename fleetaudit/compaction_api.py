@@ -1,0 +1,180 @@
+"""``fleetaudit whatif compaction``: read the store, plan the ledger, save and record the run.
+
+Orchestration only; the search is :mod:`fleetaudit.compaction` and its
+independent check :mod:`fleetaudit.compaction_replay`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from fleetaudit import compaction
+from fleetaudit.api import (
+    StoreOptions,
+    check_scenario,
+    load_frames,
+    reading,
+    record_whatif_run,
+    save_scenario,
+    writing,
+)
+from fleetaudit.api import resolve_at as resolve_instant
+from fleetaudit.compaction import CompactionOptions, CompactionResult
+from fleetaudit.contract import compaction_document
+from fleetaudit.errors import UsageError
+from fleetaudit.shapes import Shape, check_models
+from fleetaudit.shapes_api import count_queued, queued_shapes
+
+# the options' names on the command line, for errors
+_FLAGS = {
+    "depth": "--depth",
+    "rounds": "--rounds",
+    "breadth": "--breadth",
+    "partition_nodes": "--partition-nodes",
+    "jobs": "--jobs",
+    "min_remaining_s": "--min-remaining",
+    "state_gib_per_gpu": "--state-gib-per-gpu",
+    "bandwidth_gbps": "--bandwidth-gbps",
+    "warmup_s": "--warmup",
+    "exact_nodes": "--exact-nodes",
+    "exact_time_limit_s": "--exact-time-limit",
+}
+
+
+@dataclass(frozen=True)
+class CompactionRun:
+    """What ``whatif compaction`` runs (defaults are the command line's).
+
+    ``jobs`` None means one worker process per CPU.
+    """
+
+    shapes: tuple[Shape, ...] = ()  # empty: every distinct shape queued at t
+    at: datetime | None = None
+    scenario: str | None = None
+    save_as: str | None = None
+    jobs: int | None = None
+    options: CompactionOptions = field(default_factory=CompactionOptions)
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    """A compaction run: the algorithm's result and what it ran on."""
+
+    at: datetime
+    scenario: str | None
+    queued: tuple[int, ...]  # queued requests per shape, in the order of the shapes
+    result: CompactionResult
+    options: CompactionOptions
+    seconds: float  # the whole run: reading the store, the search, the evaluations
+    saved: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def _checked(run: CompactionRun) -> CompactionOptions:
+    options = replace(run.options, jobs=run.jobs if run.jobs is not None else os.cpu_count() or 1)
+    try:
+        options.check()
+    except ValueError as exc:
+        name, _, rest = str(exc).partition(" ")
+        raise UsageError(f"{_FLAGS.get(name, name)}: {rest}") from exc
+    return options
+
+
+def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> CompactionReport:
+    """Plan in-place compaction of the state at t, save it if asked, record the run.
+
+    The run is recorded in the store (``whatif_runs``, read by ``report``) with
+    its ``--json`` document, whether or not the caller prints it.
+    """
+    started = time.perf_counter()
+    options = _checked(run)
+    notes: list[str] = []
+    with reading(store_options) as store:
+        check_scenario(store, run.scenario)
+        at = resolve_instant(store, run.at, run.scenario)
+        queued_frame = store.query("queued_requests_at", at=at)
+        models = store.query("gpu_models")["gpu_model"].to_list()
+        if run.shapes:
+            for shape in run.shapes:
+                check_models(shape, models)
+            pairs = [(s, count_queued(queued_frame, s)) for s in run.shapes]
+        else:
+            pairs, cpu_only = queued_shapes(queued_frame)
+            if cpu_only:
+                notes.append(f"{cpu_only} queued request(s) ask for no GPU and are not GPU shapes")
+        longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
+        end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
+        nodes, allocations = load_frames(store, at, end, run.scenario)
+    shapes = tuple(s for s, _ in pairs)
+    result = compaction.compact(nodes, allocations, at, shapes, options)
+    if run.save_as is not None:
+        _save(store_options, run, result, options, at)
+    for (shape, was), (_, now) in zip(result.before.instances, result.after.instances, strict=True):
+        if now < was:  # only a shape with a duration can: the search counts shapes at t
+            notes.append(
+                f"{shape.label()}: {was} -> {now} instances; the search counts shapes at t, "
+                "and work starting later in the shape's window stays on its recorded node"
+            )
+    if any(p.exact_status == "too_large" for p in result.partitions):
+        notes.append(
+            f"--exact solves partitions of up to {options.exact_nodes} nodes; "
+            "larger ones are reported without an optimum"
+        )
+    report = CompactionReport(
+        at=at,
+        scenario=run.scenario,
+        queued=tuple(q for _, q in pairs),
+        result=result,
+        options=options,
+        seconds=time.perf_counter() - started,
+        saved=run.save_as,
+        notes=tuple(notes),
+    )
+    record_whatif_run(
+        store_options,
+        "compaction",
+        at=at,
+        scenario=run.scenario,
+        run_options=run_options(report),
+        document=compaction_document(report),
+    )
+    return report
+
+
+def run_options(report: CompactionReport) -> dict[str, Any]:
+    """The options a run used, as JSON values (also in its ``--json`` document)."""
+    return {**asdict(report.options), "save_as": report.saved}
+
+
+def _save(
+    store_options: StoreOptions,
+    run: CompactionRun,
+    result: CompactionResult,
+    options: CompactionOptions,
+    at: datetime,
+) -> None:
+    """Keep the compacted state as scenario ``run.save_as``.
+
+    On the recorded state the scenario overrides only the moved allocations
+    (each on its final node, its times unchanged); on a scenario it holds every
+    allocation read at t, moved ones on their final node (base ``empty``).
+    """
+    if not run.save_as or not run.save_as.strip():
+        raise UsageError("--save-as: give a scenario name")
+    moved_ids = sorted({m.alloc_id for m in result.moves})
+    frame = result.allocations
+    if run.scenario is None:
+        frame = frame.filter(pl.col("alloc_id").is_in(moved_ids))
+    with writing(store_options) as store:
+        save_scenario(
+            store, run.save_as, frame, base="recorded" if run.scenario is None else "empty",
+            command="whatif compaction",
+            options={**asdict(options), "from_scenario": run.scenario, "moves": len(result.moves)},
+            at=at,
+        )  # fmt: skip
