@@ -1302,6 +1302,7 @@ def simulate_replay(
     members = np.argsort(fleet.domain, kind="stable")  # nodes grouped by domain
     bounds = np.searchsorted(fleet.domain[members], np.arange(int(fleet.domain.max()) + 2))
     freed_room: dict[tuple[int, ...], int] = {}  # this pass: pod shape -> most room in a domain
+    freed_domain_nodes: list[np.ndarray] = []  # this pass: the nodes of the freed nodes' domains
 
     def freed_domains_room(r: int, freed: np.ndarray) -> int:
         """The most pods of r's shape one domain (or node) holding a freed node can take."""
@@ -1311,9 +1312,12 @@ def simulate_replay(
         most = freed_room.get(shape)
         if most is None:
             if shape[0] == switch:
-                nodes = np.concatenate(
-                    [members[bounds[d] : bounds[d + 1]] for d in np.unique(fleet.domain[freed])]
-                )
+                if not freed_domain_nodes:
+                    domains = np.unique(fleet.domain[freed])
+                    freed_domain_nodes.append(
+                        np.concatenate([members[bounds[d] : bounds[d + 1]] for d in domains])
+                    )
+                nodes = freed_domain_nodes[0]
                 most = int(np.bincount(fleet.domain[nodes], weights=run.room(r, nodes)).max())
             else:
                 most = int(run.room(r, freed).max())
@@ -1345,6 +1349,7 @@ def simulate_replay(
             nodes = np.unique(np.array(freed, dtype=np.int64))
             worth = candidates(nodes)
             freed_room.clear()
+            freed_domain_nodes.clear()
             heads = [(q[0][0], c) for c, q in waiting.items() if c in worth]
         else:
             heads = [(q[0][0], c) for c, q in waiting.items()]
