@@ -19,9 +19,12 @@ import typer
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__, api, console
-from fleetaudit.contract import placement_document, shapes_document
+from fleetaudit.contract import harvesting_document, placement_document, shapes_document
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.generate import GenerateOptions
+from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
+from fleetaudit.harvest_api import HarvestRun
+from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
 from fleetaudit.ingest import FORMATS, IngestOptions
 from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
 from fleetaudit.placement import POLICIES
@@ -360,7 +363,7 @@ def shapes(
 
 whatif = typer.Typer(
     name="whatif",
-    help="Replay what-ifs offline: placement policies (more what-ifs follow).",
+    help="Replay what-ifs offline: placement policies, harvesting of standby capacity.",
     no_args_is_help=True,
 )
 app.add_typer(whatif)
@@ -456,6 +459,73 @@ def whatif_placement(
         console.print_json(placement_document(result))
     else:
         console.render_placement(result)
+
+
+@whatif.command("harvesting")
+@handled
+def whatif_harvesting(
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            help=f"A victim policy to compare (repeatable): {', '.join(VICTIM_POLICIES)}. Default: all.",
+        ),
+    ] = None,
+    since: Annotated[
+        str, typer.Option("--since", help="The window [at - since, at) to replay.")
+    ] = "7d",
+    at: Annotated[
+        str | None, typer.Option("--at", help="End of the window (default: the export time).")
+    ] = None,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="Replay a saved what-if state.")
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seeds the eviction delays and --policy random.")
+    ] = HarvestRun.seed,
+    idle_sm: Annotated[
+        float, typer.Option("--idle-sm", help="A GPU below this SM-active (0..1) is idle.")
+    ] = HarvestRun.idle_sm,
+    idle_for: Annotated[
+        str, typer.Option("--idle-for", help="A sleepable allocation idle this long sleeps.")
+    ] = "30m",
+    eviction_delay: Annotated[
+        str, typer.Option("--eviction-delay", help="Mean delay from a wake to the eviction.")
+    ] = "13s",
+    eviction_delay_p95: Annotated[
+        str, typer.Option("--eviction-delay-p95", help="95th percentile of that delay.")
+    ] = "48s",
+    kill_after: Annotated[
+        str,
+        typer.Option("--kill-after", help="A borrower still there this long is killed (forced)."),
+    ] = "60s",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.harvesting/1) only.")
+    ] = False,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """Replay a window with sleeping inference lending GPUs to low-priority work (SPEC §6).
+
+    High priority runs as recorded; low-priority jobs arrive as recorded and run
+    wherever their GPU model has room, on lent GPUs too. Victim policies compare
+    side by side. Sleeps come from telemetry; without it nothing sleeps.
+    """
+    run = HarvestRun(
+        policies=tuple(policy) if policy else VICTIM_POLICIES, seed=seed,
+        at=_instant(at, "--at"), since=parse_duration(since, option="--since"),
+        scenario=scenario, idle_sm=idle_sm,
+        idle_for=parse_duration(idle_for, option="--idle-for"),
+        eviction_delay_mean=parse_duration(eviction_delay, option="--eviction-delay"),
+        eviction_delay_p95=parse_duration(eviction_delay_p95, option="--eviction-delay-p95"),
+        kill_after=parse_duration(kill_after, option="--kill-after"),
+    )  # fmt: skip
+    with console.progress_status("replaying harvesting") as progress:
+        result = run_harvesting(_store(db, lock_timeout), run, progress)
+    if as_json:
+        console.print_json(harvesting_document(result))
+    else:
+        console.render_harvesting(result)
 
 
 @app.command()
