@@ -116,7 +116,10 @@ class HarvestResult:
     Attributes:
         jobs: one row per low-priority job: job_id, arrival, finish (null:
             unfinished), need_s (null: open-ended), done_s (work kept at the
-            end), runs, preempted (times), in_window (arrived in the window).
+            end, including any before the window), runs, preempted (times),
+            in_window (arrived in the window), resumed (was running at the
+            window's start and went on there; one that no longer fits its
+            recorded nodes waits again, from scratch).
         segments: one row per pod and run: job_id, node_id, gpus, cpus,
             memory_gib, start_time, end_time.
         victims: one row per eviction: job_id, time, reason (``preempt`` for a
@@ -124,6 +127,9 @@ class HarvestResult:
             lost_gpu_hours, forced.
         high: one row per high-priority (or fixed) allocation as replayed:
             alloc_id, node_id, start_time, end_time (clipped to the window).
+        lending: one row per sleep as replayed: alloc_id, node_id, start_time
+            (it falls asleep), end_time (it holds its resources again: the wake
+            plus the eviction delay, or its end).
         overcommitted: events at which recorded fixed work alone exceeded a
             node (the record's own oversubscription; low-priority work is never
             placed over capacity).
@@ -148,6 +154,7 @@ class HarvestResult:
     segments: pl.DataFrame = field(repr=False)
     victims: pl.DataFrame = field(repr=False)
     high: pl.DataFrame = field(repr=False)
+    lending: pl.DataFrame = field(repr=False)
     overcommitted: int = 0
 
     @property
@@ -393,6 +400,7 @@ class _Job:
     finish: int = -1
     runs: int = 0
     preempted: int = 0
+    resumed: bool = False
 
 
 _FINISH, _HP_END, _SLEEP, _WAKE_DONE, _HP_START, _WAKE = range(6)
@@ -637,6 +645,8 @@ class _Sim:
         self.segments: list[tuple[int, int, int, int]] = []  # job, node, start, end (per pod)
         self.seg_pod: list[int] = []
         self.victims: list[tuple[int, int, str, float, bool]] = []
+        self.lending: list[tuple[int, int, int]] = []  # fixed item, start, end
+        self.lent_open: dict[int, int] = {}
         self.lost = 0.0
         self.overcommitted = 0
         self.forced = 0
@@ -800,6 +810,8 @@ class _Sim:
             self.preemptions += 1
         self._stop(job, t)
         heapq.heappush(self.waiting.setdefault(job.klass, []), (job.arrival, j))
+        # it was never tried on the rest of the fleet: the next retry searches everywhere
+        self.dirty.add(job.klass)
 
     def _stop(self, job: _Job, t: int) -> None:
         for k, n in enumerate(job.placed):
@@ -988,6 +1000,7 @@ class _Sim:
     def run(self, progress: Callable[[float], None] | None) -> None:
         lo, hi = self.lo, self.hi
         self.freed: set[int] = set()
+        self.dirty: set[int] = set()  # classes that took an evicted job at this instant
         self._open_segments: dict[int, list[int]] = {}
         self.rng = np.random.default_rng([self.options.seed, 11])
         sigma = delay_sigma(self.options.eviction_delay_mean_s, self.options.eviction_delay_p95_s)
@@ -1010,9 +1023,16 @@ class _Sim:
         next_report = total_events // 100 + 1
 
         # the state at the window's start: fixed work first, then jobs already running
-        while self.heap and self.heap[0][0] == lo and self.heap[0][3] == _HP_START:
-            self._handle(heapq.heappop(self.heap), kill, initial=True)
-            done_events += 1
+        at_start = []
+        while self.heap and self.heap[0][0] == lo:
+            event = heapq.heappop(self.heap)
+            if event[3] == _HP_START:
+                self._handle(event, kill, initial=True)
+                done_events += 1
+            else:
+                at_start.append(event)
+        for event in at_start:
+            heapq.heappush(self.heap, event)
         for job in early:
             self._resume(job)
         self.freed.clear()
@@ -1026,8 +1046,9 @@ class _Sim:
             while self.heap and self.heap[0][0] == t:
                 self._handle(heapq.heappop(self.heap), kill)
                 done_events += 1
-            if self.freed and self.waiting:
+            if (self.freed or self.dirty) and self.waiting:
                 self._retry(t)
+            self.dirty.clear()
             self.freed.clear()
             while a < len(arrivals) and jobs[arrivals[a]].arrival == t:
                 self._arrive(jobs[arrivals[a]], t)
@@ -1047,6 +1068,8 @@ class _Sim:
                 self.acc_lp += (hi - st) * (p[0] * _U + p[1]) // _U
         for n in range(len(self.node_ids)):
             self._account(n, hi)
+        for item in list(self.lent_open):
+            self._close_lending(item, hi)
         for i, seen in enumerate(self.fixed_seen_start):
             if seen >= 0 and self.fixed_seen_end[i] < 0:
                 self.fixed_seen_end[i] = hi
@@ -1068,6 +1091,7 @@ class _Sim:
             for k, n in enumerate(added):
                 self._raw(n, job.pods[k], -1)
         if ok:
+            job.resumed = True
             self._start(job, job.recorded_nodes, lo)
             # it began before the window: its run (and checkpoints) began at its start
             job.run_start = job.arrival
@@ -1096,25 +1120,33 @@ class _Sim:
             heapq.heappush(self.waiting.setdefault(job.klass, []), (job.arrival, job.index))
 
     def _retry(self, t: int) -> None:
+        """Start waiting jobs, in arrival order, where capacity freed at t.
+
+        A waiting class failed everywhere at its last try and capacity grew
+        since only on the nodes freed at t, so its head is tried on those alone;
+        a class that just took an evicted job is searched fleet-wide.
+        """
         freed = {n for n in self.freed if self.healthy[n] and not self.locked[n]}
-        if not freed:
-            return
+        dirty = self.dirty
         models = {self.model[n] for n in freed}
         heads = [
-            (q[0][0], c) for c, q in self.waiting.items() if q and self.class_model[c] in models
+            (q[0][0], c)
+            for c, q in self.waiting.items()
+            if q and (self.class_model[c] in models or c in dirty)
         ]
         heapq.heapify(heads)
         while heads:
             _, c = heapq.heappop(heads)
             q = self.waiting[c]
             job = self.jobs[q[0][1]]
-            only = None if (len(job.pods) > 1 and not job.group_local) else freed
-            if self._try_place(job, t, only):
+            wide = c in dirty or (len(job.pods) > 1 and not job.group_local)
+            if self._try_place(job, t, None if wide else freed):
                 heapq.heappop(q)
                 if q:
                     heapq.heappush(heads, (q[0][0], c))
                 else:
                     del self.waiting[c]
+        dirty.clear()
 
     def _handle(self, event: tuple[int, int, int, int, int, int], kill: int,
                 initial: bool = False) -> None:  # fmt: skip
@@ -1148,6 +1180,7 @@ class _Sim:
             else:  # asleep or waking: its resources were lent
                 self._account(n, t)
                 self._hp_shape(n, pod, -1, lent=True)
+                self._close_lending(item, t)
             if self.fixed_high[item]:
                 self._account(n, t)
                 self._hp_shape(n, pod, -1, lent=False)
@@ -1161,6 +1194,8 @@ class _Sim:
             self._hp_shape(n, pod, +1, lent=True)
             self._remove(n, pod, t)
             self.fixed_state[item] = 2
+            self.lent_open[item] = len(self.lending)
+            self.lending.append((item, t, -1))
         elif kind == _WAKE:
             wake = item
             a = self.wakes[wake][0]
@@ -1205,6 +1240,12 @@ class _Sim:
         self._hp_shape(n, pod, -1, lent=True)
         self._add(n, pod, t)
         self.fixed_state[a] = 1
+        self._close_lending(a, t)
+
+    def _close_lending(self, item: int, t: int) -> None:
+        k = self.lent_open.pop(item, None)
+        if k is not None:
+            self.lending[k] = (item, self.lending[k][1], t)
 
 
 # ------------------------------------------------------------------ entry point
@@ -1275,10 +1316,11 @@ def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) 
             "runs": [j.runs for j in jobs],
             "preempted": [j.preempted for j in jobs],
             "in_window": [j.in_window for j in jobs],
+            "resumed": [j.resumed for j in jobs],
         },
         schema={"job_id": pl.String, "arrival": pl.Datetime("us"), "finish": pl.Datetime("us"),
                 "need_s": pl.Float64, "done_s": pl.Float64, "runs": pl.Int64,
-                "preempted": pl.Int64, "in_window": pl.Boolean},
+                "preempted": pl.Int64, "in_window": pl.Boolean, "resumed": pl.Boolean},
     )  # fmt: skip
     segs = sim.segments
     pods = [jobs[j].pods[sim.seg_pod[s]] for s, (j, _, _, _) in enumerate(segs)]
@@ -1319,6 +1361,16 @@ def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) 
         schema={"alloc_id": pl.String, "node_id": pl.String,
                 "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
     )  # fmt: skip
+    lending = pl.DataFrame(
+        {
+            "alloc_id": [sim.fixed_ids[i] for i, _, _ in sim.lending],
+            "node_id": [ids[sim.fixed_node[i]] for i, _, _ in sim.lending],
+            "start_time": [_from_us(s) for _, s, _ in sim.lending],
+            "end_time": [_from_us(e) for _, _, e in sim.lending],
+        },
+        schema={"alloc_id": pl.String, "node_id": pl.String,
+                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+    )  # fmt: skip
     return HarvestResult(
         policy=options.policy,
         seed=options.seed,
@@ -1339,5 +1391,6 @@ def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) 
         segments=segments.sort("start_time", "job_id", "node_id"),
         victims=victims.sort("time", "job_id"),
         high=high.sort("alloc_id"),
+        lending=lending.sort("alloc_id", "start_time"),
         overcommitted=sim.overcommitted,
     )
