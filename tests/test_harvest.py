@@ -335,7 +335,7 @@ def _awake(allocs: pl.DataFrame, result: harvest.HarvestResult) -> pl.DataFrame:
     """Fixed work as replayed, minus the replayed lending intervals."""
     pieces = []
     lent = result.lending
-    for alloc_id, node_id, start, end in result.high.iter_rows():
+    for alloc_id, _node_id, start, end in result.high.iter_rows():
         row = allocs.filter(pl.col("alloc_id") == alloc_id)
         cuts = sorted(
             lent.filter(pl.col("alloc_id") == alloc_id).select("start_time", "end_time").rows()
