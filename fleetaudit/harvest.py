@@ -324,6 +324,12 @@ def _from_us(us: int) -> datetime:
 
 
 @lru_cache(maxsize=1 << 16)
+def _share_fills(fracs: tuple[int, ...]) -> tuple[int, ...]:
+    """The fills of the GPUs the fractional parts fill (FFD), descending."""
+    return tuple(sorted(first_fit_decreasing(fracs), reverse=True))
+
+
+@lru_cache(maxsize=1 << 16)
 def _share_gpus(fracs: tuple[int, ...]) -> int:
     """GPUs the fractional parts fill, packed first-fit-decreasing (memoised on the multiset)."""
     return len(first_fit_decreasing(fracs)) if fracs else 0
@@ -487,12 +493,19 @@ class _Sim:
         self.hp_fracs: list[tuple[int, ...]] = [()] * n
         self.lent_whole = [0] * n  # sleeping (or waking) ones
         self.lent_fracs: list[tuple[int, ...]] = [()] * n
+        self.hp_occ = [0] * n  # occupancy of the high-priority allocations present
+        self.lent = [0] * n  # GPUs of it lent by sleeping ones
         self.locked = [0] * n  # pending wakes on the node
         self.lp_on: list[dict[int, int]] = [{} for _ in range(n)]  # job -> pods on node
         self.free_ver = [0] * n
+        self.bucket_of = [-1] * n  # the free-GPU level n is indexed under (-1: none)
         self.buckets: list[list[list[tuple[int, int]]]] = [
             [[] for _ in range(17)] for _ in self.model_names
         ]
+        self.share_heaps: list[list[list[tuple[int, int, int]]]] = [
+            [[] for _ in range(4)] for _ in self.model_names
+        ]
+        self.share_ver = [0] * n
         self.group_free = [0] * len(groups)
         for i in range(n):
             if self.healthy[i]:
@@ -656,13 +669,17 @@ class _Sim:
     # ---- free-capacity index
 
     def _push(self, n: int) -> None:
+        """Index node n under its free GPUs (a node keeps its entry while they stay)."""
         if not self.healthy[n] or self.locked[n]:
             return
-        self.free_ver[n] += 1
         free = self.gpus[n] - self.occ[n]
-        if free < 0:
+        level = min(free, 16) if free >= 0 else -1
+        if level == self.bucket_of[n]:
             return
-        heapq.heappush(self.buckets[self.model[n]][min(free, 16)], (n, self.free_ver[n]))
+        self.bucket_of[n] = level
+        self.free_ver[n] += 1
+        if level >= 0:
+            heapq.heappush(self.buckets[self.model[n]][level], (n, self.free_ver[n]))
 
     def _free(self, n: int) -> int:
         return self.gpus[n] - self.occ[n] if self.healthy[n] and not self.locked[n] else 0
@@ -678,23 +695,25 @@ class _Sim:
         if not self.healthy[n]:
             return
         g = self.gpus[n]
-        high = self.hp_whole[n] + _share_gpus(self.hp_fracs[n])
-        lent = self._lent(n)
+        lent = self.lent[n]
         used = self.occ[n]
-        self.acc_high += min(high, g) * dt
-        self.acc_alloc += min(g, used + lent) * dt
-        self.acc_standby += lent * dt
-        self.acc_harvest += max(0, min(lent, used - (g - lent))) * dt
+        self.acc_high += min(self.hp_occ[n], g) * dt
+        if lent:
+            self.acc_alloc += min(g, used + lent) * dt
+            self.acc_standby += lent * dt
+            self.acc_harvest += max(0, min(lent, used - (g - lent))) * dt
+        else:
+            self.acc_alloc += min(g, used) * dt
 
-    def _lent(self, n: int) -> int:
+    def _lent_gpus(self, n: int) -> int:
+        """GPUs lent on n: the high-priority occupancy minus that of the awake ones."""
         if not self.lent_whole[n] and not self.lent_fracs[n]:
             return 0
-        high = self.hp_whole[n] + _share_gpus(self.hp_fracs[n])
         awake_fracs = list(self.hp_fracs[n])
         for f in self.lent_fracs[n]:
             awake_fracs.remove(f)
         awake = self.hp_whole[n] - self.lent_whole[n] + _share_gpus(tuple(awake_fracs))
-        return max(0, high - awake)
+        return max(0, self.hp_occ[n] - awake)
 
     # ---- holding capacity
 
@@ -737,18 +756,23 @@ class _Sim:
         if self.healthy[n] and not self.locked[n]:
             self.group_free[self.group[n]] += self._free(n) - before
             self._push(n)
+            if self.fracs[n] or self.share_ver[n]:
+                self._share_push(n)
 
     def _lock(self, n: int, t: int) -> None:
         if self.healthy[n] and not self.locked[n]:
             self.group_free[self.group[n]] -= self._free(n)
         self.locked[n] += 1
-        self.free_ver[n] += 1  # drops its bucket entries
+        self.free_ver[n] += 1  # drops its bucket entry
+        self.bucket_of[n] = -1
+        self.share_ver[n] += 1
 
     def _unlock(self, n: int) -> None:
         self.locked[n] -= 1
         if self.healthy[n] and not self.locked[n]:
             self.group_free[self.group[n]] += self._free(n)
             self._push(n)
+            self._share_push(n)
             self.freed.add(n)
 
     def _hp_shape(self, n: int, pod: tuple[int, int, int, int], sign: int, lent: bool) -> None:
@@ -767,6 +791,8 @@ class _Sim:
                 self.hp_fracs[n] = (
                     _with(self.hp_fracs[n], frac) if sign > 0 else _without(self.hp_fracs[n], frac)
                 )
+        self.hp_occ[n] = self.hp_whole[n] + _share_gpus(self.hp_fracs[n])
+        self.lent[n] = self._lent_gpus(n)
 
     # ---- victims
 
@@ -866,11 +892,21 @@ class _Sim:
     # ---- placement of low-priority jobs
 
     def _best_node(self, model: int, pod: tuple[int, int, int, int]) -> int:
-        """Best-fit node of ``model`` for one pod: fewest free GPUs, then lowest index."""
-        need = pod[0] + (1 if pod[1] else 0)
-        low = pod[0] if pod[1] else need
+        """Best-fit node of ``model`` for one pod: fewest free GPUs, then lowest index.
+
+        Whole-GPU pods search the free-GPU levels from their size up. A pure
+        share also looks at the nodes with that much room left on a GPU that
+        shares already hold (the quarter-GPU room index), and takes the better
+        of the two.
+        """
+        whole, frac = pod[0], pod[1]
+        share: tuple[int, int] | None = None
+        if frac and not whole:
+            share = self._best_share(model, pod)
+        low = whole + (1 if frac else 0)
         buckets = self.buckets[model]
-        for f in range(min(low, 16), 17):
+        top = 16 if share is None else min(share[0], 16)
+        for f in range(min(low, 16), top + 1):
             heap = buckets[f]
             stash: list[tuple[int, int]] = []
             found = -1
@@ -888,8 +924,46 @@ class _Sim:
             for item in stash:
                 heapq.heappush(heap, item)
             if found >= 0:
+                if share is not None and (share[0], share[1]) < (f, found):
+                    return share[1]
                 return found
-        return -1
+        return -1 if share is None else share[1]
+
+    def _best_share(self, model: int, pod: tuple[int, int, int, int]) -> tuple[int, int] | None:
+        """(free GPUs, node) of the best-fit node whose shared GPUs hold the share, or None."""
+        best: tuple[int, int] | None = None
+        heaps = self.share_heaps[model]
+        for q in range(-(-pod[1] * 4 // _U), 4):
+            heap = heaps[q]
+            stash: list[tuple[int, int, int]] = []
+            looked = 0
+            while heap and looked < _SCAN_BUDGET:
+                free, n, ver = heap[0]
+                if ver != self.share_ver[n]:
+                    heapq.heappop(heap)
+                    continue
+                looked += 1
+                if self._fits(n, pod):
+                    if best is None or (free, n) < best:
+                        best = (free, n)
+                    break
+                stash.append(heapq.heappop(heap))
+            for item in stash:
+                heapq.heappush(heap, item)
+        return best
+
+    def _share_push(self, n: int) -> None:
+        """Index node n under the room left on its emptiest shared GPU, in quarter GPUs."""
+        self.share_ver[n] += 1
+        if not self.fracs[n] or not self.healthy[n] or self.locked[n]:
+            return
+        room = _U - _share_fills(self.fracs[n])[-1]
+        q = room * 4 // _U
+        if q > 0:
+            heapq.heappush(
+                self.share_heaps[self.model[n]][q],
+                (self.gpus[n] - self.occ[n], n, self.share_ver[n]),
+            )
 
     def _best_in(self, nodes: list[int], pod: tuple[int, int, int, int]) -> int:
         best, best_free = -1, 1 << 30
@@ -1011,41 +1085,55 @@ class _Sim:
             0 if mean <= 0 else round(math.exp(mu + sigma * z) * 1e6) for z in draws.tolist()
         ]
         kill = round(self.options.kill_after_s * 1e6)
-        self.heap = [(t, o, s, k, i, 0) for t, o, s, k, i in self.events]
-        heapq.heapify(self.heap)
+        # Recorded events are sorted once; the heap holds only what the replay
+        # schedules (finishes, evictions after a wake), so it stays small.
+        static = sorted((t, o, s, k, i, 0) for t, o, s, k, i in self.events)
+        self.heap: list[tuple[int, int, int, int, int, int]] = []
         self.pending: dict[int, tuple[int, list[int], bool]] = {}  # wake -> (item, victims, forced)
         jobs = self.jobs
         arrivals = [j.index for j in jobs if j.in_window]
         early = [j for j in jobs if not j.in_window]
-        a = 0
-        total_events = len(self.heap) + len(arrivals)
-        done_events = 0
+        a = e = 0
+        total_events = len(static) + len(arrivals)
         next_report = total_events // 100 + 1
 
         # the state at the window's start: fixed work first, then jobs already running
         at_start = []
-        while self.heap and self.heap[0][0] == lo:
-            event = heapq.heappop(self.heap)
-            if event[3] == _HP_START:
-                self._handle(event, kill, initial=True)
-                done_events += 1
+        while e < len(static) and static[e][0] == lo:
+            if static[e][3] == _HP_START:
+                self._handle(static[e], kill, initial=True)
             else:
-                at_start.append(event)
-        for event in at_start:
-            heapq.heappush(self.heap, event)
+                at_start.append(static[e])
+            e += 1
         for job in early:
             self._resume(job)
         self.freed.clear()
 
+        heap = self.heap
+        handle = self._handle
         while True:
-            t_ev = self.heap[0][0] if self.heap else _INF
-            t_arr = jobs[arrivals[a]].arrival if a < len(arrivals) else _INF
-            t = min(t_ev, t_arr)
+            t = min(
+                static[e][0] if e < len(static) else _INF,
+                heap[0][0] if heap else _INF,
+                jobs[arrivals[a]].arrival if a < len(arrivals) else _INF,
+                at_start[0][0] if at_start else _INF,
+            )
             if t >= hi:
                 break
-            while self.heap and self.heap[0][0] == t:
-                self._handle(heapq.heappop(self.heap), kill)
-                done_events += 1
+            while True:
+                batch = at_start
+                at_start = []
+                while e < len(static) and static[e][0] == t:
+                    batch.append(static[e])
+                    e += 1
+                while heap and heap[0][0] == t:
+                    batch.append(heapq.heappop(heap))
+                if not batch:
+                    break
+                if len(batch) > 1:
+                    batch.sort()
+                for event in batch:
+                    handle(event, kill)
             if (self.freed or self.dirty) and self.waiting:
                 self._retry(t)
             self.dirty.clear()
@@ -1053,10 +1141,9 @@ class _Sim:
             while a < len(arrivals) and jobs[arrivals[a]].arrival == t:
                 self._arrive(jobs[arrivals[a]], t)
                 a += 1
-                done_events += 1
-            if progress is not None and done_events >= next_report:
+            if progress is not None and e + a >= next_report:
                 progress(min(1.0, (t - lo) / (hi - lo)))
-                next_report = done_events + total_events // 100 + 1
+                next_report = e + a + total_events // 100 + 1
         # close the books at the window's end
         for j in list(self._open_segments):
             job = jobs[j]
