@@ -99,7 +99,8 @@ def harvesting_document(result: HarvestingResult) -> dict[str, Any]:
     lender caused, already in ``preemptions``), jobs and unfinished_open
     (open-ended jobs, which cannot finish in the window), the GPU-hours behind
     the rates, and ``overcommitted`` (events where recorded work alone
-    exceeded a node).
+    exceeded a node), ``search_budget_hits`` (node searches cut by the scan
+    budget).
     """
     policies = []
     for r in result.policies:
@@ -127,6 +128,7 @@ def harvesting_document(result: HarvestingResult) -> dict[str, Any]:
                 "jobs_in_window": int(jobs["in_window"].sum()),
                 "unfinished_open": int(jobs["need_s"].null_count()),
                 "overcommitted": r.overcommitted,
+                "search_budget_hits": r.budget_hits,
             }
         )
     return {

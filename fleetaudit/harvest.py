@@ -133,6 +133,9 @@ class HarvestResult:
         overcommitted: events at which recorded fixed work alone exceeded a
             node (the record's own oversubscription; low-priority work is never
             placed over capacity).
+        budget_hits: node searches that stopped at the scan budget (64 fitting
+            candidates per free-GPU level looked at without a fit; a deeper node
+            might have held the pod).
     """
 
     policy: str
@@ -156,6 +159,7 @@ class HarvestResult:
     high: pl.DataFrame = field(repr=False)
     lending: pl.DataFrame = field(repr=False)
     overcommitted: int = 0
+    budget_hits: int = 0
 
     @property
     def allocation_rate_high(self) -> float | None:
@@ -662,6 +666,7 @@ class _Sim:
         self.lent_open: dict[int, int] = {}
         self.lost = 0.0
         self.overcommitted = 0
+        self.budget_hits = 0
         self.forced = 0
         self.evictions = 0
         self.preemptions = 0
@@ -921,6 +926,8 @@ class _Sim:
                     found = n
                     break
                 stash.append(heapq.heappop(heap))
+            if found < 0 and looked >= _SCAN_BUDGET:
+                self.budget_hits += 1
             for item in stash:
                 heapq.heappush(heap, item)
             if found >= 0:
@@ -946,8 +953,11 @@ class _Sim:
                 if self._fits(n, pod):
                     if best is None or (free, n) < best:
                         best = (free, n)
+                    looked = -1
                     break
                 stash.append(heapq.heappop(heap))
+            if looked >= _SCAN_BUDGET:
+                self.budget_hits += 1
             for item in stash:
                 heapq.heappush(heap, item)
         return best
@@ -1480,4 +1490,5 @@ def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) 
         high=high.sort("alloc_id"),
         lending=lending.sort("alloc_id", "start_time"),
         overcommitted=sim.overcommitted,
+        budget_hits=sim.budget_hits,
     )
