@@ -1,8 +1,8 @@
 -- Telemetry of the sleepable high-priority allocations of state $scenario
 -- (NULL: recorded) over [$start, $end): one row per allocation and sample time,
--- with the busiest of its GPUs. A row is attributed by its alloc_id; a row
+-- with the busiest of its GPUs. A row is attributed by its alloc_id, a row
 -- without one, to the sleepable allocations active on its node at ts.
--- Output: alloc_id, ts, sm_active; ordered by alloc_id, ts.
+-- Output: alloc_id, ts, sm_active, ordered by alloc_id and ts.
 WITH sleepers AS (
     SELECT alloc_id, node_id, start_time, end_time
     FROM allocations_in($scenario)
