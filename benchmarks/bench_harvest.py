@@ -4,6 +4,7 @@ Run from the repository root:
 
     python -m benchmarks.bench_harvest [--nodes 19400] [--window-days 7]
         [--telemetry-step 15m] [--policy spotgpu ...] [--workers 2] [--work bench-out/harvest]
+        [--prepare-only]
 
 It generates the fleet (window + 3 days of allocations, telemetry over the
 window) and ingests it into a store under ``--work``, both cached by size, then
@@ -73,10 +74,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", action="append", choices=POLICIES)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--work", type=Path, default=Path("bench-out/harvest"))
+    parser.add_argument(
+        "--prepare-only", action="store_true", help="generate and ingest, do not replay"
+    )
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     step = parse_duration(args.telemetry_step, option="--telemetry-step")
     db = prepare(args.work, args.nodes, args.window_days, step, args.seed)
+    if args.prepare_only:
+        return
     run = HarvestRun(
         policies=tuple(args.policy or POLICIES),
         since=timedelta(days=args.window_days),
