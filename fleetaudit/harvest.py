@@ -652,9 +652,15 @@ class _Sim:
             job.klass = classes.setdefault(key, len(classes))
         self.class_model = [0] * len(classes)
         self.class_gang = [False] * len(classes)
-        for (m, gang, _), c in classes.items():
+        self.class_need = [0] * len(classes)  # free GPUs a node (gang: a domain) must have
+        for (m, gang, pods), c in classes.items():
             self.class_model[c] = m  # type: ignore[assignment]
             self.class_gang[c] = bool(gang)
+            if gang:
+                self.class_need[c] = sum(p[0] for p in pods)  # type: ignore[attr-defined]
+            else:
+                self.class_need[c] = max(p[0] + (1 if p[0] and p[1] else 0) for p in pods)  # type: ignore[attr-defined]
+        self.waiting_by_model: list[set[int]] = [set() for _ in self.model_names]
         self.waiting: dict[int, list[tuple[int, int]]] = {}  # class -> heap (arrival, job)
         self.never: dict[int, bool] = {}
 
@@ -840,7 +846,7 @@ class _Sim:
         else:
             self.preemptions += 1
         self._stop(job, t)
-        heapq.heappush(self.waiting.setdefault(job.klass, []), (job.arrival, j))
+        self._wait(job)
         # it was never tried on the rest of the fleet: the next retry searches everywhere
         self.dirty.add(job.klass)
 
@@ -1173,6 +1179,10 @@ class _Sim:
         if progress is not None:
             progress(1.0)
 
+    def _wait(self, job: _Job) -> None:
+        heapq.heappush(self.waiting.setdefault(job.klass, []), (job.arrival, job.index))
+        self.waiting_by_model[job.model].add(job.klass)
+
     def _resume(self, job: _Job) -> None:
         """A job running at the window's start stays on its recorded nodes if they hold it."""
         lo = self.lo
@@ -1204,7 +1214,7 @@ class _Sim:
                      job.version),
                 )  # fmt: skip
         else:
-            heapq.heappush(self.waiting.setdefault(job.klass, []), (job.arrival, job.index))
+            self._wait(job)
 
     def _arrive(self, job: _Job, t: int) -> None:
         if not self._fits_empty(job):
@@ -1214,7 +1224,7 @@ class _Sim:
             heapq.heappush(queue, (job.arrival, job.index))
             return
         if not self._try_place(job, t, None):
-            heapq.heappush(self.waiting.setdefault(job.klass, []), (job.arrival, job.index))
+            self._wait(job)
 
     def _retry(self, t: int) -> None:
         """Start waiting jobs, in arrival order, where capacity freed at t.
@@ -1225,12 +1235,24 @@ class _Sim:
         """
         freed = {n for n in self.freed if self.healthy[n] and not self.locked[n]}
         dirty = self.dirty
-        models = {self.model[n] for n in freed}
-        heads = [
-            (q[0][0], c)
-            for c, q in self.waiting.items()
-            if q and (self.class_model[c] in models or c in dirty)
-        ]
+        # The most free GPUs a freed node (and a freed node's domain) has, per model:
+        # a shape that needs more cannot start there.
+        most: dict[int, int] = {}
+        most_group: dict[int, int] = {}
+        for n in freed:
+            m = self.model[n]
+            most[m] = max(most.get(m, 0), self.gpus[n] - self.occ[n])
+            most_group[m] = max(most_group.get(m, 0), self.group_free[self.group[n]])
+        heads = []
+        for m, room in most.items():
+            for c in self.waiting_by_model[m]:
+                need = self.class_need[c]
+                if c in dirty or need <= (most_group[m] if self.class_gang[c] else room):
+                    heads.append((self.waiting[c][0][0], c))
+        for c in dirty:
+            if c not in self.waiting or self.class_model[c] in most:
+                continue
+            heads.append((self.waiting[c][0][0], c))
         heapq.heapify(heads)
         while heads:
             _, c = heapq.heappop(heads)
@@ -1243,6 +1265,7 @@ class _Sim:
                     heapq.heappush(heads, (q[0][0], c))
                 else:
                     del self.waiting[c]
+                    self.waiting_by_model[job.model].discard(c)
         dirty.clear()
 
     def _handle(self, event: tuple[int, int, int, int, int, int], kill: int,
