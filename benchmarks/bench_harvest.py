@@ -65,6 +65,13 @@ def prepare(work: Path, nodes: int, window_days: float, step: timedelta, seed: i
     return db
 
 
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process and its finished children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=19_400)
@@ -90,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         record=False,
     )
     marks: list[tuple[str, float]] = []
+    cpu0 = _cpu_s()
     began = time.perf_counter()
 
     def progress(message: str) -> None:
@@ -98,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
 
     result = whatif_harvesting(api.StoreOptions(db), run, progress)
     total = time.perf_counter() - began
+    cpu = _cpu_s() - cpu0
     replay_from = next((s for m, s in marks if m.startswith("replaying")), 0.0)
     print(
         f"fleet: {args.nodes:,} nodes, window {args.window_days:g} days "
@@ -110,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"wall: {total:.1f} s in all; reading and sleeps {replay_from:.1f} s, "
         f"replay of {len(run.policies)} policies {total - replay_from:.1f} s "
-        f"({'in process' if len(marks) > 1 and 'processes' not in marks[-1][0] else 'in processes'})"
+        f"({'in process' if len(marks) > 1 and 'processes' not in marks[-1][0] else 'in processes'}); "
+        f"CPU {cpu:.1f} s (this process and its workers)"
     )
     print(
         f"peak RSS: {_peak_mib(resource.RUSAGE_SELF):,.0f} MiB (self), "
