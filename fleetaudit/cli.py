@@ -11,7 +11,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -461,6 +461,15 @@ def whatif_placement(
         console.render_placement(result)
 
 
+def _span(duration: timedelta) -> str:
+    """A default duration as the options spell it (7d, 30m, 13s)."""
+    seconds = duration.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
 @whatif.command("harvesting")
 @handled
 def whatif_harvesting(
@@ -472,8 +481,11 @@ def whatif_harvesting(
         ),
     ] = None,
     since: Annotated[
-        str, typer.Option("--since", help="The window [at - since, at) to replay.")
-    ] = "7d",
+        str | None,
+        typer.Option(
+            "--since", help=f"The window [at - since, at) to replay ({_span(HarvestRun.since)})."
+        ),
+    ] = None,
     at: Annotated[
         str | None, typer.Option("--at", help="End of the window (default: the export time).")
     ] = None,
@@ -487,18 +499,33 @@ def whatif_harvesting(
         float, typer.Option("--idle-sm", help="A GPU below this SM-active (0..1) is idle.")
     ] = HarvestRun.idle_sm,
     idle_for: Annotated[
-        str, typer.Option("--idle-for", help="A sleepable allocation idle this long sleeps.")
-    ] = "30m",
+        str | None,
+        typer.Option(
+            "--idle-for",
+            help=f"A sleepable allocation idle this long sleeps ({_span(HarvestRun.idle_for)}).",
+        ),
+    ] = None,
     eviction_delay: Annotated[
-        str, typer.Option("--eviction-delay", help="Mean delay from a wake to the eviction.")
-    ] = "13s",
+        str | None,
+        typer.Option(
+            "--eviction-delay",
+            help=f"Mean delay from a wake to the eviction ({_span(HarvestRun.eviction_delay_mean)}).",
+        ),
+    ] = None,
     eviction_delay_p95: Annotated[
-        str, typer.Option("--eviction-delay-p95", help="95th percentile of that delay.")
-    ] = "48s",
+        str | None,
+        typer.Option(
+            "--eviction-delay-p95",
+            help=f"95th percentile of that delay ({_span(HarvestRun.eviction_delay_p95)}).",
+        ),
+    ] = None,
     kill_after: Annotated[
-        str,
-        typer.Option("--kill-after", help="A borrower still there this long is killed (forced)."),
-    ] = "60s",
+        str | None,
+        typer.Option(
+            "--kill-after",
+            help=f"A borrower still there this long is killed: forced ({_span(HarvestRun.kill_after)}).",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.harvesting/1) only.")
     ] = False,
@@ -511,14 +538,20 @@ def whatif_harvesting(
     wherever their GPU model has room, on lent GPUs too. Victim policies compare
     side by side. Sleeps come from telemetry; without it nothing sleeps.
     """
+    durations = {
+        field: parse_duration(text, option=option)
+        for field, option, text in (
+            ("since", "--since", since),
+            ("idle_for", "--idle-for", idle_for),
+            ("eviction_delay_mean", "--eviction-delay", eviction_delay),
+            ("eviction_delay_p95", "--eviction-delay-p95", eviction_delay_p95),
+            ("kill_after", "--kill-after", kill_after),
+        )
+        if text is not None
+    }  # unset ones keep HarvestRun's defaults
     run = HarvestRun(
         policies=tuple(policy) if policy else VICTIM_POLICIES, seed=seed,
-        at=_instant(at, "--at"), since=parse_duration(since, option="--since"),
-        scenario=scenario, idle_sm=idle_sm,
-        idle_for=parse_duration(idle_for, option="--idle-for"),
-        eviction_delay_mean=parse_duration(eviction_delay, option="--eviction-delay"),
-        eviction_delay_p95=parse_duration(eviction_delay_p95, option="--eviction-delay-p95"),
-        kill_after=parse_duration(kill_after, option="--kill-after"),
+        at=_instant(at, "--at"), scenario=scenario, idle_sm=idle_sm, **durations,
     )  # fmt: skip
     with console.progress_status("replaying harvesting") as progress:
         result = run_harvesting(_store(db, lock_timeout), run, progress)
