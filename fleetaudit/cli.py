@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -26,6 +26,7 @@ from fleetaudit.compaction_api import CompactionRun
 from fleetaudit.compaction_api import whatif_compaction as run_compaction
 from fleetaudit.contract import (
     compaction_document,
+    harvesting_document,
     placement_document,
     report_document,
     shapes_document,
@@ -33,6 +34,9 @@ from fleetaudit.contract import (
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.fsutil import atomic_path
 from fleetaudit.generate import GenerateOptions
+from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
+from fleetaudit.harvest_api import HarvestRun
+from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
 from fleetaudit.ingest import FORMATS, IngestOptions
 from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
 from fleetaudit.placement import POLICIES
@@ -396,7 +400,10 @@ def shapes(
 
 whatif = typer.Typer(
     name="whatif",
-    help="Replay what-ifs offline: placement policies and in-place compaction.",
+    help=(
+        "Replay what-ifs offline: placement policies, in-place compaction, "
+        "harvesting of standby capacity."
+    ),
     no_args_is_help=True,
 )
 app.add_typer(whatif)
@@ -588,6 +595,106 @@ def whatif_compaction(
         console.print_json(compaction_document(report))
     else:
         console.render_compaction(report)
+
+
+def _span(duration: timedelta) -> str:
+    """A default duration as the options spell it (7d, 30m, 13s)."""
+    seconds = duration.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+@whatif.command("harvesting")
+@handled
+def whatif_harvesting(
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            help=f"A victim policy to compare (repeatable): {', '.join(VICTIM_POLICIES)}. Default: all.",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", help=f"The window [at - since, at) to replay ({_span(HarvestRun.since)})."
+        ),
+    ] = None,
+    at: Annotated[
+        str | None, typer.Option("--at", help="End of the window (default: the export time).")
+    ] = None,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="Replay a saved what-if state.")
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seeds the eviction delays and --policy random.")
+    ] = HarvestRun.seed,
+    idle_sm: Annotated[
+        float, typer.Option("--idle-sm", help="A GPU below this SM-active (0..1) is idle.")
+    ] = HarvestRun.idle_sm,
+    idle_for: Annotated[
+        str | None,
+        typer.Option(
+            "--idle-for",
+            help=f"A sleepable allocation idle this long sleeps ({_span(HarvestRun.idle_for)}).",
+        ),
+    ] = None,
+    eviction_delay: Annotated[
+        str | None,
+        typer.Option(
+            "--eviction-delay",
+            help=f"Mean delay from a wake to the eviction ({_span(HarvestRun.eviction_delay_mean)}).",
+        ),
+    ] = None,
+    eviction_delay_p95: Annotated[
+        str | None,
+        typer.Option(
+            "--eviction-delay-p95",
+            help=f"95th percentile of that delay ({_span(HarvestRun.eviction_delay_p95)}).",
+        ),
+    ] = None,
+    kill_after: Annotated[
+        str | None,
+        typer.Option(
+            "--kill-after",
+            help=f"A borrower still there this long is killed: forced ({_span(HarvestRun.kill_after)}).",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.harvesting/1) only.")
+    ] = False,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """Replay a window with sleeping inference lending GPUs to low-priority work (SPEC §6).
+
+    High priority runs as recorded; low-priority jobs arrive as recorded and run
+    wherever their GPU model has room, on lent GPUs too. Victim policies compare
+    side by side. Sleeps come from telemetry; without it nothing sleeps.
+    """
+    durations = {
+        field: parse_duration(text, option=option)
+        for field, option, text in (
+            ("since", "--since", since),
+            ("idle_for", "--idle-for", idle_for),
+            ("eviction_delay_mean", "--eviction-delay", eviction_delay),
+            ("eviction_delay_p95", "--eviction-delay-p95", eviction_delay_p95),
+            ("kill_after", "--kill-after", kill_after),
+        )
+        if text is not None
+    }  # unset ones keep HarvestRun's defaults
+    run = HarvestRun(
+        policies=tuple(policy) if policy else VICTIM_POLICIES, seed=seed,
+        at=_instant(at, "--at"), scenario=scenario, idle_sm=idle_sm, **durations,
+    )  # fmt: skip
+    with console.progress_status("replaying harvesting") as progress:
+        result = run_harvesting(_store(db, lock_timeout), run, progress)
+    if as_json:
+        console.print_json(harvesting_document(result))
+    else:
+        console.render_harvesting(result)
 
 
 @app.command()

@@ -21,6 +21,7 @@ from fleetaudit.api import StoreSummary
 from fleetaudit.compaction_api import CompactionReport
 from fleetaudit.denominators import SPLIT
 from fleetaudit.generate import GenerateResult
+from fleetaudit.harvest_api import HarvestingResult
 from fleetaudit.ingest import IngestResult
 from fleetaudit.placement_api import PlacementResult
 from fleetaudit.report_api import ReportResult, recoverable_summary
@@ -784,3 +785,51 @@ def render_compaction(report: CompactionReport, worst: int = 5) -> None:
             f"saved the compacted state as scenario {report.saved!r}; "
             f"see what it unlocks with: fleetaudit shapes --scenario {report.saved}"
         )
+
+
+def render_harvesting(result: HarvestingResult) -> None:
+    """Victim policies side by side: rates, standby harvested, completion times, losses."""
+    title = (
+        f"harvesting what-if, {iso(result.start)} .. {iso(result.end)}"
+        + (f" (scenario {result.scenario})" if result.scenario else "")
+        + f": {result.sleeps:,} sleeps from {result.telemetry_samples:,} telemetry rows"
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("policy", no_wrap=True)
+    for header in (
+        "HP",
+        "HP+LP",
+        "standby GPU-h",
+        "harv.",
+        "LP done mean/p50/p90",
+        "preempt",
+        "forced",
+        "lost GPU-h",
+        "unfin.",
+    ):
+        table.add_column(header, justify="right", no_wrap=True)
+    for r in result.policies:
+        c = r.completion_s()
+        table.add_row(
+            r.policy,
+            _pct(r.allocation_rate_high),
+            _pct(r.allocation_rate),
+            f"{r.standby_gpu_hours:,.1f}",
+            _pct(r.harvested_share),
+            f"{_seconds(c['mean'])}/{_seconds(c['p50'])}/{_seconds(c['p90'])}",
+            _int(r.preemptions),
+            _int(r.forced_kills),
+            f"{r.lost_gpu_hours:,.1f}",
+            _int(r.unfinished),
+        )
+    out.print(table)
+    out.print(
+        "HP, HP+LP: allocated / healthy GPU-hours, high priority alone and with low priority. "
+        "standby: GPU-hours lent by sleeping allocations; harv.: the share of them "
+        "low-priority work used. LP done: completion time of the low-priority jobs that "
+        "arrived in the window. preempt: evictions for high-priority starts and waking "
+        "lenders; forced: evictions past the kill deadline; unfin.: jobs not done at "
+        "the window's end."
+    )
+    for note in result.notes:
+        err.print(f"note: {note}")

@@ -16,8 +16,9 @@ from fleetaudit.report_api import REPORT_SCHEMA, ReportResult, recoverable_summa
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
-if TYPE_CHECKING:  # compaction_api imports this module to record its runs
+if TYPE_CHECKING:  # compaction_api and harvest_api import this module to record their runs
     from fleetaudit.compaction_api import CompactionReport
+    from fleetaudit.harvest_api import HarvestingResult
 
 SHAPES_SCHEMA = "fleetaudit.shapes/1"
 PLACEMENT_SCHEMA = "fleetaudit.placement/1"
@@ -214,4 +215,61 @@ def compaction_document(report: CompactionReport) -> dict[str, Any]:
         "options": {**asdict(report.options)},
         "saved_as": report.saved,
         "notes": list(report.notes),
+    }
+
+
+HARVESTING_SCHEMA = "fleetaudit.harvesting/1"
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def harvesting_document(result: HarvestingResult) -> dict[str, Any]:
+    """The ``fleetaudit whatif harvesting --json`` document (SPEC §6).
+
+    Per policy the SPEC's keys, plus: evictions (the preemptions a waking
+    lender caused, already in ``preemptions``), jobs and unfinished_open
+    (open-ended jobs, which cannot finish in the window), the GPU-hours behind
+    the rates, and ``overcommitted`` (events where recorded work alone
+    exceeded a node), ``search_budget_hits`` (node searches cut by the scan
+    budget).
+    """
+    policies = []
+    for r in result.policies:
+        completion = r.completion_s()
+        jobs = r.jobs
+        policies.append(
+            {
+                "policy": r.policy,
+                "allocation_rate_high": _round(r.allocation_rate_high),
+                "allocation_rate": _round(r.allocation_rate),
+                "standby_gpu_hours": _round(r.standby_gpu_hours, 3),
+                "harvested_share": _round(r.harvested_share),
+                "lp_completion_s": {k: _round(v, 1) for k, v in completion.items()},
+                "preemptions": r.preemptions,
+                "forced_kills": r.forced_kills,
+                "lost_gpu_hours": _round(r.lost_gpu_hours, 3),
+                "unfinished": r.unfinished,
+                "evictions": r.evictions,
+                "harvested_gpu_hours": _round(r.harvested_gpu_hours, 3),
+                "healthy_gpu_hours": _round(r.healthy_gpu_hours, 3),
+                "allocated_high_gpu_hours": _round(r.allocated_high_gpu_hours, 3),
+                "allocated_gpu_hours": _round(r.allocated_gpu_hours, 3),
+                "lp_gpu_hours": _round(r.lp_gpu_hours, 3),
+                "jobs": jobs.height,
+                "jobs_in_window": int(jobs["in_window"].sum()),
+                "unfinished_open": int(jobs["need_s"].null_count()),
+                "overcommitted": r.overcommitted,
+                "search_budget_hits": r.budget_hits,
+            }
+        )
+    return {
+        "schema": HARVESTING_SCHEMA,
+        "window": {"start": iso(result.start), "end": iso(result.end)},
+        "scenario": result.scenario,
+        "telemetry": {"samples": result.telemetry_samples, "sleeps": result.sleeps},
+        "options": result.run.as_json(),
+        "policies": policies,
+        "notes": list(result.notes),
     }

@@ -1,0 +1,188 @@
+"""``fleetaudit whatif harvesting``: read the store, derive sleeps, replay each policy, record the run.
+
+Orchestration only; the engine is :mod:`fleetaudit.harvest`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from fleetaudit import harvest
+from fleetaudit.api import (
+    StoreOptions,
+    load_frames,
+    reading,
+    record_whatif_run,
+    resolve_at,
+)
+from fleetaudit.errors import UsageError
+from fleetaudit.parallel import map_processes
+
+# Replays of fewer allocations than this run in process: spawning a worker
+# (a fresh interpreter importing polars) costs more than the replay saves.
+_PARALLEL_FROM_ROWS = 50_000
+
+
+@dataclass(frozen=True)
+class HarvestRun:
+    """What ``whatif harvesting`` runs (defaults are the command line's and the SPEC's)."""
+
+    policies: tuple[str, ...] = harvest.POLICIES
+    seed: int = 0
+    at: datetime | None = None
+    since: timedelta = timedelta(days=7)
+    scenario: str | None = None
+    idle_sm: float = harvest.HarvestOptions.idle_sm
+    idle_for: timedelta = timedelta(seconds=harvest.HarvestOptions.idle_for_s)
+    eviction_delay_mean: timedelta = timedelta(seconds=harvest.HarvestOptions.eviction_delay_mean_s)
+    eviction_delay_p95: timedelta = timedelta(seconds=harvest.HarvestOptions.eviction_delay_p95_s)
+    kill_after: timedelta = timedelta(seconds=harvest.HarvestOptions.kill_after_s)
+    workers: int = 2  # processes for several policies on a large window (1 = in process)
+    record: bool = True  # keep the run's document in the store for the report
+
+    def options(self, policy: str) -> harvest.HarvestOptions:
+        return harvest.HarvestOptions(
+            policy=policy,
+            seed=self.seed,
+            idle_sm=self.idle_sm,
+            idle_for_s=self.idle_for.total_seconds(),
+            eviction_delay_mean_s=self.eviction_delay_mean.total_seconds(),
+            eviction_delay_p95_s=self.eviction_delay_p95.total_seconds(),
+            kill_after_s=self.kill_after.total_seconds(),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """The options as recorded with the run."""
+        return {
+            "policies": list(self.policies),
+            "seed": self.seed,
+            "since_s": self.since.total_seconds(),
+            "idle_sm": self.idle_sm,
+            "idle_for_s": self.idle_for.total_seconds(),
+            "eviction_delay_mean_s": self.eviction_delay_mean.total_seconds(),
+            "eviction_delay_p95_s": self.eviction_delay_p95.total_seconds(),
+            "kill_after_s": self.kill_after.total_seconds(),
+        }
+
+
+@dataclass(frozen=True)
+class HarvestingResult:
+    """Every policy's replay of one window, and what the telemetry held."""
+
+    start: datetime
+    end: datetime
+    scenario: str | None
+    run: HarvestRun
+    telemetry_samples: int  # telemetry rows in the window
+    sleeps: int  # sleep intervals derived from them
+    policies: tuple[harvest.HarvestResult, ...]
+    notes: tuple[str, ...]
+    seconds: float
+
+
+def whatif_harvesting(
+    store_options: StoreOptions,
+    run: HarvestRun,
+    progress: Callable[[str], None] | None = None,
+) -> HarvestingResult:
+    """Replay [at - since, at) under each victim policy and record the run in the store.
+
+    Args:
+        store_options: the store.
+        run: policies, window and the sleep and eviction figures.
+        progress: called with a short status line while it runs.
+
+    Raises:
+        UsageError: an unknown policy or scenario, an empty window, bad figures.
+    """
+    began = time.perf_counter()
+    if not run.policies:
+        raise UsageError("--policy: give at least one policy")
+    for policy in run.policies:
+        if policy not in harvest.POLICIES:
+            raise UsageError(f"--policy: unknown {policy!r}; use {', '.join(harvest.POLICIES)}")
+    if len(set(run.policies)) != len(run.policies):
+        raise UsageError("--policy: each policy once")
+    if run.since <= timedelta(0):
+        raise UsageError("--since: give a positive duration (e.g. 7d)")
+    report = progress or (lambda _msg: None)
+    with reading(store_options) as store:
+        end = resolve_at(store, run.at, run.scenario)
+        start = end - run.since
+        # Checked before the store is read at length.
+        harvest.check_options(run.options(run.policies[0]), start, end)
+        report("reading allocations and telemetry")
+        nodes, allocations = load_frames(store, start, end, run.scenario)
+        samples = store.query(
+            "sleepable_telemetry_between", start=start, end=end, scenario=run.scenario
+        )
+        coverage = store.query("telemetry_samples_between", start=start, end=end)
+    telemetry_samples = int(coverage["samples"][0])
+    sleeps = harvest.sleep_intervals(
+        samples, allocations, start, end, run.idle_sm, run.idle_for.total_seconds()
+    )
+    notes: list[str] = []
+    if telemetry_samples == 0:
+        notes.append(
+            "no telemetry in the window: nothing sleeps, so no standby capacity is lent "
+            "and only free capacity is harvested"
+        )
+    elif samples.is_empty():
+        notes.append("the telemetry in the window covers no sleepable allocation: nothing sleeps")
+    workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
+    if allocations.height < _PARALLEL_FROM_ROWS:
+        workers = 1
+    tasks = [
+        (nodes, allocations, sleeps, run.options(policy), start, end) for policy in run.policies
+    ]
+    if workers > 1:
+        report(f"replaying {len(tasks)} policies in {workers} processes")
+        results = map_processes(_replay_task, tasks, workers)
+    else:
+        results = []
+        for i, task in enumerate(tasks):
+            policy = run.policies[i]
+
+            def step(share: float, policy: str = policy, i: int = i) -> None:
+                report(f"replaying {policy} ({i + 1} of {len(tasks)}): {share:.0%} of the window")
+
+            results.append(harvest.replay_harvest(*task, progress=step))
+    result = HarvestingResult(
+        start=start,
+        end=end,
+        scenario=run.scenario,
+        run=run,
+        telemetry_samples=telemetry_samples,
+        sleeps=sleeps.height,
+        policies=tuple(results),
+        notes=tuple(notes),
+        seconds=time.perf_counter() - began,
+    )
+    if run.record:
+        # Imported here: contract imports this module for its types.
+        from fleetaudit.contract import harvesting_document
+
+        record_whatif_run(
+            store_options,
+            "harvesting",
+            at=end,
+            scenario=run.scenario,
+            run_options=run.as_json(),
+            document=harvesting_document(result),
+        )
+    return result
+
+
+def _replay_task(
+    args: tuple[
+        pl.DataFrame, pl.DataFrame, pl.DataFrame, harvest.HarvestOptions, datetime, datetime
+    ],
+) -> harvest.HarvestResult:
+    return harvest.replay_harvest(*args)
