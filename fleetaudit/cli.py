@@ -72,6 +72,16 @@ DbOption = Annotated[
         show_default=True,
     ),
 ]
+AtOption = Annotated[
+    str | None, typer.Option("--at", help="The instant (default: the export time).")
+]
+WindowEndOption = Annotated[
+    str | None, typer.Option("--at", help="The window's end (default: the export time).")
+]
+ScenarioOption = Annotated[
+    str | None,
+    typer.Option("--scenario", help="Read a saved what-if state (`status` lists them)."),
+]
 LockTimeoutOption = Annotated[
     float,
     typer.Option(
@@ -217,18 +227,14 @@ def status(
 @app.command()
 @handled
 def state(
-    at: Annotated[
-        str | None, typer.Option("--at", help="The instant (default: the export time).")
-    ] = None,
+    at: AtOption = None,
     duration: Annotated[
         str | None,
         typer.Option(
             "--duration", help="Free capacity over [at, at + duration): 90s, 30m, 6h, 7d."
         ),
     ] = None,
-    scenario: Annotated[
-        str | None, typer.Option("--scenario", help="Read a saved what-if state.")
-    ] = None,
+    scenario: ScenarioOption = None,
     out: Annotated[
         Path | None,
         typer.Option("--out", help="Also write the per-node state to this .csv or .parquet file."),
@@ -327,12 +333,8 @@ def shapes(
     locality: LocalityOption = None,
     duration: DurationOption = None,
     shapes_file: ShapesFileOption = None,
-    at: Annotated[
-        str | None, typer.Option("--at", help="The instant (default: the export time).")
-    ] = None,
-    scenario: Annotated[
-        str | None, typer.Option("--scenario", help="Read a saved what-if state.")
-    ] = None,
+    at: AtOption = None,
+    scenario: ScenarioOption = None,
     reclaim: Annotated[
         bool,
         typer.Option(
@@ -554,12 +556,8 @@ def whatif_compaction(
             help=f"Also solve partitions of up to {_COMPACTION.exact_nodes} nodes exactly (ILP) and report the gap.",
         ),
     ] = False,
-    at: Annotated[
-        str | None, typer.Option("--at", help="The instant (default: the export time).")
-    ] = None,
-    scenario: Annotated[
-        str | None, typer.Option("--scenario", help="Compact a saved what-if state.")
-    ] = None,
+    at: AtOption = None,
+    scenario: ScenarioOption = None,
     save_as: Annotated[
         str | None,
         typer.Option("--save-as", help="Save the compacted state as a scenario."),
@@ -622,12 +620,8 @@ def whatif_harvesting(
             "--since", help=f"The window [at - since, at) to replay ({_span(HarvestRun.since)})."
         ),
     ] = None,
-    at: Annotated[
-        str | None, typer.Option("--at", help="End of the window (default: the export time).")
-    ] = None,
-    scenario: Annotated[
-        str | None, typer.Option("--scenario", help="Replay a saved what-if state.")
-    ] = None,
+    at: WindowEndOption = None,
+    scenario: ScenarioOption = None,
     seed: Annotated[
         int, typer.Option("--seed", help="Seeds the eviction delays and --policy random.")
     ] = HarvestRun.seed,
@@ -749,19 +743,14 @@ def generate(
 @app.command()
 @handled
 def report(
-    at: Annotated[
-        str | None,
-        typer.Option("--at", help="The window's end (default: the export time)."),
-    ] = None,
+    at: WindowEndOption = None,
     since: Annotated[
         str, typer.Option("--since", help="The window's length, ending at --at: 90m, 6h, 7d.")
     ] = "7d",
     step: Annotated[
         str, typer.Option("--step", help="Sampling step of the schedulable figures.")
     ] = "15m",
-    scenario: Annotated[
-        str | None, typer.Option("--scenario", help="Read a saved what-if state.")
-    ] = None,
+    scenario: ScenarioOption = None,
     html: Annotated[
         Path | None,
         typer.Option(

@@ -28,8 +28,8 @@ from fleetaudit.api import resolve_at as resolve_instant
 from fleetaudit.compaction import CompactionOptions, CompactionResult
 from fleetaudit.contract import compaction_document
 from fleetaudit.errors import UsageError
-from fleetaudit.shapes import Shape, check_models
-from fleetaudit.shapes_api import count_queued, queued_shapes
+from fleetaudit.shapes import Shape
+from fleetaudit.shapes_api import shapes_to_evaluate
 
 # the options' names on the command line, for errors
 _FLAGS = {
@@ -94,20 +94,10 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
     """
     started = time.perf_counter()
     options = _checked(run)
-    notes: list[str] = []
     with reading(store_options) as store:
         check_scenario(store, run.scenario)
         at = resolve_instant(store, run.at, run.scenario)
-        queued_frame = store.query("queued_requests_at", at=at)
-        models = store.query("gpu_models")["gpu_model"].to_list()
-        if run.shapes:
-            for shape in run.shapes:
-                check_models(shape, models)
-            pairs = [(s, count_queued(queued_frame, s)) for s in run.shapes]
-        else:
-            pairs, cpu_only = queued_shapes(queued_frame)
-            if cpu_only:
-                notes.append(f"{cpu_only} queued request(s) ask for no GPU and are not GPU shapes")
+        pairs, notes = shapes_to_evaluate(store, at, run.shapes)
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, at, end, run.scenario)

@@ -7,6 +7,7 @@ One load of nodes and allocations serves every shape of a call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from fleetaudit import reclaim as reclaim_mod
 from fleetaudit.api import StoreOptions, check_scenario, load_frames, reading, resolve_at
 from fleetaudit.errors import InputError, UsageError
 from fleetaudit.shapes import Evaluation, Shape, check_models, evaluate, make_shape, nearest_misses
+from fleetaudit.store import Store
 from fleetaudit.times import parse_duration
 
 SHAPE_COLUMNS = (
@@ -89,9 +91,26 @@ def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     )
 
 
-def count_queued(queued: pl.DataFrame, shape: Shape) -> int:
-    """How many of the ``queued`` requests ask for exactly ``shape`` (after SPEC defaults)."""
-    return _same_shape(queued, shape).height
+def shapes_to_evaluate(
+    store: Store, at: datetime, given: Sequence[Shape]
+) -> tuple[list[tuple[Shape, int]], list[str]]:
+    """The shapes a command evaluates at ``at``, with how many requests queued at ``at``
+    ask for each, and notes.
+
+    The ``given`` shapes (checked against the fleet's GPU models), or else every
+    distinct GPU shape queued at ``at`` (SPEC §3), most queued first.
+    """
+    queued_frame = store.query("queued_requests_at", at=at)
+    notes: list[str] = []
+    if given:
+        models = store.query("gpu_models")["gpu_model"].to_list()
+        for shape in given:
+            check_models(shape, models)
+        return [(s, _same_shape(queued_frame, s).height) for s in given], notes
+    pairs, cpu_only = queued_shapes(queued_frame)
+    if cpu_only:
+        notes.append(f"{cpu_only} queued request(s) ask for no GPU and are not GPU shapes")
+    return pairs, notes
 
 
 def queued_shapes(queued: pl.DataFrame) -> tuple[list[tuple[Shape, int]], int]:
@@ -164,20 +183,10 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
         raise UsageError("--step: must be longer than 0s")
     if options.max_instances is not None and options.max_instances < 0:
         raise UsageError("--max: must be 0 or more")
-    notes: list[str] = []
     with reading(store_options) as store:
         check_scenario(store, options.scenario)
         at = resolve_at(store, options.at, options.scenario)
-        queued_frame = store.query("queued_requests_at", at=at)
-        models = store.query("gpu_models")["gpu_model"].to_list()
-        if options.shapes:
-            for shape in options.shapes:
-                check_models(shape, models)
-            pairs = [(s, _same_shape(queued_frame, s).height) for s in options.shapes]
-        else:
-            pairs, cpu_only = queued_shapes(queued_frame)
-            if cpu_only:
-                notes.append(f"{cpu_only} queued request(s) ask for no GPU and are not GPU shapes")
+        pairs, notes = shapes_to_evaluate(store, at, options.shapes)
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         start = at - (options.history or timedelta(0))
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
