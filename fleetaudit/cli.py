@@ -812,10 +812,14 @@ def demo(
     console.render_summary(result.summary)
     state = result.state
     console.render_state(state.state, iso(state.at) or "")
-    console.render_shapes(evaluate_shapes(_store(db, lock_timeout), ShapesOptions(explain=False)))
+    shapes_result = evaluate_shapes(_store(db, lock_timeout), ShapesOptions(explain=False))
+    console.render_shapes(shapes_result)
     console.out.print()
     report_result = build_report(_store(db, lock_timeout), ReportOptions())
-    console.render_report(report_result)
+    shown = set(shapes_result.notes)  # a note both print is said once
+    console.render_report(
+        replace(report_result, notes=tuple(n for n in report_result.notes if n not in shown))
+    )
     record_report(_store(db, lock_timeout), report_result)
 
 
