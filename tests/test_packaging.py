@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -95,3 +96,17 @@ def test_resources_resolve() -> None:
     assert (resource_dir("queries") / "nodes.sql").is_file()
     assert resource_dir("sample_data").is_dir()
     assert (resource_dir("templates") / "report.html").is_file()
+
+
+def test_import_contracts_hold() -> None:
+    """The architecture of pyproject.toml's import-linter contracts (STYLE.md 7.2)."""
+    exe = shutil.which("lint-imports")
+    assert exe is not None, "import-linter is a test dependency: pip install '.[test]'"
+    done = subprocess.run(
+        [exe, "--config", str(REPO / "pyproject.toml")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
