@@ -468,6 +468,15 @@ def test_bad_input_is_one_line_and_exit_2(hand_db: Path, tmp_path: Path) -> None
     assert "no fleetaudit store here" in missing.stderr
     scenario = invoke("report", "--db", hand_db, "--scenario", "nope")
     assert scenario.exit_code == 2 and "no scenario named 'nope'" in scenario.stderr
+    folder = invoke("report", "--db", hand_db, *WINDOW, "--json", tmp_path)
+    assert folder.exit_code == 2
+    assert folder.stderr == f"fleetaudit: error: {tmp_path}: is a folder; give a file name\n"
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    under_file = invoke("report", "--db", hand_db, *WINDOW, "--html", blocked / "r.html")
+    assert under_file.exit_code == 2
+    assert under_file.stderr.startswith(f"fleetaudit: error: {blocked / 'r.html'}: cannot write")
+    assert under_file.stderr.count("\n") == 1
 
 
 def test_failed_write_leaves_no_file(
