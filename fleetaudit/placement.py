@@ -295,14 +295,29 @@ def _model_set(value: str | None) -> tuple[str, ...]:
     return tuple(sorted({m.strip() for m in value.split("|") if m.strip()}))
 
 
-def _prepare_workload(
-    requests: pl.DataFrame, fleet: _Fleet, options: PlacementOptions
-) -> _Workload:
-    frame = _ordered(requests)
-    ids = frame["request_id"].cast(pl.String).to_list()
+@dataclass(frozen=True)
+class _Quantities:
+    """Per-request pod quantities of a requests frame (checked), in its row order."""
+
+    pods: np.ndarray  # (R,) pods per request
+    share: np.ndarray  # (R,) units per GPU of each pod (U whole, 0 CPU-only)
+    count: np.ndarray  # (R,) GPUs per pod
+    cpu: np.ndarray  # (R,) micro-cores per pod
+    memory: np.ndarray  # (R,) micro-GiB per pod
+
+
+def _request_id(frame: pl.DataFrame, row: int) -> str:
+    return str(frame["request_id"].cast(pl.String)[row])
+
+
+def _quantities(frame: pl.DataFrame) -> _Quantities:
+    """The pods, GPU shares, CPUs and memory per pod of every row; UsageError on a bad row.
+
+    Vectorised: the request ids are read only to name a bad row.
+    """
     gpus = frame["gpus"].cast(pl.Float64).fill_null(0.0).to_numpy()
     if (gpus < 0).any():
-        bad = ids[int(np.argmax(gpus < 0))]
+        bad = _request_id(frame, int(np.argmax(gpus < 0)))
         raise UsageError(f"request {bad}: gpus is negative")
     is_share = (gpus > 0) & (gpus < 1)
     per_pod = _column(frame, "gpus_per_pod", None, pl.Float64).to_numpy()
@@ -316,7 +331,7 @@ def _prepare_workload(
         | (np.abs(pods_f - np.round(pods_f)) > 1e-9)
     )
     if bad_rows.any():
-        bad = ids[int(np.argmax(bad_rows))]
+        bad = _request_id(frame, int(np.argmax(bad_rows)))
         raise UsageError(
             f"request {bad}: gpus must be below 1 (a share) or a whole multiple of gpus_per_pod"
         )
@@ -331,23 +346,60 @@ def _prepare_workload(
         # A given total wins; the store may leave it null for GPU requests.
         values = np.where(np.isnan(totals), rate * pod_gpus, np.nan_to_num(totals) / pods)
         if (values < 0).any():
-            bad = ids[int(np.argmax(values < 0))]
+            bad = _request_id(frame, int(np.argmax(values < 0)))
             raise UsageError(f"request {bad}: {total} is negative")
         return _units(values)
 
     cpu = per_pod_quantity("cpus", "cpus_per_gpu")
     memory = per_pod_quantity("memory_gib", "memory_gib_per_gpu")
+    return _Quantities(pods=pods, share=share, count=count, cpu=cpu, memory=memory)
 
+
+def _check_localities(frame: pl.DataFrame) -> None:
+    localities = _column(frame, "locality", None, pl.String)
+    bad = (localities.is_not_null() & ~localities.is_in(list(LOCALITIES))).to_numpy()
+    if bad.any():
+        i = int(np.argmax(bad))
+        value = localities[i]
+        raise UsageError(
+            f"request {_request_id(frame, i)}: locality {value!r} is not one of {LOCALITIES}"
+        )
+
+
+def _prepare_workload(
+    requests: pl.DataFrame,
+    fleet: _Fleet,
+    options: PlacementOptions,
+    weigh: pl.DataFrame | None = None,
+) -> _Workload:
+    """The per-request arrays of ``requests`` (in list order, :func:`_ordered`).
+
+    ``weigh``: the requests whose pod shapes weigh the fragmentation measure
+    (default: ``requests``), every one of them checked; ``requests`` must be
+    some of its rows. Its model sets are numbered in its row order.
+    """
+    frame = _ordered(requests)
+    everyone = frame if weigh is None else weigh
+    every = _quantities(everyone)
+    _check_localities(everyone)
+    mine = every if weigh is None else _quantities(frame)
+    ids = frame["request_id"].cast(pl.String).to_list()
+    pods, share, count, cpu, memory = mine.pods, mine.share, mine.count, mine.cpu, mine.memory
+
+    # Model sets numbered by first appearance in ``everyone`` (the fragmentation
+    # measure orders equally popular shapes by this number).
+    every_model = _column(everyone, "gpu_model", None, pl.String)
     model_sets: list[tuple[str, ...]] = []
-    allowed = np.empty(len(ids), dtype=np.int64)
     seen: dict[str | None, int] = {}
-    for i, value in enumerate(_column(frame, "gpu_model", None, pl.String).to_list()):
-        if value not in seen:
-            models = _model_set(value)
-            if models not in model_sets:
-                model_sets.append(models)
-            seen[value] = model_sets.index(models)
-        allowed[i] = seen[value]
+    for value in every_model.unique(maintain_order=True).to_list():
+        models = _model_set(value)
+        if models not in model_sets:
+            model_sets.append(models)
+        seen[value] = model_sets.index(models)
+    allowed = np.array(
+        [seen[v] for v in _column(frame, "gpu_model", None, pl.String).to_list()],
+        dtype=np.int64,
+    )
     model_ok = np.zeros((len(model_sets), len(fleet.node_ids)), dtype=bool)
     model_allowed = np.zeros((len(model_sets), len(fleet.models)), dtype=bool)
     for s, models in enumerate(model_sets):
@@ -359,12 +411,28 @@ def _prepare_workload(
     for i, value in enumerate(localities):
         if value is None:
             value = "node" if pods[i] <= 1 else "switch"
-        if value not in LOCALITIES:
-            raise UsageError(f"request {ids[i]}: locality {value!r} is not one of {LOCALITIES}")
         locality[i] = LOCALITIES.index(value)
 
     key = _row_ids(np.column_stack([cpu, share, count])) if len(ids) else np.zeros(0, np.int64)
-    shapes = _workload_shapes(cpu, share, count, pods, allowed, model_allowed, options)
+    # The shape frequencies from the distinct (cpu, share, count, model) rows: the pods
+    # of equal rows summed (exact: integer counts), not one row per request.
+    grouped = (
+        pl.DataFrame(
+            {"cpu": every.cpu, "share": every.share, "count": every.count, "pods": every.pods}
+        )
+        .with_columns(every_model.alias("model"))
+        .group_by("cpu", "share", "count", "model")
+        .agg(pl.col("pods").sum())
+    )
+    shapes = _workload_shapes(
+        grouped["cpu"].to_numpy().astype(np.int64),
+        grouped["share"].to_numpy().astype(np.int64),
+        grouped["count"].to_numpy().astype(np.int64),
+        grouped["pods"].to_numpy().astype(np.int64),
+        np.array([seen[v] for v in grouped["model"].to_list()], dtype=np.int64),
+        model_allowed,
+        options,
+    )
     return _Workload(
         request_ids=ids,
         demand=share * count * pods,
@@ -391,7 +459,10 @@ def _workload_shapes(
     model_allowed: np.ndarray,
     options: PlacementOptions,
 ) -> _Shapes:
-    """The popular pod shapes and their frequencies (each pod of a gang counts)."""
+    """The popular pod shapes and their frequencies (each pod of a gang counts).
+
+    One row per request, or per group of equal requests with ``pods`` summed.
+    """
     rows = np.column_stack([cpu, share, count, allowed])
     keep = np.ones(len(rows), dtype=bool) if options.frag_cpu_shapes else count > 0
     rows, weights = rows[keep], pods[keep].astype(np.float64)
@@ -1226,13 +1297,18 @@ def simulate_replay(
     frame = requests.sort("submit_time", "request_id", nulls_last=True, maintain_order=True)
     if "trace_order" in frame.columns:
         frame = frame.drop("trace_order")
-    workload = _prepare_workload(frame, fleet, options)
     start_us, end_us = _us(start), _us(end)
     submit = frame["submit_time"].dt.epoch("us").fill_null(_NEVER).to_numpy().astype(np.int64)
-    duration_s = _column(frame, "duration_s", None, pl.Float64).to_numpy()
+    inside = (submit >= start_us) & (submit < end_us)
+    # Only the requests submitted in the window arrive: the workload is theirs (in
+    # the same order), while every request weighs the fragmentation measure.
+    window = frame.filter(pl.Series(inside))
+    submit = submit[inside]
+    workload = _prepare_workload(window, fleet, options, weigh=frame)
+    duration_s = _column(window, "duration_s", None, pl.Float64).to_numpy()
     duration = np.where(np.isnan(duration_s), -1, np.round(np.nan_to_num(duration_s) * 1e6))
     duration = duration.astype(np.int64)
-    arriving = np.flatnonzero((submit >= start_us) & (submit < end_us))
+    arriving = np.arange(len(submit))
     classes = _replay_classes(workload)
 
     run = _Run(fleet, workload, options.policy, options.seed)
