@@ -201,6 +201,8 @@ class _Shapes:
     allowed: np.ndarray  # (models, S) bool: a node of that model can serve the shape
     weight: np.ndarray  # (S,) popularity
     cpu_only: float  # popularity of the CPU-only shapes
+    shares: np.ndarray  # (V,) the distinct values of share
+    share_of: np.ndarray  # (S,) index of each shape's share in shares
 
 
 @dataclass(frozen=True)
@@ -481,6 +483,7 @@ def _workload_shapes(
     else:
         uniq, freq = np.zeros((0, 4), np.int64), np.zeros(0)
     gpu = uniq[:, 2] > 0
+    shares, share_of = np.unique(uniq[gpu, 1], return_inverse=True)
     return _Shapes(
         cpu=uniq[gpu, 0],
         share=uniq[gpu, 1],
@@ -488,6 +491,8 @@ def _workload_shapes(
         allowed=model_allowed[uniq[gpu, 3]].T.copy(),
         weight=freq[gpu],
         cpu_only=float(freq[~gpu].sum()),
+        shares=shares.astype(np.int64),
+        share_of=share_of.reshape(-1).astype(np.int64),
     )
 
 
@@ -495,17 +500,39 @@ def _workload_shapes(
 
 
 def _fragmentation(
-    shapes: _Shapes, free: np.ndarray, cpu: np.ndarray, model: np.ndarray
+    shapes: _Shapes, free: np.ndarray, cpu: np.ndarray, model: np.ndarray, dedup: bool = False
 ) -> np.ndarray:
-    """F of each state row: free (M, G) GPU units, cpu (M,) micro-cores, model (M,)."""
+    """F of each state row: free (M, G) GPU units, cpu (M,) micro-cores, model (M,).
+
+    ``dedup``: work out the (integer) unusable units once per distinct row (many
+    nodes of a fleet are in the same state); the weighted sum is still one
+    product over every row, so the result is the same to the bit.
+    """
     total = free.sum(axis=1)
     frag = total * shapes.cpu_only
     if len(shapes.weight):
-        fits = free[:, None, :] >= shapes.share[None, :, None]  # (M, S, G)
-        usable_gpus = fits.sum(axis=2)
-        small = total[:, None] - np.where(fits, free[:, None, :], 0).sum(axis=2)
-        runs = shapes.allowed[model] & (usable_gpus >= shapes.count) & (cpu[:, None] >= shapes.cpu)
-        frag = frag + np.where(runs, small, total[:, None]) @ shapes.weight
+        rows_free, rows_cpu, rows_model, inverse = free, cpu, model, None
+        if dedup and len(free) >= _DEDUP_AT:
+            rows = np.column_stack([model, cpu, free])
+            rows, inverse = np.unique(rows, axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            rows_model, rows_cpu, rows_free = rows[:, 0], rows[:, 1], rows[:, 2:]
+        rows_total = rows_free.sum(axis=1)
+        # Whether a GPU fits a shape depends only on the shape's share: a few values.
+        fits = rows_free[:, None, :] >= shapes.shares[None, :, None]  # (M, V, G)
+        usable_gpus = fits.sum(axis=2)[:, shapes.share_of]
+        small = (rows_total[:, None] - np.where(fits, rows_free[:, None, :], 0).sum(axis=2))[
+            :, shapes.share_of
+        ]
+        runs = (
+            shapes.allowed[rows_model]
+            & (usable_gpus >= shapes.count)
+            & (rows_cpu[:, None] >= shapes.cpu)
+        )
+        unusable = np.where(runs, small, rows_total[:, None])
+        if inverse is not None:
+            unusable = unusable[inverse]
+        frag = frag + unusable @ shapes.weight
     return frag
 
 
@@ -835,7 +862,8 @@ class _Run:
         if self.frag_before is not None:
             return float(self.frag_before.sum())
         st = self.state
-        return float(_fragmentation(self.shapes, st.free, st.cpu, self.fleet.model).sum())
+        frag = _fragmentation(self.shapes, st.free, st.cpu, self.fleet.model, dedup=True)
+        return float(frag.sum())
 
 
 @dataclass(frozen=True)
