@@ -786,27 +786,35 @@ class _Run:
         whole gang wherever the policy puts each pod inside it.
         """
         w, st = self.workload, self.state
-        if nodes is None:
-            nodes = np.arange(len(self.fleet.node_ids))
+        at: slice | np.ndarray = slice(None) if nodes is None else nodes
         k = int(w.pods[r])
-        cap = np.where(
-            w.model_ok[w.allowed[r], nodes]
-            & (st.cpu[nodes] >= w.cpu[r])
-            & (st.memory[nodes] >= w.memory[r]),
-            k,
-            0,
+        share, count = int(w.share[r]), int(w.count[r])
+        # The nodes with room for one pod; the others have none (each bound below
+        # would be 0 there), so the bounds are worked out on these only.
+        ok = (
+            w.model_ok[w.allowed[r], at] & (st.cpu[at] >= w.cpu[r]) & (st.memory[at] >= w.memory[r])
         )
+        if count:
+            if share >= _U:
+                ok &= st.whole[at] >= count
+            elif share > 0:
+                ok &= st.largest[at] >= share
+        some = np.flatnonzero(ok)
+        on = some if nodes is None else nodes[some]
+        cap = np.full(len(some), k, dtype=np.int64)
         if w.cpu[r] > 0:
-            cap = np.minimum(cap, st.cpu[nodes] // w.cpu[r])
+            cap = np.minimum(cap, st.cpu[on] // w.cpu[r])
         if w.memory[r] > 0:
-            cap = np.minimum(cap, st.memory[nodes] // w.memory[r])
-        if w.count[r]:
-            if w.share[r] < _U:
-                if w.share[r] > 0:
-                    cap = np.minimum(cap, (st.free[nodes] // w.share[r]).sum(axis=1))
+            cap = np.minimum(cap, st.memory[on] // w.memory[r])
+        if count:
+            if share < _U:
+                if share > 0:
+                    cap = np.minimum(cap, (st.free[on] // share).sum(axis=1))
             else:
-                cap = np.minimum(cap, st.whole[nodes] // w.count[r])
-        return np.maximum(cap, 0)
+                cap = np.minimum(cap, st.whole[on] // count)
+        room = np.zeros(len(ok), dtype=np.int64)
+        room[some] = np.maximum(cap, 0)
+        return room
 
     def gang_hosts(self, r: int) -> np.ndarray | None:
         """The nodes where the first pod of gang r may go: those in a switch domain (or,
