@@ -201,6 +201,8 @@ class _Shapes:
     allowed: np.ndarray  # (models, S) bool: a node of that model can serve the shape
     weight: np.ndarray  # (S,) popularity
     cpu_only: float  # popularity of the CPU-only shapes
+    shares: np.ndarray  # (V,) the distinct values of share
+    share_of: np.ndarray  # (S,) index of each shape's share in shares
 
 
 @dataclass(frozen=True)
@@ -295,14 +297,29 @@ def _model_set(value: str | None) -> tuple[str, ...]:
     return tuple(sorted({m.strip() for m in value.split("|") if m.strip()}))
 
 
-def _prepare_workload(
-    requests: pl.DataFrame, fleet: _Fleet, options: PlacementOptions
-) -> _Workload:
-    frame = _ordered(requests)
-    ids = frame["request_id"].cast(pl.String).to_list()
+@dataclass(frozen=True)
+class _Quantities:
+    """Per-request pod quantities of a requests frame (checked), in its row order."""
+
+    pods: np.ndarray  # (R,) pods per request
+    share: np.ndarray  # (R,) units per GPU of each pod (U whole, 0 CPU-only)
+    count: np.ndarray  # (R,) GPUs per pod
+    cpu: np.ndarray  # (R,) micro-cores per pod
+    memory: np.ndarray  # (R,) micro-GiB per pod
+
+
+def _request_id(frame: pl.DataFrame, row: int) -> str:
+    return str(frame["request_id"].cast(pl.String)[row])
+
+
+def _quantities(frame: pl.DataFrame) -> _Quantities:
+    """The pods, GPU shares, CPUs and memory per pod of every row; UsageError on a bad row.
+
+    Vectorised: the request ids are read only to name a bad row.
+    """
     gpus = frame["gpus"].cast(pl.Float64).fill_null(0.0).to_numpy()
     if (gpus < 0).any():
-        bad = ids[int(np.argmax(gpus < 0))]
+        bad = _request_id(frame, int(np.argmax(gpus < 0)))
         raise UsageError(f"request {bad}: gpus is negative")
     is_share = (gpus > 0) & (gpus < 1)
     per_pod = _column(frame, "gpus_per_pod", None, pl.Float64).to_numpy()
@@ -316,7 +333,7 @@ def _prepare_workload(
         | (np.abs(pods_f - np.round(pods_f)) > 1e-9)
     )
     if bad_rows.any():
-        bad = ids[int(np.argmax(bad_rows))]
+        bad = _request_id(frame, int(np.argmax(bad_rows)))
         raise UsageError(
             f"request {bad}: gpus must be below 1 (a share) or a whole multiple of gpus_per_pod"
         )
@@ -331,23 +348,60 @@ def _prepare_workload(
         # A given total wins; the store may leave it null for GPU requests.
         values = np.where(np.isnan(totals), rate * pod_gpus, np.nan_to_num(totals) / pods)
         if (values < 0).any():
-            bad = ids[int(np.argmax(values < 0))]
+            bad = _request_id(frame, int(np.argmax(values < 0)))
             raise UsageError(f"request {bad}: {total} is negative")
         return _units(values)
 
     cpu = per_pod_quantity("cpus", "cpus_per_gpu")
     memory = per_pod_quantity("memory_gib", "memory_gib_per_gpu")
+    return _Quantities(pods=pods, share=share, count=count, cpu=cpu, memory=memory)
 
+
+def _check_localities(frame: pl.DataFrame) -> None:
+    localities = _column(frame, "locality", None, pl.String)
+    bad = (localities.is_not_null() & ~localities.is_in(list(LOCALITIES))).to_numpy()
+    if bad.any():
+        i = int(np.argmax(bad))
+        value = localities[i]
+        raise UsageError(
+            f"request {_request_id(frame, i)}: locality {value!r} is not one of {LOCALITIES}"
+        )
+
+
+def _prepare_workload(
+    requests: pl.DataFrame,
+    fleet: _Fleet,
+    options: PlacementOptions,
+    weigh: pl.DataFrame | None = None,
+) -> _Workload:
+    """The per-request arrays of ``requests`` (in list order, :func:`_ordered`).
+
+    ``weigh``: the requests whose pod shapes weigh the fragmentation measure
+    (default: ``requests``), every one of them checked; ``requests`` must be
+    some of its rows. Its model sets are numbered in its row order.
+    """
+    frame = _ordered(requests)
+    everyone = frame if weigh is None else weigh
+    every = _quantities(everyone)
+    _check_localities(everyone)
+    mine = every if weigh is None else _quantities(frame)
+    ids = frame["request_id"].cast(pl.String).to_list()
+    pods, share, count, cpu, memory = mine.pods, mine.share, mine.count, mine.cpu, mine.memory
+
+    # Model sets numbered by first appearance in ``everyone`` (the fragmentation
+    # measure orders equally popular shapes by this number).
+    every_model = _column(everyone, "gpu_model", None, pl.String)
     model_sets: list[tuple[str, ...]] = []
-    allowed = np.empty(len(ids), dtype=np.int64)
     seen: dict[str | None, int] = {}
-    for i, value in enumerate(_column(frame, "gpu_model", None, pl.String).to_list()):
-        if value not in seen:
-            models = _model_set(value)
-            if models not in model_sets:
-                model_sets.append(models)
-            seen[value] = model_sets.index(models)
-        allowed[i] = seen[value]
+    for value in every_model.unique(maintain_order=True).to_list():
+        models = _model_set(value)
+        if models not in model_sets:
+            model_sets.append(models)
+        seen[value] = model_sets.index(models)
+    allowed = np.array(
+        [seen[v] for v in _column(frame, "gpu_model", None, pl.String).to_list()],
+        dtype=np.int64,
+    )
     model_ok = np.zeros((len(model_sets), len(fleet.node_ids)), dtype=bool)
     model_allowed = np.zeros((len(model_sets), len(fleet.models)), dtype=bool)
     for s, models in enumerate(model_sets):
@@ -359,12 +413,28 @@ def _prepare_workload(
     for i, value in enumerate(localities):
         if value is None:
             value = "node" if pods[i] <= 1 else "switch"
-        if value not in LOCALITIES:
-            raise UsageError(f"request {ids[i]}: locality {value!r} is not one of {LOCALITIES}")
         locality[i] = LOCALITIES.index(value)
 
     key = _row_ids(np.column_stack([cpu, share, count])) if len(ids) else np.zeros(0, np.int64)
-    shapes = _workload_shapes(cpu, share, count, pods, allowed, model_allowed, options)
+    # The shape frequencies from the distinct (cpu, share, count, model) rows: the pods
+    # of equal rows summed (exact: integer counts), not one row per request.
+    grouped = (
+        pl.DataFrame(
+            {"cpu": every.cpu, "share": every.share, "count": every.count, "pods": every.pods}
+        )
+        .with_columns(every_model.alias("model"))
+        .group_by("cpu", "share", "count", "model")
+        .agg(pl.col("pods").sum())
+    )
+    shapes = _workload_shapes(
+        grouped["cpu"].to_numpy().astype(np.int64),
+        grouped["share"].to_numpy().astype(np.int64),
+        grouped["count"].to_numpy().astype(np.int64),
+        grouped["pods"].to_numpy().astype(np.int64),
+        np.array([seen[v] for v in grouped["model"].to_list()], dtype=np.int64),
+        model_allowed,
+        options,
+    )
     return _Workload(
         request_ids=ids,
         demand=share * count * pods,
@@ -391,7 +461,10 @@ def _workload_shapes(
     model_allowed: np.ndarray,
     options: PlacementOptions,
 ) -> _Shapes:
-    """The popular pod shapes and their frequencies (each pod of a gang counts)."""
+    """The popular pod shapes and their frequencies (each pod of a gang counts).
+
+    One row per request, or per group of equal requests with ``pods`` summed.
+    """
     rows = np.column_stack([cpu, share, count, allowed])
     keep = np.ones(len(rows), dtype=bool) if options.frag_cpu_shapes else count > 0
     rows, weights = rows[keep], pods[keep].astype(np.float64)
@@ -410,6 +483,7 @@ def _workload_shapes(
     else:
         uniq, freq = np.zeros((0, 4), np.int64), np.zeros(0)
     gpu = uniq[:, 2] > 0
+    shares, share_of = np.unique(uniq[gpu, 1], return_inverse=True)
     return _Shapes(
         cpu=uniq[gpu, 0],
         share=uniq[gpu, 1],
@@ -417,6 +491,8 @@ def _workload_shapes(
         allowed=model_allowed[uniq[gpu, 3]].T.copy(),
         weight=freq[gpu],
         cpu_only=float(freq[~gpu].sum()),
+        shares=shares.astype(np.int64),
+        share_of=share_of.reshape(-1).astype(np.int64),
     )
 
 
@@ -424,17 +500,39 @@ def _workload_shapes(
 
 
 def _fragmentation(
-    shapes: _Shapes, free: np.ndarray, cpu: np.ndarray, model: np.ndarray
+    shapes: _Shapes, free: np.ndarray, cpu: np.ndarray, model: np.ndarray, dedup: bool = False
 ) -> np.ndarray:
-    """F of each state row: free (M, G) GPU units, cpu (M,) micro-cores, model (M,)."""
+    """F of each state row: free (M, G) GPU units, cpu (M,) micro-cores, model (M,).
+
+    ``dedup``: work out the (integer) unusable units once per distinct row (many
+    nodes of a fleet are in the same state); the weighted sum is still one
+    product over every row, so the result is the same to the bit.
+    """
     total = free.sum(axis=1)
     frag = total * shapes.cpu_only
     if len(shapes.weight):
-        fits = free[:, None, :] >= shapes.share[None, :, None]  # (M, S, G)
-        usable_gpus = fits.sum(axis=2)
-        small = total[:, None] - np.where(fits, free[:, None, :], 0).sum(axis=2)
-        runs = shapes.allowed[model] & (usable_gpus >= shapes.count) & (cpu[:, None] >= shapes.cpu)
-        frag = frag + np.where(runs, small, total[:, None]) @ shapes.weight
+        rows_free, rows_cpu, rows_model, inverse = free, cpu, model, None
+        if dedup and len(free) >= _DEDUP_AT:
+            rows = np.column_stack([model, cpu, free])
+            rows, inverse = np.unique(rows, axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            rows_model, rows_cpu, rows_free = rows[:, 0], rows[:, 1], rows[:, 2:]
+        rows_total = rows_free.sum(axis=1)
+        # Whether a GPU fits a shape depends only on the shape's share: a few values.
+        fits = rows_free[:, None, :] >= shapes.shares[None, :, None]  # (M, V, G)
+        usable_gpus = fits.sum(axis=2)[:, shapes.share_of]
+        small = (rows_total[:, None] - np.where(fits, rows_free[:, None, :], 0).sum(axis=2))[
+            :, shapes.share_of
+        ]
+        runs = (
+            shapes.allowed[rows_model]
+            & (usable_gpus >= shapes.count)
+            & (rows_cpu[:, None] >= shapes.cpu)
+        )
+        unusable = np.where(runs, small, rows_total[:, None])
+        if inverse is not None:
+            unusable = unusable[inverse]
+        frag = frag + unusable @ shapes.weight
     return frag
 
 
@@ -688,27 +786,35 @@ class _Run:
         whole gang wherever the policy puts each pod inside it.
         """
         w, st = self.workload, self.state
-        if nodes is None:
-            nodes = np.arange(len(self.fleet.node_ids))
+        at: slice | np.ndarray = slice(None) if nodes is None else nodes
         k = int(w.pods[r])
-        cap = np.where(
-            w.model_ok[w.allowed[r], nodes]
-            & (st.cpu[nodes] >= w.cpu[r])
-            & (st.memory[nodes] >= w.memory[r]),
-            k,
-            0,
+        share, count = int(w.share[r]), int(w.count[r])
+        # The nodes with room for one pod; the others have none (each bound below
+        # would be 0 there), so the bounds are worked out on these only.
+        ok = (
+            w.model_ok[w.allowed[r], at] & (st.cpu[at] >= w.cpu[r]) & (st.memory[at] >= w.memory[r])
         )
+        if count:
+            if share >= _U:
+                ok &= st.whole[at] >= count
+            elif share > 0:
+                ok &= st.largest[at] >= share
+        some = np.flatnonzero(ok)
+        on = some if nodes is None else nodes[some]
+        cap = np.full(len(some), k, dtype=np.int64)
         if w.cpu[r] > 0:
-            cap = np.minimum(cap, st.cpu[nodes] // w.cpu[r])
+            cap = np.minimum(cap, st.cpu[on] // w.cpu[r])
         if w.memory[r] > 0:
-            cap = np.minimum(cap, st.memory[nodes] // w.memory[r])
-        if w.count[r]:
-            if w.share[r] < _U:
-                if w.share[r] > 0:
-                    cap = np.minimum(cap, (st.free[nodes] // w.share[r]).sum(axis=1))
+            cap = np.minimum(cap, st.memory[on] // w.memory[r])
+        if count:
+            if share < _U:
+                if share > 0:
+                    cap = np.minimum(cap, (st.free[on] // share).sum(axis=1))
             else:
-                cap = np.minimum(cap, st.whole[nodes] // w.count[r])
-        return np.maximum(cap, 0)
+                cap = np.minimum(cap, st.whole[on] // count)
+        room = np.zeros(len(ok), dtype=np.int64)
+        room[some] = np.maximum(cap, 0)
+        return room
 
     def gang_hosts(self, r: int) -> np.ndarray | None:
         """The nodes where the first pod of gang r may go: those in a switch domain (or,
@@ -764,7 +870,8 @@ class _Run:
         if self.frag_before is not None:
             return float(self.frag_before.sum())
         st = self.state
-        return float(_fragmentation(self.shapes, st.free, st.cpu, self.fleet.model).sum())
+        frag = _fragmentation(self.shapes, st.free, st.cpu, self.fleet.model, dedup=True)
+        return float(frag.sum())
 
 
 @dataclass(frozen=True)
@@ -1226,13 +1333,18 @@ def simulate_replay(
     frame = requests.sort("submit_time", "request_id", nulls_last=True, maintain_order=True)
     if "trace_order" in frame.columns:
         frame = frame.drop("trace_order")
-    workload = _prepare_workload(frame, fleet, options)
     start_us, end_us = _us(start), _us(end)
     submit = frame["submit_time"].dt.epoch("us").fill_null(_NEVER).to_numpy().astype(np.int64)
-    duration_s = _column(frame, "duration_s", None, pl.Float64).to_numpy()
+    inside = (submit >= start_us) & (submit < end_us)
+    # Only the requests submitted in the window arrive: the workload is theirs (in
+    # the same order), while every request weighs the fragmentation measure.
+    window = frame.filter(pl.Series(inside))
+    submit = submit[inside]
+    workload = _prepare_workload(window, fleet, options, weigh=frame)
+    duration_s = _column(window, "duration_s", None, pl.Float64).to_numpy()
     duration = np.where(np.isnan(duration_s), -1, np.round(np.nan_to_num(duration_s) * 1e6))
     duration = duration.astype(np.int64)
-    arriving = np.flatnonzero((submit >= start_us) & (submit < end_us))
+    arriving = np.arange(len(submit))
     classes = _replay_classes(workload)
 
     run = _Run(fleet, workload, options.policy, options.seed)
