@@ -739,36 +739,57 @@ class _Sim:
         return occ <= self.gpus[n]
 
     def _add(self, n: int, pod: tuple[int, int, int, int], t: int) -> None:
-        self._account(n, t)
-        before = self._free(n)
+        if t > self.last_t[n]:
+            self._account(n, t)
         whole, frac, cpu, mem = pod
-        self.whole[n] += whole
+        w = self.whole[n] + whole
+        self.whole[n] = w
         if frac:
-            self.fracs[n] = _with(self.fracs[n], frac)
+            fracs = self.fracs[n] = _with(self.fracs[n], frac)
+            occ = w + _share_gpus(fracs)
+        else:
+            fracs = self.fracs[n]
+            occ = w + _share_gpus(fracs) if fracs else w
         self.cpu_used[n] += cpu
         self.mem_used[n] += mem
-        self.occ[n] = self.whole[n] + _share_gpus(self.fracs[n])
-        self._changed(n, before)
+        before = self.occ[n]
+        self.occ[n] = occ
+        if self.healthy[n] and not self.locked[n]:
+            self._changed(n, before, occ, fracs)
 
     def _remove(self, n: int, pod: tuple[int, int, int, int], t: int) -> None:
-        self._account(n, t)
-        before = self._free(n)
+        if t > self.last_t[n]:
+            self._account(n, t)
         whole, frac, cpu, mem = pod
-        self.whole[n] -= whole
+        w = self.whole[n] - whole
+        self.whole[n] = w
         if frac:
-            self.fracs[n] = _without(self.fracs[n], frac)
+            fracs = self.fracs[n] = _without(self.fracs[n], frac)
+            occ = w + _share_gpus(fracs) if fracs else w
+        else:
+            fracs = self.fracs[n]
+            occ = w + _share_gpus(fracs) if fracs else w
         self.cpu_used[n] -= cpu
         self.mem_used[n] -= mem
-        self.occ[n] = self.whole[n] + _share_gpus(self.fracs[n])
-        self._changed(n, before)
+        before = self.occ[n]
+        self.occ[n] = occ
+        if self.healthy[n] and not self.locked[n]:
+            self._changed(n, before, occ, fracs)
         self.freed.add(n)
 
-    def _changed(self, n: int, before: int) -> None:
-        if self.healthy[n] and not self.locked[n]:
-            self.group_free[self.group[n]] += self._free(n) - before
-            self._push(n)
-            if self.fracs[n] or self.share_ver[n]:
-                self._share_push(n)
+    def _changed(self, n: int, before: int, occ: int, fracs: tuple[int, ...]) -> None:
+        """Node n (healthy, unlocked) went from occupancy ``before`` to ``occ``."""
+        self.group_free[self.group[n]] += before - occ
+        # _push, inlined
+        free = self.gpus[n] - occ
+        level = (free if free < 16 else 16) if free >= 0 else -1
+        if level != self.bucket_of[n]:
+            self.bucket_of[n] = level
+            ver = self.free_ver[n] = self.free_ver[n] + 1
+            if level >= 0:
+                heapq.heappush(self.buckets[self.model[n]][level], (n, ver))
+        if fracs or self.share_ver[n]:
+            self._share_push(n)
 
     def _lock(self, n: int, t: int) -> None:
         if self.healthy[n] and not self.locked[n]:
