@@ -323,10 +323,6 @@ def _us(at: datetime) -> int:
     return (_naive(at) - _EPOCH) // timedelta(microseconds=1)
 
 
-def _from_us(us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=us)
-
-
 @lru_cache(maxsize=1 << 16)
 def _share_fills(fracs: tuple[int, ...]) -> tuple[int, ...]:
     """The fills of the GPUs the fractional parts fill (FFD), descending."""
@@ -1441,6 +1437,11 @@ def replay_harvest(
     return _result(sim, options, start, end)
 
 
+def _times(us: list[int | None]) -> pl.Series:
+    """µs since the epoch (None: null) as a naive Datetime("us") column."""
+    return pl.Series(us, dtype=pl.Int64).cast(pl.Datetime("us"))
+
+
 def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) -> HarvestResult:
     hours = 1e6 * 3600
     window = sim.hi - sim.lo
@@ -1450,8 +1451,8 @@ def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) 
     job_frame = pl.DataFrame(
         {
             "job_id": [j.job_id for j in jobs],
-            "arrival": [_from_us(j.arrival) for j in jobs],
-            "finish": [None if j.finish < 0 else _from_us(j.finish) for j in jobs],
+            "arrival": _times([j.arrival for j in jobs]),
+            "finish": _times([None if j.finish < 0 else j.finish for j in jobs]),
             "need_s": [None if j.need == _INF else j.need / 1e6 for j in jobs],
             "done_s": [min(j.done, j.need) / 1e6 for j in jobs],
             "runs": [j.runs for j in jobs],
@@ -1472,8 +1473,8 @@ def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) 
             "gpus": [(p[0] * _U + p[1]) / _U for p in pods],
             "cpus": [p[2] / _U for p in pods],
             "memory_gib": [p[3] / _U for p in pods],
-            "start_time": [_from_us(s) for _, _, s, _ in segs],
-            "end_time": [_from_us(e) for _, _, _, e in segs],
+            "start_time": _times([s for _, _, s, _ in segs]),
+            "end_time": _times([e for _, _, _, e in segs]),
         },
         schema={"job_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
                 "cpus": pl.Float64, "memory_gib": pl.Float64,
@@ -1482,7 +1483,7 @@ def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) 
     victims = pl.DataFrame(
         {
             "job_id": [jobs[j].job_id for j, _, _, _, _ in sim.victims],
-            "time": [_from_us(t) for _, t, _, _, _ in sim.victims],
+            "time": _times([t for _, t, _, _, _ in sim.victims]),
             "reason": [r for _, _, r, _, _ in sim.victims],
             "lost_s": [x for _, _, _, x, _ in sim.victims],
             "lost_gpu_hours": [x * jobs[j].gpus_u / _U / 3600 for j, _, _, x, _ in sim.victims],
@@ -1496,8 +1497,8 @@ def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) 
         {
             "alloc_id": [sim.fixed_ids[i] for i in seen],
             "node_id": [ids[sim.fixed_node[i]] for i in seen],
-            "start_time": [_from_us(sim.fixed_seen_start[i]) for i in seen],
-            "end_time": [_from_us(sim.fixed_seen_end[i]) for i in seen],
+            "start_time": _times([sim.fixed_seen_start[i] for i in seen]),
+            "end_time": _times([sim.fixed_seen_end[i] for i in seen]),
         },
         schema={"alloc_id": pl.String, "node_id": pl.String,
                 "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
@@ -1506,8 +1507,8 @@ def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) 
         {
             "alloc_id": [sim.fixed_ids[i] for i, _, _ in sim.lending],
             "node_id": [ids[sim.fixed_node[i]] for i, _, _ in sim.lending],
-            "start_time": [_from_us(s) for _, s, _ in sim.lending],
-            "end_time": [_from_us(e) for _, _, e in sim.lending],
+            "start_time": _times([s for _, s, _ in sim.lending]),
+            "end_time": _times([e for _, _, e in sim.lending]),
         },
         schema={"alloc_id": pl.String, "node_id": pl.String,
                 "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
