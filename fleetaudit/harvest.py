@@ -886,9 +886,10 @@ class _Sim:
 
     def _make_room(self, n: int, pod: tuple[int, int, int, int], t: int) -> list[int]:
         """Victims (job indices) whose removal lets ``pod`` (plus pending lenders) fit on n."""
-        candidates = list(self.lp_on[n])
-        if self._fits(n, pod) or not candidates:
+        on = self.lp_on[n]
+        if not on or self._fits(n, pod):
             return []
+        candidates = list(on)
         # Remove tentatively in policy order, then put back: the caller evicts.
         chosen: list[int] = []
         removed: list[tuple[int, tuple[int, int, int, int]]] = []
@@ -1144,34 +1145,43 @@ class _Sim:
 
         heap = self.heap
         handle = self._handle
+        pop = heapq.heappop
+        freed, dirty = self.freed, self.dirty
+        # sentinels: the recorded events and the arrivals end in an instant never reached
+        static.append((_INF, 0, 0, 0, 0, 0))
+        arrival_at = [jobs[i].arrival for i in arrivals]
+        arrival_at.append(_INF)
         while True:
-            t = min(
-                static[e][0] if e < len(static) else _INF,
-                heap[0][0] if heap else _INF,
-                jobs[arrivals[a]].arrival if a < len(arrivals) else _INF,
-                at_start[0][0] if at_start else _INF,
-            )
+            t = static[e][0]
+            if heap and heap[0][0] < t:
+                t = heap[0][0]
+            if arrival_at[a] < t:
+                t = arrival_at[a]
+            if at_start and at_start[0][0] < t:
+                t = at_start[0][0]
             if t >= hi:
                 break
             while True:
                 batch = at_start
                 at_start = []
-                while e < len(static) and static[e][0] == t:
+                while static[e][0] == t:
                     batch.append(static[e])
                     e += 1
+                recorded = len(batch)
                 while heap and heap[0][0] == t:
-                    batch.append(heapq.heappop(heap))
+                    batch.append(pop(heap))
                 if not batch:
                     break
-                if len(batch) > 1:
+                # each source is in order already: only a mix needs sorting
+                if recorded and len(batch) > recorded:
                     batch.sort()
                 for event in batch:
                     handle(event, kill)
-            if (self.freed or self.dirty) and self.waiting:
+            if (freed or dirty) and self.waiting:
                 self._retry(t)
-            self.dirty.clear()
-            self.freed.clear()
-            while a < len(arrivals) and jobs[arrivals[a]].arrival == t:
+            dirty.clear()
+            freed.clear()
+            while arrival_at[a] == t:
                 self._arrive(jobs[arrivals[a]], t)
                 a += 1
             if progress is not None and e + a >= next_report:
