@@ -1009,15 +1009,16 @@ class _Sim:
                 best, best_free = n, free
         return best
 
-    def _try_place(self, job: _Job, t: int, only: set[int] | None) -> bool:
-        """Place every pod of the job (all or nothing); ``only``: candidate nodes (freed)."""
+    def _try_place(self, job: _Job, t: int, only: list[int] | None) -> bool:
+        """Place every pod of the job (all or nothing); ``only``: candidate nodes (the
+        freed nodes of the job's model, ascending)."""
         placed: list[int] = []
         if len(job.pods) > 1 and job.group_local:
             need = job.gpus_u // _U
             if only is None:
                 groups = [g for g in self.model_groups[job.model] if self.group_free[g] >= need]
             else:
-                groups = sorted({self.group[n] for n in only if self.model[n] == job.model})
+                groups = sorted({self.group[n] for n in only})
                 groups = [g for g in groups if self.group_free[g] >= need]
             groups.sort(key=lambda g: (self.group_free[g], g))
             for g in groups:
@@ -1038,10 +1039,7 @@ class _Sim:
                 return False
         else:
             for pod in job.pods:
-                if only is None:
-                    n = self._best_node(job.model, pod)
-                else:
-                    n = self._best_in(sorted(x for x in only if self.model[x] == job.model), pod)
+                n = self._best_node(job.model, pod) if only is None else self._best_in(only, pod)
                 if n < 0:
                     break
                 self._raw(n, pod, +1)
@@ -1260,16 +1258,21 @@ class _Sim:
         since only on the nodes freed at t, so its head is tried on those alone;
         a class that just took an evicted job is searched fleet-wide.
         """
-        freed = {n for n in self.freed if self.healthy[n] and not self.locked[n]}
+        healthy, locked, model = self.healthy, self.locked, self.model
+        # the freed nodes of each model, ascending (the candidates of a narrow search)
+        only_of: dict[int, list[int]] = {}
+        for n in sorted(self.freed):
+            if healthy[n] and not locked[n]:
+                only_of.setdefault(model[n], []).append(n)
         dirty = self.dirty
         # The most free GPUs a freed node (and a freed node's domain) has, per model:
         # a shape that needs more cannot start there.
         most: dict[int, int] = {}
         most_group: dict[int, int] = {}
-        for n in freed:
-            m = self.model[n]
-            most[m] = max(most.get(m, 0), self.gpus[n] - self.occ[n])
-            most_group[m] = max(most_group.get(m, 0), self.group_free[self.group[n]])
+        gpus, occ, group, group_free = self.gpus, self.occ, self.group, self.group_free
+        for m, nodes in only_of.items():
+            most[m] = max(0, max(gpus[n] - occ[n] for n in nodes))
+            most_group[m] = max(0, max(group_free[group[n]] for n in nodes))
         heads = []
         for m, room in most.items():
             for c in self.waiting_by_model[m]:
@@ -1286,7 +1289,7 @@ class _Sim:
             q = self.waiting[c]
             job = self.jobs[q[0][1]]
             wide = c in dirty or (len(job.pods) > 1 and not job.group_local)
-            if self._try_place(job, t, None if wide else freed):
+            if self._try_place(job, t, None if wide else only_of.get(job.model, [])):
                 heapq.heappop(q)
                 if q:
                     heapq.heappush(heads, (q[0][0], c))
