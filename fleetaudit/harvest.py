@@ -695,22 +695,29 @@ class _Sim:
 
     def _account(self, n: int, t: int) -> None:
         """Integrate node n's figures from its last change up to t."""
-        dt = t - self.last_t[n]
-        if dt <= 0:
+        last = self.last_t[n]
+        if t <= last:
             return
         self.last_t[n] = t
         if not self.healthy[n]:
             return
+        dt = t - last
         g = self.gpus[n]
         lent = self.lent[n]
         used = self.occ[n]
-        self.acc_high += min(self.hp_occ[n], g) * dt
+        high = self.hp_occ[n]
+        self.acc_high += (high if high < g else g) * dt
         if lent:
-            self.acc_alloc += min(g, used + lent) * dt
+            alloc = used + lent
+            self.acc_alloc += (alloc if alloc < g else g) * dt
             self.acc_standby += lent * dt
-            self.acc_harvest += max(0, min(lent, used - (g - lent))) * dt
+            harvest = used - (g - lent)
+            if harvest > lent:
+                harvest = lent
+            if harvest > 0:
+                self.acc_harvest += harvest * dt
         else:
-            self.acc_alloc += min(g, used) * dt
+            self.acc_alloc += (used if used < g else g) * dt
 
     def _lent_gpus(self, n: int) -> int:
         """GPUs lent on n: the high-priority occupancy minus that of the awake ones."""
