@@ -826,8 +826,9 @@ class _Sim:
                 self.hp_fracs[n] = (
                     _with(self.hp_fracs[n], frac) if sign > 0 else _without(self.hp_fracs[n], frac)
                 )
-        self.hp_occ[n] = self.hp_whole[n] + _share_gpus(self.hp_fracs[n])
-        self.lent[n] = self._lent_gpus(n)
+        hp_fracs = self.hp_fracs[n]
+        self.hp_occ[n] = self.hp_whole[n] + _share_gpus(hp_fracs) if hp_fracs else self.hp_whole[n]
+        self.lent[n] = self._lent_gpus(n) if self.lent_whole[n] or self.lent_fracs[n] else 0
 
     # ---- victims
 
@@ -1267,19 +1268,27 @@ class _Sim:
         """
         healthy, locked, model = self.healthy, self.locked, self.model
         # the freed nodes of each model, ascending (the candidates of a narrow search)
-        only_of: dict[int, list[int]] = {}
-        for n in sorted(self.freed):
-            if healthy[n] and not locked[n]:
-                only_of.setdefault(model[n], []).append(n)
-        dirty = self.dirty
         # The most free GPUs a freed node (and a freed node's domain) has, per model:
         # a shape that needs more cannot start there.
+        only_of: dict[int, list[int]] = {}
         most: dict[int, int] = {}
         most_group: dict[int, int] = {}
         gpus, occ, group, group_free = self.gpus, self.occ, self.group, self.group_free
-        for m, nodes in only_of.items():
-            most[m] = max(0, max(gpus[n] - occ[n] for n in nodes))
-            most_group[m] = max(0, max(group_free[group[n]] for n in nodes))
+        for n in sorted(self.freed):
+            if healthy[n] and not locked[n]:
+                m = model[n]
+                if m in only_of:
+                    only_of[m].append(n)
+                else:
+                    only_of[m] = [n]
+                    most[m] = most_group[m] = 0
+                free = gpus[n] - occ[n]
+                if free > most[m]:
+                    most[m] = free
+                free = group_free[group[n]]
+                if free > most_group[m]:
+                    most_group[m] = free
+        dirty = self.dirty
         heads = []
         for m, room in most.items():
             for c in self.waiting_by_model[m]:
