@@ -1338,9 +1338,8 @@ class _Sim:
             job.done = job.need
         elif kind == _HP_START:
             n, pod = self.fixed_node[item], self.fixed_pod[item]
-            if not initial:
-                victims = self._make_room(n, pod, t)
-                for j in victims:
+            if not initial and self.lp_on[n]:  # no low-priority work there: no victims
+                for j in self._make_room(n, pod, t):
                     self._evict(j, t, "preempt", False)
             if not self._fits(n, pod):
                 self.overcommitted += 1
