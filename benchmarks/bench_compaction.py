@@ -33,31 +33,22 @@ from pathlib import Path
 
 import polars as pl
 
+from benchmarks.fleets import generated_store
 from fleetaudit import compaction, occupancy
-from fleetaudit.api import StoreOptions, ingest_paths, load_frames, reading, resolve_at
+from fleetaudit.api import StoreOptions, load_frames, reading, resolve_at
 from fleetaudit.compaction import CompactionOptions
 from fleetaudit.compaction_api import CompactionRun, whatif_compaction
-from fleetaudit.generate import GenerateOptions, generate_fleet
+from fleetaudit.generate import GenerateOptions
 
 PAPER_PARTIAL_REDUCTION = 20.2  # % fewer partially occupied nodes after IPC (ASI, OSDI 2026)
 
 
 def _store(args: argparse.Namespace) -> StoreOptions:
-    data = args.work / f"fleet-{args.nodes}-{args.days:g}"
-    db = args.work / f"fleet-{args.nodes}-{args.days:g}.duckdb"
-    if not db.exists():
-        if not (data / "allocations.parquet").exists():
-            started = time.perf_counter()
-            generate_fleet(
-                data, GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0)
-            )
-            print(
-                f"generated {args.nodes:,} nodes, {args.days:g} days in {time.perf_counter() - started:.1f} s"
-            )
-        started = time.perf_counter()
-        ingest_paths(StoreOptions(db), [data])
-        print(f"ingested in {time.perf_counter() - started:.1f} s")
-    return StoreOptions(db)
+    return generated_store(
+        args.work,
+        f"fleet-{args.nodes}-{args.days:g}",
+        GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0),
+    )
 
 
 def whole_fleet(store: StoreOptions, jobs: int, back: timedelta) -> None:

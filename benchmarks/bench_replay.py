@@ -18,8 +18,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from fleetaudit.api import StoreOptions, ingest_paths
-from fleetaudit.generate import GenerateOptions, generate_fleet
+from benchmarks.fleets import generated_store
+from fleetaudit.generate import GenerateOptions
 from fleetaudit.placement_api import PlacementRun, whatif_placement
 
 
@@ -32,19 +32,11 @@ def main() -> None:
     parser.add_argument("--queue", nargs="*", default=["fifo", "backfill"])
     parser.add_argument("--work", type=Path, default=Path("bench-out/shapes"))
     args = parser.parse_args()
-    data = args.work / f"fleet-{args.nodes}-{args.days:g}"
-    db = args.work / f"fleet-{args.nodes}-{args.days:g}.duckdb"
-    if not db.exists():
-        if not (data / "allocations.parquet").exists():
-            started = time.perf_counter()
-            generate_fleet(
-                data, GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0)
-            )
-            print(f"generated in {time.perf_counter() - started:.1f} s")
-        started = time.perf_counter()
-        ingest_paths(StoreOptions(db), [data])
-        print(f"ingested in {time.perf_counter() - started:.1f} s")
-    store = StoreOptions(db)
+    store = generated_store(
+        args.work,
+        f"fleet-{args.nodes}-{args.days:g}",
+        GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0),
+    )
     for policy in args.policy:
         for queue in args.queue:
             run = PlacementRun(

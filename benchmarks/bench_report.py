@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from fleetaudit.api import StoreOptions, ingest_paths
-from fleetaudit.generate import GenerateOptions, generate_fleet
+from benchmarks.fleets import generated_store
+from fleetaudit.api import StoreOptions
+from fleetaudit.generate import GenerateOptions
 from fleetaudit.times import parse_duration
 
 
@@ -78,24 +79,16 @@ def main() -> None:
         return
     step_s = int(parse_duration(args.telemetry_step).total_seconds())
     name = f"fleet-{args.nodes}-{args.days:g}d-tel{args.telemetry_days:g}d-{step_s}s"
-    data, db = args.work / name, args.work / f"{name}.duckdb"
-    if not db.exists():
-        if not (data / "telemetry.parquet").exists():
-            started = time.perf_counter()
-            generate_fleet(
-                data,
-                GenerateOptions(
-                    nodes=args.nodes,
-                    days=args.days,
-                    telemetry_days=args.telemetry_days,
-                    telemetry_step_s=step_s,
-                ),
-            )
-            print(f"generated in {time.perf_counter() - started:.1f} s")
-        started = time.perf_counter()
-        result = ingest_paths(StoreOptions(db), [data])
-        rows = {t.table: t.read for t in result.tables}
-        print(f"ingested {rows} in {time.perf_counter() - started:.1f} s")
+    db = generated_store(
+        args.work,
+        name,
+        GenerateOptions(
+            nodes=args.nodes,
+            days=args.days,
+            telemetry_days=args.telemetry_days,
+            telemetry_step_s=step_s,
+        ),
+    ).db
     child = [sys.executable, "-m", "benchmarks.bench_report", "--measure", str(db)]
     child += ["--since", args.since, "--step", args.step]
     done = subprocess.run(child, capture_output=True, text=True, check=True)

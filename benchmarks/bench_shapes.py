@@ -14,8 +14,8 @@ import resource
 import time
 from pathlib import Path
 
-from fleetaudit.api import StoreOptions, ingest_paths
-from fleetaudit.generate import GenerateOptions, generate_fleet
+from benchmarks.fleets import generated_store
+from fleetaudit.generate import GenerateOptions
 from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes
 
 
@@ -25,19 +25,11 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=90.0)
     parser.add_argument("--work", type=Path, default=Path("bench-out/shapes"))
     args = parser.parse_args()
-    data = args.work / f"fleet-{args.nodes}-{args.days:g}"
-    db = args.work / f"fleet-{args.nodes}-{args.days:g}.duckdb"
-    if not db.exists():
-        if not (data / "allocations.parquet").exists():
-            started = time.perf_counter()
-            generate_fleet(
-                data, GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0)
-            )
-            print(f"generated in {time.perf_counter() - started:.1f} s")
-        started = time.perf_counter()
-        ingest_paths(StoreOptions(db), [data])
-        print(f"ingested in {time.perf_counter() - started:.1f} s")
-    store = StoreOptions(db)
+    store = generated_store(
+        args.work,
+        f"fleet-{args.nodes}-{args.days:g}",
+        GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0),
+    )
     for label, options in (
         ("all queued shapes", ShapesOptions()),
         ("all queued shapes --reclaim", ShapesOptions(reclaim=True)),
