@@ -1453,9 +1453,21 @@ def simulate_replay(
     def retry(t: int, freed: list[int]) -> None:
         nonlocal queued
         if queue == "fifo":
-            while fifo and try_start(fifo[0], t):
+            # Strict FIFO: nothing started since the head failed, so only the nodes
+            # freed now gained room (the same pre-check as backfill, for the head).
+            among = None
+            if _BACKFILL_PRECHECK and fifo:
+                nodes = np.unique(np.array(freed, dtype=np.int64))
+                freed_room.clear()
+                freed_domain_nodes.clear()
+                head = fifo[0]
+                if gang[head] and freed_domains_room(head, nodes) < int(workload.pods[head]):
+                    return
+                among = nodes
+            while fifo and try_start(fifo[0], t, among):
                 fifo.popleft()
                 queued -= 1
+                among = None  # the others wait untried behind the head
             return
         if _BACKFILL_PRECHECK:
             nodes = np.unique(np.array(freed, dtype=np.int64))

@@ -730,11 +730,12 @@ def random_replay_case(rng: random.Random) -> tuple[pl.DataFrame, pl.DataFrame, 
     return nodes, requests, recorded(*held)
 
 
+@pytest.mark.parametrize("queue", ["backfill", "fifo"])
 @pytest.mark.parametrize("policy", POLICIES)
-def test_replay_backfill_precheck_gives_the_reference_results(policy, monkeypatch) -> None:
-    # The reference: the plain backfill that retries every waiting shape at every
-    # departure. The pre-check that skips shapes the freed nodes cannot host must
-    # give exactly its starts, nodes and GPUs.
+def test_replay_backfill_precheck_gives_the_reference_results(policy, queue, monkeypatch) -> None:
+    # The reference: the plain queue that retries every waiting shape (fifo: the
+    # head) at every departure. The pre-check that skips shapes the freed nodes
+    # cannot host must give exactly its starts, nodes and GPUs.
     from fleetaudit import placement
 
     rng = random.Random(policy)
@@ -747,7 +748,7 @@ def test_replay_backfill_precheck_gives_the_reference_results(policy, monkeypatc
         for precheck in (False, True):
             monkeypatch.setattr(placement, "_BACKFILL_PRECHECK", precheck)
             results.append(
-                simulate_replay(nodes, allocations, requests, options, *WINDOW, empty, "backfill")
+                simulate_replay(nodes, allocations, requests, options, *WINDOW, empty, queue)
             )
         reference, fast = results
         assert fast.allocations.equals(reference.allocations), case
