@@ -1023,13 +1023,28 @@ class _Sim:
                 best, best_free = n, free
         return best
 
+    def _pods_nodes(
+        self, job: _Job, best: Callable[[tuple[int, int, int, int]], int]
+    ) -> list[int] | None:
+        """A node for every pod of the job, each chosen by ``best(pod)`` (-1: none), or
+        None. Pods chosen so far are held tentatively so the next pods see them, then
+        let go; the last pod needs no hold."""
+        placed: list[int] = []
+        last = len(job.pods) - 1
+        for k, pod in enumerate(job.pods):
+            n = best(pod)
+            if n < 0:
+                break
+            if k < last:
+                self._raw(n, pod, +1)
+            placed.append(n)
+        for k in range(min(len(placed), last)):
+            self._raw(placed[k], job.pods[k], -1)
+        return placed if len(placed) == len(job.pods) else None
+
     def _try_place(self, job: _Job, t: int, only: list[int] | None) -> bool:
         """Place every pod of the job (all or nothing); ``only``: candidate nodes (the
         freed nodes of the job's model, ascending)."""
-        placed: list[int] = []
-        # Pods placed so far are held tentatively (so the next pods see them), then let go;
-        # the last pod needs no tentative hold.
-        last = len(job.pods) - 1
         if len(job.pods) > 1 and job.group_local:
             need = job.gpus_u // _U
             if only is None:
@@ -1039,33 +1054,20 @@ class _Sim:
                 groups = [g for g in groups if self.group_free[g] >= need]
             groups.sort(key=lambda g: (self.group_free[g], g))
             for g in groups:
-                placed = []
-                for k, pod in enumerate(job.pods):
-                    n = self._best_in(self.group_nodes[g], pod)
-                    if n < 0:
-                        break
-                    if k < last:
-                        self._raw(n, pod, +1)
-                    placed.append(n)
-                for k in range(min(len(placed), last)):
-                    self._raw(placed[k], job.pods[k], -1)
-                if len(placed) == len(job.pods):
+                nodes = self.group_nodes[g]
+                placed = self._pods_nodes(job, lambda pod, nodes=nodes: self._best_in(nodes, pod))
+                if placed is not None:
                     break
             else:
                 return False
-            if len(placed) != len(job.pods):
-                return False
         else:
-            for k, pod in enumerate(job.pods):
-                n = self._best_node(job.model, pod) if only is None else self._best_in(only, pod)
-                if n < 0:
-                    break
-                if k < last:
-                    self._raw(n, pod, +1)
-                placed.append(n)
-            for k in range(min(len(placed), last)):
-                self._raw(placed[k], job.pods[k], -1)
-            if len(placed) != len(job.pods):
+            placed = self._pods_nodes(
+                job,
+                lambda pod: (
+                    self._best_node(job.model, pod) if only is None else self._best_in(only, pod)
+                ),
+            )
+            if placed is None:
                 return False
         self._start(job, placed, t)
         return True
