@@ -72,3 +72,18 @@ NODE_SCHEMA = {
     "switch_id": pl.String,
     "health": pl.String,
 }
+
+# Allocation frames of the eviction what-ifs (reclaim, harvest): no workload or tenant.
+ALLOC_SCHEMA = {
+    "alloc_id": pl.String,
+    "job_id": pl.String,
+    "node_id": pl.String,
+    "gpus": pl.Float64,
+    "cpus": pl.Float64,
+    "memory_gib": pl.Float64,
+    "priority": pl.String,
+    "start_time": pl.Datetime("us"),
+    "end_time": pl.Datetime("us"),
+    "checkpoint_interval_s": pl.Float64,
+    "sleepable": pl.Boolean,
+}

@@ -19,24 +19,11 @@ from fleetaudit.cli import app
 from fleetaudit.harvest import HarvestOptions, replay_harvest, sleep_intervals
 from fleetaudit.harvest_api import HarvestRun, whatif_harvesting
 from fleetaudit.store import open_store
-from tests.conftest import NODE_SCHEMA, write
+from tests.conftest import ALLOC_SCHEMA, NODE_SCHEMA, write
 
 T0 = datetime(2026, 1, 1)
 runner = CliRunner()
 
-ALLOC_SCHEMA = {
-    "alloc_id": pl.String,
-    "job_id": pl.String,
-    "node_id": pl.String,
-    "gpus": pl.Float64,
-    "cpus": pl.Float64,
-    "memory_gib": pl.Float64,
-    "priority": pl.String,
-    "start_time": pl.Datetime("us"),
-    "end_time": pl.Datetime("us"),
-    "checkpoint_interval_s": pl.Float64,
-    "sleepable": pl.Boolean,
-}
 SLEEP_SCHEMA = {
     "alloc_id": pl.String,
     "sleep_start": pl.Datetime("us"),

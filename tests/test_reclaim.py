@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from fleetaudit.occupancy import node_state
 from fleetaudit.reclaim import Reclaim, _prepare, reclaimable
 from fleetaudit.shapes import Evaluation, Shape, evaluate, make_shape, node_slots
-from tests.conftest import NODE_SCHEMA
+from tests.conftest import ALLOC_SCHEMA, NODE_SCHEMA
 
 TINY = Path(__file__).parent / "data" / "tiny"
 T = datetime(2026, 1, 1, 12)
@@ -30,20 +30,6 @@ def hours_before(h: float) -> datetime:
 ONE_HOUR_AGO = hours_before(1)
 
 # ----------------------------------------------------------------- frame builders
-
-ALLOC_SCHEMA = {
-    "alloc_id": pl.String,
-    "job_id": pl.String,
-    "node_id": pl.String,
-    "gpus": pl.Float64,
-    "cpus": pl.Float64,
-    "memory_gib": pl.Float64,
-    "priority": pl.String,
-    "start_time": pl.Datetime("us"),
-    "end_time": pl.Datetime("us"),
-    "checkpoint_interval_s": pl.Float64,
-    "sleepable": pl.Boolean,
-}
 
 
 def node(
