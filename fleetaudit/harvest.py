@@ -47,38 +47,43 @@ GPUs, ``random`` a seeded draw; ties go to the newest, then the job order.
 
 from __future__ import annotations
 
-import gc
-import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing
+from fleetaudit.occupancy import SHARE_UNITS
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = [
     "POLICIES",
     "HarvestOptions",
     "HarvestResult",
+    "PreparedReplay",
     "check_options",
     "delay_sigma",
+    "prepare_replay",
     "replay_harvest",
+    "run_replay",
     "sleep_intervals",
 ]
 
 POLICIES = ("spotgpu", "newest", "smallest", "random")
+_POLICY_CODES = {p: i for i, p in enumerate(POLICIES)}  # harvest_kernel's SPOTGPU .. RANDOM
 
 _U = SHARE_UNITS
 _EPOCH = datetime(1970, 1, 1)
 _INF = math.inf
 _UNBOUNDED = 1 << 62
 _Z95 = 1.6448536269514722  # the standard normal's 95th percentile
-_SCAN_BUDGET = 64  # valid nodes one free-GPU level is searched for a fit
+_PROGRESS_SLICES = 50  # the replay reports progress this often when asked to
 
 
 @dataclass(frozen=True)
@@ -324,30 +329,6 @@ def _us(at: datetime) -> int:
     return (_naive(at) - _EPOCH) // timedelta(microseconds=1)
 
 
-@lru_cache(maxsize=1 << 16)
-def _share_fills(fracs: tuple[int, ...]) -> tuple[int, ...]:
-    """The fills of the GPUs the fractional parts fill (FFD), descending."""
-    return tuple(sorted(first_fit_decreasing(fracs), reverse=True))
-
-
-@lru_cache(maxsize=1 << 16)
-def _share_gpus(fracs: tuple[int, ...]) -> int:
-    """GPUs the fractional parts fill, packed first-fit-decreasing (memoised on the multiset)."""
-    return len(first_fit_decreasing(fracs)) if fracs else 0
-
-
-def _with(fracs: tuple[int, ...], frac: int) -> tuple[int, ...]:
-    if not fracs:
-        return (frac,)
-    return tuple(sorted((*fracs, frac), reverse=True))
-
-
-def _without(fracs: tuple[int, ...], frac: int) -> tuple[int, ...]:
-    items = list(fracs)
-    items.remove(frac)
-    return tuple(items)
-
-
 def delay_sigma(mean_s: float, p95_s: float) -> float:
     """The lognormal sigma whose mean and 95th percentile are the given ones.
 
@@ -388,35 +369,6 @@ def check_options(options: HarvestOptions, start: datetime, end: datetime) -> No
 # ------------------------------------------------------------------ preparation
 
 
-@dataclass
-class _Job:
-    index: int
-    job_id: str
-    arrival: int  # µs
-    need: float  # µs of work (inf: open-ended)
-    pods: list[tuple[int, int, int, int]]  # (whole, frac, cpu, memory) in units
-    gpus_u: int  # GPU units of all pods
-    model: int
-    group_local: bool  # pods in one switch domain
-    recorded_nodes: list[int]
-    ckpt: int  # µs, 0 = none
-    klass: int = -1
-    in_window: bool = True
-    done: float = 0.0  # µs of work kept
-    run_start: int = -1  # µs; -1 = not running
-    placed: list[int] = field(default_factory=list)  # node per pod
-    version: int = 0
-    finish: int = -1
-    runs: int = 0
-    preempted: int = 0
-    resumed: bool = False
-
-
-_FINISH, _HP_END, _SLEEP, _WAKE_DONE, _HP_START, _WAKE = range(6)
-# Event order at one instant: what frees capacity, then what needs it; arrivals last.
-_ORDER = {_FINISH: 0, _HP_END: 0, _SLEEP: 0, _WAKE_DONE: 1, _HP_START: 2, _WAKE: 2}
-
-
 def _unit_expr(frame: pl.DataFrame, column: str) -> pl.Expr:
     """A quantity column in integer micro-units (null and absent = 0)."""
     if column not in frame.columns:
@@ -424,1006 +376,330 @@ def _unit_expr(frame: pl.DataFrame, column: str) -> pl.Expr:
     return (pl.col(column).cast(pl.Float64).fill_null(0.0) * _U).round().cast(pl.Int64)
 
 
-def _units(frame: pl.DataFrame, column: str) -> list[int]:
-    if column not in frame.columns:
-        return [0] * frame.height
-    return (frame[column].cast(pl.Float64).fill_null(0.0) * _U).round().cast(pl.Int64).to_list()
+def _column(frame: pl.DataFrame, column: str, dtype: pl.DataType, default: object) -> pl.Series:
+    if column in frame.columns:
+        return frame[column].cast(dtype)
+    return pl.Series(column, [default] * frame.height, dtype=dtype)
 
 
-class _Sim:
-    """The mutable state of one replay (private: never escapes it)."""
+def _ints(values: object) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
 
-    def __init__(
-        self,
-        nodes: pl.DataFrame,
-        allocations: pl.DataFrame,
-        sleeps: pl.DataFrame,
-        options: HarvestOptions,
-        start: datetime,
-        end: datetime,
-    ) -> None:
-        self.options = options
-        self.lo, self.hi = _us(start), _us(end)
-        frame = nodes.with_columns(pl.col("node_id").cast(pl.String)).sort("node_id")
-        self.node_ids: list[str] = frame["node_id"].to_list()
-        index = {n: i for i, n in enumerate(self.node_ids)}
-        self.index = index
-        n = len(self.node_ids)
-        models = frame["gpu_model"].cast(pl.String).fill_null("").to_list()
-        self.model_names = sorted(set(models))
-        self.model = [self.model_names.index(m) for m in models]
-        self.gpus = frame["gpus"].cast(pl.Int64).fill_null(0).to_list()
-        self.cpus = _units(frame, "cpus")
-        mem = (
-            frame["memory_gib"].cast(pl.Float64).to_list()
-            if "memory_gib" in frame.columns
-            else [None] * n
-        )
-        self.mem = [_UNBOUNDED if m is None else round(m * _U) for m in mem]
-        health = (
-            frame["health"].cast(pl.String).to_list()
-            if "health" in frame.columns
-            else ["healthy"] * n
-        )
-        self.healthy = [h is None or h == "healthy" for h in health]
-        switch = (
-            frame["switch_id"].cast(pl.String).to_list()
-            if "switch_id" in frame.columns
-            else [None] * n
-        )
-        groups: dict[tuple[int, str], int] = {}
-        self.group = []
-        for i in range(n):
-            key = (self.model[i], switch[i] if switch[i] is not None else "\0" + self.node_ids[i])
-            self.group.append(groups.setdefault(key, len(groups)))
-        self.domain_of = [switch[i] if switch[i] is not None else "\0" + self.node_ids[i]
-                          for i in range(n)]  # fmt: skip
-        self.group_nodes: list[list[int]] = [[] for _ in groups]
-        for i in range(n):
-            if self.healthy[i]:
-                self.group_nodes[self.group[i]].append(i)
-        self.model_groups: list[list[int]] = [[] for _ in self.model_names]
-        for (m, _), g in sorted(groups.items(), key=lambda kv: kv[1]):
-            self.model_groups[m].append(g)
 
-        # node state: holders are awake fixed work and running low-priority pods
-        self.whole = [0] * n
-        self.fracs: list[tuple[int, ...]] = [()] * n
-        self.cpu_used = [0] * n
-        self.mem_used = [0] * n
-        self.occ = [0] * n
-        self.hp_whole = [0] * n  # every high-priority allocation present, asleep or not
-        self.hp_fracs: list[tuple[int, ...]] = [()] * n
-        self.lent_whole = [0] * n  # sleeping (or waking) ones
-        self.lent_fracs: list[tuple[int, ...]] = [()] * n
-        self.hp_occ = [0] * n  # occupancy of the high-priority allocations present
-        self.lent = [0] * n  # GPUs of it lent by sleeping ones
-        self.locked = [0] * n  # pending wakes on the node
-        self.lp_on: list[dict[int, int]] = [{} for _ in range(n)]  # job -> pods on node
-        self.free_ver = [0] * n
-        self.bucket_of = [-1] * n  # the free-GPU level n is indexed under (-1: none)
-        self.buckets: list[list[list[tuple[int, int]]]] = [
-            [[] for _ in range(17)] for _ in self.model_names
-        ]
-        self.share_heaps: list[list[list[tuple[int, int, int]]]] = [
-            [[] for _ in range(4)] for _ in self.model_names
-        ]
-        self.share_ver = [0] * n
-        self.group_free = [0] * len(groups)
-        for i in range(n):
-            if self.healthy[i]:
-                self.group_free[self.group[i]] += self.gpus[i]
-                self._push(i)
+def _offsets(counts: list[int]) -> np.ndarray:
+    off = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=off[1:])
+    return off
 
-        # accounting, per healthy node, in GPU-µs
-        self.last_t = [self.lo] * n
-        self.acc_high = 0
-        self.acc_alloc = 0
-        self.acc_standby = 0
-        self.acc_harvest = 0
-        self.acc_lp = 0
 
-        self._load(allocations, sleeps)
+@dataclass
+class _Names:
+    """What turns the kernel's indices back into the store's ids."""
 
-    # ---- preparation
+    node_ids: list[str]
+    fixed_ids: list[str]
+    job_ids: list[str]
+    early: np.ndarray  # jobs running at the window's start
+    n_classes: int
+    n_models: int
+    n_fixed: int
+    n_wakes: int
+    n_pods: int
+    seq: int  # recorded events numbered so far
+    sleeps: int
 
-    def _load(self, allocations: pl.DataFrame, sleeps: pl.DataFrame) -> None:
-        lo, hi = self.lo, self.hi
-        frame = allocations.select(
+
+def _prepare(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    sleeps: pl.DataFrame,
+    options: HarvestOptions,
+    start: datetime,
+    end: datetime,
+) -> tuple[dict[str, Any], _Names]:
+    """The fields of the kernel's :class:`~fleetaudit.harvest_kernel.Static` for one
+    replay, and the ids to read its outcome with."""
+    from fleetaudit import harvest_kernel as kernel  # numba: imported when a replay runs
+
+    lo, hi = _us(start), _us(end)
+    # ---- nodes, sorted by node_id
+    frame = nodes.with_columns(pl.col("node_id").cast(pl.String)).sort("node_id")
+    node_ids: list[str] = frame["node_id"].to_list()
+    index = {x: i for i, x in enumerate(node_ids)}
+    n = len(node_ids)
+    models = frame["gpu_model"].cast(pl.String).fill_null("").to_list()
+    model_names = sorted(set(models))
+    model_index = {m: i for i, m in enumerate(model_names)}
+    model = [model_index[m] for m in models]
+    mem = _column(frame, "memory_gib", pl.Float64, None).to_list()
+    health = _column(frame, "health", pl.String, "healthy").to_list()
+    healthy = [h is None or h == "healthy" for h in health]
+    switch = _column(frame, "switch_id", pl.String, None).to_list()
+    domain = [s if s is not None else "\0" + node_ids[i] for i, s in enumerate(switch)]
+    groups: dict[tuple[int, str], int] = {}
+    group = [groups.setdefault((model[i], domain[i]), len(groups)) for i in range(n)]
+    group_members: list[list[int]] = [[] for _ in groups]
+    for i in range(n):
+        if healthy[i]:
+            group_members[group[i]].append(i)
+    model_members: list[list[int]] = [[] for _ in model_names]
+    for (m, _), g in sorted(groups.items(), key=lambda kv: kv[1]):
+        model_members[m].append(g)
+
+    # ---- allocations overlapping the window, on known nodes
+    alloc = (
+        allocations.select(
             pl.col("alloc_id").cast(pl.String),
-            (
-                pl.col("job_id").cast(pl.String)
-                if "job_id" in allocations.columns
-                else pl.lit(None, pl.String)
-            ).alias("job_id"),
+            _column(allocations, "job_id", pl.String, None).alias("job_id"),
             pl.col("node_id").cast(pl.String),
             pl.col("gpus").cast(pl.Float64).fill_null(0.0),
             pl.col("priority").cast(pl.String),
             pl.col("start_time").dt.epoch("us").alias("s"),
             pl.col("end_time").dt.epoch("us").alias("e"),
-            (
-                pl.col("checkpoint_interval_s").cast(pl.Float64)
-                if "checkpoint_interval_s" in allocations.columns
-                else pl.lit(None, pl.Float64)
-            ).alias("ckpt"),
-            _unit_expr(allocations, "gpus").alias("whole"),
+            _column(allocations, "checkpoint_interval_s", pl.Float64, None).alias("ckpt"),
+            _unit_expr(allocations, "gpus").alias("units"),
             _unit_expr(allocations, "cpus").alias("cpu"),
             _unit_expr(allocations, "memory_gib").alias("mem"),
         )
-        frame = frame.filter(
+        .filter(
             (pl.col("s") < hi)
             & (pl.col("e").is_null() | ((pl.col("e") > lo) & (pl.col("e") > pl.col("s"))))
-            & pl.col("node_id").is_in(self.node_ids)
-        ).sort("alloc_id")
-        is_job = (pl.col("priority") == "low") & (pl.col("gpus") > 0)
-        fixed = frame.filter(~is_job)
-        lp = frame.filter(is_job)
-
-        # fixed work (high priority, and low priority without GPUs)
-        self.events: list[tuple[int, int, int, int, int]] = []  # t, order, seq, kind, item
-        self.fixed_ids: list[str] = fixed["alloc_id"].to_list()
-        self.fixed_node = [self.index[x] for x in fixed["node_id"].to_list()]
-        units = fixed["whole"].to_list()
-        self.fixed_pod = [
-            (u // _U, u % _U, c, m)
-            for u, c, m in zip(units, fixed["cpu"].to_list(), fixed["mem"].to_list(), strict=True)
-        ]
-        self.fixed_high = (fixed["priority"] == "high").to_list()
-        self.fixed_start = fixed["s"].to_list()
-        self.fixed_end = [_INF if e is None else e for e in fixed["e"].to_list()]
-        self.fixed_state = [0] * fixed.height  # 0 absent, 1 awake, 2 asleep, 3 waking, 4 gone
-        self.fixed_seen_start = [-1] * fixed.height
-        self.fixed_seen_end = [-1] * fixed.height
-        seq = 0
-        for i in range(fixed.height):
-            s = max(self.fixed_start[i], lo)
-            self.events.append((s, _ORDER[_HP_START], seq, _HP_START, i))
-            seq += 1
-            if self.fixed_end[i] < hi:
-                self.events.append((int(self.fixed_end[i]), 0, seq, _HP_END, i))
-                seq += 1
-        # sleeps of high-priority allocations
-        fixed_index = {a: i for i, a in enumerate(self.fixed_ids)}
-        self.wakes: list[tuple[int, int]] = []  # (fixed item, wake index)
-        self.sleeps = 0
-        sleep_columns = sleeps.select(
-            pl.col("alloc_id").cast(pl.String),
-            pl.col("sleep_start").dt.epoch("us"),
-            pl.col("sleep_end").dt.epoch("us"),
-        ).get_columns()
-        for alloc_id, s, e in zip(*(c.to_list() for c in sleep_columns), strict=True):
-            i = fixed_index.get(alloc_id)
-            if i is None or not self.fixed_high[i]:
-                continue
-            s, e = max(s, lo, self.fixed_start[i]), min(e, hi)
-            if e <= s or s >= self.fixed_end[i]:
-                continue
-            self.sleeps += 1
-            self.events.append((s, 0, seq, _SLEEP, i))
-            seq += 1
-            if e < hi and e < self.fixed_end[i]:
-                self.events.append((e, 2, seq, _WAKE, len(self.wakes)))
-                self.wakes.append((i, len(self.wakes)))
-                seq += 1
-        self.seq = seq
-
-        # low-priority jobs
-        jobs: list[_Job] = []
-        job_key = pl.coalesce("job_id", "alloc_id")
-        grouped = (
-            lp.with_columns(job_key.alias("job"))
-            .group_by("job", maintain_order=True)
-            .agg(
-                pl.col("s").min().alias("s"),
-                pl.col("e").max().alias("e"),
-                pl.col("e").is_null().any().alias("open"),
-                pl.col("ckpt").max().alias("ckpt"),
-                "node_id",
-                "whole",
-                "cpu",
-                "mem",
-            )
-            .sort("s", "job")
+            & pl.col("node_id").is_in(node_ids)
         )
-        # whole columns to Python lists: much faster than iter_rows over list columns
-        rows = zip(*(c.to_list() for c in grouped.get_columns()), strict=True)
-        for job_id, s, e, open_, ckpt, node_ids, whole, cpu, mem in rows:
-            nodes_ = [self.index[x] for x in node_ids]
-            pods = [(w // _U, w % _U, c, m) for w, c, m in zip(whole, cpu, mem, strict=True)]
-            order = sorted(range(len(pods)), key=lambda k: (-pods[k][0], -pods[k][1]))
-            pods = [pods[k] for k in order]
-            nodes_ = [nodes_[k] for k in order]
-            job = _Job(
-                index=len(jobs),
-                job_id=job_id,
-                arrival=s,
-                need=_INF if open_ else float(e - s),
-                pods=pods,
-                gpus_u=sum(p[0] * _U + p[1] for p in pods),
-                model=self.model[nodes_[0]],
-                group_local=len({self.domain_of[x] for x in nodes_}) == 1,
-                recorded_nodes=nodes_,
-                ckpt=0 if ckpt is None or ckpt <= 0 else round(ckpt * 1e6),
-                in_window=s >= lo,
-            )
-            jobs.append(job)
-        self.jobs = jobs
-        classes: dict[tuple[object, ...], int] = {}
-        for job in jobs:
-            key = (job.model, job.group_local and len(job.pods) > 1, tuple(job.pods))
-            job.klass = classes.setdefault(key, len(classes))
-        self.class_model = [0] * len(classes)
-        self.class_gang = [False] * len(classes)
-        self.class_need = [0] * len(classes)  # free GPUs a node (gang: a domain) must have
-        for (m, gang, pods), c in classes.items():
-            self.class_model[c] = m  # type: ignore[assignment]
-            self.class_gang[c] = bool(gang)
-            if gang:
-                self.class_need[c] = sum(p[0] for p in pods)  # type: ignore[attr-defined]
-            else:
-                self.class_need[c] = max(p[0] + (1 if p[0] and p[1] else 0) for p in pods)  # type: ignore[attr-defined]
-        self.waiting_by_model: list[set[int]] = [set() for _ in self.model_names]
-        self.waiting: dict[int, list[tuple[int, int]]] = {}  # class -> heap (arrival, job)
-        self.never: dict[int, bool] = {}
+        .sort("alloc_id")
+    )
+    is_job = (pl.col("priority") == "low") & (pl.col("gpus") > 0)
+    fixed = alloc.filter(~is_job)
+    lp = alloc.filter(is_job)
+    # distinct share sizes, largest first
+    fracs = pl.concat([fixed["units"], lp["units"]]) % _U
+    fv = np.sort(fracs.filter(fracs > 0).unique().to_numpy().astype(np.int64))[::-1].copy()
+    frac_index = {int(v): i for i, v in enumerate(fv)}
 
-        # outputs
-        self.segments: list[tuple[int, int, int, int]] = []  # job, node, start, end (per pod)
-        self.seg_pod: list[int] = []
-        self.victims: list[tuple[int, int, str, float, bool]] = []
-        self.lending: list[tuple[int, int, int]] = []  # fixed item, start, end
-        self.lent_open: dict[int, int] = {}
-        self.lost = 0.0
-        self.overcommitted = 0
-        self.budget_hits = 0
-        self.forced = 0
-        self.evictions = 0
-        self.preemptions = 0
+    def share_index(units: list[int]) -> np.ndarray:
+        return _ints([frac_index[u % _U] if u % _U else -1 for u in units])
 
-    # ---- free-capacity index
+    # ---- fixed work (high priority, and low priority without GPUs) and its events
+    fixed_ids: list[str] = fixed["alloc_id"].to_list()
+    f_units = fixed["units"].to_list()
+    f_start = fixed["s"].to_list()
+    f_end = [kernel.BIG if e is None else e for e in fixed["e"].to_list()]
+    f_high = (fixed["priority"] == "high").to_list()
+    events: list[tuple[int, int, int, int, int]] = []  # t, order, seq, kind, item
+    seq = 0
+    for i in range(fixed.height):
+        events.append((max(f_start[i], lo), 2, seq, kernel.HP_START, i))
+        seq += 1
+        if f_end[i] < hi:
+            events.append((f_end[i], 0, seq, kernel.HP_END, i))
+            seq += 1
+    fixed_index = {a: i for i, a in enumerate(fixed_ids)}
+    wake_item: list[int] = []
+    n_sleeps = 0
+    sleep_columns = sleeps.select(
+        pl.col("alloc_id").cast(pl.String),
+        pl.col("sleep_start").dt.epoch("us"),
+        pl.col("sleep_end").dt.epoch("us"),
+    ).get_columns()
+    for alloc_id, s, e in zip(*(c.to_list() for c in sleep_columns), strict=True):
+        i = fixed_index.get(alloc_id)
+        if i is None or not f_high[i]:
+            continue
+        s, e = max(s, lo, f_start[i]), min(e, hi)
+        if e <= s or s >= f_end[i]:
+            continue
+        n_sleeps += 1
+        events.append((s, 0, seq, kernel.SLEEP, i))
+        seq += 1
+        if e < hi and e < f_end[i]:
+            events.append((e, 2, seq, kernel.WAKE, len(wake_item)))
+            wake_item.append(i)
+            seq += 1
+    events.sort()
+    ev = np.asarray(events, dtype=np.int64).reshape(-1, 5)
 
-    def _push(self, n: int) -> None:
-        """Index node n under its free GPUs (a node keeps its entry while they stay)."""
-        if not self.healthy[n] or self.locked[n]:
-            return
-        free = self.gpus[n] - self.occ[n]
-        level = min(free, 16) if free >= 0 else -1
-        if level == self.bucket_of[n]:
-            return
-        self.bucket_of[n] = level
-        self.free_ver[n] += 1
-        if level >= 0:
-            heapq.heappush(self.buckets[self.model[n]][level], (n, self.free_ver[n]))
+    # eviction delays, one per wake, the same draws for every policy
+    sigma = delay_sigma(options.eviction_delay_mean_s, options.eviction_delay_p95_s)
+    mean = options.eviction_delay_mean_s
+    draws = np.random.default_rng([options.seed, 7]).standard_normal(len(wake_item))
+    mu = math.log(mean) - sigma * sigma / 2 if mean > 0 else 0.0
+    delays = [0 if mean <= 0 else round(math.exp(mu + sigma * z) * 1e6) for z in draws.tolist()]
 
-    def _free(self, n: int) -> int:
-        return self.gpus[n] - self.occ[n] if self.healthy[n] and not self.locked[n] else 0
-
-    # ---- accounting
-
-    def _account(self, n: int, t: int) -> None:
-        """Integrate node n's figures from its last change up to t."""
-        last = self.last_t[n]
-        if t <= last:
-            return
-        self.last_t[n] = t
-        if not self.healthy[n]:
-            return
-        dt = t - last
-        g = self.gpus[n]
-        lent = self.lent[n]
-        used = self.occ[n]
-        high = self.hp_occ[n]
-        self.acc_high += (high if high < g else g) * dt
-        if lent:
-            alloc = used + lent
-            self.acc_alloc += (alloc if alloc < g else g) * dt
-            self.acc_standby += lent * dt
-            harvest = used - (g - lent)
-            if harvest > lent:
-                harvest = lent
-            if harvest > 0:
-                self.acc_harvest += harvest * dt
-        else:
-            self.acc_alloc += (used if used < g else g) * dt
-
-    def _lent_gpus(self, n: int) -> int:
-        """GPUs lent on n: the high-priority occupancy minus that of the awake ones."""
-        if not self.lent_whole[n] and not self.lent_fracs[n]:
-            return 0
-        awake_fracs = list(self.hp_fracs[n])
-        for f in self.lent_fracs[n]:
-            awake_fracs.remove(f)
-        awake = self.hp_whole[n] - self.lent_whole[n] + _share_gpus(tuple(awake_fracs))
-        return max(0, self.hp_occ[n] - awake)
-
-    # ---- holding capacity
-
-    def _fits(self, n: int, pod: tuple[int, int, int, int]) -> bool:
-        whole, frac, cpu, mem = pod
-        if self.cpu_used[n] + cpu > self.cpus[n] or self.mem_used[n] + mem > self.mem[n]:
-            return False
-        if frac:
-            occ = self.whole[n] + whole + _share_gpus(_with(self.fracs[n], frac))
-        else:
-            occ = self.occ[n] + whole
-        return occ <= self.gpus[n]
-
-    def _add(self, n: int, pod: tuple[int, int, int, int], t: int) -> None:
-        if t > self.last_t[n]:
-            self._account(n, t)
-        whole, frac, cpu, mem = pod
-        w = self.whole[n] + whole
-        self.whole[n] = w
-        if frac:
-            fracs = self.fracs[n] = _with(self.fracs[n], frac)
-            occ = w + _share_gpus(fracs)
-        else:
-            fracs = self.fracs[n]
-            occ = w + _share_gpus(fracs) if fracs else w
-        self.cpu_used[n] += cpu
-        self.mem_used[n] += mem
-        before = self.occ[n]
-        self.occ[n] = occ
-        if self.healthy[n] and not self.locked[n]:
-            self._changed(n, before, occ, fracs)
-
-    def _remove(self, n: int, pod: tuple[int, int, int, int], t: int) -> None:
-        if t > self.last_t[n]:
-            self._account(n, t)
-        whole, frac, cpu, mem = pod
-        w = self.whole[n] - whole
-        self.whole[n] = w
-        if frac:
-            fracs = self.fracs[n] = _without(self.fracs[n], frac)
-            occ = w + _share_gpus(fracs) if fracs else w
-        else:
-            fracs = self.fracs[n]
-            occ = w + _share_gpus(fracs) if fracs else w
-        self.cpu_used[n] -= cpu
-        self.mem_used[n] -= mem
-        before = self.occ[n]
-        self.occ[n] = occ
-        if self.healthy[n] and not self.locked[n]:
-            self._changed(n, before, occ, fracs)
-        self.freed.add(n)
-
-    def _changed(self, n: int, before: int, occ: int, fracs: tuple[int, ...]) -> None:
-        """Node n (healthy, unlocked) went from occupancy ``before`` to ``occ``."""
-        self.group_free[self.group[n]] += before - occ
-        # _push, inlined
-        free = self.gpus[n] - occ
-        level = (free if free < 16 else 16) if free >= 0 else -1
-        if level != self.bucket_of[n]:
-            self.bucket_of[n] = level
-            ver = self.free_ver[n] = self.free_ver[n] + 1
-            if level >= 0:
-                heapq.heappush(self.buckets[self.model[n]][level], (n, ver))
-        if fracs or self.share_ver[n]:
-            self._share_push(n)
-
-    def _lock(self, n: int, t: int) -> None:
-        if self.healthy[n] and not self.locked[n]:
-            self.group_free[self.group[n]] -= self._free(n)
-        self.locked[n] += 1
-        self.free_ver[n] += 1  # drops its bucket entry
-        self.bucket_of[n] = -1
-        self.share_ver[n] += 1
-
-    def _unlock(self, n: int) -> None:
-        self.locked[n] -= 1
-        if self.healthy[n] and not self.locked[n]:
-            self.group_free[self.group[n]] += self._free(n)
-            self._push(n)
-            self._share_push(n)
-            self.freed.add(n)
-
-    def _hp_shape(self, n: int, pod: tuple[int, int, int, int], sign: int, lent: bool) -> None:
-        whole, frac = pod[0], pod[1]
-        if lent:
-            self.lent_whole[n] += sign * whole
-            if frac:
-                self.lent_fracs[n] = (
-                    _with(self.lent_fracs[n], frac)
-                    if sign > 0
-                    else _without(self.lent_fracs[n], frac)
-                )
-        else:
-            self.hp_whole[n] += sign * whole
-            if frac:
-                self.hp_fracs[n] = (
-                    _with(self.hp_fracs[n], frac) if sign > 0 else _without(self.hp_fracs[n], frac)
-                )
-        hp_fracs = self.hp_fracs[n]
-        self.hp_occ[n] = self.hp_whole[n] + _share_gpus(hp_fracs) if hp_fracs else self.hp_whole[n]
-        self.lent[n] = self._lent_gpus(n) if self.lent_whole[n] or self.lent_fracs[n] else 0
-
-    # ---- victims
-
-    def _victim_order(self, n: int, t: int, candidates: list[int]) -> list[int]:
-        policy = self.options.policy
-        jobs = self.jobs
-        if policy == "random":
-            draws = self.rng.random(len(candidates))
-            keyed = sorted(zip(draws.tolist(), candidates, strict=True))
-            return [j for _, j in keyed]
-
-        def key(j: int) -> tuple[float, ...]:
-            job = jobs[j]
-            newest = (-job.run_start, j)
-            if policy == "spotgpu":
-                return (job.gpus_u * self._since_checkpoint(job, t), *newest)
-            if policy == "smallest":
-                return (job.gpus_u, *newest)
-            return newest  # newest
-
-        return sorted(candidates, key=key)
-
-    @staticmethod
-    def _since_checkpoint(job: _Job, t: int) -> int:
-        elapsed = t - job.run_start
-        return elapsed % job.ckpt if job.ckpt else elapsed
-
-    def _evict(self, j: int, t: int, reason: str, forced: bool) -> None:
-        job = self.jobs[j]
-        elapsed = t - job.run_start
-        lost = self._since_checkpoint(job, t)
-        job.done += elapsed - lost
-        lost_gpu_h = lost / 1e6 * job.gpus_u / _U / 3600
-        self.lost += lost_gpu_h
-        self.victims.append((j, t, reason, lost / 1e6, forced))
-        job.preempted += 1
-        if reason == "wake":
-            self.evictions += 1
-            self.forced += forced
-        else:
-            self.preemptions += 1
-        self._stop(job, t)
-        self._wait(job)
-        # it was never tried on the rest of the fleet: the next retry searches everywhere
-        self.dirty.add(job.klass)
-
-    def _stop(self, job: _Job, t: int) -> None:
-        for k, n in enumerate(job.placed):
-            self._remove(n, job.pods[k], t)
-            on = self.lp_on[n]
-            on[job.index] -= 1
-            if not on[job.index]:
-                del on[job.index]
-        for s in self._open_segments.pop(job.index):
-            node, st = self.segments[s][1], self.segments[s][2]
-            self.segments[s] = (job.index, node, st, t)
-            self.acc_lp += (
-                (t - st) * (job.pods[self.seg_pod[s]][0] * _U + job.pods[self.seg_pod[s]][1]) // _U
-            )
-        job.placed = []
-        job.run_start = -1
-        job.version += 1
-
-    def _make_room(self, n: int, pod: tuple[int, int, int, int], t: int) -> list[int]:
-        """Victims (job indices) whose removal lets ``pod`` (plus pending lenders) fit on n."""
-        on = self.lp_on[n]
-        if not on or self._fits(n, pod):
-            return []
-        candidates = list(on)
-        # Remove tentatively in policy order, then put back: the caller evicts.
-        chosen: list[int] = []
-        removed: list[tuple[int, tuple[int, int, int, int]]] = []
-        for j in self._victim_order(n, t, candidates):
-            job = self.jobs[j]
-            for k, node in enumerate(job.placed):
-                if node == n:
-                    p = job.pods[k]
-                    self._raw(n, p, -1)
-                    removed.append((n, p))
-            chosen.append(j)
-            if self._fits(n, pod):
-                break
-        for node, p in removed:
-            self._raw(node, p, +1)
-        return chosen
-
-    def _raw(self, n: int, pod: tuple[int, int, int, int], sign: int) -> None:
-        whole, frac, cpu, mem = pod
-        self.whole[n] += sign * whole
-        if frac:
-            self.fracs[n] = (
-                _with(self.fracs[n], frac) if sign > 0 else _without(self.fracs[n], frac)
-            )
-        self.cpu_used[n] += sign * cpu
-        self.mem_used[n] += sign * mem
-        self.occ[n] = self.whole[n] + _share_gpus(self.fracs[n])
-
-    # ---- placement of low-priority jobs
-
-    def _best_node(self, model: int, pod: tuple[int, int, int, int]) -> int:
-        """Best-fit node of ``model`` for one pod: fewest free GPUs, then lowest index.
-
-        Whole-GPU pods search the free-GPU levels from their size up. A pure
-        share also looks at the nodes with that much room left on a GPU that
-        shares already hold (the quarter-GPU room index), and takes the better
-        of the two.
-        """
-        whole, frac = pod[0], pod[1]
-        share: tuple[int, int] | None = None
-        if frac and not whole:
-            share = self._best_share(model, pod)
-        low = whole + (1 if frac else 0)
-        buckets = self.buckets[model]
-        top = 16 if share is None else min(share[0], 16)
-        for f in range(min(low, 16), top + 1):
-            heap = buckets[f]
-            stash: list[tuple[int, int]] = []
-            found = -1
-            looked = 0
-            while heap and looked < _SCAN_BUDGET:
-                n, ver = heap[0]
-                if ver != self.free_ver[n]:
-                    heapq.heappop(heap)
-                    continue
-                looked += 1
-                if self._fits(n, pod):
-                    found = n
-                    break
-                stash.append(heapq.heappop(heap))
-            if found < 0 and looked >= _SCAN_BUDGET:
-                self.budget_hits += 1
-            for item in stash:
-                heapq.heappush(heap, item)
-            if found >= 0:
-                if share is not None and (share[0], share[1]) < (f, found):
-                    return share[1]
-                return found
-        return -1 if share is None else share[1]
-
-    def _best_share(self, model: int, pod: tuple[int, int, int, int]) -> tuple[int, int] | None:
-        """(free GPUs, node) of the best-fit node whose shared GPUs hold the share, or None."""
-        best: tuple[int, int] | None = None
-        heaps = self.share_heaps[model]
-        for q in range(-(-pod[1] * 4 // _U), 4):
-            heap = heaps[q]
-            stash: list[tuple[int, int, int]] = []
-            looked = 0
-            while heap and looked < _SCAN_BUDGET:
-                free, n, ver = heap[0]
-                if ver != self.share_ver[n]:
-                    heapq.heappop(heap)
-                    continue
-                looked += 1
-                if self._fits(n, pod):
-                    if best is None or (free, n) < best:
-                        best = (free, n)
-                    looked = -1
-                    break
-                stash.append(heapq.heappop(heap))
-            if looked >= _SCAN_BUDGET:
-                self.budget_hits += 1
-            for item in stash:
-                heapq.heappush(heap, item)
-        return best
-
-    def _share_push(self, n: int) -> None:
-        """Index node n under the room left on its emptiest shared GPU, in quarter GPUs."""
-        self.share_ver[n] += 1
-        if not self.fracs[n] or not self.healthy[n] or self.locked[n]:
-            return
-        room = _U - _share_fills(self.fracs[n])[-1]
-        q = room * 4 // _U
-        if q > 0:
-            heapq.heappush(
-                self.share_heaps[self.model[n]][q],
-                (self.gpus[n] - self.occ[n], n, self.share_ver[n]),
-            )
-
-    def _best_in(self, nodes: list[int], pod: tuple[int, int, int, int]) -> int:
-        best, best_free = -1, 1 << 30
-        for n in nodes:
-            if self.locked[n] or not self.healthy[n]:
-                continue
-            free = self.gpus[n] - self.occ[n]
-            if free < best_free and self._fits(n, pod):
-                best, best_free = n, free
-        return best
-
-    def _pods_nodes(
-        self, job: _Job, best: Callable[[tuple[int, int, int, int]], int]
-    ) -> list[int] | None:
-        """A node for every pod of the job, each chosen by ``best(pod)`` (-1: none), or
-        None. Pods chosen so far are held tentatively so the next pods see them, then
-        let go; the last pod needs no hold."""
-        placed: list[int] = []
-        last = len(job.pods) - 1
-        for k, pod in enumerate(job.pods):
-            n = best(pod)
-            if n < 0:
-                break
-            if k < last:
-                self._raw(n, pod, +1)
-            placed.append(n)
-        for k in range(min(len(placed), last)):
-            self._raw(placed[k], job.pods[k], -1)
-        return placed if len(placed) == len(job.pods) else None
-
-    def _try_place(self, job: _Job, t: int, only: list[int] | None) -> bool:
-        """Place every pod of the job (all or nothing); ``only``: candidate nodes (the
-        freed nodes of the job's model, ascending)."""
-        if len(job.pods) > 1 and job.group_local:
-            need = job.gpus_u // _U
-            if only is None:
-                groups = [g for g in self.model_groups[job.model] if self.group_free[g] >= need]
-            else:
-                groups = sorted({self.group[n] for n in only})
-                groups = [g for g in groups if self.group_free[g] >= need]
-            groups.sort(key=lambda g: (self.group_free[g], g))
-            for g in groups:
-                nodes = self.group_nodes[g]
-                placed = self._pods_nodes(job, lambda pod, nodes=nodes: self._best_in(nodes, pod))
-                if placed is not None:
-                    break
-            else:
-                return False
-        else:
-            placed = self._pods_nodes(
-                job,
-                lambda pod: (
-                    self._best_node(job.model, pod) if only is None else self._best_in(only, pod)
-                ),
-            )
-            if placed is None:
-                return False
-        self._start(job, placed, t)
-        return True
-
-    def _start(self, job: _Job, nodes: list[int], t: int) -> None:
-        job.placed = list(nodes)
-        job.run_start = t
-        job.runs += 1
-        job.version += 1
-        segs = []
-        for k, n in enumerate(nodes):
-            self._add(n, job.pods[k], t)
-            on = self.lp_on[n]
-            on[job.index] = on.get(job.index, 0) + 1
-            segs.append(len(self.segments))
-            self.segments.append((job.index, n, t, -1))
-            self.seg_pod.append(k)
-        self._open_segments[job.index] = segs
-        left = job.need - job.done
-        if t + left < self.hi:
-            heapq.heappush(
-                self.heap, (int(t + left), 0, self._next_seq(), _FINISH, job.index, job.version)
-            )
-
-    def _next_seq(self) -> int:
-        self.seq += 1
-        return self.seq
-
-    def _fits_empty(self, job: _Job) -> bool:
-        c = job.klass
-        if c not in self.never:
-            ok = False
-            for g in self.model_groups[job.model]:
-                nodes = self.group_nodes[g]
-                if len(job.pods) > 1 and job.group_local:
-                    room = sum(self.gpus[n] for n in nodes)
-                    ok = room * _U >= job.gpus_u and all(
-                        any(self._fits_bare(n, p) for n in nodes) for p in job.pods
-                    )
-                else:
-                    ok = all(any(self._fits_bare(n, p) for n in nodes) for p in job.pods)
-                if ok:
-                    break
-            self.never[c] = not ok
-        return not self.never[c]
-
-    def _fits_bare(self, n: int, pod: tuple[int, int, int, int]) -> bool:
-        whole, frac, cpu, mem = pod
-        return (
-            whole + (1 if frac else 0) <= self.gpus[n]
-            and cpu <= self.cpus[n]
-            and mem <= self.mem[n]
+    # ---- low-priority jobs: one per job_id (null: the alloc_id), pods largest first
+    grouped = (
+        lp.with_columns(pl.coalesce("job_id", "alloc_id").alias("job"))
+        .group_by("job", maintain_order=True)
+        .agg(
+            pl.col("s").min().alias("s"),
+            pl.col("e").max().alias("e"),
+            pl.col("e").is_null().any().alias("open"),
+            pl.col("ckpt").max().alias("ckpt"),
+            "node_id",
+            "units",
+            "cpu",
+            "mem",
         )
+        .sort("s", "job")
+    )
+    job_ids: list[str] = []
+    arrival, need, gpus_u, j_model, local, ckpts, in_window, n_pods = ([] for _ in range(8))
+    p_units: list[int] = []
+    p_cpu: list[int] = []
+    p_mem: list[int] = []
+    p_rec: list[int] = []
+    klass: list[int] = []
+    classes: dict[tuple[object, ...], int] = {}
+    class_info: list[tuple[int, bool, int]] = []  # model, gang, need
+    rows = zip(*(c.to_list() for c in grouped.get_columns()), strict=True)
+    for job_id, s, e, open_, ckpt, node_list, units, cpu, mem_ in rows:
+        recorded = [index[x] for x in node_list]
+        order = sorted(range(len(units)), key=lambda k: -units[k])
+        pods = [(units[k], cpu[k], mem_[k]) for k in order]
+        recorded = [recorded[k] for k in order]
+        m = model[recorded[0]]
+        is_local = len({domain[x] for x in recorded}) == 1
+        job_ids.append(job_id)
+        arrival.append(s)
+        need.append(math.inf if open_ else float(e - s))
+        gpus_u.append(sum(u for u, _, _ in pods))
+        j_model.append(m)
+        local.append(is_local)
+        ckpts.append(0 if ckpt is None or ckpt <= 0 else round(ckpt * 1e6))
+        in_window.append(s >= lo)
+        n_pods.append(len(pods))
+        for (u, c, mm), x in zip(pods, recorded, strict=True):
+            p_units.append(u)
+            p_cpu.append(c)
+            p_mem.append(mm)
+            p_rec.append(x)
+        gang = is_local and len(pods) > 1
+        key = (m, gang, tuple((u // _U, u % _U, c, mm) for u, c, mm in pods))
+        c = classes.get(key)
+        if c is None:
+            c = classes[key] = len(classes)
+            wanted = (
+                sum(u // _U for u, _, _ in pods)
+                if gang
+                else max(u // _U + (1 if u // _U and u % _U else 0) for u, _, _ in pods)
+            )
+            class_info.append((m, gang, wanted))
+        klass.append(c)
+    pu = _ints(p_units)
+    arrivals = _ints([j for j, inside in enumerate(in_window) if inside])
+    early = _ints([j for j, inside in enumerate(in_window) if not inside])
 
-    # ---- the replay
+    f_units_a = _ints(f_units)
+    static = dict(  # noqa: C408 (the kernel constructor's keywords)
+        model=_ints(model),
+        gpus=frame["gpus"].cast(pl.Int64).fill_null(0).to_numpy().astype(np.int64),
+        cpus=_ints((_column(frame, "cpus", pl.Float64, 0.0).fill_null(0.0) * _U).round()),
+        mem=_ints([_UNBOUNDED if x is None else round(x * _U) for x in mem]),
+        healthy=np.asarray(healthy, dtype=np.bool_),
+        group=_ints(group),
+        group_off=_offsets([len(x) for x in group_members]),
+        group_nodes=_ints([i for x in group_members for i in x]),
+        model_off=_offsets([len(x) for x in model_members]),
+        model_groups=_ints([g for x in model_members for g in x]),
+        fv=fv,
+        f_node=_ints([index[x] for x in fixed["node_id"].to_list()]),
+        f_whole=f_units_a // _U,
+        f_fi=share_index(f_units),
+        f_cpu=fixed["cpu"].to_numpy().astype(np.int64),
+        f_mem=fixed["mem"].to_numpy().astype(np.int64),
+        f_high=np.asarray(f_high, dtype=np.bool_),
+        f_end=_ints(f_end),
+        ev_t=ev[:, 0].copy(),
+        ev_o=ev[:, 1].copy(),
+        ev_seq=ev[:, 2].copy(),
+        ev_kind=ev[:, 3].copy(),
+        ev_item=ev[:, 4].copy(),
+        wake_item=_ints(wake_item),
+        delays=_ints(delays),
+        j_arrival=_ints(arrival),
+        j_need=np.asarray(need, dtype=np.float64),
+        j_pod_off=_offsets(n_pods),
+        j_gpus_u=_ints(gpus_u),
+        j_model=_ints(j_model),
+        j_local=np.asarray(local, dtype=np.bool_),
+        j_ckpt=_ints(ckpts),
+        j_klass=_ints(klass),
+        j_in_window=np.asarray(in_window, dtype=np.bool_),
+        p_whole=pu // _U,
+        p_frac=pu % _U,
+        p_fi=share_index(p_units),
+        p_cpu=_ints(p_cpu),
+        p_mem=_ints(p_mem),
+        p_rec=_ints(p_rec),
+        arrivals=arrivals,
+        c_model=_ints([m for m, _, _ in class_info]),
+        c_gang=np.asarray([g for _, g, _ in class_info], dtype=np.bool_),
+        c_need=_ints([w for _, _, w in class_info]),
+        lo=lo,
+        hi=hi,
+        kill=round(options.kill_after_s * 1e6),
+        policy=_POLICY_CODES[options.policy],
+    )
+    names = _Names(
+        node_ids=node_ids,
+        fixed_ids=fixed_ids,
+        job_ids=job_ids,
+        early=early,
+        n_classes=len(classes),
+        n_models=len(model_names),
+        n_fixed=fixed.height,
+        n_wakes=len(wake_item),
+        n_pods=len(p_units),
+        seq=seq,
+        sleeps=n_sleeps,
+    )
+    return static, names
 
-    def run(self, progress: Callable[[float], None] | None) -> None:
-        lo, hi = self.lo, self.hi
-        self.freed: set[int] = set()
-        self.dirty: set[int] = set()  # classes that took an evicted job at this instant
-        self._open_segments: dict[int, list[int]] = {}
-        self.rng = np.random.default_rng([self.options.seed, 11])
-        sigma = delay_sigma(self.options.eviction_delay_mean_s, self.options.eviction_delay_p95_s)
-        mean = self.options.eviction_delay_mean_s
-        draws = np.random.default_rng([self.options.seed, 7]).standard_normal(len(self.wakes))
-        mu = math.log(mean) - sigma * sigma / 2 if mean > 0 else 0.0
-        self.delays = [
-            0 if mean <= 0 else round(math.exp(mu + sigma * z) * 1e6) for z in draws.tolist()
-        ]
-        kill = round(self.options.kill_after_s * 1e6)
-        # Recorded events are sorted once; the heap holds only what the replay
-        # schedules (finishes, evictions after a wake), so it stays small.
-        static = sorted((t, o, s, k, i, 0) for t, o, s, k, i in self.events)
-        self.heap: list[tuple[int, int, int, int, int, int]] = []
-        self.pending: dict[int, tuple[int, list[int], bool]] = {}  # wake -> (item, victims, forced)
-        jobs = self.jobs
-        arrivals = [j.index for j in jobs if j.in_window]
-        early = [j for j in jobs if not j.in_window]
-        a = e = 0
-        total_events = len(static) + len(arrivals)
-        next_report = total_events // 100 + 1
 
-        # the state at the window's start: fixed work first, then jobs already running
-        at_start = []
-        while e < len(static) and static[e][0] == lo:
-            if static[e][3] == _HP_START:
-                self._handle(static[e], kill, initial=True)
-            else:
-                at_start.append(static[e])
-            e += 1
-        for job in early:
-            self._resume(job)
-        self.freed.clear()
+def _state(static: dict[str, Any], names: _Names) -> dict[str, Any]:
+    """The fields of a fresh :class:`~fleetaudit.harvest_kernel.State`: every node
+    empty and free, nothing running or waiting."""
+    from fleetaudit import harvest_kernel as kernel
 
-        heap = self.heap
-        handle = self._handle
-        pop = heapq.heappop
-        freed, dirty = self.freed, self.dirty
-        # sentinels: the recorded events and the arrivals end in an instant never reached
-        static.append((_INF, 0, 0, 0, 0, 0))
-        arrival_at = [jobs[i].arrival for i in arrivals]
-        arrival_at.append(_INF)
-        while True:
-            t = static[e][0]
-            if heap and heap[0][0] < t:
-                t = heap[0][0]
-            if arrival_at[a] < t:
-                t = arrival_at[a]
-            if at_start and at_start[0][0] < t:
-                t = at_start[0][0]
-            if t >= hi:
-                break
-            while True:
-                batch = at_start
-                at_start = []
-                while static[e][0] == t:
-                    batch.append(static[e])
-                    e += 1
-                recorded = len(batch)
-                while heap and heap[0][0] == t:
-                    batch.append(pop(heap))
-                if not batch:
-                    break
-                # each source is in order already: only a mix needs sorting
-                if recorded and len(batch) > recorded:
-                    batch.sort()
-                for event in batch:
-                    handle(event, kill)
-            if (freed or dirty) and self.waiting:
-                self._retry(t)
-            dirty.clear()
-            freed.clear()
-            while arrival_at[a] == t:
-                self._arrive(jobs[arrivals[a]], t)
-                a += 1
-            if progress is not None and e + a >= next_report:
-                progress(min(1.0, (t - lo) / (hi - lo)))
-                next_report = e + a + total_events // 100 + 1
-        # close the books at the window's end
-        for j in list(self._open_segments):
-            job = jobs[j]
-            job.done += hi - job.run_start
-            for s in self._open_segments[j]:
-                node, st = self.segments[s][1], self.segments[s][2]
-                self.segments[s] = (j, node, st, hi)
-                p = job.pods[self.seg_pod[s]]
-                self.acc_lp += (hi - st) * (p[0] * _U + p[1]) // _U
-        for n in range(len(self.node_ids)):
-            self._account(n, hi)
-        for item in list(self.lent_open):
-            self._close_lending(item, hi)
-        for i, seen in enumerate(self.fixed_seen_start):
-            if seen >= 0 and self.fixed_seen_end[i] < 0:
-                self.fixed_seen_end[i] = hi
-        if progress is not None:
-            progress(1.0)
+    n = static["gpus"].shape[0]
+    d = max(static["fv"].shape[0], 1)
+    jobs = static["j_arrival"].shape[0]
 
-    def _wait(self, job: _Job) -> None:
-        heapq.heappush(self.waiting.setdefault(job.klass, []), (job.arrival, job.index))
-        self.waiting_by_model[job.model].add(job.klass)
+    def zeros(size: int | tuple[int, int], dtype: type = np.int64) -> np.ndarray:
+        return np.zeros(size, dtype=dtype)
 
-    def _resume(self, job: _Job) -> None:
-        """A job running at the window's start stays on its recorded nodes if they hold it."""
-        lo = self.lo
-        ok = all(self.healthy[n] for n in job.recorded_nodes)
-        added: list[int] = []
-        if ok:
-            for k, n in enumerate(job.recorded_nodes):
-                if not self._fits(n, job.pods[k]):
-                    ok = False
-                    break
-                self._raw(n, job.pods[k], +1)
-                added.append(n)
-            for k, n in enumerate(added):
-                self._raw(n, job.pods[k], -1)
-        if ok:
-            job.resumed = True
-            self._start(job, job.recorded_nodes, lo)
-            # it began before the window: its run (and checkpoints) began at its start
-            job.run_start = job.arrival
-            job.done = 0.0
-            for s in self._open_segments[job.index]:
-                self.segments[s] = (job.index, self.segments[s][1], lo, -1)
-            # its finish event was pushed from lo; move it to arrival + need
-            job.version += 1
-            if job.arrival + job.need < self.hi:
-                heapq.heappush(
-                    self.heap,
-                    (int(job.arrival + job.need), 0, self._next_seq(), _FINISH, job.index,
-                     job.version),
-                )  # fmt: skip
-        else:
-            self._wait(job)
+    def full(size: int, value: int) -> np.ndarray:
+        return np.full(size, value, dtype=np.int64)
 
-    def _arrive(self, job: _Job, t: int) -> None:
-        if not self._fits_empty(job):
-            return  # waits forever: unfinished
-        queue = self.waiting.get(job.klass)
-        if queue:
-            heapq.heappush(queue, (job.arrival, job.index))
-            return
-        if not self._try_place(job, t, None):
-            self._wait(job)
-
-    def _retry(self, t: int) -> None:
-        """Start waiting jobs, in arrival order, where capacity freed at t.
-
-        A waiting class failed everywhere at its last try and capacity grew
-        since only on the nodes freed at t, so its head is tried on those alone;
-        a class that just took an evicted job is searched fleet-wide.
-        """
-        healthy, locked, model = self.healthy, self.locked, self.model
-        # the freed nodes of each model, ascending (the candidates of a narrow search)
-        # The most free GPUs a freed node (and a freed node's domain) has, per model:
-        # a shape that needs more cannot start there.
-        only_of: dict[int, list[int]] = {}
-        most: dict[int, int] = {}
-        most_group: dict[int, int] = {}
-        gpus, occ, group, group_free = self.gpus, self.occ, self.group, self.group_free
-        for n in sorted(self.freed):
-            if healthy[n] and not locked[n]:
-                m = model[n]
-                if m in only_of:
-                    only_of[m].append(n)
-                else:
-                    only_of[m] = [n]
-                    most[m] = most_group[m] = 0
-                free = gpus[n] - occ[n]
-                if free > most[m]:
-                    most[m] = free
-                free = group_free[group[n]]
-                if free > most_group[m]:
-                    most_group[m] = free
-        dirty = self.dirty
-        heads = []
-        for m, room in most.items():
-            for c in self.waiting_by_model[m]:
-                need = self.class_need[c]
-                if c in dirty or need <= (most_group[m] if self.class_gang[c] else room):
-                    heads.append((self.waiting[c][0][0], c))
-        for c in dirty:
-            if c not in self.waiting or self.class_model[c] in most:
-                continue
-            heads.append((self.waiting[c][0][0], c))
-        heapq.heapify(heads)
-        while heads:
-            _, c = heapq.heappop(heads)
-            q = self.waiting[c]
-            job = self.jobs[q[0][1]]
-            wide = c in dirty or (len(job.pods) > 1 and not job.group_local)
-            if self._try_place(job, t, None if wide else only_of.get(job.model, [])):
-                heapq.heappop(q)
-                if q:
-                    heapq.heappush(heads, (q[0][0], c))
-                else:
-                    del self.waiting[c]
-                    self.waiting_by_model[job.model].discard(c)
-        dirty.clear()
-
-    def _handle(self, event: tuple[int, int, int, int, int, int], kill: int,
-                initial: bool = False) -> None:  # fmt: skip
-        t, _, _, kind, item, version = event
-        if kind == _FINISH:
-            job = self.jobs[item]
-            if version != job.version:
-                return
-            job.done = job.need
-            job.finish = t
-            self._stop(job, t)
-            job.done = job.need
-        elif kind == _HP_START:
-            n, pod = self.fixed_node[item], self.fixed_pod[item]
-            if not initial and self.lp_on[n]:  # no low-priority work there: no victims
-                for j in self._make_room(n, pod, t):
-                    self._evict(j, t, "preempt", False)
-            if not self._fits(n, pod):
-                self.overcommitted += 1
-            self._add(n, pod, t)
-            if self.fixed_high[item]:
-                self._hp_shape(n, pod, +1, lent=False)
-            self.fixed_state[item] = 1
-            self.fixed_seen_start[item] = t
-        elif kind == _HP_END:
-            n, pod = self.fixed_node[item], self.fixed_pod[item]
-            state = self.fixed_state[item]
-            if state == 1:
-                self._remove(n, pod, t)
-            else:  # asleep or waking: its resources were lent
-                self._account(n, t)
-                self._hp_shape(n, pod, -1, lent=True)
-                self._close_lending(item, t)
-            if self.fixed_high[item]:
-                self._account(n, t)
-                self._hp_shape(n, pod, -1, lent=False)
-            self.fixed_state[item] = 4
-            self.fixed_seen_end[item] = t
-        elif kind == _SLEEP:
-            if self.fixed_state[item] != 1:
-                return
-            n, pod = self.fixed_node[item], self.fixed_pod[item]
-            self._account(n, t)
-            self._hp_shape(n, pod, +1, lent=True)
-            self._remove(n, pod, t)
-            self.fixed_state[item] = 2
-            self.lent_open[item] = len(self.lending)
-            self.lending.append((item, t, -1))
-        elif kind == _WAKE:
-            wake = item
-            a = self.wakes[wake][0]
-            if self.fixed_state[a] != 2:
-                return
-            n, pod = self.fixed_node[a], self.fixed_pod[a]
-            victims = self._make_room(n, pod, t)
-            if not victims:
-                self._wake_done(a, t)
-                return
-            delay = self.delays[wake]
-            forced = delay > kill
-            delay = min(delay, kill)
-            if delay <= 0:
-                for j in victims:
-                    self._evict(j, t, "wake", forced)
-                self._wake_done(a, t)
-                return
-            self.fixed_state[a] = 3
-            self._lock(n, t)
-            self.pending[wake] = (a, victims, forced)
-            heapq.heappush(self.heap, (t + delay, 1, self._next_seq(), _WAKE_DONE, wake, 0))
-        elif kind == _WAKE_DONE:
-            a, victims, forced = self.pending.pop(item)
-            n, pod = self.fixed_node[a], self.fixed_pod[a]
-            for j in victims:
-                job = self.jobs[j]
-                if job.run_start >= 0 and n in job.placed:
-                    self._evict(j, t, "wake", forced)
-            self._unlock(n)
-            if self.fixed_state[a] == 3:
-                # what started on the node since (only high priority can) may need more room
-                for j in self._make_room(n, pod, t):
-                    self._evict(j, t, "wake", forced)
-                self._wake_done(a, t)
-
-    def _wake_done(self, a: int, t: int) -> None:
-        n, pod = self.fixed_node[a], self.fixed_pod[a]
-        if not self._fits(n, pod):
-            self.overcommitted += 1
-        self._account(n, t)
-        self._hp_shape(n, pod, -1, lent=True)
-        self._add(n, pod, t)
-        self.fixed_state[a] = 1
-        self._close_lending(a, t)
-
-    def _close_lending(self, item: int, t: int) -> None:
-        k = self.lent_open.pop(item, None)
-        if k is not None:
-            self.lending[k] = (item, self.lending[k][1], t)
+    lp_on, buckets, share_heaps, waiting, waiting_by_model, heap = kernel.new_containers(
+        n, names.n_models, names.n_classes
+    )
+    ints, floats = kernel.int_list, kernel.float_list
+    cnt = zeros(kernel.N_COUNTERS)
+    cnt[kernel.C_SEQ] = names.seq
+    return dict(  # noqa: C408 (the kernel constructor's keywords)
+        whole=zeros(n), fr=zeros((n, d)), fr_n=zeros(n), cpu_used=zeros(n), mem_used=zeros(n),
+        occ=zeros(n), hp_whole=zeros(n), hp_fr=zeros((n, d)), hp_fr_n=zeros(n),
+        lent_whole=zeros(n), lent_fr=zeros((n, d)), lent_fr_n=zeros(n), hp_occ=zeros(n),
+        lent=zeros(n), locked=zeros(n), lp_on=lp_on, free_ver=zeros(n), bucket_of=full(n, -1),
+        buckets=buckets, bucket_n=zeros(names.n_models * kernel.LEVELS), share_ver=zeros(n),
+        share_heaps=share_heaps, share_n=zeros(names.n_models * kernel.QUARTERS),
+        group_free=zeros(int(static["group"].max(initial=-1)) + 1),
+        last_t=full(n, static["lo"]),
+        f_state=zeros(names.n_fixed), f_seen_start=full(names.n_fixed, -1),
+        f_seen_end=full(names.n_fixed, -1), lent_open=full(names.n_fixed, -1),
+        j_done=zeros(jobs, np.float64), j_run_start=full(jobs, -1), j_version=zeros(jobs),
+        j_finish=full(jobs, -1), j_runs=zeros(jobs), j_preempted=zeros(jobs),
+        j_resumed=zeros(jobs, np.bool_), j_seg=full(jobs, -1), p_placed=full(names.n_pods, -1),
+        waiting=waiting, waiting_n=zeros(names.n_classes), waiting_by_model=waiting_by_model,
+        never=full(names.n_classes, -1),
+        freed=ints(), freed_mark=zeros(n, np.bool_), dirty=ints(),
+        dirty_mark=zeros(names.n_classes, np.bool_), heap=heap, heap_n=zeros(1),
+        at_start=ints(), w_forced=zeros(names.n_wakes, np.bool_),
+        w_victims=zeros((names.n_wakes, 2)), victim_store=ints(),
+        seg_job=ints(), seg_node=ints(), seg_start=ints(), seg_end=ints(), seg_pod=ints(),
+        v_job=ints(), v_t=ints(), v_reason=ints(), v_lost=floats(), v_forced=ints(),
+        l_item=ints(), l_start=ints(), l_end=ints(), cnt=cnt, lost=zeros(1, np.float64),
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------ entry point
@@ -1473,116 +749,184 @@ def replay_harvest(
         (16.0, 8.0, 0)
     """
     check_options(options, start, end)
-    sim = _Sim(nodes, allocations, sleeps, options, start, end)
-    # The replay allocates many small tuples and no reference cycles of its own: the
-    # cyclic collector's passes over them cost ~10% of the run (measured on 2,000 nodes).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        sim.run(progress)
-    finally:
-        if collecting:
-            gc.enable()
-    return _result(sim, options, start, end)
+    prepared = prepare_replay(nodes, allocations, sleeps, options, start, end)
+    return run_replay(prepared, options.policy, progress)
 
 
-def _times(us: list[int | None]) -> pl.Series:
-    """µs since the epoch (None: null) as a naive Datetime("us") column."""
-    return pl.Series(us, dtype=pl.Int64).cast(pl.Datetime("us"))
+@dataclass(frozen=True)
+class PreparedReplay:
+    """One window's replay in the kernel's arrays, prepared once for every policy.
+
+    Picklable (arrays, lists and strings), so worker processes can replay it.
+    """
+
+    fixed: dict[str, Any]  # the fields of harvest_kernel.Static (its policy is replaced)
+    names: _Names
+    options: HarvestOptions  # the seed and delays (its policy is replaced)
+    start: datetime
+    end: datetime
 
 
-def _result(sim: _Sim, options: HarvestOptions, start: datetime, end: datetime) -> HarvestResult:
+def prepare_replay(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    sleeps: pl.DataFrame,
+    options: HarvestOptions,
+    start: datetime,
+    end: datetime,
+) -> PreparedReplay:
+    """What :func:`run_replay` needs, for any policy (arguments as :func:`replay_harvest`)."""
+    check_options(options, start, end)
+    fixed, names = _prepare(nodes, allocations, sleeps, options, start, end)
+    return PreparedReplay(fixed, names, options, start, end)
+
+
+def run_replay(
+    prepared: PreparedReplay,
+    policy: str,
+    progress: Callable[[float], None] | None = None,
+) -> HarvestResult:
+    """Replay a prepared window under one victim policy (see :func:`replay_harvest`)."""
+    from fleetaudit import harvest_kernel as kernel
+
+    options = replace(prepared.options, policy=policy)
+    check_options(options, prepared.start, prepared.end)
+    fixed = {**prepared.fixed, "policy": _POLICY_CODES[policy]}
+    names = prepared.names
+    changing = _state(fixed, names)
+    static, state = kernel.new_static(**fixed), kernel.new_state(**changing)
+    rng = np.random.default_rng([options.seed, 11])  # the random policy's draws
+    kernel.index_all(static, state)
+    kernel.begin(static, state, names.early, rng)
+    lo, hi = fixed["lo"], fixed["hi"]
+    # The kernel runs in slices of the window so that progress can be shown between them.
+    slices = _PROGRESS_SLICES if progress is not None else 1
+    for k in range(1, slices + 1):
+        stop = hi if k == slices else lo + (hi - lo) * k // slices
+        kernel.run_until(static, state, stop, rng)
+        if progress is not None:
+            progress(k / slices)
+    kernel.finish(static, state)
+    return _result(fixed, changing, names, options, prepared.start, prepared.end)
+
+
+def _times(us: object) -> pl.Series:
+    """µs since the epoch (-1 or None: null) as a naive Datetime("us") column."""
+    frame = pl.DataFrame({"us": np.asarray(us, dtype=np.int64)}, schema={"us": pl.Int64})
+    return frame.select(
+        pl.when(pl.col("us") >= 0).then(pl.col("us")).cast(pl.Datetime("us"))
+    ).to_series()
+
+
+def _result(
+    static: dict[str, Any],
+    state: dict[str, Any],
+    names: _Names,
+    options: HarvestOptions,
+    start: datetime,
+    end: datetime,
+) -> HarvestResult:
+    from fleetaudit import harvest_kernel as kernel
+
     hours = 1e6 * 3600
-    window = sim.hi - sim.lo
-    healthy = sum(g for g, ok in zip(sim.gpus, sim.healthy, strict=True) if ok) * window
-    jobs = sim.jobs
-    ids = sim.node_ids
+    window = static["hi"] - static["lo"]
+    healthy = int(static["gpus"][static["healthy"]].sum()) * window
+    job_ids = pl.Series("job_id", names.job_ids, dtype=pl.String)
+    node_ids = pl.Series("node_id", names.node_ids, dtype=pl.String)
+    fixed_ids = pl.Series("alloc_id", names.fixed_ids, dtype=pl.String)
+    need = static["j_need"]
     job_frame = pl.DataFrame(
         {
-            "job_id": [j.job_id for j in jobs],
-            "arrival": _times([j.arrival for j in jobs]),
-            "finish": _times([None if j.finish < 0 else j.finish for j in jobs]),
-            "need_s": [None if j.need == _INF else j.need / 1e6 for j in jobs],
-            "done_s": [min(j.done, j.need) / 1e6 for j in jobs],
-            "runs": [j.runs for j in jobs],
-            "preempted": [j.preempted for j in jobs],
-            "in_window": [j.in_window for j in jobs],
-            "resumed": [j.resumed for j in jobs],
+            "job_id": job_ids,
+            "arrival": _times(static["j_arrival"]),
+            "finish": _times(state["j_finish"]),
+            "need_s": pl.Series(np.where(np.isinf(need), np.nan, need / 1e6)).fill_nan(None),
+            "done_s": np.minimum(state["j_done"], need) / 1e6,
+            "runs": state["j_runs"],
+            "preempted": state["j_preempted"],
+            "in_window": static["j_in_window"],
+            "resumed": state["j_resumed"],
         },
         schema={"job_id": pl.String, "arrival": pl.Datetime("us"), "finish": pl.Datetime("us"),
                 "need_s": pl.Float64, "done_s": pl.Float64, "runs": pl.Int64,
                 "preempted": pl.Int64, "in_window": pl.Boolean, "resumed": pl.Boolean},
     )  # fmt: skip
-    segs = sim.segments
-    pods = [jobs[j].pods[sim.seg_pod[s]] for s, (j, _, _, _) in enumerate(segs)]
+    seg_job = kernel.int_array(state["seg_job"])
+    pod = static["j_pod_off"][seg_job] + kernel.int_array(state["seg_pod"])
     segments = pl.DataFrame(
         {
-            "job_id": [jobs[j].job_id for j, _, _, _ in segs],
-            "node_id": [ids[n] for _, n, _, _ in segs],
-            "gpus": [(p[0] * _U + p[1]) / _U for p in pods],
-            "cpus": [p[2] / _U for p in pods],
-            "memory_gib": [p[3] / _U for p in pods],
-            "start_time": _times([s for _, _, s, _ in segs]),
-            "end_time": _times([e for _, _, _, e in segs]),
+            "job_id": job_ids.gather(seg_job),
+            "node_id": node_ids.gather(kernel.int_array(state["seg_node"])),
+            "gpus": (static["p_whole"][pod] * _U + static["p_frac"][pod]) / _U,
+            "cpus": static["p_cpu"][pod] / _U,
+            "memory_gib": static["p_mem"][pod] / _U,
+            "start_time": _times(kernel.int_array(state["seg_start"])),
+            "end_time": _times(kernel.int_array(state["seg_end"])),
         },
         schema={"job_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
                 "cpus": pl.Float64, "memory_gib": pl.Float64,
                 "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
     )  # fmt: skip
+    v_job = kernel.int_array(state["v_job"])
+    v_lost = kernel.float_array(state["v_lost"])
     victims = pl.DataFrame(
         {
-            "job_id": [jobs[j].job_id for j, _, _, _, _ in sim.victims],
-            "time": _times([t for _, t, _, _, _ in sim.victims]),
-            "reason": [r for _, _, r, _, _ in sim.victims],
-            "lost_s": [x for _, _, _, x, _ in sim.victims],
-            "lost_gpu_hours": [x * jobs[j].gpus_u / _U / 3600 for j, _, _, x, _ in sim.victims],
-            "forced": [f for _, _, _, _, f in sim.victims],
+            "job_id": job_ids.gather(v_job),
+            "time": _times(kernel.int_array(state["v_t"])),
+            "reason": pl.Series(kernel.int_array(state["v_reason"])).replace_strict(
+                {kernel.PREEMPT: "preempt", kernel.WAKE_REASON: "wake"}, return_dtype=pl.String
+            ),
+            "lost_s": v_lost,
+            "lost_gpu_hours": v_lost * static["j_gpus_u"][v_job] / _U / 3600,
+            "forced": kernel.int_array(state["v_forced"]).astype(np.bool_),
         },
         schema={"job_id": pl.String, "time": pl.Datetime("us"), "reason": pl.String,
                 "lost_s": pl.Float64, "lost_gpu_hours": pl.Float64, "forced": pl.Boolean},
     )  # fmt: skip
-    seen = [i for i, s in enumerate(sim.fixed_seen_start) if s >= 0]
+    seen = np.flatnonzero(state["f_seen_start"] >= 0)
     high = pl.DataFrame(
         {
-            "alloc_id": [sim.fixed_ids[i] for i in seen],
-            "node_id": [ids[sim.fixed_node[i]] for i in seen],
-            "start_time": _times([sim.fixed_seen_start[i] for i in seen]),
-            "end_time": _times([sim.fixed_seen_end[i] for i in seen]),
+            "alloc_id": fixed_ids.gather(seen),
+            "node_id": node_ids.gather(static["f_node"][seen]),
+            "start_time": _times(state["f_seen_start"][seen]),
+            "end_time": _times(state["f_seen_end"][seen]),
         },
         schema={"alloc_id": pl.String, "node_id": pl.String,
                 "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
     )  # fmt: skip
+    lent_items = kernel.int_array(state["l_item"])
     lending = pl.DataFrame(
         {
-            "alloc_id": [sim.fixed_ids[i] for i, _, _ in sim.lending],
-            "node_id": [ids[sim.fixed_node[i]] for i, _, _ in sim.lending],
-            "start_time": _times([s for _, s, _ in sim.lending]),
-            "end_time": _times([e for _, _, e in sim.lending]),
+            "alloc_id": fixed_ids.gather(lent_items),
+            "node_id": node_ids.gather(static["f_node"][lent_items]),
+            "start_time": _times(kernel.int_array(state["l_start"])),
+            "end_time": _times(kernel.int_array(state["l_end"])),
         },
         schema={"alloc_id": pl.String, "node_id": pl.String,
                 "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
     )  # fmt: skip
+    cnt = state["cnt"]
     return HarvestResult(
         policy=options.policy,
         seed=options.seed,
         start=_naive(start),
         end=_naive(end),
         healthy_gpu_hours=healthy / hours,
-        allocated_high_gpu_hours=sim.acc_high / hours,
-        allocated_gpu_hours=sim.acc_alloc / hours,
-        standby_gpu_hours=sim.acc_standby / hours,
-        harvested_gpu_hours=sim.acc_harvest / hours,
-        lp_gpu_hours=sim.acc_lp / hours,
-        lost_gpu_hours=sim.lost,
-        preemptions=sim.preemptions + sim.evictions,
-        evictions=sim.evictions,
-        forced_kills=sim.forced,
-        sleeps=sim.sleeps,
+        allocated_high_gpu_hours=int(cnt[kernel.C_HIGH]) / hours,
+        allocated_gpu_hours=int(cnt[kernel.C_ALLOC]) / hours,
+        standby_gpu_hours=int(cnt[kernel.C_STANDBY]) / hours,
+        harvested_gpu_hours=int(cnt[kernel.C_HARVEST]) / hours,
+        lp_gpu_hours=int(cnt[kernel.C_LP]) / hours,
+        lost_gpu_hours=float(state["lost"][0]),
+        preemptions=int(cnt[kernel.C_PREEMPT] + cnt[kernel.C_EVICT]),
+        evictions=int(cnt[kernel.C_EVICT]),
+        forced_kills=int(cnt[kernel.C_FORCED]),
+        sleeps=names.sleeps,
         jobs=job_frame.sort("arrival", "job_id"),
         segments=segments.sort("start_time", "job_id", "node_id"),
         victims=victims.sort("time", "job_id"),
         high=high.sort("alloc_id"),
         lending=lending.sort("alloc_id", "start_time"),
-        overcommitted=sim.overcommitted,
-        budget_hits=sim.budget_hits,
+        overcommitted=int(cnt[kernel.C_OVER]),
+        budget_hits=int(cnt[kernel.C_BUDGET]),
     )

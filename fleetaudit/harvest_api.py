@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import polars as pl
-
 from fleetaudit import harvest
 from fleetaudit.api import (
     StoreOptions,
@@ -25,8 +23,9 @@ from fleetaudit.api import (
 from fleetaudit.errors import UsageError
 from fleetaudit.parallel import map_processes
 
-# Replays of fewer allocations than this run in process: spawning a worker
-# (a fresh interpreter importing polars) costs more than the replay saves.
+# Replays of fewer allocations and pods than this run in process: spawning a
+# worker (a fresh interpreter importing polars and loading the compiled
+# replay) costs more than the replay saves.
 _PARALLEL_FROM_ROWS = 50_000
 
 
@@ -136,24 +135,28 @@ def whatif_harvesting(
         )
     elif samples.is_empty():
         notes.append("the telemetry in the window covers no sleepable allocation: nothing sleeps")
+    report("preparing the replay")
+    prepared = harvest.prepare_replay(
+        nodes, allocations, sleeps, run.options(run.policies[0]), start, end
+    )
+    del nodes, allocations, samples  # the prepared arrays hold what the replays need
     workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
-    if allocations.height < _PARALLEL_FROM_ROWS:
+    if prepared.names.n_fixed + prepared.names.n_pods < _PARALLEL_FROM_ROWS:
         workers = 1
-    tasks = [
-        (nodes, allocations, sleeps, run.options(policy), start, end) for policy in run.policies
-    ]
     if workers > 1:
-        report(f"replaying {len(tasks)} policies in {workers} processes")
+        report(f"replaying {len(run.policies)} policies in {workers} processes")
+        tasks = [(prepared, policy) for policy in run.policies]
         results = map_processes(_replay_task, tasks, workers)
     else:
         results = []
-        for i, task in enumerate(tasks):
-            policy = run.policies[i]
+        for i, policy in enumerate(run.policies):
 
             def step(share: float, policy: str = policy, i: int = i) -> None:
-                report(f"replaying {policy} ({i + 1} of {len(tasks)}): {share:.0%} of the window")
+                report(
+                    f"replaying {policy} ({i + 1} of {len(run.policies)}): {share:.0%} of the window"
+                )
 
-            results.append(harvest.replay_harvest(*task, progress=step))
+            results.append(harvest.run_replay(prepared, policy, progress=step))
     result = HarvestingResult(
         start=start,
         end=end,
@@ -180,9 +183,5 @@ def whatif_harvesting(
     return result
 
 
-def _replay_task(
-    args: tuple[
-        pl.DataFrame, pl.DataFrame, pl.DataFrame, harvest.HarvestOptions, datetime, datetime
-    ],
-) -> harvest.HarvestResult:
-    return harvest.replay_harvest(*args)
+def _replay_task(args: tuple[harvest.PreparedReplay, str]) -> harvest.HarvestResult:
+    return harvest.run_replay(*args)
