@@ -107,7 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     result = whatif_harvesting(api.StoreOptions(db), run, progress)
     total = time.perf_counter() - began
     cpu = _cpu_s() - cpu0
-    replay_from = next((s for m, s in marks if m.startswith("replaying")), 0.0)
+
+    def mark(prefix: str) -> float:
+        return next((at for m, at in marks if m.startswith(prefix)), total)
+
+    loading, preparing, replaying = mark("loading"), mark("preparing"), mark("replaying")
     print(
         f"fleet: {args.nodes:,} nodes, window {args.window_days:g} days "
         f"({result.start:%Y-%m-%d} .. {result.end:%Y-%m-%d}), telemetry every {args.telemetry_step}"
@@ -116,10 +120,12 @@ def main(argv: list[str] | None = None) -> None:
         f"telemetry rows in the window {result.telemetry_samples:,}, sleeps {result.sleeps:,}; "
         f"jobs {result.policies[0].jobs.height:,}"
     )
+    in_processes = any("processes" in m for m, _ in marks)
     print(
-        f"wall: {total:.1f} s in all; reading and sleeps {replay_from:.1f} s, "
-        f"replay of {len(run.policies)} policies {total - replay_from:.1f} s "
-        f"({'in process' if len(marks) > 1 and 'processes' not in marks[-1][0] else 'in processes'}); "
+        f"wall: {total:.1f} s in all: reading and sleeps {loading:.1f} s, loading the compiled "
+        f"replay {preparing - loading:.1f} s, preparing {replaying - preparing:.1f} s, replay of "
+        f"{len(run.policies)} policies {total - replaying:.1f} s "
+        f"({'in processes' if in_processes else 'in process'}); "
         f"CPU {cpu:.1f} s (this process and its workers)"
     )
     print(

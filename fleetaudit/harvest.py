@@ -73,6 +73,7 @@ __all__ = [
     "replay_harvest",
     "run_replay",
     "sleep_intervals",
+    "warm_up",
 ]
 
 POLICIES = ("spotgpu", "newest", "smallest", "random")
@@ -808,6 +809,24 @@ def run_replay(
             progress(k / slices)
     kernel.finish(static, state)
     return _result(fixed, changing, names, options, prepared.start, prepared.end)
+
+
+def warm_up() -> None:
+    """Load the compiled replay: numba compiles it on a machine's first replay (about a
+    minute on 2 cores) and caches it in ``__pycache__``; later loads take a second.
+
+    Running one tiny replay here, before worker processes start, lets them load the
+    cache instead of each compiling it.
+    """
+    t0 = datetime(2000, 1, 1)
+    nodes = pl.DataFrame({"node_id": ["n"], "gpu_model": ["m"], "gpus": [1], "cpus": [1.0]})
+    allocations = pl.DataFrame(
+        {"alloc_id": ["a"], "node_id": ["n"], "gpus": [1.0], "cpus": [1.0],
+         "priority": ["low"], "start_time": [t0], "end_time": [t0 + timedelta(hours=1)]}
+    )  # fmt: skip
+    sleeps = pl.DataFrame(schema={"alloc_id": pl.String, "sleep_start": pl.Datetime("us"),
+                                  "sleep_end": pl.Datetime("us")})  # fmt: skip
+    replay_harvest(nodes, allocations, sleeps, HarvestOptions(), t0, t0 + timedelta(hours=2))
 
 
 def _times(us: object) -> pl.Series:

@@ -135,6 +135,8 @@ def whatif_harvesting(
         )
     elif samples.is_empty():
         notes.append("the telemetry in the window covers no sleepable allocation: nothing sleeps")
+    report("loading the compiled replay (a machine's first run compiles it: about a minute)")
+    harvest.warm_up()
     report("preparing the replay")
     prepared = harvest.prepare_replay(
         nodes, allocations, sleeps, run.options(run.policies[0]), start, end

@@ -1,0 +1,127 @@
+"""The compiled harvesting replay's own parts: its heaps, its share packing, its workers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba.typed import List
+from polars.testing import assert_frame_equal
+
+from fleetaudit import harvest, harvest_api, harvest_kernel, occupancy
+from fleetaudit.parallel import map_processes
+
+U = occupancy.SHARE_UNITS
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-5, 5), st.integers(0, 3), st.integers(0, 1000)),
+        unique=True,
+        max_size=80,
+    ),
+    st.lists(st.booleans(), max_size=200),
+)
+def test_heaps_give_their_items_back_smallest_first(items, pops) -> None:
+    """Pushes and pops interleaved at random, past the arrays' growth: always the minimum."""
+    heaps = List([np.empty((0, 3), np.int64), np.empty((0, 3), np.int64)])
+    sizes = np.zeros(2, np.int64)
+    mirror: list[tuple[int, int, int]] = []
+    todo = list(items)
+    for pop in [*pops, *([False] * len(items)), *([True] * len(items))]:
+        if pop:
+            if not mirror:
+                continue
+            top = tuple(int(x) for x in heaps[1][0])
+            assert top == min(mirror)
+            mirror.remove(top)
+            harvest_kernel.hpop(heaps, sizes, 1)
+        elif todo:
+            item = todo.pop()
+            harvest_kernel.hpush(heaps, sizes, 1, item)
+            mirror.append(item)
+        assert sizes[1] == len(mirror) and sizes[0] == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from([500_000, 250_000, 125_000, 300_000, 700_000, 999_999]), max_size=12),
+    st.sampled_from([-1, 0, 1, 2]),
+)
+def test_share_packing_is_first_fit_decreasing(shares, add) -> None:
+    """The kernel packs a node's share counts exactly as the occupancy module packs shares."""
+    fv = np.array(sorted({500_000, 250_000, 125_000, 300_000, 700_000, 999_999}, reverse=True))
+    row = np.array([shares.count(int(v)) for v in fv], dtype=np.int64)
+    packed = shares + ([int(fv[add])] if add >= 0 else [])
+    fills = occupancy.first_fit_decreasing(packed)
+    gpus, smallest = harvest_kernel._ffd(row, fv, add)
+    assert gpus == len(fills)
+    assert smallest == (min(fills) if fills else U)
+
+
+def test_a_prepared_replay_serves_every_policy() -> None:
+    t0 = datetime(2026, 1, 1)
+    h = lambda x: t0 + timedelta(hours=x)  # noqa: E731
+    nodes = pl.DataFrame({"node_id": ["n1", "n2"], "gpu_model": ["H20", "H20"], "gpus": [8, 8],
+                          "cpus": [64.0, 64.0]})  # fmt: skip
+    allocs = pl.DataFrame({
+        "alloc_id": ["hp", "a", "b"], "node_id": ["n1", "n1", "n2"], "gpus": [8.0, 4.0, 8.0],
+        "cpus": [8.0, 4.0, 8.0], "priority": ["high", "low", "low"],
+        "start_time": [h(2), h(0), h(0.5)], "end_time": [h(4), h(3), h(5)],
+        "checkpoint_interval_s": [None, 600.0, None],
+    })  # fmt: skip
+    sleeps = pl.DataFrame(schema={"alloc_id": pl.String, "sleep_start": pl.Datetime("us"),
+                                  "sleep_end": pl.Datetime("us")})  # fmt: skip
+    prepared = harvest.prepare_replay(nodes, allocs, sleeps, harvest.HarvestOptions(), h(0), h(6))
+    for policy in harvest.POLICIES:
+        once = harvest.run_replay(prepared, policy)
+        alone = harvest.replay_harvest(
+            nodes, allocs, sleeps, harvest.HarvestOptions(policy=policy), h(0), h(6)
+        )
+        assert once.policy == policy
+        assert once.lost_gpu_hours == alone.lost_gpu_hours
+        assert_frame_equal(once.victims, alone.victims)
+        assert_frame_equal(once.jobs, alone.jobs)
+    with pytest.raises(harvest.UsageError, match="--policy"):
+        harvest.run_replay(prepared, "oldest")
+
+
+@pytest.mark.slow
+def test_worker_processes_replay_as_the_main_process_does(tmp_path) -> None:
+    """A generated fleet with telemetry: every frame the same in 2 workers and in process."""
+    from fleetaudit.generate import GenerateOptions, generate_fleet
+
+    out = tmp_path / "fleet"
+    generate_fleet(out, GenerateOptions(nodes=150, days=3.0, telemetry_days=1.0,
+                                        telemetry_step_s=900))  # fmt: skip
+    nodes = pl.read_parquet(out / "nodes.parquet")
+    allocations = pl.read_parquet(out / "allocations.parquet").with_columns(
+        pl.col("start_time", "end_time").dt.replace_time_zone(None)
+    )
+    telemetry = pl.read_parquet(out / "telemetry.parquet")
+    samples = telemetry.select(
+        "alloc_id", pl.col("ts").dt.replace_time_zone(None), "sm_active"
+    ).filter(pl.col("alloc_id").is_not_null())
+    end = datetime(2026, 5, 1)
+    start = end - timedelta(days=1)
+    sleeps = harvest.sleep_intervals(samples, allocations, start, end)
+    assert sleeps.height > 0
+    harvest.warm_up()
+    prepared = harvest.prepare_replay(
+        nodes, allocations, sleeps, harvest.HarvestOptions(), start, end
+    )
+    policies = ("spotgpu", "random")
+    apart = map_processes(harvest_api._replay_task, [(prepared, p) for p in policies], 2)
+    for policy, other in zip(policies, apart, strict=True):
+        here = harvest.run_replay(prepared, policy)
+        assert here.preemptions > 0 and here.standby_gpu_hours > 0
+        for frame in ("jobs", "segments", "victims", "high", "lending"):
+            assert_frame_equal(getattr(here, frame), getattr(other, frame))
+        assert (here.lost_gpu_hours, here.harvested_gpu_hours) == (
+            other.lost_gpu_hours, other.harvested_gpu_hours,
+        )  # fmt: skip
