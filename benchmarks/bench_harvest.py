@@ -39,9 +39,13 @@ def _peak_mib(who: int) -> float:
     return resource.getrusage(who).ru_maxrss * scale / 2**20
 
 
-def prepare(work: Path, nodes: int, window_days: float, step: timedelta, seed: int) -> Path:
+def prepare(
+    work: Path, nodes: int, window_days: float, step: timedelta, seed: int, harvested: float = 0.0
+) -> Path:
     """The store of a generated fleet, generated and ingested once per size."""
     name = f"asi-{nodes}n-{window_days:g}d-{int(step.total_seconds())}s-{seed}"
+    if harvested:
+        name += f"-harvested{harvested:g}"
     db = work / f"{name}.duckdb"
     if db.exists():
         return db
@@ -55,6 +59,7 @@ def prepare(work: Path, nodes: int, window_days: float, step: timedelta, seed: i
             seed=seed,
             telemetry_days=window_days,
             telemetry_step_s=int(step.total_seconds()),
+            harvested_nights=harvested,
         ),
     )
     t1 = time.perf_counter()
@@ -80,6 +85,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policy", action="append", choices=POLICIES)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--harvested-nights",
+        type=float,
+        default=0.0,
+        help="generate the record of a fleet that already harvests (ASI: 0.9); see GenerateOptions",
+    )
     parser.add_argument("--work", type=Path, default=Path("bench-out/harvest"))
     parser.add_argument(
         "--prepare-only", action="store_true", help="generate and ingest, do not replay"
@@ -87,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     step = parse_duration(args.telemetry_step, option="--telemetry-step")
-    db = prepare(args.work, args.nodes, args.window_days, step, args.seed)
+    db = prepare(args.work, args.nodes, args.window_days, step, args.seed, args.harvested_nights)
     if args.prepare_only:
         return
     run = HarvestRun(

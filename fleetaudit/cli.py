@@ -717,6 +717,15 @@ def generate(
             "--telemetry-days", help="Telemetry covers this many days before the export time."
         ),
     ] = GenerateOptions.telemetry_days,
+    harvested_nights: Annotated[
+        float,
+        typer.Option(
+            "--harvested-nights",
+            help="Record a fleet that already harvests: the chance that a sleeping warm "
+            "container's GPUs carry low-priority work on a night (ASI: 0.9). Such nodes are "
+            "over capacity in the record while the container sleeps. Default 0: none.",
+        ),
+    ] = GenerateOptions.harvested_nights,
 ) -> None:
     """Write a deterministic synthetic fleet shaped like Alibaba's ASI platform.
 
@@ -734,6 +743,7 @@ def generate(
             parse_duration(telemetry_step, option="--telemetry-step").total_seconds()
         ),
         telemetry_days=telemetry_days,
+        harvested_nights=harvested_nights,
     )
     with console.progress_status("generating") as progress:
         result = api.generate_fleet(out, options, lambda msg, _frac: progress(msg))

@@ -85,6 +85,12 @@ class GenerateOptions:
             `end` (capped at `days`; 0 writes an empty telemetry table).
         end: the export time; allocations span [end - days, end]. A naive
             datetime is taken as UTC.
+        harvested_nights: the record of a fleet that already harvests, as ASI's
+            does: the chance that a sleeping warm container's GPUs carry
+            low-priority work on a given night (ASI: 90% of standby GPU-hours).
+            That work shares the container's GPUs, CPUs and memory, so such a
+            node is over capacity in the record while the container sleeps.
+            0 (the default) records none, and every node stays within capacity.
     """
 
     nodes: int = 19_400
@@ -94,6 +100,7 @@ class GenerateOptions:
     telemetry_step_s: int = 300
     telemetry_days: float = 2.0
     end: datetime = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    harvested_nights: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -357,6 +364,7 @@ def generate_fleet(
         t0=end_s - window_s - _WARMUP_S,
         tel_step=options.telemetry_step_s,
         tel_ts=end_s - options.telemetry_step_s * np.arange(tel_steps - 1, -1, -1, dtype=np.int64),
+        harvested_nights=options.harvested_nights,
     )
     fleet = _layout(options.nodes, options.seed, ctx)
     suffix = "." + options.format
@@ -411,6 +419,8 @@ def _validate(options: GenerateOptions) -> None:
         )
     if not math.isfinite(options.telemetry_days) or options.telemetry_days < 0:
         raise ValueError(f"telemetry_days must be >= 0, got {options.telemetry_days!r}")
+    if not 0 <= options.harvested_nights <= 1:
+        raise ValueError(f"harvested_nights must be in [0, 1], got {options.harvested_nights!r}")
     if not isinstance(options.end, datetime):
         raise ValueError(f"end must be a datetime, got {options.end!r}")
 
@@ -427,6 +437,7 @@ class _Ids:
 
     alloc: int = 0
     job: int = 0
+    harvested: int = 0  # work on sleeping containers' GPUs: ids of its own, "ah-" and "jh-"
 
 
 def _ids(prefix: str, first: int, n: int, width: int = _ID_WIDTH) -> pa.Array:
@@ -503,6 +514,7 @@ class _Context:
     t0: int
     tel_step: int
     tel_ts: np.ndarray
+    harvested_nights: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -1097,6 +1109,78 @@ def _emit_block(
         yield from _telemetry(fleet, ctx, lo, hi, alloc_info, alloc_ids, node_ids, tel_rng)
     ids.job += nj
     ids.alloc += job_of.size
+    if ctx.harvested_nights > 0:
+        hp_rows = np.flatnonzero(sleepable[job_of])
+        yield "allocations", _harvested_work(
+            ctx, block, ids, node_ids.take(pa.array(node[hp_rows])), size[job_of][hp_rows],
+            cpus[job_of][hp_rows], mem[job_of][hp_rows], jobs.start[job_of][hp_rows],
+            np.minimum(end, ctx.end_s)[job_of][hp_rows],
+        )  # fmt: skip
+
+
+# Warm containers sleep while their telemetry is quiet, 23:30-07:30 Beijing
+# (15:30-23:30 UTC); a harvesting fleet lends them from the end of the default
+# 30-minute idle period until the morning wake.
+_LEND_FROM = 16 * _HOUR
+_LEND_TO = 23 * _HOUR + 1800
+_HARVEST_DELAY_S = 600.0  # mean wait before low-priority work lands on the lent GPUs
+
+
+def _harvested_work(
+    ctx: _Context,
+    block: int,
+    ids: _Ids,
+    node_ids: pa.Array,
+    gpus: np.ndarray,
+    cpus: np.ndarray,
+    mem: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+) -> pa.Table:
+    """Low-priority work on the GPUs of sleeping warm containers (one row per lent night).
+
+    Per sleepable allocation (arrays aligned) and night of its life inside the
+    window, with chance ``ctx.harvested_nights``: one offline-inference job on the
+    container's GPUs, CPUs and memory, from the lending start (plus an
+    exponential delay) until the wake or the container's end. It has no request
+    and no telemetry of its own (the container's samples stay the GPUs' record).
+    A random stream and ids of its own ("ah-", "jh-") keep every other row as
+    without the option.
+    """
+    rng = np.random.default_rng([ctx.seed, 5, block])
+    lo = np.maximum(start, ctx.start_s)
+    first = (lo - _LEND_TO) // _DAY + 1  # first night whose lending ends after lo
+    last = (end - _LEND_FROM - 1) // _DAY  # last night whose lending starts before end
+    count = np.maximum(last - first + 1, 0)
+    owner, k = _expand(count)
+    night = (first[owner] + k) * _DAY
+    begin = np.maximum(night + _LEND_FROM, lo[owner])
+    begin = begin + np.ceil(rng.exponential(_HARVEST_DELAY_S, size=owner.size)).astype(np.int64)
+    stop = np.minimum(night + _LEND_TO, end[owner])
+    keep = (stop - begin >= 1800) & (rng.random(owner.size) < ctx.harvested_nights)
+    owner, begin, stop = owner[keep], begin[keep], stop[keep]
+    n = owner.size
+    ckpt = rng.choice(np.array([600, 900, 1200, 1800, 3600]), size=n)
+    table = pa.table(
+        [
+            _ids("ah-", ids.harvested, n),
+            _ids("jh-", ids.harvested, n),
+            node_ids.take(pa.array(owner)),
+            pa.array(gpus[owner]),
+            pa.array(cpus[owner]),
+            pa.array(mem[owner]),
+            _take(PRIORITIES, np.ones(n, np.int64)),
+            _take(WORKLOADS, np.ones(n, np.int64)),  # offline inference
+            _take(TENANTS, rng.choice(len(TENANTS), size=n, p=_TENANT_P)),
+            _timestamps(begin),
+            _timestamps(stop),
+            _optional(ckpt, rng.random(n) < 0.65),
+            pa.array(np.zeros(n, dtype=bool)),
+        ],
+        schema=_ALLOC_SCHEMA,
+    )
+    ids.harvested += n
+    return table
 
 
 def _waits(

@@ -526,6 +526,7 @@ def test_csv_and_parquet_hold_the_same_rows(tmp_path: Path) -> None:
         ({"seed": -1}, "seed"),
         ({"telemetry_step_s": 0}, "telemetry_step_s"),
         ({"telemetry_days": -1.0}, "telemetry_days"),
+        ({"harvested_nights": 1.5}, "harvested_nights"),
     ],
 )
 def test_bad_options_raise_value_error(
@@ -534,6 +535,41 @@ def test_bad_options_raise_value_error(
     with pytest.raises(ValueError, match=message):
         generate_fleet(tmp_path / "out", GenerateOptions(**change))
     assert not (tmp_path / "out").exists()
+
+
+def test_a_harvesting_record_adds_work_on_sleeping_containers_only(tmp_path: Path) -> None:
+    """harvested_nights adds night-time low-priority work on the GPUs, CPUs and memory of a
+    sleeping warm container, and changes nothing else."""
+    options = GenerateOptions(nodes=60, days=4, seed=2, telemetry_days=1)
+    plain = generate_fleet(tmp_path / "plain", options)
+    harvesting = generate_fleet(tmp_path / "harvesting", replace(options, harvested_nights=1.0))
+    for table in ("nodes", "requests", "telemetry"):
+        assert _read(plain, table).equals(_read(harvesting, table)), table
+    before, after = _read(plain, "allocations"), _read(harvesting, "allocations")
+    kept = after.filter(pl.col("alloc_id").is_in(before["alloc_id"].implode()))
+    assert kept.sort("alloc_id").equals(before.sort("alloc_id"))
+    added = after.filter(~pl.col("alloc_id").is_in(before["alloc_id"].implode()))
+    assert added.height > 0 and added["alloc_id"].n_unique() == added.height
+    assert set(added["priority"]) == {"low"} and set(added["workload"]) == {"offline_inference"}
+    assert not added["sleepable"].any() and added["end_time"].null_count() == 0
+    hours = added.select(
+        (
+            pl.col("start_time").dt.hour().cast(pl.Int32) * 60 + pl.col("start_time").dt.minute()
+        ).alias("s"),
+        (pl.col("end_time").dt.hour().cast(pl.Int32) * 60 + pl.col("end_time").dt.minute()).alias(
+            "e"
+        ),
+        ((pl.col("end_time") - pl.col("start_time")).dt.total_seconds()).alias("d"),
+    )
+    assert hours["s"].min() >= 16 * 60 and hours["e"].max() <= 23 * 60 + 30
+    assert hours["d"].min() >= 1800
+    # each on a sleepable container active over it, on its node, with its shape
+    hosts = before.filter(pl.col("sleepable"))
+    pairs = added.join(hosts, on=["node_id", "gpus", "cpus", "memory_gib"], suffix="_host").filter(
+        (pl.col("start_time_host") <= pl.col("start_time"))
+        & (pl.col("end_time_host").is_null() | (pl.col("end_time_host") >= pl.col("end_time")))
+    )
+    assert pairs["alloc_id"].n_unique() == added.height
 
 
 def test_an_interrupted_run_leaves_no_files(tmp_path: Path) -> None:
