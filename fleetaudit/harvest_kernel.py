@@ -1,11 +1,18 @@
 """The compiled event loop of the harvesting replay (:mod:`fleetaudit.harvest`).
 
 Every function here is compiled by numba (``cache=True``: once per machine,
-then loaded from ``__pycache__``). The replay's state lives in two named
-tuples of arrays and typed lists, :class:`Static` (what the record fixes) and
-:class:`State` (what the replay changes); :mod:`fleetaudit.harvest` builds
-both from polars frames and turns the outcome back into frames. The model is
-the one documented in :mod:`fleetaudit.harvest`; this module only runs it.
+about a minute, then loaded from ``__pycache__`` in about a second). The
+replay's state lives in two numba structrefs of arrays and typed lists,
+:class:`Static` (what the record fixes) and :class:`State` (what the replay
+changes), built by :func:`new_static` and :func:`new_state` from the field
+dicts that :mod:`fleetaudit.harvest` prepares; that module also turns the
+outcome back into frames. The model is the one documented in
+:mod:`fleetaudit.harvest`; this module only runs it, event for event as the
+Python loop it replaced did.
+
+Editing this file invalidates the cache: the next replay compiles again.
+A structref is passed as one pointer; a named tuple of the same ~60 arrays
+took three times as long to compile and was copied at every call.
 
 Units: times in µs since the epoch, GPUs in SHARE_UNITS micro-GPUs split into
 a whole part and a fractional part (a *share*), CPUs and memory in micro-units.
