@@ -51,16 +51,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import SHARE_UNITS
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "POLICIES",
@@ -81,7 +78,6 @@ _POLICY_CODES = {p: i for i, p in enumerate(POLICIES)}  # harvest_kernel's SPOTG
 
 _U = SHARE_UNITS
 _EPOCH = datetime(1970, 1, 1)
-_INF = math.inf
 _UNBOUNDED = 1 << 62
 _Z95 = 1.6448536269514722  # the standard normal's 95th percentile
 _PROGRESS_SLICES = 50  # the replay reports progress this often when asked to
