@@ -422,7 +422,6 @@ def _prepare(
     # ---- nodes, sorted by node_id
     frame = nodes.with_columns(pl.col("node_id").cast(pl.String)).sort("node_id")
     node_ids: list[str] = frame["node_id"].to_list()
-    index = {x: i for i, x in enumerate(node_ids)}
     n = len(node_ids)
     models = frame["gpu_model"].cast(pl.String).fill_null("").to_list()
     model_names = sorted(set(models))
@@ -468,124 +467,139 @@ def _prepare(
     is_job = (pl.col("priority") == "low") & (pl.col("gpus") > 0)
     fixed = alloc.filter(~is_job)
     lp = alloc.filter(is_job)
+    # node indexes and switch domains of the allocations
+    node_frame = pl.DataFrame(
+        {"node_id": node_ids, "node": np.arange(n, dtype=np.int64), "domain": domain},
+        schema={"node_id": pl.String, "node": pl.Int64, "domain": pl.String},
+    )
+    fixed = fixed.join(node_frame, on="node_id", how="left", maintain_order="left")
+    lp = lp.join(node_frame, on="node_id", how="left", maintain_order="left")
     # distinct share sizes, largest first
     fracs = pl.concat([fixed["units"], lp["units"]]) % _U
     fv = np.sort(fracs.filter(fracs > 0).unique().to_numpy().astype(np.int64))[::-1].copy()
-    frac_index = {int(v): i for i, v in enumerate(fv)}
 
-    def share_index(units: list[int]) -> np.ndarray:
-        return _ints([frac_index[u % _U] if u % _U else -1 for u in units])
+    def share_index(units: np.ndarray) -> np.ndarray:
+        """Index of each unit count's share size in fv (-1: no share)."""
+        frac = units % _U
+        found = np.searchsorted(-fv, -frac)  # fv is descending
+        return np.where(frac > 0, found, -1).astype(np.int64)
 
-    # ---- fixed work (high priority, and low priority without GPUs) and its events
+    # ---- fixed work (high priority, and low priority without GPUs) and its events.
+    # Events are numbered (seq) in the order: each allocation's start then its end,
+    # allocation by allocation, then each sleep then its wake, sleep by sleep.
     fixed_ids: list[str] = fixed["alloc_id"].to_list()
-    f_units = fixed["units"].to_list()
-    f_start = fixed["s"].to_list()
-    f_end = [kernel.BIG if e is None else e for e in fixed["e"].to_list()]
-    f_high = (fixed["priority"] == "high").to_list()
-    events: list[tuple[int, int, int, int, int]] = []  # t, order, seq, kind, item
-    seq = 0
-    for i in range(fixed.height):
-        events.append((max(f_start[i], lo), 2, seq, kernel.HP_START, i))
-        seq += 1
-        if f_end[i] < hi:
-            events.append((f_end[i], 0, seq, kernel.HP_END, i))
-            seq += 1
-    fixed_index = {a: i for i, a in enumerate(fixed_ids)}
-    wake_item: list[int] = []
-    n_sleeps = 0
-    sleep_columns = sleeps.select(
+    f_units = fixed["units"].to_numpy().astype(np.int64)
+    f_start = fixed["s"].to_numpy().astype(np.int64)
+    f_end = fixed["e"].fill_null(kernel.BIG).to_numpy().astype(np.int64)
+    f_high = (fixed["priority"] == "high").to_numpy()
+    items = np.arange(fixed.height, dtype=np.int64)
+    ends = f_end < hi
+    start_seq = items + np.cumsum(ends) - ends  # ends before this allocation's start
+    seq = fixed.height + int(ends.sum())
+    # sleeps of high-priority allocations, clipped to the allocation and the window
+    slept = sleeps.select(
         pl.col("alloc_id").cast(pl.String),
-        pl.col("sleep_start").dt.epoch("us"),
-        pl.col("sleep_end").dt.epoch("us"),
-    ).get_columns()
-    for alloc_id, s, e in zip(*(c.to_list() for c in sleep_columns), strict=True):
-        i = fixed_index.get(alloc_id)
-        if i is None or not f_high[i]:
-            continue
-        s, e = max(s, lo, f_start[i]), min(e, hi)
-        if e <= s or s >= f_end[i]:
-            continue
-        n_sleeps += 1
-        events.append((s, 0, seq, kernel.SLEEP, i))
-        seq += 1
-        if e < hi and e < f_end[i]:
-            events.append((e, 2, seq, kernel.WAKE, len(wake_item)))
-            wake_item.append(i)
-            seq += 1
-    events.sort()
-    ev = np.asarray(events, dtype=np.int64).reshape(-1, 5)
+        pl.col("sleep_start").dt.epoch("us").alias("s"),
+        pl.col("sleep_end").dt.epoch("us").alias("e"),
+    ).join(
+        pl.DataFrame(
+            {"alloc_id": fixed_ids, "item": items},
+            schema={"alloc_id": pl.String, "item": pl.Int64},
+        ),
+        on="alloc_id",
+        how="inner",
+        maintain_order="left",
+    )
+    s_item = slept["item"].to_numpy().astype(np.int64)
+    s_from = np.maximum(np.maximum(slept["s"].to_numpy(), lo), f_start[s_item]).astype(np.int64)
+    s_to = np.minimum(slept["e"].to_numpy(), hi).astype(np.int64)
+    ok = f_high[s_item] & (s_to > s_from) & (s_from < f_end[s_item])
+    s_item, s_from, s_to = s_item[ok], s_from[ok], s_to[ok]
+    wakes = (s_to < hi) & (s_to < f_end[s_item])
+    sleep_seq = seq + np.arange(s_item.size, dtype=np.int64) + np.cumsum(wakes) - wakes
+    wake_item = s_item[wakes]
+    parts = [
+        (np.maximum(f_start, lo), 2, start_seq, kernel.HP_START, items),
+        (f_end[ends], 0, start_seq[ends] + 1, kernel.HP_END, items[ends]),
+        (s_from, 0, sleep_seq, kernel.SLEEP, s_item),
+        (s_to[wakes], 2, sleep_seq[wakes] + 1, kernel.WAKE, np.arange(wake_item.size)),
+    ]
+    ev_t, ev_o, ev_seq, ev_kind, ev_item = (
+        np.concatenate([np.broadcast_to(np.asarray(p[k], np.int64), p[0].shape) for p in parts])
+        for k in range(5)
+    )
+    order = np.lexsort((ev_seq, ev_o, ev_t))
 
     # eviction delays, one per wake, the same draws for every policy
     sigma = delay_sigma(options.eviction_delay_mean_s, options.eviction_delay_p95_s)
     mean = options.eviction_delay_mean_s
-    draws = np.random.default_rng([options.seed, 7]).standard_normal(len(wake_item))
+    draws = np.random.default_rng([options.seed, 7]).standard_normal(wake_item.size)
     mu = math.log(mean) - sigma * sigma / 2 if mean > 0 else 0.0
     delays = [0 if mean <= 0 else round(math.exp(mu + sigma * z) * 1e6) for z in draws.tolist()]
 
-    # ---- low-priority jobs: one per job_id (null: the alloc_id), pods largest first
-    grouped = (
-        lp.with_columns(pl.coalesce("job_id", "alloc_id").alias("job"))
-        .group_by("job", maintain_order=True)
+    # ---- low-priority jobs: one per job_id (null: the alloc_id), in order of arrival
+    # (then job id); their pods largest first (then alloc_id)
+    lp = lp.with_columns(pl.coalesce("job_id", "alloc_id").alias("job"))
+    jobs = (
+        lp.group_by("job")
         .agg(
-            pl.col("s").min().alias("s"),
+            pl.col("s").min().alias("arrival"),
             pl.col("e").max().alias("e"),
             pl.col("e").is_null().any().alias("open"),
             pl.col("ckpt").max().alias("ckpt"),
-            "node_id",
-            "units",
-            "cpu",
-            "mem",
+            (pl.col("domain").n_unique() == 1).alias("local"),
+            pl.len().alias("n_pods"),
+            pl.col("units").sum().alias("gpus_u"),
         )
-        .sort("s", "job")
+        .sort("arrival", "job")
+        .with_row_index("j")
     )
-    job_ids: list[str] = []
-    arrival, need, gpus_u, j_model, local, ckpts, in_window, n_pods = ([] for _ in range(8))
-    p_units: list[int] = []
-    p_cpu: list[int] = []
-    p_mem: list[int] = []
-    p_rec: list[int] = []
-    klass: list[int] = []
-    classes: dict[tuple[object, ...], int] = {}
-    class_info: list[tuple[int, bool, int]] = []  # model, gang, need
-    rows = zip(*(c.to_list() for c in grouped.get_columns()), strict=True)
-    for job_id, s, e, open_, ckpt, node_list, units, cpu, mem_ in rows:
-        recorded = [index[x] for x in node_list]
-        order = sorted(range(len(units)), key=lambda k: -units[k])
-        pods = [(units[k], cpu[k], mem_[k]) for k in order]
-        recorded = [recorded[k] for k in order]
-        m = model[recorded[0]]
-        is_local = len({domain[x] for x in recorded}) == 1
-        job_ids.append(job_id)
-        arrival.append(s)
-        need.append(math.inf if open_ else float(e - s))
-        gpus_u.append(sum(u for u, _, _ in pods))
-        j_model.append(m)
-        local.append(is_local)
-        ckpts.append(0 if ckpt is None or ckpt <= 0 else round(ckpt * 1e6))
-        in_window.append(s >= lo)
-        n_pods.append(len(pods))
-        for (u, c, mm), x in zip(pods, recorded, strict=True):
-            p_units.append(u)
-            p_cpu.append(c)
-            p_mem.append(mm)
-            p_rec.append(x)
-        gang = is_local and len(pods) > 1
-        key = (m, gang, tuple((u // _U, u % _U, c, mm) for u, c, mm in pods))
-        c = classes.get(key)
-        if c is None:
-            c = classes[key] = len(classes)
-            wanted = (
-                sum(u // _U for u, _, _ in pods)
-                if gang
-                else max(u // _U + (1 if u // _U and u % _U else 0) for u, _, _ in pods)
-            )
-            class_info.append((m, gang, wanted))
-        klass.append(c)
-    pu = _ints(p_units)
-    arrivals = _ints([j for j, inside in enumerate(in_window) if inside])
-    early = _ints([j for j, inside in enumerate(in_window) if not inside])
+    pods = (
+        lp.join(jobs.select("job", "j"), on="job")
+        .sort("j", pl.col("units"), "alloc_id", descending=[False, True, False])
+        .with_columns(
+            (pl.col("units") // _U).alias("whole"),
+            (pl.col("units") % _U).alias("frac"),
+        )
+    )
+    first_pod = pods.group_by("j", maintain_order=True).first()
+    model_of_node = np.asarray(model, dtype=np.int64)
+    j_model = model_of_node[first_pod["node"].to_numpy()]
+    n_pods = jobs["n_pods"].to_numpy().astype(np.int64)
+    local = jobs["local"].to_numpy()
+    gang = local & (n_pods > 1)
+    # classes: jobs of one model, locality and pod list, numbered in order of arrival
+    need_pod = pl.col("whole") + ((pl.col("whole") > 0) & (pl.col("frac") > 0)).cast(pl.Int64)
+    per_job = (
+        pods.group_by("j", maintain_order=True)
+        .agg(
+            pl.format("{}:{}:{}:{}", "whole", "frac", "cpu", "mem").str.join(";").alias("pods"),
+            pl.col("whole").sum().alias("gang_need"),
+            need_pod.max().alias("pod_need"),
+        )
+        .with_columns(
+            pl.Series("model", j_model),
+            pl.Series("gang", gang),
+        )
+        .with_columns(
+            pl.format("{}|{}|{}", "model", "gang", "pods").alias("key"),
+            pl.when(pl.col("gang")).then("gang_need").otherwise("pod_need").alias("need"),
+        )
+    )
+    keys = per_job.select("key", "model", "gang", "need").unique("key", maintain_order=True)
+    keys = keys.with_row_index("klass")
+    klass = per_job.join(keys.select("key", "klass"), on="key", maintain_order="left")["klass"]
+    arrival = jobs["arrival"].to_numpy().astype(np.int64)
+    in_window = arrival >= lo
+    ckpt = jobs["ckpt"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    need = np.where(
+        jobs["open"].to_numpy(), np.inf, (jobs["e"].fill_null(0) - jobs["arrival"]).to_numpy()
+    ).astype(np.float64)
+    job_ids: list[str] = jobs["job"].to_list()
+    pu = pods["units"].to_numpy().astype(np.int64)
+    arrivals = np.flatnonzero(in_window).astype(np.int64)
+    early = np.flatnonzero(~in_window).astype(np.int64)
 
-    f_units_a = _ints(f_units)
     static = dict(  # noqa: C408 (the kernel constructor's keywords)
         model=_ints(model),
         gpus=frame["gpus"].cast(pl.Int64).fill_null(0).to_numpy().astype(np.int64),
@@ -598,39 +612,39 @@ def _prepare(
         model_off=_offsets([len(x) for x in model_members]),
         model_groups=_ints([g for x in model_members for g in x]),
         fv=fv,
-        f_node=_ints([index[x] for x in fixed["node_id"].to_list()]),
-        f_whole=f_units_a // _U,
+        f_node=fixed["node"].to_numpy().astype(np.int64),
+        f_whole=f_units // _U,
         f_fi=share_index(f_units),
         f_cpu=fixed["cpu"].to_numpy().astype(np.int64),
         f_mem=fixed["mem"].to_numpy().astype(np.int64),
-        f_high=np.asarray(f_high, dtype=np.bool_),
-        f_end=_ints(f_end),
-        ev_t=ev[:, 0].copy(),
-        ev_o=ev[:, 1].copy(),
-        ev_seq=ev[:, 2].copy(),
-        ev_kind=ev[:, 3].copy(),
-        ev_item=ev[:, 4].copy(),
-        wake_item=_ints(wake_item),
+        f_high=f_high.astype(np.bool_),
+        f_end=f_end,
+        ev_t=ev_t[order],
+        ev_o=ev_o[order],
+        ev_seq=ev_seq[order],
+        ev_kind=ev_kind[order],
+        ev_item=ev_item[order],
+        wake_item=wake_item.astype(np.int64),
         delays=_ints(delays),
-        j_arrival=_ints(arrival),
-        j_need=np.asarray(need, dtype=np.float64),
+        j_arrival=arrival,
+        j_need=need,
         j_pod_off=_offsets(n_pods),
-        j_gpus_u=_ints(gpus_u),
-        j_model=_ints(j_model),
-        j_local=np.asarray(local, dtype=np.bool_),
-        j_ckpt=_ints(ckpts),
-        j_klass=_ints(klass),
-        j_in_window=np.asarray(in_window, dtype=np.bool_),
+        j_gpus_u=jobs["gpus_u"].to_numpy().astype(np.int64),
+        j_model=j_model,
+        j_local=local.astype(np.bool_),
+        j_ckpt=np.where(np.isnan(ckpt) | (ckpt <= 0), 0, np.round(ckpt * 1e6)).astype(np.int64),
+        j_klass=klass.to_numpy().astype(np.int64),
+        j_in_window=in_window,
         p_whole=pu // _U,
         p_frac=pu % _U,
-        p_fi=share_index(p_units),
-        p_cpu=_ints(p_cpu),
-        p_mem=_ints(p_mem),
-        p_rec=_ints(p_rec),
+        p_fi=share_index(pu),
+        p_cpu=pods["cpu"].to_numpy().astype(np.int64),
+        p_mem=pods["mem"].to_numpy().astype(np.int64),
+        p_rec=pods["node"].to_numpy().astype(np.int64),
         arrivals=arrivals,
-        c_model=_ints([m for m, _, _ in class_info]),
-        c_gang=np.asarray([g for _, g, _ in class_info], dtype=np.bool_),
-        c_need=_ints([w for _, _, w in class_info]),
+        c_model=keys["model"].to_numpy().astype(np.int64),
+        c_gang=keys["gang"].to_numpy().astype(np.bool_),
+        c_need=keys["need"].to_numpy().astype(np.int64),
         lo=lo,
         hi=hi,
         kill=round(options.kill_after_s * 1e6),
@@ -641,13 +655,13 @@ def _prepare(
         fixed_ids=fixed_ids,
         job_ids=job_ids,
         early=early,
-        n_classes=len(classes),
+        n_classes=keys.height,
         n_models=len(model_names),
         n_fixed=fixed.height,
-        n_wakes=len(wake_item),
-        n_pods=len(p_units),
-        seq=seq,
-        sleeps=n_sleeps,
+        n_wakes=int(wake_item.size),
+        n_pods=int(pu.size),
+        seq=seq + int(s_item.size + wakes.sum()),
+        sleeps=int(s_item.size),
     )
     return static, names
 
