@@ -397,6 +397,7 @@ class _Names:
     fixed_ids: list[str]
     job_ids: list[str]
     early: np.ndarray  # jobs running at the window's start
+    in_window: np.ndarray  # per job: it arrived in the window
     n_classes: int
     n_models: int
     n_fixed: int
@@ -536,6 +537,11 @@ def _prepare(
     draws = np.random.default_rng([options.seed, 7]).standard_normal(wake_item.size)
     mu = math.log(mean) - sigma * sigma / 2 if mean > 0 else 0.0
     delays = [0 if mean <= 0 else round(math.exp(mu + sigma * z) * 1e6) for z in draws.tolist()]
+    # A delay or kill deadline past the window's length acts as that length (the
+    # eviction falls after the end either way), and stays within int64.
+    beyond = hi - lo + 1
+    kill = min(round(options.kill_after_s * 1e6), beyond)
+    delays = [min(d, beyond) for d in delays]
 
     # ---- low-priority jobs: one per job_id (null: the alloc_id), in order of arrival
     # (then job id); their pods largest first (then alloc_id)
@@ -618,7 +624,6 @@ def _prepare(
         f_cpu=fixed["cpu"].to_numpy().astype(np.int64),
         f_mem=fixed["mem"].to_numpy().astype(np.int64),
         f_high=f_high.astype(np.bool_),
-        f_end=f_end,
         ev_t=ev_t[order],
         ev_o=ev_o[order],
         ev_seq=ev_seq[order],
@@ -634,7 +639,6 @@ def _prepare(
         j_local=local.astype(np.bool_),
         j_ckpt=np.where(np.isnan(ckpt) | (ckpt <= 0), 0, np.round(ckpt * 1e6)).astype(np.int64),
         j_klass=klass.to_numpy().astype(np.int64),
-        j_in_window=in_window,
         p_whole=pu // _U,
         p_frac=pu % _U,
         p_fi=share_index(pu),
@@ -647,7 +651,7 @@ def _prepare(
         c_need=keys["need"].to_numpy().astype(np.int64),
         lo=lo,
         hi=hi,
-        kill=round(options.kill_after_s * 1e6),
+        kill=kill,
         policy=_POLICY_CODES[options.policy],
     )
     names = _Names(
@@ -655,6 +659,7 @@ def _prepare(
         fixed_ids=fixed_ids,
         job_ids=job_ids,
         early=early,
+        in_window=in_window,
         n_classes=keys.height,
         n_models=len(model_names),
         n_fixed=fixed.height,
@@ -759,7 +764,6 @@ def replay_harvest(
         >>> r.standby_gpu_hours, r.harvested_gpu_hours, r.unfinished
         (16.0, 8.0, 0)
     """
-    check_options(options, start, end)
     prepared = prepare_replay(nodes, allocations, sleeps, options, start, end)
     return run_replay(prepared, options.policy, progress)
 
@@ -839,12 +843,13 @@ def warm_up() -> None:
     replay_harvest(nodes, allocations, sleeps, HarvestOptions(), t0, t0 + timedelta(hours=2))
 
 
-def _times(us: object) -> pl.Series:
-    """µs since the epoch (-1 or None: null) as a naive Datetime("us") column."""
-    frame = pl.DataFrame({"us": np.asarray(us, dtype=np.int64)}, schema={"us": pl.Int64})
-    return frame.select(
-        pl.when(pl.col("us") >= 0).then(pl.col("us")).cast(pl.Datetime("us"))
-    ).to_series()
+def _times(us: np.ndarray, none: int | None = None) -> pl.Series:
+    """µs since the epoch as a naive Datetime("us") column; the value ``none`` (the
+    kernel's -1 for "not yet") becomes null."""
+    values = pl.Series(np.asarray(us, dtype=np.int64), dtype=pl.Int64)
+    if none is not None:
+        values = values.set(values == none, None)
+    return values.cast(pl.Datetime("us"))
 
 
 def _result(
@@ -868,12 +873,12 @@ def _result(
         {
             "job_id": job_ids,
             "arrival": _times(static["j_arrival"]),
-            "finish": _times(state["j_finish"]),
+            "finish": _times(state["j_finish"], none=-1),
             "need_s": pl.Series(np.where(np.isinf(need), np.nan, need / 1e6)).fill_nan(None),
             "done_s": np.minimum(state["j_done"], need) / 1e6,
             "runs": state["j_runs"],
             "preempted": state["j_preempted"],
-            "in_window": static["j_in_window"],
+            "in_window": names.in_window,
             "resumed": state["j_resumed"],
         },
         schema={"job_id": pl.String, "arrival": pl.Datetime("us"), "finish": pl.Datetime("us"),
@@ -917,8 +922,8 @@ def _result(
         {
             "alloc_id": fixed_ids.gather(seen),
             "node_id": node_ids.gather(static["f_node"][seen]),
-            "start_time": _times(state["f_seen_start"][seen]),
-            "end_time": _times(state["f_seen_end"][seen]),
+            "start_time": _times(state["f_seen_start"][seen], none=-1),
+            "end_time": _times(state["f_seen_end"][seen], none=-1),
         },
         schema={"alloc_id": pl.String, "node_id": pl.String,
                 "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},

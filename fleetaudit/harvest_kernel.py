@@ -101,8 +101,6 @@ STATIC_FIELDS = (
     ("f_cpu", types.int64[::1]),
     ("f_mem", types.int64[::1]),
     ("f_high", types.boolean[::1]),
-    # BIG: open-ended
-    ("f_end", types.int64[::1]),
     # recorded events, sorted by (t, order, seq)
     ("ev_t", types.int64[::1]),
     ("ev_o", types.int64[::1]),
@@ -126,7 +124,6 @@ STATIC_FIELDS = (
     # µs, 0: no checkpoints
     ("j_ckpt", types.int64[::1]),
     ("j_klass", types.int64[::1]),
-    ("j_in_window", types.boolean[::1]),
     # pods
     ("p_whole", types.int64[::1]),
     ("p_frac", types.int64[::1]),
@@ -174,7 +171,6 @@ def new_static(  # type: ignore[no-untyped-def]
     f_cpu,
     f_mem,
     f_high,
-    f_end,
     ev_t,
     ev_o,
     ev_seq,
@@ -190,7 +186,6 @@ def new_static(  # type: ignore[no-untyped-def]
     j_local,
     j_ckpt,
     j_klass,
-    j_in_window,
     p_whole,
     p_frac,
     p_fi,
@@ -225,7 +220,6 @@ def new_static(  # type: ignore[no-untyped-def]
     x.f_cpu = f_cpu
     x.f_mem = f_mem
     x.f_high = f_high
-    x.f_end = f_end
     x.ev_t = ev_t
     x.ev_o = ev_o
     x.ev_seq = ev_seq
@@ -241,7 +235,6 @@ def new_static(  # type: ignore[no-untyped-def]
     x.j_local = j_local
     x.j_ckpt = j_ckpt
     x.j_klass = j_klass
-    x.j_in_window = j_in_window
     x.p_whole = p_whole
     x.p_frac = p_frac
     x.p_fi = p_fi
@@ -747,29 +740,31 @@ def _lent_gpus(S, X, n: int) -> int:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _fits_shape(S, X, n: int, whole: int, fi: int, cpu: int, mem: int) -> bool:  # type: ignore[no-untyped-def]
+    """A holder of this shape (share size index fi, -1: none) fits on node n as it is now."""
+    if X.cpu_used[n] + cpu > S.cpus[n] or X.mem_used[n] + mem > S.mem[n]:
+        return False
+    occ = X.whole[n] + whole + _ffd(X.fr[n], S.fv, fi)[0] if fi >= 0 else X.occ[n] + whole
+    return occ <= S.gpus[n]
+
+
+@njit(cache=True)
 def _fits(S, X, n: int, p: int) -> bool:  # type: ignore[no-untyped-def]
     """Pod p fits on node n as it is now."""
-    if X.cpu_used[n] + S.p_cpu[p] > S.cpus[n] or X.mem_used[n] + S.p_mem[p] > S.mem[n]:
-        return False
-    fi = S.p_fi[p]
-    if fi >= 0:
-        occ = X.whole[n] + S.p_whole[p] + _ffd(X.fr[n], S.fv, fi)[0]
-    else:
-        occ = X.occ[n] + S.p_whole[p]
-    return occ <= S.gpus[n]
+    return _fits_shape(S, X, n, S.p_whole[p], S.p_fi[p], S.p_cpu[p], S.p_mem[p])
 
 
 @njit(cache=True)
 def _fits_fixed(S, X, n: int, i: int) -> bool:  # type: ignore[no-untyped-def]
     """Fixed allocation i fits on node n as it is now."""
-    if X.cpu_used[n] + S.f_cpu[i] > S.cpus[n] or X.mem_used[n] + S.f_mem[i] > S.mem[n]:
-        return False
-    fi = S.f_fi[i]
-    if fi >= 0:
-        occ = X.whole[n] + S.f_whole[i] + _ffd(X.fr[n], S.fv, fi)[0]
-    else:
-        occ = X.occ[n] + S.f_whole[i]
-    return occ <= S.gpus[n]
+    return _fits_shape(S, X, n, S.f_whole[i], S.f_fi[i], S.f_cpu[i], S.f_mem[i])
+
+
+@njit(cache=True)
+def _gpu_us(dt: int, whole: int, frac: int) -> int:
+    """GPU-µs of a pod of whole + frac / U GPUs held for dt µs, rounded down; exact in
+    int64 (dt x frac alone passes 2^63 after 107 days)."""
+    return dt * whole + (dt // U) * frac + (dt % U) * frac // U
 
 
 @njit(cache=True)
@@ -980,7 +975,7 @@ def _stop(S, X, j: int, t: int) -> None:  # type: ignore[no-untyped-def]
         s = seg + (p - S.j_pod_off[j])
         dt = t - X.seg_start[s]
         X.seg_end[s] = t
-        X.cnt[C_LP] += dt * S.p_whole[p] + dt * S.p_frac[p] // U
+        X.cnt[C_LP] += _gpu_us(dt, S.p_whole[p], S.p_frac[p])
         X.p_placed[p] = -1
     X.j_seg[j] = -1
     X.j_run_start[j] = -1
@@ -1507,7 +1502,7 @@ def _handle(S, X, t: int, kind: int, item: int, version: int, initial: bool, rng
         start, count = X.w_victims[wake, 0], X.w_victims[wake, 1]
         for k in range(start, start + count):
             j = X.victim_store[k]
-            if X.j_run_start[j] >= 0 and _placed_on(S, X, j, n):
+            if X.j_seg[j] >= 0 and _placed_on(S, X, j, n):  # still running there
                 _evict(S, X, j, t, WAKE_REASON, forced)
         _unlock(S, X, n)
         if X.f_state[a] == WAKING:
@@ -1617,7 +1612,7 @@ def finish(S, X) -> None:  # type: ignore[no-untyped-def]
             s = seg + (p - first)
             dt = hi - X.seg_start[s]
             X.seg_end[s] = hi
-            X.cnt[C_LP] += dt * S.p_whole[p] + dt * S.p_frac[p] // U
+            X.cnt[C_LP] += _gpu_us(dt, S.p_whole[p], S.p_frac[p])
     for n in range(S.gpus.shape[0]):
         _account(S, X, n, hi)
     for i in range(X.lent_open.shape[0]):

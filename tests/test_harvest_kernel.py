@@ -125,3 +125,44 @@ def test_worker_processes_replay_as_the_main_process_does(tmp_path) -> None:
         assert (here.lost_gpu_hours, here.harvested_gpu_hours) == (
             other.lost_gpu_hours, other.harvested_gpu_hours,
         )  # fmt: skip
+
+
+def test_policy_codes_follow_the_policies() -> None:
+    codes = [harvest_kernel.SPOTGPU, harvest_kernel.NEWEST, harvest_kernel.SMALLEST,
+             harvest_kernel.RANDOM]  # fmt: skip
+    assert [harvest._POLICY_CODES[p] for p in harvest.POLICIES] == codes
+
+
+@pytest.mark.parametrize("gpus", [1.9, 0.95, 3.999999])
+def test_gpu_hours_stay_exact_over_long_windows(gpus: float) -> None:
+    """A share held for 200 days: GPU-µs x share units pass 2^63, the integral must not."""
+    t0 = datetime(2025, 1, 1)
+    end = t0 + timedelta(days=200)
+    nodes = pl.DataFrame({"node_id": ["n"], "gpu_model": ["m"], "gpus": [4], "cpus": [8.0]})
+    allocs = pl.DataFrame({"alloc_id": ["lp"], "node_id": ["n"], "gpus": [gpus], "cpus": [1.0],
+                           "priority": ["low"], "start_time": [t0], "end_time": [None]},
+                          schema_overrides={"end_time": pl.Datetime("us")})  # fmt: skip
+    sleeps = pl.DataFrame(schema={"alloc_id": pl.String, "sleep_start": pl.Datetime("us"),
+                                  "sleep_end": pl.Datetime("us")})  # fmt: skip
+    result = harvest.replay_harvest(nodes, allocs, sleeps, harvest.HarvestOptions(), t0, end)
+    assert result.lp_gpu_hours == pytest.approx(gpus * 200 * 24, rel=1e-12)
+    assert result.jobs["arrival"].to_list() == [t0] and result.unfinished == 1
+
+
+def test_huge_delays_and_deadlines_act_as_the_window() -> None:
+    t0 = datetime(2026, 1, 1)
+    nodes = pl.DataFrame({"node_id": ["n"], "gpu_model": ["m"], "gpus": [8], "cpus": [64.0]})
+    allocs = pl.DataFrame({
+        "alloc_id": ["hp", "lp"], "node_id": ["n", "n"], "gpus": [8.0, 8.0],
+        "cpus": [8.0, 8.0], "priority": ["high", "low"], "sleepable": [True, False],
+        "start_time": [t0, t0 + timedelta(hours=1)],
+        "end_time": [t0 + timedelta(hours=6), t0 + timedelta(hours=5)],
+    })  # fmt: skip
+    sleeps = pl.DataFrame({"alloc_id": ["hp"], "sleep_start": [t0 + timedelta(hours=1)],
+                           "sleep_end": [t0 + timedelta(hours=2)]})  # fmt: skip
+    options = harvest.HarvestOptions(eviction_delay_mean_s=1e12, eviction_delay_p95_s=2e12,
+                                     kill_after_s=1e13)  # fmt: skip
+    result = harvest.replay_harvest(nodes, allocs, sleeps, options, t0, t0 + timedelta(hours=6))
+    # the waking container never gets its GPUs back within the window: nothing is evicted
+    assert result.evictions == 0 and result.forced_kills == 0
+    assert result.jobs["finish"].to_list() == [t0 + timedelta(hours=5)]
