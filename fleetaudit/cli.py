@@ -722,7 +722,7 @@ def generate(
         typer.Option(
             "--harvested-nights",
             help="Record a fleet that already harvests: the chance that a sleeping warm "
-            "container's GPUs carry low-priority work on a night (ASI: 0.9). Such nodes are "
+            "container's GPUs carry low-priority work on a night (e.g. 0.9). Such nodes are "
             "over capacity in the record while the container sleeps. Default 0: none.",
         ),
     ] = GenerateOptions.harvested_nights,

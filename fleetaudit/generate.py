@@ -87,10 +87,12 @@ class GenerateOptions:
             datetime is taken as UTC.
         harvested_nights: the record of a fleet that already harvests, as ASI's
             does: the chance that a sleeping warm container's GPUs carry
-            low-priority work on a given night (ASI: 90% of standby GPU-hours).
-            That work shares the container's GPUs, CPUs and memory, so such a
-            node is over capacity in the record while the container sleeps.
-            0 (the default) records none, and every node stays within capacity.
+            low-priority work on a given night (ASI takes 90% of its standby
+            GPU-hours; 0.9 here records work on about 76% of them, since
+            containers also sleep by day and only nights are harvested). That
+            work shares the container's GPUs, CPUs and memory, so such a node is
+            over capacity in the record while the container sleeps. 0 (the
+            default) records none, and every node stays within capacity.
     """
 
     nodes: int = 19_400
@@ -1123,7 +1125,8 @@ def _emit_block(
 # 30-minute idle period until the morning wake.
 _LEND_FROM = 16 * _HOUR
 _LEND_TO = 23 * _HOUR + 1800
-_HARVEST_DELAY_S = 600.0  # mean wait before low-priority work lands on the lent GPUs
+_HARVEST_DELAY_S = 60.0  # mean wait before low-priority work lands on the lent GPUs
+_HARVEST_MIN_S = 600  # shorter lending is not recorded as harvested
 
 
 def _harvested_work(
@@ -1141,8 +1144,9 @@ def _harvested_work(
 
     Per sleepable allocation (arrays aligned) and night of its life inside the
     window, with chance ``ctx.harvested_nights``: one offline-inference job on the
-    container's GPUs, CPUs and memory, from the lending start (plus an
-    exponential delay) until the wake or the container's end. It has no request
+    container's GPUs, CPUs and memory, from the lending start (16:00 UTC, or 30
+    idle minutes after a container that starts later; plus an exponential delay,
+    mean one minute) until the wake or the container's end. It has no request
     and no telemetry of its own (the container's samples stay the GPUs' record).
     A random stream and ids of its own ("ah-", "jh-") keep every other row as
     without the option.
@@ -1154,10 +1158,10 @@ def _harvested_work(
     count = np.maximum(last - first + 1, 0)
     owner, k = _expand(count)
     night = (first[owner] + k) * _DAY
-    begin = np.maximum(night + _LEND_FROM, lo[owner])
+    begin = np.maximum(np.maximum(night + _LEND_FROM, start[owner] + 1800), ctx.start_s)
     begin = begin + np.ceil(rng.exponential(_HARVEST_DELAY_S, size=owner.size)).astype(np.int64)
     stop = np.minimum(night + _LEND_TO, end[owner])
-    keep = (stop - begin >= 1800) & (rng.random(owner.size) < ctx.harvested_nights)
+    keep = (stop - begin >= _HARVEST_MIN_S) & (rng.random(owner.size) < ctx.harvested_nights)
     owner, begin, stop = owner[keep], begin[keep], stop[keep]
     n = owner.size
     ckpt = rng.choice(np.array([600, 900, 1200, 1800, 3600]), size=n)
