@@ -666,7 +666,8 @@ def whatif_harvesting(
 
     High priority runs as recorded; low-priority jobs arrive as recorded and run
     wherever their GPU model has room, on lent GPUs too. Victim policies compare
-    side by side. Sleeps come from telemetry; without it nothing sleeps.
+    side by side. Sleeps come from telemetry; without it nothing sleeps. The
+    first run on a machine compiles the replay (about a minute), later runs load it.
     """
     durations = {
         field: parse_duration(text, option=option)
