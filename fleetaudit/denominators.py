@@ -46,6 +46,7 @@ from fleetaudit.history import _range_max as range_max  # the sweep's sparse-tab
 from fleetaudit.history import nearest_rank
 from fleetaudit.occupancy import SHARE_UNITS, occupancy_timeline
 from fleetaudit.shapes import CAUSES, Shape
+from fleetaudit.times import epoch_us
 
 __all__ = [
     "SPLIT",
@@ -60,14 +61,9 @@ __all__ = [
 SPLIT = (*CAUSES, "unqueued")
 """The stranded causes of the report's idle split (SPEC §3's four, plus unqueued)."""
 LEDGER = ("installed", "unhealthy", "allocated_high", "allocated_low", "idle", "usable", *SPLIT)
-_EPOCH = datetime(1970, 1, 1)
 _ONE_US = timedelta(microseconds=1)
 _BIG = 1 << 40  # "unbounded" slots, as shapes.node_slots
 _QUANTILES = ((50, 100), (90, 100))
-
-
-def _us(at: datetime) -> int:
-    return (at - _EPOCH) // _ONE_US
 
 
 def window_instants(end: datetime, span: timedelta, step: timedelta) -> list[datetime]:
@@ -129,7 +125,7 @@ def physical(
     ('H20', 16.0, 16.0, 0.0, 2.0)
     """
     hours = (end - start) / timedelta(hours=1)
-    lo, hi = _us(start), _us(end)
+    lo, hi = epoch_us(start), epoch_us(end)
     caps = nodes.select(pl.col("node_id").cast(pl.String), pl.col("gpus").cast(pl.Int64))
 
     if hi == lo:
@@ -494,10 +490,10 @@ def schedulable(
     if timelines is None:
         timelines = window_timelines(nodes, allocations, instants[0], instants[-1], hi)
     everything, high = timelines
-    t0 = _us(min(instants[0], everything["time"].min() or instants[0]))  # type: ignore[type-var]
-    offsets = np.asarray([_us(t) - t0 for t in instants], dtype=np.int64)
+    t0 = epoch_us(min(instants[0], everything["time"].min() or instants[0]))  # type: ignore[type-var]
+    offsets = np.asarray([epoch_us(t) - t0 for t in instants], dtype=np.int64)
     last = everything["time"].max() or hi
-    stride = max(_us(hi), _us(last)) - t0 + 1  # type: ignore[arg-type]
+    stride = max(epoch_us(hi), epoch_us(last)) - t0 + 1  # type: ignore[arg-type]
     # keys: node rank x stride + µs since t0, sorted
     rank_base = np.arange(count, dtype=np.int64) * stride
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,7 @@ import polars as pl
 
 from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import SHARE_UNITS
+from fleetaudit.times import epoch_us, to_utc
 
 __all__ = [
     "POLICIES",
@@ -77,7 +78,6 @@ POLICIES = ("spotgpu", "newest", "smallest", "random")
 _POLICY_CODES = {p: i for i, p in enumerate(POLICIES)}  # harvest_kernel's SPOTGPU .. RANDOM
 
 _U = SHARE_UNITS
-_EPOCH = datetime(1970, 1, 1)
 _UNBOUNDED = 1 << 62
 _Z95 = 1.6448536269514722  # the standard normal's 95th percentile
 _PROGRESS_SLICES = 50  # the replay reports progress this often when asked to
@@ -258,7 +258,7 @@ def sleep_intervals(
     if samples.is_empty() or sleepers.is_empty():
         return pl.DataFrame(schema=out_schema)
     idle_for = timedelta(seconds=idle_for_s)
-    lo, hi = _naive(start), _naive(end)
+    lo, hi = to_utc(start), to_utc(end)
     frame = (
         samples.select(
             pl.col("alloc_id").cast(pl.String),
@@ -316,16 +316,6 @@ def sleep_intervals(
 # ------------------------------------------------------------------ helpers
 
 
-def _naive(at: datetime) -> datetime:
-    if at.tzinfo is not None:
-        return at.astimezone(timezone.utc).replace(tzinfo=None)
-    return at
-
-
-def _us(at: datetime) -> int:
-    return (_naive(at) - _EPOCH) // timedelta(microseconds=1)
-
-
 def delay_sigma(mean_s: float, p95_s: float) -> float:
     """The lognormal sigma whose mean and 95th percentile are the given ones.
 
@@ -352,7 +342,7 @@ def check_options(options: HarvestOptions, start: datetime, end: datetime) -> No
     """Raise UsageError when the options or the window cannot be replayed."""
     if options.policy not in POLICIES:
         raise UsageError(f"--policy: unknown {options.policy!r}; use {', '.join(POLICIES)}")
-    if not _us(end) > _us(start):
+    if not epoch_us(end) > epoch_us(start):
         raise UsageError("the harvesting window is empty: its end must come after its start")
     if not 0 <= options.idle_sm <= 1:
         raise UsageError("--idle-sm: give an SM-active level between 0 and 1")
@@ -419,7 +409,7 @@ def _prepare(
     replay, and the ids to read its outcome with."""
     from fleetaudit import harvest_kernel as kernel  # numba: imported when a replay runs
 
-    lo, hi = _us(start), _us(end)
+    lo, hi = epoch_us(start), epoch_us(end)
     # ---- nodes, sorted by node_id
     frame = nodes.with_columns(pl.col("node_id").cast(pl.String)).sort("node_id")
     node_ids: list[str] = frame["node_id"].to_list()
@@ -943,8 +933,8 @@ def _result(
     return HarvestResult(
         policy=options.policy,
         seed=options.seed,
-        start=_naive(start),
-        end=_naive(end),
+        start=to_utc(start),
+        end=to_utc(end),
         healthy_gpu_hours=healthy / hours,
         allocated_high_gpu_hours=int(cnt[kernel.C_HIGH]) / hours,
         allocated_gpu_hours=int(cnt[kernel.C_ALLOC]) / hours,

@@ -53,7 +53,7 @@ unique in ``nodes`` (the store's key).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,7 @@ import polars as pl
 from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import node_state, occupancy_timeline
 from fleetaudit.shapes import Shape, evaluate, group_key, node_slots
+from fleetaudit.times import epoch_us, from_epoch_us
 
 __all__ = [
     "MAX_INSTANTS",
@@ -73,7 +74,6 @@ __all__ = [
     "nearest_rank",
 ]
 
-_EPOCH = datetime(1970, 1, 1)
 _ONE_US = timedelta(microseconds=1)
 _MICRO = 1_000_000
 _QUANTILES = ((50, 100), (90, 100))  # p50, p90 as exact fractions for ceil(q x n)
@@ -220,7 +220,7 @@ def evaluate_history_naive(
     grid, step_us = _instants(end, span, step, deadline)
     duration = _duration(shape)
     counts = [
-        evaluate(node_state(nodes, allocations, _datetime(t), duration), shape).instances
+        evaluate(node_state(nodes, allocations, from_epoch_us(t), duration), shape).instances
         for t in grid.tolist()
     ]
     return _history(grid, step_us, np.asarray(counts, dtype=np.int64), deadline)
@@ -291,16 +291,6 @@ def nearest_rank(values: list[float | None], numerator: int, denominator: int) -
 # --------------------------------------------------------------- instants, summary
 
 
-def _us(at: datetime) -> int:
-    if at.tzinfo is not None:
-        at = at.astimezone(timezone.utc).replace(tzinfo=None)
-    return (at - _EPOCH) // _ONE_US
-
-
-def _datetime(us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=us)
-
-
 def _duration(shape: Shape) -> timedelta | None:
     """The window length node_state gets for the shape (timedelta rounds to 1 µs)."""
     return timedelta(seconds=shape.duration_s) if shape.duration_s else None
@@ -323,7 +313,7 @@ def _instants(
             f"--step: {step} over {span} gives {count:,} instants, more than "
             f"{MAX_INSTANTS:,}; use a longer step"
         )
-    end_us = _us(end)
+    end_us = epoch_us(end)
     return end_us - step_us * np.arange(count - 1, -1, -1, dtype=np.int64), step_us
 
 
@@ -448,7 +438,7 @@ def _swept_instances(
         return np.zeros(n, dtype=np.int64)
     hi = t_last + max(window_us, 1)
     timeline = occupancy_timeline(
-        eligible, allocations, _datetime(t0), _datetime(hi), share_fills=shape.is_share
+        eligible, allocations, from_epoch_us(t0), from_epoch_us(hi), share_fills=shape.is_share
     )
     node = timeline["node_id"].to_physical().cast(pl.Int64).to_numpy()
     start = timeline["time"].dt.epoch("us").to_numpy()

@@ -35,10 +35,12 @@ loop, over plain lists, with the packing of a multiset of share sizes memoised.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from functools import lru_cache
 
 import polars as pl
+
+from fleetaudit.times import epoch_us
 
 __all__ = [
     "SHARE_UNITS",
@@ -55,8 +57,6 @@ __all__ = [
 SHARE_UNITS = 1_000_000
 """Micro-units per GPU (and per CPU core, per GiB) used for exact arithmetic."""
 
-_EPOCH = datetime(1970, 1, 1)
-_ONE_US = timedelta(microseconds=1)
 _FILLS_DTYPE = pl.List(pl.Float64)
 _COUNTS = ("gpus_used", "gpus_used_high")
 _QUANTITIES = ("cpus_used", "cpus_used_high", "memory_used", "memory_used_high")
@@ -105,13 +105,6 @@ def _packed_fills(sizes_desc: tuple[int, ...]) -> tuple[int, ...]:
 
 
 # ------------------------------------------------------------------ preparation
-
-
-def _to_us(at: datetime) -> int:
-    """Microseconds since the epoch of an instant (naive = UTC)."""
-    if at.tzinfo is not None:
-        at = at.astimezone(timezone.utc).replace(tzinfo=None)
-    return (at - _EPOCH) // _ONE_US
 
 
 def _units(column: str) -> pl.Expr:
@@ -252,7 +245,7 @@ def active_at(allocations: pl.DataFrame, at: datetime) -> pl.DataFrame:
     Returns:
         The active rows, all columns, sorted by alloc_id.
     """
-    t = _to_us(at)
+    t = epoch_us(at)
     start = pl.col("start_time").dt.epoch("us")
     end = pl.col("end_time").dt.epoch("us")
     return allocations.filter((start <= t) & (end.is_null() | (end > t))).sort("alloc_id")
@@ -310,7 +303,7 @@ def occupancy_at(nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime) -
         descending; a fill of 1.0 is a GPU the shares fill exactly).
         Invariant: gpus_used = whole GPUs + len(share_fills).
     """
-    t = _to_us(at)
+    t = epoch_us(at)
     index = _index(nodes)
     units = _occupancy_units(index, _overlapping(allocations, index, t, t + 1))
     return _divided(units, _QUANTITIES, SHARE_UNITS)
@@ -446,7 +439,7 @@ def _peaks_units(index: pl.DataFrame, overlapping: pl.DataFrame, lo: int, hi: in
 
 
 def _window_us(start: datetime, end: datetime) -> tuple[int, int]:
-    lo, hi = _to_us(start), _to_us(end)
+    lo, hi = epoch_us(start), epoch_us(end)
     if hi < lo:
         raise ValueError(f"window end {end.isoformat()} is before its start {start.isoformat()}")
     return lo, hi
@@ -701,8 +694,8 @@ def node_state(
     """
     if duration is not None and duration < timedelta(0):
         raise ValueError(f"duration {duration} is negative")
-    t = _to_us(at)
-    window_end = t + 1 if not duration else _to_us(at + duration)
+    t = epoch_us(at)
+    window_end = t + 1 if not duration else epoch_us(at + duration)
     index = _index(nodes)
     overlapping = _overlapping(allocations, index, t, window_end)
     occupancy = _occupancy_units(index, overlapping.filter(pl.col("start_us") <= t))

@@ -74,7 +74,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 
 import numpy as np
 import polars as pl
@@ -82,6 +82,7 @@ import polars as pl
 from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import SHARE_UNITS
 from fleetaudit.parallel import map_processes as _map_runs
+from fleetaudit.times import epoch_us, from_epoch_us
 
 __all__ = [
     "POLICIES",
@@ -1095,7 +1096,6 @@ QUEUES = ("fifo", "backfill")
 # Backfill skips, at a departure, the waiting shapes that would fail again (exact, see
 # simulate_replay's retry); False = try every shape (the reference the tests compare to).
 _BACKFILL_PRECHECK = True
-_EPOCH = datetime(1970, 1, 1)
 _NEVER = np.iinfo(np.int64).max
 _REPLAY_CURVE = {
     "instant": pl.Datetime("us"), "instant_pct": pl.Float64, "allocated_pct": pl.Float64,
@@ -1141,16 +1141,6 @@ class ReplayResult:
     started: int
     failed: int
     rejected: int
-
-
-def _us(at: datetime) -> int:
-    if at.tzinfo is not None:
-        at = at.astimezone(timezone.utc).replace(tzinfo=None)
-    return (at - _EPOCH) // timedelta(microseconds=1)
-
-
-def _from_us(us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=us)
 
 
 @dataclass
@@ -1258,7 +1248,7 @@ def _check_replay(options: PlacementOptions, start: datetime, end: datetime, que
         raise UsageError(f"unknown policy {options.policy!r}: use one of {', '.join(POLICIES)}")
     if queue not in QUEUES:
         raise UsageError(f"unknown queue {queue!r}: use one of {', '.join(QUEUES)}")
-    if not _us(end) > _us(start):
+    if not epoch_us(end) > epoch_us(start):
         raise UsageError("the replay window is empty: its end must come after its start")
     if not options.step_pct > 0:
         raise UsageError("the step percentage must be above 0")
@@ -1333,7 +1323,7 @@ def simulate_replay(
     frame = requests.sort("submit_time", "request_id", nulls_last=True, maintain_order=True)
     if "trace_order" in frame.columns:
         frame = frame.drop("trace_order")
-    start_us, end_us = _us(start), _us(end)
+    start_us, end_us = epoch_us(start), epoch_us(end)
     submit = frame["submit_time"].dt.epoch("us").fill_null(_NEVER).to_numpy().astype(np.int64)
     inside = (submit >= start_us) & (submit < end_us)
     # Only the requests submitted in the window arrive: the workload is theirs (in
@@ -1536,7 +1526,7 @@ def simulate_replay(
         while mark < len(instants) and instants[mark] <= upto:
             allocated = total - int(run.state.free_total.sum())
             last = mark == len(instants) - 1
-            curve["instant"].append(_from_us(instants[mark]))
+            curve["instant"].append(from_epoch_us(instants[mark]))
             curve["instant_pct"].append(marks[mark])
             curve["allocated_pct"].append(100.0 * allocated / total)
             curve["fragmented_pct"].append(100.0 * run.fragmentation() / total)
@@ -1601,7 +1591,7 @@ def _replay_allocations(
     rows: list[tuple[object, ...]] = [
         (rec.alloc_id, rec.job_id, None, fleet.node_ids[rec.node], sum(rec.units) / _U,
          ",".join(map(str, rec.gpus)), rec.cpu / _U, rec.memory / _U,
-         _from_us(rec.start_us), None if rec.end_us == _NEVER else _from_us(rec.end_us), True)
+         from_epoch_us(rec.start_us), None if rec.end_us == _NEVER else from_epoch_us(rec.end_us), True)
         for rec in records
     ]  # fmt: skip
     for r, pod, n, used, t in placed:
@@ -1616,8 +1606,8 @@ def _replay_allocations(
                 ",".join(map(str, used)),
                 int(w.cpu[r]) / _U,
                 int(w.memory[r]) / _U,
-                _from_us(t),
-                None if duration[r] < 0 else _from_us(t + int(duration[r])),
+                from_epoch_us(t),
+                None if duration[r] < 0 else from_epoch_us(t + int(duration[r])),
                 False,
             )
         )
@@ -1639,8 +1629,8 @@ def _replay_waits(
     return pl.DataFrame(
         {
             "request_id": [workload.request_ids[r] for r in arriving],
-            "submit_time": [_from_us(int(s)) for s in submit[arriving]],
-            "start_time": [None if b < 0 else _from_us(int(b)) for b in begun],
+            "submit_time": [from_epoch_us(int(s)) for s in submit[arriving]],
+            "start_time": [None if b < 0 else from_epoch_us(int(b)) for b in begun],
             "wait_s": [None if b < 0 else (b - s) / 1e6 for b, s in zip(begun, submit[arriving], strict=True)],
         },
         schema={"request_id": pl.String, "submit_time": pl.Datetime("us"),

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -56,11 +56,10 @@ import polars as pl
 
 from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing
 from fleetaudit.shapes import Evaluation, Shape, group_key
+from fleetaudit.times import epoch_us
 
 __all__ = ["Reclaim", "reclaimable"]
 
-_EPOCH = datetime(1970, 1, 1)
-_ONE_US = timedelta(microseconds=1)
 _US_PER_HOUR = 3_600 * 1_000_000
 _BIG = 1 << 40  # "unbounded" slots, as in shapes
 
@@ -215,13 +214,6 @@ def _by(capacity: int | None, peak: int, need: int) -> int:
 
 
 # ---------------------------------------------------------------------- preparation
-
-
-def _us(at: datetime) -> int:
-    """Microseconds since the epoch (naive = UTC)."""
-    if at.tzinfo is not None:
-        at = at.astimezone(timezone.utc).replace(tzinfo=None)
-    return (at - _EPOCH) // _ONE_US
 
 
 def _micro(quantity: pl.Expr) -> pl.Expr:
@@ -525,8 +517,8 @@ def _prepare(
     evaluation: Evaluation,
 ) -> tuple[_Search, int]:
     """The search state with nothing evicted, and the evaluation's uncapped instances."""
-    t = _us(at)
-    t_end = _us(at + timedelta(seconds=shape.duration_s)) if shape.duration_s else t + 1
+    t = epoch_us(at)
+    t_end = epoch_us(at + timedelta(seconds=shape.duration_s)) if shape.duration_s else t + 1
     group_of, slots_of, sums = _groups(evaluation, shape)
     # the uncapped baseline: evaluation.instances may be capped for display (--max)
     baseline = sum(s // shape.pods for s in sums)

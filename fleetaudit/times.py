@@ -68,6 +68,24 @@ def to_utc(value: datetime) -> datetime:
     return value.astimezone(timezone.utc).replace(tzinfo=None)
 
 
+_EPOCH = datetime(1970, 1, 1)
+_ONE_US = timedelta(microseconds=1)
+
+
+def epoch_us(value: datetime) -> int:
+    """Microseconds since the epoch of an instant (naive input is taken as UTC).
+
+    >>> epoch_us(datetime(1970, 1, 1, 0, 0, 1)), epoch_us(datetime(1969, 12, 31, 23, 59, 59))
+    (1000000, -1000000)
+    """
+    return (to_utc(value) - _EPOCH) // _ONE_US
+
+
+def from_epoch_us(us: int) -> datetime:
+    """Microseconds since the epoch as a naive UTC datetime (the inverse of :func:`epoch_us`)."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
 def from_epoch(seconds: float) -> datetime:
     """Epoch seconds as a naive UTC datetime."""
     return datetime(1970, 1, 1) + timedelta(seconds=seconds)

@@ -263,6 +263,19 @@ def test_aware_instant_is_converted_to_utc():
     assert occupancy_at(nodes, allocations, aware)["gpus_used"].to_list() == [1]
 
 
+def test_epoch_microseconds_by_hand():
+    """The one conversion every engine uses (fleetaudit.times)."""
+    from fleetaudit.times import epoch_us, from_epoch_us
+
+    assert epoch_us(datetime(1970, 1, 1, 0, 0, 1, 5)) == 1_000_005
+    assert epoch_us(datetime(1969, 12, 31, 23, 59, 59)) == -1_000_000
+    aware = datetime(1970, 1, 1, 1, 0, tzinfo=timezone(timedelta(hours=1)))  # midnight UTC
+    assert epoch_us(aware) == 0
+    assert from_epoch_us(86_400_000_000 + 7) == datetime(1970, 1, 2, 0, 0, 0, 7)
+    t = datetime(2026, 5, 1, 12, 34, 56, 789)
+    assert from_epoch_us(epoch_us(t)) == t
+
+
 def test_no_allocations_gives_every_node_zero():
     nodes = make_nodes(("b", 8, 16.0, 100.0), ("a", 4, 8.0, None))
     state = node_state(nodes, make_allocs([]), hour(0), timedelta(hours=1))
