@@ -67,7 +67,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit import occupancy
-from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing
+from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing, micro_units
 from fleetaudit.parallel import map_processes
 from fleetaudit.shapes import Shape, evaluate
 
@@ -299,7 +299,7 @@ class _Partition:
 
 
 def _units(column: str) -> pl.Expr:
-    return (pl.col(column).cast(pl.Float64).fill_null(0.0) * _U).round().cast(pl.Int64)
+    return micro_units(column).fill_null(0)
 
 
 def _shape_spec(shape: Shape) -> _ShapeSpec:

@@ -57,7 +57,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import SHARE_UNITS
+from fleetaudit.occupancy import SHARE_UNITS, micro_units, optional_column
 from fleetaudit.times import epoch_us, to_utc
 
 __all__ = [
@@ -360,13 +360,7 @@ def _unit_expr(frame: pl.DataFrame, column: str) -> pl.Expr:
     """A quantity column in integer micro-units (null and absent = 0)."""
     if column not in frame.columns:
         return pl.lit(0, pl.Int64)
-    return (pl.col(column).cast(pl.Float64).fill_null(0.0) * _U).round().cast(pl.Int64)
-
-
-def _column(frame: pl.DataFrame, column: str, dtype: pl.DataType, default: object) -> pl.Series:
-    if column in frame.columns:
-        return frame[column].cast(dtype)
-    return pl.Series(column, [default] * frame.height, dtype=dtype)
+    return micro_units(column).fill_null(0)
 
 
 def _ints(values: object) -> np.ndarray:
@@ -397,17 +391,34 @@ class _Names:
     sleeps: int
 
 
-def _prepare(
+@dataclass(frozen=True)
+class PreparedReplay:
+    """One window's replay in the kernel's arrays, prepared once for every policy.
+
+    Picklable (arrays, lists and strings), so worker processes can replay it.
+    """
+
+    fixed: dict[str, Any]  # the fields of harvest_kernel.Static (its policy is replaced)
+    names: _Names
+    options: HarvestOptions  # the seed and delays (its policy is replaced)
+    start: datetime
+    end: datetime
+
+
+def prepare_replay(
     nodes: pl.DataFrame,
     allocations: pl.DataFrame,
     sleeps: pl.DataFrame,
     options: HarvestOptions,
     start: datetime,
     end: datetime,
-) -> tuple[dict[str, Any], _Names]:
-    """The fields of the kernel's :class:`~fleetaudit.harvest_kernel.Static` for one
-    replay, and the ids to read its outcome with."""
+) -> PreparedReplay:
+    """What :func:`run_replay` needs, for any policy (arguments as :func:`replay_harvest`):
+    the fields of the kernel's :class:`~fleetaudit.harvest_kernel.Static` and the ids
+    to read its outcome with."""
     from fleetaudit import harvest_kernel as kernel  # numba: imported when a replay runs
+
+    check_options(options, start, end)
 
     lo, hi = epoch_us(start), epoch_us(end)
     # ---- nodes, sorted by node_id
@@ -418,10 +429,10 @@ def _prepare(
     model_names = sorted(set(models))
     model_index = {m: i for i, m in enumerate(model_names)}
     model = [model_index[m] for m in models]
-    mem = _column(frame, "memory_gib", pl.Float64, None).to_list()
-    health = _column(frame, "health", pl.String, "healthy").to_list()
+    mem = optional_column(frame, "memory_gib", pl.Float64, None).to_list()
+    health = optional_column(frame, "health", pl.String, "healthy").to_list()
     healthy = [h is None or h == "healthy" for h in health]
-    switch = _column(frame, "switch_id", pl.String, None).to_list()
+    switch = optional_column(frame, "switch_id", pl.String, None).to_list()
     domain = [s if s is not None else "\0" + node_ids[i] for i, s in enumerate(switch)]
     groups: dict[tuple[int, str], int] = {}
     group = [groups.setdefault((model[i], domain[i]), len(groups)) for i in range(n)]
@@ -437,13 +448,13 @@ def _prepare(
     alloc = (
         allocations.select(
             pl.col("alloc_id").cast(pl.String),
-            _column(allocations, "job_id", pl.String, None).alias("job_id"),
+            optional_column(allocations, "job_id", pl.String, None).alias("job_id"),
             pl.col("node_id").cast(pl.String),
             pl.col("gpus").cast(pl.Float64).fill_null(0.0),
             pl.col("priority").cast(pl.String),
             pl.col("start_time").dt.epoch("us").alias("s"),
             pl.col("end_time").dt.epoch("us").alias("e"),
-            _column(allocations, "checkpoint_interval_s", pl.Float64, None).alias("ckpt"),
+            optional_column(allocations, "checkpoint_interval_s", pl.Float64, None).alias("ckpt"),
             _unit_expr(allocations, "gpus").alias("units"),
             _unit_expr(allocations, "cpus").alias("cpu"),
             _unit_expr(allocations, "memory_gib").alias("mem"),
@@ -599,7 +610,7 @@ def _prepare(
     static = dict(  # noqa: C408 (the kernel constructor's keywords)
         model=_ints(model),
         gpus=frame["gpus"].cast(pl.Int64).fill_null(0).to_numpy().astype(np.int64),
-        cpus=_ints((_column(frame, "cpus", pl.Float64, 0.0).fill_null(0.0) * _U).round()),
+        cpus=_ints((optional_column(frame, "cpus", pl.Float64, 0.0).fill_null(0.0) * _U).round()),
         mem=_ints([_UNBOUNDED if x is None else round(x * _U) for x in mem]),
         healthy=np.asarray(healthy, dtype=np.bool_),
         group=_ints(group),
@@ -658,7 +669,7 @@ def _prepare(
         seq=seq + int(s_item.size + wakes.sum()),
         sleeps=int(s_item.size),
     )
-    return static, names
+    return PreparedReplay(static, names, options, start, end)
 
 
 def _state(static: dict[str, Any], names: _Names) -> dict[str, Any]:
@@ -756,34 +767,6 @@ def replay_harvest(
     """
     prepared = prepare_replay(nodes, allocations, sleeps, options, start, end)
     return run_replay(prepared, options.policy, progress)
-
-
-@dataclass(frozen=True)
-class PreparedReplay:
-    """One window's replay in the kernel's arrays, prepared once for every policy.
-
-    Picklable (arrays, lists and strings), so worker processes can replay it.
-    """
-
-    fixed: dict[str, Any]  # the fields of harvest_kernel.Static (its policy is replaced)
-    names: _Names
-    options: HarvestOptions  # the seed and delays (its policy is replaced)
-    start: datetime
-    end: datetime
-
-
-def prepare_replay(
-    nodes: pl.DataFrame,
-    allocations: pl.DataFrame,
-    sleeps: pl.DataFrame,
-    options: HarvestOptions,
-    start: datetime,
-    end: datetime,
-) -> PreparedReplay:
-    """What :func:`run_replay` needs, for any policy (arguments as :func:`replay_harvest`)."""
-    check_options(options, start, end)
-    fixed, names = _prepare(nodes, allocations, sleeps, options, start, end)
-    return PreparedReplay(fixed, names, options, start, end)
 
 
 def run_replay(

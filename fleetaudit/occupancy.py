@@ -46,10 +46,12 @@ __all__ = [
     "SHARE_UNITS",
     "active_at",
     "first_fit_decreasing",
+    "micro_units",
     "node_state",
     "occupancy_at",
     "occupancy_timeline",
     "occupied_gpu_seconds",
+    "optional_column",
     "pack_shares",
     "peak_occupancy",
 ]
@@ -107,9 +109,19 @@ def _packed_fills(sizes_desc: tuple[int, ...]) -> tuple[int, ...]:
 # ------------------------------------------------------------------ preparation
 
 
-def _units(column: str) -> pl.Expr:
-    """A quantity column in integer micro-units (null stays null)."""
+def micro_units(column: str) -> pl.Expr:
+    """A quantity column in integer micro-units (null stays null): how every engine
+    counts GPUs, CPUs and memory exactly."""
     return (pl.col(column).cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
+
+
+def optional_column(
+    frame: pl.DataFrame, name: str, dtype: pl.DataType, default: object
+) -> pl.Series:
+    """A column of ``frame`` cast to ``dtype``, or ``default`` on every row when absent."""
+    if name in frame.columns:
+        return frame[name].cast(dtype)
+    return pl.Series(name, [default] * frame.height, dtype=dtype)
 
 
 def _divided(frame: pl.DataFrame, columns: Sequence[str], divisor: int) -> pl.DataFrame:
@@ -145,7 +157,7 @@ def _overlapping(allocations: pl.DataFrame, index: pl.DataFrame, lo: int, hi: in
     """
     start = pl.col("start_time").dt.epoch("us")
     end = pl.col("end_time").dt.epoch("us")
-    gpus_u = _units("gpus").fill_null(0)
+    gpus_u = micro_units("gpus").fill_null(0)
     node_enum = pl.Enum(index["node_id"])
     return (
         allocations.lazy()
@@ -162,8 +174,8 @@ def _overlapping(allocations: pl.DataFrame, index: pl.DataFrame, lo: int, hi: in
             (pl.col("priority") == "high").fill_null(False).alias("high"),
             (gpus_u // SHARE_UNITS).alias("whole"),
             (gpus_u % SHARE_UNITS).alias("frac"),
-            _units("cpus").fill_null(0).alias("cpus_u"),
-            _units("memory_gib").fill_null(0).alias("memory_u"),
+            micro_units("cpus").fill_null(0).alias("cpus_u"),
+            micro_units("memory_gib").fill_null(0).alias("memory_u"),
         )
         .drop_nulls("node")
         .collect()
@@ -227,7 +239,7 @@ def pack_shares(allocations: pl.DataFrame) -> pl.DataFrame:
     """
     items = allocations.select(
         pl.col("node_id").cast(pl.String),
-        (_units("gpus").fill_null(0) % SHARE_UNITS).alias("frac"),
+        (micro_units("gpus").fill_null(0) % SHARE_UNITS).alias("frac"),
     )
     return _pack(items, "node_id").sort("node_id")
 
@@ -717,8 +729,8 @@ def node_state(
         nodes.select(
             pl.col("node_id").cast(pl.String),
             pl.col("gpus").cast(pl.Int64).alias("gpus_capacity"),
-            _units("cpus").alias("cpus_capacity"),
-            _units("memory_gib").alias("memory_capacity"),
+            micro_units("cpus").alias("cpus_capacity"),
+            micro_units("memory_gib").alias("memory_capacity"),
         )
         .join(occupancy.select("node_id", *_COUNTS, *_QUANTITIES), on="node_id")
         .join(peaks, on="node_id")

@@ -80,7 +80,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import SHARE_UNITS
+from fleetaudit.occupancy import SHARE_UNITS, optional_column
 from fleetaudit.parallel import map_processes as _map_runs
 from fleetaudit.times import epoch_us, from_epoch_us
 
@@ -223,12 +223,6 @@ class _Workload:
     shapes: _Shapes = field(repr=False)
 
 
-def _column(frame: pl.DataFrame, name: str, default: object, dtype: pl.DataType) -> pl.Series:
-    if name in frame.columns:
-        return frame[name].cast(dtype)
-    return pl.Series(name, [default] * frame.height, dtype=dtype)
-
-
 def _row_ids(rows: np.ndarray) -> np.ndarray:
     """Dense ids of a 2-D integer array's rows, in lexicographic row order.
 
@@ -259,9 +253,9 @@ def _prepare_fleet(nodes: pl.DataFrame) -> _Fleet:
     model = np.array([models.index(m) for m in model_names], dtype=np.int64)
     gpus = frame["gpus"].cast(pl.Int64).fill_null(0).to_numpy().astype(np.int64)
     cpus = _units(frame["cpus"].cast(pl.Float64).fill_null(0.0).to_numpy())
-    memory_f = _column(frame, "memory_gib", None, pl.Float64).to_numpy()
+    memory_f = optional_column(frame, "memory_gib", pl.Float64, None).to_numpy()
     memory = np.where(np.isnan(memory_f), _UNBOUNDED, _units(np.nan_to_num(memory_f)))
-    switch = _column(frame, "switch_id", None, pl.String).to_list()
+    switch = optional_column(frame, "switch_id", pl.String, None).to_list()
     # A node with no switch is a domain by itself (SPEC §1).
     domains = [s if s is not None else f"\0{n}" for s, n in zip(switch, node_ids, strict=True)]
     domain_names = sorted(set(domains))
@@ -323,7 +317,7 @@ def _quantities(frame: pl.DataFrame) -> _Quantities:
         bad = _request_id(frame, int(np.argmax(gpus < 0)))
         raise UsageError(f"request {bad}: gpus is negative")
     is_share = (gpus > 0) & (gpus < 1)
-    per_pod = _column(frame, "gpus_per_pod", None, pl.Float64).to_numpy()
+    per_pod = optional_column(frame, "gpus_per_pod", pl.Float64, None).to_numpy()
     per_pod = np.where(np.isnan(per_pod), np.minimum(gpus, 8.0), per_pod)
     whole = gpus >= 1
     per_pod_whole = np.where(whole, per_pod, 1.0)
@@ -344,8 +338,8 @@ def _quantities(frame: pl.DataFrame) -> _Quantities:
     pod_gpus = np.where(is_share, gpus, count.astype(np.float64))
 
     def per_pod_quantity(total: str, per_gpu: str) -> np.ndarray:
-        totals = _column(frame, total, None, pl.Float64).to_numpy()
-        rate = np.nan_to_num(_column(frame, per_gpu, None, pl.Float64).to_numpy())
+        totals = optional_column(frame, total, pl.Float64, None).to_numpy()
+        rate = np.nan_to_num(optional_column(frame, per_gpu, pl.Float64, None).to_numpy())
         # A given total wins; the store may leave it null for GPU requests.
         values = np.where(np.isnan(totals), rate * pod_gpus, np.nan_to_num(totals) / pods)
         if (values < 0).any():
@@ -359,7 +353,7 @@ def _quantities(frame: pl.DataFrame) -> _Quantities:
 
 
 def _check_localities(frame: pl.DataFrame) -> None:
-    localities = _column(frame, "locality", None, pl.String)
+    localities = optional_column(frame, "locality", pl.String, None)
     bad = (localities.is_not_null() & ~localities.is_in(list(LOCALITIES))).to_numpy()
     if bad.any():
         i = int(np.argmax(bad))
@@ -391,7 +385,7 @@ def _prepare_workload(
 
     # Model sets numbered by first appearance in ``everyone`` (the fragmentation
     # measure orders equally popular shapes by this number).
-    every_model = _column(everyone, "gpu_model", None, pl.String)
+    every_model = optional_column(everyone, "gpu_model", pl.String, None)
     model_sets: list[tuple[str, ...]] = []
     seen: dict[str | None, int] = {}
     for value in every_model.unique(maintain_order=True).to_list():
@@ -400,7 +394,7 @@ def _prepare_workload(
             model_sets.append(models)
         seen[value] = model_sets.index(models)
     allowed = np.array(
-        [seen[v] for v in _column(frame, "gpu_model", None, pl.String).to_list()],
+        [seen[v] for v in optional_column(frame, "gpu_model", pl.String, None).to_list()],
         dtype=np.int64,
     )
     model_ok = np.zeros((len(model_sets), len(fleet.node_ids)), dtype=bool)
@@ -409,7 +403,7 @@ def _prepare_workload(
         model_allowed[s] = [not models or m in models for m in fleet.models]
         model_ok[s] = model_allowed[s][fleet.model] if len(fleet.model) else False
 
-    localities = _column(frame, "locality", None, pl.String).to_list()
+    localities = optional_column(frame, "locality", pl.String, None).to_list()
     locality = np.empty(len(ids), dtype=np.int64)
     for i, value in enumerate(localities):
         if value is None:
@@ -1175,8 +1169,8 @@ def _occupy_recorded(
     end = pl.col("end_time").dt.epoch("us")
     frame = (
         allocations.with_columns(
-            _column(allocations, "job_id", None, pl.String).alias("job_id"),
-            _column(allocations, "memory_gib", None, pl.Float64).alias("memory_gib"),
+            optional_column(allocations, "job_id", pl.String, None).alias("job_id"),
+            optional_column(allocations, "memory_gib", pl.Float64, None).alias("memory_gib"),
         )
         .filter((start <= start_us) & (end.is_null() | (end > start_us)))
         .select(
@@ -1331,7 +1325,7 @@ def simulate_replay(
     window = frame.filter(pl.Series(inside))
     submit = submit[inside]
     workload = _prepare_workload(window, fleet, options, weigh=frame)
-    duration_s = _column(window, "duration_s", None, pl.Float64).to_numpy()
+    duration_s = optional_column(window, "duration_s", pl.Float64, None).to_numpy()
     duration = np.where(np.isnan(duration_s), -1, np.round(np.nan_to_num(duration_s) * 1e6))
     duration = duration.astype(np.int64)
     arriving = np.arange(len(submit))
