@@ -16,7 +16,9 @@ Contract:
   *lanes* whose capacities add up to at most the node's; a lane runs one
   allocation at a time (gangs are lanes spanning whole nodes of one switch
   domain). Shares are powers of two laid out to fill whole GPUs, so any subset
-  of them packs first-fit-decreasing into no more GPUs than planned.
+  of them packs first-fit-decreasing into no more GPUs than planned. The one
+  exception is opt-in: `harvested_nights` records low-priority work on sleeping
+  containers' GPUs, beside them, as a harvesting fleet's record holds it.
 - Allocations overlap the window [end - days, end]; those that began before
   the window keep their true start_time. end_time is null for allocations
   still running at `end`.
