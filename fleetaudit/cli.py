@@ -746,9 +746,27 @@ def generate(
         telemetry_days=telemetry_days,
         harvested_nights=harvested_nights,
     )
-    with console.progress_status("generating") as progress:
-        result = api.generate_fleet(out, options, lambda msg, _frac: progress(msg))
+    try:
+        with console.progress_status("generating") as progress:
+            result = api.generate_fleet(out, options, lambda msg, _frac: progress(msg))
+    except UsageError as exc:
+        # The generator names its option fields; say the flags the user typed.
+        field, _, rest = str(exc).partition(" ")
+        if field in _GENERATE_FLAGS:
+            raise UsageError(f"{_GENERATE_FLAGS[field]}: {rest}") from exc
+        raise
     console.render_generate(result)
+
+
+_GENERATE_FLAGS = {
+    "nodes": "--nodes",
+    "days": "--days",
+    "seed": "--seed",
+    "format": "--format",
+    "telemetry_step_s": "--telemetry-step",
+    "telemetry_days": "--telemetry-days",
+    "harvested_nights": "--harvested-nights",
+}
 
 
 @app.command()

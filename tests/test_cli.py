@@ -176,6 +176,20 @@ def test_generate_writes_a_fleet_that_ingests(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--nodes", "0"), "fleetaudit: error: --nodes: must be an integer >= 1, got 0\n"),
+        (("--harvested-nights", "1.5"),
+         "fleetaudit: error: --harvested-nights: must be in [0, 1], got 1.5\n"),
+    ],
+)  # fmt: skip
+def test_generate_errors_name_the_flag(tmp_path: Path, args, message) -> None:
+    result = invoke("generate", tmp_path / "fleet", *args)
+    assert result.exit_code == 2 and result.stderr == message
+    assert not (tmp_path / "fleet").exists()
+
+
 def test_demo_in_process(tmp_path: Path) -> None:
     result = invoke("demo", "--db", tmp_path / "demo.duckdb")
     assert result.exit_code == 0, result.output
