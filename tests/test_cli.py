@@ -121,7 +121,7 @@ def test_failed_ingest_leaves_the_store_unchanged(tmp_path: Path, tiny_dir: Path
             ["ingest", "--format", "slurm", "x.csv"],
             "unknown --format 'slurm'; use native or alibaba-gpu-v2023",
         ),
-        (["generate", "out", "--nodes", "0"], "nodes must be"),
+        (["generate", "out", "--nodes", "0"], "--nodes: must be"),
     ],
 )
 def test_usage_errors(tmp_path: Path, tiny_dir: Path, args: list[str], message: str) -> None:
