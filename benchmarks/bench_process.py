@@ -1,0 +1,203 @@
+"""Commands as a user times them: whole processes, each paired with its physical floor.
+
+    python -m benchmarks.bench_process [--nodes 19400] [--days 90] [--repeat 3]
+        [--rows help,ingest,shapes,report,harvest] [--work bench-out/process]
+
+The engine benchmarks time work inside one Python process; a user times the command,
+start-up and imports included. Each row here runs a `fleetaudit` command as a
+subprocess and, alternately with it, the cheapest process that does the same work, so
+both see the same machine load. It prints the median of each and their ratio:
+
+| row | fleetaudit | floor |
+|---|---|---|
+| help | `fleetaudit --help` | `python -c "import typer, rich"` |
+| ingest | `fleetaudit ingest nodes.parquet allocations.parquet` into an empty store | DuckDB `CREATE TABLE ... AS SELECT * FROM read_parquet(...)` of both files |
+| shapes | `fleetaudit shapes --json` (every shape queued at the export time) | a process that reads the active allocations, the nodes and the queued requests at that instant into Arrow |
+| report | `fleetaudit report --since 7d --html --json` | none: wall time and peak RSS |
+| harvest | `fleetaudit whatif harvesting --since 30d` | none: wall time and peak RSS (the compiled replay is loaded once before timing) |
+
+Peak RSS is the child's own (``os.wait4``), not the benchmark's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.fleets import generated_store
+from fleetaudit.generate import GenerateOptions
+
+PYTHON = sys.executable
+FLEETAUDIT = [PYTHON, "-m", "fleetaudit"]
+
+# The floor of `shapes`: the inputs of the predicate at the export time, read with DuckDB
+# into Arrow, exactly the rows the command needs and nothing else.
+_SHAPES_FLOOR = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1], read_only=True)
+at = con.execute("SELECT max(t) FROM (SELECT max(start_time) AS t FROM allocations UNION ALL "
+             "SELECT max(end_time) FROM allocations UNION ALL SELECT max(submit_time) FROM requests)").fetchone()[0]
+con.execute("SELECT * FROM nodes").to_arrow_table()
+con.execute("SELECT * FROM allocations WHERE start_time <= $at AND (end_time IS NULL OR end_time > $at)",
+            {"at": at}).to_arrow_table()
+con.execute("SELECT * FROM requests WHERE submit_time <= $at AND (start_time IS NULL OR start_time > $at)",
+            {"at": at}).to_arrow_table()
+"""
+
+_INGEST_FLOOR = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("CREATE TABLE nodes AS SELECT * FROM read_parquet($f)", {"f": sys.argv[2]})
+con.execute("CREATE TABLE allocations AS SELECT * FROM read_parquet($f)", {"f": sys.argv[3]})
+con.close()
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float
+    rss_mib: float
+
+
+def run(argv: Sequence[str], before: Callable[[], None] | None = None) -> Run:
+    """Run ``argv`` to completion; its wall time and its own peak RSS."""
+    if before is not None:
+        before()
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {err.strip()[-400:]}")
+    return Run(seconds, usage.ru_maxrss / 1024)
+
+
+def pair(
+    label: str,
+    ours: Sequence[str],
+    floor: Sequence[str] | None,
+    repeat: int,
+    before: Callable[[], None] | None = None,
+) -> dict[str, float]:
+    """Alternate ours and the floor ``repeat`` times; print and return the medians."""
+    mine: list[Run] = []
+    base: list[Run] = []
+    for _ in range(repeat):
+        mine.append(run(ours, before))
+        if floor is not None:
+            base.append(run(floor, before))
+    figures = {
+        "seconds": statistics.median(r.seconds for r in mine),
+        "rss_mib": max(r.rss_mib for r in mine),
+    }
+    line = f"{label:8s} fleetaudit {figures['seconds']:7.2f} s (peak RSS {figures['rss_mib']:,.0f} MiB)"
+    if base:
+        figures["floor_seconds"] = statistics.median(r.seconds for r in base)
+        figures["ratio"] = figures["seconds"] / figures["floor_seconds"]
+        line += (
+            f"   floor {figures['floor_seconds']:6.2f} s   "
+            f"fleetaudit / floor {figures['ratio']:.2f}x"
+        )
+    print(line, flush=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=19_400)
+    parser.add_argument("--days", type=float, default=90.0)
+    parser.add_argument("--telemetry-days", type=float, default=30.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rows", default="help,ingest,shapes,report,harvest")
+    parser.add_argument("--work", type=Path, default=Path("bench-out/process"))
+    args = parser.parse_args()
+    rows = args.rows.split(",")
+
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    options = GenerateOptions(
+        nodes=args.nodes,
+        days=args.days,
+        telemetry_days=args.telemetry_days,
+        telemetry_step_s=900,
+    )
+    name = f"fleet-{args.nodes}-{args.days:g}-{args.telemetry_days:g}"
+    store = generated_store(args.work, name, options)
+    db = str(store.db)
+    data = args.work / name
+
+    if "help" in rows:
+        pair("help", [*FLEETAUDIT, "--help"], [PYTHON, "-c", "import typer, rich"], args.repeat * 3)
+
+    if "ingest" in rows:
+        scratch = Path(tempfile.mkdtemp(dir=args.work))
+        target = scratch / "ingest.duckdb"
+
+        def fresh() -> None:
+            for path in scratch.iterdir():
+                path.unlink()
+
+        nodes, allocations = str(data / "nodes.parquet"), str(data / "allocations.parquet")
+        figures = pair(
+            "ingest",
+            [*FLEETAUDIT, "ingest", nodes, allocations, "--db", str(target)],
+            [PYTHON, "-c", _INGEST_FLOOR, str(target), nodes, allocations],
+            args.repeat,
+            before=fresh,
+        )
+        print(f"         throughput: {1 / figures['ratio']:.2f}x the floor's (target >= 0.85x)")
+        shutil.rmtree(scratch)
+
+    if "shapes" in rows:
+        pair(
+            "shapes",
+            [*FLEETAUDIT, "shapes", "--json", "--db", db],
+            [PYTHON, "-c", _SHAPES_FLOOR, db],
+            args.repeat,
+        )
+
+    if "report" in rows:
+        out = args.work / "report-out"
+        out.mkdir(exist_ok=True)
+        pair(
+            "report",
+            [
+                *FLEETAUDIT,
+                "report",
+                "--since",
+                "7d",
+                "--html",
+                str(out / "r.html"),
+                "--json",
+                str(out / "r.json"),
+                "--db",
+                db,
+            ],
+            None,
+            args.repeat,
+        )
+
+    if "harvest" in rows:
+        # one untimed run loads (or compiles) the replay, as every later run on the machine does
+        run([*FLEETAUDIT, "whatif", "harvesting", "--since", "1d", "--db", db])
+        pair(
+            "harvest",
+            [*FLEETAUDIT, "whatif", "harvesting", "--since", "30d", "--db", db],
+            None,
+            max(1, args.repeat // 3),
+        )
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
