@@ -186,6 +186,22 @@ def ingest(
             help="alibaba-gpu-v2023: a topo.csv (PSW, ASW per host) whose switch domains the nodes are dealt into.",
         ),
     ] = None,
+    timezone: Annotated[
+        str | None,
+        typer.Option(
+            "--timezone",
+            help="slurm: the IANA time zone of sacct's local times, e.g. Europe/Berlin "
+            "(default UTC; epoch seconds from SLURM_TIME_FORMAT=%s need none).",
+        ),
+    ] = None,
+    priority_map: Annotated[
+        Path | None,
+        typer.Option(
+            "--priority-map",
+            help="A file of NAME = high|low lines mapping site priority names "
+            "(Slurm QOS or partition, Kubernetes priority class) to fleetaudit priorities.",
+        ),
+    ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
 ) -> None:
@@ -202,12 +218,18 @@ def ingest(
         raise UsageError(
             "--table does not apply to --format alibaba-gpu-v2023 (its files name their tables)"
         )
+    if fmt != "slurm" and (timezone is not None or priority_map is not None):
+        raise UsageError("--timezone and --priority-map apply to --format slurm only")
+    if fmt == "slurm" and table is not None:
+        raise UsageError("--table does not apply to --format slurm (files are recognised by content)")
     options = IngestOptions(
         table=table,
         format=fmt,
         strict=strict,
         trace_start=_instant(trace_start, "--trace-start") or DEFAULT_TRACE_START,
         topology=topology,
+        timezone=timezone or "UTC",
+        priority_map=priority_map,
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)

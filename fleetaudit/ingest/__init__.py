@@ -20,12 +20,13 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
-from fleetaudit.ingest import alibaba
+from fleetaudit.ingest import alibaba, slurm
+from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
-FORMATS = ("native", alibaba.FORMAT)
+FORMATS = ("native", alibaba.FORMAT, slurm.FORMAT)
 
 Progress = Callable[[str], None]
 
@@ -39,6 +40,8 @@ class IngestOptions:
     strict: bool = False
     trace_start: datetime = alibaba.DEFAULT_TRACE_START
     topology: Path | None = None
+    timezone: str = slurm.DEFAULT_TIMEZONE  # slurm: the zone of sacct's local times
+    priority_map: Path | None = None  # slurm: QOS/partition -> high|low
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,13 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
     if options.format == alibaba.FORMAT:
         sources = alibaba.trace_sources(
             store, list(paths), trace_start=options.trace_start, topology=options.topology
+        )
+    elif options.format == slurm.FORMAT:
+        sources = slurm.slurm_sources(
+            store,
+            list(paths),
+            timezone=options.timezone,
+            priority_map=PriorityMap.read(options.priority_map),
         )
     else:
         sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
