@@ -573,6 +573,7 @@ def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
     gpus = "COALESCE(t.gpus, 0)"
     cpus = "COALESCE(t.cpus, TRY_CAST(j.\"AllocCPUS\" AS DOUBLE), 0)"
     rejects = [
+        _field_count(),
         ("j._h_error IS NOT NULL", "'NodeList'", "'bad hostlist: ' || j._h_error", 'j."NodeList"'),
         ("t.error IS NOT NULL", "'AllocTRES'", "t.error", 'j."AllocTRES"'),
         *_time_rejects(["Start", "End"]),
