@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from fleetaudit import generate as generator
+from fleetaudit import generate_slurm
 from fleetaudit import occupancy
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import atomic_path
@@ -332,6 +333,18 @@ def generate_fleet(
         raise UsageError(str(exc)) from exc
     except OSError as exc:
         raise UsageError(f"{out}: cannot write the fleet: {exc.strerror or exc}") from exc
+
+
+def generate_slurm_cluster(
+    out: Path, options: generate_slurm.SlurmGenerateOptions
+) -> generate_slurm.SlurmGenerateResult:
+    """Write a synthetic Slurm cluster's exports (see :mod:`fleetaudit.generate_slurm`)."""
+    try:
+        return generate_slurm.generate_slurm(out, options)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the cluster: {exc.strerror or exc}") from exc
 
 
 def sample_data_dir() -> Path:

@@ -34,6 +34,7 @@ from fleetaudit.contract import (
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.fsutil import atomic_path
 from fleetaudit.generate import GenerateOptions
+from fleetaudit.generate_slurm import SlurmGenerateOptions
 from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
 from fleetaudit.harvest_api import HarvestRun
 from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
@@ -730,7 +731,17 @@ def generate(
     seed: Annotated[
         int, typer.Option("--seed", help="Random seed: the same seed writes the same files.")
     ] = GenerateOptions.seed,
-    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = GenerateOptions.format,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="parquet or csv; or slurm: a Slurm cluster's exports (sacct.psv, nodes.txt, "
+            "topology.conf) for ingest --format slurm.",
+        ),
+    ] = GenerateOptions.format,
+    jobs: Annotated[
+        int, typer.Option("--jobs", help="slurm: jobs in the sacct history.")
+    ] = SlurmGenerateOptions.jobs,
     telemetry_step: Annotated[
         str, typer.Option("--telemetry-step", help="Telemetry sampling step (e.g. 5m).")
     ] = "5m",
@@ -757,6 +768,12 @@ def generate(
     low-priority offline inference in the gaps, training gangs, a pending queue
     and SM-active telemetry.
     """
+    if fmt == "slurm":
+        cluster = api.generate_slurm_cluster(
+            out, SlurmGenerateOptions(nodes=nodes, jobs=jobs, days=days, seed=seed)
+        )
+        console.render_generate(cluster)  # type: ignore[arg-type]
+        return
     options = GenerateOptions(
         nodes=nodes,
         days=days,
