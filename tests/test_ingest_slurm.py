@@ -24,7 +24,7 @@ from fleetaudit.ingest.slurm import classify, priority_of
 from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.slurm_nodes import health_of, split_node_line
 from fleetaudit.ingest.tres import TresError, parse_count, parse_gres, parse_tres
-from fleetaudit.store import Store
+from fleetaudit.store import Store, open_store
 from tests.conftest import DATA, write
 
 SLURM = DATA / "slurm"
@@ -471,3 +471,40 @@ def test_cli_options_that_do_not_apply(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "apply to --format slurm only" in result.output
     result = _cli("ingest", "--format", "slurm", SLURM / "nowhere", "--db", tmp_path / "x.duckdb")
     assert result.exit_code == 2 and "nowhere: no such file or folder" in result.output
+
+
+# -- the generated cluster: generate --format slurm, then every command --------------------------
+
+
+def test_generated_cluster_end_to_end(tmp_path: Path) -> None:
+    out, db = tmp_path / "cluster", tmp_path / "fleet.duckdb"
+    result = _cli("generate", out, "--format", "slurm", "--nodes", 40, "--jobs", 3000, "--days", 5)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["nodes.txt", "sacct.psv", "topology.conf"]
+    result = _cli("ingest", "--format", "slurm", out, "--db", db)
+    assert result.exit_code == 0, result.output
+    with open_store(db) as store:
+        assert store.row_count("rejects") == 0
+        assert store.row_count("requests") == 3000
+        # 40 nodes: leaf0 = gpu0001-0032, leaf1 = gpu0033-0040, both under spine0
+        domains = store.sql(
+            "SELECT switch_id, block_id, count(*) AS n FROM nodes GROUP BY ALL ORDER BY switch_id"
+        ).rows()
+        assert domains == [("leaf0", "spine0", 32), ("leaf1", "spine0", 8)]
+        # multi-node jobs stay within a leaf switch, as the generator lays them out
+        spread = store.sql(
+            "SELECT a.job_id, count(DISTINCT n.switch_id) AS leaves FROM allocations a "
+            "JOIN nodes n USING (node_id) GROUP BY a.job_id HAVING count(*) > 1"
+        )
+        assert spread.height > 0 and spread["leaves"].max() == 1
+    result = _cli("shapes", "--gpus", 32, "--gpus-per-pod", 8, "--locality", "switch", "--json",
+                  "--db", db)
+    assert result.exit_code == 0, result.output
+    for shape in json.loads(result.stdout)["shapes"]:
+        g = shape["gpus"]
+        assert g["installed"] == g["unhealthy"] + g["allocated_high"] + g["allocated_low"] + g["idle"]
+        assert g["idle"] == g["usable"] + sum(g["stranded"].values())
+        assert g["usable"] == 32 * shape["instances"]
+    assert _cli("report", "--since", "1d", "--json", tmp_path / "r.json", "--db", db).exit_code == 0
+    result = _cli("whatif", "compaction", "--json", "--db", db)
+    assert result.exit_code == 0, result.output
