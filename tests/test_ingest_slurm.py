@@ -508,3 +508,14 @@ def test_generated_cluster_end_to_end(tmp_path: Path) -> None:
     assert _cli("report", "--since", "1d", "--json", tmp_path / "r.json", "--db", db).exit_code == 0
     result = _cli("whatif", "compaction", "--json", "--db", db)
     assert result.exit_code == 0, result.output
+
+
+def test_calls_on_one_store_leave_no_temporary_copies(store: Store) -> None:
+    ingest(store, [SLURM_JSON], IngestOptions(format="slurm"))
+    ingest(store, [SLURM], IngestOptions(format="slurm"))  # the same names, now tables
+    left = store.sql(
+        "SELECT table_name AS name FROM duckdb_tables() WHERE starts_with(table_name, '_fa_slurm_') "
+        "UNION ALL SELECT view_name FROM duckdb_views() WHERE starts_with(view_name, '_fa_slurm_')"
+    )
+    assert left.is_empty()
+    assert store.row_count("allocations") == 3 + 15

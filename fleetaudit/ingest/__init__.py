@@ -114,6 +114,16 @@ def ingest(
             (with ``options.strict``) a row was rejected. Nothing is written.
     """
     say = progress or (lambda _msg: None)
+    try:
+        return _ingest(store, paths, options, say)
+    finally:
+        if options.format == slurm.FORMAT:
+            slurm.release(store)  # its temporary copies of the exports
+
+
+def _ingest(
+    store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress
+) -> IngestResult:
     sources = plan_sources(store, paths, options)
     started = _utc_now()
     # DuckDB cannot estimate a CSV's rows and may build the node lookup's hash

@@ -166,6 +166,19 @@ def check_timezone(name: str) -> str:
     return name
 
 
+def release(store: Store) -> None:
+    """Drop the temporary tables and views of an earlier Slurm ingest on this connection."""
+    for kind in ("TABLE", "VIEW"):
+        catalog = "duckdb_tables()" if kind == "TABLE" else "duckdb_views()"
+        names = store.sql(
+            f"SELECT DISTINCT {'table_name' if kind == 'TABLE' else 'view_name'} AS name "
+            f"FROM {catalog} WHERE temporary AND starts_with("
+            f"{'table_name' if kind == 'TABLE' else 'view_name'}, '_fa_slurm_')"
+        )["name"].to_list()
+        for name in names:
+            store.run(f"DROP {kind} IF EXISTS {name}")
+
+
 def slurm_sources(
     store: Store,
     paths: list[Path],
@@ -175,6 +188,7 @@ def slurm_sources(
 ) -> list[Source]:
     """The nodes, allocations and requests sources of a call's Slurm exports."""
     check_timezone(timezone)
+    release(store)
     files = _Files()
     for number, path in enumerate(_files_of(paths)):
         kind = classify(path)
