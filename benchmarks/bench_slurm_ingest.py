@@ -57,7 +57,9 @@ def main() -> None:
     folder = args.work / f"cluster-{args.nodes}-{args.jobs}"
     if not (folder / "sacct.psv").is_file():
         started = time.perf_counter()
-        generate_slurm(folder, SlurmGenerateOptions(nodes=args.nodes, jobs=args.jobs, days=args.days))
+        generate_slurm(
+            folder, SlurmGenerateOptions(nodes=args.nodes, jobs=args.jobs, days=args.days)
+        )
         print(f"generated {folder} in {time.perf_counter() - started:.1f} s")
     size = (folder / "sacct.psv").stat().st_size
     db = args.work / "slurm.duckdb"

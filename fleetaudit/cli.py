@@ -222,7 +222,9 @@ def ingest(
     if fmt != "slurm" and (timezone is not None or priority_map is not None):
         raise UsageError("--timezone and --priority-map apply to --format slurm only")
     if fmt == "slurm" and table is not None:
-        raise UsageError("--table does not apply to --format slurm (files are recognised by content)")
+        raise UsageError(
+            "--table does not apply to --format slurm (files are recognised by content)"
+        )
     options = IngestOptions(
         table=table,
         format=fmt,

@@ -72,7 +72,11 @@ class SlurmGenerateResult:
     @property
     def rows(self) -> dict[str, int]:
         """Lines written per file (topology.conf: its leaf switches)."""
-        return {"nodes.txt": self.nodes, "topology.conf": -(-self.nodes // LEAF), "sacct.psv": self.jobs}
+        return {
+            "nodes.txt": self.nodes,
+            "topology.conf": -(-self.nodes // LEAF),
+            "sacct.psv": self.jobs,
+        }
 
 
 def node_names(n: int) -> list[str]:
@@ -80,7 +84,9 @@ def node_names(n: int) -> list[str]:
     return [f"gpu{i:0{width}d}" for i in range(1, n + 1)]
 
 
-def generate_slurm(out: Path, options: SlurmGenerateOptions = SlurmGenerateOptions()) -> SlurmGenerateResult:
+def generate_slurm(
+    out: Path, options: SlurmGenerateOptions = SlurmGenerateOptions()
+) -> SlurmGenerateResult:
     """Write nodes.txt, topology.conf and sacct.psv into ``out`` (each whole or not at all).
 
     Raises:
@@ -120,7 +126,11 @@ def generate_slurm(out: Path, options: SlurmGenerateOptions = SlurmGenerateOptio
         for temp in temps.values():
             temp.unlink(missing_ok=True)
     return SlurmGenerateResult(
-        out=out, files=files, nodes=options.nodes, jobs=jobs.height, gpus=options.nodes * GPUS_PER_NODE
+        out=out,
+        files=files,
+        nodes=options.nodes,
+        jobs=jobs.height,
+        gpus=options.nodes * GPUS_PER_NODE,
     )
 
 
@@ -151,7 +161,7 @@ def _range(names: list[str], lo: int, hi: int) -> str:
     prefix = first.rstrip("0123456789")
     if hi - lo == 1:
         return first
-    return f"{prefix}[{first[len(prefix):]}-{last[len(prefix):]}]"
+    return f"{prefix}[{first[len(prefix) :]}-{last[len(prefix) :]}]"
 
 
 def _topology_text(names: list[str]) -> str:
@@ -297,7 +307,9 @@ def _jobs(
     )
     tres = (
         pl.format("billing={},cpu={},", "ReqCPUS", "ReqCPUS")
-        + pl.when(pl.col("typed_req")).then(pl.format("gres/gpu:{}={},", "model", "gpus")).otherwise(pl.lit(""))
+        + pl.when(pl.col("typed_req"))
+        .then(pl.format("gres/gpu:{}={},", "model", "gpus"))
+        .otherwise(pl.lit(""))
         + pl.format("gres/gpu={},mem={}M,node={}", "gpus", "mem", "NNodes")
     )
     alloc = pl.format(
@@ -316,25 +328,42 @@ def _jobs(
         "Priority",
         pl.col("Submit").cast(pl.Utf8),
         pl.col("Eligible").cast(pl.Utf8),
-        pl.when(pl.col("ran") | pl.col("cancelled_pending")).then(pl.col("Start").cast(pl.Utf8))
-        .otherwise(unknown).alias("Start"),
-        pl.when(pl.col("cancelled_pending")).then(pl.col("Start").cast(pl.Utf8))
-        .when(pl.col("ran") & ~pl.col("running")).then(pl.col("End").cast(pl.Utf8))
-        .otherwise(unknown).alias("End"),
-        pl.when(pl.col("ran") & ~pl.col("running")).then(pl.col("ElapsedRaw")).otherwise(0)
-        .cast(pl.Utf8).alias("ElapsedRaw"),
+        pl.when(pl.col("ran") | pl.col("cancelled_pending"))
+        .then(pl.col("Start").cast(pl.Utf8))
+        .otherwise(unknown)
+        .alias("Start"),
+        pl.when(pl.col("cancelled_pending"))
+        .then(pl.col("Start").cast(pl.Utf8))
+        .when(pl.col("ran") & ~pl.col("running"))
+        .then(pl.col("End").cast(pl.Utf8))
+        .otherwise(unknown)
+        .alias("End"),
+        pl.when(pl.col("ran") & ~pl.col("running"))
+        .then(pl.col("ElapsedRaw"))
+        .otherwise(0)
+        .cast(pl.Utf8)
+        .alias("ElapsedRaw"),
         pl.col("TimelimitRaw").cast(pl.Utf8),
         "State",
         pl.lit("0:0").alias("ExitCode"),
         pl.col("NNodes").cast(pl.Utf8),
-        pl.when(pl.col("ran")).then(pl.col("NodeList")).otherwise(pl.lit("None assigned")).alias("NodeList"),
+        pl.when(pl.col("ran"))
+        .then(pl.col("NodeList"))
+        .otherwise(pl.lit("None assigned"))
+        .alias("NodeList"),
         pl.col("ReqCPUS").cast(pl.Utf8),
-        pl.when(pl.col("ran")).then(pl.col("ReqCPUS")).otherwise(0).cast(pl.Utf8).alias("AllocCPUS"),
+        pl.when(pl.col("ran"))
+        .then(pl.col("ReqCPUS"))
+        .otherwise(0)
+        .cast(pl.Utf8)
+        .alias("AllocCPUS"),
         pl.format("{}M", "mem").alias("ReqMem"),
         tres.alias("ReqTRES"),
         pl.when(pl.col("ran")).then(alloc).otherwise(pl.lit("")).alias("AllocTRES"),
         pl.lit("0").alias("Restarts"),
-        pl.when(pl.col("State") == "PENDING").then(pl.lit("Resources")).otherwise(pl.lit("None"))
+        pl.when(pl.col("State") == "PENDING")
+        .then(pl.lit("Resources"))
+        .otherwise(pl.lit("None"))
         .alias("Reason"),
         pl.lit("SchedBackfill").alias("Flags"),
     )

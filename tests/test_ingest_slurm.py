@@ -11,7 +11,6 @@ import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,8 +19,8 @@ from typer.testing import CliRunner
 from fleetaudit.cli import app
 from fleetaudit.errors import InputError, UsageError
 from fleetaudit.ingest import IngestOptions, ingest
-from fleetaudit.ingest.slurm import classify, priority_of
 from fleetaudit.ingest.labels import PriorityMap
+from fleetaudit.ingest.slurm import classify, priority_of
 from fleetaudit.ingest.slurm_nodes import health_of, split_node_line
 from fleetaudit.ingest.tres import TresError, parse_count, parse_gres, parse_tres
 from fleetaudit.store import Store, open_store
@@ -51,7 +50,13 @@ def _plus(hours: float) -> datetime:
     ("text", "gpus", "types", "cpus", "mem_mib"),
     [
         # the note's vectors: typed and untyped side by side are never added up
-        ("billing=128,cpu=128,gres/gpu:h100=16,gres/gpu=16,mem=1024000M,node=2", 16, ("h100",), 128, 1024000),
+        (
+            "billing=128,cpu=128,gres/gpu:h100=16,gres/gpu=16,mem=1024000M,node=2",
+            16,
+            ("h100",),
+            128,
+            1024000,
+        ),
         ("cpu=16,gres/gpu=1,mem=128000M,node=1", 1, (), 16, 128000),
         ("billing=128,cpu=128,gres/gpu=16,mem=1000G,node=2", 16, (), 128, 1024000),
         ("cpu=8,mem=1.50G", None, (), 8, 1536),
@@ -100,8 +105,14 @@ def test_memory_printed_the_way_sacct_prints_it_reads_back(mib: int) -> None:
     [
         ("gpu:h100:8(S:0-1)", [("gpu", "h100", 8)]),
         ("gpu:8", [("gpu", None, 8)]),
-        ("gpu:tesla:2,gpu:kepler:2,mps:400", [("gpu", "tesla", 2), ("gpu", "kepler", 2), ("mps", None, 400)]),
-        ("gpu:a100:4(S:0,1),bandwidth:lustre:no_consume:4G", [("gpu", "a100", 4), ("bandwidth", "lustre", 4 * 1024**3)]),
+        (
+            "gpu:tesla:2,gpu:kepler:2,mps:400",
+            [("gpu", "tesla", 2), ("gpu", "kepler", 2), ("mps", None, 400)],
+        ),
+        (
+            "gpu:a100:4(S:0,1),bandwidth:lustre:no_consume:4G",
+            [("gpu", "a100", 4), ("bandwidth", "lustre", 4 * 1024**3)],
+        ),
         ("(null)", []),
     ],
 )
@@ -230,7 +241,10 @@ def test_nodes_from_scontrol_and_topology(cluster: Store) -> None:
     assert (nodes["gpu009"]["gpu_model"], nodes["gpu009"]["gpus"]) == ("H100", 8)
     assert nodes["gpu009"]["switch_id"] is None and nodes["gpu009"]["block_id"] is None
     assert (nodes["cpu01"]["gpu_model"], nodes["cpu01"]["gpus"], nodes["cpu01"]["memory_gib"]) == (
-        "CPU", 0, (512000 - 16384) / 1024)
+        "CPU",
+        0,
+        (512000 - 16384) / 1024,
+    )
 
 
 def test_allocations_one_per_job_and_node(cluster: Store) -> None:
@@ -289,7 +303,11 @@ def test_requests_every_job(cluster: Store) -> None:
     requests = _requests(cluster)
     assert len(requests) == 13  # every job row, steps skipped; the requeued job twice
     done = requests["1000:1772321400"]
-    assert (done["submit_time"], done["start_time"], done["duration_s"]) == (_plus(-0.5), _plus(0), 7200)
+    assert (done["submit_time"], done["start_time"], done["duration_s"]) == (
+        _plus(-0.5),
+        _plus(0),
+        7200,
+    )
     assert (done["gpus"], done["gpus_per_pod"], done["locality"]) == (8, 8, "node")
     assert (done["cpus_per_gpu"], done["memory_gib_per_gpu"]) == (8, 62.5)
     assert done["gpu_model"] is None  # ReqTRES untyped: any model
@@ -303,7 +321,10 @@ def test_requests_every_job(cluster: Store) -> None:
     assert pending["start_time"] is None
     assert (pending["gpu_model"], pending["gpus"], pending["gpus_per_pod"]) == ("H100", 16, 8)
     assert (pending["locality"], pending["duration_s"], pending["duration_is_limit"]) == (
-        "switch", 2880 * 60, True)
+        "switch",
+        2880 * 60,
+        True,
+    )
     assert (pending["cpus_per_gpu"], pending["memory_gib_per_gpu"]) == (14, 125)
     # requeued: one request per run (sacct -D: the requeue resets the submit time)
     assert {"1300:1772325000", "1300:1772330400"} <= requests.keys()
@@ -331,19 +352,37 @@ def test_json_flavours(store: Store) -> None:
     allocs = _allocs(store)
     assert sorted(allocs) == ["2001:1772326800@a01", "2001:1772326800@a02", "2101:1772326800@a03"]
     task = allocs["2001:1772326800@a01"]
-    assert (task["slurm_job_id"], task["gpus"], task["cpus"], task["memory_gib"]) == ("2000_3", 4, 16, 128)
+    assert (task["slurm_job_id"], task["gpus"], task["cpus"], task["memory_gib"]) == (
+        "2000_3",
+        4,
+        16,
+        128,
+    )
     het = allocs["2101:1772326800@a03"]
     assert (het["job_id"], het["slurm_job_id"], het["priority"], het["end_time"]) == (
-        "2100", "2100+1", "low", None)
+        "2100",
+        "2100+1",
+        "low",
+        None,
+    )
     requests = _requests(store)
     # sacct's three jobs plus squeue's two pending ones (its running job comes from sacct)
     assert sorted(requests) == [
-        "2001:1772323200", "2101:1772323200", "2200:1772330400", "2300:1772334000", "2301:1772334000"
+        "2001:1772323200",
+        "2101:1772323200",
+        "2200:1772330400",
+        "2300:1772334000",
+        "2301:1772334000",
     ]
     assert requests["2200:1772330400"]["submit_time"] == _plus(2)  # eligible 0: Submit
     big = requests["2300:1772334000"]
     assert big["submit_time"] == _plus(3) + timedelta(minutes=1)  # eligible_time
-    assert (big["gpu_model"], big["gpus"], big["gpus_per_pod"], big["locality"]) == ("A100", 8, 4, "switch")
+    assert (big["gpu_model"], big["gpus"], big["gpus_per_pod"], big["locality"]) == (
+        "A100",
+        8,
+        4,
+        "switch",
+    )
     assert big["duration_s"] == 36000 and big["slurm_source"] == "squeue"
     assert requests["2101:1772323200"]["duration_s"] is None  # unlimited time limit, still running
 
@@ -385,21 +424,27 @@ def test_unparsable_values_become_rejects_with_reasons(store: Store, tmp_path: P
     )
     nodes = write(tmp_path / "nodes.txt", NODE.format(name="n1") + "\n")
     result = ingest(store, [nodes, sacct], IngestOptions(format="slurm"))
-    rejects = store.sql('SELECT "table", "row", "column", value, reason FROM rejects ORDER BY "table", "row"')
+    rejects = store.sql(
+        'SELECT "table", "row", "column", value, reason FROM rejects ORDER BY "table", "row"'
+    )
     got = {(r["table"], r["row"], r["column"]): r["reason"] for r in rejects.iter_rows(named=True)}
     assert got[("allocations", 1, "NodeList")].startswith("bad hostlist: ")
     assert "lots" in got[("allocations", 2, "AllocTRES")]
     assert got[("allocations", 3, "Start")].startswith("cannot read the time yesterday")
     assert got[("requests", 2, "AllocTRES")] == got[("allocations", 2, "AllocTRES")]
     assert got[("requests", 3, "Start")].startswith("cannot read the time yesterday")
-    assert got[("requests", 4, "JobID")] == "20 fields where the header has 19 (a '|' inside a field?)"
-    assert store.sql("SELECT alloc_id FROM allocations").to_series().to_list() == ["5:1772326800@n1"]
+    assert (
+        got[("requests", 4, "JobID")] == "20 fields where the header has 19 (a '|' inside a field?)"
+    )
+    assert store.sql("SELECT alloc_id FROM allocations").to_series().to_list() == [
+        "5:1772326800@n1"
+    ]
     assert result.rejected == len(got)
 
 
 def test_bad_file_in_the_mix_writes_nothing(store: Store, tmp_path: Path) -> None:
     bad = write(tmp_path / "mystery.txt", "hello world\n")
-    with pytest.raises(InputError, match="mystery.txt: not a Slurm export"):
+    with pytest.raises(InputError, match=r"mystery\.txt: not a Slurm export"):
         ingest(store, [SLURM, bad], IngestOptions(format="slurm"))
     assert store.row_count("nodes") == 0 and store.row_count("allocations") == 0
 
@@ -434,8 +479,22 @@ def test_end_to_end_shapes_report_compaction(tmp_path: Path) -> None:
     result = _cli("ingest", "--format", "slurm", SLURM, "--db", db)
     assert result.exit_code == 0, result.output
     at = "2026-03-01T10:00:00Z"
-    result = _cli("shapes", "--model", "H100", "--gpus", 32, "--gpus-per-pod", 8, "--locality",
-                  "switch", "--at", at, "--json", "--db", db)
+    result = _cli(
+        "shapes",
+        "--model",
+        "H100",
+        "--gpus",
+        32,
+        "--gpus-per-pod",
+        8,
+        "--locality",
+        "switch",
+        "--at",
+        at,
+        "--json",
+        "--db",
+        db,
+    )
     assert result.exit_code == 0, result.output
     (shape,) = json.loads(result.stdout)["shapes"]
     # leaf0 (gpu001-004) is free: one 4-node instance. leaf1: gpu005 cordoned, gpu010 down,
@@ -444,11 +503,18 @@ def test_end_to_end_shapes_report_compaction(tmp_path: Path) -> None:
     # (allocated_low) leave 6 (fragment).
     assert shape["instances"] == 1
     assert shape["gpus"] == {
-        "installed": 80, "unhealthy": 16, "allocated_high": 4, "allocated_low": 2, "idle": 58,
-        "usable": 32, "stranded": {"interval": 0, "fragment": 10, "cpu_memory": 0, "topology": 16},
+        "installed": 80,
+        "unhealthy": 16,
+        "allocated_high": 4,
+        "allocated_low": 2,
+        "idle": 58,
+        "usable": 32,
+        "stranded": {"interval": 0, "fragment": 10, "cpu_memory": 0, "topology": 16},
     }
     report = tmp_path / "report.json"
-    result = _cli("report", "--at", at, "--since", "10h", "--step", "1h", "--json", report, "--db", db)
+    result = _cli(
+        "report", "--at", at, "--since", "10h", "--step", "1h", "--json", report, "--db", db
+    )
     assert result.exit_code == 0, result.output
     physical = json.loads(report.read_text())["models"]["H100"]["physical"]
     # high on healthy nodes: 1000 8x2h + 1001 4x9h + 1002 32x4h + 1200 16x2h + 1300 2x1h+2x2h = 218;
@@ -462,7 +528,10 @@ def test_end_to_end_shapes_report_compaction(tmp_path: Path) -> None:
     # the only movable work is 1001 and 1100_1 (4 and 2 GPUs)
     assert [i["instances"] for i in doc["before"]["instances"]] == [3]
     assert [i["instances"] for i in doc["after"]["instances"]] == [3]
-    assert {m["alloc_id"] for m in doc["moves"]} <= {"1001:1772326800@gpu006", "1102:1772352000@gpu009"}
+    assert {m["alloc_id"] for m in doc["moves"]} <= {
+        "1001:1772326800@gpu006",
+        "1102:1772352000@gpu009",
+    }
     assert doc["after"]["free_nodes"] >= doc["before"]["free_nodes"] == 6
 
 
@@ -497,12 +566,15 @@ def test_generated_cluster_end_to_end(tmp_path: Path) -> None:
             "JOIN nodes n USING (node_id) GROUP BY a.job_id HAVING count(*) > 1"
         )
         assert spread.height > 0 and spread["leaves"].max() == 1
-    result = _cli("shapes", "--gpus", 32, "--gpus-per-pod", 8, "--locality", "switch", "--json",
-                  "--db", db)
+    result = _cli(
+        "shapes", "--gpus", 32, "--gpus-per-pod", 8, "--locality", "switch", "--json", "--db", db
+    )
     assert result.exit_code == 0, result.output
     for shape in json.loads(result.stdout)["shapes"]:
         g = shape["gpus"]
-        assert g["installed"] == g["unhealthy"] + g["allocated_high"] + g["allocated_low"] + g["idle"]
+        assert (
+            g["installed"] == g["unhealthy"] + g["allocated_high"] + g["allocated_low"] + g["idle"]
+        )
         assert g["idle"] == g["usable"] + sum(g["stranded"].values())
         assert g["usable"] == 32 * shape["instances"]
     assert _cli("report", "--since", "1d", "--json", tmp_path / "r.json", "--db", db).exit_code == 0

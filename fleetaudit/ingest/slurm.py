@@ -60,8 +60,21 @@ KINDS = (
 )
 # QOS or partition names that mean preemptible work where --priority-map is silent
 LOW_NAMES = frozenset(
-    "scavenger scavenge preempt preemptible preemptable standby spot low lowprio "
-    "low_priority besteffort best_effort opportunistic".split()
+    [
+        "scavenger",
+        "scavenge",
+        "preempt",
+        "preemptible",
+        "preemptable",
+        "standby",
+        "spot",
+        "low",
+        "lowprio",
+        "low_priority",
+        "besteffort",
+        "best_effort",
+        "opportunistic",
+    ]
 )
 _REQUIRED = ("Submit", "Start", "End", "State", "NodeList", "AllocTRES")
 _HEAD_BYTES = 65536
@@ -201,8 +214,12 @@ def slurm_sources(
             if kind == "sacct-json":
                 rows = [sacct_json_row(j) for j in jobs if isinstance(j, dict)]
             else:
-                rows = [r for j in jobs if isinstance(j, dict) if is_pending(r := squeue_json_row(j))]
-            store.register_frame(relation, _job_frame(rows, "sacct" if kind == "sacct-json" else "squeue"))
+                rows = [
+                    r for j in jobs if isinstance(j, dict) if is_pending(r := squeue_json_row(j))
+                ]
+            store.register_frame(
+                relation, _job_frame(rows, "sacct" if kind == "sacct-json" else "squeue")
+            )
             (files.sacct if kind == "sacct-json" else files.squeue).append((path, relation))
         elif kind in ("nodes", "nodes-json"):
             store.register_frame(relation, _node_frame(path, kind))
@@ -244,7 +261,9 @@ def _load_parsable(store: Store, path: Path, relation: str) -> None:
     for name in _REQUIRED:
         if name.lower() not in index:
             raise InputError(
-                str(path), "required sacct field missing (see README: the sacct command)", column=name
+                str(path),
+                "required sacct field missing (see README: the sacct command)",
+                column=name,
             )
     columns = ", ".join(
         f"NULLIF(f[{index[name.lower()] + 1}], '') AS \"{name}\""
@@ -352,7 +371,9 @@ def _topology_frame(confs: list[tuple[Path, TopologyConf]]) -> pl.DataFrame:
 # -- lookups: one parse per distinct value ---------------------------------------------
 
 
-def _distinct(store: Store, relations: list[str], expression: str, where: str = "TRUE") -> list[Any]:
+def _distinct(
+    store: Store, relations: list[str], expression: str, where: str = "TRUE"
+) -> list[Any]:
     union = " UNION ".join(
         f"SELECT DISTINCT {expression} AS v FROM {rel} WHERE {where}" for rel in relations
     )
@@ -360,8 +381,12 @@ def _distinct(store: Store, relations: list[str], expression: str, where: str = 
 
 
 def _register_lookups(store: Store, relations: list[str], priority_map: PriorityMap) -> None:
-    store.register_frame(_TRES, tres_frame(_distinct(store, relations, '"AllocTRES"')
-                                           + _distinct(store, relations, '"ReqTRES"')))
+    store.register_frame(
+        _TRES,
+        tres_frame(
+            _distinct(store, relations, '"AllocTRES"') + _distinct(store, relations, '"ReqTRES"')
+        ),
+    )
     multi = _distinct(
         store,
         relations,
@@ -371,7 +396,7 @@ def _register_lookups(store: Store, relations: list[str], priority_map: Priority
     store.register_frame(_HOSTS, hosts_frame(multi))
     pairs = store.sql(
         " UNION ".join(
-            f'SELECT DISTINCT COALESCE("QOS", \'\') AS qos, COALESCE("Partition", \'\') AS partition '
+            f"SELECT DISTINCT COALESCE(\"QOS\", '') AS qos, COALESCE(\"Partition\", '') AS partition "
             f"FROM {rel}"
             for rel in relations
         )
@@ -470,7 +495,10 @@ def priority_frame(pairs: pl.DataFrame, priority_map: PriorityMap) -> pl.DataFra
     return pairs.with_columns(
         pl.Series(
             "priority",
-            [priority_of(q, p, priority_map) for q, p in pairs.select("qos", "partition").iter_rows()],
+            [
+                priority_of(q, p, priority_map)
+                for q, p in pairs.select("qos", "partition").iter_rows()
+            ],
             dtype=pl.Utf8,
         )
     )
@@ -499,10 +527,12 @@ def _bad_time(column: str) -> str:
 
 
 def _jobs(relation: str) -> str:
-    times = ", ".join(f"{_time(c)} AS _t_{c.lower()}" for c in ("Submit", "Eligible", "Start", "End"))
+    times = ", ".join(
+        f"{_time(c)} AS _t_{c.lower()}" for c in ("Submit", "Eligible", "Start", "End")
+    )
     return (
         f"SELECT j.*, {times}, upper(split_part(trim(j.\"State\"), ' ', 1)) AS _state, "
-        "COALESCE(j.\"Start\" IS NOT NULL AND trim(j.\"Start\") NOT IN " + _UNSET + " "
+        'COALESCE(j."Start" IS NOT NULL AND trim(j."Start") NOT IN ' + _UNSET + " "
         "AND COALESCE(j.\"NodeList\", 'None assigned') NOT IN ('None assigned', '(null)') "
         "AND NULLIF(j.\"AllocTRES\", '') IS NOT NULL AND j._source = 'sacct', FALSE) AS _ran "
         f"FROM {relation} AS j "
@@ -525,7 +555,7 @@ def _field_count() -> tuple[str, str, str, str]:
         "'JobID'",
         "CAST(j._nfields AS VARCHAR) || ' fields where the header has ' || "
         "CAST(j._expected AS VARCHAR) || ' (a ''|'' inside a field?)'",
-        "j.\"JobID\"",
+        'j."JobID"',
     )
 
 
@@ -585,7 +615,7 @@ def _split(total: str) -> str:
 
 def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
     gpus = "COALESCE(t.gpus, 0)"
-    cpus = "COALESCE(t.cpus, TRY_CAST(j.\"AllocCPUS\" AS DOUBLE), 0)"
+    cpus = 'COALESCE(t.cpus, TRY_CAST(j."AllocCPUS" AS DOUBLE), 0)'
     rejects = [
         _field_count(),
         ("j._h_error IS NOT NULL", "'NodeList'", "'bad hostlist: ' || j._h_error", 'j."NodeList"'),
@@ -596,27 +626,27 @@ def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
         "SELECT j.\"JobIDRaw\" || ':' || CAST(CAST(epoch(j._t_start) AS BIGINT) AS VARCHAR) "
         "|| '@' || _node AS alloc_id, "
         "CASE WHEN j.\"JobID\" LIKE '%+%' THEN split_part(j.\"JobID\", '+', 1) "
-        "ELSE j.\"JobIDRaw\" END AS job_id, "
+        'ELSE j."JobIDRaw" END AS job_id, '
         "_node AS node_id, "
         f"{_split(gpus)} AS gpus, {_split(cpus)} AS cpus, "
         "t.mem_mib / _n / 1024 AS memory_gib, "
         "p.priority AS priority, "
         f"CASE WHEN {gpus} = 0 THEN 'cpu_only' WHEN {_INTERACTIVE} THEN 'development' "
         "ELSE 'training' END AS workload, "
-        "j.\"Account\" AS tenant, j._t_start AS start_time, j._t_end AS end_time, "
-        "j.\"JobID\" AS slurm_job_id, j.\"User\" AS \"user\", j.\"Partition\" AS \"partition\", "
-        "j.\"QOS\" AS qos, j.\"State\" AS state, j.\"ExitCode\" AS exit_code, "
-        "TRY_CAST(j.\"Restarts\" AS BIGINT) AS restarts, j.\"Reason\" AS reason, "
-        "TRY_CAST(j.\"TimelimitRaw\" AS DOUBLE) * 60 AS timelimit_s, t.gpu_type AS gpu_type, "
+        'j."Account" AS tenant, j._t_start AS start_time, j._t_end AS end_time, '
+        'j."JobID" AS slurm_job_id, j."User" AS "user", j."Partition" AS "partition", '
+        'j."QOS" AS qos, j."State" AS state, j."ExitCode" AS exit_code, '
+        'TRY_CAST(j."Restarts" AS BIGINT) AS restarts, j."Reason" AS reason, '
+        'TRY_CAST(j."TimelimitRaw" AS DOUBLE) * 60 AS timelimit_s, t.gpu_type AS gpu_type, '
         "j._state = 'SUSPENDED' AS suspended, "
         f"_n > 1 AND ({gpus} <> floor({gpus} / _n) * _n OR {cpus} <> floor({cpus} / _n) * _n) "
         "AS uneven_split, "
         f"{_reject(rejects)}{_ROW} "
-        "FROM (SELECT j.*, COALESCE(h.node, CASE WHEN h.nodelist IS NULL THEN trim(j.\"NodeList\") END) "
+        'FROM (SELECT j.*, COALESCE(h.node, CASE WHEN h.nodelist IS NULL THEN trim(j."NodeList") END) '
         "AS _node, COALESCE(h.n, 1) AS _n, COALESCE(h.idx, 0) AS _idx, h.error AS _h_error "
         f"FROM ({_jobs(relation)}) AS j "
-        f"LEFT JOIN {_HOSTS} AS h ON h.nodelist = j.\"NodeList\" WHERE j._ran) AS j "
-        f"LEFT JOIN {_TRES} AS t ON t.tres = j.\"AllocTRES\" "
+        f'LEFT JOIN {_HOSTS} AS h ON h.nodelist = j."NodeList" WHERE j._ran) AS j '
+        f'LEFT JOIN {_TRES} AS t ON t.tres = j."AllocTRES" '
         f"LEFT JOIN {_PRIORITY} AS p ON p.qos = COALESCE(j.\"QOS\", '') "
         "AND p.partition = COALESCE(j.\"Partition\", '') "
         "ORDER BY j._row, j._idx"
@@ -627,13 +657,13 @@ def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
 def _requests_source(path: Path, relation: str, timezone: str) -> Source:
     # g: GPUs asked (ReqTRES, else AllocTRES); pods: nodes asked, at most one per GPU
     g = "COALESCE(r.gpus, a.gpus, 0)"
-    pods = f"GREATEST(LEAST(COALESCE(TRY_CAST(j.\"NNodes\" AS DOUBLE), r.nodes, 1), {g}), 1)"
+    pods = f'GREATEST(LEAST(COALESCE(TRY_CAST(j."NNodes" AS DOUBLE), r.nodes, 1), {g}), 1)'
     per_pod = f"ceil({g} / {pods})"
     gpus = f"CASE WHEN {g} > 0 THEN {per_pod} * {pods} ELSE 0 END"
-    cpus = "COALESCE(TRY_CAST(j.\"ReqCPUS\" AS DOUBLE), r.cpus, a.cpus)"
+    cpus = 'COALESCE(TRY_CAST(j."ReqCPUS" AS DOUBLE), r.cpus, a.cpus)'
     mem = "COALESCE(r.mem_mib, a.mem_mib)"
     left = "CASE WHEN j._ran THEN j._t_start ELSE j._t_end END"  # when the job left the queue
-    switches = "TRY_CAST(j.\"ReqSwitches\" AS BIGINT)"
+    switches = 'TRY_CAST(j."ReqSwitches" AS BIGINT)'
     rejects = [
         _field_count(),
         ("r.error IS NOT NULL", "'ReqTRES'", "r.error", 'j."ReqTRES"'),
@@ -654,15 +684,15 @@ def _requests_source(path: Path, relation: str, timezone: str) -> Source:
         f"CASE WHEN {g} = 0 THEN {mem} / 1024 END AS memory_gib, "
         f"CASE WHEN {g} = 0 THEN NULL WHEN {pods} <= 1 THEN 'node' "
         f"WHEN {switches} > 1 THEN 'any' ELSE 'switch' END AS locality, "
-        "CASE WHEN j._ran AND j._t_end IS NOT NULL THEN COALESCE(TRY_CAST(j.\"ElapsedRaw\" AS DOUBLE), "
+        'CASE WHEN j._ran AND j._t_end IS NOT NULL THEN COALESCE(TRY_CAST(j."ElapsedRaw" AS DOUBLE), '
         "epoch(j._t_end) - epoch(j._t_start)) "
-        "ELSE TRY_CAST(j.\"TimelimitRaw\" AS DOUBLE) * 60 END AS duration_s, "
+        'ELSE TRY_CAST(j."TimelimitRaw" AS DOUBLE) * 60 END AS duration_s, '
         "CAST(NULL AS DOUBLE) AS start_deadline_s, p.priority AS priority, "
-        "j.\"Account\" AS tenant, "
-        "j.\"JobID\" AS slurm_job_id, j.\"User\" AS \"user\", j.\"Partition\" AS \"partition\", "
-        "j.\"QOS\" AS qos, j.\"State\" AS state, j.\"Reason\" AS reason, "
+        'j."Account" AS tenant, '
+        'j."JobID" AS slurm_job_id, j."User" AS "user", j."Partition" AS "partition", '
+        'j."QOS" AS qos, j."State" AS state, j."Reason" AS reason, '
         "j._t_submit AS submitted, j._t_eligible AS eligible, "
-        "TRY_CAST(j.\"NNodes\" AS BIGINT) AS nnodes, "
+        'TRY_CAST(j."NNodes" AS BIGINT) AS nnodes, '
         "CASE WHEN j.\"JobID\" LIKE '%+%' THEN split_part(j.\"JobID\", '+', 1) END AS het_job_id, "
         "NOT (j._ran AND j._t_end IS NOT NULL) AS duration_is_limit, "
         f"NOT j._ran AND {left} IS NOT NULL AS never_started, "
@@ -670,11 +700,10 @@ def _requests_source(path: Path, relation: str, timezone: str) -> Source:
         f"{switches} AS req_switches, j._source AS slurm_source, "
         f"{_reject(rejects)}{_ROW} "
         f"FROM ({_jobs(relation)}) AS j "
-        f"LEFT JOIN {_TRES} AS r ON r.tres = j.\"ReqTRES\" "
-        f"LEFT JOIN {_TRES} AS a ON a.tres = j.\"AllocTRES\" "
+        f'LEFT JOIN {_TRES} AS r ON r.tres = j."ReqTRES" '
+        f'LEFT JOIN {_TRES} AS a ON a.tres = j."AllocTRES" '
         f"LEFT JOIN {_PRIORITY} AS p ON p.qos = COALESCE(j.\"QOS\", '') "
         "AND p.partition = COALESCE(j.\"Partition\", '') "
         "ORDER BY j._row"
     )
     return _source(path, "requests", select, timezone)
-

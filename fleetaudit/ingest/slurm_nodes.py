@@ -23,26 +23,99 @@ from fleetaudit.ingest.labels import canonical_model
 from fleetaudit.ingest.tres import TresError, parse_gres, parse_tres
 
 # keys whose values may hold spaces: they run up to the next key of this list
-KNOWN_KEYS = (
-    "NodeName Arch CoresPerSocket CPUAlloc CPUEfctv CPUTot CPULoad AvailableFeatures "
-    "ActiveFeatures Gres GresDrain GresUsed NodeAddr NodeHostName Port Version OS RealMemory "
-    "AllocMem FreeMem Sockets Boards CoreSpecCount CPUSpecList MemSpecLimit State "
-    "ThreadsPerCore TmpDisk Weight Owner MCS_label NextState Partitions BootTime "
-    "SlurmdStartTime LastBusyTime ResumeAfterTime CfgTRES AllocTRES CapWatts CurrentWatts "
-    "AveWatts ExtSensorsJoules ExtSensorsWatts ExtSensorsTemp Reason Comment Extra InstanceId "
-    "InstanceType ReservationName Topology LastSeen CertToken"
-).split()
+KNOWN_KEYS = [
+    "NodeName",
+    "Arch",
+    "CoresPerSocket",
+    "CPUAlloc",
+    "CPUEfctv",
+    "CPUTot",
+    "CPULoad",
+    "AvailableFeatures",
+    "ActiveFeatures",
+    "Gres",
+    "GresDrain",
+    "GresUsed",
+    "NodeAddr",
+    "NodeHostName",
+    "Port",
+    "Version",
+    "OS",
+    "RealMemory",
+    "AllocMem",
+    "FreeMem",
+    "Sockets",
+    "Boards",
+    "CoreSpecCount",
+    "CPUSpecList",
+    "MemSpecLimit",
+    "State",
+    "ThreadsPerCore",
+    "TmpDisk",
+    "Weight",
+    "Owner",
+    "MCS_label",
+    "NextState",
+    "Partitions",
+    "BootTime",
+    "SlurmdStartTime",
+    "LastBusyTime",
+    "ResumeAfterTime",
+    "CfgTRES",
+    "AllocTRES",
+    "CapWatts",
+    "CurrentWatts",
+    "AveWatts",
+    "ExtSensorsJoules",
+    "ExtSensorsWatts",
+    "ExtSensorsTemp",
+    "Reason",
+    "Comment",
+    "Extra",
+    "InstanceId",
+    "InstanceType",
+    "ReservationName",
+    "Topology",
+    "LastSeen",
+    "CertToken",
+]
 _KNOWN = frozenset(KNOWN_KEYS)
 _FREE_TEXT = frozenset({"OS", "Reason", "Comment", "Extra", "Version"})
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z_]+)=")
 
 _DOWN_WORDS = frozenset(
-    "DOWN FUTURE UNKNOWN NOT_RESPONDING INVALID_REG INVALID POWERED_DOWN POWERING_DOWN "
-    "POWER_DOWN FAIL FAILED UNK FUTR INVAL POW_DN NO_RESPOND".split()
+    [
+        "DOWN",
+        "FUTURE",
+        "UNKNOWN",
+        "NOT_RESPONDING",
+        "INVALID_REG",
+        "INVALID",
+        "POWERED_DOWN",
+        "POWERING_DOWN",
+        "POWER_DOWN",
+        "FAIL",
+        "FAILED",
+        "UNK",
+        "FUTR",
+        "INVAL",
+        "POW_DN",
+        "NO_RESPOND",
+    ]
 )
 _CORDON_WORDS = frozenset(
-    "DRAIN DRAINED DRAINING DRNG MAINTENANCE MAINT REBOOT_REQUESTED REBOOT_ISSUED REBOOT "
-    "BOOT".split()
+    [
+        "DRAIN",
+        "DRAINED",
+        "DRAINING",
+        "DRNG",
+        "MAINTENANCE",
+        "MAINT",
+        "REBOOT_REQUESTED",
+        "REBOOT_ISSUED",
+        "REBOOT",
+        "BOOT",
+    ]
 )
 _DEGRADED_WORDS = frozenset({"FAILING", "FAILG", "ERROR"})
 _BUSY_WORDS = frozenset({"ALLOCATED", "ALLOC", "MIXED", "MIX", "COMPLETING", "COMP"})
@@ -99,12 +172,7 @@ def health_of(state: str, *, gres_drain: str | None = None, gpu_shortfall: bool 
     if "FAIL" in flags and base in _BUSY_WORDS:  # failing: still running its jobs
         flags.discard("FAIL")
         flags.add("FAILING")
-    if (
-        base in _DOWN_WORDS
-        or flags & _DOWN_WORDS
-        or suffixes & _DOWN_SUFFIX
-        or (not words)
-    ):
+    if base in _DOWN_WORDS or flags & _DOWN_WORDS or suffixes & _DOWN_SUFFIX or (not words):
         return "down"
     if base in _CORDON_WORDS or flags & _CORDON_WORDS or suffixes & _CORDON_SUFFIX:
         return "cordoned"
@@ -186,9 +254,7 @@ def node_row(fields: Mapping[str, Any]) -> dict[str, Any]:
         health=health_of(
             str(fields.get("State") or "UNKNOWN"),
             gres_drain=fields.get("GresDrain"),
-            gpu_shortfall=cfg.gpus is not None
-            and gres_gpus is not None
-            and cfg.gpus < gres_gpus,
+            gpu_shortfall=cfg.gpus is not None and gres_gpus is not None and cfg.gpus < gres_gpus,
         ),
     )
     if name is None:
