@@ -526,10 +526,9 @@ def _bad_time(column: str) -> str:
     return f"({c} IS NOT NULL AND trim({c}) NOT IN {_UNSET} AND j._t_{column.lower()} IS NULL)"
 
 
-def _jobs(relation: str) -> str:
-    times = ", ".join(
-        f"{_time(c)} AS _t_{c.lower()}" for c in ("Submit", "Eligible", "Start", "End")
-    )
+def _jobs(relation: str, times_of: tuple[str, ...] = ("Submit", "Eligible", "Start", "End")) -> str:
+    """SQL: the job rows (steps skipped) with the parsed times of ``times_of`` and ``_ran``."""
+    times = ", ".join(f"{_time(c)} AS _t_{c.lower()}" for c in times_of)
     return (
         f"SELECT j.*, {times}, upper(split_part(trim(j.\"State\"), ' ', 1)) AS _state, "
         'COALESCE(j."Start" IS NOT NULL AND trim(j."Start") NOT IN ' + _UNSET + " "
@@ -644,7 +643,7 @@ def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
         f"{_reject(rejects)}{_ROW} "
         'FROM (SELECT j.*, COALESCE(h.node, CASE WHEN h.nodelist IS NULL THEN trim(j."NodeList") END) '
         "AS _node, COALESCE(h.n, 1) AS _n, COALESCE(h.idx, 0) AS _idx, h.error AS _h_error "
-        f"FROM ({_jobs(relation)}) AS j "
+        f"FROM ({_jobs(relation, ('Start', 'End'))}) AS j "
         f'LEFT JOIN {_HOSTS} AS h ON h.nodelist = j."NodeList" WHERE j._ran) AS j '
         f'LEFT JOIN {_TRES} AS t ON t.tres = j."AllocTRES" '
         f"LEFT JOIN {_PRIORITY} AS p ON p.qos = COALESCE(j.\"QOS\", '') "
