@@ -212,8 +212,9 @@ def ingest(
     a folder loads every table file in it. One call is one transaction: all files
     land or none do. A row whose key exists replaces the stored row. Rows that
     break the schema go to the rejects table with file, row, column and reason.
-    --format slurm reads a Slurm cluster's exports (sacct -P or --json, scontrol -d -o
-    show node or --json, squeue --json, topology.conf), each recognised by its content.
+
+    --format slurm reads a Slurm cluster's exports, each recognised by its content:
+    sacct -P or --json, scontrol -d -o show node or --json, squeue --json, topology.conf.
     """
     if fmt != "alibaba-gpu-v2023" and (trace_start is not None or topology is not None):
         raise UsageError("--trace-start and --topology apply to --format alibaba-gpu-v2023 only")
