@@ -774,9 +774,15 @@ def generate(
     and SM-active telemetry.
     """
     if fmt == "slurm":
-        cluster = api.generate_slurm_cluster(
-            out, SlurmGenerateOptions(nodes=nodes, jobs=jobs, days=days, seed=seed)
-        )
+        try:
+            cluster = api.generate_slurm_cluster(
+                out, SlurmGenerateOptions(nodes=nodes, jobs=jobs, days=days, seed=seed)
+            )
+        except UsageError as exc:
+            field, _, rest = str(exc).partition(" ")
+            if field in ("nodes", "jobs", "days"):
+                raise UsageError(f"--{field}: {rest}") from exc
+            raise
         console.render_generate(cluster)  # type: ignore[arg-type]
         return
     options = GenerateOptions(

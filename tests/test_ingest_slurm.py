@@ -591,3 +591,19 @@ def test_calls_on_one_store_leave_no_temporary_copies(store: Store) -> None:
     )
     assert left.is_empty()
     assert store.row_count("allocations") == 3 + 15
+
+
+def test_cli_strict_and_generate_errors(tmp_path: Path) -> None:
+    sacct = write(
+        tmp_path / "in" / "sacct.txt",
+        HEADER + "\n7|7|x|u|acct|gpu|normal|1772323200|Unknown|1772326800|Unknown|0|60|"
+        "RUNNING|2|n[1-|16|cpu=16|cpu=16,gres/gpu=8\n",
+    )
+    write(tmp_path / "in" / "nodes.txt", NODE.format(name="n1") + "\n")
+    db = tmp_path / "fleet.duckdb"
+    result = _cli("ingest", "--format", "slurm", "--strict", sacct.parent, "--db", db)
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert f"{sacct} row 1, column NodeList: bad hostlist" in result.stderr
+    result = _cli("generate", tmp_path / "g", "--format", "slurm", "--nodes", 2)
+    assert result.exit_code == 2 and "--nodes: must be at least 4, got 2" in result.stderr
