@@ -1,8 +1,22 @@
 """``--format slurm``: TRES/GRES strings, node states, each sacct/scontrol/squeue mapping rule by hand.
 
-The fixtures in tests/data/slurm (sacct --parsable2 with epoch times, scontrol -d -o text,
-topology.conf) and tests/data/slurm_json (sacct --json, scontrol --json, squeue --json) are
-invented. T = 2026-03-01T00:00:00Z = epoch 1772323200; tests/data/slurm/README.md lists the jobs.
+The fixtures are invented. tests/data/slurm: sacct --parsable2 with epoch times (T =
+2026-03-01T00:00:00Z = 1772323200), scontrol -d -o text, topology.conf (leaf0 =
+gpu[001-004], leaf1 = gpu[005-008,010], both under spine; gpu009 and cpu01 absent).
+Its jobs, hours after T:
+
+- 1000 gpu001 8 GPUs 0-2, with its steps .batch, .extern, .0;
+- 1001 gpu006 4 GPUs from 1, running, JobName bash (development);
+- 1002 gpu[001-002],gpu[007-008] 32 GPUs 2-6;
+- 1100_0 / 1100_1 (JobIDRaw 1101, 1102) gpu009 2 GPUs 3-4 and from 8, QOS scavenger;
+- 1200+0 / 1200+1 (1200, 1201) gpu001 and gpu003 8 GPUs each 6-8;
+- 1300 requeued: gpu007 1-2 (REQUEUED), gpu004 3-5;
+- 1400 cancelled while pending at 5; 1500 pending two-node 16 GPUs, submitted 9, eligible 9.5;
+- 1700 gpu[005,010] 5 GPUs, 10 CPUs from 7.5 (uneven); 1800 cpu01 CPUs only 1-3.
+
+Node states: gpu005 MIXED+DRAIN, gpu010 IDLE* (not responding), gpu009 untyped Gres
+with the feature nvidia_h100, cpu01 no GPUs. tests/data/slurm_json holds the JSON
+flavours (sacct --json, scontrol show node --json, squeue --json).
 """
 
 from __future__ import annotations
