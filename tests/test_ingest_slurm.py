@@ -621,3 +621,13 @@ def test_cli_strict_and_generate_errors(tmp_path: Path) -> None:
     assert f"{sacct} row 1, column NodeList: bad hostlist" in result.stderr
     result = _cli("generate", tmp_path / "g", "--format", "slurm", "--nodes", 2)
     assert result.exit_code == 2 and "--nodes: must be at least 4, got 2" in result.stderr
+
+
+def test_native_files_cannot_reject_through_adapter_columns(store: Store, tmp_path: Path) -> None:
+    nodes = write(
+        tmp_path / "nodes.csv",
+        "node_id,gpu_model,gpus,cpus,_reject_column,_reject_reason,_reject_value\n"
+        "n1,H100,8,64,gpus,no,x\n",
+    )
+    result = ingest(store, [nodes])
+    assert result.rejected == 0 and store.row_count("nodes") == 1

@@ -239,7 +239,13 @@ def _load_file(
     except QueryError as exc:
         raise InputError(source.file, f"cannot read: {exc.message}") from exc
     plan = plan_load(
-        table, source.file, source.select, source.numbered, columns, store.column_types(table.name)
+        table,
+        source.file,
+        source.select,
+        source.numbered,
+        columns,
+        store.column_types(table.name),
+        adapter_rejects=source.adapter_rejects,
     )
     for name, sql_type in plan.new_columns:
         store.add_column(table.name, name, sql_type)

@@ -577,6 +577,7 @@ def _source(path: Path, table: str, select: str, timezone: str) -> Source:
         select=select.replace(_ROW, ""),
         numbered=select.replace(_ROW, ", j._row AS _row"),
         params={"tz": timezone},
+        adapter_rejects=True,
     )
 
 
@@ -592,6 +593,7 @@ def _nodes_source(path: Path, relation: str) -> Source:
         table="nodes",
         select=select.replace(_ROW, ""),
         numbered=select.replace(_ROW, ", n._row AS _row"),
+        adapter_rejects=True,
     )
 
 

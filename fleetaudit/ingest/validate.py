@@ -15,7 +15,8 @@ above the node's GPUs (allocations), gpu_index beyond the node's GPUs
 gpus not a multiple of gpus_per_pod and locality node with several pods
 (requests). An adapter that maps a foreign format can reject a row for a
 reason of its own (a hostlist or a time it cannot read): its scan sets
-``_reject_column`` and ``_reject_reason``, which win over every other check.
+``_reject_column``, ``_reject_reason`` and ``_reject_value`` (only where the
+Source says ``adapter_rejects``), which win over every other check.
 """
 
 from __future__ import annotations
@@ -277,6 +278,7 @@ def plan_load(
     numbered: str,
     source: list[tuple[str, str]],
     existing: dict[str, str],
+    adapter_rejects: bool = False,
 ) -> LoadPlan:
     """Plan the load of one file's scan into ``table``.
 
@@ -286,6 +288,7 @@ def plan_load(
         select: the SELECT scanning the file; numbered: the same plus ``_row``.
         source: the scan's columns as (name, DuckDB type).
         existing: the table's stored columns, name -> DuckDB type.
+        adapter_rejects: the scan is an adapter's and may set ADAPTER_REJECT columns.
 
     Raises:
         InputError: a required column is missing or a column name is reserved
@@ -301,7 +304,7 @@ def plan_load(
     stored = {name.lower(): (name, sql_type) for name, sql_type in existing.items()}
     extras: list[tuple[str, str]] = []  # (stored name, value SQL)
     new_columns: list[tuple[str, str]] = []
-    adapter_reject = all(name in dict(source) for name in ADAPTER_REJECT)
+    adapter_reject = adapter_rejects and all(name in dict(source) for name in ADAPTER_REJECT)
     for name, sql_type in source:
         if name.strip().lower() in schema_names or name == "_row":
             continue
