@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from fleetaudit import generate as generator
-from fleetaudit import occupancy
+from fleetaudit import generate_slurm, occupancy
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import atomic_path
 from fleetaudit.ingest import IngestOptions, IngestResult, ingest
@@ -332,6 +332,18 @@ def generate_fleet(
         raise UsageError(str(exc)) from exc
     except OSError as exc:
         raise UsageError(f"{out}: cannot write the fleet: {exc.strerror or exc}") from exc
+
+
+def generate_slurm_cluster(
+    out: Path, options: generate_slurm.SlurmGenerateOptions
+) -> generate_slurm.SlurmGenerateResult:
+    """Write a synthetic Slurm cluster's exports (see :mod:`fleetaudit.generate_slurm`)."""
+    try:
+        return generate_slurm.generate_slurm(out, options)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the cluster: {exc.strerror or exc}") from exc
 
 
 def sample_data_dir() -> Path:

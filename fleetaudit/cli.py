@@ -34,6 +34,7 @@ from fleetaudit.contract import (
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.fsutil import atomic_path
 from fleetaudit.generate import GenerateOptions
+from fleetaudit.generate_slurm import SlurmGenerateOptions
 from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
 from fleetaudit.harvest_api import HarvestRun
 from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
@@ -186,6 +187,22 @@ def ingest(
             help="alibaba-gpu-v2023: a topo.csv (PSW, ASW per host) whose switch domains the nodes are dealt into.",
         ),
     ] = None,
+    timezone: Annotated[
+        str | None,
+        typer.Option(
+            "--timezone",
+            help="slurm: the IANA time zone of sacct's local times, e.g. Europe/Berlin "
+            "(default UTC; epoch seconds from SLURM_TIME_FORMAT=%s need none).",
+        ),
+    ] = None,
+    priority_map: Annotated[
+        Path | None,
+        typer.Option(
+            "--priority-map",
+            help="A file of NAME = high|low lines mapping site priority names "
+            "(Slurm QOS or partition, Kubernetes priority class) to fleetaudit priorities.",
+        ),
+    ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
 ) -> None:
@@ -195,6 +212,9 @@ def ingest(
     a folder loads every table file in it. One call is one transaction: all files
     land or none do. A row whose key exists replaces the stored row. Rows that
     break the schema go to the rejects table with file, row, column and reason.
+
+    --format slurm reads a Slurm cluster's exports, each recognised by its content:
+    sacct -P or --json, scontrol -d -o show node or --json, squeue --json, topology.conf.
     """
     if fmt != "alibaba-gpu-v2023" and (trace_start is not None or topology is not None):
         raise UsageError("--trace-start and --topology apply to --format alibaba-gpu-v2023 only")
@@ -202,12 +222,20 @@ def ingest(
         raise UsageError(
             "--table does not apply to --format alibaba-gpu-v2023 (its files name their tables)"
         )
+    if fmt != "slurm" and (timezone is not None or priority_map is not None):
+        raise UsageError("--timezone and --priority-map apply to --format slurm only")
+    if fmt == "slurm" and table is not None:
+        raise UsageError(
+            "--table does not apply to --format slurm (files are recognised by content)"
+        )
     options = IngestOptions(
         table=table,
         format=fmt,
         strict=strict,
         trace_start=_instant(trace_start, "--trace-start") or DEFAULT_TRACE_START,
         topology=topology,
+        timezone=timezone or "UTC",
+        priority_map=priority_map,
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)
@@ -708,7 +736,17 @@ def generate(
     seed: Annotated[
         int, typer.Option("--seed", help="Random seed: the same seed writes the same files.")
     ] = GenerateOptions.seed,
-    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = GenerateOptions.format,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="parquet or csv; or slurm: a Slurm cluster's exports (sacct.psv, nodes.txt, "
+            "topology.conf) for ingest --format slurm.",
+        ),
+    ] = GenerateOptions.format,
+    jobs: Annotated[
+        int, typer.Option("--jobs", help="slurm: jobs in the sacct history.")
+    ] = SlurmGenerateOptions.jobs,
     telemetry_step: Annotated[
         str, typer.Option("--telemetry-step", help="Telemetry sampling step (e.g. 5m).")
     ] = "5m",
@@ -735,6 +773,18 @@ def generate(
     low-priority offline inference in the gaps, training gangs, a pending queue
     and SM-active telemetry.
     """
+    if fmt == "slurm":
+        try:
+            cluster = api.generate_slurm_cluster(
+                out, SlurmGenerateOptions(nodes=nodes, jobs=jobs, days=days, seed=seed)
+            )
+        except UsageError as exc:
+            field, _, rest = str(exc).partition(" ")
+            if field in ("nodes", "jobs", "days"):
+                raise UsageError(f"--{field}: {rest}") from exc
+            raise
+        console.render_generate(cluster)  # type: ignore[arg-type]
+        return
     options = GenerateOptions(
         nodes=nodes,
         days=days,

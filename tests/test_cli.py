@@ -118,8 +118,8 @@ def test_failed_ingest_leaves_the_store_unchanged(tmp_path: Path, tiny_dir: Path
         ),
         (["state", "--out", "x.txt"], "--out: x.txt must end in .csv or .parquet"),
         (
-            ["ingest", "--format", "slurm", "x.csv"],
-            "unknown --format 'slurm'; use native or alibaba-gpu-v2023",
+            ["ingest", "--format", "lsf", "x.csv"],
+            "unknown --format 'lsf'; use native or alibaba-gpu-v2023",
         ),
         (["generate", "out", "--nodes", "0"], "--nodes: must be"),
     ],

@@ -20,12 +20,13 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
-from fleetaudit.ingest import alibaba
+from fleetaudit.ingest import alibaba, slurm
+from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
-FORMATS = ("native", alibaba.FORMAT)
+FORMATS = ("native", alibaba.FORMAT, slurm.FORMAT)
 
 Progress = Callable[[str], None]
 
@@ -39,6 +40,8 @@ class IngestOptions:
     strict: bool = False
     trace_start: datetime = alibaba.DEFAULT_TRACE_START
     topology: Path | None = None
+    timezone: str = slurm.DEFAULT_TIMEZONE  # slurm: the zone of sacct's local times
+    priority_map: Path | None = None  # slurm: QOS/partition -> high|low
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,13 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
         sources = alibaba.trace_sources(
             store, list(paths), trace_start=options.trace_start, topology=options.topology
         )
+    elif options.format == slurm.FORMAT:
+        sources = slurm.slurm_sources(
+            store,
+            list(paths),
+            timezone=options.timezone,
+            priority_map=PriorityMap.read(options.priority_map),
+        )
     else:
         sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
     order = {name: i for i, name in enumerate(schema.INGEST_ORDER)}
@@ -104,6 +114,16 @@ def ingest(
             (with ``options.strict``) a row was rejected. Nothing is written.
     """
     say = progress or (lambda _msg: None)
+    try:
+        return _ingest(store, paths, options, say)
+    finally:
+        if options.format == slurm.FORMAT:
+            slurm.release(store)  # its temporary copies of the exports
+
+
+def _ingest(
+    store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress
+) -> IngestResult:
     sources = plan_sources(store, paths, options)
     started = _utc_now()
     # DuckDB cannot estimate a CSV's rows and may build the node lookup's hash
@@ -219,7 +239,13 @@ def _load_file(
     except QueryError as exc:
         raise InputError(source.file, f"cannot read: {exc.message}") from exc
     plan = plan_load(
-        table, source.file, source.select, source.numbered, columns, store.column_types(table.name)
+        table,
+        source.file,
+        source.select,
+        source.numbered,
+        columns,
+        store.column_types(table.name),
+        adapter_rejects=source.adapter_rejects,
     )
     for name, sql_type in plan.new_columns:
         store.add_column(table.name, name, sql_type)

@@ -13,7 +13,10 @@ above 1 (fractions), unknown enum value; then per table: unknown node, gpus
 above the node's GPUs (allocations), gpu_index beyond the node's GPUs
 (telemetry), end_time before start_time, start_time before submit_time,
 gpus not a multiple of gpus_per_pod and locality node with several pods
-(requests).
+(requests). An adapter that maps a foreign format can reject a row for a
+reason of its own (a hostlist or a time it cannot read): its scan sets
+``_reject_column``, ``_reject_reason`` and ``_reject_value`` (only where the
+Source says ``adapter_rejects``), which win over every other check.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class _Check:
     condition: str  # SQL, TRUE when the row is rejected for this reason
     reason: str  # SQL text expression of the reason
     shown: str = "NULL"  # SQL of the offending value as text
+    column_sql: str | None = None  # SQL naming the column, when not a fixed one
 
 
 @dataclass(frozen=True)
@@ -263,6 +267,8 @@ def _resolved(table: Table, name: str) -> str:
 
 
 RESERVED = frozenset({schema.INGEST_ID, "_row", "_r", "_nid", "_node_gpus", "_gpus_per_pod"})
+# An adapter's own reject: column name, reason and value as text (all three or none).
+ADAPTER_REJECT = ("_reject_column", "_reject_reason", "_reject_value")
 
 
 def plan_load(
@@ -272,6 +278,7 @@ def plan_load(
     numbered: str,
     source: list[tuple[str, str]],
     existing: dict[str, str],
+    adapter_rejects: bool = False,
 ) -> LoadPlan:
     """Plan the load of one file's scan into ``table``.
 
@@ -281,6 +288,7 @@ def plan_load(
         select: the SELECT scanning the file; numbered: the same plus ``_row``.
         source: the scan's columns as (name, DuckDB type).
         existing: the table's stored columns, name -> DuckDB type.
+        adapter_rejects: the scan is an adapter's and may set ADAPTER_REJECT columns.
 
     Raises:
         InputError: a required column is missing or a column name is reserved
@@ -296,8 +304,11 @@ def plan_load(
     stored = {name.lower(): (name, sql_type) for name, sql_type in existing.items()}
     extras: list[tuple[str, str]] = []  # (stored name, value SQL)
     new_columns: list[tuple[str, str]] = []
+    adapter_reject = adapter_rejects and all(name in dict(source) for name in ADAPTER_REJECT)
     for name, sql_type in source:
         if name.strip().lower() in schema_names or name == "_row":
+            continue
+        if adapter_reject and name in ADAPTER_REJECT:
             continue
         if name in RESERVED:
             raise InputError(
@@ -316,6 +327,17 @@ def plan_load(
 
     parsed: list[str] = []
     checks: list[_Check] = []
+    if adapter_reject:
+        parsed.extend(f"src.{q(name)} AS {q(name)}" for name in ADAPTER_REJECT)
+        checks.append(
+            _Check(
+                "",
+                "_reject_reason IS NOT NULL",
+                "_reject_reason",
+                "_reject_value",
+                column_sql="_reject_column",
+            )
+        )
     for col in table.columns:
         if col.name in by_lower:
             src_name, sql_type = by_lower[col.name]
@@ -365,7 +387,7 @@ def plan_load(
 
     rejects = (
         f"INSERT INTO rejects SELECT $ingest_id, $file, {_lit(table.name)}, _row, "
-        f"{case(lambda c: _lit(c.column))}, {case(lambda c: c.shown)}, {case(lambda c: c.reason)} "
+        f"{case(lambda c: c.column_sql or _lit(c.column))}, {case(lambda c: c.shown)}, {case(lambda c: c.reason)} "
         f"FROM ({staged(numbered, True)}) AS d WHERE {rejected} ORDER BY _row"
     )
     return LoadPlan(tuple(new_columns), load, rejects)
