@@ -183,7 +183,8 @@ def ingest(
         Path | None,
         typer.Option(
             "--topology",
-            help="alibaba-gpu-v2023: a topo.csv (PSW, ASW per host) whose switch domains the nodes are dealt into.",
+            help="The switch hierarchy of the call's nodes, any format: a CSV node_id,switch_id[,block_id,...], "
+            "a Slurm topology.conf, or a Crux topo.csv (PSW, ASW per host) whose domains the nodes are dealt into.",
         ),
     ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
@@ -196,8 +197,8 @@ def ingest(
     land or none do. A row whose key exists replaces the stored row. Rows that
     break the schema go to the rejects table with file, row, column and reason.
     """
-    if fmt != "alibaba-gpu-v2023" and (trace_start is not None or topology is not None):
-        raise UsageError("--trace-start and --topology apply to --format alibaba-gpu-v2023 only")
+    if fmt != "alibaba-gpu-v2023" and trace_start is not None:
+        raise UsageError("--trace-start applies to --format alibaba-gpu-v2023 only")
     if fmt == "alibaba-gpu-v2023" and table is not None:
         raise UsageError(
             "--table does not apply to --format alibaba-gpu-v2023 (its files name their tables)"
