@@ -275,7 +275,7 @@ MemoryPerGpuOption = Annotated[
 ]
 LocalityOption = Annotated[
     str | None,
-    typer.Option("--locality", help="switch, any or node (default node for one pod, else switch)."),
+    typer.Option("--locality", help="switch, block, any or node (default node for one pod, else switch)."),
 ]
 DurationOption = Annotated[
     str | None,

@@ -170,9 +170,173 @@ def test_cli_ingest_prints_the_topology_summary(tmp_path: Path) -> None:
 def test_an_old_store_without_block_id_still_reads(tmp_path: Path) -> None:
     db = tmp_path / "old.duckdb"
     with open_store(db) as s:
-        ingest(s, [DATA / "nodes.csv"])
+        ingest(s, [DATA / "nodes.csv", DATA / "requests.csv"])
         s.run("ALTER TABLE nodes DROP COLUMN block_id")
     result = runner.invoke(app, ["shapes", "--db", str(db), "--model", "H100", "--gpus", "16",
                                  "--locality", "block", "--json"])
     assert result.exit_code == 0, result.output
+    # no switch and no block: every node is a domain by itself
     assert json.loads(result.stdout)["shapes"][0]["instances"] == 0
+    with open_store(db) as s:  # a writer adds the column back
+        assert "block_id" in s.column_types("nodes")
+
+
+# -- `block` locality in every engine ------------------------------------------------------------
+#
+# The fixture fleet: leaf1 = gpu01 + gpu02 and leaf2 = gpu03 + gpu04 (16 GPUs each) under
+# blockA; gpu05 (8 GPUs) named by no file, so it is a switch and a block domain by itself.
+
+AT = "2026-03-01T00:00:00"
+ALLOC_HEADER = "alloc_id,job_id,node_id,gpus,cpus,priority,start_time,end_time,checkpoint_interval_s\n"
+
+
+def fleet(tmp_path: Path, allocations: str = "", requests: str | None = None) -> Path:
+    """A store of the fixture fleet (topology.csv applied), then allocations and requests."""
+    db = tmp_path / "fleet.duckdb"
+    with open_store(db) as s:
+        ingest(s, [DATA / "nodes.csv"], IngestOptions(topology=DATA / "topology.csv"))
+        files = [DATA / "requests.csv"] if requests is None else [
+            write(tmp_path / "requests.csv", requests)
+        ]
+        if allocations:
+            files.insert(0, write(tmp_path / "allocations.csv", ALLOC_HEADER + allocations))
+        ingest(s, files)
+    return db
+
+
+def cli_json(*args: object) -> dict:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "locality", "instances", "topology"),
+    [
+        # 32 GPUs = 4 pods of 8: no leaf switch has 4 free nodes, blockA has
+        (32, "switch", 0, 40),  # every slot stranded: 2 + 2 in the leaves, 1 on gpu05
+        (32, "block", 1, 8),  # blockA's 4 slots make one; gpu05's slot is left
+        (32, "any", 1, 8),
+        (16, "switch", 2, 8),  # one per leaf
+        (16, "block", 2, 8),  # blockA's 4 slots make two; gpu05 alone cannot
+        (40, "block", 0, 40),
+    ],
+)
+def test_block_locality_counts_instances_per_block(
+    tmp_path: Path, gpus: int, locality: str, instances: int, topology: int
+) -> None:
+    db = fleet(tmp_path)
+    doc = cli_json("shapes", "--db", db, "--model", "H100", "--gpus", gpus,
+                   "--gpus-per-pod", 8, "--locality", locality, "--json")
+    entry = doc["shapes"][0]
+    assert entry["shape"]["locality"] == locality
+    assert entry["instances"] == instances
+    g = entry["gpus"]
+    assert (g["installed"], g["idle"], g["usable"]) == (40, 40, instances * gpus)
+    assert g["stranded"] == {"interval": 0, "fragment": 0, "cpu_memory": 0, "topology": topology}
+
+
+def test_a_block_never_merges_with_a_node_or_switch_of_the_same_name(
+    tmp_path: Path, store: Store
+) -> None:
+    nodes = write(
+        tmp_path / "nodes.csv",
+        "node_id,gpu_model,gpus,cpus,switch_id,block_id\n"
+        "x,H100,8,64,s1,blk\n"  # block blk: one slot
+        "blk,H100,8,64,,\n"  # a node named blk, no switch: a block by itself
+        "y,H100,8,64,blk,\n",  # a switch named blk, no block: its switch's domain
+    )
+    requests = write(tmp_path / "requests.csv", f"request_id,submit_time,gpus\nr,{AT},1\n")
+    ingest(store, [nodes, requests])
+    from fleetaudit.occupancy import block_domains
+
+    domains = block_domains(store.query("nodes")).to_list()
+    assert domains == ["node blk", "block blk", "switch blk"]  # by node_id: blk, x, y
+
+
+def test_history_and_queued_block_shapes(tmp_path: Path) -> None:
+    db = fleet(tmp_path)
+    # without a shape: the queued r1 (32 GPUs, block, 1h): one instance at every instant
+    doc = cli_json("shapes", "--db", db, "--history", "2h", "--step", "1h", "--json")
+    (entry,) = doc["shapes"]
+    assert entry["shape"]["locality"] == "block" and entry["queued"] == 1
+    assert entry["instances"] == 1 and entry["history"]["p_start"] == 1.0
+    doc = cli_json("shapes", "--db", db, "--model", "H100", "--gpus", 32, "--locality", "switch",
+                   "--history", "2h", "--step", "1h", "--json")
+    assert doc["shapes"][0]["history"]["p_start"] == 0.0
+
+
+def test_reclaim_with_block_locality(tmp_path: Path) -> None:
+    # a low-priority 8-GPU job fills gpu01: blockA keeps 3 slots, so no 32-GPU gang
+    db = fleet(tmp_path, "a2,j2,gpu01,8,32,low,2026-02-28T20:00:00,,3600\n")
+    doc = cli_json("shapes", "--db", db, "--reclaim", "--json")
+    (entry,) = doc["shapes"]
+    assert entry["instances"] == 0
+    reclaimable = entry["reclaimable"]
+    assert reclaimable["instances"] == 1 and reclaimable["victims"] == 1  # a2
+
+
+def test_report_counts_block_shapes_like_shapes(tmp_path: Path) -> None:
+    db = fleet(tmp_path)
+    out = tmp_path / "report.json"
+    result = runner.invoke(app, ["report", "--db", str(db), "--since", "2h", "--step", "1h",
+                                 "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    # an idle fleet over 2 h: the queued 32-GPU block shape uses blockA's 32 GPUs, and
+    # gpu05's 8 are stranded by topology (with switch locality all 40 would be)
+    schedulable = doc["fleet"]["schedulable"]
+    assert schedulable["idle_gpu_hours"] == 80.0
+    assert schedulable["usable_gpu_hours"] == 64.0
+    assert schedulable["stranded_gpu_hours"]["topology"] == 16.0
+    (shape,) = doc["shapes"]
+    assert shape["shape"]["locality"] == "block" and shape["p_start"] == 1.0
+
+
+def test_compaction_counts_block_instances(tmp_path: Path) -> None:
+    # gpu01 full; gpu02 and gpu03 half full; gpu04 and gpu05 free
+    db = fleet(
+        tmp_path,
+        "a1,j1,gpu02,4,16,high,2026-02-28T00:00:00,,\n"
+        "a2,j2,gpu01,8,32,high,2026-02-28T00:00:00,,\n"
+        "a3,j3,gpu03,4,16,high,2026-02-28T00:00:00,,\n",
+    )
+    doc = cli_json("whatif", "compaction", "--db", db, "--model", "H100", "--gpus", 16,
+                   "--gpus-per-pod", 8, "--locality", "block", "--json")
+    # moving a1 onto gpu03 frees gpu02: blockA then has gpu02 + gpu04, one 16-GPU gang
+    assert [(m["alloc_id"], m["from"], m["to"]) for m in doc["moves"]] == [
+        ("a1", "gpu02", "gpu03")
+    ]
+    before = {e["shape"]["locality"]: e["instances"] for e in doc["before"]["instances"]}
+    after = {e["shape"]["locality"]: e["instances"] for e in doc["after"]["instances"]}
+    assert (before["block"], after["block"]) == (0, 1)
+
+
+def test_placement_keeps_block_gangs_in_one_block(tmp_path: Path) -> None:
+    requests = (
+        "request_id,submit_time,gpu_model,gpus,gpus_per_pod,locality,duration_s\n"
+        "r1,2026-02-28T22:00:00,H100,32,8,block,7200\n"  # fits blockA
+        "r2,2026-02-28T23:00:00,H100,32,8,block,7200\n"  # blockA is taken: waits
+        "r3,2026-02-28T23:00:00,H100,32,8,switch,7200\n"  # no leaf holds 4 pods: fails
+    )
+    db = fleet(tmp_path, requests=requests)
+    doc = cli_json("whatif", "placement", "--db", db, "--empty", "--since", "3h", "--at", AT,
+                   "--policy", "first-fit", "--policy", "topology", "--json")
+    for policy in doc["policies"]:
+        last = policy["curve"][-1]
+        assert last["allocated_pct"] == 80.0  # r1's 32 of 40 GPUs
+        assert last["started"] == 1
+    doc = cli_json("whatif", "placement", "--db", db, "--fill", 80, "--policy", "best-fit",
+                   "--json")
+    assert doc["policies"][0]["curve"][-1]["allocated_pct"] <= 80.0
+
+
+def test_harvesting_runs_on_a_fleet_with_blocks(tmp_path: Path) -> None:
+    db = fleet(
+        tmp_path,
+        "a1,j1,gpu02,4,16,low,2026-02-28T20:00:00,2026-02-28T22:00:00,600\n"
+        "a2,j1,gpu03,4,16,low,2026-02-28T20:00:00,2026-02-28T22:00:00,600\n",
+    )
+    doc = cli_json("whatif", "harvesting", "--db", db, "--since", "6h", "--policy", "spotgpu",
+                   "--json")
+    assert doc["schema"].startswith("fleetaudit.harvest")
