@@ -7,14 +7,19 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from fleetaudit import occupancy
 from fleetaudit.cli import app
 from fleetaudit.errors import InputError
 from fleetaudit.ingest import IngestOptions, ingest
 from fleetaudit.ingest.topology import deal_switches, read_topology
+from fleetaudit.shapes import evaluate, make_shape
 from fleetaudit.store import Store, open_store
 from tests.conftest import write
+from tests.test_shapes import T, fleets
 
 DATA = Path(__file__).parent / "data" / "topology"
 runner = CliRunner()
@@ -248,9 +253,7 @@ def test_a_block_never_merges_with_a_node_or_switch_of_the_same_name(
     )
     requests = write(tmp_path / "requests.csv", f"request_id,submit_time,gpus\nr,{AT},1\n")
     ingest(store, [nodes, requests])
-    from fleetaudit.occupancy import block_domains
-
-    domains = block_domains(store.query("nodes")).to_list()
+    domains = occupancy.block_domains(store.query("nodes")).to_list()
     assert domains == ["node blk", "block blk", "switch blk"]  # by node_id: blk, x, y
 
 
@@ -340,3 +343,39 @@ def test_harvesting_runs_on_a_fleet_with_blocks(tmp_path: Path) -> None:
     doc = cli_json("whatif", "harvesting", "--db", db, "--since", "6h", "--policy", "spotgpu",
                    "--json")
     assert doc["schema"].startswith("fleetaudit.harvest")
+
+
+# -- properties: a block holds its switches --------------------------------------------------
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fleet=fleets(),
+    blocks=st.lists(st.sampled_from(["B1", "B2", None]), min_size=3, max_size=3),
+    loose=st.lists(st.sampled_from(["B1", None]), min_size=6, max_size=6),
+    gpus=st.sampled_from([8, 16, 32]),
+    per_pod=st.sampled_from([2, 4, 8]),
+    model=st.sampled_from(["H20", "A10", None]),
+)
+def test_block_instances_lie_between_switch_and_any(  # type: ignore[no-untyped-def]
+    fleet, blocks, loose, gpus, per_pod, model
+) -> None:
+    nodes, allocations = fleet
+    # each switch sits in one block (or none); a node without a switch may have a block
+    parent = {"a": blocks[0], "b": blocks[1]}
+    nodes = nodes.with_columns(
+        pl.Series(
+            "block_id",
+            [parent[s] if s is not None else loose[i] for i, s in enumerate(nodes["switch_id"])],
+            dtype=pl.String,
+        )
+    )
+    state = occupancy.node_state(nodes, allocations, T)
+    count = {}
+    for locality in ("switch", "block", "any"):
+        e = evaluate(state, make_shape(model, gpus, per_pod, locality=locality))
+        ledger = e.ledger
+        assert ledger.stranded is not None
+        assert ledger.idle == ledger.usable + sum(ledger.stranded.values())
+        count[locality] = e.instances
+    assert count["switch"] <= count["block"] <= count["any"]
