@@ -379,3 +379,19 @@ def test_block_instances_lie_between_switch_and_any(  # type: ignore[no-untyped-
         assert ledger.idle == ledger.usable + sum(ledger.stranded.values())
         count[locality] = e.instances
     assert count["switch"] <= count["block"] <= count["any"]
+
+
+def test_the_block_plugin_s_blocks_are_switch_domains(tmp_path: Path, store: Store) -> None:
+    conf = write(
+        tmp_path / "topology.conf",
+        "BlockSizes=2,4\nBlockName=b1 Nodes=gpu[01-02]\nBlockName=b2 Nodes=gpu[03-04]\n",
+    )
+    result = ingest(store, [DATA / "nodes.csv"], IngestOptions(topology=conf))
+    assert levels(store)[1:5] == [
+        ("gpu01", "b1", None), ("gpu02", "b1", None), ("gpu03", "b2", None), ("gpu04", "b2", None)
+    ]
+    assert result.topology is not None and result.topology.kind == "topology.conf"
+    # without a block_id, a node's block domain is its switch's
+    assert occupancy.block_domains(store.query("nodes")).to_list()[1:5] == [
+        "switch b1", "switch b1", "switch b2", "switch b2"
+    ]
