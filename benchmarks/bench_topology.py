@@ -37,7 +37,12 @@ def write_inputs(work: Path, nodes: int) -> tuple[Path, Path, Path]:
     work.mkdir(parents=True, exist_ok=True)
     ids = [f"gpu{i:05d}" for i in range(nodes)]
     pl.DataFrame(
-        {"node_id": ids, "gpu_model": ["H800"] * nodes, "gpus": [8] * nodes, "cpus": [128.0] * nodes}
+        {
+            "node_id": ids,
+            "gpu_model": ["H800"] * nodes,
+            "gpus": [8] * nodes,
+            "cpus": [128.0] * nodes,
+        }
     ).write_csv(work / "nodes.csv")
     leaf = [i // LEAF for i in range(nodes)]
     pl.DataFrame(
@@ -78,7 +83,8 @@ def main() -> None:
     args = parser.parse_args()
     nodes, csv, conf = write_inputs(args.work, args.nodes)
     print(f"{args.nodes:,} nodes, {LEAF} a leaf switch, {LEAF * BLOCK} a block")
-    for label, topology in (("nodes alone", None), ("--topology CSV", csv), ("--topology conf", conf)):
+    inputs = (("nodes alone", None), ("--topology CSV", csv), ("--topology conf", conf))
+    for label, topology in inputs:
         runs = [timed_ingest(args.work / "store.duckdb", nodes, topology) for _ in range(RUNS)]
         seconds, placed = min(runs)
         print(f"ingest, {label:16s} {seconds:6.2f} s, {placed:,} nodes placed")

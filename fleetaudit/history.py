@@ -41,7 +41,8 @@ tests compare against, series for series):
    shapes (per-GPU fills, "partly filled GPUs count only if nothing starts in
    W") and CPU/memory bounds are thus the predicate's own code.
 5. Slot deltas are summed per group (:func:`shapes.group_key`: domain and model
-   for ``switch``, block domain and model for ``block``, model for ``any``, node for ``node``) with a cumulative sum;
+   for ``switch``, block domain and model for ``block``, model for ``any``, node
+   for ``node``) with a cumulative sum;
    instances per group are floor(slots / k); their deltas summed per sample
    index and cumulated give the fleet's instances at every instant.
 

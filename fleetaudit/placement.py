@@ -15,8 +15,8 @@ Requests. ``gpus`` is the request's GPU demand; ``gpus_per_pod`` (default
 min(gpus, 8)) splits it into k = gpus / gpus_per_pod pods, placed
 all-or-nothing (with ``locality`` ``switch`` every pod stays in the first
 pod's switch domain, with ``block`` in its block domain
-(:func:`fleetaudit.occupancy.block_domains`), with ``node`` on its node). A pod's CPUs are ``cpus / k``
-when ``cpus`` is given, else ``cpus_per_gpu`` x its GPUs (memory alike).
+(:func:`fleetaudit.occupancy.block_domains`), with ``node`` on its node). A
+pod's CPUs are ``cpus / k`` when ``cpus`` is given, else ``cpus_per_gpu`` x its GPUs (memory alike).
 ``gpu_model`` is one model, several joined by ``|``, or empty for any.
 
 Fill mode (the FGD paper's method). No departures. Requests arrive in list

@@ -192,7 +192,9 @@ def test_an_old_store_without_block_id_still_reads(tmp_path: Path) -> None:
 # blockA; gpu05 (8 GPUs) named by no file, so it is a switch and a block domain by itself.
 
 AT = "2026-03-01T00:00:00"
-ALLOC_HEADER = "alloc_id,job_id,node_id,gpus,cpus,priority,start_time,end_time,checkpoint_interval_s\n"
+ALLOC_HEADER = (
+    "alloc_id,job_id,node_id,gpus,cpus,priority,start_time,end_time,checkpoint_interval_s\n"
+)
 
 
 def fleet(tmp_path: Path, allocations: str = "", requests: str | None = None) -> Path:

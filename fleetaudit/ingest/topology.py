@@ -98,7 +98,8 @@ def read_topology(path: Path) -> Topology:
     if "node_id" in header and "switch_id" in header:
         return _read_csv(file, text, header)
     if "PSW" in header and "ASW" in header:
-        return Topology(file, "crux", _read_crux(file, text), ("switch_id", "block_id", "level2_id"))
+        levels = ("switch_id", "block_id", "level2_id")
+        return Topology(file, "crux", _read_crux(file, text), levels)
     raise InputError(
         file,
         "not a topology file: expected a CSV with a node_id,switch_id[,block_id,...] header, "
@@ -130,8 +131,8 @@ def _read_csv(file: str, text: str, header: list[str]) -> Topology:
         lower = name.strip().lower()
         if not lower:
             raise InputError(file, "an empty column name in the header")
-        if name in RESERVED or (lower in schema.NODES.column_names and lower not in _FIXED
-                                and lower != "node_id"):
+        clashes = lower in schema.NODES.column_names and name not in ("node_id", *_FIXED)
+        if name in RESERVED or clashes:
             raise InputError(
                 file, "a topology column cannot be a nodes column or a reserved name", column=name
             )
@@ -295,7 +296,9 @@ def apply_topology(store: Store, topology: Topology, ingest_id: int) -> Topology
             store.add_column("nodes", column, "VARCHAR")
             stored[column.lower()] = (column, "VARCHAR")
         name, kind = stored[column.lower()]
-        value = f"t.{q(column)}" if kind.upper() == "VARCHAR" else f"TRY_CAST(t.{q(column)} AS {kind})"
+        value = f"t.{q(column)}"
+        if kind.upper() != "VARCHAR":
+            value = f"TRY_CAST({value} AS {kind})"
         assignments.append(f"{q(name)} = {value}")
     store.register_frame(_LEVELS, levels)
     store.run(

@@ -42,7 +42,7 @@ class TopologyConf:
 
 
 def looks_like_topology_conf(text: str) -> bool:
-    """Whether ``text`` reads as a topology.conf (a SwitchName=, BlockName= or BlockSizes= line first).
+    """Whether ``text`` reads as a topology.conf: a SwitchName=, BlockName= or BlockSizes= line first.
 
     >>> looks_like_topology_conf("# fabric\\nSwitchName=s0 Nodes=n[1-2]\\n")
     True
