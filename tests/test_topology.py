@@ -331,9 +331,25 @@ def test_placement_keeps_block_gangs_in_one_block(tmp_path: Path) -> None:
         last = policy["curve"][-1]
         assert last["allocated_pct"] == 80.0  # r1's 32 of 40 GPUs
         assert last["started"] == 1
+    # fill: r1 alone brings the demand to 80% of the 40 GPUs, and blockA holds it
     doc = cli_json("whatif", "placement", "--db", db, "--fill", 80, "--policy", "best-fit",
-                   "--json")
-    assert doc["policies"][0]["curve"][-1]["allocated_pct"] <= 80.0
+                   "--policy", "fgd", "--json")
+    for policy in doc["policies"]:
+        assert policy["curve"][-1] == {
+            "arrived_pct": 80.0, "allocated_pct": 80.0, "fragmented_pct": 0.0, "failed": 0.0
+        }
+
+
+def test_a_shapes_file_may_name_block_locality(tmp_path: Path) -> None:
+    db = fleet(tmp_path)
+    shapes = write(
+        tmp_path / "shapes.csv",
+        "gpu_model,gpus,gpus_per_pod,locality\nH100,32,8,block\nH100,32,8,switch\n",
+    )
+    doc = cli_json("shapes", "--db", db, "--shapes", shapes, "--json")
+    assert [(e["shape"]["locality"], e["instances"]) for e in doc["shapes"]] == [
+        ("block", 1), ("switch", 0)
+    ]
 
 
 def test_harvesting_runs_on_a_fleet_with_blocks(tmp_path: Path) -> None:
