@@ -184,7 +184,8 @@ def ingest(
         Path | None,
         typer.Option(
             "--topology",
-            help="alibaba-gpu-v2023: a topo.csv (PSW, ASW per host) whose switch domains the nodes are dealt into.",
+            help="The switch hierarchy of the call's nodes, any format: a CSV node_id,switch_id[,block_id,...], "
+            "a Slurm topology.conf, or a Crux topo.csv (PSW, ASW per host) whose domains the nodes are dealt into.",
         ),
     ] = None,
     timezone: Annotated[
@@ -216,8 +217,8 @@ def ingest(
     --format slurm reads a Slurm cluster's exports, each recognised by its content:
     sacct -P or --json, scontrol -d -o show node or --json, squeue --json, topology.conf.
     """
-    if fmt != "alibaba-gpu-v2023" and (trace_start is not None or topology is not None):
-        raise UsageError("--trace-start and --topology apply to --format alibaba-gpu-v2023 only")
+    if fmt != "alibaba-gpu-v2023" and trace_start is not None:
+        raise UsageError("--trace-start applies to --format alibaba-gpu-v2023 only")
     if fmt == "alibaba-gpu-v2023" and table is not None:
         raise UsageError(
             "--table does not apply to --format alibaba-gpu-v2023 (its files name their tables)"
@@ -302,7 +303,7 @@ MemoryPerGpuOption = Annotated[
 ]
 LocalityOption = Annotated[
     str | None,
-    typer.Option("--locality", help="switch, any or node (default node for one pod, else switch)."),
+    typer.Option("--locality", help="switch, block, any or node (default node for one pod, else switch)."),
 ]
 DurationOption = Annotated[
     str | None,

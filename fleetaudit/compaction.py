@@ -35,7 +35,8 @@ free), then the fullest switch domain (so large gangs find whole domains
 later), then fewest CPUs left, then node order.
 
 Instances inside the search are the shapes' counts at t per partition:
-``switch`` sums floor(domain slots / k), ``node`` sums slots, ``any`` counts the
+``switch`` sums floor(domain slots / k), ``block`` the same per block domain
+(with a block shape, partitions are whole blocks), ``node`` sums slots, ``any`` counts the
 partition's slots (its instances are floor(fleet slots / k), which cannot fall
 when no partition's slots fall). The reported before/after instances are
 :func:`fleetaudit.shapes.evaluate` on the state before and after (durations
@@ -67,7 +68,13 @@ import numpy as np
 import polars as pl
 
 from fleetaudit import occupancy
-from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing, micro_units
+from fleetaudit.occupancy import (
+    BLOCK_DOMAIN,
+    SHARE_UNITS,
+    block_domains,
+    first_fit_decreasing,
+    micro_units,
+)
 from fleetaudit.parallel import map_processes
 from fleetaudit.shapes import Shape, evaluate
 
@@ -271,7 +278,7 @@ class _ShapeSpec:
     cpus: int  # micro-cores per pod (0: unbounded)
     memory: int  # micro-GiB per pod (0: unbounded)
     pods: int  # k
-    group: str  # switch, any or node
+    group: str  # switch, block, any or node
 
 
 @dataclass(frozen=True)
@@ -286,6 +293,7 @@ class _Partition:
     memory: tuple[int, ...]  # _BIG when unknown
     domain: tuple[int, ...]
     domains: int
+    block: tuple[int, ...]  # each node's block domain, numbered within the partition
     alloc_ids: tuple[str, ...]
     alloc_node: tuple[int, ...]
     alloc_gpus: tuple[int, ...]
@@ -341,15 +349,24 @@ def _partitions(
     shapes: Sequence[Shape],
     options: CompactionOptions,
 ) -> list[_Partition]:
-    """Healthy GPU nodes per model, whole domains grouped up to ``partition_nodes``."""
+    """Healthy GPU nodes per model, whole domains grouped up to ``partition_nodes``.
+
+    With a ``block`` shape among ``shapes`` the unit is the whole block domain
+    (its switch domains in order), so a block is never split and the search's
+    per-partition block counts add up to the fleet's.
+    """
+    healthy = _healthy_gpu_nodes(nodes)
+    blocks = any(s.locality == "block" for s in shapes)
+    unit = BLOCK_DOMAIN if blocks else "domain"
     scope = (
-        _healthy_gpu_nodes(nodes)
+        healthy
         .with_columns(
             pl.col("node_id").cast(pl.String),
             pl.coalesce(pl.col("switch_id").cast(pl.String), pl.col("node_id").cast(pl.String))
             .alias("domain"),
+            block_domains(healthy),
         )
-        .sort("gpu_model", "domain", "node_id")
+        .sort("gpu_model", *([BLOCK_DOMAIN] if blocks else []), "domain", "node_id")
     )  # fmt: skip
     active = occupancy.active_at(allocations, at).with_columns(
         pl.col("node_id").cast(pl.String),
@@ -377,7 +394,7 @@ def _partitions(
         groups: list[list[dict[str, Any]]] = []
         current: list[dict[str, Any]] = []
         for (_,), domain_nodes in model_nodes.partition_by(
-            "domain", as_dict=True, maintain_order=True
+            unit, as_dict=True, maintain_order=True
         ).items():
             rows = list(domain_nodes.iter_rows(named=True))
             if current and len(current) + len(rows) > options.partition_nodes:
@@ -400,11 +417,13 @@ def _partition(
     options: CompactionOptions,
 ) -> _Partition:
     domain_index: dict[str, int] = {}
+    block_index: dict[str, int] = {}
     alloc: dict[str, list[Any]] = {
         k: [] for k in ("id", "node", "g", "c", "m", "mk", "mov", "gang")
     }
     for i, row in enumerate(rows):
         domain_index.setdefault(row["domain"], len(domain_index))
+        block_index.setdefault(row[BLOCK_DOMAIN], len(block_index))
         frame = by_node.get(row["node_id"])
         if frame is None:
             continue
@@ -427,6 +446,7 @@ def _partition(
         memory=tuple(memory),
         domain=tuple(domain_index[r["domain"]] for r in rows),
         domains=len(domain_index),
+        block=tuple(block_index[r[BLOCK_DOMAIN]] for r in rows),
         alloc_ids=tuple(alloc["id"]),
         alloc_node=tuple(alloc["node"]),
         alloc_gpus=tuple(alloc["g"]),
@@ -514,6 +534,8 @@ class _Search:
     def _groups(self, spec: _ShapeSpec) -> list[int]:
         if spec.group == "switch":
             return list(self.part.domain)
+        if spec.group == "block":
+            return list(self.part.block)
         if spec.group == "any":
             return [0] * self.n
         return list(range(self.n))

@@ -72,6 +72,19 @@ def render_ingest(result: IngestResult) -> None:
             _int(t.rejected),
         )
     out.print(table)
+    topo = result.topology
+    if topo is not None:
+        line = (
+            f"topology ({topo.kind}) {topo.file}: {topo.placed:,} node(s) placed in "
+            f"{topo.switches:,} switch(es) and {topo.blocks:,} block(s)"
+        )
+        if topo.missing:
+            line += f"; {topo.missing:,} node(s) not in the file keep their own domain"
+        if topo.unknown:
+            line += f"; {topo.unknown:,} node(s) of the file are not among this call's nodes"
+        if topo.duplicates:
+            line += f"; {topo.duplicates:,} node(s) named twice (the first kept)"
+        out.print(Text(line))
     if result.rejected:
         out.print(
             f"{result.rejected:,} row(s) rejected; the first of them below, all in the "

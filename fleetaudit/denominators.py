@@ -44,7 +44,7 @@ import polars as pl
 
 from fleetaudit.history import _range_max as range_max  # the sweep's sparse-table maximum
 from fleetaudit.history import nearest_rank
-from fleetaudit.occupancy import SHARE_UNITS, occupancy_timeline
+from fleetaudit.occupancy import BLOCK_DOMAIN, SHARE_UNITS, block_domains, occupancy_timeline
 from fleetaudit.shapes import CAUSES, Shape
 from fleetaudit.times import epoch_us
 
@@ -276,6 +276,7 @@ class _Layout:
     model_start: np.ndarray  # first row of each model, and the row count at the end
     perm: np.ndarray  # row -> node rank (position in node_id order, the timeline's)
     domain_run: np.ndarray  # row -> index of its (model, domain) run
+    block: np.ndarray  # row -> index of its (model, block domain): not contiguous runs
     gpus: np.ndarray
     cpus_u: np.ndarray
     mem_u: np.ndarray  # -1: unknown memory (unbounded)
@@ -284,7 +285,8 @@ class _Layout:
 
 def _layout(nodes: pl.DataFrame) -> _Layout:
     ranked = nodes.with_row_index("rank").with_columns(
-        pl.coalesce(pl.col("switch_id").cast(pl.String), "node_id").alias("domain")
+        pl.coalesce(pl.col("switch_id").cast(pl.String), "node_id").alias("domain"),
+        block_domains(nodes),
     )
     ordered = ranked.sort("gpu_model", "domain", "node_id")
     models = ordered["gpu_model"].unique(maintain_order=True).to_list()
@@ -296,6 +298,10 @@ def _layout(nodes: pl.DataFrame) -> _Layout:
         model_start=np.r_[starts, ordered.height].astype(np.int64),
         perm=ordered["rank"].cast(pl.Int64).to_numpy(),
         domain_run=ordered.select(pl.struct("gpu_model", "domain").rle_id()).to_series().to_numpy(),
+        block=ordered.select(pl.struct("gpu_model", BLOCK_DOMAIN).rank("dense"))
+        .to_series()
+        .cast(pl.Int64)
+        .to_numpy(),
         gpus=ordered["gpus"].cast(pl.Int64).to_numpy(),
         cpus_u=(ordered["cpus"].cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64).to_numpy(),
         mem_u=mem.fill_null(-1).to_numpy(),
@@ -345,6 +351,11 @@ def _model_block(
             runs = layout.domain_run[rows]
             starts = np.flatnonzero(np.r_[True, np.diff(runs) != 0])
             group_slots = np.add.reduceat(slots, starts, axis=0)
+        elif shape.locality == "block":  # a block's rows need not be one run: sort them
+            codes = layout.block[rows]
+            order = np.argsort(codes, kind="stable")
+            starts = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0])
+            group_slots = np.add.reduceat(slots[order], starts, axis=0)
         else:  # any: the model's rows are one group
             group_slots = slots.sum(axis=0, keepdims=True)
         instances = group_slots // k

@@ -41,7 +41,8 @@ tests compare against, series for series):
    shapes (per-GPU fills, "partly filled GPUs count only if nothing starts in
    W") and CPU/memory bounds are thus the predicate's own code.
 5. Slot deltas are summed per group (:func:`shapes.group_key`: domain and model
-   for ``switch``, model for ``any``, node for ``node``) with a cumulative sum;
+   for ``switch``, block domain and model for ``block``, model for ``any``, node
+   for ``node``) with a cumulative sum;
    instances per group are floor(slots / k); their deltas summed per sample
    index and cumulated give the fleet's instances at every instant.
 
@@ -60,7 +61,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import node_state, occupancy_timeline
+from fleetaudit.occupancy import block_domains, node_state, occupancy_timeline
 from fleetaudit.shapes import Shape, evaluate, group_key, node_slots
 from fleetaudit.times import epoch_us, from_epoch_us
 
@@ -359,13 +360,15 @@ def _history(
 
 
 def _state_nodes(nodes: pl.DataFrame) -> pl.DataFrame:
-    """Nodes with node_id as String and domain, as node_state gives them, by node_id."""
-    return nodes.with_columns(
+    """Nodes with node_id as String and domain, as node_state gives them, and block_domain,
+    as node_slots adds it, by node_id."""
+    state = nodes.with_columns(
         pl.col("node_id").cast(pl.String),
         pl.coalesce(pl.col("switch_id").cast(pl.String), pl.col("node_id").cast(pl.String)).alias(
             "domain"
         ),
-    ).sort("node_id")
+    )
+    return state.with_columns(block_domains(state)).sort("node_id")
 
 
 def _eligible_nodes(nodes: pl.DataFrame, shape: Shape) -> pl.DataFrame:

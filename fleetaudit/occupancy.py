@@ -44,7 +44,9 @@ from fleetaudit.times import epoch_us
 
 __all__ = [
     "SHARE_UNITS",
+    "BLOCK_DOMAIN",
     "active_at",
+    "block_domains",
     "first_fit_decreasing",
     "micro_units",
     "node_state",
@@ -122,6 +124,42 @@ def optional_column(
     if name in frame.columns:
         return frame[name].cast(dtype)
     return pl.Series(name, [default] * frame.height, dtype=dtype)
+
+
+BLOCK_DOMAIN = "block_domain"
+"""The column :func:`block_domains` fills: the domain of ``block`` locality."""
+
+
+def block_domains(frame: pl.DataFrame) -> pl.Series:
+    """The ``block`` locality domain of each node of ``frame``: the one definition.
+
+    A block domain is the node's ``block_id``; a node without one is in its
+    switch's domain (a block holds at least its switch), and a node without
+    either is a domain by itself. The key names its level (``block b1``,
+    ``switch s1``, ``node n1``), so a block, a switch and a node of the same
+    name never share a domain. A frame without ``block_id`` (an older store) has
+    no blocks.
+
+    >>> nodes = pl.DataFrame({"node_id": ["a", "b", "c", "d"],
+    ...     "switch_id": ["s1", "s1", "s2", None], "block_id": ["b1", "b1", None, None]})
+    >>> block_domains(nodes).to_list()
+    ['block b1', 'block b1', 'switch s2', 'node d']
+    """
+    node = frame["node_id"].cast(pl.String)
+    switch = optional_column(frame, "switch_id", pl.String, None)
+    block = optional_column(frame, "block_id", pl.String, None)
+    return (
+        pl.DataFrame({"n": node, "s": switch, "b": block})
+        .select(
+            pl.when(pl.col("b").is_not_null())
+            .then(pl.lit("block ") + pl.col("b"))
+            .when(pl.col("s").is_not_null())
+            .then(pl.lit("switch ") + pl.col("s"))
+            .otherwise(pl.lit("node ") + pl.col("n"))
+            .alias(BLOCK_DOMAIN)
+        )
+        .to_series()
+    )
 
 
 def _divided(frame: pl.DataFrame, columns: Sequence[str], divisor: int) -> pl.DataFrame:

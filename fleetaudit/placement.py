@@ -14,8 +14,9 @@ whole-GPU pod of p GPUs needs p fully free GPUs on one node.
 Requests. ``gpus`` is the request's GPU demand; ``gpus_per_pod`` (default
 min(gpus, 8)) splits it into k = gpus / gpus_per_pod pods, placed
 all-or-nothing (with ``locality`` ``switch`` every pod stays in the first
-pod's switch domain, with ``node`` on its node). A pod's CPUs are ``cpus / k``
-when ``cpus`` is given, else ``cpus_per_gpu`` x its GPUs (memory alike).
+pod's switch domain, with ``block`` in its block domain
+(:func:`fleetaudit.occupancy.block_domains`), with ``node`` on its node). A
+pod's CPUs are ``cpus / k`` when ``cpus`` is given, else ``cpus_per_gpu`` x its GPUs (memory alike).
 ``gpu_model`` is one model, several joined by ``|``, or empty for any.
 
 Fill mode (the FGD paper's method). No departures. Requests arrive in list
@@ -80,7 +81,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import SHARE_UNITS, optional_column
+from fleetaudit.occupancy import SHARE_UNITS, block_domains, optional_column
 from fleetaudit.parallel import map_processes as _map_runs
 from fleetaudit.times import epoch_us, from_epoch_us
 
@@ -99,7 +100,7 @@ __all__ = [
 
 
 POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
-LOCALITIES = ("any", "switch", "node")
+LOCALITIES = ("any", "switch", "node", "block")  # indices are stored: append only
 
 _U = SHARE_UNITS
 _UNBOUNDED = np.int64(1) << np.int64(60)  # free memory of a node with unknown memory
@@ -183,6 +184,7 @@ class _Fleet:
     cpus: np.ndarray  # (N,) micro-cores
     memory: np.ndarray  # (N,) micro-GiB, _UNBOUNDED when unknown
     domain: np.ndarray  # (N,) switch-domain index
+    block: np.ndarray  # (N,) block-domain index (occupancy.block_domains)
     group: np.ndarray  # (N,) (domain, model) group index
     group_gpus: np.ndarray  # (groups,) GPU units of each group
     width: int  # GPUs of the widest node (columns of the share matrix)
@@ -260,6 +262,7 @@ def _prepare_fleet(nodes: pl.DataFrame) -> _Fleet:
     domains = [s if s is not None else f"\0{n}" for s, n in zip(switch, node_ids, strict=True)]
     domain_names = sorted(set(domains))
     domain = np.array([domain_names.index(d) for d in domains], dtype=np.int64)
+    _, block = np.unique(block_domains(frame).to_numpy(), return_inverse=True)
     pairs = domain * max(len(models), 1) + model
     _, group = np.unique(pairs, return_inverse=True)
     group = group.reshape(-1).astype(np.int64)
@@ -272,6 +275,7 @@ def _prepare_fleet(nodes: pl.DataFrame) -> _Fleet:
         cpus=cpus,
         memory=memory.astype(np.int64),
         domain=domain,
+        block=block.reshape(-1).astype(np.int64),
         group=group,
         group_gpus=group_gpus,
         width=max(int(gpus.max()) if len(gpus) else 1, 1),
@@ -825,7 +829,7 @@ class _Run:
             return None if int(room.sum()) >= k else np.zeros(len(room), dtype=bool)
         if locality == "node":
             return room >= k
-        domain = self.fleet.domain
+        domain = self.fleet.block if locality == "block" else self.fleet.domain
         return (np.bincount(domain, weights=room, minlength=int(domain.max()) + 1) >= k)[domain]
 
     def place(
@@ -857,6 +861,8 @@ class _Run:
                 locality = LOCALITIES[int(w.locality[r])]
                 if locality == "switch":
                     within = self.fleet.domain == self.fleet.domain[n]
+                elif locality == "block":
+                    within = self.fleet.block == self.fleet.block[n]
                 elif locality == "node":
                     within = np.arange(len(self.fleet.node_ids)) == n
         return placed
@@ -1394,11 +1400,15 @@ def simulate_replay(
     gang = (workload.pods > 1) & (workload.locality != LOCALITIES.index("any"))
     hopeless: set[int] = set()  # gang classes that found no domain at their last try
 
-    switch = LOCALITIES.index("switch")
-    members = np.argsort(fleet.domain, kind="stable")  # nodes grouped by domain
-    bounds = np.searchsorted(fleet.domain[members], np.arange(int(fleet.domain.max()) + 2))
+    # the domains of a gang kept in one switch domain, or one block domain
+    grouping = {LOCALITIES.index("switch"): fleet.domain, LOCALITIES.index("block"): fleet.block}
+    members = {g: np.argsort(d, kind="stable") for g, d in grouping.items()}  # grouped by domain
+    bounds = {
+        g: np.searchsorted(d[members[g]], np.arange(int(d.max()) + 2))
+        for g, d in grouping.items()
+    }
     freed_room: dict[tuple[int, ...], int] = {}  # this pass: pod shape -> most room in a domain
-    freed_domain_nodes: list[np.ndarray] = []  # this pass: the nodes of the freed nodes' domains
+    freed_domain_nodes: dict[int, np.ndarray] = {}  # this pass: the freed nodes' domains' nodes
 
     def freed_domains_room(r: int, freed: np.ndarray) -> int:
         """The most pods of r's shape one domain (or node) holding a freed node can take."""
@@ -1407,14 +1417,15 @@ def simulate_replay(
                  int(w.memory[r]), int(w.allowed[r]))  # fmt: skip
         most = freed_room.get(shape)
         if most is None:
-            if shape[0] == switch:
-                if not freed_domain_nodes:
-                    domains = np.unique(fleet.domain[freed])
-                    freed_domain_nodes.append(
-                        np.concatenate([members[bounds[d] : bounds[d + 1]] for d in domains])
+            if shape[0] in grouping:
+                domain, of, at = grouping[shape[0]], members[shape[0]], bounds[shape[0]]
+                if shape[0] not in freed_domain_nodes:
+                    domains = np.unique(domain[freed])
+                    freed_domain_nodes[shape[0]] = np.concatenate(
+                        [of[at[d] : at[d + 1]] for d in domains]
                     )
-                nodes = freed_domain_nodes[0]
-                most = int(np.bincount(fleet.domain[nodes], weights=run.room(r, nodes)).max())
+                nodes = freed_domain_nodes[shape[0]]
+                most = int(np.bincount(domain[nodes], weights=run.room(r, nodes)).max())
             else:
                 most = int(run.room(r, freed).max())
             freed_room[shape] = most

@@ -328,7 +328,7 @@ def _groups(
 ) -> tuple[dict[str, int], dict[str, int], list[int]]:
     """Per eligible node: its group and its slots in the evaluation; then slots per group.
 
-    Groups follow shapes.group_key: a switch domain (within a model), a
+    Groups follow shapes.group_key: a switch or block domain (within a model), a
     model, or the node itself.
     """
     key = group_key(shape)

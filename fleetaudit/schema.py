@@ -78,7 +78,7 @@ WORKLOAD = (
     "cpu_only",
     "other",
 )
-LOCALITY = ("any", "switch", "node")
+LOCALITY = ("any", "switch", "block", "node")
 
 NODES = Table(
     name="nodes",
@@ -91,6 +91,7 @@ NODES = Table(
         Column("memory_gib", Kind.FLOAT, nonnegative=True, maximum=MAX_MEMORY_GIB),
         Column("switch_id", Kind.TEXT),
         Column("health", Kind.TEXT, enum=HEALTH),
+        Column("block_id", Kind.TEXT),  # the level above the leaf switch
     ),
 )
 

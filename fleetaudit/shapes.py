@@ -10,8 +10,9 @@ Per eligible node (model in the shape's set, healthy), over W:
 - ``interval`` = free GPUs at t - free GPUs over W;
 - ``gpu_slots`` = floor(free GPUs over W / p); ``fragment`` = the remainder;
 - ``slots`` = min(gpu_slots, CPU slots, memory slots); ``cpu_memory`` = (gpu_slots - slots) x p;
-- per group (a switch domain for ``switch``, the model for ``any``, the node for
-  ``node``; an instance never spans two models): instances = floor(slots / k),
+- per group (a switch domain for ``switch``, a block domain for ``block``
+  (:func:`fleetaudit.occupancy.block_domains`), the model for ``any``, the node
+  for ``node``; an instance never spans two models): instances = floor(slots / k),
   ``topology`` = (slots - instances x k) x p.
 
 So idle = usable + interval + fragment + cpu_memory + topology, exactly.
@@ -28,8 +29,9 @@ from typing import Any
 import polars as pl
 
 from fleetaudit.errors import UsageError
+from fleetaudit.occupancy import BLOCK_DOMAIN, block_domains
 
-LOCALITIES = ("any", "switch", "node")
+LOCALITIES = ("any", "switch", "block", "node")
 CAUSES = ("interval", "fragment", "cpu_memory", "topology")
 _MICRO = 1_000_000
 _BIG = 1 << 40  # "unbounded" slots
@@ -158,7 +160,7 @@ def make_shape(
         raise UsageError(f"--locality: unknown value {place!r} (expected {', '.join(LOCALITIES)})")
     if place == "node" and pods > 1:
         raise UsageError(
-            f"--locality node with {pods} pods: a node hosts one pod; use switch or any"
+            f"--locality node with {pods} pods: a node hosts one pod; use switch, block or any"
         )
     return Shape(
         gpu_model=gpu_model or None,
@@ -232,11 +234,16 @@ def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
         shape: the shape.
 
     Returns:
-        node_id, gpu_model, domain, free_gpus, slots, gpu_slots, cpu_slots,
+        node_id, gpu_model, domain (and block_domain for a block shape), free_gpus,
+        slots, gpu_slots, cpu_slots,
         memory_slots, interval, fragment, cpu_memory (GPUs), sorted by node_id.
     """
     p = shape.gpus_per_pod
     eligible = state.filter(_eligible(state, shape))
+    domains = ["domain"]
+    if shape.locality == "block":
+        eligible = eligible.with_columns(block_domains(eligible))
+        domains.append(BLOCK_DOMAIN)
     cpu_need = p * shape.cpus_per_gpu
     mem_need = p * shape.memory_gib_per_gpu
 
@@ -269,7 +276,7 @@ def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     frame = eligible.select(
         "node_id",
         "gpu_model",
-        "domain",
+        *domains,
         "free_gpus",
         gpu_slots.cast(pl.Int64).alias("gpu_slots"),
         by("free_cpus_window", cpu_need).alias("cpu_slots"),
@@ -293,6 +300,8 @@ def group_key(shape: Shape) -> list[str]:
     """The columns an instance must stay within (always the model)."""
     if shape.locality == "switch":
         return ["gpu_model", "domain"]
+    if shape.locality == "block":
+        return ["gpu_model", BLOCK_DOMAIN]
     if shape.locality == "any":
         return ["gpu_model"]
     return ["node_id"]

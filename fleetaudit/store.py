@@ -185,6 +185,11 @@ def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
             f"CREATE TABLE IF NOT EXISTS {quote_identifier(tbl.name)} "
             f"({cols}, {quote_identifier(schema.INGEST_ID)} BIGINT)"
         )
+        for c in tbl.columns:  # a store made before the column existed gains it
+            con.execute(
+                f"ALTER TABLE {quote_identifier(tbl.name)} "
+                f"ADD COLUMN IF NOT EXISTS {quote_identifier(c.name)} {c.kind.value}"
+            )
     con.execute(load_sql("create_store_tables"))
     con.execute(
         "INSERT INTO meta SELECT 'schema_version', $v WHERE NOT EXISTS "

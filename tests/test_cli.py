@@ -352,9 +352,13 @@ def test_demo_refuses_a_store_with_other_data(tmp_path: Path, tiny_dir: Path) ->
 
 
 def test_options_that_do_not_apply_are_errors(tmp_path: Path, tiny_dir: Path) -> None:
+    result = invoke("ingest", tiny_dir, "--db", tmp_path / "x.duckdb", "--trace-start", "0")
+    assert result.exit_code == 2
+    assert "--trace-start applies to --format alibaba-gpu-v2023 only" in result.stderr
+    # --topology applies to every format; a missing file is named
     result = invoke("ingest", tiny_dir, "--db", tmp_path / "x.duckdb", "--topology", "topo.csv")
     assert result.exit_code == 2
-    assert "--topology apply to --format alibaba-gpu-v2023 only" in result.stderr
+    assert "topo.csv" in result.stderr and not (tmp_path / "x.duckdb").exists()
 
 
 def test_whatif_placement_has_help() -> None:

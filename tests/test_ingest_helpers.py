@@ -70,6 +70,8 @@ def test_topology_conf_errors_name_the_line() -> None:
 
 def test_looks_like_topology_conf() -> None:
     assert looks_like_topology_conf("\n# x\nBlockName=b1 Nodes=n[1-4]\n")
+    # the block plugin's BlockSizes line may come first
+    assert looks_like_topology_conf("BlockSizes=4,16\nBlockName=b1 Nodes=n[1-4]\n")
     assert not looks_like_topology_conf("node_id,switch_id\nn1,s1\n")
 
 

@@ -23,6 +23,7 @@ from fleetaudit.errors import InputError, QueryError
 from fleetaudit.ingest import alibaba, slurm
 from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
+from fleetaudit.ingest.topology import TopologySummary, apply_topology, read_topology
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
@@ -67,6 +68,7 @@ class IngestResult:
     rejects: pl.DataFrame = field(
         repr=False
     )  # the first rejects (file, row, column, value, reason)
+    topology: TopologySummary | None = None  # what --topology did to the call's nodes
 
     @property
     def rejected(self) -> int:
@@ -85,9 +87,7 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
             "--table", f"no table named {options.table!r}; use one of {', '.join(schema.TABLES)}"
         )
     if options.format == alibaba.FORMAT:
-        sources = alibaba.trace_sources(
-            store, list(paths), trace_start=options.trace_start, topology=options.topology
-        )
+        sources = alibaba.trace_sources(store, list(paths), trace_start=options.trace_start)
     elif options.format == slurm.FORMAT:
         sources = slurm.slurm_sources(
             store,
@@ -125,6 +125,8 @@ def _ingest(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress
 ) -> IngestResult:
     sources = plan_sources(store, paths, options)
+    topology = read_topology(options.topology) if options.topology is not None else None
+    topology_summary: TopologySummary | None = None
     started = _utc_now()
     # DuckDB cannot estimate a CSV's rows and may build the node lookup's hash
     # table on the 10 M-row file side instead of the nodes (3x slower, GiBs).
@@ -135,6 +137,10 @@ def _ingest(
             mine = [s for s in sources if s.table == table_name]
             if mine:
                 summaries.append(_load_table(store, schema.table(table_name), mine, ingest_id, say))
+            if table_name == "nodes" and topology is not None:
+                # one place for every format: the call's nodes, as loaded and validated
+                say(f"nodes: applying the topology of {topology.file}")
+                topology_summary = apply_topology(store, topology, ingest_id)
         rejects = store.sql(
             'SELECT file, "table", "row", "column", value, reason FROM rejects '
             "WHERE ingest_id = $id ORDER BY rowid LIMIT 20",  # load order
@@ -165,6 +171,7 @@ def _ingest(
         files=tuple(s.file for s in sources),
         tables=tuple(summaries),
         rejects=rejects,
+        topology=topology_summary,
     )
 
 

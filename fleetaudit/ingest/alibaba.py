@@ -13,22 +13,18 @@ columns then pass the same validation as native files. README, "Semantics":
   times at all, so every pod is submitted at ``--trace-start`` and queued.
 - qos ``LS``, ``Guaranteed`` and ``Burstable`` map to priority high, ``BE``
   (best effort) to low.
-- ``--topology topo.csv`` deals the nodes, ordered by (gpu_model, node_id),
-  contiguously into the access-switch domains of the topology file (a domain
-  is PSW+ASW, ordered naturally), each domain's share of nodes proportional to
-  its host count (largest remainder). Without it nodes have no switch_id: each
-  is a domain by itself.
+- nodes have no switch_id: each is a domain by itself, unless ``--topology``
+  places them (:mod:`fleetaudit.ingest.topology`; the Crux ``topo.csv`` deals
+  them into its PSW+ASW domains).
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from pathlib import Path
 
-import polars as pl
 
-from fleetaudit.errors import InputError, QueryError
+from fleetaudit.errors import InputError
 from fleetaudit.ingest.sources import Source
 from fleetaudit.store import Store
 
@@ -36,7 +32,6 @@ FORMAT = "alibaba-gpu-v2023"
 DEFAULT_TRACE_START = datetime(2023, 1, 1)
 NODE_LIST = "openb_node_list_gpu_node.csv"
 DEFAULT_POD_LIST = "openb_pod_list_default.csv"
-_SWITCHES = "_fa_alibaba_switches"
 
 _READ = "read_csv({path}, all_varchar = true, header = true, delim = ',', quote = '\"')"
 
@@ -73,67 +68,7 @@ def _classify(paths: list[Path]) -> tuple[Path, Path | None]:
     return node_files[0], (pod_files[0] if pod_files else None)
 
 
-def _natural(text: str) -> tuple[object, ...]:
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
-
-
-def deal_switches(nodes: pl.DataFrame, topology: pl.DataFrame) -> pl.DataFrame:
-    """Deal nodes into the topology's PSW+ASW domains (module docstring).
-
-    Args:
-        nodes: node_id and gpu_model.
-        topology: one row per host with PSW and ASW.
-
-    Returns:
-        node_id, switch_id for every node.
-
-    >>> topo = pl.DataFrame({"PSW": ["P1", "P1", "P1", "P2"], "ASW": ["S1", "S1", "S2", "S1"]})
-    >>> nodes = pl.DataFrame({"node_id": ["a", "b", "c", "d"], "gpu_model": ["T4"] * 4})
-    >>> deal_switches(nodes, topo)["switch_id"].to_list()
-    ['P1-S1', 'P1-S1', 'P1-S2', 'P2-S1']
-    """
-    domains = (
-        topology.group_by("PSW", "ASW")
-        .len()
-        .with_columns(pl.format("{}-{}", "PSW", "ASW").alias("switch_id"))
-    )
-    ordered = sorted(
-        domains.iter_rows(named=True), key=lambda r: (_natural(r["PSW"]), _natural(r["ASW"]))
-    )
-    total_hosts = sum(r["len"] for r in ordered)
-    n = nodes.height
-    exact = [r["len"] * n / total_hosts for r in ordered]
-    sizes = [int(x) for x in exact]
-    by_remainder = sorted(range(len(ordered)), key=lambda i: (-(exact[i] - sizes[i]), i))
-    for i in by_remainder[: n - sum(sizes)]:
-        sizes[i] += 1
-    switch_ids = [
-        r["switch_id"] for r, size in zip(ordered, sizes, strict=False) for _ in range(size)
-    ]
-    ordered_nodes = nodes.sort("gpu_model", "node_id", nulls_last=True)
-    return pl.DataFrame(
-        {"node_id": ordered_nodes["node_id"], "switch_id": switch_ids},
-        schema={"node_id": pl.Utf8, "switch_id": pl.Utf8},
-    )
-
-
-def _read_topology(path: Path) -> pl.DataFrame:
-    try:
-        topo = pl.read_csv(path, infer_schema=False)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise InputError(str(path), f"cannot read the topology file: {exc}") from exc
-    for column in ("PSW", "ASW"):
-        if column not in topo.columns:
-            raise InputError(str(path), "required column missing", column=column)
-    topo = topo.filter(pl.col("PSW").is_not_null() & pl.col("ASW").is_not_null())
-    if topo.is_empty():
-        raise InputError(str(path), "the topology file lists no host")
-    return topo
-
-
-def trace_sources(
-    store: Store, paths: list[Path], *, trace_start: datetime, topology: Path | None
-) -> list[Source]:
+def trace_sources(store: Store, paths: list[Path], *, trace_start: datetime) -> list[Source]:
     """The nodes source and, when a pod list is given, the requests source."""
     node_file, pod_file = _classify(paths)
     node_path = str(node_file)
@@ -147,29 +82,16 @@ def trace_sources(
         if column not in node_cols:
             raise InputError(node_path, "required column missing", column=column)
 
-    if topology is not None:
-        try:
-            raw = store.sql(
-                f"SELECT DISTINCT sn AS node_id, first(model) OVER (PARTITION BY sn) AS gpu_model "
-                f"FROM {_READ.format(path='$path')} WHERE sn IS NOT NULL",
-                {"path": node_path},
-            )
-        except QueryError as exc:
-            raise InputError(node_path, f"cannot read: {exc.message}") from exc
-        switches = deal_switches(raw, _read_topology(topology))
-    else:
-        switches = pl.DataFrame(schema={"node_id": pl.Utf8, "switch_id": pl.Utf8})
-    store.register_frame(_SWITCHES, switches)
-
     scan = f"(SELECT *, row_number() OVER () AS _row FROM {_READ.format(path='$path')})"
     node_select = (
         "SELECT n.sn AS node_id, "
         "CASE WHEN n.model IS NULL OR lower(n.model) IN ('', 'nan') "
         "THEN CASE WHEN TRY_CAST(n.gpu AS DOUBLE) = 0 THEN 'CPU' END ELSE n.model END AS gpu_model, "
         "n.gpu AS gpus, TRY_CAST(n.cpu_milli AS DOUBLE) / 1000 AS cpus, "
-        "TRY_CAST(n.memory_mib AS DOUBLE) / 1024 AS memory_gib, s.switch_id, 'healthy' AS health"
+        "TRY_CAST(n.memory_mib AS DOUBLE) / 1024 AS memory_gib, "
+        "CAST(NULL AS VARCHAR) AS switch_id, 'healthy' AS health"
         "{row} "
-        f"FROM {scan} AS n LEFT JOIN {_SWITCHES} AS s ON s.node_id = n.sn ORDER BY n._row"
+        f"FROM {scan} AS n ORDER BY n._row"
     )
     sources = [
         Source(

@@ -42,9 +42,11 @@ class TopologyConf:
 
 
 def looks_like_topology_conf(text: str) -> bool:
-    """Whether ``text`` reads as a topology.conf (a SwitchName= or BlockName= line first).
+    """Whether ``text`` reads as a topology.conf: a SwitchName=, BlockName= or BlockSizes= line first.
 
     >>> looks_like_topology_conf("# fabric\\nSwitchName=s0 Nodes=n[1-2]\\n")
+    True
+    >>> looks_like_topology_conf("BlockSizes=4,16\\nBlockName=b1 Nodes=n[1-4]\\n")
     True
     >>> looks_like_topology_conf("node_id,switch_id\\n")
     False
@@ -52,7 +54,7 @@ def looks_like_topology_conf(text: str) -> bool:
     for line in text.splitlines():
         stripped = line.split("#", 1)[0].strip()
         if stripped:
-            return re.match(r"(?i)(switchname|blockname)=", stripped) is not None
+            return re.match(r"(?i)(switchname|blockname|blocksizes)=", stripped) is not None
     return False
 
 
