@@ -43,12 +43,8 @@ from fleetaudit.ingest.slurm_jobs import (
 )
 from fleetaudit.ingest.slurm_nodes import json_node_fields, node_row, split_node_line
 from fleetaudit.ingest.sources import Source
-from fleetaudit.ingest.topology_conf import (
-    TopologyConf,
-    TopologyConfError,
-    looks_like_topology_conf,
-    parse_topology_conf,
-)
+from fleetaudit.ingest.topology import Topology, read_topology
+from fleetaudit.ingest.topology_conf import looks_like_topology_conf
 from fleetaudit.ingest.tres import TresError, parse_tres
 from fleetaudit.store import Store
 
@@ -89,7 +85,7 @@ class _Files:
     sacct: list[tuple[Path, str]] = field(default_factory=list)  # (file, relation name)
     squeue: list[tuple[Path, str]] = field(default_factory=list)
     nodes: list[tuple[Path, str]] = field(default_factory=list)
-    topology: list[tuple[Path, TopologyConf]] = field(default_factory=list)
+    topology: list[tuple[Path, Topology]] = field(default_factory=list)
 
 
 def _files_of(paths: Iterable[Path]) -> list[Path]:
@@ -225,14 +221,14 @@ def slurm_sources(
             store.register_frame(relation, _node_frame(path, kind))
             files.nodes.append((path, relation))
         else:
-            files.topology.append((path, _topology(path)))
+            files.topology.append((path, read_topology(path)))
     if files.topology and not files.nodes:
         raise InputError(
             str(files.topology[0][0]),
             "topology.conf sets the switches of the node list: give the scontrol node list "
             "(scontrol -d -o show node) in the same call",
         )
-    store.register_frame(_TOPOLOGY, _topology_frame(files.topology))
+    store.register_frame(_TOPOLOGY, _topology_frame([t for _, t in files.topology]))
     job_relations = [rel for _, rel in files.sacct + files.squeue]
     if job_relations:
         _register_lookups(store, job_relations, priority_map or PriorityMap())
@@ -343,28 +339,16 @@ def _node_frame(path: Path, kind: str) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=_NODE_SCHEMA) if rows else pl.DataFrame(schema=_NODE_SCHEMA)
 
 
-def _topology(path: Path) -> TopologyConf:
-    try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
-        return parse_topology_conf(lines)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot read: {exc}") from exc
-    except TopologyConfError as exc:
-        raise InputError(str(path), exc.reason, row=exc.line or None) from exc
-
-
-def _topology_frame(confs: list[tuple[Path, TopologyConf]]) -> pl.DataFrame:
-    levels: dict[str, tuple[str, ...]] = {}
-    for _, conf in confs:
-        for node, chain in conf.levels.items():
-            levels.setdefault(node, chain)
-    return pl.DataFrame(
-        {
-            "node": list(levels),
-            "switch_id": [chain[0] for chain in levels.values()],
-            "block_id": [chain[1] if len(chain) > 1 else None for chain in levels.values()],
-        },
-        schema={"node": pl.Utf8, "switch_id": pl.Utf8, "block_id": pl.Utf8},
+def _topology_frame(topologies: list[Topology]) -> pl.DataFrame:
+    """switch_id and block_id of every node the topology.conf files name (the first file wins)."""
+    frames = [t.levels.select("node_id", "switch_id", "block_id") for t in topologies]
+    schema = {"node_id": pl.Utf8, "switch_id": pl.Utf8, "block_id": pl.Utf8}
+    if not frames:
+        return pl.DataFrame(schema=schema).rename({"node_id": "node"})
+    return (
+        pl.concat(frames)
+        .unique("node_id", keep="first", maintain_order=True)
+        .rename({"node_id": "node"})
     )
 
 
