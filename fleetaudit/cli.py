@@ -186,6 +186,28 @@ def ingest(
             help="alibaba-gpu-v2023: a topo.csv (PSW, ASW per host) whose switch domains the nodes are dealt into.",
         ),
     ] = None,
+    snapshot_time: Annotated[
+        str | None,
+        typer.Option(
+            "--snapshot-time",
+            help="kubernetes: when the files were exported (default: the newest node heartbeat in each file).",
+        ),
+    ] = None,
+    priority_map: Annotated[
+        Path | None,
+        typer.Option(
+            "--priority-map",
+            help="kubernetes: a file of 'NAME = high|low' lines (priority class or value); "
+            "what it does not name is high.",
+        ),
+    ] = None,
+    tenant_label: Annotated[
+        str | None,
+        typer.Option(
+            "--tenant-label",
+            help="kubernetes: the pod label naming the tenant (default: the namespace).",
+        ),
+    ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
 ) -> None:
@@ -202,12 +224,22 @@ def ingest(
         raise UsageError(
             "--table does not apply to --format alibaba-gpu-v2023 (its files name their tables)"
         )
+    k8s_options = {"--snapshot-time": snapshot_time, "--priority-map": priority_map,
+                   "--tenant-label": tenant_label}  # fmt: skip
+    if fmt != "kubernetes" and any(v is not None for v in k8s_options.values()):
+        given = ", ".join(k for k, v in k8s_options.items() if v is not None)
+        raise UsageError(f"{given} apply to --format kubernetes only")
+    if fmt == "kubernetes" and table is not None:
+        raise UsageError("--table does not apply to --format kubernetes (objects name their kind)")
     options = IngestOptions(
         table=table,
         format=fmt,
         strict=strict,
         trace_start=_instant(trace_start, "--trace-start") or DEFAULT_TRACE_START,
         topology=topology,
+        snapshot_time=_instant(snapshot_time, "--snapshot-time"),
+        priority_map=priority_map,
+        tenant_label=tenant_label,
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)

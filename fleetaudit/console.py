@@ -72,6 +72,8 @@ def render_ingest(result: IngestResult) -> None:
             _int(t.rejected),
         )
     out.print(table)
+    for note in result.notes:
+        out.print(Text(note))
     if result.rejected:
         out.print(
             f"{result.rejected:,} row(s) rejected; the first of them below, all in the "

@@ -20,12 +20,13 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
-from fleetaudit.ingest import alibaba
+from fleetaudit.ingest import alibaba, kubernetes
+from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
-FORMATS = ("native", alibaba.FORMAT)
+FORMATS = ("native", alibaba.FORMAT, kubernetes.FORMAT)
 
 Progress = Callable[[str], None]
 
@@ -39,6 +40,9 @@ class IngestOptions:
     strict: bool = False
     trace_start: datetime = alibaba.DEFAULT_TRACE_START
     topology: Path | None = None
+    snapshot_time: datetime | None = None  # kubernetes: the time of every file of the call
+    priority_map: Path | None = None  # kubernetes: priority class or value -> high/low
+    tenant_label: str | None = None  # kubernetes: the pod label naming the tenant
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class IngestResult:
     rejects: pl.DataFrame = field(
         repr=False
     )  # the first rejects (file, row, column, value, reason)
+    notes: tuple[str, ...] = ()  # what the adapter decided (snapshot times, objects ignored)
 
     @property
     def rejected(self) -> int:
@@ -84,6 +89,16 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
     if options.format == alibaba.FORMAT:
         sources = alibaba.trace_sources(
             store, list(paths), trace_start=options.trace_start, topology=options.topology
+        )
+    elif options.format == kubernetes.FORMAT:
+        sources = kubernetes.snapshot_sources(
+            store,
+            list(paths),
+            kubernetes.KubernetesOptions(
+                snapshot_time=options.snapshot_time,
+                priority_map=PriorityMap.read(options.priority_map),
+                tenant_label=options.tenant_label,
+            ),
         )
     else:
         sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
@@ -142,9 +157,10 @@ def ingest(
         )
     return IngestResult(
         ingest_id=ingest_id,
-        files=tuple(s.file for s in sources),
+        files=tuple(dict.fromkeys(s.file for s in sources)),
         tables=tuple(summaries),
         rejects=rejects,
+        notes=tuple(dict.fromkeys(n for s in sources for n in s.notes)),
     )
 
 

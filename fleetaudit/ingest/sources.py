@@ -65,6 +65,7 @@ class Source:
     numbered: str
     params: Mapping[str, Any] = field(default_factory=dict)
     csv: bool = False  # lines with a wrong field count land in CSV_ERRORS
+    notes: tuple[str, ...] = ()  # what an adapter decided, shown after the ingest
 
 
 def split_suffix(path: Path) -> tuple[str, str | None]:

@@ -58,6 +58,7 @@ class _Check:
     condition: str  # SQL, TRUE when the row is rejected for this reason
     reason: str  # SQL text expression of the reason
     shown: str = "NULL"  # SQL of the offending value as text
+    column_sql: str | None = None  # SQL naming the column, when the source names it per row
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,12 @@ def _resolved(table: Table, name: str) -> str:
 
 RESERVED = frozenset({schema.INGEST_ID, "_row", "_r", "_nid", "_node_gpus", "_gpus_per_pod"})
 
+# An adapter that cannot map a row (an unknown Kubernetes quantity) keeps the
+# row and says why in these source columns; the row becomes a reject with that
+# reason, checked before any other.
+REASON, REASON_COLUMN, REASON_VALUE = "_reason", "_reason_column", "_reason_value"
+_ADAPTER_COLUMNS = (REASON, REASON_COLUMN, REASON_VALUE)
+
 
 def plan_load(
     table: Table,
@@ -297,7 +304,7 @@ def plan_load(
     extras: list[tuple[str, str]] = []  # (stored name, value SQL)
     new_columns: list[tuple[str, str]] = []
     for name, sql_type in source:
-        if name.strip().lower() in schema_names or name == "_row":
+        if name.strip().lower() in schema_names or name == "_row" or name in _ADAPTER_COLUMNS:
             continue
         if name in RESERVED:
             raise InputError(
@@ -316,6 +323,16 @@ def plan_load(
 
     parsed: list[str] = []
     checks: list[_Check] = []
+    source_names = {name for name, _ in source}
+    if REASON in source_names:
+        column = f"src.{q(REASON_COLUMN)}" if REASON_COLUMN in source_names else "NULL"
+        value = f"src.{q(REASON_VALUE)}" if REASON_VALUE in source_names else "NULL"
+        parsed.append(f"src.{q(REASON)} AS {q(REASON)}")
+        parsed.append(f"CAST({column} AS VARCHAR) AS {q(REASON_COLUMN)}")
+        parsed.append(f"CAST({value} AS VARCHAR) AS {q(REASON_VALUE)}")
+        checks.append(
+            _Check(REASON, f"{q(REASON)} IS NOT NULL", q(REASON), q(REASON_VALUE), q(REASON_COLUMN))
+        )
     for col in table.columns:
         if col.name in by_lower:
             src_name, sql_type = by_lower[col.name]
@@ -365,7 +382,7 @@ def plan_load(
 
     rejects = (
         f"INSERT INTO rejects SELECT $ingest_id, $file, {_lit(table.name)}, _row, "
-        f"{case(lambda c: _lit(c.column))}, {case(lambda c: c.shown)}, {case(lambda c: c.reason)} "
+        f"{case(lambda c: c.column_sql or _lit(c.column))}, {case(lambda c: c.shown)}, {case(lambda c: c.reason)} "
         f"FROM ({staged(numbered, True)}) AS d WHERE {rejected} ORDER BY _row"
     )
     return LoadPlan(tuple(new_columns), load, rejects)
