@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from fleetaudit import generate as generator
+from fleetaudit import generate_kubernetes
 from fleetaudit import occupancy
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import atomic_path
@@ -327,6 +328,8 @@ def generate_fleet(
 ) -> generator.GenerateResult:
     """Write a synthetic ASI-like fleet (see :mod:`fleetaudit.generate`)."""
     try:
+        if options.format == "kubernetes":
+            return generate_kubernetes.write_kubectl(out, options, progress=progress)
         return generator.generate_fleet(out, options, progress=progress)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

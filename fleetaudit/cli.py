@@ -740,7 +740,13 @@ def generate(
     seed: Annotated[
         int, typer.Option("--seed", help="Random seed: the same seed writes the same files.")
     ] = GenerateOptions.seed,
-    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = GenerateOptions.format,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="parquet or csv; kubernetes writes one kubectl JSON snapshot at the export time.",
+        ),
+    ] = GenerateOptions.format,
     telemetry_step: Annotated[
         str, typer.Option("--telemetry-step", help="Telemetry sampling step (e.g. 5m).")
     ] = "5m",

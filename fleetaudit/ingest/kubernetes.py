@@ -246,9 +246,17 @@ class _Unmappable(Exception):
         self.column, self.value, self.reason = column, value, reason
 
 
+_PARSED: dict[object, Decimal] = {}  # quantities repeat ("8", "64Gi"): parse each once
+
+
 def _quantity(value: object, what: str, column: str) -> Decimal:
     try:
-        return parse_quantity(value)
+        found = _PARSED.get(value) if isinstance(value, str) else None
+        if found is None:
+            found = parse_quantity(value)
+            if isinstance(value, str) and len(_PARSED) < 100_000:
+                _PARSED[value] = found
+        return found
     except QuantityError:
         raise _Unmappable(column, str(value), f"unknown quantity {value!r} ({what})") from None
 
@@ -921,7 +929,7 @@ def map_snapshots(
         if len(kinds) == 1:
             uniform = next(s for s in snap_setups.values() if s and s.physical)
         gangs: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
-        bound_jobs: dict[str, list[datetime | None]] = {}
+        bound_jobs: dict[str, datetime] = {}  # gang -> its latest bind
         for uid, (file, i, pod) in snap.pods.items():
             spec = pod.get("spec") or {}
             status = pod.get("status") or {}
@@ -932,7 +940,10 @@ def map_snapshots(
             if node:
                 setup = snap_setups.get(node) or latest_setup.get(node)
                 values = mapper.pod_values(pod, setup)
-                bound_jobs.setdefault(values["job_id"], []).append(_bind_time(pod))
+                bound = _bind_time(pod) or snap.time
+                key = values["job_id"]
+                if key not in bound_jobs or bound > bound_jobs[key]:
+                    bound_jobs[key] = bound
                 held = values.get("_reason") or any(values[k] for k in ("gpus", "cpus", "memory_gib"))
                 if not held:
                     continue
@@ -961,11 +972,9 @@ def map_snapshots(
             file, i = members[0][0], members[0][1]
             row = _request_values(key, [m[3] for m in members], [m[2] for m in members])
             pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
-        for key, binds in bound_jobs.items():
-            if key in gangs:
-                continue  # part of the gang still waits
-            known = [b for b in binds if b is not None]
-            started.setdefault(key, []).append((snap.time, max(known, default=snap.time)))
+        for key, bound in bound_jobs.items():
+            if key not in gangs:  # else part of the gang still waits
+                started.setdefault(key, []).append((snap.time, bound))
         for uid, (file, i, wl) in snap.workloads.items():
             rows, pending, admitted_at = _workload_requests(mapper, wl, uniform)
             for row in rows:
