@@ -267,13 +267,15 @@ def _column_of(resource: str) -> str:
 
 def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
     """Requests of one container; a key only in limits takes the limit (as Kubernetes does)."""
-    res = res or {}
+    if not res:
+        return {}
     requests = res.get("requests") or {}
     limits = res.get("limits") or {}
     out: dict[str, Decimal] = {}
     for key in {*limits, *requests}:
         raw = requests.get(key, limits.get(key))
-        out[key] = _quantity(raw, f"{key} of {what}", _column_of(key))
+        found = _PARSED.get(raw) if isinstance(raw, str) else None
+        out[key] = found if found is not None else _quantity(raw, f"{key} of {what}", _column_of(key))
     return out
 
 
