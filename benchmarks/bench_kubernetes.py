@@ -59,7 +59,9 @@ def main() -> None:
 
     shutil.rmtree(args.work, ignore_errors=True)
     started = time.perf_counter()
-    written = write_kubectl(args.work / "snapshot", GenerateOptions(nodes=args.nodes, days=args.days))
+    written = write_kubectl(
+        args.work / "snapshot", GenerateOptions(nodes=args.nodes, days=args.days)
+    )
     generated_s = time.perf_counter() - started
     snapshot = written.files["pods"]
     load_before = os.getloadavg()

@@ -19,8 +19,7 @@ from typing import Any
 import polars as pl
 
 from fleetaudit import generate as generator
-from fleetaudit import generate_kubernetes
-from fleetaudit import occupancy
+from fleetaudit import generate_kubernetes, occupancy
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import atomic_path
 from fleetaudit.ingest import IngestOptions, IngestResult, ingest

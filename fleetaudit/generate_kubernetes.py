@@ -110,8 +110,10 @@ def _resources(gpus: float, cpus: float, memory_gib: float | None) -> tuple[dict
         requests["nvidia.com/gpu"] = str(int(gpus))
     elif gpus > 0:
         annotations["gpu-fraction"] = repr(float(gpus))
-    return {"requests": requests, "limits": {k: v for k, v in requests.items()
-                                             if k == "nvidia.com/gpu"}}, annotations  # fmt: skip
+    return {
+        "requests": requests,
+        "limits": {k: v for k, v in requests.items() if k == "nvidia.com/gpu"},
+    }, annotations
 
 
 def _pods(rows: list[dict[str, Any]], end: datetime) -> Iterator[dict[str, Any]]:
@@ -127,8 +129,9 @@ def _pods(rows: list[dict[str, Any]], end: datetime) -> Iterator[dict[str, Any]]
             "name": a["alloc_id"],
             "namespace": a["tenant"] or "default",
             "creationTimestamp": _ts(start),
-            "ownerReferences": [{"kind": owner_kind, "name": f"{owner}-{a['job_id']}",
-                                 "controller": True}],  # fmt: skip
+            "ownerReferences": [
+                {"kind": owner_kind, "name": f"{owner}-{a['job_id']}", "controller": True}
+            ],
         }
         if a["job_id"] != a["alloc_id"]:
             annotations["scheduling.k8s.io/group-name"] = a["job_id"]
@@ -143,8 +146,16 @@ def _pods(rows: list[dict[str, Any]], end: datetime) -> Iterator[dict[str, Any]]
         }
         if finished:
             status["containerStatuses"] = [
-                {"name": "main", "state": {"terminated": {"exitCode": 0, "startedAt": _ts(start),
-                                                          "finishedAt": _ts(a["end_time"])}}}  # fmt: skip
+                {
+                    "name": "main",
+                    "state": {
+                        "terminated": {
+                            "exitCode": 0,
+                            "startedAt": _ts(start),
+                            "finishedAt": _ts(a["end_time"]),
+                        }
+                    },
+                }
             ]
         yield {
             "apiVersion": "v1",
@@ -177,10 +188,23 @@ def _pending(rows: list[dict[str, Any]], end: datetime) -> Iterator[dict[str, An
         }
         models = [m for m in (r["gpu_model"] or "").split("|") if m]
         if models:
-            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{
-                    "key": "nvidia.com/gpu.product", "operator": "In",
-                    "values": [f"NVIDIA-{m}" for m in models]}]}]}}}  # fmt: skip
+            spec["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "nvidia.com/gpu.product",
+                                        "operator": "In",
+                                        "values": [f"NVIDIA-{m}" for m in models],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
         for k in range(pods):
             name = r["request_id"] if pods == 1 else f"{r['request_id']}-{k}"
             meta: dict[str, Any] = {
@@ -198,8 +222,9 @@ def _pending(rows: list[dict[str, Any]], end: datetime) -> Iterator[dict[str, An
                 "spec": spec,
                 "status": {
                     "phase": "Pending",
-                    "conditions": [{"type": "PodScheduled", "status": "False",
-                                    "reason": "Unschedulable"}],  # fmt: skip
+                    "conditions": [
+                        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+                    ],
                 },
             }
 
@@ -222,7 +247,10 @@ def write_kubectl(
         end = options.end.astimezone(timezone.utc)
         at = _ts(end)
         assert at is not None
-        tables = {t: pq.read_table(native.files[t]).to_pylist() for t in ("nodes", "allocations", "requests")}
+        tables = {
+            t: pq.read_table(native.files[t]).to_pylist()
+            for t in ("nodes", "allocations", "requests")
+        }
         counts = {"nodes": 0, "pods": 0, "pending pods": 0}
         with partial.open("w", encoding="utf-8") as fh:
             fh.write('{"apiVersion": "v1", "kind": "List", "metadata": {}, "items": [\n')
@@ -251,7 +279,12 @@ def write_kubectl(
         partial.unlink(missing_ok=True)
     return GenerateResult(
         out=out,
-        files={"nodes": target, "pods": target, "pending pods": target, "priority map": priority_file},
+        files={
+            "nodes": target,
+            "pods": target,
+            "pending pods": target,
+            "priority map": priority_file,
+        },
         rows=counts,
         gpus=native.gpus,
     )

@@ -53,14 +53,20 @@ def test_nodes_of_one_snapshot(store: Store) -> None:
     # 8 GPUs installed, 7 allocatable: a withdrawn device -> degraded; cpu 207500m;
     # memory 1024Gi allocatable (capacity is kept apart); GKE block/subblock path
     assert (a01["gpu_model"], a01["gpus"], a01["cpus"], a01["memory_gib"]) == (
-        "H100 80GB HBM3", 8, 207.5, 1024.0,
-    )  # fmt: skip
+        "H100 80GB HBM3",
+        8,
+        207.5,
+        1024.0,
+    )
     assert (a01["switch_id"], a01["health"], a01["snapshot_time"]) == ("b1/sb3", "degraded", T1)
     # time-slicing: 16 replicas of 4 physical GPUs; cordoned; EKS layers 1-3
     ts = nodes["t4-ts-01"]
     assert (ts["gpu_model"], ts["gpus"], ts["gpu_sharing"], ts["gpu_replicas"]) == (
-        "T4", 4, "time-slicing", 4,
-    )  # fmt: skip
+        "T4",
+        4,
+        "time-slicing",
+        4,
+    )
     assert (ts["health"], ts["switch_id"]) == ("cordoned", "nn-1/nn-2/nn-3")
     # MIG mixed: physical from gpu.count; Ready Unknown -> down
     mig = nodes["a100-mig-01"]
@@ -108,9 +114,16 @@ def test_pending_gang_is_one_request(store: Store) -> None:
     # two pending pods of the Volcano group big-train, 8 GPUs, 64 CPUs, 512Gi each
     assert req["request_id"] == "nlp/big-train"
     assert (req["gpus"], req["gpus_per_pod"], req["cpus_per_gpu"], req["memory_gib_per_gpu"]) == (
-        16.0, 8.0, 8.0, 64.0,
-    )  # fmt: skip
-    assert (req["gpu_model"], req["locality"], req["start_time"]) == ("H100 80GB HBM3", "switch", None)
+        16.0,
+        8.0,
+        8.0,
+        64.0,
+    )
+    assert (req["gpu_model"], req["locality"], req["start_time"]) == (
+        "H100 80GB HBM3",
+        "switch",
+        None,
+    )
     assert req["submit_time"] == datetime(2026, 3, 1, 9, 30)  # the first pod's creation
     assert req["pending_reason"] == "Unschedulable"
 
@@ -127,8 +140,9 @@ def test_history_of_three_snapshots(store: Store) -> None:
     allocs = rows(store, "allocations", "alloc_id")
     # pt-0 is seen finished at 10:20 in snapshot 2
     assert (allocs["uid-pt-0"]["end_time"], allocs["uid-pt-0"]["end_censored"]) == (
-        datetime(2026, 3, 1, 10, 20), False,
-    )  # fmt: skip
+        datetime(2026, 3, 1, 10, 20),
+        False,
+    )
     # pt-1 (terminating at 10:00:04) is gone from snapshot 2: it ends at the last sighting
     assert (allocs["uid-pt-1"]["end_time"], allocs["uid-pt-1"]["end_censored"]) == (T1, True)
     # the MIG pod is in snapshots 1 and 2, not 3
@@ -144,12 +158,17 @@ def test_history_of_three_snapshots(store: Store) -> None:
     assert reqs["nlp/big-train"]["start_time"] == datetime(2026, 3, 1, 10, 25, 2)
     wl = reqs["uid-wl-llm"]
     assert (wl["start_time"], wl["left_queue"], wl["kind"]) == (
-        datetime(2026, 3, 1, 10, 45), "started", "Workload",
-    )  # fmt: skip
+        datetime(2026, 3, 1, 10, 45),
+        "started",
+        "Workload",
+    )
     # 2 pods x 4 GPUs; 32 CPUs and 256Gi per pod; the required sub-block is a switch
     assert (wl["gpus"], wl["gpus_per_pod"], wl["cpus_per_gpu"], wl["memory_gib_per_gpu"]) == (
-        8.0, 4.0, 8.0, 64.0,
-    )  # fmt: skip
+        8.0,
+        4.0,
+        8.0,
+        64.0,
+    )
     assert (wl["locality"], wl["queue"], wl["tenant"]) == ("switch", "llm-q", "llm")
     nodes = rows(store, "nodes", "node_id")
     # the newest snapshot wins: 8 GPUs allocatable again, uncordoned, Ready again
@@ -249,8 +268,11 @@ def _node(labels: dict[str, str], capacity: dict[str, str], **extra: Any) -> dic
         "kind": "Node",
         "metadata": {"name": "n", "labels": labels, **extra.pop("metadata", {})},
         "spec": extra.pop("spec", {}),
-        "status": {"capacity": capacity, "allocatable": extra.pop("allocatable", capacity),
-                   "conditions": extra.pop("conditions", [])},  # fmt: skip
+        "status": {
+            "capacity": capacity,
+            "allocatable": extra.pop("allocatable", capacity),
+            "conditions": extra.pop("conditions", []),
+        },
     }
 
 
@@ -258,19 +280,48 @@ def _node(labels: dict[str, str], capacity: dict[str, str], **extra: Any) -> dic
     ("node", "physical", "sharing"),
     [
         # MIG single, 1g.5gb: 56 devices are 8 A100s of 7 slices each
-        (_node({"nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb", "nvidia.com/mig.strategy": "single",
-                "nvidia.com/gpu.count": "56"}, {"nvidia.com/gpu": "56"}), 8, "mig-single"),  # fmt: skip
+        (
+            _node(
+                {
+                    "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
+                    "nvidia.com/mig.strategy": "single",
+                    "nvidia.com/gpu.count": "56",
+                },
+                {"nvidia.com/gpu": "56"},
+            ),
+            8,
+            "mig-single",
+        ),
         # time-slicing renamed: nvidia.com/gpu.shared = 4 x 4
-        (_node({"nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "4"},
-               {"nvidia.com/gpu.shared": "16"}), 4, "time-slicing"),  # fmt: skip
+        (
+            _node(
+                {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "4"},
+                {"nvidia.com/gpu.shared": "16"},
+            ),
+            4,
+            "time-slicing",
+        ),
         # HAMi: split 10 on 8 GPUs
-        (_node({"nvidia.com/gpu.count": "8"}, {"nvidia.com/gpu": "80"},
-               metadata={"annotations": {"hami.io/node-nvidia-register": "GPU-0,..."}}), 8, "hami"),  # fmt: skip
+        (
+            _node(
+                {"nvidia.com/gpu.count": "8"},
+                {"nvidia.com/gpu": "80"},
+                metadata={"annotations": {"hami.io/node-nvidia-register": "GPU-0,..."}},
+            ),
+            8,
+            "hami",
+        ),
         # Alibaba gpushare: 4 GPUs of 16 GiB
         (_node({}, {"aliyun.com/gpu-count": "4", "aliyun.com/gpu-mem": "64"}), 4, "gpushare"),
         # MPS without the count label: 8 exposed / 2 replicas
-        (_node({"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "2"},
-               {"nvidia.com/gpu": "8"}), 4, "mps"),  # fmt: skip
+        (
+            _node(
+                {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "2"},
+                {"nvidia.com/gpu": "8"},
+            ),
+            4,
+            "mps",
+        ),
         (_node({}, {"cpu": "8"}), 0, "none"),
     ],
 )
@@ -287,13 +338,26 @@ def test_physical_gpus(node: dict[str, Any], physical: int, sharing: str) -> Non
         ({"nvidia.com/mig-2g.10gb": Decimal(1)}, {}, GpuSetup(8, "mig-mixed"), 2 / 7),
         ({"nvidia.com/gpu.shared": Decimal(1)}, {}, GpuSetup(4, "time-slicing", 4), 0.25),
         # HAMi: 2 vGPUs at 30 % of the cores each
-        ({"nvidia.com/gpu": Decimal(2), "nvidia.com/gpucores": Decimal(30)}, {},
-         GpuSetup(8, "hami", 10), 0.6),  # fmt: skip
+        (
+            {"nvidia.com/gpu": Decimal(2), "nvidia.com/gpucores": Decimal(30)},
+            {},
+            GpuSetup(8, "hami", 10),
+            0.6,
+        ),
         # HAMi by memory: 20000 of 80000 MiB
-        ({"nvidia.com/gpu": Decimal(1), "nvidia.com/gpumem": Decimal(20000)}, {},
-         GpuSetup(8, "hami", 10, 7, 0, 80000), 0.25),  # fmt: skip
+        (
+            {"nvidia.com/gpu": Decimal(1), "nvidia.com/gpumem": Decimal(20000)},
+            {},
+            GpuSetup(8, "hami", 10, 7, 0, 80000),
+            0.25,
+        ),
         # gpushare: 4 GiB of a 16 GiB GPU
-        ({"aliyun.com/gpu-mem": Decimal(4)}, {}, GpuSetup(4, "gpushare", 1, 7, 0, None, Decimal(16)), 0.25),
+        (
+            {"aliyun.com/gpu-mem": Decimal(4)},
+            {},
+            GpuSetup(4, "gpushare", 1, 7, 0, None, Decimal(16)),
+            0.25,
+        ),
         ({}, {"gpu-fraction": "0.5"}, None, 0.5),  # KAI
         ({"cpu": Decimal(4)}, {}, None, 0.0),
     ],
@@ -344,7 +408,10 @@ def test_gang_markers(where: str, key: str, value: str, expected: str) -> None:
 @pytest.mark.parametrize(
     ("labels", "expected"),
     [
-        ({"network.topology.nvidia.com/spine": "s1", "network.topology.nvidia.com/block": "b7"}, "s1/b7"),
+        (
+            {"network.topology.nvidia.com/spine": "s1", "network.topology.nvidia.com/block": "b7"},
+            "s1/b7",
+        ),
         ({"fabric.topograph.run/tier-1": "t1", "fabric.topograph.run/tier-0": "t0"}, "t1/t0"),
         ({"oci.oraclecloud.com/rdma.local_block_id": "lb"}, "lb"),
         ({"topology.kubernetes.io/zone": "z1"}, None),  # a zone is no switch
@@ -359,9 +426,19 @@ def test_switch_id(labels: dict[str, str], expected: str | None) -> None:
     [
         ({"spec": {"taints": [{"key": "node.kubernetes.io/unreachable"}]}}, "down"),
         ({"spec": {"taints": [{"key": "node.kubernetes.io/unschedulable"}]}}, "cordoned"),
-        ({"conditions": [{"type": "Ready", "status": "True"},
-                         {"type": "DiskPressure", "status": "True"}]}, "degraded"),  # fmt: skip
-        ({"conditions": [{"type": "Ready", "status": "False"}], "spec": {"unschedulable": True}}, "down"),
+        (
+            {
+                "conditions": [
+                    {"type": "Ready", "status": "True"},
+                    {"type": "DiskPressure", "status": "True"},
+                ]
+            },
+            "degraded",
+        ),
+        (
+            {"conditions": [{"type": "Ready", "status": "False"}], "spec": {"unschedulable": True}},
+            "down",
+        ),
         ({"spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}}, "healthy"),
     ],
 )
@@ -381,9 +458,18 @@ def test_generated_snapshot_end_to_end(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     result = runner.invoke(
         app,
-        ["ingest", "--format", "kubernetes", str(snap / "kubectl.json"), "--priority-map",
-         str(snap / "priority-map.txt"), "--strict", "--db", str(db)],
-    )  # fmt: skip
+        [
+            "ingest",
+            "--format",
+            "kubernetes",
+            str(snap / "kubectl.json"),
+            "--priority-map",
+            str(snap / "priority-map.txt"),
+            "--strict",
+            "--db",
+            str(db),
+        ],
+    )
     assert result.exit_code == 0, result.output
     end = datetime(2026, 5, 1)
     with open_store(db) as store:
@@ -395,7 +481,10 @@ def test_generated_snapshot_end_to_end(tmp_path: Path) -> None:
         health = dict(store.sql("SELECT health, count(*) AS n FROM nodes GROUP BY 1").rows())
         assert health == dict(nodes.group_by("health").len().rows())
         running = allocs.filter(pl.col("end_time").is_null())
-        assert store.scalar("SELECT count(*) FROM allocations WHERE end_time IS NULL") == running.height
+        assert (
+            store.scalar("SELECT count(*) FROM allocations WHERE end_time IS NULL")
+            == running.height
+        )
         for priority in ("high", "low"):
             assert store.scalar(
                 "SELECT sum(gpus) FROM allocations WHERE end_time IS NULL AND priority = $p",

@@ -40,7 +40,23 @@ def test_vectors(text: str, value: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["1ki", "1K", "1.5.5", "", " ", "1n", "1u", "Gi", "1e", "1 Gi", "0x10", "1Ki2", "9e20", "9223372037G"]
+    "text",
+    [
+        "1ki",
+        "1K",
+        "1.5.5",
+        "",
+        " ",
+        "1n",
+        "1u",
+        "Gi",
+        "1e",
+        "1 Gi",
+        "0x10",
+        "1Ki2",
+        "9e20",
+        "9223372037G",
+    ],
 )
 def test_rejects_what_kubernetes_rejects(text: str) -> None:
     with pytest.raises(QuantityError):

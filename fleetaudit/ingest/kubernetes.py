@@ -94,8 +94,17 @@ _PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 _HOSTNAME = "kubernetes.io/hostname"
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+)g\.[0-9a-z.]+$")
 _MIG_PRODUCT = re.compile(r"-MIG-(\d+)g\.", re.IGNORECASE)
-_TRAINING_OWNERS = {"Job", "JobSet", "PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob",
-                    "TrainJob", "RayJob"}  # fmt: skip
+_TRAINING_OWNERS = {
+    "Job",
+    "JobSet",
+    "PyTorchJob",
+    "MPIJob",
+    "TFJob",
+    "XGBoostJob",
+    "PaddleJob",
+    "TrainJob",
+    "RayJob",
+}
 _SERVING_OWNERS = {"ReplicaSet", "Deployment", "StatefulSet", "LeaderWorkerSet", "DaemonSet"}
 
 
@@ -136,7 +145,9 @@ def json_files(paths: Iterable[Path]) -> list[Path]:
     return files
 
 
-_EXPECTED = "expected kubectl JSON (kubectl get nodes,pods -A -o json: a List or one object with a kind)"
+_EXPECTED = (
+    "expected kubectl JSON (kubectl get nodes,pods -A -o json: a List or one object with a kind)"
+)
 
 
 def read_document(path: Path) -> list[dict[str, Any]]:
@@ -196,9 +207,7 @@ def read_snapshots(
     per_file: list[tuple[str, list[dict[str, Any]], datetime | None]] = []
     for path in files:
         items = read_document(path)
-        beats = [
-            _heartbeat(item) for item in items if item.get("kind") == "Node"
-        ]
+        beats = [_heartbeat(item) for item in items if item.get("kind") == "Node"]
         newest = max((b for b in beats if b is not None), default=None)
         per_file.append((str(path), items, snapshot_time or newest))
     timed = sorted({t for _, _, t in per_file if t is not None})
@@ -223,7 +232,9 @@ def read_snapshots(
             elif kind == "Pod" and (meta.get("uid") or meta.get("name")):
                 uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}")
                 snap.pods[uid] = (name, i, item)
-            elif kind == "Workload" and str(item.get("apiVersion", "")).startswith("kueue.x-k8s.io"):
+            elif kind == "Workload" and str(item.get("apiVersion", "")).startswith(
+                "kueue.x-k8s.io"
+            ):
                 uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name')}")
                 snap.workloads[uid] = (name, i, item)
             else:
@@ -275,7 +286,9 @@ def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
     for key in {*limits, *requests}:
         raw = requests.get(key, limits.get(key))
         found = _PARSED.get(raw) if isinstance(raw, str) else None
-        out[key] = found if found is not None else _quantity(raw, f"{key} of {what}", _column_of(key))
+        out[key] = (
+            found if found is not None else _quantity(raw, f"{key} of {what}", _column_of(key))
+        )
     return out
 
 
@@ -371,12 +384,12 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
         per_gpu = max(1, slices // g)
         physical = math.ceil((gpu or Decimal(count or 0)) / per_gpu)
         return GpuSetup(physical, "mig-single", 1, slices, g, None)
-    mig_types = [
-        (int(m.group(1)), cap(k)) for k in capacity if (m := _MIG_RESOURCE.match(k))
-    ]
+    mig_types = [(int(m.group(1)), cap(k)) for k in capacity if (m := _MIG_RESOURCE.match(k))]
     if mig_types:
-        physical = count if count is not None else math.ceil(
-            sum(g * (n or 0) for g, n in mig_types) / slices
+        physical = (
+            count
+            if count is not None
+            else math.ceil(sum(g * (n or 0) for g, n in mig_types) / slices)
         )
         return GpuSetup(physical, "mig-mixed", 1, slices, 0, memory)
     if "hami.io/node-nvidia-register" in annotations:
@@ -419,16 +432,20 @@ def node_health(node: Mapping[str, Any]) -> str:
         "node.kubernetes.io/unreachable",
     }:
         return "down"
-    if (node.get("spec") or {}).get("unschedulable") or "node.kubernetes.io/unschedulable" in taints:
+    if (node.get("spec") or {}).get(
+        "unschedulable"
+    ) or "node.kubernetes.io/unschedulable" in taints:
         return "cordoned"
     status = node.get("status") or {}
     cap = (status.get("capacity") or {}).get("nvidia.com/gpu")
     alloc = (status.get("allocatable") or {}).get("nvidia.com/gpu")
-    if cap is not None and alloc is not None:
-        if _quantity(cap, "capacity nvidia.com/gpu", "gpus") > _quantity(
-            alloc, "allocatable nvidia.com/gpu", "gpus"
-        ):
-            return "degraded"
+    if (
+        cap is not None
+        and alloc is not None
+        and _quantity(cap, "capacity nvidia.com/gpu", "gpus")
+        > _quantity(alloc, "allocatable nvidia.com/gpu", "gpus")
+    ):
+        return "degraded"
     for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"):
         c = _condition(node, kind)
         if c is not None and c.get("status") == "True":
@@ -522,8 +539,10 @@ def pod_gpus(
             total += whole * setup.mig_g / setup.slices
         elif setup.sharing in ("time-slicing", "mps"):
             total += whole / max(setup.replicas, 1)
-        elif setup.sharing == "hami" or any(k.startswith("nvidia.com/gpu") and k not in (
-            "nvidia.com/gpu", "nvidia.com/gpu.shared") for k in request):  # fmt: skip
+        elif setup.sharing == "hami" or any(
+            k.startswith("nvidia.com/gpu") and k not in ("nvidia.com/gpu", "nvidia.com/gpu.shared")
+            for k in request
+        ):
             cores = request.get("nvidia.com/gpucores")
             mem = request.get("nvidia.com/gpumem")
             pct = request.get("nvidia.com/gpumem-percentage")
@@ -555,7 +574,9 @@ def pod_gpus(
         try:
             share = Decimal(str(fraction))
         except ArithmeticError:
-            raise _Unmappable("gpus", str(fraction), f"gpu-fraction {fraction!r} is not a number") from None
+            raise _Unmappable(
+                "gpus", str(fraction), f"gpu-fraction {fraction!r} is not a number"
+            ) from None
         devices = Decimal(str(annotations.get("gpu-fraction-num-devices", "1")))
         total += share * devices
         names.append("gpu-fraction")
@@ -617,7 +638,9 @@ def _bind_time(pod: Mapping[str, Any]) -> datetime | None:
         if t is not None:
             return t
     status = pod.get("status") or {}
-    return _time(status.get("startTime")) or _time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return _time(status.get("startTime")) or _time(
+        (pod.get("metadata") or {}).get("creationTimestamp")
+    )
 
 
 def _selected_models(spec: Mapping[str, Any]) -> str | None:
@@ -665,9 +688,7 @@ class _Mapper:
                 return str(found)
         return meta.get("namespace")
 
-    def pod_values(
-        self, pod: Mapping[str, Any], setup: GpuSetup | None
-    ) -> dict[str, Any]:
+    def pod_values(self, pod: Mapping[str, Any], setup: GpuSetup | None) -> dict[str, Any]:
         """The values shared by a pod's allocation and request rows."""
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
@@ -706,31 +727,75 @@ def _latest(obs: list[_Obs]) -> _Obs:
 
 
 _NODE_SCHEMA = {
-    "node_id": pl.Utf8, "gpu_model": pl.Utf8, "gpus": pl.Int64, "cpus": pl.Float64,
-    "memory_gib": pl.Float64, "switch_id": pl.Utf8, "health": pl.Utf8,
-    "gpu_sharing": pl.Utf8, "gpu_replicas": pl.Int64, "gpu_model_raw": pl.Utf8,
-    "nvlink_domain": pl.Utf8, "capacity_gpu_units": pl.Float64, "snapshot_time": pl.Datetime("us"),
-}  # fmt: skip
+    "node_id": pl.Utf8,
+    "gpu_model": pl.Utf8,
+    "gpus": pl.Int64,
+    "cpus": pl.Float64,
+    "memory_gib": pl.Float64,
+    "switch_id": pl.Utf8,
+    "health": pl.Utf8,
+    "gpu_sharing": pl.Utf8,
+    "gpu_replicas": pl.Int64,
+    "gpu_model_raw": pl.Utf8,
+    "nvlink_domain": pl.Utf8,
+    "capacity_gpu_units": pl.Float64,
+    "snapshot_time": pl.Datetime("us"),
+}
 _ALLOC_SCHEMA = {
-    "alloc_id": pl.Utf8, "job_id": pl.Utf8, "node_id": pl.Utf8, "gpus": pl.Float64,
-    "cpus": pl.Float64, "memory_gib": pl.Float64, "priority": pl.Utf8, "workload": pl.Utf8,
-    "tenant": pl.Utf8, "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us"),
-    "namespace": pl.Utf8, "pod": pl.Utf8, "phase": pl.Utf8, "terminating": pl.Boolean,
-    "priority_class": pl.Utf8, "owner_kind": pl.Utf8, "owner_name": pl.Utf8,
-    "gpu_resource": pl.Utf8, "first_seen": pl.Datetime("us"), "last_seen": pl.Datetime("us"),
-    "finished": pl.Boolean, "end_censored": pl.Boolean,
-}  # fmt: skip
+    "alloc_id": pl.Utf8,
+    "job_id": pl.Utf8,
+    "node_id": pl.Utf8,
+    "gpus": pl.Float64,
+    "cpus": pl.Float64,
+    "memory_gib": pl.Float64,
+    "priority": pl.Utf8,
+    "workload": pl.Utf8,
+    "tenant": pl.Utf8,
+    "start_time": pl.Datetime("us"),
+    "end_time": pl.Datetime("us"),
+    "namespace": pl.Utf8,
+    "pod": pl.Utf8,
+    "phase": pl.Utf8,
+    "terminating": pl.Boolean,
+    "priority_class": pl.Utf8,
+    "owner_kind": pl.Utf8,
+    "owner_name": pl.Utf8,
+    "gpu_resource": pl.Utf8,
+    "first_seen": pl.Datetime("us"),
+    "last_seen": pl.Datetime("us"),
+    "finished": pl.Boolean,
+    "end_censored": pl.Boolean,
+}
 _REQUEST_SCHEMA = {
-    "request_id": pl.Utf8, "submit_time": pl.Datetime("us"), "start_time": pl.Datetime("us"),
-    "gpu_model": pl.Utf8, "gpus": pl.Float64, "gpus_per_pod": pl.Float64,
-    "cpus_per_gpu": pl.Float64, "memory_gib_per_gpu": pl.Float64, "cpus": pl.Float64,
-    "memory_gib": pl.Float64, "locality": pl.Utf8, "priority": pl.Utf8, "tenant": pl.Utf8,
-    "namespace": pl.Utf8, "name": pl.Utf8, "kind": pl.Utf8, "pods": pl.Int64,
-    "pending_reason": pl.Utf8, "queue": pl.Utf8, "last_seen": pl.Datetime("us"),
+    "request_id": pl.Utf8,
+    "submit_time": pl.Datetime("us"),
+    "start_time": pl.Datetime("us"),
+    "gpu_model": pl.Utf8,
+    "gpus": pl.Float64,
+    "gpus_per_pod": pl.Float64,
+    "cpus_per_gpu": pl.Float64,
+    "memory_gib_per_gpu": pl.Float64,
+    "cpus": pl.Float64,
+    "memory_gib": pl.Float64,
+    "locality": pl.Utf8,
+    "priority": pl.Utf8,
+    "tenant": pl.Utf8,
+    "namespace": pl.Utf8,
+    "name": pl.Utf8,
+    "kind": pl.Utf8,
+    "pods": pl.Int64,
+    "pending_reason": pl.Utf8,
+    "queue": pl.Utf8,
+    "last_seen": pl.Datetime("us"),
     "left_queue": pl.Utf8,
-}  # fmt: skip
-_ADAPTER = {"_reason": pl.Utf8, "_reason_column": pl.Utf8, "_reason_value": pl.Utf8,
-            "_file": pl.Utf8, "_row": pl.Int64}  # fmt: skip
+}
+_ADAPTER = {
+    "_reason": pl.Utf8,
+    "_reason_column": pl.Utf8,
+    "_reason_value": pl.Utf8,
+    "_file": pl.Utf8,
+    "_row": pl.Int64,
+}
 
 
 def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str, Any]]:
@@ -738,7 +803,9 @@ def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str,
     columns = store.column_types(table)
     if marker not in columns:
         return []
-    return store.sql(f'SELECT * FROM "{table}" WHERE "{marker}" IS NOT NULL AND ({where})').to_dicts()
+    return store.sql(
+        f'SELECT * FROM "{table}" WHERE "{marker}" IS NOT NULL AND ({where})'
+    ).to_dicts()
 
 
 def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> list[dict[str, Any]]:
@@ -758,8 +825,11 @@ _UIDS = "_fa_kubernetes_uids"
 
 def _stored_latest(store: Store) -> datetime | None:
     times = []
-    for table, column in (("nodes", "snapshot_time"), ("allocations", "last_seen"),
-                          ("requests", "last_seen")):  # fmt: skip
+    for table, column in (
+        ("nodes", "snapshot_time"),
+        ("allocations", "last_seen"),
+        ("requests", "last_seen"),
+    ):
         if column in store.column_types(table):
             times.append(store.scalar(f'SELECT max("{column}") FROM "{table}"'))
     return max((t for t in times if t is not None), default=None)
@@ -826,8 +896,11 @@ def _workload_requests(
     admitted_at = None
     if admitted is not None and admitted.get("status") == "True":
         admitted_at = _time(admitted.get("lastTransitionTime"))
-    pending = (admitted_at is None and not (wl.get("status") or {}).get("admission")
-               and not (finished is not None and finished.get("status") == "True"))  # fmt: skip
+    pending = (
+        admitted_at is None
+        and not (wl.get("status") or {}).get("admission")
+        and not (finished is not None and finished.get("status") == "True")
+    )
     if not pending and admitted_at is None:
         reserved = _condition(wl, "QuotaReserved")
         admitted_at = _time((reserved or {}).get("lastTransitionTime"))
@@ -843,7 +916,9 @@ def _workload_requests(
             "priority": mapper.priority(spec.get("priorityClassName"), spec.get("priority")),
             "tenant": mapper.tenant(meta),
             "namespace": meta.get("namespace"),
-            "name": meta.get("name") if len(pod_sets) == 1 else f"{meta.get('name')}/{ps.get('name')}",
+            "name": meta.get("name")
+            if len(pod_sets) == 1
+            else f"{meta.get('name')}/{ps.get('name')}",
             "kind": "Workload",
             "pods": count,
             "pending_reason": "not admitted",
@@ -851,8 +926,9 @@ def _workload_requests(
         }
         try:
             req = effective_request(template.get("spec") or {})
-            per_pod, _ = pod_gpus(req, (template.get("metadata") or {}).get("annotations") or {},
-                                  uniform)  # fmt: skip
+            per_pod, _ = pod_gpus(
+                req, (template.get("metadata") or {}).get("annotations") or {}, uniform
+            )
             cpus = float(req.get("cpu", Decimal(0)))
             mem = float(req.get("memory", Decimal(0)) / _GIB)
             row.update(
@@ -901,8 +977,12 @@ def map_snapshots(
                 values = node_row(node)
                 setups[(snap.time, name)] = gpu_setup(node)
             except _Unmappable as bad:
-                values = {"node_id": name, "_reason": bad.reason,
-                          "_reason_column": bad.column, "_reason_value": bad.value}  # fmt: skip
+                values = {
+                    "node_id": name,
+                    "_reason": bad.reason,
+                    "_reason_column": bad.column,
+                    "_reason_value": bad.value,
+                }
             values["snapshot_time"] = snap.time
             node_obs[name] = _Obs(file, i, snap.time, values)
     node_rows = []
@@ -912,12 +992,14 @@ def map_snapshots(
             continue  # a newer snapshot is stored already
         node_rows.append({**o.values, "_file": o.file, "_row": o.row})
     latest_setup: dict[str, GpuSetup] = {}
-    for (t, name), setup in sorted(setups.items(), key=lambda kv: kv[0][0]):
+    for (_t, name), setup in sorted(setups.items(), key=lambda kv: kv[0][0]):
         latest_setup[name] = setup
     for name, before in stored_nodes.items():
         if name not in latest_setup and before.get("gpu_sharing"):
             latest_setup[name] = GpuSetup(
-                int(before["gpus"] or 0), before["gpu_sharing"], int(before.get("gpu_replicas") or 1)
+                int(before["gpus"] or 0),
+                before["gpu_sharing"],
+                int(before.get("gpu_replicas") or 1),
             )
 
     # allocations and requests from pods, snapshot by snapshot
@@ -946,7 +1028,9 @@ def map_snapshots(
                 key = values["job_id"]
                 if key not in bound_jobs or bound > bound_jobs[key]:
                     bound_jobs[key] = bound
-                held = values.get("_reason") or any(values[k] for k in ("gpus", "cpus", "memory_gib"))
+                held = values.get("_reason") or any(
+                    values[k] for k in ("gpus", "cpus", "memory_gib")
+                )
                 if not held:
                     continue
                 finish = _finished(pod) if terminal else None
@@ -977,7 +1061,7 @@ def map_snapshots(
         for key, bound in bound_jobs.items():
             if key not in gangs:  # else part of the gang still waits
                 started.setdefault(key, []).append((snap.time, bound))
-        for uid, (file, i, wl) in snap.workloads.items():
+        for file, i, wl in snap.workloads.values():
             rows, pending, admitted_at = _workload_requests(mapper, wl, uniform)
             for row in rows:
                 key = row["request_id"]
@@ -1002,8 +1086,13 @@ def map_snapshots(
         finishes = [x.values["finish"] for x in obs if x.values.get("finish")]
         first_seen = min(x.values.get("first_seen") or x.time for x in obs)
         row = {k: v.get(k) for k in _ALLOC_SCHEMA}
-        row.update(alloc_id=uid, first_seen=first_seen, last_seen=o.time,
-                   finished=bool(finishes), end_censored=False)  # fmt: skip
+        row.update(
+            alloc_id=uid,
+            first_seen=first_seen,
+            last_seen=o.time,
+            finished=bool(finishes),
+            end_censored=False,
+        )
         if finishes:
             row["end_time"] = max(finishes)
         elif o.time < latest:
@@ -1029,10 +1118,17 @@ def map_snapshots(
         if later:  # the first later snapshot that saw it bound or admitted
             row["start_time"], row["left_queue"] = later[0][1], "started"
         elif o.values.get("start_time") is not None:  # stored, already closed
-            row["start_time"], row["left_queue"] = o.values["start_time"], o.values.get("left_queue")
+            row["start_time"], row["left_queue"] = (
+                o.values["start_time"],
+                o.values.get("left_queue"),
+            )
         elif o.time < latest:  # a later snapshot no longer lists it
             row["start_time"], row["left_queue"] = o.time, "vanished"
-        if row["start_time"] is not None and row["submit_time"] and row["start_time"] < row["submit_time"]:
+        if (
+            row["start_time"] is not None
+            and row["submit_time"]
+            and row["start_time"] < row["submit_time"]
+        ):
             row["start_time"] = row["submit_time"]  # bound before the clock of the creator said
         for k in ("_reason", "_reason_column", "_reason_value"):
             row[k] = o.values.get(k)
@@ -1059,9 +1155,7 @@ def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions
     snapshots, notes = read_snapshots(files, options.snapshot_time)
     if not snapshots:
         raise InputError(", ".join(str(p) for p in paths), "no kubectl JSON object to read")
-    stored_nodes = {
-        r["node_id"]: r for r in _stored(store, "nodes", "snapshot_time", "TRUE")
-    }
+    stored_nodes = {r["node_id"]: r for r in _stored(store, "nodes", "snapshot_time", "TRUE")}
     frames = map_snapshots(
         snapshots,
         options,
@@ -1078,5 +1172,7 @@ def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions
         for file in [f for f in order if f in set(data["_file"].to_list())]:
             select = f"SELECT * EXCLUDE (_file, _row) FROM {view} WHERE _file = $file ORDER BY _row"
             numbered = f"SELECT * EXCLUDE (_file) FROM {view} WHERE _file = $file ORDER BY _row"
-            sources.append(Source(file, table, select, numbered, {"file": file}, notes=tuple(notes)))
+            sources.append(
+                Source(file, table, select, numbered, {"file": file}, notes=tuple(notes))
+            )
     return sources
