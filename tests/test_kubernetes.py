@@ -189,13 +189,28 @@ def test_one_by_one_equals_all_at_once(tmp_path: Path) -> None:
 
 
 def test_vanished_pending_pod_leaves_the_queue(store: Store, tmp_path: Path) -> None:
-    later = json.loads(SNAP1.read_text())
-    later["items"] = [i for i in later["items"] if i["kind"] == "Node"]
-    for node in later["items"]:
+    later = json.loads(SNAP1.read_text())  # the nodes and the notebook pod, at noon
+    later["items"] = [
+        i for i in later["items"] if i["kind"] == "Node" or i["metadata"].get("uid") == "uid-nb"
+    ]
+    for node in later["items"][:-1]:
         node["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-03-01T12:00:00Z"
     k8s(store, SNAP1, write(tmp_path / "noon.json", json.dumps(later)))
     (req,) = store.sql("SELECT * FROM requests").iter_rows(named=True)
     assert (req["start_time"], req["left_queue"]) == (T1, "vanished")
+    # the pods gone at noon end at 10:00:04; the notebook runs on
+    ended = store.sql("SELECT alloc_id, end_time FROM allocations WHERE end_censored").rows()
+    assert sorted(ended) == [("uid-mig", T1), ("uid-pt-0", T1), ("uid-pt-1", T1)]
+
+
+def test_a_snapshot_of_nodes_alone_ends_no_pod(store: Store, tmp_path: Path) -> None:
+    nodes_only = json.loads(SNAP2.read_text())
+    nodes_only["items"] = [i for i in nodes_only["items"] if i["kind"] == "Node"]
+    k8s(store, SNAP1)
+    k8s(store, write(tmp_path / "nodes.json", json.dumps(nodes_only)))
+    assert store.scalar("SELECT count(*) FROM allocations WHERE end_time IS NULL") == 4
+    assert store.scalar("SELECT start_time FROM requests") is None
+    assert store.scalar("SELECT max(snapshot_time) FROM nodes") == T2
 
 
 def test_priority_map_and_tenant_label(store: Store, tmp_path: Path) -> None:

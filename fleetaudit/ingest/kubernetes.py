@@ -823,16 +823,22 @@ def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> list[dict[s
 _UIDS = "_fa_kubernetes_uids"
 
 
-def _stored_latest(store: Store) -> datetime | None:
-    times = []
-    for table, column in (
-        ("nodes", "snapshot_time"),
-        ("allocations", "last_seen"),
-        ("requests", "last_seen"),
-    ):
-        if column in store.column_types(table):
-            times.append(store.scalar(f'SELECT max("{column}") FROM "{table}"'))
-    return max((t for t in times if t is not None), default=None)
+def _stored_latest(store: Store) -> dict[str, datetime]:
+    """The newest snapshot stored that listed pods, and the newest that listed Workloads."""
+    found: dict[str, datetime] = {}
+
+    def keep(kind: str, t: datetime | None) -> None:
+        if t is not None and (kind not in found or t > found[kind]):
+            found[kind] = t
+
+    if "last_seen" in store.column_types("allocations"):
+        keep("Pod", store.scalar("SELECT max(last_seen) FROM allocations"))
+    if {"last_seen", "kind"} <= set(store.column_types("requests")):
+        for kind, t in store.sql(
+            "SELECT kind, max(last_seen) AS t FROM requests WHERE kind IS NOT NULL GROUP BY kind"
+        ).rows():
+            keep(str(kind), t)
+    return found
 
 
 def _request_values(
@@ -956,7 +962,7 @@ def map_snapshots(
     stored_nodes: Mapping[str, dict[str, Any]] | None = None,
     stored_allocations: list[dict[str, Any]] | None = None,
     stored_requests: list[dict[str, Any]] | None = None,
-    stored_latest: datetime | None = None,
+    stored_latest: Mapping[str, datetime] | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Map the snapshots (merged with the rows stored by earlier calls) onto the native tables.
 
@@ -965,7 +971,13 @@ def map_snapshots(
     """
     mapper = _Mapper(options)
     stored_nodes = stored_nodes or {}
-    latest = max([s.time for s in snapshots] + ([stored_latest] if stored_latest else []))
+    # a pod (Workload) no longer listed ends only against a later snapshot that lists pods
+    # (Workloads): a snapshot of the nodes alone says nothing about them
+    latest: dict[str, datetime] = dict(stored_latest or {})
+    for snap in snapshots:
+        for kind, listed in (("Pod", snap.pods), ("Workload", snap.workloads)):
+            if listed and (kind not in latest or snap.time > latest[kind]):
+                latest[kind] = snap.time
     newest_file = snapshots[-1].files[0]
 
     # nodes: the newest snapshot that lists the node wins
@@ -1095,7 +1107,7 @@ def map_snapshots(
         )
         if finishes:
             row["end_time"] = max(finishes)
-        elif o.time < latest:
+        elif o.time < latest["Pod"]:
             row["end_time"], row["end_censored"] = o.time, True
         else:
             row["end_time"] = None
@@ -1122,7 +1134,9 @@ def map_snapshots(
                 o.values["start_time"],
                 o.values.get("left_queue"),
             )
-        elif o.time < latest:  # a later snapshot no longer lists it
+        elif o.time < latest.get(
+            row["kind"] or "Pod", o.time
+        ):  # a later snapshot no longer lists it
             row["start_time"], row["left_queue"] = o.time, "vanished"
         if (
             row["start_time"] is not None
