@@ -15,6 +15,8 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from fleetaudit.cli import app
@@ -273,6 +275,49 @@ def test_kubernetes_options_need_the_format(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "--tenant-label apply to --format kubernetes only" in result.stderr
+
+
+def _leaves(obj: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path into a JSON value (objects and lists too, not just scalars)."""
+    found = [path]
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found += _leaves(v, (*path, k))
+    elif isinstance(obj, list):
+        for k, v in enumerate(obj):
+            found += _leaves(v, (*path, k))
+    return found
+
+
+_SNAP1 = json.loads(SNAP1.read_text())
+_PATHS = [p for p in _leaves(_SNAP1) if len(p) >= 3]  # inside an item
+_JSON = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 10**20), st.floats(allow_nan=False),
+    st.text(max_size=8), st.just([]), st.just({}), st.just(["x"]), st.just({"a": 1}),
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(_PATHS), _JSON), min_size=1, max_size=3))
+def test_malformed_objects_never_raise(tmp_path_factory: Any, edits: list[Any]) -> None:
+    """Any field of any type: the call succeeds (with rejects) or fails on one line."""
+    doc = json.loads(json.dumps(_SNAP1))
+    for path, value in edits:
+        target = doc
+        try:
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier edit replaced a parent
+    folder = tmp_path_factory.mktemp("fuzz")
+    store = open_store(folder / "fleet.duckdb")
+    try:
+        k8s(store, write(folder / "snap.json", json.dumps(doc)))
+    except InputError:
+        pass
+    finally:
+        store.close()
 
 
 # -- the rules, object by object ----------------------------------------------------------

@@ -188,8 +188,9 @@ def _heartbeat(node: Mapping[str, Any]) -> datetime | None:
 
 
 def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
-    conds = (obj.get("status") or {}).get("conditions") or []
-    return [c for c in conds if isinstance(c, dict)]
+    status = obj.get("status")
+    conds = status.get("conditions") if isinstance(status, dict) else None
+    return [c for c in conds if isinstance(c, dict)] if isinstance(conds, list) else []
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
@@ -226,7 +227,9 @@ def read_snapshots(
         snap.files.append(name)
         for i, item in enumerate(items, 1):
             kind = item.get("kind")
-            meta = item.get("metadata") or {}
+            meta = item.get("metadata")
+            if not isinstance(meta, dict):
+                meta = {}
             if kind == "Node" and meta.get("name"):
                 snap.nodes[str(meta["name"])] = (name, i, item)
             elif kind == "Pod" and (meta.get("uid") or meta.get("name")):
@@ -722,6 +725,50 @@ class _Mapper:
         return values
 
 
+# A field of an unexpected type (a list where kubectl writes an object, ...)
+_MALFORMED = (AttributeError, TypeError, ValueError, KeyError, IndexError, ArithmeticError)
+
+
+def _malformed(kind: str, exc: Exception) -> dict[str, str]:
+    """The reject columns of an object that is not shaped as kubectl writes a ``kind``."""
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return {
+        "_reason": f"malformed {kind}: a field has an unexpected type ({detail})",
+        "_reason_column": {"Node": "node_id", "Pod": "alloc_id"}.get(kind, "request_id"),
+    }
+
+
+def _typed(values: list[Any], dtype: Any) -> list[Any]:
+    """A column's values as ``dtype`` holds them: a label of another JSON type becomes text,
+    a number or time that is not one becomes missing (and the row a reject where it is needed).
+    """
+    if dtype == pl.Utf8:
+        kind: Any = str
+    elif dtype == pl.Float64:
+        kind = float
+    elif dtype == pl.Int64:
+        kind = int
+    elif dtype == pl.Boolean:
+        kind = bool
+    else:
+        kind = datetime
+    if all(v is None or type(v) is kind for v in values):
+        return values
+    out: list[Any] = []
+    for v in values:
+        if v is None or type(v) is kind:
+            out.append(v)
+        elif kind is str:
+            out.append(json.dumps(v) if isinstance(v, (list, dict)) else str(v))
+        elif kind is float and isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
+            out.append(float(v))
+        elif kind is int and isinstance(v, int) and not isinstance(v, bool):
+            out.append(v)
+        else:
+            out.append(None)
+    return out
+
+
 def _latest(obs: list[_Obs]) -> _Obs:
     return max(obs, key=lambda o: o.time)
 
@@ -988,6 +1035,8 @@ def map_snapshots(
             try:
                 values = node_row(node)
                 setups[(snap.time, name)] = gpu_setup(node)
+            except _MALFORMED as exc:
+                values = {"node_id": name, **_malformed("Node", exc)}
             except _Unmappable as bad:
                 values = {
                     "node_id": name,
@@ -1027,54 +1076,72 @@ def map_snapshots(
         gangs: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
         bound_jobs: dict[str, datetime] = {}  # gang -> its latest bind
         for uid, (file, i, pod) in snap.pods.items():
-            spec = pod.get("spec") or {}
-            status = pod.get("status") or {}
-            phase = status.get("phase")
-            node = spec.get("nodeName")
-            meta = pod.get("metadata") or {}
-            terminal = phase in ("Succeeded", "Failed")
-            if node:
-                setup = snap_setups.get(node) or latest_setup.get(node)
-                values = mapper.pod_values(pod, setup)
-                bound = _bind_time(pod) or snap.time
-                key = values["job_id"]
-                if key not in bound_jobs or bound > bound_jobs[key]:
-                    bound_jobs[key] = bound
-                held = values.get("_reason") or any(
-                    values[k] for k in ("gpus", "cpus", "memory_gib")
-                )
-                if not held:
-                    continue
-                finish = _finished(pod) if terminal else None
-                if terminal and finish is None:
-                    finish = max(
-                        (t for c in _conditions(pod) if (t := _time(c.get("lastTransitionTime")))),
-                        default=snap.time,
+            try:
+                spec = pod.get("spec") or {}
+                status = pod.get("status") or {}
+                phase = status.get("phase")
+                node = spec.get("nodeName")
+                meta = pod.get("metadata") or {}
+                terminal = phase in ("Succeeded", "Failed")
+                if node:
+                    setup = snap_setups.get(node) or latest_setup.get(node)
+                    values = mapper.pod_values(pod, setup)
+                    bound = _bind_time(pod) or snap.time
+                    key = values["job_id"]
+                    if key not in bound_jobs or bound > bound_jobs[key]:
+                        bound_jobs[key] = bound
+                    held = values.get("_reason") or any(
+                        values[k] for k in ("gpus", "cpus", "memory_gib")
                     )
-                values.update(
-                    alloc_id=uid,
-                    node_id=node,
-                    start_time=_bind_time(pod),
-                    phase=phase,
-                    terminating=bool(meta.get("deletionTimestamp")),
-                    finish=finish,
-                )
-                alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, values))
-            elif not terminal:
-                gates = [g.get("name") for g in spec.get("schedulingGates") or []]
-                if _KUEUE_GATE in gates and snap.workloads:
-                    continue  # its Workload is the request
-                values = mapper.pod_values(pod, uniform)
-                gangs.setdefault(values["job_id"], []).append((file, i, pod, values))
+                    if not held:
+                        continue
+                    finish = _finished(pod) if terminal else None
+                    if terminal and finish is None:
+                        finish = max(
+                            (
+                                t
+                                for c in _conditions(pod)
+                                if (t := _time(c.get("lastTransitionTime")))
+                            ),
+                            default=snap.time,
+                        )
+                    values.update(
+                        alloc_id=uid,
+                        node_id=node,
+                        start_time=_bind_time(pod),
+                        phase=phase,
+                        terminating=bool(meta.get("deletionTimestamp")),
+                        finish=finish,
+                    )
+                    alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, values))
+                elif not terminal:
+                    gates = [g.get("name") for g in spec.get("schedulingGates") or []]
+                    if _KUEUE_GATE in gates and snap.workloads:
+                        continue  # its Workload is the request
+                    values = mapper.pod_values(pod, uniform)
+                    gangs.setdefault(values["job_id"], []).append((file, i, pod, values))
+            except _MALFORMED as exc:
+                bad = {"alloc_id": uid, "uid": uid, **_malformed("Pod", exc)}
+                alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, bad))
         for key, members in gangs.items():
             file, i = members[0][0], members[0][1]
-            row = _request_values(key, [m[3] for m in members], [m[2] for m in members])
+            try:
+                row = _request_values(key, [m[3] for m in members], [m[2] for m in members])
+            except _MALFORMED as exc:
+                row = {"request_id": key, "kind": "Pod", **_malformed("Pod", exc)}
             pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
         for key, bound in bound_jobs.items():
             if key not in gangs:  # else part of the gang still waits
                 started.setdefault(key, []).append((snap.time, bound))
-        for file, i, wl in snap.workloads.values():
-            rows, pending, admitted_at = _workload_requests(mapper, wl, uniform)
+        for uid, (file, i, wl) in snap.workloads.items():
+            try:
+                rows, pending, admitted_at = _workload_requests(mapper, wl, uniform)
+            except _MALFORMED as exc:
+                rows, pending, admitted_at = (
+                    [{"request_id": uid, "kind": "Workload", **_malformed("Workload", exc)}],
+                    True,
+                    None,
+                )
             for row in rows:
                 key = row["request_id"]
                 if pending:
@@ -1151,7 +1218,8 @@ def map_snapshots(
 
     def frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
         full = {**schema, **_ADAPTER}
-        return pl.DataFrame([{k: r.get(k) for k in full} for r in rows], schema=full, orient="row")
+        columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
+        return pl.DataFrame(columns, schema=full)
 
     return {
         "nodes": frame(node_rows, _NODE_SCHEMA),
