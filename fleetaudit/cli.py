@@ -217,6 +217,7 @@ def ingest(
     a folder loads every table file in it. One call is one transaction: all files
     land or none do. A row whose key exists replaces the stored row. Rows that
     break the schema go to the rejects table with file, row, column and reason.
+    --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue Workloads).
     """
     if fmt != "alibaba-gpu-v2023" and (trace_start is not None or topology is not None):
         raise UsageError("--trace-start and --topology apply to --format alibaba-gpu-v2023 only")
