@@ -215,6 +215,30 @@ def test_a_snapshot_of_nodes_alone_ends_no_pod(store: Store, tmp_path: Path) -> 
     assert store.scalar("SELECT max(snapshot_time) FROM nodes") == T2
 
 
+def test_a_gated_pod_without_its_workload_is_a_request(store: Store, tmp_path: Path) -> None:
+    doc = json.loads(SNAP2.read_text())
+    doc["items"] = [i for i in doc["items"] if i["kind"] != "Workload"]
+    k8s(store, write(tmp_path / "no-workloads.json", json.dumps(doc)))
+    req = rows(store, "requests", "request_id")["vision/plain"]  # the Kueue pod group
+    assert (req["gpus"], req["pending_reason"], req["queue"]) == (
+        1.0,
+        "SchedulingGated",
+        "vision-q",
+    )
+
+
+def test_strict_fails_on_an_unknown_quantity(tmp_path: Path) -> None:
+    db = tmp_path / "fleet.duckdb"
+    result = runner.invoke(
+        app, ["ingest", "--format", "kubernetes", "--strict", str(SNAP1), "--db", str(db)]
+    )
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"fleetaudit: error: {SNAP1} row 13, column cpus: unknown quantity '2K' "
+        "(cpu of container c) (2 row(s) rejected; --strict writes nothing)\n"
+    )
+
+
 def test_priority_map_and_tenant_label(store: Store, tmp_path: Path) -> None:
     pmap = write(tmp_path / "prio.txt", "train = low\n# the notebook class stays high\n")
     k8s(store, SNAP1, priority_map=pmap, tenant_label="team")
