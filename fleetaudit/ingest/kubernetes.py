@@ -88,6 +88,9 @@ GANG_MARKERS: tuple[tuple[str, str], ...] = (
     ("label", "training.kubeflow.org/job-name"),
     ("label", "leaderworkerset.sigs.k8s.io/name"),
 )
+_HAMI_RESOURCES = frozenset(
+    {"nvidia.com/gpucores", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage"}
+)
 _KUEUE_GATE = "kueue.x-k8s.io/admission"
 _REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 _PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
@@ -169,16 +172,23 @@ def read_document(path: Path) -> list[dict[str, Any]]:
     return [doc]
 
 
+_TIMES: dict[str, datetime | None] = {}  # times repeat across pods: parse each once
+
+
 def _time(text: object) -> datetime | None:
     """An RFC 3339 time of the API (``2026-03-01T10:00:04Z``) as naive UTC."""
     if not isinstance(text, str) or not text:
         return None
+    if text in _TIMES:
+        return _TIMES[text]
     try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        t: datetime | None = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        return None
-    if t.tzinfo is not None:
+        t = None
+    if t is not None and t.tzinfo is not None:
         t = t.astimezone(timezone.utc).replace(tzinfo=None)
+    if len(_TIMES) < 200_000:
+        _TIMES[text] = t
     return t
 
 
@@ -542,10 +552,7 @@ def pod_gpus(
             total += whole * setup.mig_g / setup.slices
         elif setup.sharing in ("time-slicing", "mps"):
             total += whole / max(setup.replicas, 1)
-        elif setup.sharing == "hami" or any(
-            k.startswith("nvidia.com/gpu") and k not in ("nvidia.com/gpu", "nvidia.com/gpu.shared")
-            for k in request
-        ):
+        elif setup.sharing == "hami" or not _HAMI_RESOURCES.isdisjoint(request):
             cores = request.get("nvidia.com/gpucores")
             mem = request.get("nvidia.com/gpumem")
             pct = request.get("nvidia.com/gpumem-percentage")
