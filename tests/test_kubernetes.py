@@ -249,6 +249,17 @@ def test_priority_map_and_tenant_label(store: Store, tmp_path: Path) -> None:
     assert allocs["uid-pt-0"]["tenant"] == "nlp"  # no label team: the namespace
 
 
+def test_volcano_preemptable_pods_are_low_unless_mapped(tmp_path: Path) -> None:
+    from fleetaudit.ingest.kubernetes import KubernetesOptions, _Mapper
+    from fleetaudit.ingest.labels import PriorityMap
+
+    meta = {"annotations": {"volcano.sh/preemptable": "true"}}
+    assert _Mapper(KubernetesOptions()).priority("train", 50, meta) == "low"
+    assert _Mapper(KubernetesOptions()).priority("train", 50, {}) == "high"
+    mapped = KubernetesOptions(priority_map=PriorityMap({"train": "high"}))
+    assert _Mapper(mapped).priority("train", 50, meta) == "high"
+
+
 def test_single_objects_and_snapshot_time(store: Store, tmp_path: Path) -> None:
     items = json.loads(SNAP1.read_text())["items"]
     node = write(tmp_path / "node.json", json.dumps(items[1]))  # gpu-a-02, one object

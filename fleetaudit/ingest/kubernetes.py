@@ -91,6 +91,7 @@ GANG_MARKERS: tuple[tuple[str, str], ...] = (
 _HAMI_RESOURCES = frozenset(
     {"nvidia.com/gpucores", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage"}
 )
+_PREEMPTABLE = "volcano.sh/preemptable"
 _KUEUE_GATE = "kueue.x-k8s.io/admission"
 _REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 _PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
@@ -688,8 +689,18 @@ class _Mapper:
     def __init__(self, options: KubernetesOptions) -> None:
         self.options = options
 
-    def priority(self, class_name: object, value: object) -> str:
-        return self.options.priority_map.lookup(class_name, value) or DEFAULT_PRIORITY
+    def priority(
+        self, class_name: object, value: object, meta: Mapping[str, Any] | None = None
+    ) -> str:
+        """The map's word for the class (else the value); else low if Volcano may preempt it."""
+        found = self.options.priority_map.lookup(class_name, value)
+        if found is not None:
+            return found
+        for where in ("annotations", "labels"):
+            marks = (meta or {}).get(where) or {}
+            if str(marks.get(_PREEMPTABLE, "")).lower() == "true":
+                return "low"
+        return DEFAULT_PRIORITY
 
     def tenant(self, meta: Mapping[str, Any]) -> str | None:
         if self.options.tenant_label:
@@ -710,7 +721,7 @@ class _Mapper:
             "job_id": job_id(meta, uid),
             "namespace": meta.get("namespace"),
             "pod": meta.get("name"),
-            "priority": self.priority(spec.get("priorityClassName"), spec.get("priority")),
+            "priority": self.priority(spec.get("priorityClassName"), spec.get("priority"), meta),
             "priority_class": spec.get("priorityClassName"),
             "tenant": self.tenant(meta),
             "owner_kind": owner_kind,
