@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from fleetaudit import generate as generator
-from fleetaudit import generate_slurm, occupancy
+from fleetaudit import generate_kubernetes, generate_slurm, occupancy
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import atomic_path
 from fleetaudit.ingest import IngestOptions, IngestResult, ingest
@@ -327,6 +327,8 @@ def generate_fleet(
 ) -> generator.GenerateResult:
     """Write a synthetic ASI-like fleet (see :mod:`fleetaudit.generate`)."""
     try:
+        if options.format == "kubernetes":
+            return generate_kubernetes.write_kubectl(out, options, progress=progress)
         return generator.generate_fleet(out, options, progress=progress)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

@@ -200,8 +200,23 @@ def ingest(
         Path | None,
         typer.Option(
             "--priority-map",
-            help="A file of NAME = high|low lines mapping site priority names "
-            "(Slurm QOS or partition, Kubernetes priority class) to fleetaudit priorities.",
+            help="kubernetes, slurm: a file of NAME = high|low lines mapping site priority names "
+            "(Kubernetes priority class or value, Slurm QOS or partition); see the README for "
+            "what an unnamed one becomes.",
+        ),
+    ] = None,
+    snapshot_time: Annotated[
+        str | None,
+        typer.Option(
+            "--snapshot-time",
+            help="kubernetes: when the files were exported (default: the newest node heartbeat in each file).",
+        ),
+    ] = None,
+    tenant_label: Annotated[
+        str | None,
+        typer.Option(
+            "--tenant-label",
+            help="kubernetes: the pod label naming the tenant (default: the namespace).",
         ),
     ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
@@ -214,6 +229,7 @@ def ingest(
     land or none do. A row whose key exists replaces the stored row. Rows that
     break the schema go to the rejects table with file, row, column and reason.
 
+    --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue Workloads).
     --format slurm reads a Slurm cluster's exports, each recognised by its content:
     sacct -P or --json, scontrol -d -o show node or --json, squeue --json, topology.conf.
     """
@@ -223,11 +239,18 @@ def ingest(
         raise UsageError(
             "--table does not apply to --format alibaba-gpu-v2023 (its files name their tables)"
         )
-    if fmt != "slurm" and (timezone is not None or priority_map is not None):
-        raise UsageError("--timezone and --priority-map apply to --format slurm only")
-    if fmt == "slurm" and table is not None:
+    per_format = {
+        "--snapshot-time": (snapshot_time, ("kubernetes",)),
+        "--tenant-label": (tenant_label, ("kubernetes",)),
+        "--priority-map": (priority_map, ("kubernetes", "slurm")),
+        "--timezone": (timezone, ("slurm",)),
+    }
+    for flag, (value, formats) in per_format.items():
+        if value is not None and fmt not in formats:
+            raise UsageError(f"{flag} applies to --format {' and '.join(formats)} only")
+    if fmt in ("kubernetes", "slurm") and table is not None:
         raise UsageError(
-            "--table does not apply to --format slurm (files are recognised by content)"
+            f"--table does not apply to --format {fmt} (its files are recognised by content)"
         )
     options = IngestOptions(
         table=table,
@@ -237,6 +260,8 @@ def ingest(
         topology=topology,
         timezone=timezone or "UTC",
         priority_map=priority_map,
+        snapshot_time=_instant(snapshot_time, "--snapshot-time"),
+        tenant_label=tenant_label,
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)
@@ -741,8 +766,8 @@ def generate(
         str,
         typer.Option(
             "--format",
-            help="parquet or csv; or slurm: a Slurm cluster's exports (sacct.psv, nodes.txt, "
-            "topology.conf) for ingest --format slurm.",
+            help="parquet or csv; kubernetes: one kubectl JSON snapshot at the export time; "
+            "slurm: a Slurm cluster's exports (sacct.psv, nodes.txt, topology.conf).",
         ),
     ] = GenerateOptions.format,
     jobs: Annotated[

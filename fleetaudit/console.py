@@ -85,6 +85,9 @@ def render_ingest(result: IngestResult) -> None:
         if topo.duplicates:
             line += f"; {topo.duplicates:,} node(s) named twice (the first kept)"
         out.print(Text(line))
+
+    for note in result.notes:
+        out.print(Text(note))
     if result.rejected:
         out.print(
             f"{result.rejected:,} row(s) rejected; the first of them below, all in the "

@@ -20,14 +20,14 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
-from fleetaudit.ingest import alibaba, slurm
+from fleetaudit.ingest import alibaba, kubernetes, slurm
 from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
 from fleetaudit.ingest.topology import TopologySummary, apply_topology, read_topology
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
-FORMATS = ("native", alibaba.FORMAT, slurm.FORMAT)
+FORMATS = ("native", alibaba.FORMAT, kubernetes.FORMAT, slurm.FORMAT)
 
 Progress = Callable[[str], None]
 
@@ -42,7 +42,9 @@ class IngestOptions:
     trace_start: datetime = alibaba.DEFAULT_TRACE_START
     topology: Path | None = None
     timezone: str = slurm.DEFAULT_TIMEZONE  # slurm: the zone of sacct's local times
-    priority_map: Path | None = None  # slurm: QOS/partition -> high|low
+    priority_map: Path | None = None  # kubernetes, slurm: site priorities -> high|low
+    snapshot_time: datetime | None = None  # kubernetes: the time of every file of the call
+    tenant_label: str | None = None  # kubernetes: the pod label naming the tenant
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class IngestResult:
     )  # the first rejects (file, row, column, value, reason)
     topology: TopologySummary | None = None  # what --topology did to the call's nodes
 
+    notes: tuple[str, ...] = ()  # what the adapter decided (snapshot times, objects ignored)
+
     @property
     def rejected(self) -> int:
         return sum(t.rejected for t in self.tables)
@@ -94,6 +98,16 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
             list(paths),
             timezone=options.timezone,
             priority_map=PriorityMap.read(options.priority_map),
+        )
+    elif options.format == kubernetes.FORMAT:
+        sources = kubernetes.snapshot_sources(
+            store,
+            list(paths),
+            kubernetes.KubernetesOptions(
+                snapshot_time=options.snapshot_time,
+                priority_map=PriorityMap.read(options.priority_map),
+                tenant_label=options.tenant_label,
+            ),
         )
     else:
         sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
@@ -168,10 +182,12 @@ def _ingest(
         )
     return IngestResult(
         ingest_id=ingest_id,
-        files=tuple(s.file for s in sources),
+        files=tuple(dict.fromkeys(s.file for s in sources)),
         tables=tuple(summaries),
         rejects=rejects,
         topology=topology_summary,
+
+        notes=tuple(dict.fromkeys(n for s in sources for n in s.notes)),
     )
 
 

@@ -67,6 +67,8 @@ class Source:
     csv: bool = False  # lines with a wrong field count land in CSV_ERRORS
     adapter_rejects: bool = False  # the scan's _reject_* columns reject rows (validate.py)
 
+    notes: tuple[str, ...] = ()  # what an adapter decided, shown after the ingest
+
 
 def split_suffix(path: Path) -> tuple[str, str | None]:
     """A file's stem and its format, from its suffix (``nodes.csv.gz`` -> nodes, csv)."""

@@ -1,0 +1,591 @@
+"""``--format kubernetes``: each mapping rule against small invented kubectl documents.
+
+tests/data/kubernetes/ holds three snapshots of one invented cluster (10:00:04,
+10:30:00, 11:00:00 on 2026-03-01); every expected value below is worked by hand
+from those files (the comments say how).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from fleetaudit.cli import app
+from fleetaudit.errors import InputError
+from fleetaudit.ingest import IngestOptions, ingest
+from fleetaudit.ingest.kubernetes import (
+    GpuSetup,
+    effective_request,
+    gpu_setup,
+    job_id,
+    node_health,
+    pod_gpus,
+    switch_id,
+)
+from fleetaudit.store import Store, open_store
+from tests.conftest import DATA, write
+
+K8S = DATA / "kubernetes"
+SNAP1, SNAP2, SNAP3 = (K8S / f"snap{i}.json" for i in (1, 2, 3))
+T1, T2, T3 = datetime(2026, 3, 1, 10, 0, 4), datetime(2026, 3, 1, 10, 30), datetime(2026, 3, 1, 11)
+runner = CliRunner()
+
+
+def k8s(store: Store, *paths: Path, **options: Any) -> Any:
+    return ingest(store, list(paths), IngestOptions(format="kubernetes", **options))
+
+
+def rows(store: Store, table: str, key: str) -> dict[str, dict[str, Any]]:
+    return {r[key]: r for r in store.sql(f"SELECT * FROM {table}").iter_rows(named=True)}
+
+
+def test_nodes_of_one_snapshot(store: Store) -> None:
+    k8s(store, SNAP1)
+    nodes = rows(store, "nodes", "node_id")
+    a01 = nodes["gpu-a-01"]
+    # 8 GPUs installed, 7 allocatable: a withdrawn device -> degraded; cpu 207500m;
+    # memory 1024Gi allocatable (capacity is kept apart); GKE block/subblock path
+    assert (a01["gpu_model"], a01["gpus"], a01["cpus"], a01["memory_gib"]) == (
+        "H100 80GB HBM3",
+        8,
+        207.5,
+        1024.0,
+    )
+    assert (a01["switch_id"], a01["health"], a01["snapshot_time"]) == ("b1/sb3", "degraded", T1)
+    # time-slicing: 16 replicas of 4 physical GPUs; cordoned; EKS layers 1-3
+    ts = nodes["t4-ts-01"]
+    assert (ts["gpu_model"], ts["gpus"], ts["gpu_sharing"], ts["gpu_replicas"]) == (
+        "T4",
+        4,
+        "time-slicing",
+        4,
+    )
+    assert (ts["health"], ts["switch_id"]) == ("cordoned", "nn-1/nn-2/nn-3")
+    # MIG mixed: physical from gpu.count; Ready Unknown -> down
+    mig = nodes["a100-mig-01"]
+    assert (mig["gpus"], mig["gpu_sharing"], mig["health"]) == (2, "mig-mixed", "down")
+    # no GPU feature discovery label: model unknown, GPUs from capacity, no switch
+    bare = nodes["gpu-nolabel"]
+    assert (bare["gpu_model"], bare["gpus"], bare["switch_id"]) == ("unknown", 2, None)
+
+
+def test_allocations_of_one_snapshot(store: Store) -> None:
+    result = k8s(store, SNAP1)
+    allocs = rows(store, "allocations", "alloc_id")
+    assert set(allocs) == {"uid-pt-0", "uid-pt-1", "uid-nb", "uid-mig", "uid-done"}
+    pt0 = allocs["uid-pt-0"]
+    # the init container's 100 CPUs exceed the container's 48: the effective request is 100;
+    # memory max(10Gi, 400Gi); GPUs only in limits count as the request
+    assert (pt0["gpus"], pt0["cpus"], pt0["memory_gib"]) == (4.0, 100.0, 400.0)
+    assert (pt0["job_id"], pt0["namespace"], pt0["pod"]) == ("nlp/pt", "nlp", "pt-worker-0")
+    assert (pt0["start_time"], pt0["end_time"]) == (datetime(2026, 3, 1, 9, 0, 40), None)
+    assert (pt0["tenant"], pt0["priority"], pt0["workload"]) == ("nlp", "high", "training")
+    # a pod being deleted still holds its GPUs
+    assert allocs["uid-pt-1"]["terminating"] is True and allocs["uid-pt-1"]["end_time"] is None
+    # one time-slicing replica of 4 is a quarter GPU; a MIG 3g slice is 3/7 of an A100
+    assert allocs["uid-nb"]["gpus"] == 0.25
+    assert allocs["uid-mig"]["gpus"] == pytest.approx(3 / 7)
+    assert allocs["uid-mig"]["workload"] == "online_inference"  # a ReplicaSet's pod
+    # a terminal pod ends at its last container's finish
+    done = allocs["uid-done"]
+    assert (done["end_time"], done["phase"]) == (datetime(2026, 3, 1, 7, 30), "Succeeded")
+    assert result.notes[0] == "ignored 1 object(s) of other kinds (Service 1)"
+
+
+def test_unmappable_objects_are_rejects(store: Store) -> None:
+    k8s(store, SNAP1)
+    found = store.sql('SELECT "row", "column", value, reason FROM rejects ORDER BY "row"').rows()
+    assert found == [
+        (13, "cpus", "2K", "unknown quantity '2K' (cpu of container c)"),
+        (14, "node_id", "gpu-gone-09", "unknown node gpu-gone-09"),
+    ]
+
+
+def test_pending_gang_is_one_request(store: Store) -> None:
+    k8s(store, SNAP1)
+    (req,) = store.sql("SELECT * FROM requests").iter_rows(named=True)
+    # two pending pods of the Volcano group big-train, 8 GPUs, 64 CPUs, 512Gi each
+    assert req["request_id"] == "nlp/big-train"
+    assert (req["gpus"], req["gpus_per_pod"], req["cpus_per_gpu"], req["memory_gib_per_gpu"]) == (
+        16.0,
+        8.0,
+        8.0,
+        64.0,
+    )
+    assert (req["gpu_model"], req["locality"], req["start_time"]) == (
+        "H100 80GB HBM3",
+        "switch",
+        None,
+    )
+    assert req["submit_time"] == datetime(2026, 3, 1, 9, 30)  # the first pod's creation
+    assert req["pending_reason"] == "Unschedulable"
+
+
+def _history(store: Store) -> dict[str, pl.DataFrame]:
+    return {
+        t: store.sql(f"SELECT * EXCLUDE (_ingest_id) FROM {t} ORDER BY 1")
+        for t in ("nodes", "allocations", "requests")
+    }
+
+
+def test_history_of_three_snapshots(store: Store) -> None:
+    k8s(store, SNAP1, SNAP2, SNAP3)
+    allocs = rows(store, "allocations", "alloc_id")
+    # pt-0 is seen finished at 10:20 in snapshot 2
+    assert (allocs["uid-pt-0"]["end_time"], allocs["uid-pt-0"]["end_censored"]) == (
+        datetime(2026, 3, 1, 10, 20),
+        False,
+    )
+    # pt-1 (terminating at 10:00:04) is gone from snapshot 2: it ends at the last sighting
+    assert (allocs["uid-pt-1"]["end_time"], allocs["uid-pt-1"]["end_censored"]) == (T1, True)
+    # the MIG pod is in snapshots 1 and 2, not 3
+    assert allocs["uid-mig"]["end_time"] == T2
+    # still running in the last snapshot
+    assert allocs["uid-nb"]["end_time"] is None and allocs["uid-nb"]["last_seen"] == T3
+    # the gang binds in snapshot 2: allocations from their bind times
+    assert allocs["uid-pend-b"]["start_time"] == datetime(2026, 3, 1, 10, 25, 2)
+    reqs = rows(store, "requests", "request_id")
+    # the gang starts when its last pod binds; the Workload when it is admitted (snapshot 3);
+    # the admitted-at-once Workload and the Kueue-gated pod are no requests
+    assert set(reqs) == {"nlp/big-train", "uid-wl-llm"}
+    assert reqs["nlp/big-train"]["start_time"] == datetime(2026, 3, 1, 10, 25, 2)
+    wl = reqs["uid-wl-llm"]
+    assert (wl["start_time"], wl["left_queue"], wl["kind"]) == (
+        datetime(2026, 3, 1, 10, 45),
+        "started",
+        "Workload",
+    )
+    # 2 pods x 4 GPUs; 32 CPUs and 256Gi per pod; the required sub-block is a switch
+    assert (wl["gpus"], wl["gpus_per_pod"], wl["cpus_per_gpu"], wl["memory_gib_per_gpu"]) == (
+        8.0,
+        4.0,
+        8.0,
+        64.0,
+    )
+    assert (wl["locality"], wl["queue"], wl["tenant"]) == ("switch", "llm-q", "llm")
+    nodes = rows(store, "nodes", "node_id")
+    # the newest snapshot wins: 8 GPUs allocatable again, uncordoned, Ready again
+    assert nodes["gpu-a-01"]["health"] == "healthy"
+    assert nodes["t4-ts-01"]["health"] == "healthy"
+    assert nodes["a100-mig-01"]["health"] == "healthy"
+
+
+def test_one_by_one_equals_all_at_once(tmp_path: Path) -> None:
+    together = open_store(tmp_path / "a.duckdb")
+    k8s(together, SNAP1, SNAP2, SNAP3)
+    apart = open_store(tmp_path / "b.duckdb")
+    for snap in (SNAP1, SNAP2, SNAP3, SNAP3):  # the last one twice: idempotent
+        k8s(apart, snap)
+    a, b = _history(together), _history(apart)
+    for table in a:
+        assert a[table].equals(b[table]), table
+
+
+def test_vanished_pending_pod_leaves_the_queue(store: Store, tmp_path: Path) -> None:
+    later = json.loads(SNAP1.read_text())  # the nodes and the notebook pod, at noon
+    later["items"] = [
+        i for i in later["items"] if i["kind"] == "Node" or i["metadata"].get("uid") == "uid-nb"
+    ]
+    for node in later["items"][:-1]:
+        node["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-03-01T12:00:00Z"
+    k8s(store, SNAP1, write(tmp_path / "noon.json", json.dumps(later)))
+    (req,) = store.sql("SELECT * FROM requests").iter_rows(named=True)
+    assert (req["start_time"], req["left_queue"]) == (T1, "vanished")
+    # the pods gone at noon end at 10:00:04; the notebook runs on
+    ended = store.sql("SELECT alloc_id, end_time FROM allocations WHERE end_censored").rows()
+    assert sorted(ended) == [("uid-mig", T1), ("uid-pt-0", T1), ("uid-pt-1", T1)]
+
+
+def test_a_snapshot_of_nodes_alone_ends_no_pod(store: Store, tmp_path: Path) -> None:
+    nodes_only = json.loads(SNAP2.read_text())
+    nodes_only["items"] = [i for i in nodes_only["items"] if i["kind"] == "Node"]
+    k8s(store, SNAP1)
+    k8s(store, write(tmp_path / "nodes.json", json.dumps(nodes_only)))
+    assert store.scalar("SELECT count(*) FROM allocations WHERE end_time IS NULL") == 4
+    assert store.scalar("SELECT start_time FROM requests") is None
+    assert store.scalar("SELECT max(snapshot_time) FROM nodes") == T2
+
+
+def test_a_gated_pod_without_its_workload_is_a_request(store: Store, tmp_path: Path) -> None:
+    doc = json.loads(SNAP2.read_text())
+    doc["items"] = [i for i in doc["items"] if i["kind"] != "Workload"]
+    k8s(store, write(tmp_path / "no-workloads.json", json.dumps(doc)))
+    req = rows(store, "requests", "request_id")["vision/plain"]  # the Kueue pod group
+    assert (req["gpus"], req["pending_reason"], req["queue"]) == (
+        1.0,
+        "SchedulingGated",
+        "vision-q",
+    )
+
+
+def test_strict_fails_on_an_unknown_quantity(tmp_path: Path) -> None:
+    db = tmp_path / "fleet.duckdb"
+    result = runner.invoke(
+        app, ["ingest", "--format", "kubernetes", "--strict", str(SNAP1), "--db", str(db)]
+    )
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"fleetaudit: error: {SNAP1} row 13, column cpus: unknown quantity '2K' "
+        "(cpu of container c) (2 row(s) rejected; --strict writes nothing)\n"
+    )
+
+
+def test_priority_map_and_tenant_label(store: Store, tmp_path: Path) -> None:
+    pmap = write(tmp_path / "prio.txt", "train = low\n# the notebook class stays high\n")
+    k8s(store, SNAP1, priority_map=pmap, tenant_label="team")
+    allocs = rows(store, "allocations", "alloc_id")
+    assert allocs["uid-pt-0"]["priority"] == "low"  # class train
+    assert allocs["uid-nb"]["priority"] == "high"  # best-effort: not in the map
+    assert allocs["uid-nb"]["tenant"] == "vision"  # label team
+    assert allocs["uid-pt-0"]["tenant"] == "nlp"  # no label team: the namespace
+
+
+def test_volcano_preemptable_pods_are_low_unless_mapped(tmp_path: Path) -> None:
+    from fleetaudit.ingest.kubernetes import KubernetesOptions, _Mapper
+    from fleetaudit.ingest.labels import PriorityMap
+
+    meta = {"annotations": {"volcano.sh/preemptable": "true"}}
+    assert _Mapper(KubernetesOptions()).priority("train", 50, meta) == "low"
+    assert _Mapper(KubernetesOptions()).priority("train", 50, {}) == "high"
+    mapped = KubernetesOptions(priority_map=PriorityMap({"train": "high"}))
+    assert _Mapper(mapped).priority("train", 50, meta) == "high"
+
+
+def test_single_objects_and_snapshot_time(store: Store, tmp_path: Path) -> None:
+    items = json.loads(SNAP1.read_text())["items"]
+    node = write(tmp_path / "node.json", json.dumps(items[1]))  # gpu-a-02, one object
+    pod = write(tmp_path / "pod.json", json.dumps(items[6]))  # uid-pt-1
+    result = k8s(store, node, pod, snapshot_time=datetime(2026, 3, 1, 9, 45))
+    assert store.scalar("SELECT snapshot_time FROM nodes") == datetime(2026, 3, 1, 9, 45)
+    assert store.scalar("SELECT last_seen FROM allocations") == datetime(2026, 3, 1, 9, 45)
+    assert "--snapshot-time" in result.notes[0]
+
+
+def test_pods_without_a_time_fail(store: Store, tmp_path: Path) -> None:
+    items = json.loads(SNAP1.read_text())["items"]
+    pods = write(tmp_path / "pods.json", json.dumps({"kind": "List", "items": items[5:7]}))
+    with pytest.raises(InputError, match="no node heartbeat to time this snapshot"):
+        k8s(store, pods)
+    # with the nodes of one snapshot in the same call, the pods take its time
+    k8s(store, SNAP1, pods)
+    assert store.scalar("SELECT count(*) FROM allocations WHERE last_seen = $t", {"t": T1}) == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json", "not JSON (line 1)"),
+        ("[1, 2]", "expected kubectl JSON"),
+        ('{"items": []}', "expected kubectl JSON"),
+        ('{"kind": "List", "items": 3}', "a List without items"),
+    ],
+)
+def test_a_document_that_is_not_kubectl_json_fails_the_call(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    bad = write(tmp_path / "bad.json", text)
+    db = tmp_path / "fleet.duckdb"
+    result = runner.invoke(
+        app, ["ingest", "--format", "kubernetes", str(SNAP1), str(bad), "--db", str(db)]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"fleetaudit: error: {bad}: ")
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    with open_store(db) as store:  # nothing written
+        assert store.row_count("nodes") == 0
+
+
+def test_kubernetes_options_need_the_format(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["ingest", str(SNAP1), "--tenant-label", "team", "--db", str(tmp_path / "x.duckdb")]
+    )
+    assert result.exit_code == 2
+    assert "--tenant-label apply to --format kubernetes only" in result.stderr
+
+
+def _leaves(obj: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path into a JSON value (objects and lists too, not just scalars)."""
+    found = [path]
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found += _leaves(v, (*path, k))
+    elif isinstance(obj, list):
+        for k, v in enumerate(obj):
+            found += _leaves(v, (*path, k))
+    return found
+
+
+_SNAP1 = json.loads(SNAP1.read_text())
+_PATHS = [p for p in _leaves(_SNAP1) if len(p) >= 3]  # inside an item
+_JSON = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 10**20), st.floats(allow_nan=False),
+    st.text(max_size=8), st.just([]), st.just({}), st.just(["x"]), st.just({"a": 1}),
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(_PATHS), _JSON), min_size=1, max_size=3))
+def test_malformed_objects_never_raise(tmp_path_factory: Any, edits: list[Any]) -> None:
+    """Any field of any type: the call succeeds (with rejects) or fails on one line."""
+    doc = json.loads(json.dumps(_SNAP1))
+    for path, value in edits:
+        target = doc
+        try:
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier edit replaced a parent
+    folder = tmp_path_factory.mktemp("fuzz")
+    store = open_store(folder / "fleet.duckdb")
+    try:
+        k8s(store, write(folder / "snap.json", json.dumps(doc)))
+    except InputError:
+        pass
+    finally:
+        store.close()
+
+
+# -- the rules, object by object ----------------------------------------------------------
+
+
+def _node(labels: dict[str, str], capacity: dict[str, str], **extra: Any) -> dict[str, Any]:
+    return {
+        "kind": "Node",
+        "metadata": {"name": "n", "labels": labels, **extra.pop("metadata", {})},
+        "spec": extra.pop("spec", {}),
+        "status": {
+            "capacity": capacity,
+            "allocatable": extra.pop("allocatable", capacity),
+            "conditions": extra.pop("conditions", []),
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("node", "physical", "sharing"),
+    [
+        # MIG single, 1g.5gb: 56 devices are 8 A100s of 7 slices each
+        (
+            _node(
+                {
+                    "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
+                    "nvidia.com/mig.strategy": "single",
+                    "nvidia.com/gpu.count": "56",
+                },
+                {"nvidia.com/gpu": "56"},
+            ),
+            8,
+            "mig-single",
+        ),
+        # time-slicing renamed: nvidia.com/gpu.shared = 4 x 4
+        (
+            _node(
+                {"nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "4"},
+                {"nvidia.com/gpu.shared": "16"},
+            ),
+            4,
+            "time-slicing",
+        ),
+        # HAMi: split 10 on 8 GPUs
+        (
+            _node(
+                {"nvidia.com/gpu.count": "8"},
+                {"nvidia.com/gpu": "80"},
+                metadata={"annotations": {"hami.io/node-nvidia-register": "GPU-0,..."}},
+            ),
+            8,
+            "hami",
+        ),
+        # Alibaba gpushare: 4 GPUs of 16 GiB
+        (_node({}, {"aliyun.com/gpu-count": "4", "aliyun.com/gpu-mem": "64"}), 4, "gpushare"),
+        # MPS without the count label: 8 exposed / 2 replicas
+        (
+            _node(
+                {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "2"},
+                {"nvidia.com/gpu": "8"},
+            ),
+            4,
+            "mps",
+        ),
+        (_node({}, {"cpu": "8"}), 0, "none"),
+    ],
+)
+def test_physical_gpus(node: dict[str, Any], physical: int, sharing: str) -> None:
+    setup = gpu_setup(node)
+    assert (setup.physical, setup.sharing) == (physical, sharing)
+
+
+@pytest.mark.parametrize(
+    ("request_", "annotations", "setup", "gpus"),
+    [
+        ({"nvidia.com/gpu": Decimal(2)}, {}, GpuSetup(8), 2.0),
+        ({"nvidia.com/gpu": Decimal(2)}, {}, GpuSetup(8, "mig-single", 1, 7, 1), 2 / 7),
+        ({"nvidia.com/mig-2g.10gb": Decimal(1)}, {}, GpuSetup(8, "mig-mixed"), 2 / 7),
+        ({"nvidia.com/gpu.shared": Decimal(1)}, {}, GpuSetup(4, "time-slicing", 4), 0.25),
+        # HAMi: 2 vGPUs at 30 % of the cores each
+        (
+            {"nvidia.com/gpu": Decimal(2), "nvidia.com/gpucores": Decimal(30)},
+            {},
+            GpuSetup(8, "hami", 10),
+            0.6,
+        ),
+        # HAMi by memory: 20000 of 80000 MiB
+        (
+            {"nvidia.com/gpu": Decimal(1), "nvidia.com/gpumem": Decimal(20000)},
+            {},
+            GpuSetup(8, "hami", 10, 7, 0, 80000),
+            0.25,
+        ),
+        # gpushare: 4 GiB of a 16 GiB GPU
+        (
+            {"aliyun.com/gpu-mem": Decimal(4)},
+            {},
+            GpuSetup(4, "gpushare", 1, 7, 0, None, Decimal(16)),
+            0.25,
+        ),
+        ({}, {"gpu-fraction": "0.5"}, None, 0.5),  # KAI
+        ({"cpu": Decimal(4)}, {}, None, 0.0),
+    ],
+)
+def test_pod_gpus_are_physical(
+    request_: dict[str, Decimal], annotations: dict[str, str], setup: GpuSetup | None, gpus: float
+) -> None:
+    assert pod_gpus(request_, annotations, setup)[0] == pytest.approx(gpus)
+
+
+def test_effective_request_with_sidecars_and_overhead() -> None:
+    spec = {
+        "initContainers": [
+            {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "warm", "resources": {"requests": {"cpu": "6", "memory": "1Gi"}}},
+        ],
+        "containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}},
+            {"name": "b", "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}},
+        ],
+        "overhead": {"cpu": "250m"},
+    }
+    total = effective_request(spec)
+    # cpu: max(6 + 1 sidecar, 1 + 2 + 0.5) + 0.25 = 7.25; memory: max(1Gi, 5Gi) = 5Gi
+    assert total["cpu"] == Decimal("7.25")
+    assert total["memory"] == 5 * 2**30
+    # pod-level resources replace the containers' cpu and memory
+    spec["resources"] = {"requests": {"cpu": "3"}}
+    assert effective_request(spec)["cpu"] == Decimal("3.25")
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value", "expected"),
+    [
+        ("annotations", "scheduling.volcano.sh/group-name", "pg", "ns/pg"),
+        ("labels", "kueue.x-k8s.io/pod-group-name", "grp", "ns/grp"),
+        ("annotations", "kueue.x-k8s.io/workload", "job-w", "ns/job-w"),
+        ("labels", "scheduling.x-k8s.io/pod-group", "cg", "ns/cg"),
+        ("annotations", "pod-group-name", "kai", "ns/kai"),
+        ("labels", "training.kubeflow.org/job-name", "tj", "ns/tj"),
+        ("labels", "app", "web", "uid-1"),  # a Deployment's replica is no gang
+    ],
+)
+def test_gang_markers(where: str, key: str, value: str, expected: str) -> None:
+    assert job_id({"namespace": "ns", where: {key: value}}, "uid-1") == expected
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        (
+            {"network.topology.nvidia.com/spine": "s1", "network.topology.nvidia.com/block": "b7"},
+            "s1/b7",
+        ),
+        ({"fabric.topograph.run/tier-1": "t1", "fabric.topograph.run/tier-0": "t0"}, "t1/t0"),
+        ({"oci.oraclecloud.com/rdma.local_block_id": "lb"}, "lb"),
+        ({"topology.kubernetes.io/zone": "z1"}, None),  # a zone is no switch
+    ],
+)
+def test_switch_id(labels: dict[str, str], expected: str | None) -> None:
+    assert switch_id(labels) == expected
+
+
+@pytest.mark.parametrize(
+    ("extra", "health"),
+    [
+        ({"spec": {"taints": [{"key": "node.kubernetes.io/unreachable"}]}}, "down"),
+        ({"spec": {"taints": [{"key": "node.kubernetes.io/unschedulable"}]}}, "cordoned"),
+        (
+            {
+                "conditions": [
+                    {"type": "Ready", "status": "True"},
+                    {"type": "DiskPressure", "status": "True"},
+                ]
+            },
+            "degraded",
+        ),
+        (
+            {"conditions": [{"type": "Ready", "status": "False"}], "spec": {"unschedulable": True}},
+            "down",
+        ),
+        ({"spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}}, "healthy"),
+    ],
+)
+def test_health(extra: dict[str, Any], health: str) -> None:
+    assert node_health(_node({}, {"nvidia.com/gpu": "8"}, **extra)) == health
+
+
+# -- end to end ---------------------------------------------------------------------------
+
+
+def test_generated_snapshot_end_to_end(tmp_path: Path) -> None:
+    """generate --format kubernetes, ingest it, then shapes, report and whatif compaction run."""
+    native, snap, db = tmp_path / "native", tmp_path / "k8s", tmp_path / "k8s.duckdb"
+    args = ["--nodes", "40", "--days", "1", "--seed", "3"]
+    assert runner.invoke(app, ["generate", str(native), *args, "--format", "csv"]).exit_code == 0
+    done = runner.invoke(app, ["generate", str(snap), *args, "--format", "kubernetes"])
+    assert done.exit_code == 0, done.output
+    result = runner.invoke(
+        app,
+        [
+            "ingest",
+            "--format",
+            "kubernetes",
+            str(snap / "kubectl.json"),
+            "--priority-map",
+            str(snap / "priority-map.txt"),
+            "--strict",
+            "--db",
+            str(db),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    end = datetime(2026, 5, 1)
+    with open_store(db) as store:
+        # the same fleet as the native tables say: nodes, GPUs, and what runs at the export time
+        nodes = pl.read_csv(native / "nodes.csv")
+        allocs = pl.read_csv(native / "allocations.csv", try_parse_dates=True)
+        assert store.row_count("nodes") == nodes.height
+        assert store.scalar("SELECT sum(gpus) FROM nodes") == nodes["gpus"].sum()
+        health = dict(store.sql("SELECT health, count(*) AS n FROM nodes GROUP BY 1").rows())
+        assert health == dict(nodes.group_by("health").len().rows())
+        running = allocs.filter(pl.col("end_time").is_null())
+        assert (
+            store.scalar("SELECT count(*) FROM allocations WHERE end_time IS NULL")
+            == running.height
+        )
+        for priority in ("high", "low"):
+            assert store.scalar(
+                "SELECT sum(gpus) FROM allocations WHERE end_time IS NULL AND priority = $p",
+                {"p": priority},
+            ) == pytest.approx(running.filter(pl.col("priority") == priority)["gpus"].sum())
+        assert store.scalar("SELECT max(snapshot_time) FROM nodes") == end
+    for command in (["shapes"], ["report"], ["whatif", "compaction"]):
+        ran = runner.invoke(app, [*command, "--db", str(db)])
+        assert ran.exit_code == 0, (command, ran.output)
