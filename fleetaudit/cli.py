@@ -567,6 +567,23 @@ def whatif_compaction(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.compaction/1) only.")
     ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="Where the partitions run: local (worker processes) or spark (the executors "
+            "of a Spark session; needs pip install 'fleetaudit[spark]' and Java 17 or 21).",
+        ),
+    ] = "local",
+    master: Annotated[
+        str | None,
+        typer.Option(
+            "--master",
+            help="Spark master URL (default: local[*], or the session of spark-submit or "
+            "SPARK_REMOTE); only with --engine spark.",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
 ) -> None:
@@ -588,7 +605,8 @@ def whatif_compaction(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
     )
     run = CompactionRun(shapes=shapes, at=_instant(at, "--at"), scenario=scenario,
-                        save_as=save_as, jobs=jobs, options=options)  # fmt: skip
+                        save_as=save_as, jobs=jobs, options=options,
+                        engine=engine, master=master)  # fmt: skip
     with console.progress_status("compacting"):
         report = run_compaction(_store(db, lock_timeout), run)
     if as_json:
