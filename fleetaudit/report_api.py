@@ -138,12 +138,14 @@ def _telemetry(
     raw cadence comes from their ``sample_interval_s`` (README, Rollup).
     """
     rolled = ROLLED_COLUMNS <= {c.lower() for c in store.column_types("telemetry")}
-    suffix = "_rolled" if rolled else ""
-    by_alloc = store.query("telemetry_by_alloc" + suffix, start=start, end=end)
-    by_node = store.query("telemetry_by_node" + suffix, start=start, end=end)
     cadence = None
     if rolled:
+        by_alloc = store.query("telemetry_by_alloc_rolled", start=start, end=end)
+        by_node = store.query("telemetry_by_node_rolled", start=start, end=end)
         cadence = store.query("telemetry_interval_rolled", start=start, end=end).row(0, named=True)
+    else:
+        by_alloc = store.query("telemetry_by_alloc", start=start, end=end)
+        by_node = store.query("telemetry_by_node", start=start, end=end)
     if cadence is None or cadence["interval_s"] is None:
         cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
     return by_alloc, by_node, cadence

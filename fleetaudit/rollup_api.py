@@ -86,7 +86,7 @@ SOURCES: dict[str, RollupSource] = {
         view="raw_telemetry",
         required=("ts", "node_id", "gpu_index", "sm_active"),
         timestamps=("ts",),
-        outputs=(RollupOutput("telemetry", "rollup_telemetry", ROLLED_TELEMETRY),),
+        outputs=(RollupOutput(table="telemetry", query="rollup_telemetry", schema=ROLLED_TELEMETRY),),
         counts="rollup_telemetry_skipped",
     ),
 }

@@ -1,14 +1,14 @@
 -- Raw native telemetry ($interval_us microseconds per interval) rolled up per
 -- (node_id, gpu_index, alloc_id, interval): one row per GPU, allocation and interval,
 -- with the means of sm_active and mem_used and the number of samples. Reads the
--- logical table raw_telemetry (native columns; the engine registers the Parquet files).
+-- logical table raw_telemetry (native columns, from the Parquet files the engine registers).
 -- Rows that native ingest would reject (a required value missing, a fraction outside
--- 0..1, a negative gpu_index) are left out; rollup_telemetry_skipped counts them.
+-- 0..1, a negative gpu_index) are left out, and rollup_telemetry_skipped counts them.
 -- ts is the interval's first sample, so (node_id, gpu_index, ts) stays a key.
 -- Portable: runs on DuckDB as written and on Spark through fleetaudit.spark_sql.
 -- Output: ts (TIMESTAMP), node_id (VARCHAR), gpu_index (BIGINT), alloc_id (VARCHAR),
 --   sm_active (DOUBLE: mean), mem_used (DOUBLE: mean of the samples that have one),
---   samples (BIGINT), sample_interval_s (DOUBLE: (last - first) / (samples - 1);
+--   samples (BIGINT), sample_interval_s (DOUBLE: (last - first) / (samples - 1),
 --   NULL for one sample), ordered by ts, node_id, gpu_index, alloc_id.
 WITH clean AS (
     SELECT epoch_us(CAST(ts AS TIMESTAMP)) AS ts_us,
