@@ -105,8 +105,7 @@ class RollupOptions:
         check_engine(self.engine, self.master)
         if self.format not in SOURCES:
             raise UsageError(f"--format: {self.format!r} is not one of {', '.join(SOURCES)}")
-        us = self.interval_s * 1_000_000
-        if not us >= 1_000_000 or us != int(us):
+        if not self.interval_s >= 1 or self.interval_s != int(self.interval_s):
             raise UsageError("--interval: must be a whole number of seconds, 1s or more")
 
 
