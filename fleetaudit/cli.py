@@ -572,7 +572,7 @@ def whatif_compaction(
         typer.Option(
             "--engine",
             help="Where the partitions run: local (worker processes) or spark (the executors "
-            "of a Spark session; needs pip install 'fleetaudit[spark]' and Java 17 or 21).",
+            "of a Spark session; needs pip install 'fleetaudit\\[spark]' and Java 17 or 21).",
         ),
     ] = "local",
     master: Annotated[
@@ -793,7 +793,7 @@ EngineOption = Annotated[
     str,
     typer.Option(
         "--engine",
-        help="duckdb (built in) or spark (needs pip install 'fleetaudit[spark]' and Java 17 or 21).",
+        help="duckdb (built in) or spark (needs pip install 'fleetaudit\\[spark]' and Java 17 or 21).",
     ),
 ]
 MasterOption = Annotated[

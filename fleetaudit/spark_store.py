@@ -39,6 +39,8 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = spark: %p %c{1}: %m%n%ex{short}
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
 """
 
 

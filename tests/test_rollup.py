@@ -268,3 +268,12 @@ def test_engine_spark_without_the_extra_names_it(
     result = runner.invoke(app, ["whatif", "compaction", "--engine", "spark", "--db", str(tmp_path / "x.duckdb")])
     assert result.exit_code == 2
     assert "pip install 'fleetaudit[spark]'" in result.stderr
+
+
+def test_cli_rollup_help_names_the_engines() -> None:
+    result = runner.invoke(app, ["rollup", "--help"])
+    assert result.exit_code == 0
+    assert "--engine" in result.stdout and "--master" in result.stdout
+    assert "fleetaudit[spark]" in result.stdout
+    result = runner.invoke(app, ["whatif", "compaction", "--help"])
+    assert "--engine" in result.stdout and "local" in result.stdout
