@@ -190,6 +190,28 @@ def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult
         raise UsageError(f"--out: {out} is a file; give a folder")
     files, hive = find_parquet(paths)
     check_files(files, source)
+    created = not out.exists()
+    try:
+        written, counts = _run(files, hive, out, source, options)
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # a folder this call made stays only with its tables in it
+        raise
+    return RollupResult(
+        engine=options.engine,
+        format=options.format,
+        interval_s=options.interval_s,
+        files=len(files),
+        rows=int(counts["rows"] or 0),
+        skipped=int(counts["skipped"] or 0),
+        written=written,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _run(
+    files: list[Path], hive: bool, out: Path, source: RollupSource, options: RollupOptions
+) -> tuple[dict[str, tuple[Path, int]], dict[str, int]]:
     interval_us = int(options.interval_s * 1_000_000)
     written: dict[str, tuple[Path, int]] = {}
     with open_engine(options.engine, options.master) as engine:
@@ -206,13 +228,4 @@ def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult
                         writer.write_table(table.cast(output.schema))
                         rows += batch.num_rows
                 written[output.table] = (target, rows)
-    return RollupResult(
-        engine=options.engine,
-        format=options.format,
-        interval_s=options.interval_s,
-        files=len(files),
-        rows=int(counts["rows"] or 0),
-        skipped=int(counts["skipped"] or 0),
-        written=written,
-        seconds=time.perf_counter() - started,
-    )
+    return written, counts

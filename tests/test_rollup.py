@@ -277,3 +277,17 @@ def test_cli_rollup_help_names_the_engines() -> None:
     assert "fleetaudit[spark]" in result.stdout
     result = runner.invoke(app, ["whatif", "compaction", "--help"])
     assert "--engine" in result.stdout and "local" in result.stdout
+
+
+def test_a_failed_rollup_leaves_nothing(tmp_path: Path) -> None:
+    """Two files whose sm_active types cannot be united: exit 2, no folder, no file."""
+    (tmp_path / "raw").mkdir()
+    good = read_csv(DATA / "raw_telemetry.csv", RAW_TYPES)
+    pq.write_table(good, tmp_path / "raw" / "a.parquet")
+    text = good.set_column(3, "sm_active", pa.array(["busy"] * good.num_rows))
+    pq.write_table(text, tmp_path / "raw" / "b.parquet")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["rollup", str(tmp_path / "raw"), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert not out.exists()
