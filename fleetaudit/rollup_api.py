@@ -76,6 +76,7 @@ class RollupSource:
     view: str
     required: tuple[str, ...]
     timestamps: tuple[str, ...]
+    numbers: tuple[str, ...]
     outputs: tuple[RollupOutput, ...]
     counts: str
 
@@ -86,6 +87,7 @@ SOURCES: dict[str, RollupSource] = {
         view="raw_telemetry",
         required=("ts", "node_id", "gpu_index", "sm_active"),
         timestamps=("ts",),
+        numbers=("gpu_index", "sm_active", "mem_used"),
         outputs=(RollupOutput(table="telemetry", query="rollup_telemetry", schema=ROLLED_TELEMETRY),),
         counts="rollup_telemetry_skipped",
     ),
@@ -176,6 +178,12 @@ def check_files(files: list[Path], source: RollupSource) -> None:
                     f"must be a Parquet timestamp, not {found.field(names[column]).type}",
                     column=column,
                 )
+        for column in source.numbers:
+            kind = found.field(names[column]).type if column in names else None
+            if kind is not None and not (
+                pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)
+            ):
+                raise InputError(str(file), f"must be a number, not {kind}", column=column)
 
 
 def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult:

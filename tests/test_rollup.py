@@ -280,7 +280,7 @@ def test_cli_rollup_help_names_the_engines() -> None:
 
 
 def test_a_failed_rollup_leaves_nothing(tmp_path: Path) -> None:
-    """Two files whose sm_active types cannot be united: exit 2, no folder, no file."""
+    """A file whose sm_active is text: exit 2 naming it, no folder, no file."""
     (tmp_path / "raw").mkdir()
     good = read_csv(DATA / "raw_telemetry.csv", RAW_TYPES)
     pq.write_table(good, tmp_path / "raw" / "a.parquet")
@@ -290,4 +290,5 @@ def test_a_failed_rollup_leaves_nothing(tmp_path: Path) -> None:
     result = runner.invoke(app, ["rollup", str(tmp_path / "raw"), "--out", str(out)])
     assert result.exit_code == 2, result.output
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert f"{tmp_path / 'raw' / 'b.parquet'} column sm_active: must be a number" in result.stderr
     assert not out.exists()
