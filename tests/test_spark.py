@@ -36,6 +36,8 @@ def spark() -> Iterator[object]:
     from fleetaudit.spark_store import SparkEngine
 
     engine = SparkEngine(MASTER)
+    # tiny inputs: compiling whole-stage code costs more than it saves
+    engine.spark.conf.set("spark.sql.codegen.wholeStage", "false")
     yield engine
     engine.close()
     engine.spark.stop()
