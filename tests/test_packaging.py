@@ -113,7 +113,10 @@ def test_resources_resolve() -> None:
 
 def test_import_contracts_hold() -> None:
     """The architecture of pyproject.toml's import-linter contracts (STYLE.md 7.2)."""
-    exe = shutil.which("lint-imports")
+    # on PATH, or beside this Python (a venv used without activating it)
+    exe = shutil.which("lint-imports") or shutil.which(
+        "lint-imports", path=str(Path(sys.executable).parent)
+    )
     assert exe is not None, "import-linter is a test dependency: pip install '.[test]'"
     done = subprocess.run(
         [exe, "--config", str(REPO / "pyproject.toml")],
