@@ -45,6 +45,8 @@ from fleetaudit.placement_api import PlacementRun
 from fleetaudit.placement_api import whatif_placement as run_placement
 from fleetaudit.report import expand_path, write_html
 from fleetaudit.report_api import ReportOptions, ReportResult, build_report, record_report
+from fleetaudit.rollup_api import DEFAULT_INTERVAL_S, SOURCES, RollupOptions
+from fleetaudit.rollup_api import rollup as run_rollup
 from fleetaudit.shapes import Shape, make_shape
 from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes, read_shapes_file
 from fleetaudit.times import iso, parse_duration, parse_instant
@@ -619,6 +621,23 @@ def whatif_compaction(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.compaction/1) only.")
     ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="Where the partitions run: local (worker processes) or spark (the executors "
+            "of a Spark session; needs pip install 'fleetaudit\\[spark]' and Java 17 or 21).",
+        ),
+    ] = "local",
+    master: Annotated[
+        str | None,
+        typer.Option(
+            "--master",
+            help="Spark master URL (default: local[*], or the session of spark-submit or "
+            "SPARK_REMOTE); only with --engine spark.",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
 ) -> None:
@@ -640,7 +659,8 @@ def whatif_compaction(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
     )
     run = CompactionRun(shapes=shapes, at=_instant(at, "--at"), scenario=scenario,
-                        save_as=save_as, jobs=jobs, options=options)  # fmt: skip
+                        save_as=save_as, jobs=jobs, options=options,
+                        engine=engine, master=master)  # fmt: skip
     with console.progress_status("compacting"):
         report = run_compaction(_store(db, lock_timeout), run)
     if as_json:
@@ -843,6 +863,65 @@ _GENERATE_FLAGS = {
     "telemetry_days": "--telemetry-days",
     "harvested_nights": "--harvested-nights",
 }
+
+
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="duckdb (built in) or spark (needs pip install 'fleetaudit\\[spark]' and Java 17 or 21).",
+    ),
+]
+MasterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--master",
+        help="Spark master URL (default: local[*], or the session of spark-submit or "
+        "SPARK_REMOTE); only with --engine spark.",
+        show_default=False,
+    ),
+]
+
+
+@app.command()
+@handled
+def rollup(
+    sources: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Raw telemetry: Parquet files, or folders of them (hive partitions too).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Folder to write the rolled-up native tables into.")
+    ],
+    interval: Annotated[
+        str, typer.Option("--interval", help="Length of one rolled-up interval: 15m, 1h, 1d.")
+    ] = f"{DEFAULT_INTERVAL_S // 3600}h",
+    engine: EngineOption = "duckdb",
+    master: MasterOption = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help=f"Format of the raw files: {', '.join(SOURCES)}.")
+    ] = "native",
+) -> None:
+    """Roll raw telemetry up per node, GPU, allocation and interval, as native Parquet.
+
+    Writes OUT/telemetry.parquet: per interval, the means of sm_active and
+    mem_used and the number of samples. `fleetaudit ingest OUT` loads it, and
+    `report` counts each row as its samples, so the productive figures are
+    those of the raw telemetry. `--engine spark` runs the same SQL on Spark,
+    where the raw history lives.
+    """
+    options = RollupOptions(
+        interval_s=parse_duration(interval, option="--interval").total_seconds(),
+        engine=engine,
+        master=master,
+        format=fmt,
+    )
+    with console.progress_status(f"rolling up on {engine}"):
+        result = run_rollup(sources, out, options)
+    console.render_rollup(result)
 
 
 @app.command()

@@ -56,16 +56,18 @@ ignoring depth, rounds and the order of moves.
 
 from __future__ import annotations
 
+import json
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from fleetaudit import occupancy
 from fleetaudit.occupancy import (
@@ -86,6 +88,7 @@ __all__ = [
     "PartitionResult",
     "Snapshot",
     "compact",
+    "solve_arrow",
 ]
 
 _U = SHARE_UNITS
@@ -1001,6 +1004,131 @@ def _solve(part: _Partition) -> _Outcome:
     )
 
 
+# ------------------------------------------------------------------ Arrow in, outcomes out
+#
+# A partition crosses to another process or machine (``--engine spark``) as one
+# Arrow row, and its outcome comes back as one. The search itself is ``_solve``,
+# the same function the local process pool runs.
+
+_SHAPE_TYPE = pa.struct(
+    [(f.name, pa.string() if f.name == "group" else pa.int64()) for f in fields(_ShapeSpec)]
+)
+_LIST_TYPES = {str: pa.list_(pa.string()), int: pa.list_(pa.int64()), bool: pa.list_(pa.bool_())}
+PARTITION_SCHEMA = pa.schema(
+    [
+        ("index", pa.int64()),
+        ("gpu_model", pa.string()),
+        ("node_ids", _LIST_TYPES[str]),
+        ("gpus", _LIST_TYPES[int]),
+        ("cpus", _LIST_TYPES[int]),
+        ("memory", _LIST_TYPES[int]),
+        ("domain", _LIST_TYPES[int]),
+        ("domains", pa.int64()),
+        ("alloc_ids", _LIST_TYPES[str]),
+        ("alloc_node", _LIST_TYPES[int]),
+        ("alloc_gpus", _LIST_TYPES[int]),
+        ("alloc_cpus", _LIST_TYPES[int]),
+        ("alloc_memory", _LIST_TYPES[int]),
+        ("alloc_memory_known", _LIST_TYPES[bool]),
+        ("movable", _LIST_TYPES[bool]),
+        ("gang", _LIST_TYPES[bool]),
+        ("shapes", pa.list_(_SHAPE_TYPE)),
+        ("options", pa.string()),  # CompactionOptions as JSON
+    ]
+)
+OUTCOME_SCHEMA = pa.schema(
+    [
+        ("index", pa.int64()),
+        ("move_alloc", _LIST_TYPES[int]),
+        ("move_from", _LIST_TYPES[int]),
+        ("move_to", _LIST_TYPES[int]),
+        ("before_free", pa.int64()),
+        ("before_partial", pa.int64()),
+        ("after_free", pa.int64()),
+        ("after_partial", pa.int64()),
+        ("bound", pa.int64()),
+        ("budgets", _LIST_TYPES[str]),
+        ("seconds", pa.float64()),
+        ("exact_free", pa.int64()),
+        ("exact_status", pa.string()),
+        ("exact_seconds", pa.float64()),
+    ]
+)
+
+
+def partitions_table(parts: Sequence[_Partition]) -> pa.Table:
+    """The partitions as Arrow rows (:data:`PARTITION_SCHEMA`)."""
+    rows = []
+    for part in parts:
+        row = {f.name: getattr(part, f.name) for f in fields(part)}
+        row["shapes"] = [asdict(s) for s in part.shapes]
+        row["options"] = json.dumps(asdict(part.options))
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=PARTITION_SCHEMA)
+
+
+def _partition_from_row(row: dict[str, Any]) -> _Partition:
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
+    values["shapes"] = tuple(_ShapeSpec(**s) for s in row["shapes"])
+    values["options"] = CompactionOptions(**json.loads(row["options"]))
+    return _Partition(**values)
+
+
+def solve_arrow(table: pa.Table) -> pa.Table:
+    """Search the partitions of ``table`` (Arrow rows in, Arrow outcomes out)."""
+    rows = []
+    for row in table.select(PARTITION_SCHEMA.names).to_pylist():
+        outcome = _solve(_partition_from_row(row))
+        exact = outcome.exact or (None, None, None)
+        rows.append(
+            {
+                "index": outcome.index,
+                "move_alloc": [a for a, _, _ in outcome.moves],
+                "move_from": [s for _, s, _ in outcome.moves],
+                "move_to": [d for _, _, d in outcome.moves],
+                "before_free": outcome.before[0],
+                "before_partial": outcome.before[1],
+                "after_free": outcome.after[0],
+                "after_partial": outcome.after[1],
+                "bound": outcome.bound,
+                "budgets": list(outcome.budgets),
+                "seconds": outcome.seconds,
+                "exact_free": exact[0],
+                "exact_status": exact[1],
+                "exact_seconds": exact[2],
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=OUTCOME_SCHEMA)
+
+
+def _outcomes_from_table(table: pa.Table, count: int) -> list[_Outcome]:
+    """The outcomes of partitions 0..count-1, in partition order."""
+    by_index: dict[int, _Outcome] = {}
+    for row in table.to_pylist():
+        exact = None
+        if row["exact_status"] is not None:
+            exact = (row["exact_free"], row["exact_status"], row["exact_seconds"])
+        by_index[row["index"]] = _Outcome(
+            index=row["index"],
+            moves=tuple(zip(row["move_alloc"], row["move_from"], row["move_to"], strict=True)),
+            before=(row["before_free"], row["before_partial"]),
+            after=(row["after_free"], row["after_partial"]),
+            bound=row["bound"],
+            budgets=tuple(row["budgets"]),
+            seconds=row["seconds"],
+            exact=exact,
+        )
+    missing = [i for i in range(count) if i not in by_index]
+    if missing:
+        raise RuntimeError(f"the fan-out returned no outcome for partition(s) {missing[:5]}")
+    return [by_index[i] for i in range(count)]
+
+
+# Ships Arrow rows grouped by a key column to workers that apply a function; returns
+# its output rows (fleetaudit.spark_store.SparkEngine.map_groups).
+MapArrow = Callable[[pa.Table, str, Callable[[pa.Table], pa.Table], pa.Schema], pa.Table]
+
+
 # ------------------------------------------------------------------ entry point
 
 
@@ -1023,6 +1151,7 @@ def compact(
     at: datetime,
     shapes: Sequence[Shape] = (),
     options: CompactionOptions | None = None,
+    map_arrow: MapArrow | None = None,
 ) -> CompactionResult:
     """Plan in-place compaction of the state at ``at`` (module doc).
 
@@ -1033,6 +1162,10 @@ def compact(
         at: the instant t (naive = UTC).
         shapes: the shapes whose instances come first in the objective.
         options: budgets and migration costs (defaults: :class:`CompactionOptions`).
+        map_arrow: run the partitions' searches there instead of in local processes
+            (``--engine spark``): each partition goes as an Arrow row
+            (:func:`partitions_table`) to :func:`solve_arrow`; the outcomes merge
+            exactly as the local ones do.
 
     Returns:
         The ledger, before/after, bound, migration cost and the allocations
@@ -1060,8 +1193,12 @@ def compact(
     options.check()
     started = time.perf_counter()
     parts = _partitions(nodes, allocations, at, shapes, options)
-    workers = options.jobs if sum(len(p.node_ids) for p in parts) >= _PROCESS_NODES else 1
-    outcomes = map_processes(_solve, parts, workers)
+    if map_arrow is not None and parts:
+        shipped = map_arrow(partitions_table(parts), "index", solve_arrow, OUTCOME_SCHEMA)
+        outcomes = _outcomes_from_table(shipped, len(parts))
+    else:
+        workers = options.jobs if sum(len(p.node_ids) for p in parts) >= _PROCESS_NODES else 1
+        outcomes = map_processes(_solve, parts, workers)
     moves: list[Move] = []
     results: list[PartitionResult] = []
     destination: dict[str, str] = {}

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from fleetaudit import compaction
+from fleetaudit import compaction, engines
 from fleetaudit.api import (
     StoreOptions,
     check_scenario,
@@ -30,6 +30,8 @@ from fleetaudit.contract import compaction_document
 from fleetaudit.errors import UsageError
 from fleetaudit.shapes import Shape
 from fleetaudit.shapes_api import shapes_to_evaluate
+
+ENGINES = ("local", "spark")  # where the partitions' searches run
 
 # the options' names on the command line, for errors
 _FLAGS = {
@@ -51,7 +53,8 @@ _FLAGS = {
 class CompactionRun:
     """What ``whatif compaction`` runs (defaults are the command line's).
 
-    ``jobs`` None means one worker process per CPU.
+    ``jobs`` None means one worker process per CPU. ``engine`` ``spark`` ships the
+    partitions to a Spark session's executors instead (``master``, default ``local[*]``).
     """
 
     shapes: tuple[Shape, ...] = ()  # empty: every distinct shape queued at t
@@ -60,6 +63,8 @@ class CompactionRun:
     save_as: str | None = None
     jobs: int | None = None
     options: CompactionOptions = field(default_factory=CompactionOptions)
+    engine: str = "local"  # local: worker processes; spark: the executors of a Spark session
+    master: str | None = None  # the Spark master (engine spark only)
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,11 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
     """
     started = time.perf_counter()
     options = _checked(run)
+    if run.engine not in ENGINES:
+        raise UsageError(f"--engine: {run.engine!r} is not one of {', '.join(ENGINES)}")
+    if run.master is not None and run.engine != "spark":
+        raise UsageError("--master: only with --engine spark")
+    spark = engines.spark_module().SparkEngine(run.master) if run.engine == "spark" else None
     with reading(store_options) as store:
         check_scenario(store, run.scenario)
         at = resolve_instant(store, run.at, run.scenario)
@@ -102,7 +112,11 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, at, end, run.scenario)
     shapes = tuple(s for s, _ in pairs)
-    result = compaction.compact(nodes, allocations, at, shapes, options)
+    if spark is None:
+        result = compaction.compact(nodes, allocations, at, shapes, options)
+    else:
+        with spark:
+            result = compaction.compact(nodes, allocations, at, shapes, options, spark.map_groups)
     if run.save_as is not None:
         _save(store_options, run, result, options, at)
     for (shape, was), (_, now) in zip(result.before.instances, result.after.instances, strict=True):

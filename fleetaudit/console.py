@@ -25,6 +25,7 @@ from fleetaudit.harvest_api import HarvestingResult
 from fleetaudit.ingest import IngestResult
 from fleetaudit.placement_api import PlacementResult
 from fleetaudit.report_api import ReportResult, recoverable_summary
+from fleetaudit.rollup_api import RollupResult
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
@@ -216,6 +217,29 @@ def render_generate(result: GenerateResult) -> None:
     for name, path in result.files.items():
         table.add_row(name, _int(result.rows.get(name, 0)), str(path))
     out.print(table)
+
+
+def render_rollup(result: RollupResult) -> None:
+    seconds = int(result.interval_s)
+    unit = next(u for u, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if seconds % size == 0)
+    size = {"d": 86400, "h": 3600, "m": 60, "s": 1}[unit]
+    out.print(
+        f"rolled up {result.rows:,} raw rows of {result.files:,} file(s) per "
+        f"{seconds // size}{unit} on {result.engine} in {result.seconds:.1f} s",
+        soft_wrap=True,
+    )
+    table = Table()
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    table.add_column("file")
+    for name, (path, rows) in result.written.items():
+        table.add_row(name, _int(rows), str(path))
+    out.print(table)
+    if result.skipped:
+        err.print(
+            f"note: {result.skipped:,} raw row(s) left out: ingest would reject them "
+            "(a required value missing, a fraction outside 0..1, a negative gpu_index)"
+        )
 
 
 _CAUSE_STYLE = {

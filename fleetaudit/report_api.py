@@ -125,6 +125,32 @@ def _sum_rows(frame: pl.DataFrame) -> dict[str, Any]:
     return frame.select(pl.col(numeric).sum()).row(0, named=True)
 
 
+# Columns of rolled-up telemetry (fleetaudit rollup): a row stands for `samples` raw samples.
+ROLLED_COLUMNS = frozenset({"samples", "sample_interval_s"})
+
+
+def _telemetry(
+    store: Store, start: datetime, end: datetime
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """Telemetry per allocation, per node and instant, and the seconds of one sample.
+
+    A store that holds rolled-up rows weighs each row by its ``samples``; the
+    raw cadence comes from their ``sample_interval_s`` (README, Rollup).
+    """
+    rolled = ROLLED_COLUMNS <= {c.lower() for c in store.column_types("telemetry")}
+    cadence = None
+    if rolled:
+        by_alloc = store.query("telemetry_by_alloc_rolled", start=start, end=end)
+        by_node = store.query("telemetry_by_node_rolled", start=start, end=end)
+        cadence = store.query("telemetry_interval_rolled", start=start, end=end).row(0, named=True)
+    else:
+        by_alloc = store.query("telemetry_by_alloc", start=start, end=end)
+        by_node = store.query("telemetry_by_node", start=start, end=end)
+    if cadence is None or cadence["interval_s"] is None:
+        cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
+    return by_alloc, by_node, cadence
+
+
 def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportResult:
     """Compute the report over ``[at - since, at)`` (sampled at ``step``)."""
     if options.step <= timedelta(0):
@@ -152,9 +178,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, horizon, options.scenario)
-        by_alloc = store.query("telemetry_by_alloc", start=start, end=end)
-        by_node = store.query("telemetry_by_node", start=start, end=end)
-        cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
+        by_alloc, by_node, cadence = _telemetry(store, start, end)
         whatifs = latest_whatif_runs(store)
         previous = _previous(store, options.scenario)
     if nodes.height == 0:

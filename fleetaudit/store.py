@@ -28,6 +28,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from fleetaudit import schema
 from fleetaudit.errors import QueryError, StoreBusyError, StoreError
@@ -254,3 +255,53 @@ def open_store(
         con.close()
         raise StoreError(f"{path}: not a usable fleetaudit store: {_first_line(exc)}") from exc
     return Store(con, path, created=not existed)
+
+
+class ScanEngine:
+    """DuckDB as a scan engine over Parquet files (``rollup --engine duckdb``).
+
+    An in-memory database, not a store: it registers Parquet files as views
+    and streams the result of a query in ``queries/`` as Arrow record batches.
+    :class:`fleetaudit.spark_store.SparkEngine` has the same methods.
+    """
+
+    name = "duckdb"
+
+    def __init__(self) -> None:
+        self.con = duckdb.connect(":memory:")
+        self.con.execute("SET TimeZone = 'UTC'")
+        limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", "3GB")
+        if _MEMORY.fullmatch(limit):
+            self.con.execute(f"SET memory_limit = '{limit}'")
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> ScanEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def register_parquet(self, view: str, files: list[Path], hive: bool) -> None:
+        """Make the Parquet ``files`` readable as the view ``view`` (columns united by name)."""
+        try:
+            relation = self.con.read_parquet(
+                [str(f) for f in files], hive_partitioning=hive, union_by_name=True
+            )
+            relation.create_view(view, replace=True)
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from exc
+
+    def columns(self, view: str) -> dict[str, str]:
+        """The view's columns, name -> DuckDB type."""
+        rows = self.con.execute(f"DESCRIBE {quote_identifier(view)}").fetchall()
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    def batches(self, query_name: str, /, **params: Any) -> Iterator[pa.RecordBatch]:
+        """Run ``queries/<query_name>.sql``; its result, streamed."""
+        try:
+            reader = self.con.sql(load_sql(query_name), params=params).to_arrow_reader(1 << 17)
+            yield from reader
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from exc

@@ -551,7 +551,7 @@ def test_end_to_end_shapes_report_compaction(tmp_path: Path) -> None:
 
 def test_cli_options_that_do_not_apply(tmp_path: Path) -> None:
     result = _cli("ingest", SLURM, "--timezone", "UTC", "--db", tmp_path / "x.duckdb")
-    assert result.exit_code == 2 and "apply to --format slurm only" in result.output
+    assert result.exit_code == 2 and "--timezone applies to --format slurm only" in result.output
     result = _cli("ingest", "--format", "slurm", SLURM / "nowhere", "--db", tmp_path / "x.duckdb")
     assert result.exit_code == 2 and "nowhere: no such file or folder" in result.output
 

@@ -309,7 +309,7 @@ def test_kubernetes_options_need_the_format(tmp_path: Path) -> None:
         app, ["ingest", str(SNAP1), "--tenant-label", "team", "--db", str(tmp_path / "x.duckdb")]
     )
     assert result.exit_code == 2
-    assert "--tenant-label apply to --format kubernetes only" in result.stderr
+    assert "--tenant-label applies to --format kubernetes only" in result.stderr
 
 
 def _leaves(obj: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

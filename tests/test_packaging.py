@@ -65,6 +65,15 @@ SAMPLE_PARAMS = {
     "generated_at": datetime(2026, 1, 2),
     "step_s": 900.0,
     "figures": "{}",
+    "interval_us": 3_600_000_000,
+}
+
+# Queries that read more than the store's tables: the raw telemetry that `rollup`
+# registers (raw_telemetry), and a store's telemetry that holds rolled-up rows.
+QUERY_SETUP = {
+    "rollup_": "CREATE TEMP VIEW raw_telemetry AS SELECT * FROM telemetry",
+    "telemetry_": "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS samples BIGINT; "
+    "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS sample_interval_s DOUBLE",
 }
 
 
@@ -77,6 +86,9 @@ def test_query_binds_against_the_schema(store: Store, path: Path) -> None:
     if len(statements) > 1 or names - SAMPLE_PARAMS.keys():
         assert not names, f"{path.name}: a multi-statement file cannot take parameters"
         return  # DDL, run at every store open (the store fixture ran it)
+    for prefix, setup in QUERY_SETUP.items():
+        if path.stem.startswith(prefix) and path.stem.endswith(("_rolled", "_skipped", "_telemetry")):
+            store.run(setup)
     store.sql(f"EXPLAIN {text}", {n: SAMPLE_PARAMS[n] for n in names})
 
 
@@ -87,6 +99,7 @@ def _only_comments(text: str) -> bool:
 def test_every_query_file_is_used_and_every_used_query_exists() -> None:
     source = "\n".join(p.read_text() for p in (REPO / "fleetaudit").rglob("*.py"))
     used = set(re.findall(r'(?:query|execute|load_sql)\(\s*"([a-z_]+)"', source))
+    used |= set(re.findall(r'\b(?:query|counts)="([a-z_]+)"', source))  # rollup sources
     files = {p.stem for p in QUERIES}
     assert used - files == set(), "queries called but missing"
     assert files - used == set(), "query files nothing calls"
@@ -100,7 +113,10 @@ def test_resources_resolve() -> None:
 
 def test_import_contracts_hold() -> None:
     """The architecture of pyproject.toml's import-linter contracts (STYLE.md 7.2)."""
-    exe = shutil.which("lint-imports")
+    # on PATH, or beside this Python (a venv used without activating it)
+    exe = shutil.which("lint-imports") or shutil.which(
+        "lint-imports", path=str(Path(sys.executable).parent)
+    )
     assert exe is not None, "import-linter is a test dependency: pip install '.[test]'"
     done = subprocess.run(
         [exe, "--config", str(REPO / "pyproject.toml")],

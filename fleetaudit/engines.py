@@ -1,0 +1,44 @@
+"""Choose the engine of a scan or a fan-out: DuckDB (built in) or Spark (the ``spark`` extra).
+
+Both engines have the methods of :class:`fleetaudit.store.ScanEngine`. Nothing
+here imports pyspark: :mod:`fleetaudit.spark_store` is imported only when
+``--engine spark`` is asked for, and a missing extra is a one-line usage error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetaudit.errors import UsageError
+
+ENGINES = ("duckdb", "spark")
+SPARK_EXTRA = "--engine spark needs the spark extra: pip install 'fleetaudit[spark]' (and Java 17 or 21)"
+
+
+def check_engine(engine: str, master: str | None) -> None:
+    """Raise UsageError for an unknown engine, or ``--master`` without Spark."""
+    if engine not in ENGINES:
+        raise UsageError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}")
+    if master is not None and engine != "spark":
+        raise UsageError("--master: only with --engine spark")
+    if master is not None and not master.strip():
+        raise UsageError("--master: give a Spark master URL, e.g. local[*] or spark://host:7077")
+
+
+def spark_module() -> Any:
+    """:mod:`fleetaudit.spark_store`, or the one-line error that names the extra."""
+    try:
+        from fleetaudit import spark_store
+    except ImportError as exc:
+        raise UsageError(SPARK_EXTRA) from exc
+    return spark_store
+
+
+def open_engine(engine: str, master: str | None = None) -> Any:
+    """A scan engine (close it, or use it as a context manager)."""
+    check_engine(engine, master)
+    if engine == "spark":
+        return spark_module().SparkEngine(master)
+    from fleetaudit.store import ScanEngine
+
+    return ScanEngine()

@@ -1,0 +1,129 @@
+"""The Spark parity suite: ``--engine spark`` gives DuckDB's rollup and the local pool's ledger.
+
+Skipped when pyspark (the ``spark`` extra) or Java is absent. One local Spark
+session (``local[2]``) serves the whole module; starting it costs about 10 s.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark comes with the spark extra: pip install '.[spark]'")
+if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+    pytest.skip("Spark needs Java 17 or 21 (no java on PATH, no JAVA_HOME)", allow_module_level=True)
+
+from fleetaudit import api, compaction_api  # noqa: E402
+from fleetaudit.compaction import CompactionOptions  # noqa: E402
+from fleetaudit.compaction_api import CompactionRun  # noqa: E402
+from fleetaudit.generate import GenerateOptions  # noqa: E402
+from fleetaudit.rollup_api import ROLLED_TELEMETRY, RollupOptions, rollup  # noqa: E402
+from tests.test_rollup import RAW_TYPES, expected, raw_parquet, read_csv, rows_sorted  # noqa: E402
+
+pytestmark = pytest.mark.spark
+MASTER = "local[2]"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[object]:
+    from fleetaudit.spark_store import SparkEngine
+
+    engine = SparkEngine(MASTER)
+    # tiny inputs: compiling whole-stage code costs more than it saves
+    engine.spark.conf.set("spark.sql.codegen.wholeStage", "false")
+    yield engine
+    engine.close()
+    engine.spark.stop()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("spark") / "fleet"
+    options = GenerateOptions(nodes=64, days=3, telemetry_days=1.0, telemetry_step_s=300)
+    api.generate_fleet(out, options)
+    return out
+
+
+def _spark_rollup(paths: list[Path], out: Path, interval_s: int = 3600) -> object:
+    return rollup(paths, out, RollupOptions(interval_s, engine="spark", master=MASTER))
+
+
+def _same_rows(a: pa.Table, b: pa.Table) -> None:
+    """Row for row after sorting: keys, counts and times exact; means to 1e-12 relative."""
+    assert a.schema == b.schema == ROLLED_TELEMETRY
+    assert a.num_rows == b.num_rows
+    for x, y in zip(rows_sorted(a), rows_sorted(b), strict=True):
+        for column, value in x.items():
+            if isinstance(value, float):
+                assert math.isclose(value, y[column], rel_tol=1e-12), (column, x, y)
+            else:
+                assert value == y[column], (column, x, y)
+
+
+@pytest.mark.parametrize(("interval", "seconds"), [("1h", 3600), ("2h", 7200)])
+def test_spark_rollup_by_hand(spark: object, tmp_path: Path, interval: str, seconds: int) -> None:
+    result = _spark_rollup([raw_parquet(tmp_path / "raw")], tmp_path / "out", seconds)
+    got = pq.read_table(tmp_path / "out" / "telemetry.parquet")
+    assert got.to_pylist() == expected(interval).to_pylist()
+    assert (result.engine, result.rows, result.skipped) == ("spark", 11, 3)
+
+
+def test_spark_rollup_reads_hive_partitioned_folders(spark: object, tmp_path: Path) -> None:
+    raw = read_csv(Path(__file__).parent / "data" / "rollup" / "raw_telemetry.csv", RAW_TYPES)
+    for node in ("n1", "n2"):
+        folder = tmp_path / "lake" / f"node_id={node}"
+        folder.mkdir(parents=True)
+        part = raw.filter(pa.compute.equal(raw["node_id"], node)).drop(["node_id"])
+        pq.write_table(part, folder / "part-0.parquet")
+    _spark_rollup([tmp_path / "lake"], tmp_path / "out")
+    got = pq.read_table(tmp_path / "out" / "telemetry.parquet")
+    assert rows_sorted(got) == rows_sorted(expected("1h"))
+
+
+def test_rollup_parity_on_a_generated_fleet(spark: object, fleet: Path, tmp_path: Path) -> None:
+    """Both engines give the same Parquet, row for row after sorting."""
+    interval_s = 3600
+    local = rollup([fleet], tmp_path / "duckdb", RollupOptions(interval_s))
+    remote = _spark_rollup([fleet], tmp_path / "spark", interval_s)
+    assert local.rows == remote.rows > 100_000
+    assert local.written["telemetry"][1] == remote.written["telemetry"][1]
+    _same_rows(
+        pq.read_table(tmp_path / "duckdb" / "telemetry.parquet"),
+        pq.read_table(tmp_path / "spark" / "telemetry.parquet"),
+    )
+
+
+def test_compaction_on_spark_gives_the_local_ledger(
+    spark: object, fleet: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "fleet.duckdb"
+    api.ingest_paths(api.StoreOptions(db=db), [fleet])
+    options = CompactionOptions(partition_nodes=8, exact=True, exact_nodes=8)
+    runs = {
+        engine: compaction_api.whatif_compaction(
+            api.StoreOptions(db=db),
+            CompactionRun(jobs=1, options=options, engine=engine,
+                          master=MASTER if engine == "spark" else None),
+        ).result
+        for engine in ("local", "spark")
+    }  # fmt: skip
+    local, remote = runs["local"], runs["spark"]
+    assert len(local.partitions) > 4 and local.moves
+    assert local.moves == remote.moves
+    assert local.before == remote.before and local.after == remote.after
+    assert local.bound_free_nodes == remote.bound_free_nodes
+    assert local.migration == remote.migration
+    seconds = {"seconds", "exact_seconds"}
+    for a, b in zip(local.partitions, remote.partitions, strict=True):
+        assert {k: v for k, v in a.__dict__.items() if k not in seconds} == {
+            k: v for k, v in b.__dict__.items() if k not in seconds
+        }
+    assert any(p.exact_status is not None for p in remote.partitions)
+    assert local.allocations.equals(remote.allocations)

@@ -1,0 +1,65 @@
+"""The one SQL text: the queries Spark runs translate through sqlglot, and the traps are refused.
+
+Needs sqlglot (the ``spark`` extra) but no Java; skipped without it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("sqlglot", reason="sqlglot comes with the spark extra: pip install '.[spark]'")
+
+from fleetaudit.resources import load_sql  # noqa: E402
+from fleetaudit.rollup_api import SOURCES  # noqa: E402
+from fleetaudit.spark_sql import NotPortableError, portable_problems, spark_sql  # noqa: E402
+
+SPARK_QUERIES = sorted(
+    {o.query for s in SOURCES.values() for o in s.outputs} | {s.counts for s in SOURCES.values()}
+)
+
+
+@pytest.mark.parametrize("name", SPARK_QUERIES)
+def test_queries_spark_runs_are_portable(name: str) -> None:
+    assert portable_problems(load_sql(name)) == []
+    text = spark_sql(name)
+    assert "$" not in text  # DuckDB's $name parameters become Spark's :name
+
+
+def test_duckdb_idioms_become_spark_functions() -> None:
+    text = spark_sql("rollup_telemetry")
+    assert "UNIX_MICROS(" in text and "TIMESTAMP_MICROS(" in text
+    assert "EPOCH_US" not in text.upper()
+    assert "DIV :interval_us" in text
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) FROM t", "WITHIN GROUP"),
+        ("SELECT approx_count_distinct(x) FROM t", "approx_*"),
+        ("SELECT COLUMNS('a.*') FROM t", "COLUMNS"),
+        ("SELECT * FROM read_parquet('x.parquet')", "paths"),
+        ("SELECT hash(node_id) FROM t", "hash()"),
+        ("SELECT 1; SELECT 2", "one statement per file"),
+    ],
+)
+def test_traps_are_refused(sql: str, reason: str) -> None:
+    problems = portable_problems(sql)
+    assert any(reason in p for p in problems), problems
+
+
+def test_comments_are_not_code() -> None:
+    assert portable_problems("-- uses hash( in prose only\nSELECT 1 AS x") == []
+
+
+def test_a_query_that_is_not_portable_is_a_clear_error() -> None:
+    with pytest.raises(NotPortableError, match="telemetry_interval does not run on Spark"):
+        spark_sql("telemetry_interval")  # hash() picks its sample of nodes
+
+
+def test_exact_quantile_stays_exact() -> None:
+    from fleetaudit.spark_sql import FleetSpark
+    import sqlglot
+
+    text = sqlglot.transpile("SELECT quantile_cont(x, 0.5) FROM t", read="duckdb", write=FleetSpark)[0]
+    assert text == "SELECT PERCENTILE(x, 0.5) FROM t"
