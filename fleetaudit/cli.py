@@ -7,6 +7,7 @@ Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -32,7 +33,7 @@ from fleetaudit.contract import (
     shapes_document,
 )
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
-from fleetaudit.fsutil import atomic_path
+from fleetaudit.fsutil import is_stdout, write_output
 from fleetaudit.generate import GenerateOptions
 from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
 from fleetaudit.harvest_api import HarvestRun
@@ -87,28 +88,44 @@ LockTimeoutOption = Annotated[
     typer.Option(
         "--lock-timeout",
         help="Seconds to wait while another fleetaudit process writes the store; then exit 75.",
+        metavar="SECONDS",
     ),
+]
+# Mechanisms every command adopts by declaring the parameter (``handled`` acts on it):
+# --quiet prints nothing but errors; --csv prints the command's table as CSV only.
+QuietOption = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="Print nothing but errors (for cron); files are still written."),
+]
+CsvOption = Annotated[
+    bool,
+    typer.Option("--csv", help="Print the table as CSV on stdout, nothing else (for scripts)."),
 ]
 
 
 def _fail(message: str, code: int) -> None:
-    console.err.print(
-        f"fleetaudit: error: {message}", markup=False, highlight=False, soft_wrap=True
-    )
+    _print_error(message)
     raise typer.Exit(code)
 
 
 def handled(func: F) -> F:
-    """Turn fleetaudit errors into one line on stderr and the right exit code."""
+    """Turn fleetaudit errors into one line on stderr and the right exit code.
+
+    A command that declares ``quiet: QuietOption`` prints nothing but errors when
+    it is set; one that declares ``as_csv: CsvOption`` prints only its CSV.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        console.set_quiet(bool(kwargs.get("quiet")), data=bool(kwargs.get("as_csv")))
         try:
             return func(*args, **kwargs)
         except FleetAuditError as exc:
             _fail(exc.message, int(exc.exit_code))
         except KeyboardInterrupt:
-            _fail("interrupted; nothing was half-written", int(ExitCode.INTERRUPT))
+            _fail(INTERRUPTED, int(ExitCode.INTERRUPT))
+        except BrokenPipeError:
+            _reader_left()
         except (typer.Exit, typer.Abort, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # also panics of native code (pyo3 PanicException)
@@ -146,7 +163,26 @@ def _main(
 def _store(db: Path, lock_timeout: float) -> api.StoreOptions:
     if lock_timeout < 0 or lock_timeout != lock_timeout:
         raise UsageError("--lock-timeout: must be 0 or more seconds")
-    return api.StoreOptions(db=db, lock_timeout=lock_timeout)
+    return api.StoreOptions(db=db, lock_timeout=lock_timeout, on_wait=console.note)
+
+
+INTERRUPTED = "interrupted; the store keeps its last committed state"
+
+
+def _reader_left() -> None:
+    """The reader of stdout went away (`| head`): end quietly, as `cat` would (SIGPIPE)."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(int(ExitCode.PIPE))
+
+
+def _check_outputs(**paths: Path | None) -> bool:
+    """Whether one of the output options is stdout (``-``); two of them cannot be."""
+    to_stdout = [name for name, path in paths.items() if is_stdout(path)]
+    if len(to_stdout) > 1:
+        raise UsageError(f"{' and '.join(to_stdout)}: only one output can go to stdout (-)")
+    return bool(to_stdout)
 
 
 def _instant(text: str | None, option: str) -> datetime | None:
@@ -188,6 +224,7 @@ def ingest(
     ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """Load CSV (.csv, .csv.gz), Parquet or JSON Lines files into the store.
 
@@ -219,6 +256,7 @@ def ingest(
 def status(
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """Show what the store holds: rows per table, capacity per GPU model, export time, scenarios."""
     console.render_summary(api.summarize(_store(db, lock_timeout)))
@@ -237,10 +275,23 @@ def state(
     scenario: ScenarioOption = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Also write the per-node state to this .csv or .parquet file."),
+        typer.Option(
+            "--out",
+            help="Also write the per-node state to this .csv or .parquet file (- : stdout).",
+            metavar="PATH",
+        ),
+    ] = None,
+    out_format: Annotated[
+        str | None,
+        typer.Option(
+            "--out-format",
+            help="csv or parquet (default: the --out suffix; needed for -, a FIFO or a device).",
+            metavar="FORMAT",
+        ),
     ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """The occupancy of every node at an instant (SPEC §2), summed per GPU model.
 
@@ -248,8 +299,14 @@ def state(
     first-fit-decreasing; allocated_high is high-priority work alone.
     """
     window = None if duration is None else parse_duration(duration, option="--duration")
-    result = api.node_state(_store(db, lock_timeout), _instant(at, "--at"), window, scenario, out)
-    console.render_state(result.state, iso(result.at) or "", duration)
+    to_stdout = _check_outputs(out=out)
+    result = api.node_state(
+        _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format
+    )
+    if out is not None:
+        console.wrote(out)
+    if not to_stdout:  # stdout holds the file alone
+        console.render_state(result.state, iso(result.at) or "", duration)
 
 
 # The shape options of `shapes`, which `whatif compaction` takes too.
@@ -372,6 +429,7 @@ def shapes(
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """How many instances of a request shape can start now, and what strands the idle rest.
 
@@ -473,6 +531,7 @@ def whatif_placement(
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """Replay the stored requests onto the nodes under placement policies (SPEC §5).
 
@@ -567,6 +626,7 @@ def whatif_compaction(
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """Replay in-place compaction on the state at --at: a move ledger and the capacity it frees (SPEC §4).
 
@@ -661,6 +721,7 @@ def whatif_harvesting(
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """Replay a window with sleeping inference lending GPUs to low-priority work (SPEC §6).
 
@@ -727,6 +788,7 @@ def generate(
             "over capacity in the record while the container sleeps. Default 0: none.",
         ),
     ] = GenerateOptions.harvested_nights,
+    quiet: QuietOption = False,
 ) -> None:
     """Write a deterministic synthetic fleet shaped like Alibaba's ASI platform.
 
@@ -794,6 +856,7 @@ def report(
     ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """The three denominators of a window, per GPU model and for the fleet (SPEC §7).
 
@@ -802,6 +865,7 @@ def report(
     ones (SM-active over allocated, from telemetry), the stored what-if
     estimates, and each headline figure's change since the previous report.
     """
+    to_stdout = _check_outputs(**{"--html": html, "--json": json_path})
     store = _store(db, lock_timeout)
     options = ReportOptions(
         at=_instant(at, "--at"),
@@ -812,20 +876,20 @@ def report(
     with console.progress_status("computing the report"):
         result = build_report(store, options)
     _write_report(result, html, json_path)
-    console.render_report(result)
+    if not to_stdout:  # stdout holds the file alone
+        console.render_report(result)
     record_report(store, result)
 
 
 def _write_report(result: ReportResult, html: Path | None, json_path: Path | None) -> None:
     if json_path is not None:
         target = expand_path(json_path, result.generated_at)
-        with atomic_path(target) as tmp:
-            tmp.write_text(json.dumps(report_document(result), indent=1) + "\n", encoding="utf-8")
-        console.err.print(f"wrote {target}")
+        write_output(target, json.dumps(report_document(result), indent=1) + "\n")
+        console.wrote(target)
     if html is not None:
         target = expand_path(html, result.generated_at)
         write_html(result, target)
-        console.err.print(f"wrote {target}")
+        console.wrote(target)
 
 
 @app.command()
@@ -833,6 +897,7 @@ def _write_report(result: ReportResult, html: Path | None, json_path: Path | Non
 def demo(
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report."""
     with console.progress_status("ingesting the sample fleet") as progress:
@@ -856,20 +921,38 @@ def main() -> None:
     """Console-script entry point: usage errors too are one line and exit 2."""
     try:
         code = app(prog_name="fleetaudit", standalone_mode=False)
-    except typer.Abort:
-        _print_error("interrupted; nothing was half-written")
-        sys.exit(int(ExitCode.INTERRUPT))
+        sys.stdout.flush()
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C outside a command's body
+        _print_error(INTERRUPTED)
+        code = int(ExitCode.INTERRUPT)
+    except BrokenPipeError:
+        with contextlib.suppress(typer.Exit):
+            _reader_left()
+        sys.exit(int(ExitCode.PIPE))
     except TyperException as exc:  # typer's click: a bad option, a missing argument
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "fleetaudit"
         _print_error(f"{exc.format_message()} (see {command} --help)")  # type: ignore[attr-defined]
         sys.exit(int(ExitCode.INPUT))
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if code == ExitCode.INTERRUPT:
+        # The stores are closed by now. Not SystemExit: when a library ran code through
+        # PyRun_* as the Ctrl-C came, CPython would end by SIGINT (-2) instead of 130.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def _print_error(message: str) -> None:
-    line = message.strip().replace("\n", " ")
-    console.err.print(f"fleetaudit: error: {line}", markup=False, highlight=False, soft_wrap=True)
+    """One line on stderr, even under --quiet."""
+    line = " ".join(message.strip().split("\n"))
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"fleetaudit: error: {line}\n")
+        sys.stderr.flush()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from rich.text import Text
 from fleetaudit.api import StoreSummary
 from fleetaudit.compaction_api import CompactionReport
 from fleetaudit.denominators import SPLIT
+from fleetaudit.fsutil import stream_fd
 from fleetaudit.generate import GenerateResult
 from fleetaudit.harvest_api import HarvestingResult
 from fleetaudit.ingest import IngestResult
@@ -35,6 +36,24 @@ out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() e
 err = Console(stderr=True, highlight=False, markup=False)
 
 
+def set_quiet(quiet: bool, *, data: bool = False) -> None:
+    """``quiet``: print nothing but errors (which the CLI writes itself); ``data``: the
+    command prints machine-readable data only, so its tables stay off stdout."""
+    out.quiet = quiet or data
+    err.quiet = quiet
+
+
+def note(message: str) -> None:
+    """A note on stderr (not under --quiet)."""
+    err.print(f"note: {message}", soft_wrap=True)
+
+
+def wrote(path: object) -> None:
+    """Say on stderr that a file was written (not for stdout, not under --quiet)."""
+    if stream_fd(str(path)) is None:
+        err.print(f"wrote {path}", soft_wrap=True)
+
+
 def _int(value: object) -> str:
     return "-" if value is None else f"{int(value):,}"  # type: ignore[call-overload]
 
@@ -48,7 +67,7 @@ def print_json(document: object) -> None:
 @contextmanager
 def progress_status(first: str) -> Iterator[Callable[[str], None]]:
     """A spinner on stderr (only on a terminal) whose text the callback updates."""
-    if not err.is_terminal:
+    if not err.is_terminal or err.quiet:
         yield lambda _msg: None
         return
     with err.status(first) as status:

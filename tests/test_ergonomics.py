@@ -1,0 +1,321 @@
+"""Operator ergonomics: pipes, devices, FIFOs, umask, Ctrl-C, the lock wait, --quiet."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetaudit.cli import app
+from fleetaudit.errors import UsageError
+from fleetaudit.fsutil import atomic_path, stream_fd, write_output
+from fleetaudit.store import open_store
+
+REPO = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def invoke(*args: str | Path) -> object:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def fleetaudit(
+    *args: str | Path, cwd: Path, umask: int | None = None, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
+    """The real command line in a subprocess (real pipes, real signals)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(  # type: ignore[call-overload,no-any-return]
+        [sys.executable, "-m", "fleetaudit", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        preexec_fn=None if umask is None else (lambda: os.umask(umask)),
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def tiny_db(tmp_path: Path, tiny_dir: Path) -> Path:
+    db = tmp_path / "fleet.duckdb"
+    assert invoke("ingest", tiny_dir, "--db", db, "--quiet").exit_code == 0
+    return db
+
+
+@pytest.fixture
+def umask_027() -> Iterator[None]:
+    old = os.umask(0o027)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+# -- 1. pipes, devices, FIFOs ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "fd"),
+    [("-", 1), ("/dev/stdout", 1), ("/dev/stderr", 2), ("/dev/fd/7", 7), ("/proc/self/fd/3", 3)],
+)
+def test_stream_paths_name_open_streams(path: str, fd: int) -> None:
+    assert stream_fd(path) == fd
+
+
+@pytest.mark.parametrize("path", ["out.json", "./-", "/dev/null", "/dev/stdout2", "-x"])
+def test_other_paths_are_files(path: str) -> None:
+    assert stream_fd(path) is None
+
+
+def test_report_json_to_a_real_pipe(tmp_path: Path, tiny_db: Path) -> None:
+    """`--json -` and `--json /dev/stdout` write the document into the pipe, no file named -."""
+    for target in ("-", "/dev/stdout"):
+        done = fleetaudit("report", "--db", tiny_db, "--json", target, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        document = json.loads(done.stdout)  # stdout holds the document alone
+        assert document["schema"] == "fleetaudit.report/1"
+        assert not (tmp_path / "-").exists()
+        assert "wrote" not in done.stderr
+    assert os.path.islink("/dev/stdout")  # still the system's link
+
+
+def test_state_csv_to_stdout_needs_a_format(tmp_path: Path, tiny_db: Path) -> None:
+    done = fleetaudit("state", "--db", tiny_db, "--out", "-", "--out-format", "csv", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("node_id,gpu_model,gpus,")
+    assert [line.split(",")[0] for line in lines[1:]] == ["n1", "n2", "n3", "n4", "n5", "n6", "n7"]
+    missing = invoke("state", "--db", tiny_db, "--out", "-")
+    assert missing.exit_code == 2
+    assert "or give --out-format" in missing.stderr
+
+
+def test_two_outputs_cannot_share_stdout(tiny_db: Path) -> None:
+    result = invoke("report", "--db", tiny_db, "--json", "-", "--html", "-")
+    assert result.exit_code == 2
+    assert "only one output can go to stdout" in result.stderr
+
+
+def test_a_fifo_is_written_in_place(tmp_path: Path) -> None:
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    write_output(fifo, "through the fifo\n")
+    reader.join(timeout=10)
+    assert received == [b"through the fifo\n"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # not replaced by a regular file
+    assert [p.name for p in tmp_path.iterdir()] == ["report.fifo"]  # no temporary left
+
+
+def test_a_device_is_written_in_place(tmp_path: Path) -> None:
+    write_output("/dev/null", b"x" * 10)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_symlink_keeps_its_link(tmp_path: Path) -> None:
+    target = tmp_path / "2026-05-01.html"
+    target.write_text("old")
+    link = tmp_path / "latest.html"
+    link.symlink_to(target.name)
+    write_output(link, "new")
+    assert link.is_symlink()
+    assert target.read_text() == "new"
+
+
+def test_a_folder_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="is a folder"):
+        write_output(tmp_path, "x")
+
+
+# -- 2. permissions -----------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("umask_027")
+def test_new_files_get_the_umask_mode(tmp_path: Path) -> None:
+    path = tmp_path / "new.json"
+    write_output(path, "{}")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # 0666 & ~027, as cp gives
+
+
+@pytest.mark.usefixtures("umask_027")
+def test_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
+    path = tmp_path / "kept.html"
+    path.write_text("old")
+    path.chmod(0o604)
+    with atomic_path(path) as tmp:
+        tmp.write_text("new")
+    assert path.read_text() == "new"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o604
+
+
+def test_report_files_are_readable_by_the_web_server(tmp_path: Path, tiny_db: Path) -> None:
+    """A real umask (022) in a real subprocess: the nightly HTML is 0644, not 0600."""
+    done = fleetaudit(
+        "report", "--db", tiny_db, "--html", "out/{date}.html", "--quiet", cwd=tmp_path, umask=0o022
+    )
+    assert done.returncode == 0, done.stderr
+    (html,) = (tmp_path / "out").iterdir()  # the missing folder was created
+    assert stat.S_IMODE(html.stat().st_mode) == 0o644
+
+
+# -- 3. --quiet -----------------------------------------------------------------------------
+
+
+def test_quiet_prints_nothing_but_writes(tmp_path: Path, tiny_dir: Path) -> None:
+    db = tmp_path / "q.duckdb"
+    done = fleetaudit("ingest", tiny_dir, "--db", db, "-q", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    done = fleetaudit("report", "--db", db, "--json", "r.json", "--quiet", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert json.loads((tmp_path / "r.json").read_text())["schema"] == "fleetaudit.report/1"
+
+
+def test_quiet_still_prints_errors(tmp_path: Path) -> None:
+    result = invoke("status", "--db", tmp_path / "none.duckdb", "--quiet")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("fleetaudit: error: ")
+    assert result.stdout == ""
+
+
+# -- 4. Ctrl-C ------------------------------------------------------------------------------
+
+
+def _hold_lock(db: Path) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, duckdb; c = duckdb.connect(sys.argv[1]); "
+            "print('locked', flush=True); time.sleep(60)",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def _interrupt(args: list[str], cwd: Path, after: float, wait_for: str | None = None) -> tuple[int, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleetaudit", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    if wait_for is not None:  # a line on stderr says it reached the point to interrupt
+        line = proc.stderr.readline()
+        assert wait_for in line, line
+    time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=120)
+    return proc.returncode, rest
+
+
+def test_ctrl_c_while_waiting_for_the_lock(tmp_path: Path, tiny_dir: Path, tiny_db: Path) -> None:
+    """A real SIGINT: exit 130, one line, and the store keeps what it held."""
+    before = invoke("status", "--db", tiny_db).stdout
+    holder = _hold_lock(tiny_db)
+    try:
+        code, stderr = _interrupt(
+            ["ingest", str(tiny_dir), "--db", str(tiny_db)], tmp_path, 0.2, wait_for="waiting"
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()  # type: ignore[union-attr]
+    assert code == 130
+    assert stderr == "fleetaudit: error: interrupted; the store keeps its last committed state\n"
+    assert invoke("status", "--db", tiny_db).stdout == before
+
+
+def test_ctrl_c_during_start_up_is_one_line(tmp_path: Path) -> None:
+    """A SIGINT while the command line imports (polars, duckdb, rich): no traceback.
+
+    The signal comes from a timer started just before the entry point runs, so it
+    lands in the imports (a machine that imports faster gets to the missing store: 2).
+    """
+    script = (
+        "import os, signal, sys, threading\n"
+        "sys.argv = ['fleetaudit', 'status', '--db', 'none.duckdb']\n"
+        "import fleetaudit.__main__ as entry\n"
+        "threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "entry.main()\n"
+    )
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode in (130, 2), done.stderr
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+        assert done.stderr.startswith("fleetaudit: error: ")
+
+
+def test_a_query_interrupted_by_ctrl_c_is_a_keyboard_interrupt(tmp_path: Path) -> None:
+    """DuckDB's 'Query interrupted' must not become an internal error (exit 1)."""
+    store = open_store(tmp_path / "s.duckdb")
+    try:
+        timer = threading.Timer(0.3, store.con.interrupt)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            store.sql("SELECT count(*) FROM range(1000000000000) a WHERE a.range % 7 = 3")
+        timer.join()
+    finally:
+        store.close()
+
+
+# -- 9. the lock wait is said -------------------------------------------------------------
+
+
+def test_waiting_for_the_lock_is_said_once(tiny_db: Path, tiny_dir: Path) -> None:
+    holder = _hold_lock(tiny_db)
+    try:
+        result = invoke("ingest", tiny_dir, "--db", tiny_db, "--lock-timeout", "1.6")
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()  # type: ignore[union-attr]
+    assert result.exit_code == 75
+    lines = result.stderr.splitlines()
+    assert lines[0] == (
+        f"note: {tiny_db}: the store is locked by another fleetaudit process; "
+        "waiting up to 1.6 s (--lock-timeout)"
+    )
+    assert len(lines) == 2 and lines[1].startswith("fleetaudit: error: ")
+
+
+def test_a_short_wait_is_not_said(tiny_db: Path, tiny_dir: Path) -> None:
+    holder = _hold_lock(tiny_db)
+    try:
+        result = invoke("ingest", tiny_dir, "--db", tiny_db, "--lock-timeout", "0.3")
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()  # type: ignore[union-attr]
+    assert result.exit_code == 75
+    assert "waiting" not in result.stderr
