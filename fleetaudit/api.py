@@ -117,6 +117,39 @@ def summarize(options: StoreOptions) -> StoreSummary:
         )
 
 
+@dataclass(frozen=True)
+class RejectsResult:
+    """The rows one ingest call rejected (``fleetaudit rejects``)."""
+
+    db: Path
+    ingest_id: int | None  # None: the store has had no ingest
+    total: int  # rejects of that ingest
+    rejects: pl.DataFrame  # ingest_id, file, table, row, column, value, reason (at most limit)
+
+
+def list_rejects(
+    options: StoreOptions, ingest_id: int | None = None, limit: int | None = 100
+) -> RejectsResult:
+    """The rejects of ingest call ``ingest_id`` (default: the newest), at most ``limit``."""
+    if limit is not None and limit < 0:
+        raise UsageError("--limit: must be 0 (all) or more")
+    with reading(options) as store:
+        counts = store.query("rejects_count", ingest_id=ingest_id).row(0, named=True)
+        if ingest_id is not None and not counts["found"]:
+            raise UsageError(
+                f"--ingest: {options.db} has no ingest #{ingest_id} "
+                f"(the newest is #{counts['latest'] or 0})"
+            )
+        chosen = ingest_id if ingest_id is not None else counts["latest"]
+        frame = store.query("rejects_of_ingest", ingest_id=chosen, limit=limit or None)
+    return RejectsResult(
+        db=options.db,
+        ingest_id=None if chosen is None else int(chosen),
+        total=int(counts["total"]),
+        rejects=frame,
+    )
+
+
 def export_time(store: Store, scenario: str | None = None) -> datetime | None:
     """The latest timestamp in the data (SPEC §2), or None for an empty store."""
     value = store.query("export_time", scenario=scenario)["at"][0]

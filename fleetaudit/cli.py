@@ -29,6 +29,7 @@ from fleetaudit.contract import (
     compaction_document,
     harvesting_document,
     placement_document,
+    rejects_document,
     report_document,
     shapes_document,
 )
@@ -117,7 +118,7 @@ def handled(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        console.set_quiet(bool(kwargs.get("quiet")), data=bool(kwargs.get("as_csv")))
+        console.configure(quiet=bool(kwargs.get("quiet")), data=bool(kwargs.get("as_csv")))
         try:
             return func(*args, **kwargs)
         except FleetAuditError as exc:
@@ -260,6 +261,47 @@ def status(
 ) -> None:
     """Show what the store holds: rows per table, capacity per GPU model, export time, scenarios."""
     console.render_summary(api.summarize(_store(db, lock_timeout)))
+
+
+@app.command()
+@handled
+def rejects(
+    ingest_id: Annotated[
+        int | None,
+        typer.Option(
+            "--ingest", help="The ingest call (its # in ingest's summary; default: the newest).",
+            metavar="N",
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", help="Show at most this many rows (0: all).", metavar="N")
+    ] = 100,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the JSON document (fleetaudit.rejects/1) only."),
+    ] = False,
+    as_csv: CsvOption = False,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
+) -> None:
+    """List the rows an ingest rejected: file, row, column, value and reason.
+
+    Examples:
+
+      fleetaudit rejects                       # the newest ingest's rejects
+
+      fleetaudit rejects --ingest 3 --limit 0 --csv > rejects-3.csv
+    """
+    if as_json and as_csv:
+        raise UsageError("--json and --csv: choose one")
+    result = api.list_rejects(_store(db, lock_timeout), ingest_id, limit)
+    if as_json:
+        console.print_json(rejects_document(result))
+    elif as_csv:
+        console.print_csv(result.rejects.drop("ingest_id"))
+    else:
+        console.render_rejects(result)
 
 
 @app.command()
@@ -746,7 +788,7 @@ def whatif_harvesting(
         at=_instant(at, "--at"), scenario=scenario, idle_sm=idle_sm, **durations,
     )  # fmt: skip
     with console.progress_status("replaying harvesting") as progress:
-        result = run_harvesting(_store(db, lock_timeout), run, progress)
+        result = run_harvesting(_store(db, lock_timeout), run, progress, notice=console.note)
     if as_json:
         console.print_json(harvesting_document(result))
     else:

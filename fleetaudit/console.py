@@ -7,6 +7,7 @@ rich honours ``NO_COLOR`` and plain pipes.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleetaudit.api import StoreSummary
+from fleetaudit.api import RejectsResult, StoreSummary
 from fleetaudit.compaction_api import CompactionReport
 from fleetaudit.denominators import SPLIT
 from fleetaudit.fsutil import stream_fd
@@ -29,16 +30,36 @@ from fleetaudit.report_api import ReportResult, recoverable_summary
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
-# Off a terminal (cron, pipes) rich would wrap tables at 80 columns; plain text
-# wider than that is easier to read in a log than wrapped headers.
+PIPED_WIDTH = 120
+
+
+def output_width(environ: dict[str, str] | None = None, is_tty: bool | None = None) -> int | None:
+    """The width tables are laid out for: ``COLUMNS`` when set, else the terminal's
+    (None: rich asks it), else 120 (cron, pipes: a log reads better wide than wrapped).
+
+    >>> output_width({"COLUMNS": "80"}, False), output_width({}, False), output_width({}, True)
+    (80, 120, None)
+    """
+    env = os.environ if environ is None else environ
+    columns = env.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    tty = sys.stdout.isatty() if is_tty is None else is_tty
+    return None if tty else PIPED_WIDTH
+
+
 # markup=False: ids and models from the data may hold [brackets].
-out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
+out = Console(highlight=False, markup=False, width=output_width())
 err = Console(stderr=True, highlight=False, markup=False)
 
 
-def set_quiet(quiet: bool, *, data: bool = False) -> None:
-    """``quiet``: print nothing but errors (which the CLI writes itself); ``data``: the
+def configure(*, quiet: bool = False, data: bool = False) -> None:
+    """Set up the output of one command: its width (``COLUMNS`` as it is now);
+    ``quiet``: print nothing but errors (which the CLI writes itself); ``data``: the
     command prints machine-readable data only, so its tables stay off stdout."""
+    width = output_width()
+    if width is not None:
+        out.width = width
     out.quiet = quiet or data
     err.quiet = quiet
 
@@ -61,6 +82,17 @@ def _int(value: object) -> str:
 def print_json(document: object) -> None:
     """A JSON document on stdout, nothing else (scripts parse it)."""
     sys.stdout.write(json.dumps(document, indent=1) + "\n")
+    sys.stdout.flush()
+
+
+def print_csv(frame: pl.DataFrame) -> None:
+    """A table as CSV on stdout, nothing else (``--csv``); list columns joined by ``|``."""
+    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
+    if lists:
+        frame = frame.with_columns(
+            pl.col(name).list.eval(pl.element().cast(pl.Utf8)).list.join("|") for name in lists
+        )
+    sys.stdout.write(frame.write_csv())
     sys.stdout.flush()
 
 
@@ -96,17 +128,38 @@ def render_ingest(result: IngestResult) -> None:
             f"{result.rejected:,} row(s) rejected; the first of them below, all in the "
             "store's rejects table (file, row, column, value, reason)."
         )
-        rejects = Table(show_edge=False)
-        for column in ("file", "row", "column", "value", "reason"):
-            rejects.add_column(column)
-        for r in result.rejects.head(10).iter_rows(named=True):
-            rejects.add_row(
-                *(
-                    Text("" if r[c] is None else str(r[c]))
-                    for c in ("file", "row", "column", "value", "reason")
-                )
-            )
-        out.print(rejects)
+        out.print(_rejects_table(result.rejects.head(10)))
+        if result.rejected > 10:
+            out.print(f"all of them: fleetaudit rejects --ingest {result.ingest_id}")
+
+
+def _rejects_table(frame: pl.DataFrame) -> Table:
+    table = Table(show_edge=False)
+    for column in ("file", "row", "column", "value", "reason"):
+        # the value (a whole bad line) folds first on a narrow terminal
+        table.add_column(
+            column,
+            justify="right" if column == "row" else "left",
+            overflow="fold",
+            ratio=2 if column in ("value", "reason") else None,
+        )
+    for r in frame.iter_rows(named=True):
+        table.add_row(
+            *(Text("" if r[c] is None else str(r[c])) for c in ("file", "row", "column", "value", "reason"))
+        )
+    return table
+
+
+def render_rejects(result: RejectsResult) -> None:
+    """``fleetaudit rejects``: one ingest call's rejected rows."""
+    if result.ingest_id is None:
+        out.print(f"store {result.db}: no ingest yet")
+        return
+    shown = result.rejects.height
+    more = f", the first {shown:,} below" if shown < result.total else ""
+    out.print(f"ingest #{result.ingest_id}: {result.total:,} row(s) rejected{more}")
+    if shown:
+        out.print(_rejects_table(result.rejects))
 
 
 def render_summary(summary: StoreSummary) -> None:

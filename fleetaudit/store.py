@@ -153,6 +153,10 @@ class Store:
         """Make a polars frame readable as the temporary view ``name``."""
         self.con.register(name, frame.to_arrow())
 
+    def unregister(self, name: str) -> None:
+        """Drop a view made by :meth:`register_frame`."""
+        self.con.unregister(name)
+
     # -- schema ----------------------------------------------------------------------
     def column_types(self, table: str) -> dict[str, str]:
         """The table's columns, name -> DuckDB type, in table order."""

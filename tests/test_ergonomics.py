@@ -22,6 +22,7 @@ from fleetaudit.fsutil import atomic_path, stream_fd, write_output
 from fleetaudit.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
 runner = CliRunner()
 
 
@@ -30,10 +31,14 @@ def invoke(*args: str | Path) -> object:
 
 
 def fleetaudit(
-    *args: str | Path, cwd: Path, umask: int | None = None, **kwargs: object
+    *args: str | Path,
+    cwd: Path,
+    umask: int | None = None,
+    env: dict[str, str] | None = None,
+    **kwargs: object,
 ) -> subprocess.CompletedProcess[str]:
     """The real command line in a subprocess (real pipes, real signals)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**(os.environ if env is None else env), "PYTHONPATH": str(REPO)}
     return subprocess.run(  # type: ignore[call-overload,no-any-return]
         [sys.executable, "-m", "fleetaudit", *map(str, args)],
         cwd=cwd,
@@ -319,3 +324,66 @@ def test_a_short_wait_is_not_said(tiny_db: Path, tiny_dir: Path) -> None:
         holder.stdout.close()  # type: ignore[union-attr]
     assert result.exit_code == 75
     assert "waiting" not in result.stderr
+
+
+# -- 6. rejects you can read ----------------------------------------------------------------
+
+
+@pytest.fixture
+def short_lines_db(tmp_path: Path) -> Path:
+    db = tmp_path / "rejects.duckdb"
+    assert invoke("ingest", DATA / "tiny", "--db", db, "-q").exit_code == 0  # ingest #1: clean
+    assert invoke("ingest", DATA / "short_lines" / "nodes.csv", "--db", db, "-q").exit_code == 0
+    return db
+
+
+def test_rejects_lists_the_newest_ingest(short_lines_db: Path) -> None:
+    result = invoke("rejects", "--db", short_lines_db, "--limit", "2")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "ingest #2: 5 row(s) rejected, the first 2 below"
+    assert "memory_gib" in lines[3] and "the line has 4 field(s); the header has 7" in lines[3]
+
+
+def test_rejects_csv_and_json(short_lines_db: Path) -> None:
+    result = invoke("rejects", "--db", short_lines_db, "--csv")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == [
+        "file,table,row,column,value,reason",
+        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,2,memory_gib,\"n2,H20,8,64\","
+        "the line has 4 field(s); the header has 7",
+        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,4,cpus,\"n4,H20,8\","
+        "the line has 3 field(s); the header has 7",
+        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,5,,\"n5,H20,8,64,1024,sw-a,healthy,extra,more\","
+        "the line has 9 field(s); the header has 7",
+        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,8,health,\"n8,H20,8,64,1024,sw-a\","
+        "the line has 6 field(s); the header has 7",
+        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,12,gpus,-8,-8 is negative",
+    ]
+    document = json.loads(invoke("rejects", "--db", short_lines_db, "--json", "--limit", "1").stdout)
+    assert (document["schema"], document["ingest_id"], document["total"], document["shown"]) == (
+        "fleetaudit.rejects/1", 2, 5, 1,
+    )  # fmt: skip
+    assert document["rejects"][0]["row"] == 2
+
+
+def test_rejects_of_an_older_ingest(short_lines_db: Path) -> None:
+    result = invoke("rejects", "--db", short_lines_db, "--ingest", "1")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == ["ingest #1: 0 row(s) rejected"]
+    missing = invoke("rejects", "--db", short_lines_db, "--ingest", "9")
+    assert missing.exit_code == 2
+    assert "has no ingest #9 (the newest is #2)" in missing.stderr
+
+
+# -- 5. COLUMNS -----------------------------------------------------------------------------
+
+
+def test_piped_output_honours_columns(tmp_path: Path, short_lines_db: Path) -> None:
+    env = {**os.environ, "COLUMNS": "60"}
+    done = fleetaudit("rejects", "--db", short_lines_db, cwd=tmp_path, env=env)
+    assert done.returncode == 0
+    assert max(len(line) for line in done.stdout.splitlines()) <= 60
+    env.pop("COLUMNS")
+    done = fleetaudit("rejects", "--db", short_lines_db, cwd=tmp_path, env=env)
+    assert max(len(line) for line in done.stdout.splitlines()) > 60  # piped: 120 wide

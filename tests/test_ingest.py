@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from fleetaudit.errors import InputError
 from fleetaudit.ingest import IngestOptions, ingest
 from fleetaudit.store import Store, open_store
-from tests.conftest import write
+from tests.conftest import DATA, write
 
 NODES = """
 node_id,gpu_model,gpus,cpus,memory_gib,switch_id,health
@@ -258,8 +258,23 @@ def test_lines_with_a_wrong_field_count_are_rejects(store: Store, tmp_path: Path
     result = ingest(store, [tmp_path])
     assert (result.tables[0].read, result.tables[0].new, result.tables[0].rejected) == (5, 2, 3)
     assert [r[:2] for r in rejects(store)] == [(2, "cpus"), (3, None), (4, "gpus")]
-    assert rejects(store)[1][3] == "too many columns: Expected Number of Columns: 4 Found: 5"
+    assert rejects(store)[1][3] == "the line has 5 field(s); the header has 4"
     assert rejects(store)[2][3] == "-8 is negative"
+
+
+def test_a_line_short_by_several_fields_is_one_reject(store: Store) -> None:
+    """12 data rows: 4 lines with a wrong field count (short by 3, 4, 1; long by 2) and one
+    negative gpus. Each bad line is one reject, read counts 12, row 12 stays row 12."""
+    result = ingest(store, [DATA / "short_lines" / "nodes.csv"])
+    table = result.tables[0]
+    assert (table.read, table.new, table.rejected) == (12, 7, 5)
+    assert [(r[0], r[1], r[3]) for r in rejects(store)] == [
+        (2, "memory_gib", "the line has 4 field(s); the header has 7"),
+        (4, "cpus", "the line has 3 field(s); the header has 7"),
+        (5, None, "the line has 9 field(s); the header has 7"),
+        (8, "health", "the line has 6 field(s); the header has 7"),
+        (12, "gpus", "-8 is negative"),
+    ]
 
 
 def test_reingest_is_idempotent_and_replaces(store: Store, tiny_dir: Path, tmp_path: Path) -> None:
