@@ -205,6 +205,12 @@ def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
             f"CREATE TABLE IF NOT EXISTS {quote_identifier(tbl.name)} "
             f"({cols}, {quote_identifier(schema.INGEST_ID)} BIGINT)"
         )
+    for tbl in schema.TABLES.values():  # a store of an older fleetaudit gains new columns
+        for col in tbl.columns:
+            con.execute(
+                f"ALTER TABLE {quote_identifier(tbl.name)} ADD COLUMN IF NOT EXISTS "
+                f"{quote_identifier(col.name)} {col.kind.value}"
+            )
     con.execute(load_sql("create_store_tables"))
     con.execute(
         "INSERT INTO meta SELECT 'schema_version', $v WHERE NOT EXISTS "

@@ -483,3 +483,31 @@ def test_alibaba_topology_is_deterministic(tmp_path: Path, traces: Path) -> None
         .agg(pl.col("model").n_unique().alias("models"))
     )
     assert mixed.filter(pl.col("models") > 1).height <= 7  # at most one boundary per model change
+
+
+def test_free_text_workload_labels_are_kept_and_mapped(store: Store) -> None:
+    """An export's own labels load (no reject): the label is kept, the category derived."""
+    result = ingest(store, [DATA / "workload_labels"])
+    assert result.rejected == 0
+    rows = store.sql(
+        "SELECT alloc_id, workload, workload_label FROM allocations ORDER BY alloc_id"
+    ).rows()  # polars rows
+    assert rows == [
+        ("a1", "online_inference", "LLM Serving"),
+        ("a2", "training", "Fine-Tuning"),
+        ("a3", "other", "spark-etl"),
+        ("a4", None, None),
+        ("a5", "cpu_only", "CPU"),
+        ("a6", "online_inference", "online_inference"),
+    ]
+
+
+def test_an_older_store_gains_the_label_column(tmp_path: Path, tiny_dir: Path) -> None:
+    """A store written before workload_label existed gets the column when opened to write."""
+    db = tmp_path / "old.duckdb"
+    with open_store(db) as old:
+        old.run("ALTER TABLE allocations DROP COLUMN workload_label")
+    with open_store(db) as reopened:
+        ingest(reopened, [tiny_dir])
+        assert "workload_label" in reopened.column_types("allocations")
+        assert reopened.row_count("allocations") > 0

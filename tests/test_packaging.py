@@ -65,6 +65,8 @@ SAMPLE_PARAMS = {
     "generated_at": datetime(2026, 1, 2),
     "step_s": 900.0,
     "figures": "{}",
+    "ingest_id": 1,
+    "limit": 10,
 }
 
 
