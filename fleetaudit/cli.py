@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.markup import escape
+from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__, api, console
@@ -50,7 +52,83 @@ from fleetaudit.shapes import Shape, make_shape
 from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes, read_shapes_file
 from fleetaudit.times import iso, parse_duration, parse_instant
 
+# Placeholders in --help read as words, by option name (else by type); flags show none.
+METAVARS = {
+    "--db": "PATH", "--out": "PATH", "--html": "PATH", "--shapes": "PATH",
+    "--topology": "PATH", "--priority-map": "PATH",
+    "--at": "TIME", "--trace-start": "TIME",
+    "--duration": "DURATION", "--since": "DURATION", "--history": "DURATION",
+    "--step": "DURATION", "--deadline": "DURATION", "--idle-for": "DURATION",
+    "--eviction-delay": "DURATION", "--eviction-delay-p95": "DURATION",
+    "--kill-after": "DURATION", "--min-remaining": "DURATION", "--warmup": "DURATION",
+    "--telemetry-step": "DURATION",
+    "--model": "MODEL", "--policy": "POLICY", "--scenario": "NAME", "--save-as": "NAME",
+    "--table": "TABLE", "--format": "FORMAT", "--out-format": "FORMAT",
+    "--locality": "LOCALITY", "--queue": "QUEUE",
+    "--gpus": "GPUS", "--gpus-per-pod": "GPUS", "--cpus-per-gpu": "CPUS",
+    "--memory-gib-per-gpu": "GIB", "--state-gib-per-gpu": "GIB", "--bandwidth-gbps": "GBPS",
+    "--lock-timeout": "SECONDS", "--idle-sm": "FRACTION", "--fill": "PERCENT",
+    "--harvested-nights": "CHANCE", "--days": "DAYS", "--telemetry-days": "DAYS",
+}  # fmt: skip
+_TYPE_METAVARS = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT"}
+
+
+def _word_metavar(param: Any) -> None:
+    """Give a parameter a metavar that reads as a word (not <str>, <list[str]>, <bool>).
+
+    typer's parameters (its own click) are read by duck typing.
+    """
+    if getattr(param, "is_flag", False):
+        param.metavar = ""
+        return
+    if param.metavar is not None:
+        return
+    if getattr(param, "param_type_name", "") == "argument":
+        name = (param.name or "value").upper()
+        param.metavar = "PATH" if name in ("PATHS", "OUT") else name
+        return
+    named = next((METAVARS[o] for o in param.opts if o in METAVARS), None)
+    bare = param.bare_type() if hasattr(param, "bare_type") else ""
+    if bare.startswith("list["):
+        bare = bare[5:-1]
+    param.metavar = named or _TYPE_METAVARS.get(bare.split(" | ")[0], "TEXT")
+
+
+def _plain_help(text: str | None) -> str | None:
+    """Help text shown as written: rich would read [at - since, at) as markup and drop it."""
+    return None if text is None else escape(text)
+
+
+def _readable(command: Any, ctx: Any) -> Any:
+    if getattr(command, "_fleetaudit_readable", False):
+        return command
+    for param in [*command.params, command.get_help_option(ctx)]:
+        if param is None:
+            continue
+        _word_metavar(param)
+        if getattr(param, "help", None) is not None:
+            param.help = _plain_help(param.help)
+    command.help = _plain_help(command.help)
+    command.short_help = _plain_help(command.short_help)
+    command._fleetaudit_readable = True  # type: ignore[attr-defined]
+    return command
+
+
+class ReadableGroup(TyperGroup):
+    """Every command's --help, this group's and those of commands added later alike:
+    placeholders as words, brackets shown as written."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        return None if command is None else _readable(command, ctx)
+
+    def get_params(self, ctx: Any) -> Any:
+        _readable(self, ctx)
+        return super().get_params(ctx)
+
+
 app = typer.Typer(
+    cls=ReadableGroup,
     name="fleetaudit",
     help=(
         "Audit the capacity of a shared GPU fleet from exported inventory, allocations, "
@@ -232,7 +310,13 @@ def ingest(
     A file's table is its stem (nodes, allocations, requests, telemetry) or --table;
     a folder loads every table file in it. One call is one transaction: all files
     land or none do. A row whose key exists replaces the stored row. Rows that
-    break the schema go to the rejects table with file, row, column and reason.
+    break the schema go to the rejects table with file, row, column and reason
+    (`fleetaudit rejects` lists them).
+
+    Examples:
+
+      fleetaudit ingest exports/latest/
+      fleetaudit ingest --table allocations --strict jobs-2026-05-01.csv.gz
     """
     if fmt != "alibaba-gpu-v2023" and (trace_start is not None or topology is not None):
         raise UsageError("--trace-start and --topology apply to --format alibaba-gpu-v2023 only")
@@ -259,7 +343,13 @@ def status(
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """Show what the store holds: rows per table, capacity per GPU model, export time, scenarios."""
+    """Show what the store holds: rows per table, capacity per GPU model, export time, scenarios.
+
+    Examples:
+
+      fleetaudit status
+      fleetaudit status --csv > capacity.csv
+    """
     console.render_summary(api.summarize(_store(db, lock_timeout)))
 
 
@@ -289,8 +379,7 @@ def rejects(
 
     Examples:
 
-      fleetaudit rejects                       # the newest ingest's rejects
-
+      fleetaudit rejects
       fleetaudit rejects --ingest 3 --limit 0 --csv > rejects-3.csv
     """
     if as_json and as_csv:
@@ -335,10 +424,15 @@ def state(
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """The occupancy of every node at an instant (SPEC §2), summed per GPU model.
+    """The occupancy of every node at an instant, summed per GPU model.
 
     Occupied GPUs count whole GPUs plus the GPUs that shares fill when packed
     first-fit-decreasing; allocated_high is high-priority work alone.
+
+    Examples:
+
+      fleetaudit state --at 2026-05-01T06:00:00Z --duration 6h
+      fleetaudit state --out - --out-format csv | grep cordoned
     """
     window = None if duration is None else parse_duration(duration, option="--duration")
     to_stdout = _check_outputs(out=out)
@@ -467,7 +561,7 @@ def shapes(
     ] = False,
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="Print the SPEC's JSON document (fleetaudit.shapes/1) only."),
+        typer.Option("--json", help="Print the JSON document (fleetaudit.shapes/1) only."),
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
@@ -477,7 +571,12 @@ def shapes(
 
     Without --gpus or --shapes: every distinct GPU shape queued at --at.
     Per shape: instances, usable GPUs, and the idle GPUs stranded by cause
-    (interval, fragment, cpu_memory, topology), adding up exactly (SPEC §3).
+    (interval, fragment, cpu_memory, topology), adding up exactly.
+
+    Examples:
+
+      fleetaudit shapes --model H20 --gpus 256 --cpus-per-gpu 16 --explain
+      fleetaudit shapes --reclaim --history 7d --step 5m --deadline 1h --csv
     """
     adhoc = _shape_options(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
@@ -501,6 +600,7 @@ def shapes(
 
 
 whatif = typer.Typer(
+    cls=ReadableGroup,
     name="whatif",
     help=(
         "Replay what-ifs offline: placement policies, in-place compaction, "
@@ -569,13 +669,13 @@ def whatif_placement(
         typer.Option("--save-as", help="Save the first policy's final placement as a scenario."),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.placement/1) only.")
+        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.placement/1) only.")
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """Replay the stored requests onto the nodes under placement policies (SPEC §5).
+    """Replay the stored requests onto the nodes under placement policies.
 
     By time (default): arrivals and departures as recorded over [at - since, at],
     from the state at the window's start (or --empty), waiting requests in a fifo
@@ -583,6 +683,11 @@ def whatif_placement(
     --fill is the FGD paper's method: no departures, requests in list order on an
     empty fleet (resampled with the seed); allocated and fragmented GPU % at every
     5% of arrival.
+
+    Examples:
+
+      fleetaudit whatif placement --since 1d --queue backfill
+      fleetaudit whatif placement --fill 90 --seeds 5 --shuffle --policy fgd --policy best-fit
     """
     chosen = tuple(policy) if policy else POLICIES
     unknown = [p for p in chosen if p not in POLICIES]
@@ -664,19 +769,24 @@ def whatif_compaction(
         typer.Option("--save-as", help="Save the compacted state as a scenario."),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.compaction/1) only.")
+        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.compaction/1) only.")
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """Replay in-place compaction on the state at --at: a move ledger and the capacity it frees (SPEC §4).
+    """Replay in-place compaction on the state at --at: a move ledger and the capacity it frees.
 
     Per partition (whole switch domains of one GPU model), partially occupied
     nodes are emptied by ejection chains of make-before-break moves. The objective,
     in order: more instances of the queued shapes (or those given), more free
     nodes, fewer partially occupied nodes, fewer GPUs moved. Without a shape
     option the queued shapes at --at count.
+
+    Examples:
+
+      fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
+      fleetaudit shapes --scenario compacted --model H20 --gpus 64
     """
     options = replace(
         _COMPACTION, depth=depth, rounds=rounds, partition_nodes=partition_nodes,
@@ -759,18 +869,24 @@ def whatif_harvesting(
         ),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.harvesting/1) only.")
+        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.harvesting/1) only.")
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """Replay a window with sleeping inference lending GPUs to low-priority work (SPEC §6).
+    """Replay a window with sleeping inference lending GPUs to low-priority work.
 
     High priority runs as recorded; low-priority jobs arrive as recorded and run
     wherever their GPU model has room, on lent GPUs too. Victim policies compare
     side by side. Sleeps come from telemetry; without it nothing sleeps. The
-    first run on a machine compiles the replay (about a minute), later runs load it.
+    first run on a machine compiles the replay (a minute or two, said on stderr),
+    later runs load it.
+
+    Examples:
+
+      fleetaudit whatif harvesting --since 7d
+      fleetaudit whatif harvesting --policy spotgpu --policy newest --kill-after 2m --json
     """
     durations = {
         field: parse_duration(text, option=option)
@@ -838,6 +954,11 @@ def generate(
     models, online inference with a daily cycle and sleepable warm containers,
     low-priority offline inference in the gaps, training gangs, a pending queue
     and SM-active telemetry.
+
+    Examples:
+
+      fleetaudit generate fleet --nodes 500 --days 14
+      fleetaudit generate fleet --format csv && fleetaudit ingest fleet
     """
     options = GenerateOptions(
         nodes=nodes,
@@ -900,12 +1021,17 @@ def report(
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """The three denominators of a window, per GPU model and for the fleet (SPEC §7).
+    """The three denominators of a window, per GPU model and for the fleet.
 
     Physical GPU-hours (exact), schedulable ones (idle GPU-hours the queued shapes
     could use and the stranded rest by cause, sampled every --step), productive
     ones (SM-active over allocated, from telemetry), the stored what-if
     estimates, and each headline figure's change since the previous report.
+
+    Examples:
+
+      fleetaudit report --html 'reports/{date}.html' --json 'reports/{date}.json'
+      fleetaudit report --json - | jq '.fleet'
     """
     to_stdout = _check_outputs(**{"--html": html, "--json": json_path})
     store = _store(db, lock_timeout)
@@ -941,7 +1067,13 @@ def demo(
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report."""
+    """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report.
+
+    Examples:
+
+      fleetaudit demo
+      fleetaudit demo --db /tmp/sample.duckdb
+    """
     with console.progress_status("ingesting the sample fleet") as progress:
         result = api.run_demo(_store(db, lock_timeout), progress)
     console.render_ingest(result.ingest)
