@@ -256,6 +256,11 @@ def _reader_left() -> None:
     raise typer.Exit(int(ExitCode.PIPE))
 
 
+def _one_format(*, as_json: bool, as_csv: bool) -> None:
+    if as_json and as_csv:
+        raise UsageError("--json and --csv: choose one")
+
+
 def _check_outputs(**paths: Path | None) -> bool:
     """Whether one of the output options is stdout (``-``); two of them cannot be."""
     to_stdout = [name for name, path in paths.items() if is_stdout(path)]
@@ -301,6 +306,7 @@ def ingest(
             help="alibaba-gpu-v2023: a topo.csv (PSW, ASW per host) whose switch domains the nodes are dealt into.",
         ),
     ] = None,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -334,11 +340,14 @@ def ingest(
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)
     console.render_ingest(result)
+    if as_csv:
+        console.print_csv(console.ingest_frame(result))
 
 
 @app.command()
 @handled
 def status(
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -350,7 +359,10 @@ def status(
       fleetaudit status
       fleetaudit status --csv > capacity.csv
     """
-    console.render_summary(api.summarize(_store(db, lock_timeout)))
+    summary = api.summarize(_store(db, lock_timeout))
+    console.render_summary(summary)
+    if as_csv:
+        console.print_csv(console.status_frame(summary))
 
 
 @app.command()
@@ -382,8 +394,7 @@ def rejects(
       fleetaudit rejects
       fleetaudit rejects --ingest 3 --limit 0 --csv > rejects-3.csv
     """
-    if as_json and as_csv:
-        raise UsageError("--json and --csv: choose one")
+    _one_format(as_json=as_json, as_csv=as_csv)
     result = api.list_rejects(_store(db, lock_timeout), ingest_id, limit)
     if as_json:
         console.print_json(rejects_document(result))
@@ -420,6 +431,7 @@ def state(
             metavar="FORMAT",
         ),
     ] = None,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -435,13 +447,16 @@ def state(
       fleetaudit state --out - --out-format csv | grep cordoned
     """
     window = None if duration is None else parse_duration(duration, option="--duration")
-    to_stdout = _check_outputs(out=out)
+    to_stdout = _check_outputs(**{"--out": out, "--csv": Path("-") if as_csv else None})
     result = api.node_state(
         _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format
     )
     if out is not None:
         console.wrote(out)
-    if not to_stdout:  # stdout holds the file alone
+    if as_csv:
+        frame = console.state_by_model(result.state).drop("overcommitted")
+        console.print_csv(frame if duration else frame.drop("idle_window"))
+    elif not to_stdout:  # stdout holds the file alone
         console.render_state(result.state, iso(result.at) or "", duration)
 
 
@@ -563,6 +578,7 @@ def shapes(
         bool,
         typer.Option("--json", help="Print the JSON document (fleetaudit.shapes/1) only."),
     ] = False,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -592,11 +608,14 @@ def shapes(
         max_instances=max_instances,
         explain=explain,
     )
+    _one_format(as_json=as_json, as_csv=as_csv)
     result = evaluate_shapes(_store(db, lock_timeout), options)
     if as_json:
         console.print_json(shapes_document(result))
     else:
         console.render_shapes(result)
+        if as_csv:
+            console.print_csv(console.shapes_frame(result))
 
 
 whatif = typer.Typer(
@@ -671,6 +690,7 @@ def whatif_placement(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the JSON document (fleetaudit.placement/1) only.")
     ] = False,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -701,12 +721,15 @@ def whatif_placement(
         since=None if since is None else parse_duration(since, option="--since"),
         empty=empty, queue=queue,
     )  # fmt: skip
+    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying placements"):
         result = run_placement(_store(db, lock_timeout), run)
     if as_json:
         console.print_json(placement_document(result))
     else:
         console.render_placement(result)
+        if as_csv:
+            console.print_csv(console.placement_frame(result))
 
 
 _COMPACTION = CompactionOptions()
@@ -771,6 +794,7 @@ def whatif_compaction(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the JSON document (fleetaudit.compaction/1) only.")
     ] = False,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -799,12 +823,15 @@ def whatif_compaction(
     )
     run = CompactionRun(shapes=shapes, at=_instant(at, "--at"), scenario=scenario,
                         save_as=save_as, jobs=jobs, options=options)  # fmt: skip
+    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("compacting"):
         report = run_compaction(_store(db, lock_timeout), run)
     if as_json:
         console.print_json(compaction_document(report))
     else:
         console.render_compaction(report)
+        if as_csv:
+            console.print_csv(console.compaction_frame(report))
 
 
 def _span(duration: timedelta) -> str:
@@ -871,6 +898,7 @@ def whatif_harvesting(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the JSON document (fleetaudit.harvesting/1) only.")
     ] = False,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -903,12 +931,15 @@ def whatif_harvesting(
         policies=tuple(policy) if policy else VICTIM_POLICIES, seed=seed,
         at=_instant(at, "--at"), scenario=scenario, idle_sm=idle_sm, **durations,
     )  # fmt: skip
+    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying harvesting") as progress:
         result = run_harvesting(_store(db, lock_timeout), run, progress, notice=console.note)
     if as_json:
         console.print_json(harvesting_document(result))
     else:
         console.render_harvesting(result)
+        if as_csv:
+            console.print_csv(console.harvesting_frame(result))
 
 
 @app.command()
@@ -1017,6 +1048,7 @@ def report(
             "--json", help="Write the JSON (fleetaudit.report/1) here ({date}, {time} expand)."
         ),
     ] = None,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -1033,7 +1065,9 @@ def report(
       fleetaudit report --html 'reports/{date}.html' --json 'reports/{date}.json'
       fleetaudit report --json - | jq '.fleet'
     """
-    to_stdout = _check_outputs(**{"--html": html, "--json": json_path})
+    to_stdout = _check_outputs(
+        **{"--html": html, "--json": json_path, "--csv": Path("-") if as_csv else None}
+    )
     store = _store(db, lock_timeout)
     options = ReportOptions(
         at=_instant(at, "--at"),
@@ -1044,7 +1078,9 @@ def report(
     with console.progress_status("computing the report"):
         result = build_report(store, options)
     _write_report(result, html, json_path)
-    if not to_stdout:  # stdout holds the file alone
+    if as_csv:
+        console.print_csv(console.report_frame(result))
+    elif not to_stdout:  # stdout holds the file alone
         console.render_report(result)
     record_report(store, result)
 

@@ -387,3 +387,60 @@ def test_piped_output_honours_columns(tmp_path: Path, short_lines_db: Path) -> N
     env.pop("COLUMNS")
     done = fleetaudit("rejects", "--db", short_lines_db, cwd=tmp_path, env=env)
     assert max(len(line) for line in done.stdout.splitlines()) > 60  # piped: 120 wide
+
+
+# -- 5. 80 columns: every table keeps its key columns -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_at_80(tmp_path_factory: pytest.TempPathFactory) -> str:
+    db = tmp_path_factory.mktemp("demo80") / "demo.duckdb"
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "80"
+    try:
+        result = invoke("demo", "--db", db)
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS")
+        else:
+            os.environ["COLUMNS"] = old
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def _block(text: str, title: str) -> list[str]:
+    """The lines from the one starting with ``title`` down to the next bottom rule."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    block = []
+    for line in lines[start:]:
+        block.append(line.rstrip())
+        if line.startswith("└"):
+            break
+    return block
+
+
+def test_every_demo_line_fits_80_columns(demo_at_80: str) -> None:
+    too_wide = [line for line in demo_at_80.splitlines() if len(line) > 80]
+    assert too_wide == []
+
+
+def test_at_80_columns_the_state_table_keeps_every_column(demo_at_80: str) -> None:
+    expected = (DATA / "columns80" / "state.txt").read_text(encoding="utf-8").splitlines()
+    assert _block(demo_at_80, "GPUs at ") == expected
+
+
+def test_at_80_columns_the_shapes_table_keeps_queued_and_instances(demo_at_80: str) -> None:
+    block = _block(demo_at_80, "shapes at ")
+    assert block[2].split("┃")[1:4] == [
+        " shape                                                 ", " queued ", " instances ",
+    ]  # fmt: skip
+    assert "│ H20|H800 256 GPU (32x8) x12 CPU x96 GiB switch for 1d │      1 │         0 │" in block
+    assert any(line.startswith("left out at 80 columns: stranded GPUs by cause") for line in
+               demo_at_80.splitlines())  # fmt: skip
+
+
+def test_at_80_columns_the_report_summary_keeps_model_names(demo_at_80: str) -> None:
+    assert _block(demo_at_80, "report ")[:11] == (
+        (DATA / "columns80" / "report_summary.txt").read_text(encoding="utf-8").splitlines()
+    )
