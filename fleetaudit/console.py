@@ -825,28 +825,57 @@ def _render_recoverable(result: ReportResult) -> None:
         summary = recoverable_summary(run)
         out.print(f"{kind}: {summary['ran']}")
         if kind == "compaction":
-            parts = []
-            for side in ("before", "after"):
-                if side in summary:
-                    s = summary[side]
-                    parts.append(
-                        f"{side}: {s.get('partial_nodes', '-')} partial, "
-                        f"{s.get('free_nodes', '-')} free nodes"
-                    )
-            if "bound_free_nodes" in summary:
-                parts.append(f"bound: {summary['bound_free_nodes']} free nodes")
-            out.print("  " + ("; ".join(parts) or "no figures in its document"))
+            out.print("  " + compaction_outcome(summary))
         else:
             for p in summary.get("policies", []):
                 out.print(
                     f"  {p.get('policy', '-')}: allocation rate high "
                     f"{_pct1(p.get('allocation_rate_high'))}, all {_pct1(p.get('allocation_rate'))}, "
                     f"standby {_gh(p.get('standby_gpu_hours'))} GPU-h, harvested "
-                    f"{_pct1(p.get('harvested_share'))}, preemptions {p.get('preemptions', '-')}, "
-                    f"lost {_gh1(p.get('lost_gpu_hours'))} GPU-h, unfinished {p.get('unfinished', '-')}"
+                    f"{_pct1(p.get('harvested_share'))}, preemptions {_int(p.get('preemptions'))}, "
+                    f"lost {_gh1(p.get('lost_gpu_hours'))} GPU-h, unfinished {_int(p.get('unfinished'))}"
                 )
             if not summary.get("policies"):
                 out.print("  no policy figures in its document")
+
+
+def compaction_outcome(summary: dict[str, Any]) -> str:
+    """A stored compaction run in one line: GPUs freed, nodes before and after, the pause.
+
+    >>> compaction_outcome({"before": {"partial_nodes": 1200, "free_nodes": 40},
+    ...     "after": {"partial_nodes": 1100, "free_nodes": 52}, "bound_free_nodes": 60,
+    ...     "moves": 1500, "migration": {"freed_gpus": 96, "pause_gpu_hours": 1234.5,
+    ...     "payback_s": 46293.75}})
+    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234.5 GPU-hours, repaid after 12.9 h of use'
+    """
+    migration = summary.get("migration", {})
+    before, after = summary.get("before", {}), summary.get("after", {})
+    parts = []
+    if "freed_gpus" in migration:
+        parts.append(f"frees {_int(migration['freed_gpus'])} GPUs")
+    nodes = []
+    if "free_nodes" in before or "free_nodes" in after:
+        bound = summary.get("bound_free_nodes")
+        nodes.append(
+            f"free nodes {_int(before.get('free_nodes'))} → {_int(after.get('free_nodes'))}"
+            + ("" if bound is None else f" (at most {_int(bound)})")
+        )
+    if "partial_nodes" in before or "partial_nodes" in after:
+        nodes.append(
+            f"partially occupied {_int(before.get('partial_nodes'))} → "
+            f"{_int(after.get('partial_nodes'))}"
+        )
+    text = ": ".join([*parts[:1], ", ".join(nodes)] if nodes else parts)
+    cost = []
+    if "moves" in summary:
+        cost.append(f"{_int(summary['moves'])} moves")
+    if "pause_gpu_hours" in migration:
+        cost.append(f"a pause of {migration['pause_gpu_hours']:,.1f} GPU-hours")
+    if migration.get("payback_s") is not None:
+        cost[-1] += f", repaid after {_duration(migration['payback_s'])} of use"
+    if cost:
+        text += ("; " if text else "") + ": ".join(cost)
+    return text or "no figures in its document"
 
 
 def _delta(before: float, after: float) -> str:

@@ -444,3 +444,19 @@ def test_at_80_columns_the_report_summary_keeps_model_names(demo_at_80: str) -> 
     assert _block(demo_at_80, "report ")[:11] == (
         (DATA / "columns80" / "report_summary.txt").read_text(encoding="utf-8").splitlines()
     )
+
+
+# -- the examples in the docstrings of this modules ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "module_name",
+    ["fleetaudit.fsutil", "fleetaudit.console", "fleetaudit.ingest", "fleetaudit.report"],
+)
+def test_docstring_examples(module_name: str) -> None:
+    import doctest
+    import importlib
+
+    module = importlib.import_module(module_name)
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
