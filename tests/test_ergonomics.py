@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -460,3 +461,53 @@ def test_docstring_examples(module_name: str) -> None:
     module = importlib.import_module(module_name)
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+# -- 3. the README's cron line, verbatim ----------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_the_readme_cron_line_runs_verbatim_in_an_empty_folder(tmp_path: Path) -> None:
+    """.ci/cron-line runs it with cron's empty environment; here fleetaudit is this checkout."""
+    wrapper = tmp_path / "fleetaudit"
+    wrapper.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m fleetaudit "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    done = subprocess.run(
+        [str(REPO / ".ci" / "cron-line"), str(wrapper)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "silently" in done.stdout
+
+
+def test_the_harvesting_replay_says_when_it_compiles(
+    monkeypatch: pytest.MonkeyPatch, tiny_db: Path
+) -> None:
+    """The notice depends on the cache's state, not on a terminal (cron, pipes see it)."""
+    from fleetaudit import api, harvest, harvest_api, jitcache
+    from fleetaudit.harvest_api import HarvestRun
+
+    monkeypatch.setattr(harvest, "warm_up", _stop)  # the replay itself is not the point
+    said: list[str] = []
+    run = HarvestRun(policies=("spotgpu",), record=False)
+    monkeypatch.setattr(jitcache, "is_cached", lambda _source: False)
+    with pytest.raises(_Stop):
+        harvest_api.whatif_harvesting(api.StoreOptions(tiny_db), run, notice=said.append)
+    assert len(said) == 1 and said[0].startswith("compiling the harvesting replay, once per")
+    monkeypatch.setattr(jitcache, "is_cached", lambda _source: True)
+    with pytest.raises(_Stop):
+        harvest_api.whatif_harvesting(api.StoreOptions(tiny_db), run, notice=said.append)
+    assert len(said) == 1
+
+
+def _stop() -> None:
+    raise _Stop
+
+
+class _Stop(Exception):
+    pass
