@@ -84,8 +84,9 @@ def _word_metavar(param: Any) -> None:
     if param.metavar is not None:
         return
     if getattr(param, "param_type_name", "") == "argument":
-        name = (param.name or "value").upper()
-        param.metavar = "PATH" if name in ("PATHS", "OUT") else name
+        # the placeholder names it; typer would add its type (<list[Path]>)
+        param.metavar = {"paths": "PATH", "out": "FOLDER"}.get(param.name, param.name.upper())
+        param.display_type_rich = lambda ctx: None
         return
     named = next((METAVARS[o] for o in param.opts if o in METAVARS), None)
     bare = param.bare_type() if hasattr(param, "bare_type") else ""

@@ -131,17 +131,33 @@ def fit(
         left_out.append(name)
     # Exact widths: rich's own squeezing would cut numbers and names short.
     spare = max(0, width - _table_width(needs, table))
-    for column, need in zip(table.columns, needs, strict=True):
-        head = cell_len(str(column.header))
-        extra = min(spare, max(0, head - need))  # unfold headers while there is room
+    widths = list(needs)
+    for i, column in enumerate(table.columns):  # unfold headers while there is room
+        extra = min(spare, max(0, cell_len(str(column.header)) - widths[i]))
+        widths[i] += extra
         spare -= extra
-        column.width = need + extra
+    texts = [i for i, c in enumerate(table.columns) if str(c.header) in fold]
+    while spare > 0 and texts:  # then widen the free-text columns, evenly
+        wanting = [i for i in texts if widths[i] < _natural(table.columns[i])]
+        if not wanting:
+            break
+        for i in wanting[:spare]:
+            widths[i] += 1
+            spare -= 1
+    for column, column_width in zip(table.columns, widths, strict=True):
+        column.width = column_width
         column.no_wrap = False
         column.overflow = "fold"
     if left_out:
         table.caption = f"left out at {width} columns: {', '.join(left_out)} (--csv has them)"
         table.caption_justify = "left"
     return table
+
+
+def _natural(column: Any) -> int:
+    """A column's width with nothing folded."""
+    cells = max((_cell_width(c) for c in column._cells), default=0)
+    return max(cells, cell_len(str(column.header)))
 
 
 def _plain(cell: object) -> str:

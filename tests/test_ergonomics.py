@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -338,7 +339,10 @@ def short_lines_db(tmp_path: Path) -> Path:
     return db
 
 
-def test_rejects_lists_the_newest_ingest(short_lines_db: Path) -> None:
+def test_rejects_lists_the_newest_ingest(
+    short_lines_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "250")  # the file's path is long
     result = invoke("rejects", "--db", short_lines_db, "--limit", "2")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -511,3 +515,32 @@ def _stop() -> None:
 
 class _Stop(Exception):
     pass
+
+
+# -- 10. help texts --------------------------------------------------------------------------
+
+HELP_COMMANDS = [
+    ["ingest"], ["status"], ["rejects"], ["state"], ["shapes"], ["generate"], ["report"],
+    ["demo"], ["whatif", "placement"], ["whatif", "compaction"], ["whatif", "harvesting"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS, ids=" ".join)
+def test_help_has_examples_word_placeholders_and_no_missing_document(
+    command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "Examples:" in text
+    assert f"fleetaudit {' '.join(command)}" in text.split("Examples:")[1]
+    assert "SPEC" not in text and "§" not in text
+    assert not re.search(r"<(str|bool|int|float|path|list\[\w+\])>", text), text
+
+
+def test_placement_help_keeps_its_brackets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    text = invoke("whatif", "placement", "--help").stdout
+    assert "recorded over [at - since, at]" in text
+    assert "the window [at - since, at] (default 1d)" in text
