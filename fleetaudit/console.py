@@ -848,11 +848,22 @@ def _render_recoverable(result: ReportResult) -> None:
                     f"  {p.get('policy', '-')}: allocation rate high "
                     f"{_pct1(p.get('allocation_rate_high'))}, all {_pct1(p.get('allocation_rate'))}, "
                     f"standby {_gh(p.get('standby_gpu_hours'))} GPU-h, harvested "
-                    f"{_pct1(p.get('harvested_share'))}, preemptions {_int(p.get('preemptions'))}, "
-                    f"lost {_gh1(p.get('lost_gpu_hours'))} GPU-h, unfinished {_int(p.get('unfinished'))}"
+                    f"{_pct1(p.get('harvested_share'))}, preemptions {_count(p.get('preemptions'))}, "
+                    f"lost {_gh1(p.get('lost_gpu_hours'))} GPU-h, unfinished {_count(p.get('unfinished'))}"
                 )
             if not summary.get("policies"):
                 out.print("  no policy figures in its document")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _count(value: object) -> str:
+    """A count from a stored document: thousands separators, or the value as it is."""
+    if value is None:
+        return "-"
+    return f"{int(value):,}" if _is_number(value) else str(value)  # type: ignore[call-overload]
 
 
 def compaction_outcome(summary: dict[str, Any]) -> str:
@@ -868,27 +879,29 @@ def compaction_outcome(summary: dict[str, Any]) -> str:
     before, after = summary.get("before", {}), summary.get("after", {})
     parts = []
     if "freed_gpus" in migration:
-        parts.append(f"frees {_int(migration['freed_gpus'])} GPUs")
+        parts.append(f"frees {_count(migration['freed_gpus'])} GPUs")
     nodes = []
     if "free_nodes" in before or "free_nodes" in after:
         bound = summary.get("bound_free_nodes")
         nodes.append(
-            f"free nodes {_int(before.get('free_nodes'))} → {_int(after.get('free_nodes'))}"
-            + ("" if bound is None else f" (at most {_int(bound)})")
+            f"free nodes {_count(before.get('free_nodes'))} → {_count(after.get('free_nodes'))}"
+            + ("" if bound is None else f" (at most {_count(bound)})")
         )
     if "partial_nodes" in before or "partial_nodes" in after:
         nodes.append(
-            f"partially occupied {_int(before.get('partial_nodes'))} → "
-            f"{_int(after.get('partial_nodes'))}"
+            f"partially occupied {_count(before.get('partial_nodes'))} → "
+            f"{_count(after.get('partial_nodes'))}"
         )
     text = ": ".join([*parts[:1], ", ".join(nodes)] if nodes else parts)
     cost = []
     if "moves" in summary:
-        cost.append(f"{_int(summary['moves'])} moves")
-    if "pause_gpu_hours" in migration:
-        cost.append(f"a pause of {migration['pause_gpu_hours']:,.1f} GPU-hours")
-    if migration.get("payback_s") is not None:
-        cost[-1] += f", repaid after {_duration(migration['payback_s'])} of use"
+        cost.append(f"{_count(summary['moves'])} moves")
+    pause = migration.get("pause_gpu_hours")
+    if pause is not None:
+        shown = f"{pause:,.1f}" if _is_number(pause) else str(pause)
+        cost.append(f"a pause of {shown} GPU-hours")
+        if _is_number(migration.get("payback_s")):
+            cost[-1] += f", repaid after {_duration(migration['payback_s'])} of use"
     if cost:
         text += ("; " if text else "") + ": ".join(cost)
     return text or "no figures in its document"
