@@ -175,7 +175,9 @@ LockTimeoutOption = Annotated[
 # --quiet prints nothing but errors; --csv prints the command's table as CSV only.
 QuietOption = Annotated[
     bool,
-    typer.Option("--quiet", "-q", help="Print nothing but errors (for cron); files are still written."),
+    typer.Option(
+        "--quiet", "-q", help="Print nothing but errors (for cron); files are still written."
+    ),
 ]
 CsvOption = Annotated[
     bool,
