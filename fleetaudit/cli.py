@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -1148,6 +1149,10 @@ def main() -> None:
         _print_error(f"{exc.format_message()} (see {command} --help)")  # type: ignore[attr-defined]
         sys.exit(int(ExitCode.INPUT))
     code = code if isinstance(code, int) else 0
+    # The command is done: a Ctrl-C from here on has nothing left to stop, and during
+    # the interpreter's shutdown it would kill the process without a word (-2).
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     if code == ExitCode.INTERRUPT:
         # The stores are closed by now. Not SystemExit: when a library ran code through
         # PyRun_* as the Ctrl-C came, CPython would end by SIGINT (-2) instead of 130.
