@@ -7,11 +7,12 @@ prints; :mod:`fleetaudit.console` renders results.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import polars as pl
 from fleetaudit import generate as generator
 from fleetaudit import generate_kubernetes, generate_slurm, occupancy
 from fleetaudit.errors import UsageError
-from fleetaudit.fsutil import atomic_path
+from fleetaudit.fsutil import write_output
 from fleetaudit.ingest import IngestOptions, IngestResult, ingest
 from fleetaudit.resources import resource_dir
 from fleetaudit.store import Store, open_store
@@ -36,12 +37,14 @@ class StoreOptions:
 
     db: Path
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    # told once, after a second of waiting, that another process holds the lock
+    on_wait: Callable[[str], None] | None = field(default=None, compare=False)
 
 
 @contextmanager
 def writing(options: StoreOptions) -> Iterator[Store]:
     """The store opened for writing; a store this call created is removed if the call fails."""
-    store = open_store(options.db, lock_timeout=options.lock_timeout)
+    store = open_store(options.db, lock_timeout=options.lock_timeout, on_wait=options.on_wait)
     try:
         yield store
     except BaseException:
@@ -55,7 +58,9 @@ def writing(options: StoreOptions) -> Iterator[Store]:
 @contextmanager
 def reading(options: StoreOptions) -> Iterator[Store]:
     """The store opened for reading (it must exist)."""
-    store = open_store(options.db, read_only=True, lock_timeout=options.lock_timeout)
+    store = open_store(
+        options.db, read_only=True, lock_timeout=options.lock_timeout, on_wait=options.on_wait
+    )
     try:
         yield store
     finally:
@@ -110,6 +115,39 @@ def summarize(options: StoreOptions) -> StoreSummary:
             queued=queued,
             scenarios=store.query("scenario_names"),
         )
+
+
+@dataclass(frozen=True)
+class RejectsResult:
+    """The rows one ingest call rejected (``fleetaudit rejects``)."""
+
+    db: Path
+    ingest_id: int | None  # None: the store has had no ingest
+    total: int  # rejects of that ingest
+    rejects: pl.DataFrame  # ingest_id, file, table, row, column, value, reason (at most limit)
+
+
+def list_rejects(
+    options: StoreOptions, ingest_id: int | None = None, limit: int | None = 100
+) -> RejectsResult:
+    """The rejects of ingest call ``ingest_id`` (default: the newest), at most ``limit``."""
+    if limit is not None and limit < 0:
+        raise UsageError("--limit: must be 0 (all) or more")
+    with reading(options) as store:
+        counts = store.query("rejects_count", ingest_id=ingest_id).row(0, named=True)
+        if ingest_id is not None and not counts["found"]:
+            raise UsageError(
+                f"--ingest: {options.db} has no ingest #{ingest_id} "
+                f"(the newest is #{counts['latest'] or 0})"
+            )
+        chosen = ingest_id if ingest_id is not None else counts["latest"]
+        frame = store.query("rejects_of_ingest", ingest_id=chosen, limit=limit or None)
+    return RejectsResult(
+        db=options.db,
+        ingest_id=None if chosen is None else int(chosen),
+        total=int(counts["total"]),
+        rejects=frame,
+    )
 
 
 def export_time(store: Store, scenario: str | None = None) -> datetime | None:
@@ -180,22 +218,39 @@ def node_state(
     duration: timedelta | None = None,
     scenario: str | None = None,
     out: Path | None = None,
+    out_format: str | None = None,
 ) -> StateResult:
-    """The state of every node at ``at``; also written to ``out`` (.csv or .parquet) if given."""
-    if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
-        raise UsageError(f"--out: {out} must end in .csv or .parquet")
+    """The state of every node at ``at``; also written to ``out`` if given.
+
+    ``out_format`` is ``csv`` or ``parquet``; by default the suffix of ``out``
+    says which (``-``, a device or a FIFO need it given).
+    """
+    fmt = None if out is None else output_format(out, out_format)
     with reading(options) as store:
         instant = resolve_at(store, at, scenario)
         frame = state_at(store, instant, duration, scenario)
     if out is not None:
-        with atomic_path(out) as tmp:
-            if out.suffix.lower() == ".csv":
-                frame.with_columns(
-                    pl.col(pl.List(pl.Float64)).list.eval(pl.element().cast(pl.Utf8)).list.join("|")
-                ).write_csv(tmp)
-            else:
-                frame.write_parquet(tmp)
+        buffer = io.BytesIO()
+        if fmt == "csv":
+            frame.with_columns(
+                pl.col(pl.List(pl.Float64)).list.eval(pl.element().cast(pl.Utf8)).list.join("|")
+            ).write_csv(buffer)
+        else:
+            frame.write_parquet(buffer)
+        write_output(out, buffer.getvalue())
     return StateResult(at=instant, duration=duration, scenario=scenario, state=frame)
+
+
+def output_format(out: Path, given: str | None) -> str:
+    """The format of an ``--out`` file: ``given``, else the file's suffix (.csv, .parquet)."""
+    if given is not None:
+        if given.lower() not in ("csv", "parquet"):
+            raise UsageError(f"--out-format: {given!r} is not csv or parquet")
+        return given.lower()
+    suffix = Path(str(out)).suffix.lower()
+    if suffix in (".csv", ".parquet"):
+        return suffix[1:]
+    raise UsageError(f"--out: {out} must end in .csv or .parquet, or give --out-format")
 
 
 def save_scenario(

@@ -7,9 +7,11 @@ Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.markup import escape
+from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__, api, console
@@ -28,11 +32,12 @@ from fleetaudit.contract import (
     compaction_document,
     harvesting_document,
     placement_document,
+    rejects_document,
     report_document,
     shapes_document,
 )
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
-from fleetaudit.fsutil import atomic_path
+from fleetaudit.fsutil import is_stdout, write_output
 from fleetaudit.generate import GenerateOptions
 from fleetaudit.generate_slurm import SlurmGenerateOptions
 from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
@@ -51,7 +56,86 @@ from fleetaudit.shapes import Shape, make_shape
 from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes, read_shapes_file
 from fleetaudit.times import iso, parse_duration, parse_instant
 
+# Placeholders in --help read as words, by option name (else by type); flags show none.
+METAVARS = {
+    "--db": "PATH", "--out": "PATH", "--html": "PATH", "--shapes": "PATH",
+    "--topology": "PATH", "--priority-map": "PATH",
+    "--at": "TIME", "--trace-start": "TIME",
+    "--duration": "DURATION", "--since": "DURATION", "--history": "DURATION",
+    "--step": "DURATION", "--deadline": "DURATION", "--idle-for": "DURATION",
+    "--eviction-delay": "DURATION", "--eviction-delay-p95": "DURATION",
+    "--kill-after": "DURATION", "--min-remaining": "DURATION", "--warmup": "DURATION",
+    "--telemetry-step": "DURATION",
+    "--model": "MODEL", "--policy": "POLICY", "--scenario": "NAME", "--save-as": "NAME",
+    "--table": "TABLE", "--format": "FORMAT", "--out-format": "FORMAT",
+    "--locality": "LOCALITY", "--queue": "QUEUE",
+    "--gpus": "GPUS", "--gpus-per-pod": "GPUS", "--cpus-per-gpu": "CPUS",
+    "--memory-gib-per-gpu": "GIB", "--state-gib-per-gpu": "GIB", "--bandwidth-gbps": "GBPS",
+    "--lock-timeout": "SECONDS", "--idle-sm": "FRACTION", "--fill": "PERCENT",
+    "--harvested-nights": "CHANCE", "--days": "DAYS", "--telemetry-days": "DAYS",
+    "--snapshot-time": "TIME", "--tenant-label": "LABEL", "--timezone": "ZONE",
+    "--engine": "ENGINE", "--master": "URL", "--interval": "DURATION", "--jobs": "N",
+}  # fmt: skip
+_TYPE_METAVARS = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT"}
+
+
+def _word_metavar(param: Any) -> None:
+    """Give a parameter a metavar that reads as a word (not <str>, <list[str]>, <bool>).
+
+    typer's parameters (its own click) are read by duck typing.
+    """
+    if getattr(param, "is_flag", False):
+        param.metavar = ""
+        return
+    if param.metavar is not None:
+        return
+    if getattr(param, "param_type_name", "") == "argument":
+        # the placeholder names it; typer would add its type (<list[Path]>)
+        param.metavar = {"paths": "PATH", "out": "FOLDER"}.get(param.name, param.name.upper())
+        param.display_type_rich = lambda ctx: None
+        return
+    named = next((METAVARS[o] for o in param.opts if o in METAVARS), None)
+    bare = param.bare_type() if hasattr(param, "bare_type") else ""
+    if bare.startswith("list["):
+        bare = bare[5:-1]
+    param.metavar = named or _TYPE_METAVARS.get(bare.split(" | ")[0], "TEXT")
+
+
+def _plain_help(text: str | None) -> str | None:
+    """Help text shown as written: rich would read [at - since, at) as markup and drop it."""
+    return None if text is None else escape(text)
+
+
+def _readable(command: Any, ctx: Any) -> Any:
+    if getattr(command, "_fleetaudit_readable", False):
+        return command
+    for param in [*command.params, command.get_help_option(ctx)]:
+        if param is None:
+            continue
+        _word_metavar(param)
+        if getattr(param, "help", None) is not None:
+            param.help = _plain_help(param.help)
+    command.help = _plain_help(command.help)
+    command.short_help = _plain_help(command.short_help)
+    command._fleetaudit_readable = True  # type: ignore[attr-defined]
+    return command
+
+
+class ReadableGroup(TyperGroup):
+    """Every command's --help, this group's and those of commands added later alike:
+    placeholders as words, brackets shown as written."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        return None if command is None else _readable(command, ctx)
+
+    def get_params(self, ctx: Any) -> Any:
+        _readable(self, ctx)
+        return super().get_params(ctx)
+
+
 app = typer.Typer(
+    cls=ReadableGroup,
     name="fleetaudit",
     help=(
         "Audit the capacity of a shared GPU fleet from exported inventory, allocations, "
@@ -90,28 +174,46 @@ LockTimeoutOption = Annotated[
     typer.Option(
         "--lock-timeout",
         help="Seconds to wait while another fleetaudit process writes the store; then exit 75.",
+        metavar="SECONDS",
     ),
+]
+# Mechanisms every command adopts by declaring the parameter (``handled`` acts on it):
+# --quiet prints nothing but errors; --csv prints the command's table as CSV only.
+QuietOption = Annotated[
+    bool,
+    typer.Option(
+        "--quiet", "-q", help="Print nothing but errors (for cron); files are still written."
+    ),
+]
+CsvOption = Annotated[
+    bool,
+    typer.Option("--csv", help="Print the table as CSV on stdout, nothing else (for scripts)."),
 ]
 
 
 def _fail(message: str, code: int) -> None:
-    console.err.print(
-        f"fleetaudit: error: {message}", markup=False, highlight=False, soft_wrap=True
-    )
+    _print_error(message)
     raise typer.Exit(code)
 
 
 def handled(func: F) -> F:
-    """Turn fleetaudit errors into one line on stderr and the right exit code."""
+    """Turn fleetaudit errors into one line on stderr and the right exit code.
+
+    A command that declares ``quiet: QuietOption`` prints nothing but errors when
+    it is set; one that declares ``as_csv: CsvOption`` prints only its CSV.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        console.configure(quiet=bool(kwargs.get("quiet")), data=bool(kwargs.get("as_csv")))
         try:
             return func(*args, **kwargs)
         except FleetAuditError as exc:
             _fail(exc.message, int(exc.exit_code))
         except KeyboardInterrupt:
-            _fail("interrupted; nothing was half-written", int(ExitCode.INTERRUPT))
+            _fail(INTERRUPTED, int(ExitCode.INTERRUPT))
+        except BrokenPipeError:
+            _reader_left()
         except (typer.Exit, typer.Abort, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # also panics of native code (pyo3 PanicException)
@@ -149,7 +251,31 @@ def _main(
 def _store(db: Path, lock_timeout: float) -> api.StoreOptions:
     if lock_timeout < 0 or lock_timeout != lock_timeout:
         raise UsageError("--lock-timeout: must be 0 or more seconds")
-    return api.StoreOptions(db=db, lock_timeout=lock_timeout)
+    return api.StoreOptions(db=db, lock_timeout=lock_timeout, on_wait=console.note)
+
+
+INTERRUPTED = "interrupted; the store keeps its last committed state"
+
+
+def _reader_left() -> None:
+    """The reader of stdout went away (`| head`): end quietly, as `cat` would (SIGPIPE)."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(int(ExitCode.PIPE))
+
+
+def _one_format(*, as_json: bool, as_csv: bool) -> None:
+    if as_json and as_csv:
+        raise UsageError("--json and --csv: choose one")
+
+
+def _check_outputs(**paths: Path | None) -> bool:
+    """Whether one of the output options is stdout (``-``); two of them cannot be."""
+    to_stdout = [name for name, path in paths.items() if is_stdout(path)]
+    if len(to_stdout) > 1:
+        raise UsageError(f"{' and '.join(to_stdout)}: only one output can go to stdout (-)")
+    return bool(to_stdout)
 
 
 def _instant(text: str | None, option: str) -> datetime | None:
@@ -221,19 +347,29 @@ def ingest(
             help="kubernetes: the pod label naming the tenant (default: the namespace).",
         ),
     ] = None,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """Load CSV (.csv, .csv.gz), Parquet or JSON Lines files into the store.
 
     A file's table is its stem (nodes, allocations, requests, telemetry) or --table;
     a folder loads every table file in it. One call is one transaction: all files
     land or none do. A row whose key exists replaces the stored row. Rows that
-    break the schema go to the rejects table with file, row, column and reason.
+    break the schema go to the rejects table with file, row, column and reason
+    (`fleetaudit rejects` lists them).
 
     --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue Workloads).
     --format slurm reads a Slurm cluster's exports, each recognised by its content:
     sacct -P or --json, scontrol -d -o show node or --json, squeue --json, topology.conf.
+
+    Examples:
+
+      fleetaudit ingest exports/latest/
+      fleetaudit ingest --table allocations --strict jobs-2026-05-01.csv.gz
+      fleetaudit ingest --format kubernetes snapshots/ --priority-map priorities.txt
+      fleetaudit ingest --format slurm sacct.psv nodes.txt topology.conf
     """
     if fmt != "alibaba-gpu-v2023" and trace_start is not None:
         raise UsageError("--trace-start applies to --format alibaba-gpu-v2023 only")
@@ -268,16 +404,68 @@ def ingest(
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)
     console.render_ingest(result)
+    if as_csv:
+        console.print_csv(console.ingest_frame(result))
 
 
 @app.command()
 @handled
 def status(
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
-    """Show what the store holds: rows per table, capacity per GPU model, export time, scenarios."""
-    console.render_summary(api.summarize(_store(db, lock_timeout)))
+    """Show what the store holds: rows per table, capacity per GPU model, export time, scenarios.
+
+    Examples:
+
+      fleetaudit status
+      fleetaudit status --csv > capacity.csv
+    """
+    summary = api.summarize(_store(db, lock_timeout))
+    console.render_summary(summary)
+    if as_csv:
+        console.print_csv(console.status_frame(summary))
+
+
+@app.command()
+@handled
+def rejects(
+    ingest_id: Annotated[
+        int | None,
+        typer.Option(
+            "--ingest", help="The ingest call (its # in ingest's summary; default: the newest).",
+            metavar="N",
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", help="Show at most this many rows (0: all).", metavar="N")
+    ] = 100,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the JSON document (fleetaudit.rejects/1) only."),
+    ] = False,
+    as_csv: CsvOption = False,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
+) -> None:
+    """List the rows an ingest rejected: file, row, column, value and reason.
+
+    Examples:
+
+      fleetaudit rejects
+      fleetaudit rejects --ingest 3 --limit 0 --csv > rejects-3.csv
+    """
+    _one_format(as_json=as_json, as_csv=as_csv)
+    result = api.list_rejects(_store(db, lock_timeout), ingest_id, limit)
+    if as_json:
+        console.print_json(rejects_document(result))
+    elif as_csv:
+        console.print_csv(result.rejects.drop("ingest_id"))
+    else:
+        console.render_rejects(result)
 
 
 @app.command()
@@ -293,19 +481,47 @@ def state(
     scenario: ScenarioOption = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Also write the per-node state to this .csv or .parquet file."),
+        typer.Option(
+            "--out",
+            help="Also write the per-node state to this .csv or .parquet file (- : stdout).",
+            metavar="PATH",
+        ),
     ] = None,
+    out_format: Annotated[
+        str | None,
+        typer.Option(
+            "--out-format",
+            help="csv or parquet (default: the --out suffix; needed for -, a FIFO or a device).",
+            metavar="FORMAT",
+        ),
+    ] = None,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
-    """The occupancy of every node at an instant (SPEC §2), summed per GPU model.
+    """The occupancy of every node at an instant, summed per GPU model.
 
     Occupied GPUs count whole GPUs plus the GPUs that shares fill when packed
     first-fit-decreasing; allocated_high is high-priority work alone.
+
+    Examples:
+
+      fleetaudit state --at 2026-05-01T06:00:00Z --duration 6h
+      fleetaudit state --out - --out-format csv | grep cordoned
     """
     window = None if duration is None else parse_duration(duration, option="--duration")
-    result = api.node_state(_store(db, lock_timeout), _instant(at, "--at"), window, scenario, out)
-    console.render_state(result.state, iso(result.at) or "", duration)
+    to_stdout = _check_outputs(**{"--out": out, "--csv": Path("-") if as_csv else None})
+    result = api.node_state(
+        _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format
+    )
+    if out is not None:
+        console.wrote(out)
+    if as_csv:
+        frame = console.state_by_model(result.state).drop("overcommitted")
+        console.print_csv(frame if duration else frame.drop("idle_window"))
+    elif not to_stdout:  # stdout holds the file alone
+        console.render_state(result.state, iso(result.at) or "", duration)
 
 
 # The shape options of `shapes`, which `whatif compaction` takes too.
@@ -424,16 +640,23 @@ def shapes(
     ] = False,
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="Print the SPEC's JSON document (fleetaudit.shapes/1) only."),
+        typer.Option("--json", help="Print the JSON document (fleetaudit.shapes/1) only."),
     ] = False,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
     """How many instances of a request shape can start now, and what strands the idle rest.
 
     Without --gpus or --shapes: every distinct GPU shape queued at --at.
     Per shape: instances, usable GPUs, and the idle GPUs stranded by cause
-    (interval, fragment, cpu_memory, topology), adding up exactly (SPEC §3).
+    (interval, fragment, cpu_memory, topology), adding up exactly.
+
+    Examples:
+
+      fleetaudit shapes --model H20 --gpus 256 --cpus-per-gpu 16 --explain
+      fleetaudit shapes --reclaim --history 7d --step 5m --deadline 1h --csv
     """
     adhoc = _shape_options(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
@@ -449,14 +672,18 @@ def shapes(
         max_instances=max_instances,
         explain=explain,
     )
+    _one_format(as_json=as_json, as_csv=as_csv)
     result = evaluate_shapes(_store(db, lock_timeout), options)
     if as_json:
         console.print_json(shapes_document(result))
     else:
         console.render_shapes(result)
+        if as_csv:
+            console.print_csv(console.shapes_frame(result))
 
 
 whatif = typer.Typer(
+    cls=ReadableGroup,
     name="whatif",
     help=(
         "Replay what-ifs offline: placement policies, in-place compaction, "
@@ -525,12 +752,14 @@ def whatif_placement(
         typer.Option("--save-as", help="Save the first policy's final placement as a scenario."),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.placement/1) only.")
+        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.placement/1) only.")
     ] = False,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
-    """Replay the stored requests onto the nodes under placement policies (SPEC §5).
+    """Replay the stored requests onto the nodes under placement policies.
 
     By time (default): arrivals and departures as recorded over [at - since, at],
     from the state at the window's start (or --empty), waiting requests in a fifo
@@ -538,6 +767,11 @@ def whatif_placement(
     --fill is the FGD paper's method: no departures, requests in list order on an
     empty fleet (resampled with the seed); allocated and fragmented GPU % at every
     5% of arrival.
+
+    Examples:
+
+      fleetaudit whatif placement --since 1d --queue backfill
+      fleetaudit whatif placement --fill 90 --seeds 5 --shuffle --policy fgd --policy best-fit
     """
     chosen = tuple(policy) if policy else POLICIES
     unknown = [p for p in chosen if p not in POLICIES]
@@ -551,12 +785,15 @@ def whatif_placement(
         since=None if since is None else parse_duration(since, option="--since"),
         empty=empty, queue=queue,
     )  # fmt: skip
+    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying placements"):
         result = run_placement(_store(db, lock_timeout), run)
     if as_json:
         console.print_json(placement_document(result))
     else:
         console.render_placement(result)
+        if as_csv:
+            console.print_csv(console.placement_frame(result))
 
 
 _COMPACTION = CompactionOptions()
@@ -619,14 +856,14 @@ def whatif_compaction(
         typer.Option("--save-as", help="Save the compacted state as a scenario."),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.compaction/1) only.")
+        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.compaction/1) only.")
     ] = False,
     engine: Annotated[
         str,
         typer.Option(
             "--engine",
             help="Where the partitions run: local (worker processes) or spark (the executors "
-            "of a Spark session; needs pip install 'fleetaudit\\[spark]' and Java 17 or 21).",
+            "of a Spark session; needs pip install 'fleetaudit[spark]' and Java 17 or 21).",
         ),
     ] = "local",
     master: Annotated[
@@ -638,16 +875,24 @@ def whatif_compaction(
             show_default=False,
         ),
     ] = None,
+
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
-    """Replay in-place compaction on the state at --at: a move ledger and the capacity it frees (SPEC §4).
+    """Replay in-place compaction on the state at --at: a move ledger and the capacity it frees.
 
     Per partition (whole switch domains of one GPU model), partially occupied
     nodes are emptied by ejection chains of make-before-break moves. The objective,
     in order: more instances of the queued shapes (or those given), more free
     nodes, fewer partially occupied nodes, fewer GPUs moved. Without a shape
     option the queued shapes at --at count.
+
+    Examples:
+
+      fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
+      fleetaudit shapes --scenario compacted --model H20 --gpus 64
     """
     options = replace(
         _COMPACTION, depth=depth, rounds=rounds, partition_nodes=partition_nodes,
@@ -661,12 +906,15 @@ def whatif_compaction(
     run = CompactionRun(shapes=shapes, at=_instant(at, "--at"), scenario=scenario,
                         save_as=save_as, jobs=jobs, options=options,
                         engine=engine, master=master)  # fmt: skip
+    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("compacting"):
         report = run_compaction(_store(db, lock_timeout), run)
     if as_json:
         console.print_json(compaction_document(report))
     else:
         console.render_compaction(report)
+        if as_csv:
+            console.print_csv(console.compaction_frame(report))
 
 
 def _span(duration: timedelta) -> str:
@@ -731,17 +979,25 @@ def whatif_harvesting(
         ),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.harvesting/1) only.")
+        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.harvesting/1) only.")
     ] = False,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
-    """Replay a window with sleeping inference lending GPUs to low-priority work (SPEC §6).
+    """Replay a window with sleeping inference lending GPUs to low-priority work.
 
     High priority runs as recorded; low-priority jobs arrive as recorded and run
     wherever their GPU model has room, on lent GPUs too. Victim policies compare
     side by side. Sleeps come from telemetry; without it nothing sleeps. The
-    first run on a machine compiles the replay (about a minute), later runs load it.
+    first run on a machine compiles the replay (a minute or two, said on stderr),
+    later runs load it.
+
+    Examples:
+
+      fleetaudit whatif harvesting --since 7d
+      fleetaudit whatif harvesting --policy spotgpu --policy newest --kill-after 2m --json
     """
     durations = {
         field: parse_duration(text, option=option)
@@ -758,12 +1014,15 @@ def whatif_harvesting(
         policies=tuple(policy) if policy else VICTIM_POLICIES, seed=seed,
         at=_instant(at, "--at"), scenario=scenario, idle_sm=idle_sm, **durations,
     )  # fmt: skip
+    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying harvesting") as progress:
-        result = run_harvesting(_store(db, lock_timeout), run, progress)
+        result = run_harvesting(_store(db, lock_timeout), run, progress, notice=console.note)
     if as_json:
         console.print_json(harvesting_document(result))
     else:
         console.render_harvesting(result)
+        if as_csv:
+            console.print_csv(console.harvesting_frame(result))
 
 
 @app.command()
@@ -811,6 +1070,7 @@ def generate(
             "over capacity in the record while the container sleeps. Default 0: none.",
         ),
     ] = GenerateOptions.harvested_nights,
+    quiet: QuietOption = False,
 ) -> None:
     """Write a deterministic synthetic fleet shaped like Alibaba's ASI platform.
 
@@ -818,6 +1078,11 @@ def generate(
     models, online inference with a daily cycle and sleepable warm containers,
     low-priority offline inference in the gaps, training gangs, a pending queue
     and SM-active telemetry.
+
+    Examples:
+
+      fleetaudit generate fleet --nodes 500 --days 14
+      fleetaudit generate fleet --format csv && fleetaudit ingest fleet
     """
     if fmt == "slurm":
         try:
@@ -869,7 +1134,7 @@ EngineOption = Annotated[
     str,
     typer.Option(
         "--engine",
-        help="duckdb (built in) or spark (needs pip install 'fleetaudit\\[spark]' and Java 17 or 21).",
+        help="duckdb (built in) or spark (needs pip install 'fleetaudit[spark]' and Java 17 or 21).",
     ),
 ]
 MasterOption = Annotated[
@@ -904,6 +1169,7 @@ def rollup(
     fmt: Annotated[
         str, typer.Option("--format", help=f"Format of the raw files: {', '.join(SOURCES)}.")
     ] = "native",
+    quiet: QuietOption = False,
 ) -> None:
     """Roll raw telemetry up per node, GPU, allocation and interval, as native Parquet.
 
@@ -912,6 +1178,11 @@ def rollup(
     `report` counts each row as its samples, so the productive figures are
     those of the raw telemetry. `--engine spark` runs the same SQL on Spark,
     where the raw history lives.
+
+    Examples:
+
+      fleetaudit rollup lake/telemetry/ --out rolled/ && fleetaudit ingest rolled/
+      fleetaudit rollup lake/telemetry/ --out rolled/ --interval 15m --engine spark
     """
     options = RollupOptions(
         interval_s=parse_duration(interval, option="--interval").total_seconds(),
@@ -947,16 +1218,26 @@ def report(
             "--json", help="Write the JSON (fleetaudit.report/1) here ({date}, {time} expand)."
         ),
     ] = None,
+    as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
-    """The three denominators of a window, per GPU model and for the fleet (SPEC §7).
+    """The three denominators of a window, per GPU model and for the fleet.
 
     Physical GPU-hours (exact), schedulable ones (idle GPU-hours the queued shapes
     could use and the stranded rest by cause, sampled every --step), productive
     ones (SM-active over allocated, from telemetry), the stored what-if
     estimates, and each headline figure's change since the previous report.
+
+    Examples:
+
+      fleetaudit report --html 'reports/{date}.html' --json 'reports/{date}.json'
+      fleetaudit report --json - | jq '.fleet'
     """
+    to_stdout = _check_outputs(
+        **{"--html": html, "--json": json_path, "--csv": Path("-") if as_csv else None}
+    )
     store = _store(db, lock_timeout)
     options = ReportOptions(
         at=_instant(at, "--at"),
@@ -967,20 +1248,22 @@ def report(
     with console.progress_status("computing the report"):
         result = build_report(store, options)
     _write_report(result, html, json_path)
-    console.render_report(result)
+    if as_csv:
+        console.print_csv(console.report_frame(result))
+    elif not to_stdout:  # stdout holds the file alone
+        console.render_report(result)
     record_report(store, result)
 
 
 def _write_report(result: ReportResult, html: Path | None, json_path: Path | None) -> None:
     if json_path is not None:
         target = expand_path(json_path, result.generated_at)
-        with atomic_path(target) as tmp:
-            tmp.write_text(json.dumps(report_document(result), indent=1) + "\n", encoding="utf-8")
-        console.err.print(f"wrote {target}")
+        write_output(target, json.dumps(report_document(result), indent=1) + "\n")
+        console.wrote(target)
     if html is not None:
         target = expand_path(html, result.generated_at)
         write_html(result, target)
-        console.err.print(f"wrote {target}")
+        console.wrote(target)
 
 
 @app.command()
@@ -988,8 +1271,15 @@ def _write_report(result: ReportResult, html: Path | None, json_path: Path | Non
 def demo(
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
 ) -> None:
-    """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report."""
+    """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report.
+
+    Examples:
+
+      fleetaudit demo
+      fleetaudit demo --db /tmp/sample.duckdb
+    """
     with console.progress_status("ingesting the sample fleet") as progress:
         result = api.run_demo(_store(db, lock_timeout), progress)
     console.render_ingest(result.ingest)
@@ -1011,20 +1301,42 @@ def main() -> None:
     """Console-script entry point: usage errors too are one line and exit 2."""
     try:
         code = app(prog_name="fleetaudit", standalone_mode=False)
-    except typer.Abort:
-        _print_error("interrupted; nothing was half-written")
-        sys.exit(int(ExitCode.INTERRUPT))
+        sys.stdout.flush()
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C outside a command's body
+        _print_error(INTERRUPTED)
+        code = int(ExitCode.INTERRUPT)
+    except BrokenPipeError:
+        with contextlib.suppress(typer.Exit):
+            _reader_left()
+        sys.exit(int(ExitCode.PIPE))
     except TyperException as exc:  # typer's click: a bad option, a missing argument
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "fleetaudit"
         _print_error(f"{exc.format_message()} (see {command} --help)")  # type: ignore[attr-defined]
         sys.exit(int(ExitCode.INPUT))
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    # The command is done: a Ctrl-C from here on has nothing left to stop, and during
+    # the interpreter's shutdown it would kill the process without a word (-2).
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if code == ExitCode.INTERRUPT:
+        # The stores are closed by now. Not SystemExit: when a library ran code through
+        # PyRun_* as the Ctrl-C came, CPython would end by SIGINT (-2) instead of 130.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def _print_error(message: str) -> None:
-    line = message.strip().replace("\n", " ")
-    console.err.print(f"fleetaudit: error: {line}", markup=False, highlight=False, soft_wrap=True)
+    """One line on stderr, even under --quiet."""
+    line = " ".join(message.strip().split("\n"))
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"fleetaudit: error: {line}\n")
+        sys.stderr.flush()
 
 
 if __name__ == "__main__":

@@ -7,19 +7,22 @@ rich honours ``NO_COLOR`` and plain pipes.
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import polars as pl
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleetaudit.api import StoreSummary
+from fleetaudit.api import RejectsResult, StoreSummary
 from fleetaudit.compaction_api import CompactionReport
 from fleetaudit.denominators import SPLIT
+from fleetaudit.fsutil import stream_fd
 from fleetaudit.generate import GenerateResult
 from fleetaudit.harvest_api import HarvestingResult
 from fleetaudit.ingest import IngestResult
@@ -29,11 +32,144 @@ from fleetaudit.rollup_api import RollupResult
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
-# Off a terminal (cron, pipes) rich would wrap tables at 80 columns; plain text
-# wider than that is easier to read in a log than wrapped headers.
+PIPED_WIDTH = 120
+
+
+def output_width(environ: dict[str, str] | None = None, is_tty: bool | None = None) -> int | None:
+    """The width tables are laid out for: ``COLUMNS`` when set, else the terminal's
+    (None: rich asks it), else 120 (cron, pipes: a log reads better wide than wrapped).
+
+    >>> output_width({"COLUMNS": "80"}, False), output_width({}, False), output_width({}, True)
+    (80, 120, None)
+    """
+    env = os.environ if environ is None else environ
+    columns = env.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    tty = sys.stdout.isatty() if is_tty is None else is_tty
+    return None if tty else PIPED_WIDTH
+
+
 # markup=False: ids and models from the data may hold [brackets].
-out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
+out = Console(highlight=False, markup=False, width=output_width())
 err = Console(stderr=True, highlight=False, markup=False)
+
+
+def configure(*, quiet: bool = False, data: bool = False) -> None:
+    """Set up the output of one command: its width (``COLUMNS`` as it is now);
+    ``quiet``: print nothing but errors (which the CLI writes itself); ``data``: the
+    command prints machine-readable data only, so its tables stay off stdout."""
+    width = output_width()
+    if width is not None:
+        out.width = width
+    out.quiet = quiet or data
+    err.quiet = quiet
+
+
+def note(message: str) -> None:
+    """A note on stderr (not under --quiet)."""
+    err.print(f"note: {message}", soft_wrap=True)
+
+
+def wrote(path: object) -> None:
+    """Say on stderr that a file was written (not for stdout, not under --quiet)."""
+    if stream_fd(str(path)) is None:
+        err.print(f"wrote {path}", soft_wrap=True)
+
+
+def _cell_width(cell: object) -> int:
+    text = _plain(cell)
+    return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def _table_width(widths: list[int], table: Table) -> int:
+    """The width rich needs for columns this wide: padding and one rule between columns,
+    and the outer edges when shown."""
+    return sum(widths) + 3 * len(widths) - 1 + (2 if table.show_edge else 0)
+
+
+def fit(
+    table: Table, keys: Sequence[str] = (), drop: Sequence[str] = (), fold: Sequence[str] = ()
+) -> Table:
+    """Lay a table out for the output width (``COLUMNS``, the terminal's, or 120 on a pipe).
+
+    Every column keeps its cells whole (numbers, model names, shapes) and folds its
+    header onto more lines; ``fold`` columns (free text) fold their cells too.
+    When that is still too wide, whole columns are left out, the least important
+    first (``drop``, then the rightmost others), never a key column (the first
+    one and those named in ``keys``); a line under the table says which (``--csv``
+    has them all).
+    """
+    width = out.width
+    columns = table.columns
+    key_names = {str(columns[0].header), *keys} if columns else set()
+    needs, natural = [], []
+    for column in columns:
+        head = str(column.header)
+        words = max((cell_len(w) for w in head.split()), default=0)
+        cells = max((_cell_width(c) for c in column._cells), default=0)
+        natural.append(max(cells, cell_len(head)))
+        if head in fold:
+            longest = max(
+                (cell_len(w) for c in column._cells for w in _plain(c).split()), default=0
+            )
+            needs.append(min(max(longest, words), 24))
+        else:
+            needs.append(max(cells, words))
+    if _table_width(natural, table) <= width:
+        return table  # fits as it is
+    order = [n for n in drop if n not in key_names]
+    order += [str(c.header) for c in reversed(columns) if str(c.header) not in key_names]
+    left_out: list[str] = []
+    for name in order:
+        if _table_width(needs, table) <= width:
+            break
+        found = [i for i, c in enumerate(table.columns) if str(c.header) == name]
+        if not found:
+            continue
+        del table.columns[found[0]]
+        del needs[found[0]]
+        left_out.append(name)
+    # Exact widths: rich's own squeezing would cut numbers and names short.
+    spare = max(0, width - _table_width(needs, table))
+    widths = list(needs)
+    for i, column in enumerate(table.columns):  # unfold headers while there is room
+        extra = min(spare, max(0, cell_len(str(column.header)) - widths[i]))
+        widths[i] += extra
+        spare -= extra
+    texts = [i for i, c in enumerate(table.columns) if str(c.header) in fold]
+    while spare > 0 and texts:  # then widen the free-text columns, evenly
+        wanting = [i for i in texts if widths[i] < _natural(table.columns[i])]
+        if not wanting:
+            break
+        for i in wanting[:spare]:
+            widths[i] += 1
+            spare -= 1
+    for column, column_width in zip(table.columns, widths, strict=True):
+        column.width = column_width
+        column.no_wrap = False
+        column.overflow = "fold"
+    if left_out:
+        table.caption = f"left out at {width} columns: {', '.join(left_out)} (--csv has them)"
+        table.caption_justify = "left"
+    return table
+
+
+def _natural(column: Any) -> int:
+    """A column's width with nothing folded."""
+    cells = max((_cell_width(c) for c in column._cells), default=0)
+    return max(cells, cell_len(str(column.header)))
+
+
+def _plain(cell: object) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def show(
+    table: Table, keys: Sequence[str] = (), drop: Sequence[str] = (), fold: Sequence[str] = ()
+) -> None:
+    """Print a table fitted to the output width (see :func:`fit`)."""
+    out.print(fit(table, keys, drop, fold))
 
 
 def _int(value: object) -> str:
@@ -46,10 +182,21 @@ def print_json(document: object) -> None:
     sys.stdout.flush()
 
 
+def print_csv(frame: pl.DataFrame) -> None:
+    """A table as CSV on stdout, nothing else (``--csv``); list columns joined by ``|``."""
+    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
+    if lists:
+        frame = frame.with_columns(
+            pl.col(name).list.eval(pl.element().cast(pl.Utf8)).list.join("|") for name in lists
+        )
+    sys.stdout.write(frame.write_csv())
+    sys.stdout.flush()
+
+
 @contextmanager
 def progress_status(first: str) -> Iterator[Callable[[str], None]]:
     """A spinner on stderr (only on a terminal) whose text the callback updates."""
-    if not err.is_terminal:
+    if not err.is_terminal or err.quiet:
         yield lambda _msg: None
         return
     with err.status(first) as status:
@@ -72,7 +219,7 @@ def render_ingest(result: IngestResult) -> None:
             _int(t.superseded),
             _int(t.rejected),
         )
-    out.print(table)
+    show(table)
     topo = result.topology
     if topo is not None:
         line = (
@@ -94,17 +241,41 @@ def render_ingest(result: IngestResult) -> None:
             f"{result.rejected:,} row(s) rejected; the first of them below, all in the "
             "store's rejects table (file, row, column, value, reason)."
         )
-        rejects = Table(show_edge=False)
-        for column in ("file", "row", "column", "value", "reason"):
-            rejects.add_column(column)
-        for r in result.rejects.head(10).iter_rows(named=True):
-            rejects.add_row(
-                *(
-                    Text("" if r[c] is None else str(r[c]))
-                    for c in ("file", "row", "column", "value", "reason")
-                )
-            )
-        out.print(rejects)
+        show(_rejects_table(result.rejects.head(10)), fold=_REJECT_TEXT)
+        if result.rejected > 10:
+            out.print(f"all of them: fleetaudit rejects --ingest {result.ingest_id}")
+
+
+_REJECT_TEXT = ("file", "value", "reason")
+
+
+def _rejects_table(frame: pl.DataFrame) -> Table:
+    table = Table(show_edge=False)
+    for column in ("file", "row", "column", "value", "reason"):
+        # the value (a whole bad line) folds first on a narrow terminal
+        table.add_column(
+            column,
+            justify="right" if column == "row" else "left",
+            overflow="fold",
+            ratio=2 if column in ("value", "reason") else None,
+        )
+    for r in frame.iter_rows(named=True):
+        table.add_row(
+            *(Text("" if r[c] is None else str(r[c])) for c in ("file", "row", "column", "value", "reason"))
+        )
+    return table
+
+
+def render_rejects(result: RejectsResult) -> None:
+    """``fleetaudit rejects``: one ingest call's rejected rows."""
+    if result.ingest_id is None:
+        out.print(f"store {result.db}: no ingest yet")
+        return
+    shown = result.rejects.height
+    more = f", the first {shown:,} below" if shown < result.total else ""
+    out.print(f"ingest #{result.ingest_id}: {result.total:,} row(s) rejected{more}")
+    if shown:
+        show(_rejects_table(result.rejects), fold=_REJECT_TEXT)
 
 
 def render_summary(summary: StoreSummary) -> None:
@@ -117,7 +288,7 @@ def render_summary(summary: StoreSummary) -> None:
         tables.add_column(column, justify="right" if column == "rows" else "left")
     for r in summary.tables.iter_rows(named=True):
         tables.add_row(r["table"], _int(r["rows"]), iso(r["first"]) or "", iso(r["last"]) or "")
-    out.print(tables)
+    show(tables)
     render_models(summary.models)
     if summary.scenarios.height:
         scen = Table(title="scenarios", title_justify="left")
@@ -125,7 +296,7 @@ def render_summary(summary: StoreSummary) -> None:
             scen.add_column(column)
         for r in summary.scenarios.iter_rows(named=True):
             scen.add_row(r["name"], r["command"], iso(r["at"]) or "", iso(r["created_at"]) or "")
-        out.print(scen)
+        show(scen)
 
 
 def render_models(models: pl.DataFrame) -> None:
@@ -149,7 +320,7 @@ def render_models(models: pl.DataFrame) -> None:
             _int(models["domains"].sum()),
             style="bold",
         )
-    out.print(table)
+    show(table)
 
 
 def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> None:
@@ -157,27 +328,7 @@ def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> Non
 
     With a window, also the GPUs idle over all of it (the free interval).
     """
-    healthy = pl.col("health") == "healthy"
-    # capped at the node's GPUs, so the identity holds on over-committed nodes too
-    used = pl.min_horizontal("gpus_used", "gpus")
-    high = pl.min_horizontal("gpus_used_high", used)
-    per_model = (
-        state.group_by("gpu_model")
-        .agg(
-            pl.col("gpus").sum().alias("installed"),
-            pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
-            high.filter(healthy).sum().alias("high"),
-            (used - high).filter(healthy).sum().alias("low"),
-            pl.col("free_gpus").filter(healthy).sum().alias("idle"),
-            pl.col("free_gpus_window").filter(healthy).sum().alias("idle_window"),
-            (healthy & (pl.col("gpus_used") == 0)).sum().alias("free_nodes"),
-            (pl.col("gpus_used") > pl.col("gpus")).sum().alias("overcommitted"),
-            (healthy & (pl.col("gpus_used") > 0) & (pl.col("gpus_used") < pl.col("gpus")))
-            .sum()
-            .alias("partial_nodes"),
-        )
-        .sort("installed", "gpu_model", descending=[True, False])
-    )
+    per_model = state_by_model(state)
     table = Table(title=f"GPUs at {at}", title_justify="left")
     headers = {
         "gpu_model": "model",
@@ -194,7 +345,7 @@ def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> Non
         table.add_column(header, justify="left" if column == "gpu_model" else "right", no_wrap=True)
     for r in per_model.iter_rows(named=True):
         table.add_row(str(r["gpu_model"]), *(_int(r[c]) for c in list(headers)[1:]))
-    out.print(table)
+    show(table)
     out.print(
         "installed = unhealthy + alloc high + alloc low + idle; alloc high is high-priority "
         "work alone; shares count the GPUs they fill when packed first-fit-decreasing."
@@ -216,7 +367,7 @@ def render_generate(result: GenerateResult) -> None:
     table.add_column("file")
     for name, path in result.files.items():
         table.add_row(name, _int(result.rows.get(name, 0)), str(path))
-    out.print(table)
+    show(table)
 
 
 def render_rollup(result: RollupResult) -> None:
@@ -234,7 +385,7 @@ def render_rollup(result: RollupResult) -> None:
     table.add_column("file")
     for name, (path, rows) in result.written.items():
         table.add_row(name, _int(rows), str(path))
-    out.print(table)
+    show(table)
     if result.skipped:
         err.print(
             f"note: {result.skipped:,} raw row(s) left out: ingest would reject them "
@@ -309,7 +460,11 @@ def render_shapes(result: ShapesResult) -> None:
             _num(ledger.idle),
             stranded_bar(ledger.stranded, ledger.idle),
         )
-    out.print(table)
+    show(
+        table,
+        keys=("queued", "instances"),
+        drop=("stranded GPUs by cause", "idle GPUs", "usable GPUs"),
+    )
     if not reports:
         out.print(
             "no GPU request is queued at this instant; give a shape with --model/--gpus or --shapes"
@@ -361,7 +516,7 @@ def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
                     f"(pred. {_seconds(cal.predicted_wait_p50_s)}/{_seconds(cal.predicted_wait_p90_s)})",
                 ]
         table.add_row(*row)
-    out.print(table)
+    show(table)
     if with_history:
         out.print(
             "+evict: instances that evicting low-priority and sleepable work would add, losing "
@@ -401,7 +556,7 @@ def render_misses(report: ShapeReport) -> None:
     if misses.is_empty():
         out.print(f"nearest misses: {report.evaluation.shape.label()}: no eligible node")
     else:
-        out.print(table)
+        show(table)
 
 
 _SPARK = "▁▂▃▄▅▆▇█"
@@ -460,7 +615,11 @@ def render_placement(result: PlacementResult) -> None:
             "-" if last is None else f"{last['failed']:,.0f}",
             _spark(curve["allocated_pct"].to_list()[::2]),  # every 10%
         )
-    out.print(table)
+    show(
+        table,
+        keys=("failed",),
+        drop=("allocated (10% steps)", "queued at end", "started", "25%", "75%", "70%", "110%"),
+    )
     out.print(
         "fragmented: idle GPU capacity the workload's request shapes, weighted by how often "
         "they occur, cannot use (the FGD paper's measure); failed: requests that found no node"
@@ -513,7 +672,16 @@ def _share_bar(parts: list[tuple[float, str]], total: float, width: int = _BAR_W
     return text
 
 
-def _denominator_bars(figures: dict[str, object]) -> tuple[Text, Text, Text]:
+def _bar_width(names: list[str]) -> int:
+    """Bars as wide as fit beside the model names and three percentages (at most 24)."""
+    model = max((cell_len(n) for n in names), default=5)
+    room = out.width - model - 3 * (7 + 3) - 2  # " 100.0%" per bar, padding and rules
+    return max(4, min(_BAR_WIDTH, room // 3))
+
+
+def _denominator_bars(
+    figures: dict[str, object], width: int = _BAR_WIDTH
+) -> tuple[Text, Text, Text]:
     ph = figures["physical"]
     sc = figures["schedulable"]
     pr = figures["productive"]
@@ -524,9 +692,12 @@ def _denominator_bars(figures: dict[str, object]) -> tuple[Text, Text, Text]:
             (ph["allocated_gpu_hours"] - ph["allocated_high_gpu_hours"], "cyan"),
         ],
         ph["healthy_gpu_hours"],
+        width,
     )
-    schedulable = _share_bar([(sc["usable_gpu_hours"], "green")], sc["idle_gpu_hours"])
-    productive = _share_bar([(pr["sm_active_gpu_hours"], "green")], pr["telemetry_gpu_hours"])
+    schedulable = _share_bar([(sc["usable_gpu_hours"], "green")], sc["idle_gpu_hours"], width)
+    productive = _share_bar(
+        [(pr["sm_active_gpu_hours"], "green")], pr["telemetry_gpu_hours"], width
+    )
     return physical, schedulable, productive
 
 
@@ -548,16 +719,17 @@ def render_report(result: ReportResult) -> None:
     ):
         table.add_column(header, no_wrap=True)
     rows = [("fleet", result.fleet), *result.models.items()]
+    bar_width = _bar_width([name for name, _ in rows])
     for name, figures in rows:
         ph, sc, pr = figures["physical"], figures["schedulable"], figures["productive"]
-        bars = _denominator_bars(figures)
+        bars = _denominator_bars(figures, bar_width)
         table.add_row(
             Text(name, style="bold" if name == "fleet" else ""),
             bars[0] + Text(f" {_pct_of(ph['allocated_gpu_hours'], ph['healthy_gpu_hours'])}"),
             bars[1] + Text(f" {_pct_of(sc['usable_gpu_hours'], sc['idle_gpu_hours'])}"),
             bars[2] + Text(f" {_pct_of(pr['sm_active_gpu_hours'], pr['telemetry_gpu_hours'])}"),
         )
-    out.print(table)
+    show(table, keys=tuple(str(c.header) for c in table.columns))  # bars narrow instead
     fleet = result.fleet["physical"]
     out.print(
         f"allocation rate: high {_pct1(fleet['allocation_rate_high'])}, "
@@ -609,7 +781,7 @@ def _render_physical(rows: list[tuple[str, dict[str, Any]]]) -> None:
             _pct1(p["allocation_rate_high"]),
             _pct1(p["allocation_rate"]),
         )
-    out.print(table)
+    show(table)
 
 
 def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
@@ -629,7 +801,7 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
             *(_gh(s["stranded_gpu_hours"][c]) for c in SPLIT),
             _gh(s["unhealthy_gpu_hours"]),
         )
-    out.print(table)
+    show(table, keys=("idle", "usable"))
     shapes = Table(title="queued shapes over the window", title_justify="left")
     shapes.add_column("shape", no_wrap=True)
     for header in ("queued", "p_start", "wait p50", "wait p90", "usable GPU-h as best"):
@@ -644,7 +816,11 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
             _gh(s.usable_gpu_hours),
         )
     if result.shapes:
-        out.print(shapes)
+        show(
+            shapes,
+            keys=("queued", "p_start"),
+            drop=("usable GPU-h as best", "wait p90", "wait p50"),
+        )
     else:
         out.print("no GPU request is queued at the window's end: all idle GPUs are unqueued")
 
@@ -683,7 +859,7 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
     by_size = sorted(result.tenants.items(), key=lambda t: -t[1]["physical"]["allocated_gpu_hours"])
     for tenant, figures in by_size[:_TENANTS_SHOWN]:
         add(f"tenant {tenant}", figures["productive"])
-    out.print(table)
+    show(table, keys=("allocated", "SM-active rate"), drop=("with telemetry",))
     if len(by_size) > _TENANTS_SHOWN:
         out.print(
             f"{len(by_size) - _TENANTS_SHOWN} smaller tenant(s) more in the HTML and JSON reports"
@@ -705,28 +881,70 @@ def _render_recoverable(result: ReportResult) -> None:
         summary = recoverable_summary(run)
         out.print(f"{kind}: {summary['ran']}")
         if kind == "compaction":
-            parts = []
-            for side in ("before", "after"):
-                if side in summary:
-                    s = summary[side]
-                    parts.append(
-                        f"{side}: {s.get('partial_nodes', '-')} partial, "
-                        f"{s.get('free_nodes', '-')} free nodes"
-                    )
-            if "bound_free_nodes" in summary:
-                parts.append(f"bound: {summary['bound_free_nodes']} free nodes")
-            out.print("  " + ("; ".join(parts) or "no figures in its document"))
+            out.print("  " + compaction_outcome(summary))
         else:
             for p in summary.get("policies", []):
                 out.print(
                     f"  {p.get('policy', '-')}: allocation rate high "
                     f"{_pct1(p.get('allocation_rate_high'))}, all {_pct1(p.get('allocation_rate'))}, "
                     f"standby {_gh(p.get('standby_gpu_hours'))} GPU-h, harvested "
-                    f"{_pct1(p.get('harvested_share'))}, preemptions {p.get('preemptions', '-')}, "
-                    f"lost {_gh1(p.get('lost_gpu_hours'))} GPU-h, unfinished {p.get('unfinished', '-')}"
+                    f"{_pct1(p.get('harvested_share'))}, preemptions {_count(p.get('preemptions'))}, "
+                    f"lost {_gh1(p.get('lost_gpu_hours'))} GPU-h, unfinished {_count(p.get('unfinished'))}"
                 )
             if not summary.get("policies"):
                 out.print("  no policy figures in its document")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _count(value: object) -> str:
+    """A count from a stored document: thousands separators, or the value as it is."""
+    if value is None:
+        return "-"
+    return f"{int(value):,}" if _is_number(value) else str(value)  # type: ignore[call-overload]
+
+
+def compaction_outcome(summary: dict[str, Any]) -> str:
+    """A stored compaction run in one line: GPUs freed, nodes before and after, the pause.
+
+    >>> compaction_outcome({"before": {"partial_nodes": 1200, "free_nodes": 40},
+    ...     "after": {"partial_nodes": 1100, "free_nodes": 52}, "bound_free_nodes": 60,
+    ...     "moves": 1500, "migration": {"freed_gpus": 96, "pause_gpu_hours": 1234.5,
+    ...     "payback_s": 46293.75}})
+    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234.5 GPU-hours, repaid after 12.9 h of use'
+    """
+    migration = summary.get("migration", {})
+    before, after = summary.get("before", {}), summary.get("after", {})
+    parts = []
+    if "freed_gpus" in migration:
+        parts.append(f"frees {_count(migration['freed_gpus'])} GPUs")
+    nodes = []
+    if "free_nodes" in before or "free_nodes" in after:
+        bound = summary.get("bound_free_nodes")
+        nodes.append(
+            f"free nodes {_count(before.get('free_nodes'))} → {_count(after.get('free_nodes'))}"
+            + ("" if bound is None else f" (at most {_count(bound)})")
+        )
+    if "partial_nodes" in before or "partial_nodes" in after:
+        nodes.append(
+            f"partially occupied {_count(before.get('partial_nodes'))} → "
+            f"{_count(after.get('partial_nodes'))}"
+        )
+    text = ": ".join([*parts[:1], ", ".join(nodes)] if nodes else parts)
+    cost = []
+    if "moves" in summary:
+        cost.append(f"{_count(summary['moves'])} moves")
+    pause = migration.get("pause_gpu_hours")
+    if pause is not None:
+        shown = f"{pause:,.1f}" if _is_number(pause) else str(pause)
+        cost.append(f"a pause of {shown} GPU-hours")
+        if _is_number(migration.get("payback_s")):
+            cost[-1] += f", repaid after {_duration(migration['payback_s'])} of use"
+    if cost:
+        text += ("; " if text else "") + ": ".join(cost)
+    return text or "no figures in its document"
 
 
 def _delta(before: float, after: float) -> str:
@@ -772,7 +990,7 @@ def render_compaction(report: CompactionReport, worst: int = 5) -> None:
     ):
         table.add_row(f"instances: {shape.label()} ({queued:,} queued)", _int(was), _int(now),
                       _delta(was, now))  # fmt: skip
-    out.print(table)
+    show(table)
     if migration.moves:
         out.print(
             f"migration: {migration.state_gib:,.0f} GiB of state, {migration.transfer_s:,.0f} s "
@@ -819,7 +1037,7 @@ def render_compaction(report: CompactionReport, worst: int = 5) -> None:
                 _int(p.bound_free), f"{p.before_partial:,} → {p.after_partial:,}", _int(p.moves),
                 ", ".join(p.budgets_hit) or "-", f"{p.seconds:.2f}",
             )  # fmt: skip
-        out.print(parts)
+        show(parts)
     if report.saved:
         out.print(
             f"saved the compacted state as scenario {report.saved!r}; "
@@ -862,7 +1080,11 @@ def render_harvesting(result: HarvestingResult) -> None:
             f"{r.lost_gpu_hours:,.1f}",
             _int(r.unfinished),
         )
-    out.print(table)
+    show(
+        table,
+        keys=("HP", "HP+LP", "harv."),
+        drop=("LP done mean/p50/p90", "lost GPU-h", "standby GPU-h", "forced", "unfin."),
+    )
     out.print(
         "HP, HP+LP: allocated / healthy GPU-hours, high priority alone and with low priority. "
         "standby: GPU-hours lent by sleeping allocations; harv.: the share of them "
@@ -873,3 +1095,130 @@ def render_harvesting(result: HarvestingResult) -> None:
     )
     for note in result.notes:
         err.print(f"note: {note}")
+
+
+# -- --csv: each command's table as a frame (machine column names, raw values) ----------
+
+
+def ingest_frame(result: IngestResult) -> pl.DataFrame:
+    """``ingest --csv``: per table, files read and rows new, replaced, superseded, rejected."""
+    columns = ("table", "files", "read", "new", "replaced", "superseded", "rejected")
+    return pl.DataFrame(
+        [[getattr(t, c) for c in columns] for t in result.tables],
+        schema=dict.fromkeys(columns, pl.Int64) | {"table": pl.String},
+        orient="row",
+    )
+
+
+def status_frame(summary: StoreSummary) -> pl.DataFrame:
+    """``status --csv``: capacity by GPU model."""
+    return summary.models
+
+
+def state_by_model(state: pl.DataFrame) -> pl.DataFrame:
+    """``state``'s table (and ``state --csv``): GPUs by status per model, free and partial nodes."""
+    healthy = pl.col("health") == "healthy"
+    # capped at the node's GPUs, so the identity holds on over-committed nodes too
+    used = pl.min_horizontal("gpus_used", "gpus")
+    high = pl.min_horizontal("gpus_used_high", used)
+    return (
+        state.group_by("gpu_model")
+        .agg(
+            pl.col("gpus").sum().alias("installed"),
+            pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
+            high.filter(healthy).sum().alias("high"),
+            (used - high).filter(healthy).sum().alias("low"),
+            pl.col("free_gpus").filter(healthy).sum().alias("idle"),
+            pl.col("free_gpus_window").filter(healthy).sum().alias("idle_window"),
+            (healthy & (pl.col("gpus_used") == 0)).sum().alias("free_nodes"),
+            (pl.col("gpus_used") > pl.col("gpus")).sum().alias("overcommitted"),
+            (healthy & (pl.col("gpus_used") > 0) & (pl.col("gpus_used") < pl.col("gpus")))
+            .sum()
+            .alias("partial_nodes"),
+        )
+        .sort("installed", "gpu_model", descending=[True, False])
+    )
+
+
+def shapes_frame(result: ShapesResult) -> pl.DataFrame:
+    """``shapes --csv``: per shape, queued, instances, usable and idle GPUs, stranded by cause."""
+    causes: list[str] = []
+    for r in result.shapes:
+        for cause in r.evaluation.ledger.stranded or {}:
+            if cause not in causes:
+                causes.append(cause)
+    rows = []
+    for r in result.shapes:
+        ledger = r.evaluation.ledger
+        stranded = ledger.stranded or {}
+        rows.append(
+            [r.evaluation.shape.label(), r.queued, r.instances, bool(r.capped),
+             ledger.usable, ledger.idle, *(stranded.get(c) for c in causes)]
+        )  # fmt: skip
+    schema: dict[str, Any] = {
+        "shape": pl.String, "queued": pl.Int64, "instances": pl.Int64, "capped": pl.Boolean,
+        "usable_gpus": pl.Float64, "idle_gpus": pl.Float64,
+        **{f"stranded_{c}": pl.Float64 for c in causes},
+    }  # fmt: skip
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def placement_frame(result: PlacementResult) -> pl.DataFrame:
+    """``whatif placement --csv``: every policy's curve, one row per step."""
+    curves = [
+        curve.select(pl.lit(policy).alias("policy"), pl.all())
+        for policy, curve in result.curves.items()
+    ]
+    return pl.concat(curves, how="diagonal_relaxed") if curves else pl.DataFrame()
+
+
+def compaction_frame(report: CompactionReport) -> pl.DataFrame:
+    """``whatif compaction --csv``: the before/after table."""
+    result = report.result
+    before, after = result.before, result.after
+    rows: list[tuple[str, float | None, float | None]] = [
+        ("free_nodes", before.free_nodes, after.free_nodes),
+        ("partial_nodes", before.partial_nodes, after.partial_nodes),
+        ("free_nodes_upper_bound", None, result.bound_free_nodes),
+    ]
+    for (shape, was), (_, now) in zip(before.instances, after.instances, strict=True):
+        rows.append((f"instances: {shape.label()}", was, now))
+    return pl.DataFrame(
+        rows, schema={"figure": pl.String, "before": pl.Float64, "after": pl.Float64},
+        orient="row",
+    )  # fmt: skip
+
+
+def harvesting_frame(result: HarvestingResult) -> pl.DataFrame:
+    """``whatif harvesting --csv``: the victim policies side by side."""
+    rows = []
+    for r in result.policies:
+        c = r.completion_s()
+        rows.append(
+            {"policy": r.policy, "allocation_rate_high": r.allocation_rate_high,
+             "allocation_rate": r.allocation_rate, "standby_gpu_hours": r.standby_gpu_hours,
+             "harvested_share": r.harvested_share, "lp_completion_mean_s": c["mean"],
+             "lp_completion_p50_s": c["p50"], "lp_completion_p90_s": c["p90"],
+             "preemptions": r.preemptions, "forced_kills": r.forced_kills,
+             "lost_gpu_hours": r.lost_gpu_hours, "unfinished": r.unfinished}
+        )  # fmt: skip
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def report_frame(result: ReportResult) -> pl.DataFrame:
+    """``report --csv``: the three denominators, the fleet then each GPU model."""
+    rows = []
+    for name, figures in [("fleet", result.fleet), *result.models.items()]:
+        ph, sc, pr = figures["physical"], figures["schedulable"], figures["productive"]
+        rows.append(
+            {"model": name,
+             "healthy_gpu_hours": ph["healthy_gpu_hours"],
+             "allocated_high_gpu_hours": ph["allocated_high_gpu_hours"],
+             "allocated_gpu_hours": ph["allocated_gpu_hours"],
+             "allocation_rate_high": ph["allocation_rate_high"],
+             "allocation_rate": ph["allocation_rate"],
+             "idle_gpu_hours": sc["idle_gpu_hours"], "usable_gpu_hours": sc["usable_gpu_hours"],
+             "telemetry_gpu_hours": pr["telemetry_gpu_hours"],
+             "sm_active_gpu_hours": pr["sm_active_gpu_hours"]}
+        )  # fmt: skip
+    return pl.DataFrame(rows, infer_schema_length=None)

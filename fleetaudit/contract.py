@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from fleetaudit.api import WHATIF_KINDS
+from fleetaudit.api import WHATIF_KINDS, RejectsResult
 from fleetaudit.compaction import Snapshot
 from fleetaudit.placement_api import PlacementResult
 from fleetaudit.report_api import REPORT_SCHEMA, ReportResult, recoverable_summary
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # compaction_api and harvest_api import this module to record
     from fleetaudit.compaction_api import CompactionReport
     from fleetaudit.harvest_api import HarvestingResult
 
+REJECTS_SCHEMA = "fleetaudit.rejects/1"
 SHAPES_SCHEMA = "fleetaudit.shapes/1"
 PLACEMENT_SCHEMA = "fleetaudit.placement/1"
 
@@ -272,4 +273,18 @@ def harvesting_document(result: HarvestingResult) -> dict[str, Any]:
         "options": result.run.as_json(),
         "policies": policies,
         "notes": list(result.notes),
+    }
+
+
+def rejects_document(result: RejectsResult) -> dict[str, Any]:
+    """``fleetaudit rejects --json``: one ingest call's rejected rows."""
+    return {
+        "schema": REJECTS_SCHEMA,
+        "ingest_id": result.ingest_id,
+        "total": result.total,
+        "shown": result.rejects.height,
+        "rejects": [
+            {k: r[k] for k in ("file", "table", "row", "column", "value", "reason")}
+            for r in result.rejects.iter_rows(named=True)
+        ],
     }

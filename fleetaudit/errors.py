@@ -17,7 +17,8 @@ class ExitCode(IntEnum):
     INTERNAL = 1
     INPUT = 2  # bad input file, bad option or usage
     BUSY = 75  # EX_TEMPFAIL: the store is locked by another writer; retry later
-    INTERRUPT = 130
+    INTERRUPT = 130  # Ctrl-C (128 + SIGINT)
+    PIPE = 141  # the reader of stdout left (128 + SIGPIPE), as a shell reports it
 
 
 class FleetAuditError(Exception):

@@ -10,9 +10,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from fleetaudit import harvest
+from fleetaudit import harvest, jitcache
 from fleetaudit.api import (
     StoreOptions,
     load_frames,
@@ -22,6 +23,9 @@ from fleetaudit.api import (
 )
 from fleetaudit.errors import UsageError
 from fleetaudit.parallel import map_processes
+
+# numba's cache of the replay is kept per source file (fleetaudit.jitcache)
+KERNEL_SOURCE = Path(harvest.__file__).with_name("harvest_kernel.py")
 
 # Replays of fewer allocations and pods than this run in process: spawning a
 # worker (a fresh interpreter importing polars and loading the compiled
@@ -90,6 +94,7 @@ def whatif_harvesting(
     store_options: StoreOptions,
     run: HarvestRun,
     progress: Callable[[str], None] | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> HarvestingResult:
     """Replay [at - since, at) under each victim policy and record the run in the store.
 
@@ -97,6 +102,7 @@ def whatif_harvesting(
         store_options: the store.
         run: policies, window and the sleep and eviction figures.
         progress: called with a short status line while it runs.
+        notice: told once, before it starts, when the replay is compiled in this run.
 
     Raises:
         UsageError: an unknown policy or scenario, an empty window, bad figures.
@@ -136,6 +142,18 @@ def whatif_harvesting(
     elif samples.is_empty():
         notes.append("the telemetry in the window covers no sleepable allocation: nothing sleeps")
     report("loading the compiled replay (a machine's first run compiles it: about a minute)")
+    if notice is not None:
+        cache = jitcache.choose_cache_dir(KERNEL_SOURCE)
+        if cache is None:
+            notice(
+                "compiling the harvesting replay (a minute or two): no writable cache "
+                f"folder, so every run compiles; set {jitcache.ENV} to a folder to keep it"
+            )
+        elif not jitcache.is_cached(KERNEL_SOURCE):
+            notice(
+                "compiling the harvesting replay, once per machine (a minute or two); "
+                f"later runs load it from {cache}"
+            )
     harvest.warm_up()
     report("preparing the replay")
     prepared = harvest.prepare_replay(

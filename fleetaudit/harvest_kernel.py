@@ -1,7 +1,8 @@
 """The compiled event loop of the harvesting replay (:mod:`fleetaudit.harvest`).
 
 Every function here is compiled by numba (``cache=True``: once per machine,
-about a minute, then loaded from ``__pycache__`` in about a second). The
+about a minute, then loaded from ``__pycache__`` in about a second; where the
+package folder is read-only, from the user's cache folder: :mod:`fleetaudit.jitcache`). The
 replay's state lives in two numba structrefs of arrays and typed lists,
 :class:`Static` (what the record fixes) and :class:`State` (what the replay
 changes), built by :func:`new_static` and :func:`new_state` from the field
@@ -27,12 +28,24 @@ wakes); arrivals last. Ties keep the order events were created in (``seq``).
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit, types
-from numba.experimental import structref
-from numba.typed import Dict, List
+import os
+from pathlib import Path
 
-from fleetaudit.occupancy import SHARE_UNITS
+from fleetaudit.jitcache import ENV, choose_cache_dir
+
+# Before numba reads its configuration: a read-only package folder caches elsewhere.
+CACHE_DIR = choose_cache_dir(Path(__file__))
+
+import numpy as np  # noqa: E402
+from numba import njit, types  # noqa: E402
+from numba.core import config as numba_config  # noqa: E402
+from numba.experimental import structref  # noqa: E402
+from numba.typed import Dict, List  # noqa: E402
+
+if (os.environ.get(ENV) or "") != (numba_config.CACHE_DIR or ""):
+    numba_config.reload_config()  # numba was imported before the folder was chosen
+
+from fleetaudit.occupancy import SHARE_UNITS  # noqa: E402
 
 U = SHARE_UNITS
 BIG = np.iinfo(np.int64).max  # "never" for an end time

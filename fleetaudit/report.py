@@ -19,7 +19,7 @@ import jinja2
 import polars as pl
 
 from fleetaudit.denominators import SPLIT
-from fleetaudit.fsutil import atomic_path
+from fleetaudit.fsutil import write_output
 from fleetaudit.report_api import ReportResult, recoverable_summary
 from fleetaudit.resources import resource_dir
 from fleetaudit.times import iso
@@ -353,10 +353,8 @@ def render_html(result: ReportResult) -> str:
 
 
 def write_html(result: ReportResult, path: Path) -> None:
-    """Write the HTML report to ``path`` whole or not at all."""
-    text = render_html(result)
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    """Write the HTML report to ``path`` (``-``: stdout; a file: whole or not at all)."""
+    write_output(path, render_html(result))
 
 
 def expand_path(template: Path, when: datetime) -> Path:
@@ -365,5 +363,7 @@ def expand_path(template: Path, when: datetime) -> Path:
     >>> expand_path(Path("reports/{date}-{time}.html"), datetime(2026, 5, 1, 6, 30))
     PosixPath('reports/2026-05-01-063000.html')
     """
+    if str(template) == "-":
+        return template
     text = str(template).replace("{date}", when.strftime("%Y-%m-%d"))
     return Path(text.replace("{time}", when.strftime("%H%M%S")))

@@ -353,13 +353,10 @@ def record_report(store_options: StoreOptions, result: ReportResult) -> None:
 
 
 def describe_run(run: WhatifRun) -> str:
-    """When and with which options a what-if ran, in one line."""
-    options = ", ".join(f"{k}={v}" for k, v in sorted(run.options.items()) if v is not None)
+    """When a what-if ran and on what, in one line (its options are in the JSON)."""
     text = f"ran {iso(run.created_at.replace(microsecond=0))} at {iso(run.at)}"
     if run.scenario:
         text += f" on scenario {run.scenario}"
-    if options:
-        text += f" with {options}"
     if run.stale:
         text += " (stale: data was ingested after it ran)"
     return text
@@ -375,8 +372,9 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
     """The figures of a stored what-if document, read defensively (absent keys stay absent).
 
     Returns created_at, at, scenario, options, stale, ran (one line), schema,
-    and for compaction partial_nodes/free_nodes before and after, bound_free_nodes
-    and moves; for harvesting the window and one row per policy.
+    and for compaction partial_nodes/free_nodes before and after, bound_free_nodes,
+    moves and migration (freed_gpus, pause_gpu_hours, payback_s, gpus_moved); for
+    harvesting the window and one row per policy.
     """
     doc = run.document if isinstance(run.document, dict) else {}
     out: dict[str, Any] = {
@@ -398,6 +396,10 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
             out["bound_free_nodes"] = bound["free_nodes"]
         if isinstance(doc.get("moves"), list):
             out["moves"] = len(doc["moves"])
+        migration = doc.get("migration")
+        if isinstance(migration, dict):
+            keys = ("freed_gpus", "pause_gpu_hours", "payback_s", "gpus_moved")
+            out["migration"] = {k: migration[k] for k in keys if k in migration}
     else:
         if isinstance(doc.get("window"), dict):
             out["window"] = doc["window"]

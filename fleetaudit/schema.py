@@ -80,6 +80,28 @@ WORKLOAD = (
 )
 LOCALITY = ("any", "switch", "block", "node")
 
+# An export's own workload labels, mapped to the categories the engines use (the
+# label is kept too, in workload_label). Labels are compared in lower case with
+# runs of spaces, '-', '/' and '.' read as '_'; any other label is 'other'.
+WORKLOAD_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "online_inference": (
+        "online_inference", "online", "inference", "serving", "serve", "online_serving",
+        "realtime_inference", "real_time_inference", "llm_serving", "model_serving",
+    ),
+    "offline_inference": (
+        "offline_inference", "offline", "batch_inference", "batch", "offline_serving",
+        "batch_serving",
+    ),
+    "training": (
+        "training", "train", "pretraining", "pretrain", "pre_training", "finetuning",
+        "finetune", "fine_tuning", "fine_tune", "sft", "rlhf",
+    ),
+    "development": ("development", "dev", "notebook", "jupyter", "debug", "interactive"),
+    "cpu_only": ("cpu_only", "cpu", "cpuonly"),
+    "other": ("other",),
+}  # fmt: skip
+assert tuple(WORKLOAD_SYNONYMS) == WORKLOAD
+
 NODES = Table(
     name="nodes",
     key=("node_id",),
@@ -107,7 +129,8 @@ ALLOCATIONS = Table(
         Column("cpus", Kind.FLOAT, required=True, nonnegative=True, maximum=MAX_CPUS),
         Column("memory_gib", Kind.FLOAT, nonnegative=True, maximum=MAX_MEMORY_GIB),
         Column("priority", Kind.TEXT, required=True, enum=PRIORITY),
-        Column("workload", Kind.TEXT, enum=WORKLOAD),
+        Column("workload", Kind.TEXT),  # a category of WORKLOAD, from the label
+        Column("workload_label", Kind.TEXT),  # the label as the export wrote it
         Column("tenant", Kind.TEXT),
         Column("start_time", Kind.TIME, required=True),
         Column("end_time", Kind.TIME),

@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,26 @@ def quote_identifier(name: str) -> str:
 def default_db_path() -> Path:
     """``$FLEETAUDIT_DB`` or ``./fleetaudit.duckdb``."""
     return Path(os.environ.get("FLEETAUDIT_DB") or DEFAULT_DB)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether DuckDB stopped a statement because of Ctrl-C (SIGINT)."""
+    return isinstance(exc, duckdb.InterruptException) or (
+        isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted")
+    )
+
+
+@contextmanager
+def _statement() -> Iterator[None]:
+    """DuckDB's failures as :class:`QueryError`; its Ctrl-C as KeyboardInterrupt."""
+    try:
+        yield
+    except (duckdb.Error, RuntimeError) as exc:
+        if _interrupted(exc):
+            raise KeyboardInterrupt from exc
+        if isinstance(exc, duckdb.Error):
+            raise QueryError(_first_line(exc)) from exc
+        raise
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -83,7 +103,9 @@ class Store:
         try:
             yield
         except BaseException:
-            self.con.execute("ROLLBACK")
+            # after Ctrl-C DuckDB may refuse; closing the connection discards it anyway
+            with suppress(duckdb.Error, RuntimeError):
+                self.con.execute("ROLLBACK")
             raise
         self.con.execute("COMMIT")
 
@@ -97,17 +119,13 @@ class Store:
         self.run(load_sql(query_name), params)
 
     def _execute(self, text: str, params: Mapping[str, Any] | None) -> duckdb.DuckDBPyConnection:
-        try:
+        with _statement():
             return self.con.execute(text, dict(params or {}))
-        except duckdb.Error as exc:
-            raise QueryError(_first_line(exc)) from exc
 
     def sql(self, text: str, params: Mapping[str, Any] | None = None) -> pl.DataFrame:
         """Run SQL text (generated from the schema, values only as parameters)."""
-        try:
+        with _statement():
             return self.con.sql(text, params=dict(params or {})).pl()
-        except duckdb.Error as exc:
-            raise QueryError(_first_line(exc)) from exc
 
     def run(self, text: str, params: Mapping[str, Any] | None = None) -> int | None:
         """Run SQL text for its effect; the row count of an INSERT/DELETE, if any."""
@@ -122,10 +140,8 @@ class Store:
 
     def _fetchall(self, text: str, params: Mapping[str, Any] | None) -> list[tuple[Any, ...]]:
         cursor = self._execute(text, params)
-        try:
+        with _statement():
             return cursor.fetchall()
-        except duckdb.Error as exc:
-            raise QueryError(_first_line(exc)) from exc
 
     def describe(
         self, source_sql: str, params: Mapping[str, Any] | None = None
@@ -137,6 +153,10 @@ class Store:
     def register_frame(self, name: str, frame: pl.DataFrame) -> None:
         """Make a polars frame readable as the temporary view ``name``."""
         self.con.register(name, frame.to_arrow())
+
+    def unregister(self, name: str) -> None:
+        """Drop a view made by :meth:`register_frame`."""
+        self.con.unregister(name)
 
     # -- schema ----------------------------------------------------------------------
     def column_types(self, table: str) -> dict[str, str]:
@@ -199,21 +219,40 @@ def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def _connect(path: Path, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
-    deadline = time.monotonic() + lock_timeout
+WAIT_NOTICE_AFTER = 1.0  # seconds of waiting for the lock before saying so
+
+
+def _connect(
+    path: Path,
+    read_only: bool,
+    lock_timeout: float,
+    on_wait: Callable[[str], None] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    started = time.monotonic()
+    deadline = started + lock_timeout
     delay = 0.05
+    told = on_wait is None
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as exc:
             if not _is_lock_error(exc):
                 raise StoreError(f"{path}: cannot open the store: {_first_line(exc)}") from exc
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 raise StoreBusyError(
                     f"{path}: the store is locked by another fleetaudit process; "
                     f"gave up after {lock_timeout:g} s (raise --lock-timeout or retry later)"
                 ) from exc
-        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            notice_at = started + WAIT_NOTICE_AFTER
+            if not told and now >= notice_at:
+                told = True
+                on_wait(  # type: ignore[misc]
+                    f"{path}: the store is locked by another fleetaudit process; "
+                    f"waiting up to {lock_timeout:g} s (--lock-timeout)"
+                )
+        wake = min(now + delay, deadline, now + 1.0 if told else notice_at)
+        time.sleep(max(0.0, wake - now))
         delay = min(delay * 2, 1.0)
 
 
@@ -227,6 +266,7 @@ def open_store(
     read_only: bool = False,
     lock_timeout: float = 30.0,
     must_exist: bool = False,
+    on_wait: Callable[[str], None] | None = None,
 ) -> Store:
     """Open (creating when allowed) the store at ``path``.
 
@@ -235,13 +275,14 @@ def open_store(
         read_only: open without the write lock (several readers may share it).
         lock_timeout: seconds to wait for another process's lock.
         must_exist: fail with a clear line instead of creating a new store.
+        on_wait: told once, after a second, that another process holds the lock.
     """
     existed = path.exists()
     if not existed and (must_exist or read_only):
         raise StoreError(
             f"{path}: no fleetaudit store here; run `fleetaudit ingest` first (or pass --db)"
         )
-    con = _connect(path, read_only and existed, lock_timeout)
+    con = _connect(path, read_only and existed, lock_timeout, on_wait)
     try:
         con.execute("SET TimeZone = 'UTC'")
         limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", "3GB")
@@ -251,8 +292,12 @@ def open_store(
         if not read_only:
             _create_schema(con)
         con.execute(load_sql("create_scenario_macro"))
-    except duckdb.Error as exc:
+    except (duckdb.Error, RuntimeError) as exc:
         con.close()
+        if _interrupted(exc):
+            raise KeyboardInterrupt from exc
+        if not isinstance(exc, duckdb.Error):
+            raise
         raise StoreError(f"{path}: not a usable fleetaudit store: {_first_line(exc)}") from exc
     return Store(con, path, created=not existed)
 

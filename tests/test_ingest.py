@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from fleetaudit.errors import InputError
 from fleetaudit.ingest import IngestOptions, ingest
 from fleetaudit.store import Store, open_store
-from tests.conftest import write
+from tests.conftest import DATA, write
 
 NODES = """
 node_id,gpu_model,gpus,cpus,memory_gib,switch_id,health
@@ -258,8 +258,23 @@ def test_lines_with_a_wrong_field_count_are_rejects(store: Store, tmp_path: Path
     result = ingest(store, [tmp_path])
     assert (result.tables[0].read, result.tables[0].new, result.tables[0].rejected) == (5, 2, 3)
     assert [r[:2] for r in rejects(store)] == [(2, "cpus"), (3, None), (4, "gpus")]
-    assert rejects(store)[1][3] == "too many columns: Expected Number of Columns: 4 Found: 5"
+    assert rejects(store)[1][3] == "the line has 5 field(s); the header has 4"
     assert rejects(store)[2][3] == "-8 is negative"
+
+
+def test_a_line_short_by_several_fields_is_one_reject(store: Store) -> None:
+    """12 data rows: 4 lines with a wrong field count (short by 3, 4, 1; long by 2) and one
+    negative gpus. Each bad line is one reject, read counts 12, row 12 stays row 12."""
+    result = ingest(store, [DATA / "short_lines" / "nodes.csv"])
+    table = result.tables[0]
+    assert (table.read, table.new, table.rejected) == (12, 7, 5)
+    assert [(r[0], r[1], r[3]) for r in rejects(store)] == [
+        (2, "memory_gib", "the line has 4 field(s); the header has 7"),
+        (4, "cpus", "the line has 3 field(s); the header has 7"),
+        (5, None, "the line has 9 field(s); the header has 7"),
+        (8, "health", "the line has 6 field(s); the header has 7"),
+        (12, "gpus", "-8 is negative"),
+    ]
 
 
 def test_reingest_is_idempotent_and_replaces(store: Store, tiny_dir: Path, tmp_path: Path) -> None:
@@ -468,3 +483,31 @@ def test_alibaba_topology_is_deterministic(tmp_path: Path, traces: Path) -> None
         .agg(pl.col("model").n_unique().alias("models"))
     )
     assert mixed.filter(pl.col("models") > 1).height <= 7  # at most one boundary per model change
+
+
+def test_free_text_workload_labels_are_kept_and_mapped(store: Store) -> None:
+    """An export's own labels load (no reject): the label is kept, the category derived."""
+    result = ingest(store, [DATA / "workload_labels"])
+    assert result.rejected == 0
+    rows = store.sql(
+        "SELECT alloc_id, workload, workload_label FROM allocations ORDER BY alloc_id"
+    ).rows()  # polars rows
+    assert rows == [
+        ("a1", "online_inference", "LLM Serving"),
+        ("a2", "training", "Fine-Tuning"),
+        ("a3", "other", "spark-etl"),
+        ("a4", None, None),
+        ("a5", "cpu_only", "CPU"),
+        ("a6", "online_inference", "online_inference"),
+    ]
+
+
+def test_an_older_store_gains_the_label_column(tmp_path: Path, tiny_dir: Path) -> None:
+    """A store written before workload_label existed gets the column when opened to write."""
+    db = tmp_path / "old.duckdb"
+    with open_store(db) as old:
+        old.run("ALTER TABLE allocations DROP COLUMN workload_label")
+    with open_store(db) as reopened:
+        ingest(reopened, [tiny_dir])
+        assert "workload_label" in reopened.column_types("allocations")
+        assert reopened.row_count("allocations") > 0

@@ -66,6 +66,8 @@ SAMPLE_PARAMS = {
     "step_s": 900.0,
     "figures": "{}",
     "interval_us": 3_600_000_000,
+    "ingest_id": 1,
+    "limit": 10,
 }
 
 # Queries that read more than the store's tables: the raw telemetry that `rollup`

@@ -423,7 +423,9 @@ def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: P
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_whatif_runs_are_shown_with_when_and_options(hand_db: Path, tmp_path: Path) -> None:
+def test_whatif_runs_are_shown_with_when_and_what_they_recover(
+    hand_db: Path, tmp_path: Path
+) -> None:
     db = tmp_path / "w.duckdb"
     shutil.copy(hand_db, db)
     store = api.StoreOptions(db)
@@ -432,7 +434,9 @@ def test_whatif_runs_are_shown_with_when_and_options(hand_db: Path, tmp_path: Pa
         run_options={"partition_size": 500},
         document={"schema": "fleetaudit.compaction/1", "moves": [{}, {}],
                   "before": {"partial_nodes": 3, "free_nodes": 1},
-                  "after": {"partial_nodes": 1, "free_nodes": 2}, "bound": {"free_nodes": 3}},
+                  "after": {"partial_nodes": 1, "free_nodes": 2}, "bound": {"free_nodes": 3},
+                  "migration": {"freed_gpus": 8, "pause_gpu_hours": 1234.56,
+                                "payback_s": 1234.56 * 3600 / 8}},
     )  # fmt: skip
     api.record_whatif_run(
         store, "harvesting", at=datetime(2026, 1, 2), scenario=None, run_options={"since": "7d"},
@@ -450,11 +454,18 @@ def test_whatif_runs_are_shown_with_when_and_options(hand_db: Path, tmp_path: Pa
     assert recoverable["harvesting"]["policies"] == [
         {"policy": "spotgpu", "allocation_rate": 0.93, "preemptions": 4}
     ]
-    assert "compaction: ran " in result.stdout and "partition_size=500" in result.stdout
-    assert "before: 3 partial, 1 free nodes" in result.stdout
+    assert compaction["migration"]["freed_gpus"] == 8
+    # the options stay in the JSON; the terminal and the page say what the run recovers
+    assert "compaction: ran " in result.stdout and "partition_size" not in result.stdout
+    assert (
+        "frees 8 GPUs: free nodes 1 → 2 (at most 3), partially occupied 3 → 1; "
+        "2 moves: a pause of 1,234.6 GPU-hours, repaid after 154.3 h of use"
+    ) in " ".join(result.stdout.split())
     assert "spotgpu: allocation rate high -, all 93.0%" in result.stdout
     page = (tmp_path / "w.html").read_text()
-    assert "partition_size=500" in page and "<td>spotgpu</td>" in page
+    assert "partition_size" not in page and "<td>spotgpu</td>" in page
+    assert "Frees <strong>8</strong> GPUs with 2 moves, for a pause of" in page
+    assert "<strong>1,234.6</strong> GPU-hours, repaid after 154.3 hours of use." in page
 
 
 def test_bad_input_is_one_line_and_exit_2(hand_db: Path, tmp_path: Path) -> None:

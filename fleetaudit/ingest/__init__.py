@@ -10,6 +10,7 @@ last one wins) and replace stored rows with the same key (idempotent re-ingest).
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -294,20 +295,63 @@ def _load_file(
 
 
 def _csv_line_rejects(store: Store, table: schema.Table, source: Source, ingest_id: int) -> int:
-    """Record the lines DuckDB's CSV reader could not split; returns how many.
+    """Record the lines DuckDB's CSV reader could not split, one reject per line; returns
+    how many.
 
-    Also fills CSV_BAD_ROWS (e: the bad data row, k: its rank), which the
-    numbered scan uses to count skipped lines back into row numbers.
+    DuckDB reports a line short by several fields once per missing field; they are
+    one bad line here, with the reason in the README's words. Also fills
+    CSV_BAD_ROWS (e: the bad data row, k: its rank), which the numbered scan uses
+    to count skipped lines back into row numbers.
     """
     store.run(
-        f"CREATE OR REPLACE TEMP TABLE {CSV_BAD_ROWS} AS "
-        f"SELECT line - 1 AS e, row_number() OVER (ORDER BY line) AS k FROM {CSV_ERRORS}"
+        f"CREATE OR REPLACE TEMP TABLE {CSV_BAD_ROWS} AS SELECT e, row_number() OVER (ORDER BY e) "
+        f"AS k FROM (SELECT DISTINCT line - 1 AS e FROM {CSV_ERRORS}) AS bad"
     )
     bad = int(store.scalar(f"SELECT count(*) FROM {CSV_BAD_ROWS}"))
     if bad:
+        lines = store.sql(
+            f"SELECT line - 1 AS row, any_value(csv_line) AS value, "
+            f"list(DISTINCT lower(error_type)) AS kinds FROM {CSV_ERRORS} GROUP BY line ORDER BY line"
+        )
+        header = list(source.params.get("columns", {}))
+        rows = [
+            _bad_line(header, r["row"], r["value"], r["kinds"]) for r in lines.iter_rows(named=True)
+        ]
+        frame = pl.DataFrame(
+            rows,
+            schema={"row": pl.Int64, "column": pl.String, "value": pl.String, "reason": pl.String},
+            orient="row",
+        )
+        store.register_frame("_fa_bad_lines", frame)
         store.run(
-            f"INSERT INTO rejects SELECT $ingest_id, $file, $table, line - 1, column_name, "
-            f"csv_line, lower(error_type) || ': ' || error_message FROM {CSV_ERRORS} ORDER BY line",
+            "INSERT INTO rejects SELECT $ingest_id, $file, $table, \"row\", \"column\", value, "
+            "reason FROM _fa_bad_lines ORDER BY \"row\"",
             {"ingest_id": ingest_id, "file": source.file, "table": table.name},
         )
+        store.unregister("_fa_bad_lines")
     return bad
+
+
+def _bad_line(
+    header: list[str], row: int, text: str | None, kinds: list[str]
+) -> tuple[int, str | None, str | None, str]:
+    """One reject for a line that cannot be split: (row, column, value, reason).
+
+    >>> _bad_line(["a", "b", "c"], 4, "1", ["missing columns"])
+    (4, 'b', '1', 'the line has 1 field(s); the header has 3')
+    >>> _bad_line(["a"], 2, '1,"x,y",3', ["too many columns"])
+    (2, None, '1,"x,y",3', 'the line has 3 field(s); the header has 1')
+    """
+    fields = None
+    if text is not None:
+        try:
+            fields = len(next(csv.reader([text]), []))
+        except csv.Error:
+            fields = None
+    if fields is not None and fields != len(header) and (
+        "missing columns" in kinds or "too many columns" in kinds
+    ):
+        column = header[fields] if fields < len(header) else None
+        return row, column, text, f"the line has {fields} field(s); the header has {len(header)}"
+    kind = " and ".join(sorted(kinds)) or "unreadable"
+    return row, None, text, f"the line cannot be split into fields ({kind})"

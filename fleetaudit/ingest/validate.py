@@ -247,6 +247,10 @@ def _resolved(table: Table, name: str) -> str:
     if table.name == "nodes" and name == "health":
         return f"COALESCE({value}, 'healthy')"
     if table.name == "allocations":
+        if name == "workload":
+            return workload_category(c)
+        if name == "workload_label":
+            return f"COALESCE({c}, {q('workload')})"
         if name == "job_id":
             return "COALESCE(job_id, alloc_id)"
         if name == "sleepable":
@@ -264,6 +268,17 @@ def _resolved(table: Table, name: str) -> str:
                 "THEN 'node' ELSE 'switch' END)"
             )
     return value
+
+
+def workload_category(label: str) -> str:
+    """SQL of the category (schema.WORKLOAD) of a free-text workload label column."""
+    key = f"regexp_replace(lower(trim({label})), '[\\s./-]+', '_', 'g')"
+    whens = " ".join(
+        f"WHEN {_lit(synonym)} THEN {_lit(category)}"
+        for category, synonyms in schema.WORKLOAD_SYNONYMS.items()
+        for synonym in synonyms
+    )
+    return f"CASE WHEN {label} IS NULL OR trim({label}) = '' THEN NULL ELSE CASE {key} {whens} ELSE 'other' END END"
 
 
 RESERVED = frozenset({schema.INGEST_ID, "_row", "_r", "_nid", "_node_gpus", "_gpus_per_pod"})
