@@ -1305,6 +1305,7 @@ def simulate_replay(
     Example:
         >>> nodes = pl.DataFrame({"node_id": ["a"], "gpu_model": ["T4"], "gpus": [1],
         ...                       "cpus": [8.0]})
+        >>> from datetime import timedelta
         >>> t0 = datetime(2026, 1, 1)
         >>> requests = pl.DataFrame({"request_id": ["r1", "r2"], "gpus": [1.0, 1.0],
         ...     "cpus": [1.0, 1.0], "submit_time": [t0, t0], "duration_s": [60.0, 60.0]})

@@ -1,0 +1,164 @@
+"""The documentation stays true to the code: help of every registered command, the CLI
+reference in docs/cli.md, and the JSON Schemas in docs/schemas/ that every ``--json``
+document must validate against.
+
+After changing a command's options or help, regenerate the reference with
+``FLEETAUDIT_UPDATE_DOCS=1 pytest tests/test_docs.py`` and read the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from jsonschema import Draft202012Validator
+from typer.testing import CliRunner
+
+from fleetaudit import contract, report_api
+from fleetaudit.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMAS = REPO / "docs" / "schemas"
+REFERENCE = REPO / "docs" / "cli.md"
+SAMPLE = REPO / "sample_data"
+WIDTH = 100
+PLAIN = {"COLUMNS": str(WIDTH), "NO_COLOR": "1", "TERM": "dumb"}
+
+runner = CliRunner()
+
+
+def _commands(command: Any = None, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every command path the app registers, groups included, in a stable order."""
+    command = command if command is not None else typer.main.get_command(app)
+    yield path
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        if not getattr(sub, "hidden", False):
+            yield from _commands(sub, (*path, name))
+
+
+COMMAND_PATHS = list(_commands())
+
+
+def _help(path: tuple[str, ...]) -> str:
+    result = runner.invoke(app, [*path, "--help"], env=PLAIN, terminal_width=WIDTH)
+    assert result.exit_code == 0, result.output
+    # rich pads lines to the width: the reference keeps the text, not the padding
+    return "\n".join(line.rstrip() for line in result.stdout.splitlines()).strip() + "\n"
+
+
+@pytest.mark.parametrize("path", COMMAND_PATHS, ids=lambda p: " ".join(p) or "fleetaudit")
+def test_every_registered_command_has_help(path: tuple[str, ...]) -> None:
+    text = _help(path)
+    assert text.startswith("Usage: fleetaudit"), text[:200]
+    summary = text.split("\n\n", 2)[1].strip()
+    assert len(summary) > 20, f"{' '.join(path)}: the help says too little: {summary!r}"
+
+
+def _reference() -> str:
+    parts = [
+        "# Command-line reference\n",
+        "Generated from the commands themselves (`FLEETAUDIT_UPDATE_DOCS=1 pytest "
+        "tests/test_docs.py` regenerates it; a test fails when it is stale).\n",
+    ]
+    for path in COMMAND_PATHS:
+        title = " ".join(("fleetaudit", *path))
+        parts.append(f"## {title}\n\n```text\n{_help(path)}```\n")
+    return "\n".join(parts)
+
+
+def test_cli_reference_is_current() -> None:
+    expected = _reference()
+    if os.environ.get("FLEETAUDIT_UPDATE_DOCS"):
+        REFERENCE.write_text(expected, encoding="utf-8")
+    assert REFERENCE.read_text(encoding="utf-8") == expected, (
+        "docs/cli.md is stale: run FLEETAUDIT_UPDATE_DOCS=1 pytest tests/test_docs.py"
+    )
+
+
+# ------------------------------------------------------------------ JSON Schemas
+
+DOCUMENT_IDS = sorted(
+    value
+    for module in (contract, report_api)
+    for name, value in vars(module).items()
+    if name.endswith("_SCHEMA") and isinstance(value, str) and value.startswith("fleetaudit.")
+)
+
+
+def _schema(document_id: str) -> dict[str, Any]:
+    name = document_id.removeprefix("fleetaudit.").split("/")[0]
+    return dict(json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8")))
+
+
+def test_every_document_has_a_published_schema() -> None:
+    published = {
+        json.loads(p.read_text(encoding="utf-8"))["$id"] for p in SCHEMAS.glob("*.schema.json")
+    }
+    assert set(DOCUMENT_IDS) == published
+    for document_id in DOCUMENT_IDS:
+        Draft202012Validator.check_schema(_schema(document_id))
+
+
+@pytest.fixture(scope="module")
+def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("schemas") / "sample.duckdb"
+    result = runner.invoke(app, ["ingest", str(SAMPLE), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def _documents(db: Path, out: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    runs: list[tuple[str, list[str]]] = [
+        ("shapes", ["shapes", "--json"]),
+        ("shapes --reclaim --history", ["shapes", "--json", "--reclaim", "--history", "1d", "--step", "1h", "--deadline", "1h"]),
+        ("shapes (share)", ["shapes", "--json", "--model", "A10", "--gpus", "0.25"]),
+        ("whatif placement", ["whatif", "placement", "--json", "--since", "6h"]),
+        ("whatif placement --fill", ["whatif", "placement", "--json", "--fill", "30", "--seeds", "1", "--policy", "best-fit"]),
+        ("whatif compaction", ["whatif", "compaction", "--json", "--jobs", "1"]),
+        ("whatif harvesting", ["whatif", "harvesting", "--json", "--since", "1d", "--policy", "spotgpu"]),
+    ]  # fmt: skip
+    for label, args in runs:
+        result = runner.invoke(app, [*args, "--db", str(db)])
+        assert result.exit_code == 0, f"{label}: {result.output}"
+        yield label, json.loads(result.stdout)
+    path = out / "report.json"
+    result = runner.invoke(
+        app, ["report", "--since", "2d", "--step", "1h", "--json", str(path), "--db", str(db)]
+    )
+    assert result.exit_code == 0, result.output
+    yield "report", json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_every_json_output_validates(sample_store: Path, tmp_path: Path) -> None:
+    seen = set()
+    for label, document in _documents(sample_store, tmp_path):
+        validator = Draft202012Validator(_schema(document["schema"]))
+        errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+        assert not errors, f"{label}: " + "; ".join(
+            f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5]
+        )
+        seen.add(document["schema"])
+    assert seen == set(DOCUMENT_IDS), "a document without an output in this test"
+
+
+@pytest.mark.parametrize(
+    ("document_id", "bad"),
+    [
+        ("fleetaudit.shapes/1", {"schema": "fleetaudit.shapes/1", "at": "2026-01-01T00:00:00Z"}),
+        ("fleetaudit.shapes/1", {"schema": "fleetaudit.shapes/1", "at": "yesterday", "shapes": []}),
+        ("fleetaudit.compaction/1", {"schema": "fleetaudit.compaction/2"}),
+    ],
+)
+def test_schemas_reject_what_a_reader_could_not_use(document_id: str, bad: dict[str, Any]) -> None:
+    assert list(Draft202012Validator(_schema(document_id)).iter_errors(bad))
+
+
+def test_readme_cites_no_document_a_user_does_not_have() -> None:
+    for path in (REPO / "README.md", REFERENCE):
+        assert not re.search(r"\bSPEC\b|§", path.read_text(encoding="utf-8")), path.name
