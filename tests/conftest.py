@@ -87,3 +87,28 @@ ALLOC_SCHEMA = {
     "checkpoint_interval_s": pl.Float64,
     "sleepable": pl.Boolean,
 }
+
+
+def command_paths(leaves_only: bool = False) -> list[tuple[str, ...]]:
+    """Every command path the CLI registers (groups too, unless ``leaves_only``), sorted.
+
+    Tests of help texts are built from this, so a new command is checked without
+    anyone adding it to a list.
+    """
+    import typer
+
+    from fleetaudit.cli import app
+
+    paths: list[tuple[str, ...]] = []
+
+    def walk(command: object, path: tuple[str, ...]) -> None:
+        subs = getattr(command, "commands", {})
+        if path and not (leaves_only and subs):
+            paths.append(path)
+        for name, sub in sorted(subs.items()):
+            if not getattr(sub, "hidden", False):
+                walk(sub, (*path, name))
+
+    walk(typer.main.get_command(app), ())
+    return paths
+

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
 from fleetaudit import contract, report_api
 from fleetaudit.cli import app
+from tests.conftest import command_paths
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO / "docs" / "schemas"
@@ -33,16 +33,7 @@ PLAIN = {"COLUMNS": str(WIDTH), "NO_COLOR": "1", "TERM": "dumb"}
 runner = CliRunner()
 
 
-def _commands(command: Any = None, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    """Every command path the app registers, groups included, in a stable order."""
-    command = command if command is not None else typer.main.get_command(app)
-    yield path
-    for name, sub in sorted(getattr(command, "commands", {}).items()):
-        if not getattr(sub, "hidden", False):
-            yield from _commands(sub, (*path, name))
-
-
-COMMAND_PATHS = list(_commands())
+COMMAND_PATHS = [(), *command_paths()]  # () is `fleetaudit --help` itself
 
 
 def _help(path: tuple[str, ...]) -> str:
@@ -107,8 +98,14 @@ def test_every_document_has_a_published_schema() -> None:
 
 @pytest.fixture(scope="module")
 def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("schemas") / "sample.duckdb"
+    folder = tmp_path_factory.mktemp("schemas")
+    db = folder / "sample.duckdb"
     result = runner.invoke(app, ["ingest", str(SAMPLE), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    # an ingest with a reject, so that `rejects --json` lists one
+    bad = folder / "nodes.csv"
+    bad.write_text("node_id,gpu_model,gpus,cpus\nextra-1,H20,-8,64\n", encoding="utf-8")
+    result = runner.invoke(app, ["ingest", str(bad), "--db", str(db)])
     assert result.exit_code == 0, result.output
     return db
 
@@ -122,6 +119,7 @@ def _documents(db: Path, out: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         ("whatif placement --fill", ["whatif", "placement", "--json", "--fill", "30", "--seeds", "1", "--policy", "best-fit"]),
         ("whatif compaction", ["whatif", "compaction", "--json", "--jobs", "1"]),
         ("whatif harvesting", ["whatif", "harvesting", "--json", "--since", "1d", "--policy", "spotgpu"]),
+        ("rejects", ["rejects", "--json"]),
     ]  # fmt: skip
     for label, args in runs:
         result = runner.invoke(app, [*args, "--db", str(db)])

@@ -22,6 +22,7 @@ from fleetaudit.cli import app
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import atomic_path, stream_fd, write_output
 from fleetaudit.store import open_store
+from tests.conftest import command_paths
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -519,10 +520,7 @@ class _Stop(Exception):
 
 # -- 10. help texts --------------------------------------------------------------------------
 
-HELP_COMMANDS = [
-    ["ingest"], ["status"], ["rejects"], ["state"], ["shapes"], ["generate"], ["report"],
-    ["demo"], ["whatif", "placement"], ["whatif", "compaction"], ["whatif", "harvesting"],
-]  # fmt: skip
+HELP_COMMANDS = [list(path) for path in command_paths(leaves_only=True)]
 
 
 @pytest.mark.parametrize("command", HELP_COMMANDS, ids=" ".join)
