@@ -185,6 +185,21 @@ def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
             f"CREATE TABLE IF NOT EXISTS {quote_identifier(tbl.name)} "
             f"({cols}, {quote_identifier(schema.INGEST_ID)} BIGINT)"
         )
+        # a store made before an optional column was added gets it
+        have = {
+            str(r[0])
+            for r in con.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_name = $t AND table_schema = 'main'",
+                {"t": tbl.name},
+            ).fetchall()
+        }
+        for c in tbl.columns:
+            if c.name not in have:
+                con.execute(
+                    f"ALTER TABLE {quote_identifier(tbl.name)} "
+                    f"ADD COLUMN {quote_identifier(c.name)} {c.kind.value}"
+                )
     con.execute(load_sql("create_store_tables"))
     con.execute(
         "INSERT INTO meta SELECT 'schema_version', $v WHERE NOT EXISTS "

@@ -20,12 +20,12 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
-from fleetaudit.ingest import alibaba
+from fleetaudit.ingest import alibaba, prometheus
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
-FORMATS = ("native", alibaba.FORMAT)
+FORMATS = ("native", alibaba.FORMAT, prometheus.FORMAT)
 
 Progress = Callable[[str], None]
 
@@ -85,6 +85,8 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
         sources = alibaba.trace_sources(
             store, list(paths), trace_start=options.trace_start, topology=options.topology
         )
+    elif options.format == prometheus.FORMAT:
+        sources = prometheus.telemetry_sources(store, list(paths))
     else:
         sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
     order = {name: i for i, name in enumerate(schema.INGEST_ORDER)}

@@ -1,0 +1,397 @@
+"""``--format prometheus``: dcgm-exporter GPU series into ``telemetry``.
+
+Reads Prometheus ``/api/v1/query_range`` JSON responses (one file per metric
+and time chunk, any number of them) and the text exposition formats of a
+dcgm-exporter scrape (Prometheus text and OpenMetrics, parsed by
+prometheus-client). query_range files are parsed by DuckDB (``read_json`` and
+``unnest``): no Python loop runs per sample. README, "Semantics":
+
+- one telemetry row per (node, GPU index, instant). ``sm_active`` is
+  DCGM_FI_PROF_SM_ACTIVE, else DCGM_FI_PROF_GR_ENGINE_ACTIVE, else
+  DCGM_FI_DEV_GPU_UTIL / 100, clipped to [0, 1]; the column ``metric`` names
+  the one used. ``mem_used`` is FB_USED / (FB_USED + FB_FREE + FB_RESERVED).
+- the node is the ``hostname`` label, or ``Hostname`` (dcgm-exporter before
+  May 2026); the GPU is the ``gpu`` label.
+- series that differ only in labels the fleet does not key on (``instance``,
+  ``job``, ``replica``, ``prometheus``: HA pairs) count once; a GPU instance
+  shared by several pods (time-slicing, MPS) reports one value per pod, which
+  counts once and names no allocation (the report shares it among the
+  allocations on that node); MIG instances of one GPU add up, each activity
+  weighted by its slices of 7 (``GPU_I_PROFILE`` ``3g.40gb`` -> 3/7).
+- NaN, infinities and DCGM's blank sentinels (>= 9e18) are gaps: no row.
+- ``alloc_id``: the ``pod_uid`` label when a stored allocation has that id;
+  else the ``pod``/``namespace`` labels (or ``pod_name``/``pod_namespace``)
+  matched against the ``pod`` and ``namespace`` columns of the stored
+  allocations on that node active at the instant. An unknown pod leaves it
+  empty: the sample still counts for its node.
+- a query_range series without ``__name__`` (PromQL functions such as
+  ``avg_over_time`` drop it) takes the metric named in its file's name.
+- a text scrape's samples without a timestamp take the file's modification time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from fleetaudit.errors import InputError, QueryError
+from fleetaudit.ingest.sources import Source
+from fleetaudit.store import Store
+
+FORMAT = "prometheus"
+
+SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
+GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+FB_FREE = "DCGM_FI_DEV_FB_FREE"
+FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
+ACTIVITY_METRICS = (SM_ACTIVE, GR_ENGINE_ACTIVE, GPU_UTIL)  # in order of preference
+METRICS = (*ACTIVITY_METRICS, FB_USED, FB_FREE, FB_RESERVED)
+
+BLANK_SENTINEL = 9e18  # DCGM's "blank" values sit near 9.22e18: no reading
+_SUFFIXES = (".json", ".json.gz", ".prom", ".txt", ".om", ".metrics")
+
+_SERIES = "_fa_prom_series"
+_SAMPLES = "_fa_prom_samples"
+_FILE = "_fa_prom_file"
+_TEXT = "_fa_prom_text"
+_MERGED = "_fa_prom_merged"
+TELEMETRY = "_fa_prom_telemetry"
+
+_MATRIX = (
+    "STRUCT(resultType VARCHAR, "
+    'result STRUCT(metric MAP(VARCHAR, VARCHAR), "values" VARCHAR[][])[])'
+)
+_EXPECTED_JSON = (
+    'a Prometheus query_range response ({"status": "success", "data": '
+    '{"resultType": "matrix", "result": [...]}})'
+)
+_EXPECTED_TEXT = "dcgm-exporter metrics (Prometheus text or OpenMetrics, DCGM_FI_* series)"
+
+
+def _label(*names: str) -> str:
+    """SQL: the first non-empty of the labels ``names`` of the series map ``labels``."""
+    return "coalesce(" + ", ".join(f"NULLIF(labels['{n}'], '')" for n in names) + ")"
+
+
+# One row per series: the labels fleetaudit keys on, from the label map `labels`.
+_SERIES_COLUMNS = (
+    f"{_label('hostname', 'Hostname')} AS node, "
+    f"{_label('gpu')} AS gpu, "
+    f"{_label('GPU_I_ID')} AS gi_id, "
+    f"TRY_CAST(regexp_extract({_label('GPU_I_PROFILE')}, '^([0-9]+)g', 1) AS DOUBLE) AS gi_slices, "
+    f"{_label('pod_uid')} AS pod_uid, "
+    f"{_label('namespace', 'pod_namespace')} AS namespace, "
+    f"{_label('pod', 'pod_name')} AS pod"
+)
+
+
+@dataclass(frozen=True)
+class _Input:
+    path: Path
+    kind: str  # "json" or "text"
+
+
+def _classify(paths: list[Path]) -> list[_Input]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(
+                p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(_SUFFIXES)
+            )
+            if not inside:
+                raise InputError(
+                    str(path),
+                    "folder holds no Prometheus export (.json query_range responses, "
+                    ".prom/.txt/.om scrapes)",
+                )
+            files.extend(inside)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise InputError(str(path), "no such file or folder")
+    return [_Input(p, _sniff(p)) for p in files]
+
+
+def _open_text(path: Path, size: int | None = None) -> str:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+            return fh.read() if size is None else fh.read(size)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(str(path), f"cannot read: {reason}") from exc
+
+
+def _sniff(path: Path) -> str:
+    head = _open_text(path, 4096).lstrip()
+    if not head:
+        raise InputError(str(path), f"empty file; expected {_EXPECTED_JSON} or {_EXPECTED_TEXT}")
+    return "json" if head[0] in "{[" else "text"
+
+
+def _file_metric(path: Path) -> str | None:
+    """The metric a file's name names (for series without ``__name__``)."""
+    found = [m for m in METRICS if m.lower() in path.name.lower()]
+    return max(found, key=len) if found else None
+
+
+def telemetry_sources(store: Store, paths: list[Path]) -> list[Source]:
+    """Parse every file, merge the series into telemetry rows, one source per file.
+
+    The parsed rows wait in temporary tables of this connection (nothing of
+    the store is written here); the sources read them inside the ingest's
+    transaction, where ``alloc_id`` is resolved.
+    """
+    inputs = _classify(paths)
+    store.run(
+        f"CREATE OR REPLACE TEMP TABLE {_SERIES} (sid BIGINT, file_no INTEGER, metric VARCHAR, "
+        "node VARCHAR, gpu VARCHAR, gi_id VARCHAR, gi_slices DOUBLE, pod_uid VARCHAR, "
+        "namespace VARCHAR, pod VARCHAR)"
+    )
+    store.run(f"CREATE OR REPLACE TEMP TABLE {_SAMPLES} (sid BIGINT, ts DOUBLE, value DOUBLE)")
+    try:
+        for file_no, item in enumerate(inputs):
+            if item.kind == "json":
+                _stage_json(store, item.path, file_no)
+            else:
+                _stage_text(store, item.path, file_no)
+        _merge(store)
+        _resolve(store)
+    finally:
+        store.run(f"DROP TABLE IF EXISTS {_FILE}")
+    columns = "ts, node_id, gpu_index, sm_active, mem_used, alloc_id, metric"
+    sources = []
+    for file_no, item in enumerate(inputs):
+        select = f"SELECT {columns} FROM {TELEMETRY} WHERE _file = {file_no}"
+        numbered = (
+            f"SELECT {columns}, row_number() OVER (ORDER BY node_id, gpu_index, ts) AS _row "
+            f"FROM {TELEMETRY} WHERE _file = {file_no}"
+        )
+        sources.append(Source(str(item.path), "telemetry", select, numbered))
+    return sources
+
+
+def _next_sid(store: Store) -> int:
+    return int(store.scalar(f"SELECT COALESCE(max(sid), 0) FROM {_SERIES}"))
+
+
+def _stage_json(store: Store, path: Path, file_no: int) -> None:
+    file = str(path)
+    params = {"path": file, "file_metric": _file_metric(path)}
+    size = os.path.getsize(path)
+    # read_json holds one document in a buffer of this size; gzip may expand ~10x
+    limit = max(size * (16 if file.lower().endswith(".gz") else 1) + (1 << 20), 16 << 20)
+    read = (
+        f"read_json($path, format = 'unstructured', maximum_object_size = {int(limit)}, "
+        f"compression = 'auto', columns = {{status: 'VARCHAR', data: '{_MATRIX}'}})"
+    )
+    offset = _next_sid(store)
+    try:
+        store.run(
+            f"CREATE OR REPLACE TEMP TABLE {_FILE} AS "
+            f"SELECT {offset} + row_number() OVER () AS sid, "
+            "coalesce(NULLIF(r.metric['__name__'], ''), $file_metric) AS metric, "
+            'r.metric AS labels, r."values" AS vals '
+            f"FROM (SELECT unnest(data.result) AS r FROM {read} "
+            "WHERE status = 'success' AND data.resultType = 'matrix')",
+            params,
+        )
+        if not store.scalar(f"SELECT count(*) FROM {_FILE}"):
+            _check_empty_json(store, file, read)
+            return
+        unnamed = store.scalar(f"SELECT count(*) FROM {_FILE} WHERE metric IS NULL")
+        if unnamed:
+            raise InputError(
+                file,
+                f"{unnamed} series without a metric name (__name__, which PromQL functions drop): "
+                f"name the file after its metric, e.g. {SM_ACTIVE}.json",
+            )
+        store.run(
+            f"INSERT INTO {_SERIES} SELECT sid, $file_no, metric, {_SERIES_COLUMNS} "
+            f"FROM {_FILE} WHERE list_contains($metrics, metric)",
+            {"file_no": file_no, "metrics": list(METRICS)},
+        )
+        store.run(
+            f"INSERT INTO {_SAMPLES} SELECT f.sid, TRY_CAST(v[1] AS DOUBLE), TRY_CAST(v[2] AS DOUBLE) "
+            f"FROM {_FILE} AS f, unnest(f.vals) AS u(v) WHERE list_contains($metrics, f.metric)",
+            {"metrics": list(METRICS)},
+        )
+    except QueryError as exc:
+        raise InputError(file, f"cannot read: {exc.message}; expected {_EXPECTED_JSON}") from exc
+
+
+def _check_empty_json(store: Store, file: str, read: str) -> None:
+    """A response without series: fine when it is an empty matrix, else say what it is."""
+    head = store.sql(
+        f"SELECT status, data.resultType AS kind, len(data.result) AS n FROM {read}",
+        {"path": file},
+    )
+    if head.height == 1:
+        row = head.row(0, named=True)
+        if row["status"] == "success" and row["kind"] == "matrix":
+            return  # a window without samples
+        if row["status"] == "error":
+            raise InputError(file, "a Prometheus error response, not data; re-run the query")
+        if row["status"] == "success" and row["kind"] is not None:
+            raise InputError(
+                file,
+                f"a {row['kind']} result (an instant query?); expected {_EXPECTED_JSON}",
+            )
+    raise InputError(file, f"not {_EXPECTED_JSON}")
+
+
+def _stage_text(store: Store, path: Path, file_no: int) -> None:
+    """A dcgm-exporter scrape (or several OpenMetrics scrapes), parsed by prometheus-client."""
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as openmetrics_families,
+    )
+    from prometheus_client.parser import text_string_to_metric_families as text_families
+
+    file = str(path)
+    text = _open_text(path)
+    mtime = path.stat().st_mtime
+    rows: dict[str, list[object]] = {"metric": [], "labels": [], "ts": [], "value": []}
+    lines = text.splitlines()
+    openmetrics = any(line.strip() == "# EOF" for line in lines)
+    try:
+        if openmetrics:
+            chunks = re.split(r"(?m)^# EOF[ \t]*$\n?", text)
+            if chunks and chunks[-1].strip():
+                raise ValueError("text after the last # EOF (a scrape cut short?)")
+            families = (
+                family
+                for chunk in chunks
+                if chunk.strip()
+                for family in openmetrics_families(chunk + "# EOF\n")
+            )
+        else:
+            families = text_families(text)
+        for family in families:
+            for sample in family.samples:
+                if sample.name not in METRICS:
+                    continue
+                ts = mtime if sample.timestamp is None else float(sample.timestamp)
+                rows["metric"].append(sample.name)
+                rows["labels"].append(
+                    {"keys": list(sample.labels), "values": list(sample.labels.values())}
+                )
+                rows["ts"].append(ts)
+                rows["value"].append(float(sample.value))
+    except ValueError as exc:
+        raise InputError(file, f"cannot parse as {_EXPECTED_TEXT}: {exc}") from exc
+    if not rows["metric"]:
+        raise InputError(file, f"no DCGM GPU series in it; expected {_EXPECTED_TEXT}")
+    frame = pl.DataFrame(
+        rows,
+        schema={
+            "metric": pl.Utf8,
+            "labels": pl.Struct({"keys": pl.List(pl.Utf8), "values": pl.List(pl.Utf8)}),
+            "ts": pl.Float64,
+            "value": pl.Float64,
+        },
+    )
+    store.register_frame(_TEXT, frame)
+    offset = _next_sid(store)
+    # one series per distinct label set of a metric
+    store.run(
+        f"CREATE OR REPLACE TEMP TABLE {_FILE} AS "
+        f"SELECT {offset} + dense_rank() OVER (ORDER BY metric, CAST(labels AS VARCHAR)) AS sid, "
+        "metric, map_from_entries(list_zip(labels.keys, labels.values)) AS labels_map, ts, value "
+        f"FROM {_TEXT}"
+    )
+    store.run(
+        f"INSERT INTO {_SERIES} SELECT DISTINCT sid, $file_no, metric, "
+        f"{_SERIES_COLUMNS.replace('labels[', 'labels_map[')} FROM {_FILE}",
+        {"file_no": file_no},
+    )
+    store.run(f"INSERT INTO {_SAMPLES} SELECT sid, ts, value FROM {_FILE}")
+    store.con.unregister(_TEXT)
+
+
+def _merge(store: Store) -> None:
+    """Series samples -> one telemetry row per (node, GPU, instant) in TELEMETRY."""
+    activity = ", ".join(f"'{m}'" for m in ACTIVITY_METRICS)
+    store.run(
+        f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS "
+        # gaps: NaN, infinities, blank sentinels
+        "WITH s AS (SELECT se.*, sa.ts, sa.value, "
+        "coalesce('uid:' || se.pod_uid, 'pod:' || coalesce(se.namespace, '') || '/' || se.pod) "
+        "AS pod_key "
+        f"FROM {_SAMPLES} AS sa JOIN {_SERIES} AS se USING (sid) "
+        f"WHERE isfinite(sa.value) AND sa.value < {BLANK_SENTINEL} AND sa.ts IS NOT NULL), "
+        # one value per GPU instance and metric: HA copies and per-pod copies collapse
+        "inst AS (SELECT metric, node, gpu, gi_id, ts, max(gi_slices) AS slices, "
+        "avg(value) AS value, count(DISTINCT pod_key) AS pods, min(pod_key) AS key_lo, "
+        "max(pod_key) AS key_hi, min(pod_uid) AS pod_uid, min(namespace) AS namespace, "
+        "min(pod) AS pod, min(file_no) AS file_no FROM s GROUP BY metric, node, gpu, gi_id, ts), "
+        # MIG instances of one GPU: activities weighted by slices of 7, memory added up
+        "g AS (SELECT metric, node, gpu, ts, "
+        "CASE WHEN metric LIKE 'DCGM_FI_DEV_FB_%' THEN sum(value) "
+        "WHEN count(slices) > 0 THEN sum(value * coalesce(slices, 7) / 7) "
+        "ELSE avg(value) END AS value, "
+        "max(pods) AS pods, min(key_lo) AS key_lo, max(key_hi) AS key_hi, "
+        "min(pod_uid) AS pod_uid, min(namespace) AS namespace, min(pod) AS pod, "
+        "min(file_no) AS file_no FROM inst GROUP BY metric, node, gpu, ts), "
+        "w AS (SELECT node, gpu, ts, "
+        f"max(value) FILTER (WHERE metric = '{SM_ACTIVE}') AS sm, "
+        f"max(value) FILTER (WHERE metric = '{GR_ENGINE_ACTIVE}') AS gr, "
+        f"max(value) FILTER (WHERE metric = '{GPU_UTIL}') AS util, "
+        f"max(value) FILTER (WHERE metric = '{FB_USED}') AS fb_used, "
+        f"max(value) FILTER (WHERE metric = '{FB_FREE}') AS fb_free, "
+        f"max(value) FILTER (WHERE metric = '{FB_RESERVED}') AS fb_reserved, "
+        # one pod at this instant, in every metric: it is named; several (a shared GPU): none
+        "max(pods) = 1 AND min(key_lo) = max(key_hi) AS one_pod, "
+        "min(pod_uid) AS pod_uid, min(namespace) AS namespace, min(pod) AS pod, "
+        f"coalesce(min(file_no) FILTER (WHERE metric IN ({activity})), min(file_no)) AS file_no "
+        "FROM g GROUP BY node, gpu, ts) "
+        "SELECT make_timestamp(CAST(round(ts * 1e6) AS BIGINT)) AS ts, node AS node_id, "
+        "gpu AS gpu_index, "
+        "least(greatest(coalesce(sm, gr, util / 100), 0), 1) AS sm_active, "
+        "CASE WHEN fb_used IS NOT NULL AND fb_free IS NOT NULL "
+        "AND fb_used + fb_free + coalesce(fb_reserved, 0) > 0 "
+        "THEN fb_used / (fb_used + fb_free + coalesce(fb_reserved, 0)) END AS mem_used, "
+        "CASE WHEN one_pod THEN pod_uid END AS pod_uid, "
+        "CASE WHEN one_pod THEN namespace END AS namespace, "
+        "CASE WHEN one_pod THEN pod END AS pod, "
+        f"CASE WHEN sm IS NOT NULL THEN '{SM_ACTIVE}' WHEN gr IS NOT NULL THEN '{GR_ENGINE_ACTIVE}' "
+        f"WHEN util IS NOT NULL THEN '{GPU_UTIL}' END AS metric, "
+        "file_no AS _file FROM w"
+    )
+    store.run(f"DROP TABLE {_SAMPLES}")
+    store.run(f"DROP TABLE {_SERIES}")
+
+
+def _resolve(store: Store) -> None:
+    """TELEMETRY: the merged rows with ``alloc_id`` resolved against the stored allocations."""
+    by_uid = (
+        "(SELECT DISTINCT alloc_id FROM allocations) AS u ON u.alloc_id = t.pod_uid"
+    )
+    stored = store.column_types("allocations")
+    if "pod" in stored and "namespace" in stored:
+        # the latest allocation of that pod on that node started by then, if still running
+        by_name = (
+            "ASOF LEFT JOIN (SELECT alloc_id AS named_id, node_id AS a_node, "
+            "coalesce(CAST(namespace AS VARCHAR), '') AS a_namespace, CAST(pod AS VARCHAR) AS a_pod, "
+            "start_time AS a_start, end_time AS a_end FROM allocations "
+            "WHERE pod IS NOT NULL) AS a "
+            "ON a.a_node = t.node_id AND a.a_pod = t.pod "
+            "AND a.a_namespace = coalesce(t.namespace, '') AND t.ts >= a.a_start "
+        )
+        named = "CASE WHEN a.a_end IS NULL OR t.ts < a.a_end THEN a.named_id END"
+    else:
+        by_name, named = "", "NULL"
+    store.run(
+        f"CREATE OR REPLACE TEMP TABLE {TELEMETRY} AS "
+        "SELECT t.ts, t.node_id, t.gpu_index, t.sm_active, t.mem_used, "
+        f"coalesce(u.alloc_id, {named}) AS alloc_id, t.metric, t._file "
+        f"FROM {_MERGED} AS t {by_name}LEFT JOIN {by_uid}"
+    )
+    store.run(f"DROP TABLE {_MERGED}")
