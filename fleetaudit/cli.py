@@ -708,7 +708,14 @@ def generate(
     seed: Annotated[
         int, typer.Option("--seed", help="Random seed: the same seed writes the same files.")
     ] = GenerateOptions.seed,
-    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = GenerateOptions.format,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="parquet, csv, or prometheus (Parquet tables, and the telemetry as "
+            "dcgm-exporter query_range JSON files in OUT/prometheus).",
+        ),
+    ] = GenerateOptions.format,
     telemetry_step: Annotated[
         str, typer.Option("--telemetry-step", help="Telemetry sampling step (e.g. 5m).")
     ] = "5m",
