@@ -155,6 +155,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         by_alloc = store.query("telemetry_by_alloc", start=start, end=end)
         by_node = store.query("telemetry_by_node", start=start, end=end)
         cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
+        sources = den.metric_sources(store.query("telemetry_metrics", start=start, end=end))
         whatifs = latest_whatif_runs(store)
         previous = _previous(store, options.scenario)
     if nodes.height == 0:
@@ -204,7 +205,16 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         "interval_from_gpus": int(cadence["series"] or 0),
         "coverage": coverage,
         "unattributed_gpu_hours": prod.unattributed_gpu_s / 3600,
+        "sources": sources,
+        "upper_bound": any(src["upper_bound"] for src in sources),
     }
+    for src in sources:
+        if src["upper_bound"]:
+            notes.append(
+                f"{src['share']:.0%} of the telemetry samples read SM activity from "
+                f"{src['metric']} ({den.UPPER_BOUND_METRICS[src['metric']]}): "
+                "the productive rates are upper bounds"
+            )
     if prod.samples == 0:
         notes.append("no telemetry in the window: the productive figures are empty")
     generated = to_utc(options.generated_at or datetime.now(timezone.utc)).replace(microsecond=0)

@@ -63,6 +63,7 @@ _SAMPLES = "_fa_prom_samples"
 _FILE = "_fa_prom_file"
 _TEXT = "_fa_prom_text"
 _MERGED = "_fa_prom_merged"
+_KEYS = "_fa_prom_keys"
 TELEMETRY = "_fa_prom_telemetry"
 
 _MATRIX = (
@@ -317,71 +318,71 @@ def _stage_text(store: Store, path: Path, file_no: int) -> None:
 
 
 def _merge(store: Store) -> None:
-    """Series samples -> one telemetry row per (node, GPU, instant) in TELEMETRY."""
-    activity = ", ".join(f"'{m}'" for m in ACTIVITY_METRICS)
+    """Series samples -> one row per (GPU, instant) in _MERGED.
+
+    The work per sample is two joins on small integer keys and one grouping by
+    (GPU, instant); only the samples of series that overlap in time with
+    another series of the same GPU instance and metric (HA copies, one copy per
+    pod of a shared GPU) pass through an extra grouping that counts them once.
+    """
+    codes = ", ".join(f"'{m}'" for m in METRICS)
+    # integer keys per series: GPU, GPU instance, pod; the time span it covers
+    store.run(
+        f"CREATE OR REPLACE TEMP TABLE {_KEYS} AS "
+        "WITH span AS (SELECT sid, min(ts) AS t0, max(ts) AS t1 "
+        f"FROM {_SAMPLES} GROUP BY sid), "
+        "k AS (SELECT se.sid, se.file_no, se.node, se.gpu, "
+        f"list_position([{codes}], se.metric) AS m, se.gi_slices AS slices, "
+        "dense_rank() OVER (ORDER BY se.node, se.gpu) AS gpu_key, "
+        "dense_rank() OVER (ORDER BY se.node, se.gpu, se.gi_id) AS inst_key, "
+        "se.pod_uid, se.namespace, se.pod, "
+        "CASE WHEN se.pod_uid IS NOT NULL OR se.pod IS NOT NULL THEN dense_rank() OVER "
+        "(ORDER BY se.pod_uid IS NULL AND se.pod IS NULL, se.pod_uid, se.namespace, se.pod) "
+        "END AS pod_id, span.t0, span.t1 "
+        f"FROM {_SERIES} AS se JOIN span USING (sid)) "
+        "SELECT k.*, EXISTS (SELECT 1 FROM k AS o WHERE o.m = k.m AND o.inst_key = k.inst_key "
+        "AND o.sid <> k.sid AND o.t0 <= k.t1 AND k.t0 <= o.t1) AS dup FROM k"
+    )
+
+    def metric(name: str, weighted: bool) -> str:
+        value = "value * coalesce(slices / 7, 1)" if weighted else "value"
+        return f"sum({value}) FILTER (WHERE m = {METRICS.index(name) + 1})"
+
     store.run(
         f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS "
         # gaps: NaN, infinities, blank sentinels
-        "WITH s AS (SELECT se.*, sa.ts, sa.value, "
-        "coalesce('uid:' || se.pod_uid, 'pod:' || coalesce(se.namespace, '') || '/' || se.pod) "
-        "AS pod_key "
-        f"FROM {_SAMPLES} AS sa JOIN {_SERIES} AS se USING (sid) "
+        "WITH s AS (SELECT k.gpu_key, k.inst_key, k.m, k.slices, k.pod_id, k.file_no, k.dup, "
+        f"sa.ts, sa.value FROM {_SAMPLES} AS sa JOIN {_KEYS} AS k USING (sid) "
         f"WHERE isfinite(sa.value) AND sa.value < {BLANK_SENTINEL} AND sa.ts IS NOT NULL), "
-        # one value per GPU instance and metric: HA copies and per-pod copies collapse
-        "inst AS (SELECT metric, node, gpu, gi_id, ts, max(gi_slices) AS slices, "
-        "avg(value) AS value, count(DISTINCT pod_key) AS pods, min(pod_key) AS key_lo, "
-        "max(pod_key) AS key_hi, min(pod_uid) AS pod_uid, min(namespace) AS namespace, "
-        "min(pod) AS pod, min(file_no) AS file_no FROM s GROUP BY metric, node, gpu, gi_id, ts), "
-        # MIG instances of one GPU: activities weighted by slices of 7, memory added up
-        "g AS (SELECT metric, node, gpu, ts, "
-        "CASE WHEN metric LIKE 'DCGM_FI_DEV_FB_%' THEN sum(value) "
-        "WHEN count(slices) > 0 THEN sum(value * coalesce(slices, 7) / 7) "
-        "ELSE avg(value) END AS value, "
-        "max(pods) AS pods, min(key_lo) AS key_lo, max(key_hi) AS key_hi, "
-        "min(pod_uid) AS pod_uid, min(namespace) AS namespace, min(pod) AS pod, "
-        "min(file_no) AS file_no FROM inst GROUP BY metric, node, gpu, ts), "
-        "w AS (SELECT node, gpu, ts, "
-        f"max(value) FILTER (WHERE metric = '{SM_ACTIVE}') AS sm, "
-        f"max(value) FILTER (WHERE metric = '{GR_ENGINE_ACTIVE}') AS gr, "
-        f"max(value) FILTER (WHERE metric = '{GPU_UTIL}') AS util, "
-        f"max(value) FILTER (WHERE metric = '{FB_USED}') AS fb_used, "
-        f"max(value) FILTER (WHERE metric = '{FB_FREE}') AS fb_free, "
-        f"max(value) FILTER (WHERE metric = '{FB_RESERVED}') AS fb_reserved, "
-        # one pod at this instant, in every metric: it is named; several (a shared GPU): none
-        "max(pods) = 1 AND min(key_lo) = max(key_hi) AS one_pod, "
-        "min(pod_uid) AS pod_uid, min(namespace) AS namespace, min(pod) AS pod, "
-        f"coalesce(min(file_no) FILTER (WHERE metric IN ({activity})), min(file_no)) AS file_no "
-        "FROM g GROUP BY node, gpu, ts) "
-        "SELECT make_timestamp(CAST(round(ts * 1e6) AS BIGINT)) AS ts, node AS node_id, "
-        "gpu AS gpu_index, "
-        "least(greatest(coalesce(sm, gr, util / 100), 0), 1) AS sm_active, "
-        "CASE WHEN fb_used IS NOT NULL AND fb_free IS NOT NULL "
-        "AND fb_used + fb_free + coalesce(fb_reserved, 0) > 0 "
-        "THEN fb_used / (fb_used + fb_free + coalesce(fb_reserved, 0)) END AS mem_used, "
-        "CASE WHEN one_pod THEN pod_uid END AS pod_uid, "
-        "CASE WHEN one_pod THEN namespace END AS namespace, "
-        "CASE WHEN one_pod THEN pod END AS pod, "
-        f"CASE WHEN sm IS NOT NULL THEN '{SM_ACTIVE}' WHEN gr IS NOT NULL THEN '{GR_ENGINE_ACTIVE}' "
-        f"WHEN util IS NOT NULL THEN '{GPU_UTIL}' END AS metric, "
-        "file_no AS _file FROM w"
+        # overlapping copies of one GPU instance's metric count once
+        "u AS (SELECT gpu_key, m, slices, pod_id AS lo, pod_id AS hi, file_no, ts, value "
+        "FROM s WHERE NOT dup UNION ALL "
+        "SELECT gpu_key, m, any_value(slices), min(pod_id), max(pod_id), min(file_no), ts, "
+        "avg(value) FROM s WHERE dup GROUP BY gpu_key, inst_key, m, ts) "
+        # MIG instances add up, activities weighted by their slices of 7
+        "SELECT gpu_key, ts, "
+        f"{metric(SM_ACTIVE, True)} AS sm, {metric(GR_ENGINE_ACTIVE, True)} AS gr, "
+        f"{metric(GPU_UTIL, True)} AS util, {metric(FB_USED, False)} AS fb_used, "
+        f"{metric(FB_FREE, False)} AS fb_free, {metric(FB_RESERVED, False)} AS fb_reserved, "
+        # one pod in every series of the GPU at this instant: it is named; several: none
+        "CASE WHEN min(lo) = max(hi) THEN min(lo) END AS pod_id, "
+        "coalesce(min(file_no) FILTER (WHERE m <= 3), min(file_no)) AS file_no "
+        "FROM u GROUP BY gpu_key, ts"
     )
     store.run(f"DROP TABLE {_SAMPLES}")
-    store.run(f"DROP TABLE {_SERIES}")
 
 
 def _resolve(store: Store) -> None:
-    """TELEMETRY: the merged rows with ``alloc_id`` resolved against the stored allocations."""
-    by_uid = (
-        "(SELECT DISTINCT alloc_id FROM allocations) AS u ON u.alloc_id = t.pod_uid"
-    )
+    """TELEMETRY: the merged rows with their node, GPU, metric and ``alloc_id``."""
+    by_uid = "(SELECT DISTINCT alloc_id FROM allocations) AS u ON u.alloc_id = p.pod_uid"
     stored = store.column_types("allocations")
     if "pod" in stored and "namespace" in stored:
         # the latest allocation of that pod on that node started by then, if still running
         by_name = (
             "ASOF LEFT JOIN (SELECT alloc_id AS named_id, node_id AS a_node, "
-            "coalesce(CAST(namespace AS VARCHAR), '') AS a_namespace, CAST(pod AS VARCHAR) AS a_pod, "
-            "start_time AS a_start, end_time AS a_end FROM allocations "
-            "WHERE pod IS NOT NULL) AS a "
+            "coalesce(CAST(namespace AS VARCHAR), '') AS a_namespace, "
+            "CAST(pod AS VARCHAR) AS a_pod, start_time AS a_start, end_time AS a_end "
+            "FROM allocations WHERE pod IS NOT NULL) AS a "
             "ON a.a_node = t.node_id AND a.a_pod = t.pod "
             "AND a.a_namespace = coalesce(t.namespace, '') AND t.ts >= a.a_start "
         )
@@ -390,8 +391,25 @@ def _resolve(store: Store) -> None:
         by_name, named = "", "NULL"
     store.run(
         f"CREATE OR REPLACE TEMP TABLE {TELEMETRY} AS "
+        "WITH t AS (SELECT make_timestamp(CAST(round(w.ts * 1e6) AS BIGINT)) AS ts, "
+        "g.node AS node_id, g.gpu AS gpu_index, "
+        # clipped to [0, 1]; greatest() skips NULLs, so a GPU with no activity stays NULL
+        "CASE WHEN coalesce(w.sm, w.gr, w.util) IS NOT NULL "
+        "THEN least(greatest(coalesce(w.sm, w.gr, w.util / 100), 0), 1) END AS sm_active, "
+        "CASE WHEN w.fb_used + w.fb_free + coalesce(w.fb_reserved, 0) > 0 "
+        "THEN w.fb_used / (w.fb_used + w.fb_free + coalesce(w.fb_reserved, 0)) END AS mem_used, "
+        f"CASE WHEN w.sm IS NOT NULL THEN '{SM_ACTIVE}' "
+        f"WHEN w.gr IS NOT NULL THEN '{GR_ENGINE_ACTIVE}' "
+        f"WHEN w.util IS NOT NULL THEN '{GPU_UTIL}' END AS metric, "
+        "p.pod_uid, p.namespace, p.pod, w.file_no AS _file "
+        f"FROM {_MERGED} AS w "
+        f"JOIN (SELECT DISTINCT gpu_key, node, gpu FROM {_KEYS}) AS g USING (gpu_key) "
+        f"LEFT JOIN (SELECT DISTINCT pod_id, pod_uid, namespace, pod FROM {_KEYS}) AS p "
+        "USING (pod_id)) "
         "SELECT t.ts, t.node_id, t.gpu_index, t.sm_active, t.mem_used, "
         f"coalesce(u.alloc_id, {named}) AS alloc_id, t.metric, t._file "
-        f"FROM {_MERGED} AS t {by_name}LEFT JOIN {by_uid}"
+        f"FROM t {by_name}LEFT JOIN {by_uid.replace('p.pod_uid', 't.pod_uid')}"
     )
     store.run(f"DROP TABLE {_MERGED}")
+    store.run(f"DROP TABLE {_KEYS}")
+    store.run(f"DROP TABLE {_SERIES}")
