@@ -152,12 +152,7 @@ def telemetry_sources(store: Store, paths: list[Path]) -> list[Source]:
     transaction, where ``alloc_id`` is resolved.
     """
     inputs = _classify(paths)
-    store.run(
-        f"CREATE OR REPLACE TEMP TABLE {_SERIES} (sid BIGINT, file_no INTEGER, metric VARCHAR, "
-        "node VARCHAR, gpu VARCHAR, gi_id VARCHAR, gi_slices DOUBLE, pod_uid VARCHAR, "
-        "namespace VARCHAR, pod VARCHAR)"
-    )
-    store.run(f"CREATE OR REPLACE TEMP TABLE {_SAMPLES} (sid BIGINT, ts DOUBLE, value DOUBLE)")
+    _create_staging(store)
     try:
         for file_no, item in enumerate(inputs):
             if item.kind == "json":
@@ -178,6 +173,16 @@ def telemetry_sources(store: Store, paths: list[Path]) -> list[Source]:
         )
         sources.append(Source(str(item.path), "telemetry", select, numbered))
     return sources
+
+
+def _create_staging(store: Store) -> None:
+    """The temporary tables the files are parsed into: one row per series, per sample."""
+    store.run(
+        f"CREATE OR REPLACE TEMP TABLE {_SERIES} (sid BIGINT, file_no INTEGER, metric VARCHAR, "
+        "node VARCHAR, gpu VARCHAR, gi_id VARCHAR, gi_slices DOUBLE, pod_uid VARCHAR, "
+        "namespace VARCHAR, pod VARCHAR, t0 DOUBLE, t1 DOUBLE)"
+    )
+    store.run(f"CREATE OR REPLACE TEMP TABLE {_SAMPLES} (sid BIGINT, ts DOUBLE, value DOUBLE)")
 
 
 def _next_sid(store: Store) -> int:
@@ -216,7 +221,9 @@ def _stage_json(store: Store, path: Path, file_no: int) -> None:
                 f"name the file after its metric, e.g. {SM_ACTIVE}.json",
             )
         store.run(
-            f"INSERT INTO {_SERIES} SELECT sid, $file_no, metric, {_SERIES_COLUMNS} "
+            # Prometheus returns each series' values in time order: the span is the ends
+            f"INSERT INTO {_SERIES} SELECT sid, $file_no, metric, {_SERIES_COLUMNS}, "
+            "TRY_CAST(vals[1][1] AS DOUBLE), TRY_CAST(vals[-1][1] AS DOUBLE) "
             f"FROM {_FILE} WHERE list_contains($metrics, metric)",
             {"file_no": file_no, "metrics": list(METRICS)},
         )
@@ -309,8 +316,9 @@ def _stage_text(store: Store, path: Path, file_no: int) -> None:
         f"FROM {_TEXT}"
     )
     store.run(
-        f"INSERT INTO {_SERIES} SELECT DISTINCT sid, $file_no, metric, "
-        f"{_SERIES_COLUMNS.replace('labels[', 'labels_map[')} FROM {_FILE}",
+        f"INSERT INTO {_SERIES} SELECT sid, $file_no, any_value(metric), "
+        f"{_SERIES_COLUMNS.replace('labels[', 'any_value(labels_map)[')}, min(ts), max(ts) "
+        f"FROM {_FILE} GROUP BY sid",
         {"file_no": file_no},
     )
     store.run(f"INSERT INTO {_SAMPLES} SELECT sid, ts, value FROM {_FILE}")
@@ -329,24 +337,33 @@ def _merge(store: Store) -> None:
     # integer keys per series: GPU, GPU instance, pod; the time span it covers
     store.run(
         f"CREATE OR REPLACE TEMP TABLE {_KEYS} AS "
-        "WITH span AS (SELECT sid, min(ts) AS t0, max(ts) AS t1 "
-        f"FROM {_SAMPLES} GROUP BY sid), "
-        "k AS (SELECT se.sid, se.file_no, se.node, se.gpu, "
+        "WITH k AS (SELECT se.sid, se.file_no, se.node, se.gpu, "
         f"list_position([{codes}], se.metric) AS m, se.gi_slices AS slices, "
         "dense_rank() OVER (ORDER BY se.node, se.gpu) AS gpu_key, "
         "dense_rank() OVER (ORDER BY se.node, se.gpu, se.gi_id) AS inst_key, "
         "se.pod_uid, se.namespace, se.pod, "
         "CASE WHEN se.pod_uid IS NOT NULL OR se.pod IS NOT NULL THEN dense_rank() OVER "
         "(ORDER BY se.pod_uid IS NULL AND se.pod IS NULL, se.pod_uid, se.namespace, se.pod) "
-        "END AS pod_id, span.t0, span.t1 "
-        f"FROM {_SERIES} AS se JOIN span USING (sid)) "
+        "END AS pod_id, se.t0, se.t1 "
+        f"FROM {_SERIES} AS se) "
         "SELECT k.*, EXISTS (SELECT 1 FROM k AS o WHERE o.m = k.m AND o.inst_key = k.inst_key "
         "AND o.sid <> k.sid AND o.t0 <= k.t1 AND k.t0 <= o.t1) AS dup FROM k"
     )
 
+    present = {int(r[0]) for r in store.sql(f"SELECT DISTINCT m FROM {_KEYS}").iter_rows()}
+
     def metric(name: str, weighted: bool) -> str:
-        value = "value * coalesce(slices / 7, 1)" if weighted else "value"
-        return f"sum({value}) FILTER (WHERE m = {METRICS.index(name) + 1})"
+        code = METRICS.index(name) + 1
+        if code not in present:
+            return "CAST(NULL AS DOUBLE)"
+        # MIG: instances add up (activities weighted by slices of 7); one instance per
+        # GPU: the mean, so copies that the span check missed still count once
+        which = f"m = {code}"
+        mig = "value * slices / 7" if weighted else "value"
+        return (
+            f"sum(CASE WHEN slices IS NULL THEN value ELSE {mig} END) FILTER (WHERE {which}) "
+            f"/ greatest(count(*) FILTER (WHERE {which} AND slices IS NULL), 1)"
+        )
 
     store.run(
         f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS "
