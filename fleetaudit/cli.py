@@ -195,6 +195,8 @@ def ingest(
     a folder loads every table file in it. One call is one transaction: all files
     land or none do. A row whose key exists replaces the stored row. Rows that
     break the schema go to the rejects table with file, row, column and reason.
+    --format prometheus loads dcgm-exporter GPU series (query_range JSON, /metrics
+    scrapes) into telemetry; ingest the nodes first.
     """
     if fmt != "alibaba-gpu-v2023" and (trace_start is not None or topology is not None):
         raise UsageError("--trace-start and --topology apply to --format alibaba-gpu-v2023 only")
@@ -202,6 +204,8 @@ def ingest(
         raise UsageError(
             "--table does not apply to --format alibaba-gpu-v2023 (its files name their tables)"
         )
+    if fmt == "prometheus" and table is not None:
+        raise UsageError("--table does not apply to --format prometheus (it loads telemetry)")
     options = IngestOptions(
         table=table,
         format=fmt,

@@ -358,3 +358,17 @@ def test_generated_dump_reproduces_the_native_telemetry(tmp_path: Path) -> None:
     for args in (["shapes"], ["report", "--since", "2h"], ["whatif", "compaction"]):
         done = runner.invoke(app, [*args, "--db", str(db)])
         assert done.exit_code == 0, (args, done.stderr)
+
+
+def test_cli_table_does_not_apply(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["ingest", "--format", "prometheus", "--table", "telemetry", str(PROM), "--db", str(tmp_path / "s.duckdb")]
+    )
+    assert result.exit_code == 2
+    assert "--table does not apply to --format prometheus" in result.stderr
+
+
+def test_staging_tables_are_dropped_after_the_call(cluster: Store) -> None:
+    ingest(cluster, [PROM], PROMETHEUS)
+    left = cluster.sql("SELECT table_name FROM duckdb_tables() WHERE temporary")
+    assert not [t for t in left["table_name"] if t.startswith("_fa_prom")]

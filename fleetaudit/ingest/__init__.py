@@ -106,6 +106,16 @@ def ingest(
             (with ``options.strict``) a row was rejected. Nothing is written.
     """
     say = progress or (lambda _msg: None)
+    try:
+        return _ingest(store, paths, options, say)
+    finally:
+        if options.format == prometheus.FORMAT:
+            prometheus.drop_staging(store)
+
+
+def _ingest(
+    store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress
+) -> IngestResult:
     sources = plan_sources(store, paths, options)
     started = _utc_now()
     # DuckDB cannot estimate a CSV's rows and may build the node lookup's hash

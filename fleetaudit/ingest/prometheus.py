@@ -175,6 +175,12 @@ def telemetry_sources(store: Store, paths: list[Path]) -> list[Source]:
     return sources
 
 
+def drop_staging(store: Store) -> None:
+    """Free the parsed rows once the ingest call is over (they live until then)."""
+    for name in (_FILE, _SERIES, _SAMPLES, _KEYS, _MERGED, TELEMETRY):
+        store.run(f"DROP TABLE IF EXISTS {name}")
+
+
 def _create_staging(store: Store) -> None:
     """The temporary tables the files are parsed into: one row per series, per sample."""
     store.run(
