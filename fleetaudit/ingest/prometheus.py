@@ -62,9 +62,10 @@ _SERIES = "_fa_prom_series"
 _SAMPLES = "_fa_prom_samples"
 _FILE = "_fa_prom_file"
 _TEXT = "_fa_prom_text"
-_MERGED = "_fa_prom_merged"
 _KEYS = "_fa_prom_keys"
-TELEMETRY = "_fa_prom_telemetry"
+_MERGED = "_fa_prom_merged"
+_GPUS = "_fa_prom_gpus"
+_PODS = "_fa_prom_pods"
 
 _MATRIX = (
     "STRUCT(resultType VARCHAR, "
@@ -147,9 +148,11 @@ def _file_metric(path: Path) -> str | None:
 def telemetry_sources(store: Store, paths: list[Path]) -> list[Source]:
     """Parse every file, merge the series into telemetry rows, one source per file.
 
-    The parsed rows wait in temporary tables of this connection (nothing of
-    the store is written here); the sources read them inside the ingest's
-    transaction, where ``alloc_id`` is resolved.
+    The merged rows wait, narrow, in a temporary table of this connection
+    (nothing of the store is written here; :func:`drop_staging` frees it). Each
+    source adds node, GPU, metric and ``alloc_id`` (resolved against the stored
+    allocations) as the ingest's transaction loads it, where the rows are
+    checked like native ones (unknown node, GPU index beyond the node's GPUs).
     """
     inputs = _classify(paths)
     _create_staging(store)
@@ -160,16 +163,14 @@ def telemetry_sources(store: Store, paths: list[Path]) -> list[Source]:
             else:
                 _stage_text(store, item.path, file_no)
         _merge(store)
-        _resolve(store)
     finally:
         store.run(f"DROP TABLE IF EXISTS {_FILE}")
-    columns = "ts, node_id, gpu_index, sm_active, mem_used, alloc_id, metric"
     sources = []
     for file_no, item in enumerate(inputs):
-        select = f"SELECT {columns} FROM {TELEMETRY} WHERE _file = {file_no}"
+        select = _rows_select(store, file_no)
         numbered = (
-            f"SELECT {columns}, row_number() OVER (ORDER BY node_id, gpu_index, ts) AS _row "
-            f"FROM {TELEMETRY} WHERE _file = {file_no}"
+            "SELECT *, row_number() OVER (ORDER BY node_id, gpu_index, ts) AS _row "
+            f"FROM ({select})"
         )
         sources.append(Source(str(item.path), "telemetry", select, numbered))
     return sources
@@ -177,7 +178,7 @@ def telemetry_sources(store: Store, paths: list[Path]) -> list[Source]:
 
 def drop_staging(store: Store) -> None:
     """Free the parsed rows once the ingest call is over (they live until then)."""
-    for name in (_FILE, _SERIES, _SAMPLES, _KEYS, _MERGED, TELEMETRY):
+    for name in (_FILE, _SERIES, _SAMPLES, _KEYS, _MERGED, _GPUS, _PODS):
         store.run(f"DROP TABLE IF EXISTS {name}")
 
 
@@ -383,21 +384,41 @@ def _merge(store: Store) -> None:
         "SELECT gpu_key, m, any_value(slices), min(pod_id), max(pod_id), min(file_no), ts, "
         "avg(value) FROM s WHERE dup GROUP BY gpu_key, inst_key, m, ts) "
         # MIG instances add up, activities weighted by their slices of 7
-        "SELECT gpu_key, ts, "
+        ", w AS (SELECT gpu_key, ts, "
         f"{metric(SM_ACTIVE, True)} AS sm, {metric(GR_ENGINE_ACTIVE, True)} AS gr, "
         f"{metric(GPU_UTIL, True)} AS util, {metric(FB_USED, False)} AS fb_used, "
         f"{metric(FB_FREE, False)} AS fb_free, {metric(FB_RESERVED, False)} AS fb_reserved, "
         # one pod in every series of the GPU at this instant: it is named; several: none
         "CASE WHEN min(lo) = max(hi) THEN min(lo) END AS pod_id, "
         "coalesce(min(file_no) FILTER (WHERE m <= 3), min(file_no)) AS file_no "
-        "FROM u GROUP BY gpu_key, ts"
+        "FROM u GROUP BY gpu_key, ts) "
+        # narrow rows (they wait for the load): the values, the series used as a code
+        "SELECT CAST(gpu_key AS INTEGER) AS gpu_key, "
+        "CAST(round(ts * 1e6) AS BIGINT) AS ts_us, "
+        # clipped to [0, 1]; greatest() skips NULLs, so a GPU with no activity stays NULL
+        "CASE WHEN coalesce(sm, gr, util) IS NOT NULL "
+        "THEN least(greatest(coalesce(sm, gr, util / 100), 0), 1) END AS sm_active, "
+        "CASE WHEN fb_used + fb_free + coalesce(fb_reserved, 0) > 0 "
+        "THEN fb_used / (fb_used + fb_free + coalesce(fb_reserved, 0)) END AS mem_used, "
+        "CAST(CASE WHEN sm IS NOT NULL THEN 1 WHEN gr IS NOT NULL THEN 2 "
+        "WHEN util IS NOT NULL THEN 3 END AS UTINYINT) AS m, "
+        "CAST(pod_id AS INTEGER) AS pod_id, CAST(file_no AS INTEGER) AS file_no FROM w"
     )
     store.run(f"DROP TABLE {_SAMPLES}")
+    store.run(
+        f"CREATE OR REPLACE TEMP TABLE {_GPUS} AS SELECT DISTINCT gpu_key, node, gpu FROM {_KEYS}"
+    )
+    store.run(
+        f"CREATE OR REPLACE TEMP TABLE {_PODS} AS "
+        f"SELECT DISTINCT pod_id, pod_uid, namespace, pod FROM {_KEYS} WHERE pod_id IS NOT NULL"
+    )
+    store.run(f"DROP TABLE {_KEYS}")
+    store.run(f"DROP TABLE {_SERIES}")
 
 
-def _resolve(store: Store) -> None:
-    """TELEMETRY: the merged rows with their node, GPU, metric and ``alloc_id``."""
-    by_uid = "(SELECT DISTINCT alloc_id FROM allocations) AS u ON u.alloc_id = p.pod_uid"
+def _rows_select(store: Store, file_no: int) -> str:
+    """SQL: the telemetry rows of one file, with node, GPU, metric name and ``alloc_id``."""
+    by_uid = "(SELECT DISTINCT alloc_id FROM allocations) AS u ON u.alloc_id = t.pod_uid"
     stored = store.column_types("allocations")
     if "pod" in stored and "namespace" in stored:
         # the latest allocation of that pod on that node started by then, if still running
@@ -412,27 +433,14 @@ def _resolve(store: Store) -> None:
         named = "CASE WHEN a.a_end IS NULL OR t.ts < a.a_end THEN a.named_id END"
     else:
         by_name, named = "", "NULL"
-    store.run(
-        f"CREATE OR REPLACE TEMP TABLE {TELEMETRY} AS "
-        "WITH t AS (SELECT make_timestamp(CAST(round(w.ts * 1e6) AS BIGINT)) AS ts, "
-        "g.node AS node_id, g.gpu AS gpu_index, "
-        # clipped to [0, 1]; greatest() skips NULLs, so a GPU with no activity stays NULL
-        "CASE WHEN coalesce(w.sm, w.gr, w.util) IS NOT NULL "
-        "THEN least(greatest(coalesce(w.sm, w.gr, w.util / 100), 0), 1) END AS sm_active, "
-        "CASE WHEN w.fb_used + w.fb_free + coalesce(w.fb_reserved, 0) > 0 "
-        "THEN w.fb_used / (w.fb_used + w.fb_free + coalesce(w.fb_reserved, 0)) END AS mem_used, "
-        f"CASE WHEN w.sm IS NOT NULL THEN '{SM_ACTIVE}' "
-        f"WHEN w.gr IS NOT NULL THEN '{GR_ENGINE_ACTIVE}' "
-        f"WHEN w.util IS NOT NULL THEN '{GPU_UTIL}' END AS metric, "
-        "p.pod_uid, p.namespace, p.pod, w.file_no AS _file "
-        f"FROM {_MERGED} AS w "
-        f"JOIN (SELECT DISTINCT gpu_key, node, gpu FROM {_KEYS}) AS g USING (gpu_key) "
-        f"LEFT JOIN (SELECT DISTINCT pod_id, pod_uid, namespace, pod FROM {_KEYS}) AS p "
-        "USING (pod_id)) "
+    names = ", ".join(f"'{m}'" for m in ACTIVITY_METRICS)
+    return (
+        "WITH t AS (SELECT make_timestamp(w.ts_us) AS ts, g.node AS node_id, "
+        f"g.gpu AS gpu_index, w.sm_active, w.mem_used, [{names}][w.m] AS metric, "
+        "p.pod_uid, p.namespace, p.pod "
+        f"FROM {_MERGED} AS w JOIN {_GPUS} AS g USING (gpu_key) "
+        f"LEFT JOIN {_PODS} AS p USING (pod_id) WHERE w.file_no = {int(file_no)}) "
         "SELECT t.ts, t.node_id, t.gpu_index, t.sm_active, t.mem_used, "
-        f"coalesce(u.alloc_id, {named}) AS alloc_id, t.metric, t._file "
-        f"FROM t {by_name}LEFT JOIN {by_uid.replace('p.pod_uid', 't.pod_uid')}"
+        f"coalesce(u.alloc_id, {named}) AS alloc_id, t.metric "
+        f"FROM t {by_name}LEFT JOIN {by_uid}"
     )
-    store.run(f"DROP TABLE {_MERGED}")
-    store.run(f"DROP TABLE {_KEYS}")
-    store.run(f"DROP TABLE {_SERIES}")
