@@ -16,7 +16,7 @@ from fleetaudit import api
 from fleetaudit.cli import app
 from fleetaudit.errors import InputError
 from fleetaudit.generate import GenerateOptions
-from fleetaudit.ingest import IngestOptions, ingest
+from fleetaudit.ingest import IngestOptions, ingest, prometheus
 from fleetaudit.store import Store, open_store
 from tests.conftest import DATA, write
 
@@ -79,7 +79,11 @@ def _approx(row: tuple[object, ...]) -> tuple[object, ...]:
     return tuple(pytest.approx(v) if isinstance(v, float) else v for v in row)
 
 
-def test_the_folder_maps_row_by_row(cluster: Store) -> None:
+@pytest.mark.parametrize("chunk", [4_000_000, 3], ids=["one-merge", "merged-in-time-windows"])
+def test_the_folder_maps_row_by_row(
+    cluster: Store, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    monkeypatch.setattr(prometheus, "_CHUNK_SAMPLES", chunk)
     result = ingest(cluster, [PROM], PROMETHEUS)
     got = _telemetry(cluster)
     assert set(got) == set(EXPECTED)

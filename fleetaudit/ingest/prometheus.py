@@ -56,6 +56,7 @@ ACTIVITY_METRICS = (SM_ACTIVE, GR_ENGINE_ACTIVE, GPU_UTIL)  # in order of prefer
 METRICS = (*ACTIVITY_METRICS, FB_USED, FB_FREE, FB_RESERVED)
 
 BLANK_SENTINEL = 9e18  # DCGM's "blank" values sit near 9.22e18: no reading
+_CHUNK_SAMPLES = 4_000_000  # samples merged per statement
 _SUFFIXES = (".json", ".json.gz", ".prom", ".txt", ".om", ".metrics")
 
 _SERIES = "_fa_prom_series"
@@ -372,12 +373,12 @@ def _merge(store: Store) -> None:
             f"/ greatest(count(*) FILTER (WHERE {which} AND slices IS NULL), 1)"
         )
 
-    store.run(
-        f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS "
+    merged = (
         # gaps: NaN, infinities, blank sentinels
         "WITH s AS (SELECT k.gpu_key, k.inst_key, k.m, k.slices, k.pod_id, k.file_no, k.dup, "
         f"sa.ts, sa.value FROM {_SAMPLES} AS sa JOIN {_KEYS} AS k USING (sid) "
-        f"WHERE isfinite(sa.value) AND sa.value < {BLANK_SENTINEL} AND sa.ts IS NOT NULL), "
+        f"WHERE isfinite(sa.value) AND sa.value < {BLANK_SENTINEL} "
+        "AND sa.ts >= $lo AND (sa.ts < $hi OR $last AND sa.ts = $hi)), "
         # overlapping copies of one GPU instance's metric count once
         "u AS (SELECT gpu_key, m, slices, pod_id AS lo, pod_id AS hi, file_no, ts, value "
         "FROM s WHERE NOT dup UNION ALL "
@@ -404,6 +405,16 @@ def _merge(store: Store) -> None:
         "WHEN util IS NOT NULL THEN 3 END AS UTINYINT) AS m, "
         "CAST(pod_id AS INTEGER) AS pod_id, CAST(file_no AS INTEGER) AS file_no FROM w"
     )
+    # by time windows of about _CHUNK_SAMPLES samples: the grouping's table stays bounded
+    # (an instant is never split, so every (GPU, instant) is merged whole)
+    lo, hi, n = store.sql(f"SELECT min(ts), max(ts), count(*) FROM {_SAMPLES}").row(0)
+    chunks = max(1, -(-int(n) // _CHUNK_SAMPLES)) if lo is not None else 1
+    lo, hi = (lo, hi) if lo is not None else (0.0, 0.0)
+    bounds = [lo + (hi - lo) * i / chunks for i in range(chunks)] + [hi]
+    for i in range(chunks):
+        into = f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS " if i == 0 else f"INSERT INTO {_MERGED} "
+        params = {"lo": bounds[i], "hi": bounds[i + 1], "last": i == chunks - 1}
+        store.run(into + merged, params)
     store.run(f"DROP TABLE {_SAMPLES}")
     store.run(
         f"CREATE OR REPLACE TEMP TABLE {_GPUS} AS SELECT DISTINCT gpu_key, node, gpu FROM {_KEYS}"
