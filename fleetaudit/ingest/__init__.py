@@ -106,11 +106,13 @@ def ingest(
             (with ``options.strict``) a row was rejected. Nothing is written.
     """
     say = progress or (lambda _msg: None)
-    try:
+    if options.format != prometheus.FORMAT:
         return _ingest(store, paths, options, say)
+    try:
+        with store.memory_capped(prometheus.MEMORY_LIMIT):
+            return _ingest(store, paths, options, say)
     finally:
-        if options.format == prometheus.FORMAT:
-            prometheus.drop_staging(store)
+        prometheus.drop_staging(store)
 
 
 def _ingest(

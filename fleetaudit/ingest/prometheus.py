@@ -57,6 +57,10 @@ METRICS = (*ACTIVITY_METRICS, FB_USED, FB_FREE, FB_RESERVED)
 
 BLANK_SENTINEL = 9e18  # DCGM's "blank" values sit near 9.22e18: no reading
 _CHUNK_SAMPLES = 4_000_000  # samples merged per statement
+# DuckDB's memory during the call (it spills to disk beyond it), unless
+# $FLEETAUDIT_MEMORY_LIMIT sets one: keeps a 20 M-sample dump well within 2 GiB of RSS
+# (benchmarks/README.md, "Prometheus ingest")
+MEMORY_LIMIT = "1GB"
 _SUFFIXES = (".json", ".json.gz", ".prom", ".txt", ".om", ".metrics")
 
 _SERIES = "_fa_prom_series"
