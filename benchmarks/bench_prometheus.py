@@ -96,10 +96,12 @@ def main() -> None:
     load_before = os.getloadavg()
     figures = _child(_ingest, str(db), files)
     load_after = os.getloadavg()
-    samples = figures["rows"] * (3 if args.all_metrics else 1)
+    steps = int(args.days * 86_400) // 60
+    samples = gpus * steps * (3 if args.all_metrics else 1)  # every GPU at every step
     print(
         f"{len(files)} files, {size / 2**20:,.0f} MiB, {gpus:,} GPUs, ~{samples:,} samples "
-        f"-> {figures['rows']:,} telemetry rows, {figures['rejected']:,} rejected"
+        f"-> {figures['rows']:,} telemetry rows (GPUs that a pod holds), "
+        f"{figures['rejected']:,} rejected"
     )
     print(
         f"ingest --format prometheus: {figures['seconds']:.1f} s wall, "

@@ -137,7 +137,7 @@ def test_text_sample_without_timestamp_takes_the_file_time(cluster: Store, tmp_p
         tmp_path / "scrape.prom",
         """
 # TYPE DCGM_FI_DEV_GPU_UTIL gauge
-DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="node-a",pod="",namespace=""} 25
+DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="node-a"} 25
 """,
     )
     import os
@@ -330,9 +330,9 @@ def test_ha_copies_change_nothing_and_gaps_stay_gaps(
 
 
 def test_generated_dump_reproduces_the_native_telemetry(tmp_path: Path) -> None:
-    """generate --format prometheus, then ingest: the native rows of every allocated GPU
-    come back (same SM activity to 3 digits, same alloc_id), idle GPUs report zero, and
-    shapes, report and whatif compaction run on the store."""
+    """generate --format prometheus, then ingest: the dump holds every GPU at every step;
+    the GPUs no pod holds are left out, and the native rows come back exactly (same SM
+    activity to 3 digits, same alloc_id); shapes, report and whatif compaction run on it."""
     opts = GenerateOptions(nodes=6, days=1, telemetry_days=0.1, telemetry_step_s=300, seed=3)
     native = api.generate_fleet(tmp_path / "native", opts)
     dumped = api.generate_fleet(tmp_path / "prom", GenerateOptions(**{**opts.__dict__, "format": "prometheus"}))
@@ -347,16 +347,14 @@ def test_generated_dump_reproduces_the_native_telemetry(tmp_path: Path) -> None:
         pl.col("ts").dt.replace_time_zone(None), pl.col("gpu_index").cast(pl.Int64)
     )
     steps = want["ts"].n_unique()
-    assert got.height == dumped.gpus * steps  # every GPU at every step
+    assert dumped.rows["telemetry"] == 3 * dumped.gpus * steps  # 3 metrics, every GPU
+    assert want.height < dumped.gpus * steps  # some GPUs idle at some steps
+    assert got.height == want.height
     assert set(got["metric"]) == {SM}
     joined = want.join(got, on=["node_id", "gpu_index", "ts"], how="left", suffix="_prom")
     assert joined["sm_active_prom"].null_count() == 0
     assert (joined["sm_active"] - joined["sm_active_prom"]).abs().max() < 1e-9
     assert (joined["alloc_id"] == joined["alloc_id_prom"]).all()
-    idle = got.join(want, on=["node_id", "gpu_index", "ts"], how="anti")
-    assert idle.height == got.height - want.height
-    assert set(idle["sm_active"]) <= {0.0}
-    assert idle["alloc_id"].null_count() == idle.height
 
     runner = CliRunner()
     for args in (["shapes"], ["report", "--since", "2h"], ["whatif", "compaction"]):

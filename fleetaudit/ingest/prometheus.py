@@ -23,7 +23,9 @@ prometheus-client). query_range files are parsed by DuckDB (``read_json`` and
   else the ``pod``/``namespace`` labels (or ``pod_name``/``pod_namespace``)
   matched against the ``pod`` and ``namespace`` columns of the stored
   allocations on that node active at the instant. An unknown pod leaves it
-  empty: the sample still counts for its node.
+  empty: the sample still counts for its node. A GPU the exporter reports with
+  empty pod labels holds no pod: its samples are not loaded (the report would
+  otherwise share them among the node's allocations).
 - a query_range series without ``__name__`` (PromQL functions such as
   ``avg_over_time`` drop it) takes the metric named in its file's name.
 - a text scrape's samples without a timestamp take the file's modification time.
@@ -96,7 +98,10 @@ _SERIES_COLUMNS = (
     f"TRY_CAST(regexp_extract({_label('GPU_I_PROFILE')}, '^([0-9]+)g', 1) AS DOUBLE) AS gi_slices, "
     f"{_label('pod_uid')} AS pod_uid, "
     f"{_label('namespace', 'pod_namespace')} AS namespace, "
-    f"{_label('pod', 'pod_name')} AS pod"
+    f"{_label('pod', 'pod_name')} AS pod, "
+    # the exporter maps GPUs to pods (the label is there, empty on a GPU no pod holds)
+    "labels['pod'] IS NOT NULL OR labels['pod_name'] IS NOT NULL "
+    "OR labels['pod_uid'] IS NOT NULL AS attributed"
 )
 
 
@@ -192,7 +197,7 @@ def _create_staging(store: Store) -> None:
     store.run(
         f"CREATE OR REPLACE TEMP TABLE {_SERIES} (sid BIGINT, file_no INTEGER, metric VARCHAR, "
         "node VARCHAR, gpu VARCHAR, gi_id VARCHAR, gi_slices DOUBLE, pod_uid VARCHAR, "
-        "namespace VARCHAR, pod VARCHAR, t0 DOUBLE, t1 DOUBLE)"
+        "namespace VARCHAR, pod VARCHAR, attributed BOOLEAN, t0 DOUBLE, t1 DOUBLE)"
     )
     store.run(f"CREATE OR REPLACE TEMP TABLE {_SAMPLES} (sid BIGINT, ts DOUBLE, value DOUBLE)")
 
@@ -356,7 +361,7 @@ def _merge(store: Store) -> None:
         "se.pod_uid, se.namespace, se.pod, "
         "CASE WHEN se.pod_uid IS NOT NULL OR se.pod IS NOT NULL THEN dense_rank() OVER "
         "(ORDER BY se.pod_uid IS NULL AND se.pod IS NULL, se.pod_uid, se.namespace, se.pod) "
-        "END AS pod_id, se.t0, se.t1 "
+        "END AS pod_id, se.attributed, se.t0, se.t1 "
         f"FROM {_SERIES} AS se) "
         "SELECT k.*, EXISTS (SELECT 1 FROM k AS o WHERE o.m = k.m AND o.inst_key = k.inst_key "
         "AND o.sid <> k.sid AND o.t0 <= k.t1 AND k.t0 <= o.t1) AS dup FROM k"
@@ -380,14 +385,15 @@ def _merge(store: Store) -> None:
     merged = (
         # gaps: NaN, infinities, blank sentinels
         "WITH s AS (SELECT k.gpu_key, k.inst_key, k.m, k.slices, k.pod_id, k.file_no, k.dup, "
+        "k.attributed, "
         f"sa.ts, sa.value FROM {_SAMPLES} AS sa JOIN {_KEYS} AS k USING (sid) "
         f"WHERE isfinite(sa.value) AND sa.value < {BLANK_SENTINEL} "
         "AND sa.ts >= $lo AND (sa.ts < $hi OR $last AND sa.ts = $hi)), "
         # overlapping copies of one GPU instance's metric count once
-        "u AS (SELECT gpu_key, m, slices, pod_id AS lo, pod_id AS hi, file_no, ts, value "
-        "FROM s WHERE NOT dup UNION ALL "
-        "SELECT gpu_key, m, any_value(slices), min(pod_id), max(pod_id), min(file_no), ts, "
-        "avg(value) FROM s WHERE dup GROUP BY gpu_key, inst_key, m, ts) "
+        "u AS (SELECT gpu_key, m, slices, pod_id AS lo, pod_id AS hi, attributed, file_no, "
+        "ts, value FROM s WHERE NOT dup UNION ALL "
+        "SELECT gpu_key, m, any_value(slices), min(pod_id), max(pod_id), bool_and(attributed), "
+        "min(file_no), ts, avg(value) FROM s WHERE dup GROUP BY gpu_key, inst_key, m, ts) "
         # MIG instances add up, activities weighted by their slices of 7
         ", w AS (SELECT gpu_key, ts, "
         f"{metric(SM_ACTIVE, True)} AS sm, {metric(GR_ENGINE_ACTIVE, True)} AS gr, "
@@ -395,6 +401,8 @@ def _merge(store: Store) -> None:
         f"{metric(FB_FREE, False)} AS fb_free, {metric(FB_RESERVED, False)} AS fb_reserved, "
         # one pod in every series of the GPU at this instant: it is named; several: none
         "CASE WHEN min(lo) = max(hi) THEN min(lo) END AS pod_id, "
+        # the exporter says no pod holds the GPU: no allocation's telemetry, not loaded
+        "bool_and(attributed) AND max(hi) IS NULL AS idle, "
         "coalesce(min(file_no) FILTER (WHERE m <= 3), min(file_no)) AS file_no "
         "FROM u GROUP BY gpu_key, ts) "
         # narrow rows (they wait for the load): the values, the series used as a code
@@ -407,7 +415,8 @@ def _merge(store: Store) -> None:
         "THEN fb_used / (fb_used + fb_free + coalesce(fb_reserved, 0)) END AS mem_used, "
         "CAST(CASE WHEN sm IS NOT NULL THEN 1 WHEN gr IS NOT NULL THEN 2 "
         "WHEN util IS NOT NULL THEN 3 END AS UTINYINT) AS m, "
-        "CAST(pod_id AS INTEGER) AS pod_id, CAST(file_no AS INTEGER) AS file_no FROM w"
+        "CAST(pod_id AS INTEGER) AS pod_id, CAST(file_no AS INTEGER) AS file_no "
+        "FROM w WHERE NOT idle"
     )
     # by time windows of about _CHUNK_SAMPLES samples: the grouping's table stays bounded
     # (an instant is never split, so every (GPU, instant) is merged whole)
