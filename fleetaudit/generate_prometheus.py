@@ -96,7 +96,11 @@ def _write_file(path: Path, frame: pl.DataFrame, value: pl.Expr) -> int:
     series = (
         frame.with_columns(
             pl.concat_str(
-                pl.lit("["), pl.col("t").cast(pl.Utf8), pl.lit(',"'), value.cast(pl.Utf8), pl.lit('"]')
+                pl.lit("["),
+                pl.col("t").cast(pl.Utf8),
+                pl.lit(',"'),
+                value.cast(pl.Utf8),
+                pl.lit('"]'),
             ).alias("sample"),
             # a new series where the pod on a GPU changes (dcgm-exporter's labels do)
             (pl.col("alloc_id") != pl.col("alloc_id").shift(1))

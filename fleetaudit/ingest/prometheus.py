@@ -179,8 +179,7 @@ def telemetry_sources(store: Store, paths: list[Path]) -> list[Source]:
     for file_no, item in enumerate(inputs):
         select = _rows_select(store, file_no)
         numbered = (
-            "SELECT *, row_number() OVER (ORDER BY node_id, gpu_index, ts) AS _row "
-            f"FROM ({select})"
+            f"SELECT *, row_number() OVER (ORDER BY node_id, gpu_index, ts) AS _row FROM ({select})"
         )
         sources.append(Source(str(item.path), "telemetry", select, numbered))
     return sources
@@ -425,7 +424,9 @@ def _merge(store: Store) -> None:
     lo, hi = (lo, hi) if lo is not None else (0.0, 0.0)
     bounds = [lo + (hi - lo) * i / chunks for i in range(chunks)] + [hi]
     for i in range(chunks):
-        into = f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS " if i == 0 else f"INSERT INTO {_MERGED} "
+        into = (
+            f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS " if i == 0 else f"INSERT INTO {_MERGED} "
+        )
         params = {"lo": bounds[i], "hi": bounds[i + 1], "last": i == chunks - 1}
         store.run(into + merged, params)
     store.run(f"DROP TABLE {_SAMPLES}")
