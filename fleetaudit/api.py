@@ -351,6 +351,11 @@ def generate_fleet(
     the telemetry as a dcgm-exporter query_range dump in ``out/prometheus``
     (see :mod:`fleetaudit.generate_prometheus`).
     """
+    if options.format not in (*generator.FORMATS, "prometheus"):
+        raise UsageError(
+            f"format must be one of {', '.join(generator.FORMATS)}, prometheus; "
+            f"got {options.format!r}"
+        )
     try:
         if options.format == "prometheus":
             return _generate_prometheus(out, options, progress)

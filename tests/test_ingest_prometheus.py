@@ -105,6 +105,17 @@ def test_a_host_label_naming_no_node_is_a_reject(cluster: Store) -> None:
     )
 
 
+def test_ha_replicas_in_separate_files_count_once(cluster: Store, tmp_path: Path) -> None:
+    """Each Prometheus of an HA pair exported on its own: the same series twice."""
+    twin = tmp_path / "replica-b" / "DCGM_FI_PROF_SM_ACTIVE.json"
+    twin.parent.mkdir()
+    twin.write_text((PROM / "DCGM_FI_PROF_SM_ACTIVE.json").read_text().replace('"a"', '"b"'))
+    result = ingest(cluster, [PROM, twin], PROMETHEUS)
+    got = _telemetry(cluster)
+    assert got == {k: _approx(v) for k, v in EXPECTED.items()}
+    assert sum(t.superseded for t in result.tables) == 0
+
+
 def test_reingest_replaces_and_never_duplicates(cluster: Store) -> None:
     ingest(cluster, [PROM], PROMETHEUS)
     again = ingest(cluster, [PROM], PROMETHEUS)
