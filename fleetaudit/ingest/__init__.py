@@ -70,7 +70,9 @@ class IngestResult:
         return sum(t.rejected for t in self.tables)
 
 
-def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) -> list[Source]:
+def plan_sources(
+    store: Store, paths: Sequence[Path], options: IngestOptions, progress: Progress | None = None
+) -> list[Source]:
     """The sources an ingest call reads, in load order; fails before anything is written."""
     if options.format not in FORMATS:
         raise InputError(
@@ -86,7 +88,7 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
             store, list(paths), trace_start=options.trace_start, topology=options.topology
         )
     elif options.format == prometheus.FORMAT:
-        sources = prometheus.telemetry_sources(store, list(paths))
+        sources = prometheus.telemetry_sources(store, list(paths), progress)
     else:
         sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
     order = {name: i for i, name in enumerate(schema.INGEST_ORDER)}
@@ -118,7 +120,7 @@ def ingest(
 def _ingest(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress
 ) -> IngestResult:
-    sources = plan_sources(store, paths, options)
+    sources = plan_sources(store, paths, options, say)
     started = _utc_now()
     # DuckDB cannot estimate a CSV's rows and may build the node lookup's hash
     # table on the 10 M-row file side instead of the nodes (3x slower, GiBs).

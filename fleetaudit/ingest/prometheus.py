@@ -37,6 +37,7 @@ import gzip
 import os
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,7 +156,9 @@ def _file_metric(path: Path) -> str | None:
     return max(found, key=len) if found else None
 
 
-def telemetry_sources(store: Store, paths: list[Path]) -> list[Source]:
+def telemetry_sources(
+    store: Store, paths: list[Path], progress: Callable[[str], None] | None = None
+) -> list[Source]:
     """Parse every file, merge the series into telemetry rows, one source per file.
 
     The merged rows wait, narrow, in a temporary table of this connection
@@ -168,10 +171,14 @@ def telemetry_sources(store: Store, paths: list[Path]) -> list[Source]:
     _create_staging(store)
     try:
         for file_no, item in enumerate(inputs):
+            if progress is not None:
+                progress(f"telemetry: parsing {item.path} ({file_no + 1}/{len(inputs)})")
             if item.kind == "json":
                 _stage_json(store, item.path, file_no)
             else:
                 _stage_text(store, item.path, file_no)
+        if progress is not None:
+            progress("telemetry: merging the series into one row per GPU and instant")
         _merge(store)
     finally:
         store.run(f"DROP TABLE IF EXISTS {_FILE}")
