@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import polars as pl
 
 from fleetaudit import generate as generator
 from fleetaudit import generate_kubernetes, generate_slurm, occupancy
+from fleetaudit import generate_prometheus as prometheus_dump
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import write_output
 from fleetaudit.ingest import IngestOptions, IngestResult, ingest
@@ -375,15 +376,45 @@ def latest_whatif_runs(store: Store) -> dict[str, WhatifRun]:
 # -- generator and demo ------------------------------------------------------------------
 
 
+def _generate_prometheus(
+    out: Path,
+    options: generator.GenerateOptions,
+    progress: Callable[[str, float], None] | None,
+) -> generator.GenerateResult:
+    native = generator.generate_fleet(out, replace(options, format="parquet"), progress=progress)
+    dump = out / "prometheus"
+    say = (lambda msg: progress(msg, 1.0)) if progress is not None else None
+    _files, samples = prometheus_dump.write_query_range(
+        dump, native.files["nodes"], native.files["telemetry"], say
+    )
+    native.files["telemetry"].unlink()
+    return replace(
+        native,
+        files={**native.files, "telemetry": dump},
+        rows={**native.rows, "telemetry": samples},
+    )
+
+
 def generate_fleet(
     out: Path,
     options: generator.GenerateOptions,
     progress: Callable[[str, float], None] | None = None,
 ) -> generator.GenerateResult:
-    """Write a synthetic ASI-like fleet (see :mod:`fleetaudit.generate`)."""
+    """Write a synthetic ASI-like fleet (see :mod:`fleetaudit.generate`).
+
+    ``format="kubernetes"`` writes it as one kubectl JSON snapshot
+    (:mod:`fleetaudit.generate_kubernetes`); ``format="prometheus"`` writes nodes, allocations and requests as Parquet and
+    the telemetry as a dcgm-exporter query_range dump in ``out/prometheus``
+    (see :mod:`fleetaudit.generate_prometheus`).
+    """
+    formats = (*generator.FORMATS, "kubernetes", "prometheus")
+    if options.format not in formats:
+        raise UsageError(f"format must be one of {', '.join(formats)}; got {options.format!r}")
     try:
         if options.format == "kubernetes":
             return generate_kubernetes.write_kubectl(out, options, progress=progress)
+        if options.format == "prometheus":
+            return _generate_prometheus(out, options, progress)
         return generator.generate_fleet(out, options, progress=progress)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

@@ -363,6 +363,8 @@ def ingest(
     --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue Workloads).
     --format slurm reads a Slurm cluster's exports, each recognised by its content:
     sacct -P or --json, scontrol -d -o show node or --json, squeue --json, topology.conf.
+    --format prometheus loads dcgm-exporter GPU series (query_range JSON, /metrics
+    scrapes) into telemetry; ingest the nodes first.
 
     Examples:
 
@@ -370,6 +372,7 @@ def ingest(
       fleetaudit ingest --table allocations --strict jobs-2026-05-01.csv.gz
       fleetaudit ingest --format kubernetes snapshots/ --priority-map priorities.txt
       fleetaudit ingest --format slurm sacct.psv nodes.txt topology.conf
+      fleetaudit ingest --format prometheus dcgm/
     """
     if fmt != "alibaba-gpu-v2023" and trace_start is not None:
         raise UsageError("--trace-start applies to --format alibaba-gpu-v2023 only")
@@ -386,7 +389,7 @@ def ingest(
     for flag, (value, formats) in per_format.items():
         if value is not None and fmt not in formats:
             raise UsageError(f"{flag} applies to --format {' and '.join(formats)} only")
-    if fmt in ("kubernetes", "slurm") and table is not None:
+    if fmt in ("kubernetes", "slurm", "prometheus") and table is not None:
         raise UsageError(
             f"--table does not apply to --format {fmt} (its files are recognised by content)"
         )
@@ -1046,7 +1049,9 @@ def generate(
         typer.Option(
             "--format",
             help="parquet or csv; kubernetes: one kubectl JSON snapshot at the export time; "
-            "slurm: a Slurm cluster's exports (sacct.psv, nodes.txt, topology.conf).",
+            "prometheus: Parquet tables and the telemetry as dcgm-exporter query_range JSON "
+            "files in OUT/prometheus; slurm: a Slurm cluster's exports (sacct.psv, nodes.txt, "
+            "topology.conf).",
         ),
     ] = GenerateOptions.format,
     jobs: Annotated[

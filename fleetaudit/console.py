@@ -838,6 +838,16 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
             else ""
         )
     )
+    named = [src for src in t.get("sources", ()) if src["metric"] is not None]
+    if named:
+        out.print(
+            "sm_active read from: "
+            + ", ".join(
+                f"{src['metric'] or 'sm_active as given'} {_pct1(src['share'])}"
+                + (" (an upper bound)" if src["upper_bound"] else "")
+                for src in t["sources"]
+            )
+        )
     table = Table(title="productive GPU-hours (telemetry)", title_justify="left")
     table.add_column("workload / model / tenant", no_wrap=True)
     for header in ("allocated", "with telemetry", "SM-active", "SM-active rate"):

@@ -654,6 +654,36 @@ def sampled_hours(steps: pl.DataFrame, span: timedelta, by: list[str]) -> pl.Dat
 PRODUCTIVE_METRIC = "sm_active"
 """The telemetry column the productive figures read (telemetry.sm_active, 0..1)."""
 
+UPPER_BOUND_METRICS = {
+    "DCGM_FI_DEV_GPU_UTIL": "the share of time any kernel ran, whatever the SMs did",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "the share of time the graphics engine was busy",
+}
+"""Series an ingest may have read sm_active from that are at least the SM activity."""
+
+
+def metric_sources(counts: pl.DataFrame) -> list[dict[str, Any]]:
+    """Provenance of the window's sm_active samples, one entry per source series.
+
+    ``counts``: metric (None: given as sm_active), samples. Each entry: metric,
+    samples, share of the samples, and upper_bound (the series overstates SM
+    activity, so a productive rate computed from it is an upper bound).
+
+    >>> metric_sources(pl.DataFrame({"metric": ["DCGM_FI_DEV_GPU_UTIL", None], "samples": [1, 3]}))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [{'metric': 'DCGM_FI_DEV_GPU_UTIL', 'samples': 1, 'share': 0.25, 'upper_bound': True},
+     {'metric': None, 'samples': 3, 'share': 0.75, 'upper_bound': False}]
+    """
+    total = int(counts["samples"].sum() or 0)
+    return [
+        {
+            "metric": row["metric"],
+            "samples": int(row["samples"]),
+            "share": row["samples"] / total if total else None,
+            "upper_bound": row["metric"] in UPPER_BOUND_METRICS,
+        }
+        for row in counts.iter_rows(named=True)
+    ]
+
 
 @dataclass(frozen=True)
 class Productive:

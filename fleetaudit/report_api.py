@@ -179,6 +179,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, horizon, options.scenario)
         by_alloc, by_node, cadence = _telemetry(store, start, end)
+        sources = den.metric_sources(store.query("telemetry_metrics", start=start, end=end))
         whatifs = latest_whatif_runs(store)
         previous = _previous(store, options.scenario)
     if nodes.height == 0:
@@ -228,7 +229,16 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         "interval_from_gpus": int(cadence["series"] or 0),
         "coverage": coverage,
         "unattributed_gpu_hours": prod.unattributed_gpu_s / 3600,
+        "sources": sources,
+        "upper_bound": any(src["upper_bound"] for src in sources),
     }
+    for src in sources:
+        if src["upper_bound"]:
+            notes.append(
+                f"{src['share']:.0%} of the telemetry samples read SM activity from "
+                f"{src['metric']} ({den.UPPER_BOUND_METRICS[src['metric']]}): "
+                "the productive rates are upper bounds"
+            )
     if prod.samples == 0:
         notes.append("no telemetry in the window: the productive figures are empty")
     generated = to_utc(options.generated_at or datetime.now(timezone.utc)).replace(microsecond=0)

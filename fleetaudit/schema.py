@@ -172,6 +172,8 @@ TELEMETRY = Table(
         Column("sm_active", Kind.FLOAT, required=True, nonnegative=True, at_most_one=True),
         Column("mem_used", Kind.FLOAT, nonnegative=True, at_most_one=True),
         Column("alloc_id", Kind.TEXT),
+        # which series sm_active came from (e.g. DCGM_FI_PROF_SM_ACTIVE); empty: as given
+        Column("metric", Kind.TEXT),
     ),
 )
 

@@ -35,6 +35,7 @@ from fleetaudit.errors import QueryError, StoreBusyError, StoreError
 from fleetaudit.resources import load_sql
 
 SCHEMA_VERSION = 1
+_DEFAULT_MEMORY_LIMIT = "3GB"  # DuckDB's, unless $FLEETAUDIT_MEMORY_LIMIT says otherwise
 _MEMORY = re.compile(r"\d+(\.\d+)?\s*[KMGT]i?B")
 DEFAULT_DB = "fleetaudit.duckdb"
 
@@ -174,6 +175,19 @@ class Store:
         )
 
     @contextmanager
+    def memory_capped(self, limit: str) -> Iterator[None]:
+        """Run the block with DuckDB's memory limit at ``limit`` (a constant such as
+        ``"1GB"``; DuckDB spills beyond it), unless $FLEETAUDIT_MEMORY_LIMIT sets one."""
+        if os.environ.get("FLEETAUDIT_MEMORY_LIMIT") or not _MEMORY.fullmatch(limit):
+            yield
+            return
+        self.run(f"SET memory_limit = '{limit}'")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET memory_limit = '{_DEFAULT_MEMORY_LIMIT}'")
+
+    @contextmanager
     def optimizer_disabled(self, name: str) -> Iterator[None]:
         """Run the block without DuckDB optimizer ``name`` (ignored where DuckDB lacks it)."""
         try:
@@ -285,7 +299,7 @@ def open_store(
     con = _connect(path, read_only and existed, lock_timeout, on_wait)
     try:
         con.execute("SET TimeZone = 'UTC'")
-        limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", "3GB")
+        limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", _DEFAULT_MEMORY_LIMIT)
         if _MEMORY.fullmatch(limit):
             # bounded memory: DuckDB spills to disk beyond this (benchmarks: RSS <= 4 GiB)
             con.execute(f"SET memory_limit = '{limit}'")

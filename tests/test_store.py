@@ -163,3 +163,11 @@ def test_a_store_without_the_runs_table_has_no_runs(db_path: Path) -> None:
     with open_store(db_path) as s:
         s.run("DROP TABLE whatif_runs")
         assert api.latest_whatif_runs(s) == {}
+
+
+def test_a_store_made_before_an_optional_column_gets_it(db_path: Path) -> None:
+    """telemetry.metric came later: opening an older store for writing adds it."""
+    with open_store(db_path) as s:
+        s.run("ALTER TABLE telemetry DROP COLUMN metric")
+    with open_store(db_path) as s:
+        assert "metric" in s.column_types("telemetry")

@@ -21,14 +21,14 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
-from fleetaudit.ingest import alibaba, kubernetes, slurm
+from fleetaudit.ingest import alibaba, kubernetes, prometheus, slurm
 from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
 from fleetaudit.ingest.topology import TopologySummary, apply_topology, read_topology
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
-FORMATS = ("native", alibaba.FORMAT, kubernetes.FORMAT, slurm.FORMAT)
+FORMATS = ("native", alibaba.FORMAT, kubernetes.FORMAT, prometheus.FORMAT, slurm.FORMAT)
 
 Progress = Callable[[str], None]
 
@@ -80,7 +80,9 @@ class IngestResult:
         return sum(t.rejected for t in self.tables)
 
 
-def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) -> list[Source]:
+def plan_sources(
+    store: Store, paths: Sequence[Path], options: IngestOptions, progress: Progress | None = None
+) -> list[Source]:
     """The sources an ingest call reads, in load order; fails before anything is written."""
     if options.format not in FORMATS:
         raise InputError(
@@ -110,6 +112,8 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
                 tenant_label=options.tenant_label,
             ),
         )
+    elif options.format == prometheus.FORMAT:
+        sources = prometheus.telemetry_sources(store, list(paths), progress)
     else:
         sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
     order = {name: i for i, name in enumerate(schema.INGEST_ORDER)}
@@ -130,16 +134,21 @@ def ingest(
     """
     say = progress or (lambda _msg: None)
     try:
+        if options.format == prometheus.FORMAT:
+            with store.memory_capped(prometheus.MEMORY_LIMIT):
+                return _ingest(store, paths, options, say)
         return _ingest(store, paths, options, say)
     finally:
         if options.format == slurm.FORMAT:
             slurm.release(store)  # its temporary copies of the exports
+        elif options.format == prometheus.FORMAT:
+            prometheus.drop_staging(store)  # its staged samples
 
 
 def _ingest(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress
 ) -> IngestResult:
-    sources = plan_sources(store, paths, options)
+    sources = plan_sources(store, paths, options, say)
     topology = read_topology(options.topology) if options.topology is not None else None
     topology_summary: TopologySummary | None = None
     started = _utc_now()
