@@ -310,11 +310,12 @@ def _pod_table(
     sm_ratio = np.where(np.isin(job, [0]), rng.uniform(0.4, 0.95, n), rng.uniform(0.0, 0.5, n))
     sm = np.where(state == 1, 0.0, sm_ratio * gpu_req * 100.0)
     sm_valid = (gpu_req > 0) & (state != 2) & (rng.random(n) >= 0.05)
+    draw = (_splitmix(keys) % np.uint64(4)).astype(np.int64)  # fixed for a pod's life
     cpu_req = np.concatenate(
         [
-            fleet.g_size[gi] * rng.choice([8.0, 12.0, 16.0], size=n_g),
+            fleet.g_size[gi] * np.array([8.0, 12.0, 16.0, 12.0])[draw[:n_g]],
             fleet.g_size[bi] * 8.0,
-            rng.choice([0.5, 1.0, 2.0, 4.0], size=n_c),
+            np.array([0.5, 1.0, 2.0, 4.0])[draw[n_g + n_b :]],
         ]
     )
     ready = state != 2

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -20,12 +21,12 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
-from fleetaudit.ingest import alibaba
+from fleetaudit.ingest import alibaba, asi2026
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
-FORMATS = ("native", alibaba.FORMAT)
+FORMATS = ("native", alibaba.FORMAT, asi2026.FORMAT)
 
 Progress = Callable[[str], None]
 
@@ -37,8 +38,9 @@ class IngestOptions:
     table: str | None = None
     format: str = "native"
     strict: bool = False
-    trace_start: datetime = alibaba.DEFAULT_TRACE_START
+    trace_start: datetime | None = None  # None: the format's default
     topology: Path | None = None
+    days: tuple[int, int] | None = None  # alibaba-gpu-v2026: the days read (None: all)
 
 
 @dataclass(frozen=True)
@@ -64,14 +66,23 @@ class IngestResult:
     rejects: pl.DataFrame = field(
         repr=False
     )  # the first rejects (file, row, column, value, reason)
+    notes: tuple[str, ...] = ()  # what a trace adapter says about its input
 
     @property
     def rejected(self) -> int:
         return sum(t.rejected for t in self.tables)
 
 
-def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) -> list[Source]:
-    """The sources an ingest call reads, in load order; fails before anything is written."""
+def plan_sources(
+    store: Store,
+    paths: Sequence[Path],
+    options: IngestOptions,
+    staged: asi2026.Staged | None = None,
+) -> list[Source]:
+    """The sources an ingest call reads, in load order; fails before anything is written.
+
+    For alibaba-gpu-v2026 they are the files ``staged`` (:func:`asi2026.stage_release`).
+    """
     if options.format not in FORMATS:
         raise InputError(
             ", ".join(str(p) for p in paths),
@@ -83,8 +94,15 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
         )
     if options.format == alibaba.FORMAT:
         sources = alibaba.trace_sources(
-            store, list(paths), trace_start=options.trace_start, topology=options.topology
+            store,
+            list(paths),
+            trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START,
+            topology=options.topology,
         )
+    elif options.format == asi2026.FORMAT:
+        if staged is None:
+            raise ValueError("alibaba-gpu-v2026 sources are the staged files; stage them first")
+        sources = list(staged.sources)
     else:
         sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
     order = {name: i for i, name in enumerate(schema.INGEST_ORDER)}
@@ -104,7 +122,28 @@ def ingest(
             (with ``options.strict``) a row was rejected. Nothing is written.
     """
     say = progress or (lambda _msg: None)
-    sources = plan_sources(store, paths, options)
+    with ExitStack() as stack:
+        staged = None
+        if options.format == asi2026.FORMAT:
+            staged = asi2026.stage_release(
+                store,
+                list(paths),
+                stack.enter_context(asi2026.staging_folder(store)),
+                trace_start=options.trace_start or asi2026.DEFAULT_TRACE_START,
+                days=options.days,
+                progress=say,
+            )
+        return _ingest(store, paths, options, say, staged)
+
+
+def _ingest(
+    store: Store,
+    paths: Sequence[Path],
+    options: IngestOptions,
+    say: Progress,
+    staged: asi2026.Staged | None,
+) -> IngestResult:
+    sources = plan_sources(store, paths, options, staged)
     started = _utc_now()
     # DuckDB cannot estimate a CSV's rows and may build the node lookup's hash
     # table on the 10 M-row file side instead of the nodes (3x slower, GiBs).
@@ -115,6 +154,15 @@ def ingest(
             mine = [s for s in sources if s.table == table_name]
             if mine:
                 summaries.append(_load_table(store, schema.table(table_name), mine, ingest_id, say))
+        if staged is not None:
+            say(f"{asi2026.FORMAT}: side tables")
+            staged.load_side_tables(store, ingest_id)
+            summaries = [
+                replace(s, read=s.read + staged.pod_rejects, rejected=s.rejected + staged.pod_rejects)
+                if s.table == "allocations"
+                else s
+                for s in summaries
+            ]
         rejects = store.sql(
             'SELECT file, "table", "row", "column", value, reason FROM rejects '
             "WHERE ingest_id = $id ORDER BY rowid LIMIT 20",  # load order
@@ -145,6 +193,7 @@ def ingest(
         files=tuple(s.file for s in sources),
         tables=tuple(summaries),
         rejects=rejects,
+        notes=tuple(staged.summary) if staged is not None else (),
     )
 
 
