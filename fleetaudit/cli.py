@@ -26,6 +26,7 @@ from fleetaudit.compaction_api import CompactionRun
 from fleetaudit.compaction_api import whatif_compaction as run_compaction
 from fleetaudit.contract import (
     compaction_document,
+    paper_document,
     harvesting_document,
     placement_document,
     report_document,
@@ -34,12 +35,15 @@ from fleetaudit.contract import (
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.fsutil import atomic_path
 from fleetaudit.generate import GenerateOptions
+from fleetaudit.generate_asi import AsiReleaseOptions
 from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
 from fleetaudit.harvest_api import HarvestRun
 from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
 from fleetaudit.ingest import FORMATS, IngestOptions
+from fleetaudit.ingest import asi2026
 from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
 from fleetaudit.placement import POLICIES
+from fleetaudit.paper_api import PaperOptions, build_paper
 from fleetaudit.placement_api import PlacementRun
 from fleetaudit.placement_api import whatif_placement as run_placement
 from fleetaudit.report import expand_path, write_html
@@ -176,7 +180,15 @@ def ingest(
         str | None,
         typer.Option(
             "--trace-start",
-            help=f"alibaba-gpu-v2023: the instant trace second 0 stands for (default {iso(DEFAULT_TRACE_START)}).",
+            help=f"alibaba-gpu-v2023: the instant trace second 0 stands for (default {iso(DEFAULT_TRACE_START)}); "
+            f"alibaba-gpu-v2026: the instant day 0 starts (default {iso(asi2026.DEFAULT_TRACE_START)}, a Thursday).",
+        ),
+    ] = None,
+    days: Annotated[
+        str | None,
+        typer.Option(
+            "--days",
+            help="alibaba-gpu-v2026: the trace days to read, A-B or A (the paper week is 109-115; default every day).",
         ),
     ] = None,
     topology: Annotated[
@@ -196,22 +208,27 @@ def ingest(
     land or none do. A row whose key exists replaces the stored row. Rows that
     break the schema go to the rejects table with file, row, column and reason.
     """
-    if fmt != "alibaba-gpu-v2023" and (trace_start is not None or topology is not None):
-        raise UsageError("--trace-start and --topology apply to --format alibaba-gpu-v2023 only")
-    if fmt == "alibaba-gpu-v2023" and table is not None:
-        raise UsageError(
-            "--table does not apply to --format alibaba-gpu-v2023 (its files name their tables)"
-        )
+    traces = ("alibaba-gpu-v2023", asi2026.FORMAT)
+    if fmt not in traces and trace_start is not None:
+        raise UsageError(f"--trace-start applies to --format {' or '.join(traces)} only")
+    if fmt != "alibaba-gpu-v2023" and topology is not None:
+        raise UsageError("--topology applies to --format alibaba-gpu-v2023 only")
+    if fmt != asi2026.FORMAT and days is not None:
+        raise UsageError(f"--days applies to --format {asi2026.FORMAT} only")
+    if fmt in traces and table is not None:
+        raise UsageError(f"--table does not apply to --format {fmt} (its files name their tables)")
     options = IngestOptions(
         table=table,
         format=fmt,
         strict=strict,
-        trace_start=_instant(trace_start, "--trace-start") or DEFAULT_TRACE_START,
+        trace_start=_instant(trace_start, "--trace-start"),
         topology=topology,
+        days=asi2026.parse_days(days),
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)
     console.render_ingest(result)
+    console.render_ingest_notes(result)
 
 
 @app.command()
@@ -703,12 +720,24 @@ def generate(
         int, typer.Option("--nodes", help="Nodes in the fleet (ASI: about 19,400).")
     ] = GenerateOptions.nodes,
     days: Annotated[
-        float, typer.Option("--days", help="Days of allocations before the export time.")
-    ] = GenerateOptions.days,
+        float | None,
+        typer.Option(
+            "--days",
+            help=f"Days of allocations before the export time (default {GenerateOptions.days:g}; "
+            f"alibaba-gpu-v2026: days written, default {AsiReleaseOptions.days}).",
+        ),
+    ] = None,
     seed: Annotated[
         int, typer.Option("--seed", help="Random seed: the same seed writes the same files.")
     ] = GenerateOptions.seed,
-    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = GenerateOptions.format,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="parquet, csv, or alibaba-gpu-v2026: the ASI release's own layout "
+            "(--nodes servers over --days whole days from day 109, the paper week).",
+        ),
+    ] = GenerateOptions.format,
     telemetry_step: Annotated[
         str, typer.Option("--telemetry-step", help="Telemetry sampling step (e.g. 5m).")
     ] = "5m",
@@ -735,9 +764,18 @@ def generate(
     low-priority offline inference in the gaps, training gangs, a pending queue
     and SM-active telemetry.
     """
+    if fmt == asi2026.FORMAT:
+        whole = AsiReleaseOptions.days if days is None else days
+        if whole != int(whole):
+            raise UsageError(f"--days: {whole:g} is not a whole number of days")
+        release = AsiReleaseOptions(servers=nodes, days=int(whole), seed=seed)
+        with console.progress_status("generating") as progress:
+            written = api.generate_release(out, release, lambda msg, _frac: progress(msg))
+        console.render_release(written)
+        return
     options = GenerateOptions(
         nodes=nodes,
-        days=days,
+        days=GenerateOptions.days if days is None else days,
         seed=seed,
         format=fmt,
         telemetry_step_s=int(
@@ -826,6 +864,39 @@ def _write_report(result: ReportResult, html: Path | None, json_path: Path | Non
         target = expand_path(html, result.generated_at)
         write_html(result, target)
         console.err.print(f"wrote {target}")
+
+
+@app.command()
+@handled
+def paper(
+    days: Annotated[
+        str | None,
+        typer.Option(
+            "--days",
+            help="Trace days A-B or A (default: the paper week 109-115 where the store holds it, "
+            "else every day it holds).",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the fleetaudit.paper/1 document.")
+    ] = False,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+) -> None:
+    """The ASI paper's figures on an ingested alibaba-gpu-v2026 trace, beside fleetaudit's.
+
+    Allocation rate per model (HP, HP+LP), idle-GPU classes for the eight reference
+    shapes, ASW slots for 128/256-GPU gangs at 12 vCPU per GPU, standby GPU-hours and
+    their harvested share, requested vCPU per GPU; each computed as the paper's scripts
+    do, next to fleetaudit's own figure for the same window and a line on how they differ.
+    """
+    options = PaperOptions(days=asi2026.parse_days(days))
+    with console.progress_status("computing the paper's figures"):
+        result = build_paper(_store(db, lock_timeout), options)
+    if as_json:
+        console.print_json(paper_document(result))
+    else:
+        console.render_paper(result)
 
 
 @app.command()

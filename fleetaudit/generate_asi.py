@@ -13,8 +13,8 @@ The fleet, per server (README, "Generator"):
   servers; a few servers have no ASW, a few leave before the end;
 - a fixed split of its GPUs into GPU-pod slots; a slot's pod is replaced with
   chance 1/9 each hour (mean span 9 h) and then idles for that hour with
-  chance 1/4; slots are HP (training, online inference, dev) or LP (offline
-  inference);
+  chance 7 %; slots are HP (training, online inference, dev) or, 27 % of them, LP
+  (offline inference): the paper's 68 % HP and 93 % HP+LP allocation;
 - HP online-inference pods go ``Standby`` on some nights (hours 0-7); on most
   such nights an LP pod borrows the same GPUs, so the server's summed request
   exceeds its GPUs, as the release records harvesting;
@@ -173,7 +173,7 @@ class _Fleet:
         self.g_server = np.array(slot_server, dtype=np.int64)
         self.g_size = np.array(slot_size, dtype=np.float64)
         g = len(self.g_server)
-        self.g_lp = rng.random(g) < 0.2
+        self.g_lp = rng.random(g) < 0.27
         job = np.where(
             self.g_lp,
             2,
@@ -186,7 +186,7 @@ class _Fleet:
         self.g_job = job
         self.g_model_type = rng.integers(0, len(_MODEL_TYPES), size=g)
         self.g_gen = np.zeros(g, dtype=np.int64)
-        self.g_empty = rng.random(g) < 0.25
+        self.g_empty = rng.random(g) < 0.07
         self.g_age = rng.integers(0, 20, size=g)
         self.g_standby = np.zeros(g, dtype=bool)
         self.g_borrow = np.zeros(g, dtype=bool)
@@ -263,7 +263,7 @@ def _pod_table(
     g = len(fleet.g_server)
     new = rng.random(g) < 1 / 9
     fleet.g_gen[new] += 1
-    fleet.g_empty[new] = rng.random(int(new.sum())) < 0.25
+    fleet.g_empty[new] = rng.random(int(new.sum())) < 0.07
     fleet.g_age[new] = 0
     fleet.g_age[~new] += 1
     if hour == 0:  # tonight's standby: HP online inference, and whether LP borrows

@@ -128,7 +128,7 @@ def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOption
         idle, gangs = _fleet_shapes(nodes, allocations, instants)
     return PaperResult(
         trace_start=trace_start,
-        days=days,
+        days=(lo // 24, hi // 24),
         t_first=lo,
         t_last=hi,
         figures=figures,

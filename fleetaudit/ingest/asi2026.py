@@ -288,12 +288,12 @@ def stage_release(
             _check_schemas(store, server_files, _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
-            _run(store, "asi_load_day", {"files": [str(f) for f in pod_files]}, pod_files[0])
+            _run(store, load_sql("asi_load_day"), {"files": [str(f) for f in pod_files]}, pod_files[0])
         else:
             store.run(_EMPTY_DAY)
         totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
-        _run(store, "asi_mark_runs", {}, release.root / POD_TABLE / f"day={day}")
-        _run(store, "asi_day_runs", {}, release.root / POD_TABLE / f"day={day}")
+        _run(store, load_sql("asi_mark_runs"), {}, release.root / POD_TABLE / f"day={day}")
+        _run(store, load_sql("asi_day_runs"), {}, release.root / POD_TABLE / f"day={day}")
         params = {
             "trace_start": trace_start,
             "t_first": staged.t_first,
@@ -391,9 +391,9 @@ _EMPTY_DAY = (
 )
 
 
-def _run(store: Store, name: str, params: dict[str, object], where: Path) -> None:
+def _run(store: Store, sql: str, params: dict[str, object], where: Path) -> None:
     try:
-        store.run(load_sql(name), params)
+        store.run(sql, params)
     except QueryError as exc:
         raise InputError(str(where), f"cannot read: {exc.message}") from exc
 
