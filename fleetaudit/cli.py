@@ -212,7 +212,7 @@ def ingest(
     if fmt not in traces and trace_start is not None:
         raise UsageError(f"--trace-start applies to --format {' or '.join(traces)} only")
     if fmt != "alibaba-gpu-v2023" and topology is not None:
-        raise UsageError("--topology applies to --format alibaba-gpu-v2023 only")
+        raise UsageError("the options --topology apply to --format alibaba-gpu-v2023 only")
     if fmt != asi2026.FORMAT and days is not None:
         raise UsageError(f"--days applies to --format {asi2026.FORMAT} only")
     if fmt in traces and table is not None:

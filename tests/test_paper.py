@@ -156,3 +156,58 @@ def test_store_without_the_trace(tmp_path: Path, tiny_dir: Path) -> None:
     api.ingest_paths(api.StoreOptions(db), [tiny_dir])
     with pytest.raises(UsageError, match="no alibaba-gpu-v2026 trace"):
         build_paper(api.StoreOptions(db), PaperOptions())
+
+
+# -- the command line ------------------------------------------------------------------
+
+
+def _invoke(*args: object) -> object:
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_cli_generate_ingest_paper(tmp_path: Path) -> None:
+    out = tmp_path / "release"
+    result = _invoke("generate", out, "--format", "alibaba-gpu-v2026", "--nodes", "40", "--days", "1")
+    assert result.exit_code == 0, result.output
+    assert (out / "asi_opensource_pod_hourly" / "day=109" / "hour=05" / "part-000.parquet").is_file()
+    assert (out / "asi_opensource_job_execution_summary" / "part-000.parquet").is_file()
+    db = tmp_path / "g.duckdb"
+    result = _invoke("ingest", "--format", "alibaba-gpu-v2026", out, "--db", db, "--days", "109-115")
+    assert result.exit_code == 0, result.output
+    assert "export time 2026-04-20T23:00Z" in result.stderr
+    result = _invoke("paper", "--db", db, "--json")
+    assert result.exit_code == 0, result.output
+    import json
+
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "fleetaudit.paper/1" and doc["days"] == [109, 109]
+    assert set(doc["allocation"]["by_model"]) >= {"H20", "A100", "XPU-A"}
+    result = _invoke("paper", "--db", db)
+    assert result.exit_code == 0 and "allocation rate" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ingest", "--format", "alibaba-gpu-v2026", "{tmp}", "--days", "115-109"], "--days: the range"),
+        (["ingest", "--format", "alibaba-gpu-v2026", "{tmp}"], "not the release layout"),
+        (["ingest", "{tmp}", "--days", "1-2"], "--days applies to --format alibaba-gpu-v2026 only"),
+        (["paper", "--days", "x"], "--days: expected A-B"),
+        (["generate", "{tmp}/r", "--format", "alibaba-gpu-v2026", "--days", "1.5"], "--days: 1.5 is not a whole"),
+    ],
+)  # fmt: skip
+def test_cli_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    result = _invoke(*[a.replace("{tmp}", str(tmp_path)) for a in args], *(
+        [] if args[0] == "generate" else ["--db", tmp_path / "x.duckdb"]
+    ))  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_cli_paper_help() -> None:
+    result = _invoke("paper", "--help")
+    assert result.exit_code == 0 and "--days" in result.stdout and "--json" in result.stdout
