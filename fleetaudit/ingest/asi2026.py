@@ -46,6 +46,7 @@ __all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "colour_g
 
 DEFAULT_TRACE_START = datetime(2026, 1, 1)  # a Thursday: day 109 is Monday 2026-04-20
 _EPS = 1e-9
+STAGING_MEMORY = "2GB"  # DuckDB's limit while the release is reduced (spills beyond it)
 
 Progress = Callable[[str], None]
 
@@ -268,9 +269,23 @@ def stage_release(
     """Reduce the release day by day into ``folder``; the sources and side tables to load."""
     say = progress or (lambda _m: None)
     release = find_release(paths, days)
+    limit = store.scalar("SELECT current_setting('memory_limit')")
+    store.run("SET enable_progress_bar = false")
+    # a day's reduction is bounded; Python's frames of the day need room beside DuckDB's
+    store.run(f"SET memory_limit = '{STAGING_MEMORY}'")
+    store.run("SET preserve_insertion_order = false")
+    try:
+        return _stage(store, release, folder, trace_start, say)
+    finally:
+        store.run(f"SET memory_limit = '{limit}'")
+        store.run("RESET preserve_insertion_order")
+
+
+def _stage(
+    store: Store, release: Release, folder: Path, trace_start: datetime, say: Progress
+) -> Staged:
     hours = release.hours
     staged = Staged(release.root, folder, trace_start, hours[0], hours[-1])
-    store.run("SET enable_progress_bar = false")
     store.run(load_sql("asi_create_open_runs"))
     holders = _Colouring()
     servers: pl.DataFrame | None = None
@@ -614,29 +629,34 @@ class _Colouring:
             },
             orient="row",
         )
-        rows = gpu_hours.join(where, on="alloc_id", how="inner")
-        merged = (
-            rows.sort(["sleepable", "gpus", "alloc_id"], descending=[False, True, False])
+        rows = gpu_hours.join(where, on="alloc_id", how="inner").with_columns(
+            pl.len().over("node_id", "gpu_index", "t").alias("n")
+        )
+        alone = rows.filter(pl.col("n") == 1).select(
+            "node_id", "gpu_index", "t", pl.col("ratio").alias("sm_active"), "alloc_id"
+        )
+        # a GPU several allocations hold in one hour: one row, sm = min(1, sum of share x ratio),
+        # attributed to the largest non-sleepable holder
+        shared = (
+            rows.filter(pl.col("n") > 1)
+            .sort(["sleepable", "gpus", "alloc_id"], descending=[False, True, False])
             .group_by("node_id", "gpu_index", "t", maintain_order=True)
             .agg(
-                pl.len().alias("n"),
-                pl.col("ratio").first().alias("alone"),
-                (pl.col("share") * pl.col("ratio")).sum().alias("mixed"),
+                pl.min_horizontal(pl.lit(1.0), (pl.col("share") * pl.col("ratio")).sum()).alias(
+                    "sm_active"
+                ),
                 pl.col("alloc_id").first(),
             )
         )
-        return merged.select(
+        return pl.concat([alone, shared], how="vertical").select(
             (pl.lit(trace_start) + pl.duration(hours=pl.col("t"))).alias("ts"),
             "node_id",
             "gpu_index",
-            pl.when(pl.col("n") == 1)
-            .then(pl.col("alone"))
-            .otherwise(pl.min_horizontal(pl.lit(1.0), pl.col("mixed")))
-            .alias("sm_active"),
+            "sm_active",
             pl.lit(None, dtype=pl.Float64).alias("mem_used"),
             "alloc_id",
             pl.lit(3600, dtype=pl.Int64).alias("interval_s"),
-        ).sort("node_id", "gpu_index", "ts")
+        )
 
 
 _EMPTY_TELEMETRY = pl.DataFrame(
