@@ -297,3 +297,16 @@ def test_bucket_rule() -> None:
     assert [asi_bucket(s) for s in ("H20-96G", "XPU-A", "XPU-A-v2", "A100", "A10", "X1")] == [
         "H20", "XPU-A", "XPU-A", "A100", "A10", "X1",
     ]  # fmt: skip
+
+
+def test_summary_notes(loaded: tuple[Path, api.IngestResult]) -> None:
+    """The covered range and the reconciliation of used vs interval GPU-hours, by hand."""
+    _, result = loaded
+    assert result.notes[0].endswith(
+        "hours t=22..25 cover 2026-01-01T22:00Z to 2026-01-02T02:00Z "
+        "(export time 2026-01-02T01:00Z)"
+    )
+    assert "23 pod-hours -> 12 allocation runs, 69 telemetry rows; 4 servers" in result.notes[1]
+    # used: 32 + 8 + 8 + 0.5 + 0.25 + 4 + 3 + 1.5 + 4 + 8 + 0; intervals: the same with
+    # whole hours (p-share-1 0.5 at 24, p-dev-1 1 at 23, p-pend-1 1 at 25)
+    assert "69.2 GPU-hours used" in result.notes[2] and "71.0 requested" in result.notes[2]

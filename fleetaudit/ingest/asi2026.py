@@ -290,7 +290,7 @@ def _stage(
     holders = _Colouring()
     servers: pl.DataFrame | None = None
     day_list = release.days
-    totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0}
+    totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0}
     for i, day in enumerate(day_list):
         say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): reading")
         pod_files = [f for (d, _h), fs in sorted(release.pods.items()) if d == day for f in fs]
@@ -319,6 +319,12 @@ def _stage(
         allocations = store.sql(load_sql("asi_closed_allocations"), params)
         totals["runs"] += allocations.height
         totals["used"] += float(allocations["gpu_hours"].sum() or 0.0)
+        trace_end = trace_start + timedelta(hours=staged.t_last + 1)
+        held = pl.col("end_time").fill_null(pl.lit(trace_end)) - pl.col("start_time")
+        totals["interval"] += float(
+            allocations.select((pl.col("gpus") * held.dt.total_seconds() / 3600).sum()).item()
+            or 0.0
+        )
         day_dir = release.root / POD_TABLE / f"day={day}"
         if allocations.height:
             path = folder / f"allocations-{day}.parquet"
@@ -391,7 +397,8 @@ def _stage(
         f"{FORMAT}: {totals['pod_rows']:,} pod-hours -> {totals['runs']:,} allocation runs, "
         f"{totals['telemetry']:,} telemetry rows; {nodes.height:,} servers"
         + (f" ({changed} changed model, GPUs or ASW: the last value is kept)" if changed else ""),
-        f"{FORMAT}: reconciliation: used_gpu_hours {totals['used']:,.1f} GPU-h in the pod-hours",
+        f"{FORMAT}: reconciliation: {totals['used']:,.1f} GPU-hours used (used_gpu_hours) vs "
+        f"{totals['interval']:,.1f} requested over whole hours (the allocations' intervals)",
     ]
     return staged
 
