@@ -7,7 +7,8 @@ release's layout, types and density, about 31 pod rows per server-hour) of
 max(--days) days from day 109 once, then for each D in --days ingests days
 109..109+D-1 into an empty store and, on the largest, runs ``paper`` over them.
 Each step runs in its own child process (``python -m fleetaudit ...``), so its
-wall time and peak RSS (from wait4) are its own. Prints one line per step and the
+wall time, CPU time (user + system, all threads) and peak RSS (from wait4) are
+its own. Prints one line per step and the
 load average, since the machine is shared.
 
 Targets (issue 14): 37,707 servers x 7 days ingest in under 10 minutes with peak
@@ -29,8 +30,8 @@ from fleetaudit.asi_trace import PAPER_DAYS
 from fleetaudit.generate_asi import AsiReleaseOptions, generate_release
 
 
-def _child(args: list[str]) -> tuple[float, float]:
-    """Run ``python -m fleetaudit ARGS``; (wall seconds, peak RSS MiB)."""
+def _child(args: list[str]) -> tuple[float, float, float]:
+    """Run ``python -m fleetaudit ARGS``; (wall seconds, CPU seconds, peak RSS MiB)."""
     started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.Popen(
@@ -44,7 +45,7 @@ def _child(args: list[str]) -> tuple[float, float]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"fleetaudit {' '.join(args)} failed: {err.strip()}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def _load() -> str:
@@ -75,26 +76,26 @@ def main() -> None:
             f"{size:.2f} GiB in {time.perf_counter() - started:.0f} s",
             flush=True,
         )
-    rows = []
     for d in counts:
         db = args.work / f"store-{d}.duckdb"
         for stale in args.work.glob(f"store-{d}.duckdb*"):
             stale.unlink()
-        seconds, rss = _child(
+        seconds, cpu, rss = _child(
             [
                 "ingest", "--format", "alibaba-gpu-v2026", str(release), "--db", str(db),
                 "--days", f"{first}-{first + d - 1}",
             ]
         )  # fmt: skip
-        rows.append(("ingest", d, seconds, rss, _load()))
         print(
-            f"ingest {d} day(s): {seconds:7.1f} s, peak RSS {rss:7.0f} MiB, load {_load()}",
+            f"ingest {d} day(s): wall {seconds:7.1f} s, CPU {cpu:7.1f} s, "
+            f"peak RSS {rss:7.0f} MiB, load {_load()}",
             flush=True,
         )
     db = args.work / f"store-{counts[-1]}.duckdb"
-    seconds, rss = _child(["paper", "--db", str(db), "--json"])
+    seconds, cpu, rss = _child(["paper", "--db", str(db), "--json"])
     print(
-        f"paper {counts[-1]} day(s): {seconds:7.1f} s, peak RSS {rss:7.0f} MiB, load {_load()}",
+        f"paper {counts[-1]} day(s): wall {seconds:7.1f} s, CPU {cpu:7.1f} s, "
+        f"peak RSS {rss:7.0f} MiB, load {_load()}",
         flush=True,
     )
     if not args.keep:

@@ -380,7 +380,8 @@ def _stage(
             staged.rejects.append(str(path))
             staged.pod_rejects += rejects.height
         store.run(load_sql("asi_carry_open_runs"), {"day_end": day_end, "last_day": last_day})
-    for name in ("_asi_day", "_asi_rows", "_asi_runs", "_asi_open"):
+    store.run("DROP VIEW IF EXISTS _asi_rows")
+    for name in ("_asi_day", "_asi_runs", "_asi_open"):
         store.run(f"DROP TABLE IF EXISTS {name}")
 
     if servers is None or servers.height == 0:
