@@ -310,3 +310,12 @@ def test_summary_notes(loaded: tuple[Path, api.IngestResult]) -> None:
     # used: 32 + 8 + 8 + 0.5 + 0.25 + 4 + 3 + 1.5 + 4 + 8 + 0; intervals: the same with
     # whole hours (p-share-1 0.5 at 24, p-dev-1 1 at 23, p-pend-1 1 at 25)
     assert "69.2 GPU-hours used" in result.notes[2] and "71.0 requested" in result.notes[2]
+
+
+def test_doctests() -> None:
+    import doctest
+
+    from fleetaudit.ingest import asi2026, labels
+
+    assert doctest.testmod(asi2026).failed == 0
+    assert doctest.testmod(labels).failed == 0
