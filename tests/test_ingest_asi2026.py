@@ -9,6 +9,9 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from fleetaudit import api
 from fleetaudit.asi_trace import POD_SCHEMA, POD_TABLE, SERVER_SCHEMA, SERVER_TABLE, table_of
 from fleetaudit.asi_trace import write_partition
@@ -319,3 +322,53 @@ def test_doctests() -> None:
 
     assert doctest.testmod(asi2026).failed == 0
     assert doctest.testmod(labels).failed == 0
+
+
+@st.composite
+def _node_runs(draw: st.DrawFn) -> list[tuple[str, int, int, float]]:
+    """Runs on one 8-GPU node that never ask for more than 8 GPUs at once."""
+    runs: list[tuple[str, int, int, float]] = []
+    for i in range(draw(st.integers(1, 12))):
+        start = draw(st.integers(0, 20))
+        end = draw(st.integers(start, 23))
+        gpus = draw(st.sampled_from([0.25, 0.5, 1.0, 1.5, 2.0, 4.0, 8.0]))
+        busy = max(
+            (sum(g for _, s, e, g in runs if s <= t <= e) for t in range(start, end + 1)),
+            default=0.0,
+        )
+        if busy + gpus <= 8:
+            runs.append((f"a{i}", start, end, gpus))
+    return runs
+
+
+@given(_node_runs())
+@settings(max_examples=60, deadline=None)
+def test_gpu_colouring_never_overlaps_within_capacity(runs: list) -> None:
+    """Within capacity, no GPU holds more than one whole GPU of work at any hour."""
+    from fleetaudit.ingest.asi2026 import _Colouring
+
+    colouring = _Colouring()
+    colouring.capacity["n"] = 8.0
+    frame = pl.DataFrame(
+        [("n", a, s, e, g, False) for a, s, e, g in runs],
+        schema=["node_id", "alloc_id", "t_start", "t_last", "gpus", "sleepable"],
+        orient="row",
+    ).sort("t_start", "gpus", "alloc_id", descending=[False, True, False])
+    hours = pl.DataFrame(
+        [("n", t, a, 0.5) for a, s, e, _ in runs for t in range(s, e + 1)],
+        schema=["node_id", "t", "alloc_id", "ratio"],
+        orient="row",
+    )
+    rows = colouring.telemetry(frame, hours, 23, START)
+    assert rows.is_empty() or rows["gpu_index"].max() < 8
+    for _, _, _, g in runs:
+        assert g >= 0
+    for a, _, _, g in runs:
+        assert sum(share for _, share in colouring.placed[a]) == pytest.approx(g)
+    for t in range(24):
+        load = [0.0] * 8
+        for a, s, e, _ in runs:
+            if s <= t <= e:
+                for index, share in colouring.placed[a]:
+                    load[index] += share
+        assert max(load) <= 1 + 1e-9

@@ -531,6 +531,7 @@ class _Colouring:
         self.sleepy: dict[str, bool] = {}
         self.held: dict[str, tuple[str, list[tuple[int, float]]]] = {}
         self.ends: dict[str, int] = {}
+        self.placed: dict[str, list[tuple[int, float]]] = {}  # the day's placements
 
     def _release(self, alloc_id: str) -> None:
         node, places = self.held.pop(alloc_id)
@@ -593,11 +594,13 @@ class _Colouring:
             holders[index].append(alloc_id)
         self.held[alloc_id] = (node, places)
         self.sleepy[alloc_id] = sleepable
+        self.placed[alloc_id] = places
 
     def telemetry(
         self, runs: pl.DataFrame, gpu_hours: pl.DataFrame, day_end: int, trace_start: datetime
     ) -> pl.DataFrame:
         """Place the day's runs in time order; the day's telemetry rows."""
+        self.placed = {}
         events: dict[int, tuple[list[str], list[tuple[str, str, float, bool]]]] = {}
         gpus_of: dict[str, float] = {}
         assigned: list[tuple[str, int, float, bool, float]] = []
