@@ -37,7 +37,7 @@ import polars as pl
 from fleetaudit import asi_trace
 from fleetaudit.asi_trace import FORMAT, POD_COLUMNS, POD_TABLE, SERVER_TABLE
 from fleetaudit.errors import InputError, QueryError
-from fleetaudit.ingest.labels import ASI_BUCKETS, asi_bucket
+from fleetaudit.ingest.labels import asi_bucket
 from fleetaudit.ingest.sources import Source
 from fleetaudit.resources import load_sql
 from fleetaudit.store import Store
@@ -237,15 +237,6 @@ def _check_schemas(
                 )
 
 
-def bucket_sql(expr: str) -> str:
-    """SQL of the ASI model bucket of ``expr`` (:func:`fleetaudit.ingest.labels.asi_bucket`)."""
-    whens = " ".join(
-        f"WHEN trim({expr}) = '{b}' OR starts_with(trim({expr}), '{b}-') THEN '{b}'"
-        for b in sorted(ASI_BUCKETS, key=len, reverse=True)
-    )
-    return f"CASE {whens} ELSE NULLIF(trim({expr}), '') END"
-
-
 @contextmanager
 def staging_folder(store: Store) -> Iterator[Path]:
     """A scratch folder beside the store (the staged days can be large), removed after."""
@@ -305,7 +296,7 @@ def _stage(
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
             _run(store, load_sql("asi_load_day"), {"files": [str(f) for f in pod_files]}, pod_files[0])
         else:
-            store.run(_EMPTY_DAY)
+            store.run(load_sql("asi_create_empty_day"))
         totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
         _run(store, load_sql("asi_mark_runs"), {}, release.root / POD_TABLE / f"day={day}")
         _run(store, load_sql("asi_day_runs"), {}, release.root / POD_TABLE / f"day={day}")
@@ -343,11 +334,7 @@ def _stage(
                 .iter_rows()
             )
             holders.capacity.update({k: v for k, v in gpus_now.items() if v is not None})
-            side = server_day.with_columns(
-                pl.col("gpu_spec_public")
-                .map_elements(_bucket, return_dtype=pl.String)
-                .alias("gpu_model")
-            ).select(
+            side = server_day.with_columns(_bucket_of("gpu_spec_public", server_day)).select(
                 "t", "server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_model",
                 "gpu_count", "cpu_capacity_cores", "cpu_only_hp_cpu",
                 pl.col("cpu_only_hp_rows").cast(pl.Int64),
@@ -404,16 +391,6 @@ def _stage(
     return staged
 
 
-_EMPTY_DAY = (
-    "CREATE OR REPLACE TEMP TABLE _asi_day (t INTEGER, pod_id VARCHAR, workload_id VARCHAR, "
-    "server_id VARCHAR, cluster_id VARCHAR, state_public VARCHAR, priority_class VARCHAR, "
-    "job_type_public VARCHAR, model_type_public VARCHAR, is_genai_request BOOLEAN, "
-    "gpu_request DOUBLE, cpu_request_cores DOUBLE, used_gpu_hours DOUBLE, "
-    "avg_gpu_sm_util DOUBLE, ready_status BOOLEAN, schedule_delay_sec BIGINT, "
-    "_file VARCHAR, _row BIGINT)"
-)
-
-
 def _run(store: Store, sql: str, params: dict[str, object], where: Path) -> None:
     try:
         store.run(sql, params)
@@ -421,8 +398,13 @@ def _run(store: Store, sql: str, params: dict[str, object], where: Path) -> None
         raise InputError(str(where), f"cannot read: {exc.message}") from exc
 
 
-def _bucket(raw: str | None) -> str | None:
-    return asi_bucket(raw)
+def _bucket_of(column: str, frame: pl.DataFrame) -> pl.Expr:
+    """``gpu_model``: the model bucket of each spelling (mapped once per distinct spelling)."""
+    spellings = frame[column].unique().to_list()
+    mapping = {raw: asi_bucket(raw) for raw in spellings if raw is not None}
+    return pl.col(column).replace_strict(mapping, default=None, return_dtype=pl.String).alias(
+        "gpu_model"
+    )
 
 
 def _iso(trace_start: datetime, t: int) -> str:
@@ -485,9 +467,7 @@ def _nodes(servers: pl.DataFrame, t_last: int, trace_start: datetime) -> pl.Data
     start = pl.lit(trace_start)
     return (
         servers.sort("server_id")
-        .with_columns(
-            pl.col("gpu_spec_public").map_elements(_bucket, return_dtype=pl.String).alias("model")
-        )
+        .with_columns(_bucket_of("gpu_spec_public", servers).alias("model"))
         .select(
             pl.col("server_id").alias("node_id"),
             pl.col("model").alias("gpu_model"),
@@ -530,7 +510,6 @@ class _Colouring:
         self.holders: dict[str, list[list[str]]] = {}
         self.sleepy: dict[str, bool] = {}
         self.held: dict[str, tuple[str, list[tuple[int, float]]]] = {}
-        self.ends: dict[str, int] = {}
         self.placed: dict[str, list[tuple[int, float]]] = {}  # the day's placements
 
     def _release(self, alloc_id: str) -> None:
@@ -538,7 +517,6 @@ class _Colouring:
         for index, share in places:
             self.load[node][index] -= share
             self.holders[node][index].remove(alloc_id)
-        self.ends.pop(alloc_id, None)
         self.sleepy.pop(alloc_id, None)
 
     def _place(self, node: str, alloc_id: str, gpus: float, sleepable: bool) -> None:
