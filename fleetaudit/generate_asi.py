@@ -1,4 +1,4 @@
-"""``fleetaudit generate --format alibaba-gpu-v2026``: a generated fleet in the ASI release's layout.
+"""``generate --format alibaba-gpu-v2026``: a generated fleet in the ASI release's layout.
 
 Writes ``asi_opensource_pod_hourly`` and ``asi_opensource_server_hourly`` as
 ``day=<D>/hour=<HH>/part-000.parquet`` (day unpadded, hour two digits, no

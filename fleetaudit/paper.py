@@ -235,7 +235,7 @@ def standby(record: pl.DataFrame) -> dict[str, Any]:
         "gpu_hours": gpu_hours,
         "harvested_gpu_hours": harvested,
         "harvested_share": harvested / gpu_hours if gpu_hours else None,
-        "paper_ratio": float(per_hour["r"].mean()) if per_hour.height else None,  # type: ignore[arg-type]
+        "paper_ratio": float(per_hour["r"].mean()) if per_hour.height else None,  # type: ignore
         "hours_with_standby": per_hour.height,
     }
 

@@ -23,6 +23,7 @@ from fleetaudit.errors import UsageError
 from fleetaudit.shapes import evaluate, make_shape
 
 PAPER_SCHEMA = "fleetaudit.paper/1"
+_LEDGER_KEYS = ("idle", "usable", "fragment", "cpu_memory", "other")
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def _fleet_shapes(
         state = occupancy.node_state(nodes, allocations, at)
         for g, c in paper_mod.REFERENCE_SHAPES:
             ledger = evaluate(state, make_shape(None, g, g, c / g, 0.0, "node")).ledger
-            acc = idle.setdefault((g, c), dict.fromkeys(("idle", "usable", "fragment", "cpu_memory", "other"), 0.0))
+            acc = idle.setdefault((g, c), dict.fromkeys(_LEDGER_KEYS, 0.0))
             stranded = ledger.stranded or {}
             acc["idle"] += ledger.idle / len(instants)
             acc["usable"] += ledger.usable / len(instants)

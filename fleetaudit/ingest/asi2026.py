@@ -148,7 +148,9 @@ def find_release(paths: list[Path], days: tuple[int, int] | None) -> Release:
     pods = asi_trace.list_partitions(root, POD_TABLE)
     servers = asi_trace.list_partitions(root, SERVER_TABLE)
     if not servers:
-        raise InputError(str(root / SERVER_TABLE), f"no day=D/hour=HH/*.parquet partition; {expected}")
+        raise InputError(
+            str(root / SERVER_TABLE), f"no day=D/hour=HH/*.parquet partition; {expected}"
+        )
     for (d, h) in list(pods) + list(servers):
         if h > 23:
             bad = root / (POD_TABLE if (d, h) in pods else SERVER_TABLE) / f"day={d}"
@@ -229,10 +231,11 @@ def _check_schemas(
                 )
                 raise InputError(file_name, f"wrong schema: {reason}", column=name)
             if columns[name] not in allowed:
+                kind = "a string" if allowed is _STRING else "a number"
+                kind = "a boolean" if allowed is _BOOL else kind
                 raise InputError(
                     file_name,
-                    f"wrong schema: type {columns[name]} where the release has "
-                    f"{'a string' if allowed is _STRING else 'a number' if allowed is _NUMBER else 'a boolean'}",
+                    f"wrong schema: type {columns[name]} where the release has {kind}",
                     column=name,
                 )
 
@@ -294,7 +297,8 @@ def _stage(
             _check_schemas(store, server_files, _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
-            _run(store, load_sql("asi_load_day"), {"files": [str(f) for f in pod_files]}, pod_files[0])
+            files = {"files": [str(f) for f in pod_files]}
+            _run(store, load_sql("asi_load_day"), files, pod_files[0])
         else:
             store.run(load_sql("asi_create_empty_day"))
         totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
@@ -574,6 +578,12 @@ class _Colouring:
         self.sleepy[alloc_id] = sleepable
         self.placed[alloc_id] = places
 
+    def _rows(
+        self, alloc_id: str, places: list[tuple[int, float]], gpus_of: dict[str, float]
+    ) -> list[tuple[str, int, float, bool, float]]:
+        sleepy, gpus = self.sleepy[alloc_id], gpus_of[alloc_id]
+        return [(alloc_id, i, share, sleepy, gpus) for i, share in places]
+
     def telemetry(
         self, runs: pl.DataFrame, gpu_hours: pl.DataFrame, day_end: int, trace_start: datetime
     ) -> pl.DataFrame:
@@ -598,13 +608,13 @@ class _Colouring:
                 if alloc_id in self.held and alloc_id in today:
                     # remember before release: its telemetry rows are before t
                     node, places = self.held[alloc_id]
-                    assigned.extend((alloc_id, i, s, self.sleepy[alloc_id], gpus_of[alloc_id]) for i, s in places)
+                    assigned.extend(self._rows(alloc_id, places, gpus_of))
                     self._release(alloc_id)
             for node, alloc_id, gpus, sleepable in starting:
                 self._place(node, alloc_id, gpus, sleepable)
         for alloc_id, (node, places) in self.held.items():
             if alloc_id in today:
-                assigned.extend((alloc_id, i, s, self.sleepy[alloc_id], gpus_of[alloc_id]) for i, s in places)
+                assigned.extend(self._rows(alloc_id, places, gpus_of))
         if not assigned or gpu_hours.height == 0:
             return _EMPTY_TELEMETRY
         where = pl.DataFrame(
