@@ -188,7 +188,9 @@ def test_days_window_and_day_boundary(tmp_path: Path, days: str) -> None:
     root = write_fixture(tmp_path / "data")
     db = tmp_path / "fleet.duckdb"
     api.ingest_paths(
-        api.StoreOptions(db), [root], IngestOptions(format="alibaba-gpu-v2026", days=parse_days(days))
+        api.StoreOptions(db),
+        [root],
+        IngestOptions(format="alibaba-gpu-v2026", days=parse_days(days)),
     )
     rows = _table(db, "SELECT alloc_id, end_time FROM allocations ORDER BY alloc_id").rows()
     assert rows == [

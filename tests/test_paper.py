@@ -53,7 +53,8 @@ def test_allocation_per_hour(record: pl.DataFrame, t: int) -> None:
 
 def test_allocation_window(record: pl.DataFrame) -> None:
     """Hours 22, 23 and 00 (t = 24) are sampled; t = 25 (hour 01) is not."""
-    got = {r[0]: (round(r[1], 6), round(r[2], 6), r[3]) for r in paper_mod.allocation(record).rows()}
+    rows = paper_mod.allocation(record).rows()
+    got = {r[0]: (round(r[1], 6), round(r[2], 6), r[3]) for r in rows}
     assert got == {
         "H20": (0.723958, 0.765625, 3),
         "A100": (0.229167, 0.229167, 3),
@@ -171,12 +172,14 @@ def _invoke(*args: object) -> object:
 
 def test_cli_generate_ingest_paper(tmp_path: Path) -> None:
     out = tmp_path / "release"
-    result = _invoke("generate", out, "--format", "alibaba-gpu-v2026", "--nodes", "40", "--days", "1")
+    fmt = ("--format", "alibaba-gpu-v2026")
+    result = _invoke("generate", out, *fmt, "--nodes", "40", "--days", "1")
     assert result.exit_code == 0, result.output
-    assert (out / "asi_opensource_pod_hourly" / "day=109" / "hour=05" / "part-000.parquet").is_file()
+    hour = out / "asi_opensource_pod_hourly" / "day=109" / "hour=05"
+    assert (hour / "part-000.parquet").is_file()
     assert (out / "asi_opensource_job_execution_summary" / "part-000.parquet").is_file()
     db = tmp_path / "g.duckdb"
-    result = _invoke("ingest", "--format", "alibaba-gpu-v2026", out, "--db", db, "--days", "109-115")
+    result = _invoke("ingest", *fmt, out, "--db", db, "--days", "109-115")
     assert result.exit_code == 0, result.output
     assert "export time 2026-04-20T23:00Z" in result.stderr
     result = _invoke("paper", "--db", db, "--json")
