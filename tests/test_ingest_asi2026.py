@@ -314,7 +314,9 @@ def test_summary_notes(loaded: tuple[Path, api.IngestResult]) -> None:
     assert "23 pod-hours -> 12 allocation runs, 69 telemetry rows; 4 servers" in result.notes[1]
     # used: 32 + 8 + 8 + 0.5 + 0.25 + 4 + 3 + 1.5 + 4 + 8 + 0; intervals: the same with
     # whole hours (p-share-1 0.5 at 24, p-dev-1 1 at 23, p-pend-1 1 at 25)
-    assert "69.2 GPU-hours used" in result.notes[2] and "71.0 requested" in result.notes[2]
+    # s2 at t = 25: 4 (Standby) + 2 + 3 GPUs on 8
+    assert result.notes[2].startswith("alibaba-gpu-v2026: 1 server-hours request more GPUs")
+    assert "69.2 GPU-hours used" in result.notes[3] and "71.0 requested" in result.notes[3]
 
 
 def test_doctests() -> None:

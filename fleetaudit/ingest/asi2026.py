@@ -284,7 +284,7 @@ def _stage(
     holders = _Colouring()
     servers: pl.DataFrame | None = None
     day_list = release.days
-    totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0}
+    totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0, "over": 0}
     for i, day in enumerate(day_list):
         say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): reading")
         pod_files = [f for (d, _h), fs in sorted(release.pods.items()) if d == day for f in fs]
@@ -346,7 +346,10 @@ def _stage(
             path = folder / f"server-hours-{day}.parquet"
             side.write_parquet(path)
             staged.server_hours.append(str(path))
-            servers = _merge_servers(servers, server_day)
+            servers = _merge_servers(servers, server_day.drop("requested_gpus"))
+            totals["over"] += server_day.filter(
+                pl.col("requested_gpus") > pl.col("gpu_count") + _EPS
+            ).height
 
         # telemetry: colour the day's GPU runs, then one row per GPU-hour
         say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): telemetry")
@@ -389,6 +392,8 @@ def _stage(
         f"{FORMAT}: {totals['pod_rows']:,} pod-hours -> {totals['runs']:,} allocation runs, "
         f"{totals['telemetry']:,} telemetry rows; {nodes.height:,} servers"
         + (f" ({changed} changed model, GPUs or ASW: the last value is kept)" if changed else ""),
+        f"{FORMAT}: {totals['over']:,} server-hours request more GPUs than the server has "
+        "(low-priority work on a sleeping pod's GPUs); kept as recorded",
         f"{FORMAT}: reconciliation: {totals['used']:,.1f} GPU-hours used (used_gpu_hours) vs "
         f"{totals['interval']:,.1f} requested over whole hours (the allocations' intervals)",
     ]
