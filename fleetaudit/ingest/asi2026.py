@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from fleetaudit import asi_trace
 from fleetaudit.asi_trace import FORMAT, POD_COLUMNS, POD_TABLE, SERVER_TABLE
@@ -46,7 +47,7 @@ __all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "colour_g
 
 DEFAULT_TRACE_START = datetime(2026, 1, 1)  # a Thursday: day 109 is Monday 2026-04-20
 _EPS = 1e-9
-STAGING_MEMORY = "2GB"  # DuckDB's limit while the release is reduced (spills beyond it)
+STAGING_MEMORY = "1536MB"  # DuckDB's limit while the release is reduced (spills beyond it)
 
 Progress = Callable[[str], None]
 
@@ -355,18 +356,12 @@ def _stage(
         say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): telemetry")
         runs = store.sql(load_sql("asi_gpu_runs"))
         gpu_hours = store.sql(load_sql("asi_gpu_hours"))
-        telemetry = holders.telemetry(runs, gpu_hours, day_end, trace_start)
-        totals["telemetry"] += telemetry.height
-        if telemetry.height:
-            path = folder / f"telemetry-{day}.parquet"
-            telemetry.write_parquet(path)
-            staged.sources.append(_staged_source(path, "telemetry", str(day_dir)))
-
         pod_side = store.sql(load_sql("asi_side_pod_hours"))
         if pod_side.height:
             path = folder / f"pod-hours-{day}.parquet"
             pod_side.write_parquet(path)
             staged.pod_hours.append(str(path))
+        del pod_side
         rejects = store.sql(load_sql("asi_pod_rejects"))
         if rejects.height:
             path = folder / f"rejects-{day}.parquet"
@@ -374,8 +369,19 @@ def _stage(
             staged.rejects.append(str(path))
             staged.pod_rejects += rejects.height
         store.run(load_sql("asi_carry_open_runs"), {"day_end": day_end, "last_day": last_day})
-    store.run("DROP VIEW IF EXISTS _asi_rows")
-    for name in ("_asi_day", "_asi_runs", "_asi_open"):
+        store.run("DROP VIEW IF EXISTS _asi_rows")
+        for scratch in ("_asi_day", "_asi_runs"):  # frees DuckDB's memory for the colouring
+            store.run(f"DROP TABLE IF EXISTS {scratch}")
+        where = holders.place_day(runs, day_end)
+        del runs
+        path = folder / f"telemetry-{day}.parquet"
+        written = _write_telemetry(path, gpu_hours, where, trace_start)
+        del gpu_hours, where
+        totals["telemetry"] += written
+        if written:
+            staged.sources.append(_staged_source(path, "telemetry", str(day_dir)))
+
+    for name in ("_asi_runs", "_asi_open"):
         store.run(f"DROP TABLE IF EXISTS {name}")
 
     if servers is None or servers.height == 0:
@@ -398,6 +404,36 @@ def _stage(
         f"{totals['interval']:,.1f} requested over whole hours (the allocations' intervals)",
     ]
     return staged
+
+
+TELEMETRY_CHUNKS = 8  # the day's GPU-hours are joined to their GPUs in this many node groups
+
+
+def _write_telemetry(
+    path: Path, gpu_hours: pl.DataFrame, where: pl.DataFrame, trace_start: datetime
+) -> int:
+    """Write the day's telemetry, one node group at a time (bounded memory); rows written."""
+    if gpu_hours.height == 0 or where.height == 0:
+        return 0
+    group = pl.col("node_id").hash(seed=7) % TELEMETRY_CHUNKS
+    written = 0
+    writer: pq.ParquetWriter | None = None
+    try:
+        for k in range(TELEMETRY_CHUNKS):
+            chunk = telemetry_rows(
+                gpu_hours.filter(group == k), where.filter(group == k), trace_start
+            )
+            if chunk.height == 0:
+                continue
+            table = chunk.to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+            written += chunk.height
+    finally:
+        if writer is not None:
+            writer.close()
+    return written
 
 
 def _run(store: Store, sql: str, params: dict[str, object], where: Path) -> None:
@@ -589,78 +625,102 @@ class _Colouring:
         sleepy, gpus = self.sleepy[alloc_id], gpus_of[alloc_id]
         return [(alloc_id, i, share, sleepy, gpus) for i, share in places]
 
-    def telemetry(
-        self, runs: pl.DataFrame, gpu_hours: pl.DataFrame, day_end: int, trace_start: datetime
-    ) -> pl.DataFrame:
-        """Place the day's runs in time order; the day's telemetry rows."""
+    def place_day(self, runs: pl.DataFrame, day_end: int) -> pl.DataFrame:
+        """Place the day's runs in time order; where each run of the day sits.
+
+        Returns node_id, alloc_id, gpu_index, share, sleepable, gpus: one row per GPU a
+        run of the day holds (whole GPUs share 1).
+        """
         self.placed = {}
         events: dict[int, tuple[list[str], list[tuple[str, str, float, bool]]]] = {}
         gpus_of: dict[str, float] = {}
-        assigned: list[tuple[str, int, float, bool, float]] = []
+        columns: dict[str, list[object]] = {
+            k: [] for k in ("node_id", "alloc_id", "gpu_index", "share", "sleepable", "gpus")
+        }
+
+        def keep(alloc_id: str) -> None:
+            node, places = self.held[alloc_id]
+            for index, share in places:
+                columns["node_id"].append(node)
+                columns["alloc_id"].append(alloc_id)
+                columns["gpu_index"].append(index)
+                columns["share"].append(share)
+                columns["sleepable"].append(self.sleepy[alloc_id])
+                columns["gpus"].append(gpus_of[alloc_id])
+
         for node, alloc_id, t_start, t_last, gpus, sleepable in runs.iter_rows():
             gpus_of[alloc_id] = gpus
             if alloc_id not in self.held:
                 events.setdefault(t_start, ([], []))[1].append((node, alloc_id, gpus, sleepable))
             if t_last < day_end:
                 events.setdefault(t_last + 1, ([], []))[0].append(alloc_id)
-        today = set(gpus_of)
         # runs held from an earlier day that no longer appear ended at the day's start
-        for alloc_id in [a for a in self.held if a not in today]:
+        for alloc_id in [a for a in self.held if a not in gpus_of]:
             self._release(alloc_id)
         for t in sorted(events):
             ending, starting = events[t]
             for alloc_id in ending:
-                if alloc_id in self.held and alloc_id in today:
-                    # remember before release: its telemetry rows are before t
-                    node, places = self.held[alloc_id]
-                    assigned.extend(self._rows(alloc_id, places, gpus_of))
+                if alloc_id in self.held and alloc_id in gpus_of:
+                    keep(alloc_id)  # before the release: its telemetry rows are before t
                     self._release(alloc_id)
             for node, alloc_id, gpus, sleepable in starting:
                 self._place(node, alloc_id, gpus, sleepable)
-        for alloc_id, (node, places) in self.held.items():
-            if alloc_id in today:
-                assigned.extend(self._rows(alloc_id, places, gpus_of))
-        if not assigned or gpu_hours.height == 0:
-            return _EMPTY_TELEMETRY
-        where = pl.DataFrame(
-            assigned,
-            schema={
-                "alloc_id": pl.String,
-                "gpu_index": pl.Int64,
-                "share": pl.Float64,
-                "sleepable": pl.Boolean,
-                "gpus": pl.Float64,
-            },
-            orient="row",
+        for alloc_id in self.held:
+            if alloc_id in gpus_of:
+                keep(alloc_id)
+        return pl.DataFrame(columns, schema=_WHERE_SCHEMA)
+
+    def telemetry(
+        self, runs: pl.DataFrame, gpu_hours: pl.DataFrame, day_end: int, trace_start: datetime
+    ) -> pl.DataFrame:
+        """Place the day's runs in time order; the day's telemetry rows."""
+        return telemetry_rows(gpu_hours, self.place_day(runs, day_end), trace_start)
+
+
+_WHERE_SCHEMA = {
+    "node_id": pl.String,
+    "alloc_id": pl.String,
+    "gpu_index": pl.Int64,
+    "share": pl.Float64,
+    "sleepable": pl.Boolean,
+    "gpus": pl.Float64,
+}
+
+
+def telemetry_rows(
+    gpu_hours: pl.DataFrame, where: pl.DataFrame, trace_start: datetime
+) -> pl.DataFrame:
+    """One row per GPU and hour from the pod-hours' SM (node_id, t, alloc_id, ratio)."""
+    if where.height == 0 or gpu_hours.height == 0:
+        return _EMPTY_TELEMETRY
+    rows = gpu_hours.join(where.drop("node_id"), on="alloc_id", how="inner").with_columns(
+        pl.len().over("node_id", "gpu_index", "t").alias("n")
+    )
+    alone = rows.filter(pl.col("n") == 1).select(
+        "node_id", "gpu_index", "t", pl.col("ratio").alias("sm_active"), "alloc_id"
+    )
+    # a GPU several allocations hold in one hour: one row, sm = min(1, sum of share x ratio),
+    # attributed to the largest non-sleepable holder
+    shared = (
+        rows.filter(pl.col("n") > 1)
+        .sort(["sleepable", "gpus", "alloc_id"], descending=[False, True, False])
+        .group_by("node_id", "gpu_index", "t", maintain_order=True)
+        .agg(
+            pl.min_horizontal(pl.lit(1.0), (pl.col("share") * pl.col("ratio")).sum()).alias(
+                "sm_active"
+            ),
+            pl.col("alloc_id").first(),
         )
-        rows = gpu_hours.join(where, on="alloc_id", how="inner").with_columns(
-            pl.len().over("node_id", "gpu_index", "t").alias("n")
-        )
-        alone = rows.filter(pl.col("n") == 1).select(
-            "node_id", "gpu_index", "t", pl.col("ratio").alias("sm_active"), "alloc_id"
-        )
-        # a GPU several allocations hold in one hour: one row, sm = min(1, sum of share x ratio),
-        # attributed to the largest non-sleepable holder
-        shared = (
-            rows.filter(pl.col("n") > 1)
-            .sort(["sleepable", "gpus", "alloc_id"], descending=[False, True, False])
-            .group_by("node_id", "gpu_index", "t", maintain_order=True)
-            .agg(
-                pl.min_horizontal(pl.lit(1.0), (pl.col("share") * pl.col("ratio")).sum()).alias(
-                    "sm_active"
-                ),
-                pl.col("alloc_id").first(),
-            )
-        )
-        return pl.concat([alone, shared], how="vertical").select(
-            (pl.lit(trace_start) + pl.duration(hours=pl.col("t"))).alias("ts"),
-            "node_id",
-            "gpu_index",
-            "sm_active",
-            pl.lit(None, dtype=pl.Float64).alias("mem_used"),
-            "alloc_id",
-            pl.lit(3600, dtype=pl.Int64).alias("interval_s"),
-        )
+    )
+    return pl.concat([alone, shared], how="vertical").select(
+        (pl.lit(trace_start) + pl.duration(hours=pl.col("t"))).alias("ts"),
+        "node_id",
+        "gpu_index",
+        "sm_active",
+        pl.lit(None, dtype=pl.Float64).alias("mem_used"),
+        "alloc_id",
+        pl.lit(3600, dtype=pl.Int64).alias("interval_s"),
+    )
 
 
 _EMPTY_TELEMETRY = pl.DataFrame(
