@@ -79,7 +79,7 @@ def main() -> None:
     for d in counts:
         db = args.work / f"store-{d}.duckdb"
         for stale in args.work.glob(f"store-{d}.duckdb*"):
-            stale.unlink()
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
         seconds, cpu, rss = _child(
             [
                 "ingest", "--format", "alibaba-gpu-v2026", str(release), "--db", str(db),
