@@ -175,11 +175,13 @@ def test_side_tables(loaded: tuple[Path, api.IngestResult]) -> None:
 def test_reingest_is_idempotent(tmp_path: Path) -> None:
     root = write_fixture(tmp_path / "data")
     db = tmp_path / "fleet.duckdb"
+    (tmp_path / ".fleet.duckdb.asi-staging-killed").mkdir()  # left by a killed call
     api.ingest_paths(api.StoreOptions(db), [root], OPTIONS)
     again = api.ingest_paths(api.StoreOptions(db), [root], OPTIONS)
     assert {t.table: t.new for t in again.tables} == {"nodes": 0, "allocations": 0, "telemetry": 0}
     assert _table(db, "SELECT count(*) AS n FROM allocations")["n"][0] == 12
     assert _table(db, "SELECT count(*) AS n FROM asi_pod_hourly")["n"][0] == 19
+    assert not list(tmp_path.glob(".fleet.duckdb.asi-staging-*"))
 
 
 @pytest.mark.parametrize("days", ["0", "0-0"])
@@ -233,7 +235,7 @@ def test_missing_gpu_request_names_file_and_column(tmp_path: Path) -> None:
     assert "day=0/hour=22/part-000.parquet" in err.message
     assert "gpu_request" in err.message
     assert not (tmp_path / "f.duckdb").exists()  # nothing half-written: the new store is gone
-    assert not list(tmp_path.glob(".fleetaudit-asi-*"))  # nor the staged days
+    assert not list(tmp_path.glob(".f.duckdb.asi-staging-*"))  # nor the staged days
 
 
 def test_wrong_type_names_file(tmp_path: Path) -> None:

@@ -243,9 +243,16 @@ def _check_schemas(
 
 @contextmanager
 def staging_folder(store: Store) -> Iterator[Path]:
-    """A scratch folder beside the store (the staged days can be large), removed after."""
-    parent = store.path.resolve().parent
-    folder = Path(tempfile.mkdtemp(prefix=".fleetaudit-asi-", dir=parent))
+    """A scratch folder beside the store (the staged days can be large), removed after.
+
+    Folders left by an earlier call on the same store that was killed are removed
+    first: the caller holds the store's write lock, so no other call is using them.
+    """
+    db = store.path.resolve()
+    prefix = f".{db.name}.asi-staging-"
+    for stale in db.parent.glob(prefix + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=db.parent))
     try:
         yield folder
     finally:
