@@ -333,6 +333,7 @@ def _stage(
             path = folder / f"allocations-{day}.parquet"
             allocations.write_parquet(path)
             staged.sources.append(_staged_source(path, "allocations", str(day_dir)))
+        del allocations  # the day's frames go as soon as they are staged: memory stays flat
 
         # servers: the day's hours for the side table, and the running last-seen facts
         if server_files:
@@ -358,17 +359,18 @@ def _stage(
             totals["over"] += server_day.filter(
                 pl.col("requested_gpus") > pl.col("gpu_count") + _EPS
             ).height
+            del server_day, side
 
         # telemetry: colour the day's GPU runs, then one row per GPU-hour
         say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): telemetry")
-        runs = store.sql(load_sql("asi_gpu_runs"))
-        gpu_hours = store.sql(load_sql("asi_gpu_hours"))
         pod_side = store.sql(load_sql("asi_side_pod_hours"))
         if pod_side.height:
             path = folder / f"pod-hours-{day}.parquet"
             pod_side.write_parquet(path)
             staged.pod_hours.append(str(path))
         del pod_side
+        runs = store.sql(load_sql("asi_gpu_runs"))
+        gpu_hours = store.sql(load_sql("asi_gpu_hours"))
         rejects = store.sql(load_sql("asi_pod_rejects"))
         if rejects.height:
             path = folder / f"rejects-{day}.parquet"
