@@ -20,10 +20,11 @@ from typing import Any
 import polars as pl
 
 from fleetaudit import generate as generator
-from fleetaudit import generate_kubernetes, generate_slurm, occupancy
+from fleetaudit import generate_asi, generate_kubernetes, generate_slurm, occupancy
 from fleetaudit import generate_prometheus as prometheus_dump
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import write_output
+from fleetaudit.generate_asi import AsiReleaseOptions, AsiReleaseResult
 from fleetaudit.ingest import IngestOptions, IngestResult, ingest
 from fleetaudit.resources import resource_dir
 from fleetaudit.store import Store, open_store
@@ -432,6 +433,19 @@ def generate_slurm_cluster(
         raise UsageError(str(exc)) from exc
     except OSError as exc:
         raise UsageError(f"{out}: cannot write the cluster: {exc.strerror or exc}") from exc
+
+def generate_release(
+    out: Path,
+    options: AsiReleaseOptions,
+    progress: Callable[[str, float], None] | None = None,
+) -> AsiReleaseResult:
+    """Write a generated fleet in the ASI 2026 release's layout (:mod:`fleetaudit.generate_asi`)."""
+    try:
+        return generate_asi.generate_release(out, options, progress=progress)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the release: {exc.strerror or exc}") from exc
 
 
 def sample_data_dir() -> Path:

@@ -30,6 +30,7 @@ from fleetaudit.compaction_api import CompactionRun
 from fleetaudit.compaction_api import whatif_compaction as run_compaction
 from fleetaudit.contract import (
     compaction_document,
+    paper_document,
     harvesting_document,
     placement_document,
     rejects_document,
@@ -39,13 +40,16 @@ from fleetaudit.contract import (
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.fsutil import is_stdout, write_output
 from fleetaudit.generate import GenerateOptions
+from fleetaudit.generate_asi import AsiReleaseOptions
 from fleetaudit.generate_slurm import SlurmGenerateOptions
 from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
 from fleetaudit.harvest_api import HarvestRun
 from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
 from fleetaudit.ingest import FORMATS, IngestOptions
+from fleetaudit.ingest import asi2026
 from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
 from fleetaudit.placement import POLICIES
+from fleetaudit.paper_api import PaperOptions, build_paper
 from fleetaudit.placement_api import PlacementRun
 from fleetaudit.placement_api import whatif_placement as run_placement
 from fleetaudit.report import expand_path, write_html
@@ -305,7 +309,15 @@ def ingest(
         str | None,
         typer.Option(
             "--trace-start",
-            help=f"alibaba-gpu-v2023: the instant trace second 0 stands for (default {iso(DEFAULT_TRACE_START)}).",
+            help=f"alibaba-gpu-v2023: the instant trace second 0 stands for (default {iso(DEFAULT_TRACE_START)}); "
+            f"alibaba-gpu-v2026: the instant day 0 starts (default {iso(asi2026.DEFAULT_TRACE_START)}, a Thursday).",
+        ),
+    ] = None,
+    days: Annotated[
+        str | None,
+        typer.Option(
+            "--days",
+            help="alibaba-gpu-v2026: the trace days to read, A-B or A (the paper week is 109-115; default every day).",
         ),
     ] = None,
     topology: Annotated[
@@ -374,12 +386,11 @@ def ingest(
       fleetaudit ingest --format slurm sacct.psv nodes.txt topology.conf
       fleetaudit ingest --format prometheus dcgm/
     """
-    if fmt != "alibaba-gpu-v2023" and trace_start is not None:
-        raise UsageError("--trace-start applies to --format alibaba-gpu-v2023 only")
-    if fmt == "alibaba-gpu-v2023" and table is not None:
-        raise UsageError(
-            "--table does not apply to --format alibaba-gpu-v2023 (its files name their tables)"
-        )
+    traces = ("alibaba-gpu-v2023", asi2026.FORMAT)
+    if fmt not in traces and trace_start is not None:
+        raise UsageError(f"--trace-start applies to --format {' or '.join(traces)} only")
+    if fmt != asi2026.FORMAT and days is not None:
+        raise UsageError(f"--days applies to --format {asi2026.FORMAT} only")
     per_format = {
         "--snapshot-time": (snapshot_time, ("kubernetes",)),
         "--tenant-label": (tenant_label, ("kubernetes",)),
@@ -389,6 +400,8 @@ def ingest(
     for flag, (value, formats) in per_format.items():
         if value is not None and fmt not in formats:
             raise UsageError(f"{flag} applies to --format {' and '.join(formats)} only")
+    if fmt in traces and table is not None:
+        raise UsageError(f"--table does not apply to --format {fmt} (its files name their tables)")
     if fmt in ("kubernetes", "slurm", "prometheus") and table is not None:
         raise UsageError(
             f"--table does not apply to --format {fmt} (its files are recognised by content)"
@@ -397,12 +410,13 @@ def ingest(
         table=table,
         format=fmt,
         strict=strict,
-        trace_start=_instant(trace_start, "--trace-start") or DEFAULT_TRACE_START,
+        trace_start=_instant(trace_start, "--trace-start"),
         topology=topology,
         timezone=timezone or "UTC",
         priority_map=priority_map,
         snapshot_time=_instant(snapshot_time, "--snapshot-time"),
         tenant_label=tenant_label,
+        days=asi2026.parse_days(days),
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)
@@ -1039,8 +1053,13 @@ def generate(
         int, typer.Option("--nodes", help="Nodes in the fleet (ASI: about 19,400).")
     ] = GenerateOptions.nodes,
     days: Annotated[
-        float, typer.Option("--days", help="Days of allocations before the export time.")
-    ] = GenerateOptions.days,
+        float | None,
+        typer.Option(
+            "--days",
+            help=f"Days of allocations before the export time (default {GenerateOptions.days:g}; "
+            f"alibaba-gpu-v2026: days written, default {AsiReleaseOptions.days}).",
+        ),
+    ] = None,
     seed: Annotated[
         int, typer.Option("--seed", help="Random seed: the same seed writes the same files.")
     ] = GenerateOptions.seed,
@@ -1051,7 +1070,8 @@ def generate(
             help="parquet or csv; kubernetes: one kubectl JSON snapshot at the export time; "
             "prometheus: Parquet tables and the telemetry as dcgm-exporter query_range JSON "
             "files in OUT/prometheus; slurm: a Slurm cluster's exports (sacct.psv, nodes.txt, "
-            "topology.conf).",
+            "topology.conf); alibaba-gpu-v2026: the ASI release's own layout (--nodes servers "
+            "over --days whole days from day 109, the paper week).",
         ),
     ] = GenerateOptions.format,
     jobs: Annotated[
@@ -1090,9 +1110,10 @@ def generate(
       fleetaudit generate fleet --format csv && fleetaudit ingest fleet
     """
     if fmt == "slurm":
+        slurm_days = SlurmGenerateOptions.days if days is None else days
         try:
             cluster = api.generate_slurm_cluster(
-                out, SlurmGenerateOptions(nodes=nodes, jobs=jobs, days=days, seed=seed)
+                out, SlurmGenerateOptions(nodes=nodes, jobs=jobs, days=slurm_days, seed=seed)
             )
         except UsageError as exc:
             field, _, rest = str(exc).partition(" ")
@@ -1101,9 +1122,18 @@ def generate(
             raise
         console.render_generate(cluster)  # type: ignore[arg-type]
         return
+    if fmt == asi2026.FORMAT:
+        whole = AsiReleaseOptions.days if days is None else days
+        if whole != int(whole):
+            raise UsageError(f"--days: {whole:g} is not a whole number of days")
+        release = AsiReleaseOptions(servers=nodes, days=int(whole), seed=seed)
+        with console.progress_status("generating") as progress:
+            written = api.generate_release(out, release, lambda msg, _frac: progress(msg))
+        console.render_release(written)
+        return
     options = GenerateOptions(
         nodes=nodes,
-        days=days,
+        days=GenerateOptions.days if days is None else days,
         seed=seed,
         format=fmt,
         telemetry_step_s=int(
@@ -1269,6 +1299,46 @@ def _write_report(result: ReportResult, html: Path | None, json_path: Path | Non
         target = expand_path(html, result.generated_at)
         write_html(result, target)
         console.wrote(target)
+
+
+@app.command()
+@handled
+def paper(
+    days: Annotated[
+        str | None,
+        typer.Option(
+            "--days",
+            help="Trace days A-B or A (default: the paper week 109-115 where the store holds it, "
+            "else every day it holds).",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the fleetaudit.paper/1 document.")
+    ] = False,
+    db: DbOption = Path("fleetaudit.duckdb"),
+    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
+) -> None:
+    """The ASI paper's figures on an ingested alibaba-gpu-v2026 trace, beside fleetaudit's.
+
+    Allocation rate per model (HP, HP+LP), idle-GPU classes for the eight reference
+    shapes, ASW slots for 128/256-GPU gangs at 12 vCPU per GPU, standby GPU-hours and
+    their harvested share, requested vCPU per GPU; each computed as the paper's scripts
+    do, next to fleetaudit's own figure for the same window and a line on how they differ.
+
+    Examples:
+
+      fleetaudit ingest --format alibaba-gpu-v2026 cluster-trace-gpu-v2026/data --days 109-115
+      fleetaudit paper
+      fleetaudit paper --days 109-115 --json > asi-paper-week.json
+    """
+    options = PaperOptions(days=asi2026.parse_days(days))
+    with console.progress_status("computing the paper's figures"):
+        result = build_paper(_store(db, lock_timeout), options)
+    if as_json:
+        console.print_json(paper_document(result))
+    else:
+        console.render_paper(result)
 
 
 @app.command()

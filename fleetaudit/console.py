@@ -24,8 +24,11 @@ from fleetaudit.compaction_api import CompactionReport
 from fleetaudit.denominators import SPLIT
 from fleetaudit.fsutil import stream_fd
 from fleetaudit.generate import GenerateResult
+from fleetaudit.generate_asi import AsiReleaseResult
 from fleetaudit.harvest_api import HarvestingResult
 from fleetaudit.ingest import IngestResult
+from fleetaudit.paper import DIFFERENCES
+from fleetaudit.paper_api import PaperResult
 from fleetaudit.placement_api import PlacementResult
 from fleetaudit.report_api import ReportResult, recoverable_summary
 from fleetaudit.rollup_api import RollupResult
@@ -233,9 +236,8 @@ def render_ingest(result: IngestResult) -> None:
         if topo.duplicates:
             line += f"; {topo.duplicates:,} node(s) named twice (the first kept)"
         out.print(Text(line))
-
-    for note in result.notes:
-        out.print(Text(note))
+    for note in result.notes:  # what the adapter decided: a message, not data
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
     if result.rejected:
         out.print(
             f"{result.rejected:,} row(s) rejected; the first of them below, all in the "
@@ -1232,3 +1234,96 @@ def report_frame(result: ReportResult) -> pl.DataFrame:
              "sm_active_gpu_hours": pr["sm_active_gpu_hours"]}
         )  # fmt: skip
     return pl.DataFrame(rows, infer_schema_length=None)
+
+def render_release(result: AsiReleaseResult) -> None:
+    """``generate --format alibaba-gpu-v2026``: what the generated release holds."""
+    out.print(
+        f"generated {result.servers:,} servers over {result.hours:,} hours in {result.root} "
+        f"(the ASI release's layout): {result.pod_rows:,} pod rows "
+        f"({result.gpu_pod_rows:,} GPU pods), {result.server_rows:,} server rows, "
+        f"{result.files:,} files"
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def render_paper(result: PaperResult) -> None:
+    """``fleetaudit paper``: the paper's figures beside fleetaudit's."""
+    f = result.figures
+    out.print(
+        f"ASI paper view: days {result.days[0]}-{result.days[1]}, trace hours "
+        f"{result.t_first}..{result.t_last} ({iso(result.start)} to {iso(result.end)})"
+    )
+    alloc = Table(title="allocation rate (paper: even hours + 23)", title_justify="left")
+    for column in ("model", "paper HP", "paper HP+LP", "fleetaudit high", "fleetaudit high+low"):
+        alloc.add_column(column, justify="left" if column == "model" else "right")
+    for row in f.allocation.iter_rows(named=True):
+        mine = result.fleet_allocation.get(row["gpu_model"]) or {}
+        alloc.add_row(
+            str(row["gpu_model"]),
+            _pct(row["hp"]),
+            _pct(row["hp_lp"]),
+            _pct(mine.get("allocation_rate_high")),
+            _pct(mine.get("allocation_rate")),
+        )
+    out.print(alloc)
+    out.print(Text(f"  {DIFFERENCES['allocation']}", style="dim"))
+    idle = Table(title="idle GPUs per shape (paper: even hours; mean GPUs)", title_justify="left")
+    for column in (
+        "shape", "paper idle", "fractional", "stranded", "insufficient CPU",
+        "fleetaudit idle", "usable", "fragment", "cpu_memory",
+    ):  # fmt: skip
+        idle.add_column(column, justify="left" if column == "shape" else "right")
+    for row in f.idle.iter_rows(named=True):
+        mine = result.fleet_idle.get((row["gpus"], row["cpus"])) or {}
+        idle.add_row(
+            f"{row['gpus']} GPU x {row['cpus']} vCPU",
+            _num(row["total_idle"]),
+            _num(row["fractional"]),
+            _num(row["stranded"]),
+            _num(row["insufficient_cpu"]),
+            _num(mine.get("idle")),
+            _num(mine.get("usable")),
+            _num(mine.get("fragment")),
+            _num(mine.get("cpu_memory")),
+        )
+    out.print(idle)
+    out.print(Text(f"  {DIFFERENCES['idle']}", style="dim"))
+    slots = Table(
+        title="gangs of 1-GPU, 12-vCPU slots (paper: hour 10)", title_justify="left"
+    )
+    for column in (
+        "model", "gang", "paper slots", "across cluster", "within ASW", "fleetaudit any",
+        "fleetaudit switch",
+    ):  # fmt: skip
+        slots.add_column(column, justify="left" if column == "model" else "right")
+    for row in f.slots.iter_rows(named=True):
+        mine = result.fleet_gangs.get((row["gpu_model"], row["gang"])) or {}
+        slots.add_row(
+            str(row["gpu_model"]),
+            str(row["gang"]),
+            _num(row["slots"]),
+            _num(row["across_cluster"]),
+            _num(row["within_asw"]),
+            _num(mine.get("any")),
+            _num(mine.get("switch")),
+        )
+    out.print(slots)
+    out.print(Text(f"  {DIFFERENCES['asw_slots']}", style="dim"))
+    s = f.standby
+    out.print(
+        f"standby: {_num(s['gpu_hours'])} GPU-hours, {_num(s['harvested_gpu_hours'])} harvested "
+        f"by LP ({_pct(s['harvested_share'])}); paper's over-subscription ratio "
+        f"{_pct(s['paper_ratio'])}"
+    )
+    out.print(Text(f"  {DIFFERENCES['standby']}", style="dim"))
+    ratios = ", ".join(
+        f"{job} {_num(v['median'])} (p90 {_num(v['p90'])})"
+        for job, v in f.cpu_gpu_ratio.items()
+        if v["pod_hours"]
+    )
+    out.print(f"requested vCPU per GPU, median by job type: {ratios or '-'}")
+    for note in result.notes:
+        out.print(Text(f"note: {note}", style="dim"))

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from fleetaudit.api import WHATIF_KINDS, RejectsResult
 from fleetaudit.compaction import Snapshot
+from fleetaudit.paper import DIFFERENCES
+from fleetaudit.paper_api import PAPER_SCHEMA, PaperResult
 from fleetaudit.placement_api import PlacementResult
 from fleetaudit.report_api import REPORT_SCHEMA, ReportResult, recoverable_summary
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
@@ -287,4 +289,96 @@ def rejects_document(result: RejectsResult) -> dict[str, Any]:
             {k: r[k] for k in ("file", "table", "row", "column", "value", "reason")}
             for r in result.rejects.iter_rows(named=True)
         ],
+    }
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else _round(100 * value, 4)
+
+
+def paper_document(result: PaperResult) -> dict[str, Any]:
+    """``fleetaudit paper --json`` (fleetaudit.paper/1; README, "The paper view")."""
+    f = result.figures
+    by_model: dict[str, Any] = {}
+    for row in f.allocation.iter_rows(named=True):
+        mine = result.fleet_allocation.get(row["gpu_model"])
+        by_model[row["gpu_model"]] = {
+            "hp_pct": _pct(row["hp"]),
+            "hp_lp_pct": _pct(row["hp_lp"]),
+            "samples": row["samples"],
+            "fleetaudit": None
+            if mine is None
+            else {
+                "allocation_rate_high_pct": _pct(mine["allocation_rate_high"]),
+                "allocation_rate_pct": _pct(mine["allocation_rate"]),
+            },
+        }
+    shapes = []
+    for row in f.idle.iter_rows(named=True):
+        total = row["total_idle"]
+        mine = result.fleet_idle.get((row["gpus"], row["cpus"]))
+        shapes.append(
+            {
+                "gpus": row["gpus"],
+                "cpus": row["cpus"],
+                **{k: _round(row[k]) for k in ("fractional", "stranded", "insufficient_cpu")},
+                "total_idle": _round(total),
+                **{
+                    f"{k}_pct": _pct(row[k] / total) if total else None
+                    for k in ("fractional", "stranded", "insufficient_cpu")
+                },
+                "fleetaudit": None if mine is None else {k: _round(v) for k, v in mine.items()},
+            }
+        )
+    gangs = []
+    for row in f.slots.iter_rows(named=True):
+        mine = result.fleet_gangs.get((row["gpu_model"], row["gang"]))
+        gangs.append(
+            {
+                "gpu_model": row["gpu_model"],
+                "gang": row["gang"],
+                "slots": _round(row["slots"]),
+                "across_cluster": _round(row["across_cluster"]),
+                "within_asw": _round(row["within_asw"]),
+                "snapshots": row["snapshots"],
+                "fleetaudit": None
+                if mine is None
+                else {"any": _round(mine["any"]), "switch": _round(mine["switch"])},
+            }
+        )
+    s = f.standby
+    return {
+        "schema": PAPER_SCHEMA,
+        "trace_start": iso(result.trace_start),
+        "days": list(result.days),
+        "hours": {"first": result.t_first, "last": result.t_last},
+        "start": iso(result.start),
+        "end": iso(result.end),
+        "allocation": {
+            "sampled_hours": "even hours and hour 23",
+            "by_model": by_model,
+            "difference": DIFFERENCES["allocation"],
+        },
+        "idle": {
+            "sampled_hours": "even hours",
+            "shapes": shapes,
+            "difference": DIFFERENCES["idle"],
+        },
+        "asw_slots": {
+            "sampled_hours": "hour 10",
+            "cpus_per_gpu": 12,
+            "gangs": gangs,
+            "difference": DIFFERENCES["asw_slots"],
+        },
+        "standby": {
+            "gpu_hours": _round(s["gpu_hours"]),
+            "harvested_gpu_hours": _round(s["harvested_gpu_hours"]),
+            "harvested_share": _round(s["harvested_share"]),
+            "paper_ratio": _round(s["paper_ratio"]),
+            "hours_with_standby": s["hours_with_standby"],
+            "difference": DIFFERENCES["standby"],
+        },
+        "cpu_gpu_ratio": f.cpu_gpu_ratio,
+        "fleetaudit_instants": [iso(t) for t in result.fleet_instants],
+        "notes": list(result.notes),
     }

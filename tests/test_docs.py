@@ -125,6 +125,17 @@ def _documents(db: Path, out: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         result = runner.invoke(app, [*args, "--db", str(db)])
         assert result.exit_code == 0, f"{label}: {result.output}"
         yield label, json.loads(result.stdout)
+    # the paper view needs an ingested ASI 2026 release: a small generated one
+    release, trace_db = out / "release", out / "asi.duckdb"
+    for args in (
+        ["generate", str(release), "--format", "alibaba-gpu-v2026", "--nodes", "40", "--days", "1"],
+        ["ingest", "--format", "alibaba-gpu-v2026", str(release), "--db", str(trace_db)],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["paper", "--json", "--db", str(trace_db)])
+    assert result.exit_code == 0, result.output
+    yield "paper", json.loads(result.stdout)
     path = out / "report.json"
     result = runner.invoke(
         app, ["report", "--since", "2d", "--step", "1h", "--json", str(path), "--db", str(db)]

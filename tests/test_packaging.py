@@ -79,9 +79,16 @@ QUERY_SETUP = {
 }
 
 
+# The alibaba-gpu-v2026 adapter's queries read its scratch tables and the release's files,
+# which an empty store lacks; tests/test_ingest_asi2026.py and tests/test_paper.py run them all.
+ASI_QUERIES = {p.stem for p in QUERIES if p.stem.startswith(("asi_", "paper_"))}
+
+
 @pytest.mark.parametrize("path", QUERIES, ids=[p.stem for p in QUERIES])
 def test_query_binds_against_the_schema(store: Store, path: Path) -> None:
     """Every query binds against an empty store: no syntax error, no column typo."""
+    if path.stem in ASI_QUERIES:
+        pytest.skip("run on the ASI fixture by tests/test_ingest_asi2026.py and test_paper.py")
     text = path.read_text()
     names = set(re.findall(r"\$(\w+)", text))
     statements = [s for s in text.split(";") if s.strip() and not _only_comments(s)]

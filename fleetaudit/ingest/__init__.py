@@ -13,7 +13,8 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,14 +22,21 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
-from fleetaudit.ingest import alibaba, kubernetes, prometheus, slurm
+from fleetaudit.ingest import alibaba, asi2026, kubernetes, prometheus, slurm
 from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
 from fleetaudit.ingest.topology import TopologySummary, apply_topology, read_topology
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
-FORMATS = ("native", alibaba.FORMAT, kubernetes.FORMAT, prometheus.FORMAT, slurm.FORMAT)
+FORMATS = (
+    "native",
+    alibaba.FORMAT,
+    asi2026.FORMAT,
+    kubernetes.FORMAT,
+    prometheus.FORMAT,
+    slurm.FORMAT,
+)
 
 Progress = Callable[[str], None]
 
@@ -40,12 +48,13 @@ class IngestOptions:
     table: str | None = None
     format: str = "native"
     strict: bool = False
-    trace_start: datetime = alibaba.DEFAULT_TRACE_START
+    trace_start: datetime | None = None  # None: the format's default
     topology: Path | None = None
     timezone: str = slurm.DEFAULT_TIMEZONE  # slurm: the zone of sacct's local times
     priority_map: Path | None = None  # kubernetes, slurm: site priorities -> high|low
     snapshot_time: datetime | None = None  # kubernetes: the time of every file of the call
     tenant_label: str | None = None  # kubernetes: the pod label naming the tenant
+    days: tuple[int, int] | None = None  # alibaba-gpu-v2026: the days read (None: all)
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,6 @@ class IngestResult:
         repr=False
     )  # the first rejects (file, row, column, value, reason)
     topology: TopologySummary | None = None  # what --topology did to the call's nodes
-
     notes: tuple[str, ...] = ()  # what the adapter decided (snapshot times, objects ignored)
 
     @property
@@ -81,9 +89,16 @@ class IngestResult:
 
 
 def plan_sources(
-    store: Store, paths: Sequence[Path], options: IngestOptions, progress: Progress | None = None
+    store: Store,
+    paths: Sequence[Path],
+    options: IngestOptions,
+    progress: Progress | None = None,
+    staged: asi2026.Staged | None = None,
 ) -> list[Source]:
-    """The sources an ingest call reads, in load order; fails before anything is written."""
+    """The sources an ingest call reads, in load order; fails before anything is written.
+
+    For alibaba-gpu-v2026 they are the files ``staged`` (:func:`asi2026.stage_release`).
+    """
     if options.format not in FORMATS:
         raise InputError(
             ", ".join(str(p) for p in paths),
@@ -94,7 +109,13 @@ def plan_sources(
             "--table", f"no table named {options.table!r}; use one of {', '.join(schema.TABLES)}"
         )
     if options.format == alibaba.FORMAT:
-        sources = alibaba.trace_sources(store, list(paths), trace_start=options.trace_start)
+        sources = alibaba.trace_sources(
+            store, list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
+        )
+    elif options.format == asi2026.FORMAT:
+        if staged is None:
+            raise ValueError("alibaba-gpu-v2026 sources are the staged files; stage them first")
+        sources = list(staged.sources)
     elif options.format == slurm.FORMAT:
         sources = slurm.slurm_sources(
             store,
@@ -133,22 +154,33 @@ def ingest(
             (with ``options.strict``) a row was rejected. Nothing is written.
     """
     say = progress or (lambda _msg: None)
-    try:
+    with ExitStack() as stack:
+        staged = None
         if options.format == prometheus.FORMAT:
-            with store.memory_capped(prometheus.MEMORY_LIMIT):
-                return _ingest(store, paths, options, say)
-        return _ingest(store, paths, options, say)
-    finally:
-        if options.format == slurm.FORMAT:
-            slurm.release(store)  # its temporary copies of the exports
-        elif options.format == prometheus.FORMAT:
-            prometheus.drop_staging(store)  # its staged samples
+            stack.enter_context(store.memory_capped(prometheus.MEMORY_LIMIT))
+            stack.callback(prometheus.drop_staging, store)  # its staged samples
+        elif options.format == slurm.FORMAT:
+            stack.callback(slurm.release, store)  # its temporary copies of the exports
+        elif options.format == asi2026.FORMAT:
+            staged = asi2026.stage_release(
+                store,
+                list(paths),
+                stack.enter_context(asi2026.staging_folder(store)),
+                trace_start=options.trace_start or asi2026.DEFAULT_TRACE_START,
+                days=options.days,
+                progress=say,
+            )
+        return _ingest(store, paths, options, say, staged)
 
 
 def _ingest(
-    store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress
+    store: Store,
+    paths: Sequence[Path],
+    options: IngestOptions,
+    say: Progress,
+    staged: asi2026.Staged | None,
 ) -> IngestResult:
-    sources = plan_sources(store, paths, options, say)
+    sources = plan_sources(store, paths, options, say, staged)
     topology = read_topology(options.topology) if options.topology is not None else None
     topology_summary: TopologySummary | None = None
     started = _utc_now()
@@ -165,6 +197,15 @@ def _ingest(
                 # one place for every format: the call's nodes, as loaded and validated
                 say(f"nodes: applying the topology of {topology.file}")
                 topology_summary = apply_topology(store, topology, ingest_id)
+        if staged is not None:
+            say(f"{asi2026.FORMAT}: side tables")
+            staged.load_side_tables(store, ingest_id)
+            summaries = [
+                replace(s, read=s.read + staged.pod_rejects, rejected=s.rejected + staged.pod_rejects)
+                if s.table == "allocations"
+                else s
+                for s in summaries
+            ]
         rejects = store.sql(
             'SELECT file, "table", "row", "column", value, reason FROM rejects '
             "WHERE ingest_id = $id ORDER BY rowid LIMIT 20",  # load order
@@ -196,8 +237,11 @@ def _ingest(
         tables=tuple(summaries),
         rejects=rejects,
         topology=topology_summary,
-
-        notes=tuple(dict.fromkeys(n for s in sources for n in s.notes)),
+        notes=tuple(
+            dict.fromkeys(
+                [*(n for s in sources for n in s.notes), *(staged.summary if staged else ())]
+            )
+        ),
     )
 
 

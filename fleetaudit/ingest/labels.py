@@ -122,3 +122,30 @@ class PriorityMap:
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(str(path), f"cannot read the priority map: {exc}") from exc
         return cls.parse(text.splitlines(), str(path))
+
+
+ASI_BUCKETS = ("A10", "L20", "H20", "A100", "H800", "XPU-A", "XPU-C")
+"""The public GPU model buckets of the ASI release (``gpu_spec_public``)."""
+
+
+def asi_bucket(raw: str | None) -> str | None:
+    """The ASI release's model bucket of a raw ``gpu_spec_public``.
+
+    The longest bucket ``b`` with ``raw == b`` or ``raw`` starting ``b + "-"``
+    wins; a value in no bucket is kept as written (trimmed). Unlike the paper's
+    scripts (cut at the first ``-``), a suffixed ``XPU-A-...`` stays ``XPU-A``.
+
+    >>> asi_bucket("H20-96G"), asi_bucket("XPU-A"), asi_bucket("A100-SXM4-80GB")
+    ('H20', 'XPU-A', 'A100')
+    >>> asi_bucket("XPU-A-2"), asi_bucket("A10"), asi_bucket("MI300X")
+    ('XPU-A', 'A10', 'MI300X')
+    >>> asi_bucket("  ") is None
+    True
+    """
+    if raw is None or not raw.strip():
+        return None
+    text = raw.strip()
+    for bucket in sorted(ASI_BUCKETS, key=len, reverse=True):
+        if text == bucket or text.startswith(bucket + "-"):
+            return bucket
+    return text

@@ -1,0 +1,106 @@
+"""Streamed ingest of the ASI 2026 release layout, and ``fleetaudit paper``, by days covered.
+
+    python -m benchmarks.bench_asi2026 [--servers 37707] [--days 1,3,7] [--work DIR]
+
+Writes a generated release (``fleetaudit generate --format alibaba-gpu-v2026``: the
+release's layout, types and density, about 31 pod rows per server-hour) of
+max(--days) days from day 109 once, then for each D in --days ingests days
+109..109+D-1 into an empty store and, on the largest, runs ``paper`` over them.
+Each step runs in its own child process (``python -m fleetaudit ...``), so its
+wall time, CPU time (user + system, all threads) and peak RSS (from wait4) are
+its own. Prints one line per step and the
+load average, since the machine is shared.
+
+Targets (issue 14): 37,707 servers x 7 days ingest in under 10 minutes with peak
+memory under 4 GiB, flat in the number of days; ``paper`` over 7 days under 2
+minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fleetaudit.asi_trace import PAPER_DAYS
+from fleetaudit.generate_asi import AsiReleaseOptions, generate_release
+
+
+def _child(args: list[str]) -> tuple[float, float, float]:
+    """Run ``python -m fleetaudit ARGS``; (wall seconds, CPU seconds, peak RSS MiB)."""
+    started = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleetaudit", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"fleetaudit {' '.join(args)} failed: {err.strip()}")
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", type=int, default=37_707)
+    parser.add_argument("--days", default="1,3,7", help="comma-separated day counts")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/fleetaudit-bench-asi2026"))
+    parser.add_argument("--keep", action="store_true", help="keep the release and the stores")
+    args = parser.parse_args()
+    counts = sorted({int(d) for d in args.days.split(",")})
+    first = PAPER_DAYS[0]
+    release = args.work / f"release-{args.servers}x{counts[-1]}"
+    print(f"servers {args.servers:,}, days {counts}, load average {_load()}", flush=True)
+    if not (release / "done").exists():
+        shutil.rmtree(release, ignore_errors=True)
+        started = time.perf_counter()
+        written = generate_release(
+            release, AsiReleaseOptions(servers=args.servers, days=counts[-1])
+        )
+        (release / "done").write_text("")
+        size = sum(p.stat().st_size for p in release.rglob("*.parquet")) / 2**30
+        print(
+            f"generated {written.pod_rows:,} pod rows ({written.gpu_pod_rows:,} GPU), "
+            f"{size:.2f} GiB in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+    for d in counts:
+        db = args.work / f"store-{d}.duckdb"
+        for stale in args.work.glob(f"store-{d}.duckdb*"):
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+        seconds, cpu, rss = _child(
+            [
+                "ingest", "--format", "alibaba-gpu-v2026", str(release), "--db", str(db),
+                "--days", f"{first}-{first + d - 1}",
+            ]
+        )  # fmt: skip
+        print(
+            f"ingest {d} day(s): wall {seconds:7.1f} s, CPU {cpu:7.1f} s, "
+            f"peak RSS {rss:7.0f} MiB, load {_load()}",
+            flush=True,
+        )
+    db = args.work / f"store-{counts[-1]}.duckdb"
+    seconds, cpu, rss = _child(["paper", "--db", str(db), "--json"])
+    print(
+        f"paper {counts[-1]} day(s): wall {seconds:7.1f} s, CPU {cpu:7.1f} s, "
+        f"peak RSS {rss:7.0f} MiB, load {_load()}",
+        flush=True,
+    )
+    if not args.keep:
+        shutil.rmtree(args.work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+-- The day's pod-hours and the runs carried over from the day before (_asi_open), as one
+-- view. A run is the consecutive hours of one pod on one server with the same GPU and CPU
+-- request, priority, job type and Standby flag (README, "The alibaba-gpu-v2026 trace").
+CREATE OR REPLACE TEMP VIEW _asi_rows AS
+SELECT pod_id, server_id, t, t AS t0, gpu_request, cpu_request_cores, priority_class,
+       job_type_public, state_public IS NOT DISTINCT FROM 'Standby' AS standby,
+       used_gpu_hours AS gpu_hours, state_public AS last_state, workload_id, cluster_id,
+       model_type_public, is_genai_request, schedule_delay_sec, avg_gpu_sm_util,
+       FALSE AS carried
+FROM _asi_day
+WHERE pod_id IS NOT NULL AND server_id IS NOT NULL
+UNION ALL
+SELECT pod_id, server_id, t_last, t_start, gpu_request, cpu_request_cores, priority_class,
+       job_type_public, standby, gpu_hours, last_state, workload_id, cluster_id,
+       model_type_public, is_genai_request, schedule_delay_sec, NULL, TRUE
+FROM _asi_open
