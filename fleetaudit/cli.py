@@ -780,6 +780,15 @@ def report(
         str, typer.Option("--step", help="Sampling step of the schedulable figures.")
     ] = "15m",
     scenario: ScenarioOption = None,
+    demand: Annotated[
+        str | None,
+        typer.Option(
+            "--demand",
+            help="The shapes the schedulable figures evaluate: waited (requests that waited in "
+            "the window), submitted (submitted in it) or queued (queued at its end). "
+            "Default: waited, or submitted where none waited.",
+        ),
+    ] = None,
     html: Annotated[
         Path | None,
         typer.Option(
@@ -808,6 +817,7 @@ def report(
         since=parse_duration(since, option="--since"),
         step=parse_duration(step, option="--step"),
         scenario=scenario,
+        demand=demand,
     )
     with console.progress_status("computing the report"):
         result = build_report(store, options)

@@ -24,7 +24,7 @@ from fleetaudit.generate import GenerateResult
 from fleetaudit.harvest_api import HarvestingResult
 from fleetaudit.ingest import IngestResult
 from fleetaudit.placement_api import PlacementResult
-from fleetaudit.report_api import ReportResult, recoverable_summary
+from fleetaudit.report_api import ReportResult, describe_demand, recoverable_summary
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
@@ -590,23 +590,26 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
             _gh(s["unhealthy_gpu_hours"]),
         )
     out.print(table)
-    shapes = Table(title="queued shapes over the window", title_justify="left")
+    shapes = Table(title="demand shapes over the window", title_justify="left")
     shapes.add_column("shape", no_wrap=True)
-    for header in ("queued", "p_start", "wait p50", "wait p90", "usable GPU-h as best"):
+    for header in ("requests", "queued", "p_start", "wait p50", "wait p90", "usable GPU-h as best"):
         shapes.add_column(header, justify="right", no_wrap=True)
     for s in result.shapes:
         shapes.add_row(
             Text(s.shape.label() + (" (share)" if s.shape.is_share else "")),
+            _int(s.requests if s.requests is not None else s.queued),
             _int(s.queued),
             _pct1(s.p_start),
             _seconds(s.wait_p50_s),
             _seconds(s.wait_p90_s),
             _gh(s.usable_gpu_hours),
         )
+    if result.demand:
+        out.print(Text(describe_demand(result.demand)))
     if result.shapes:
         out.print(shapes)
     else:
-        out.print("no GPU request is queued at the window's end: all idle GPUs are unqueued")
+        out.print("no GPU request is in the window's demand: all idle GPUs are unqueued")
 
 
 def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:

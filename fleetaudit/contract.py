@@ -131,6 +131,7 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                 for s in result.shapes
             ],
             "shapes_left_out": result.shapes_left_out,
+            "demand": result.demand,
             "cpu_neighbour": result.neighbour,
             "telemetry": result.telemetry,
             "recoverable": {

@@ -219,11 +219,15 @@ class ShapeOutlook:
     wait_p90_s: float | None
     best_instants: int  # (instant, model) pairs where it split the idle GPUs
     usable_gpu_hours: float  # its usable GPUs where it was the best shape
+    requests: int | None = None  # requests of the window's demand it stands for
+    demand_weight: float | None = None  # their weight (fleetaudit.demand.WEIGHTS)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "shape": self.shape.as_json(),
             "queued": self.queued,
+            "requests": self.requests,
+            "demand_weight": self.demand_weight,
             "p_start": self.p_start,
             "wait_p50_s": self.wait_p50_s,
             "wait_p90_s": self.wait_p90_s,

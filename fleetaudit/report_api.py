@@ -10,7 +10,7 @@ opens it for writing afterwards, once the files are written.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -28,9 +28,9 @@ from fleetaudit.api import (
     resolve_at,
     writing,
 )
+from fleetaudit.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.errors import UsageError
 from fleetaudit.history import MAX_INSTANTS, evaluate_history
-from fleetaudit.shapes_api import queued_shapes
 from fleetaudit.store import Store
 from fleetaudit.times import iso, to_utc
 
@@ -56,7 +56,8 @@ class ReportOptions:
     since: timedelta = timedelta(days=7)
     step: timedelta = timedelta(minutes=15)
     scenario: str | None = None
-    max_shapes: int = 20  # budget: queued shapes evaluated at every step, most queued first
+    max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
+    demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
     generated_at: datetime | None = None  # the clock, injectable for tests
 
 
@@ -82,6 +83,7 @@ class ReportResult:
     notes: tuple[str, ...]
     steps: pl.DataFrame = field(repr=False)  # instant, gpu_model, ledger GPUs, best
     domains: pl.DataFrame = field(repr=False)  # domain, gpu_model, nodes, gpus, free_gpus at t
+    demand: dict[str, Any] = field(default_factory=dict)  # which demand, see _demand_summary
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend)."""
@@ -138,17 +140,25 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         check_scenario(store, options.scenario)
         end = resolve_at(store, options.at, options.scenario)
         start = end - options.since
-        queued = store.query("queued_requests_at", at=end)
-        pairs, cpu_only = queued_shapes(queued)
-        if cpu_only:
-            notes.append(f"{cpu_only} queued request(s) ask for no GPU and are not GPU shapes")
-        left_out = max(len(pairs) - options.max_shapes, 0)
-        if left_out:
+        requests = store.query("requests_in_window", start=start, end=end)
+        demand = window_demand(requests, start, end, options.demand)
+        del requests
+        if demand.no_gpu:
             notes.append(
-                f"{left_out} less-queued shape(s) beyond the budget of {options.max_shapes} "
-                "are not evaluated at every step"
+                f"{demand.no_gpu} request(s) of the window's demand ask for no GPU "
+                "and are not GPU shapes"
             )
-            pairs = pairs[: options.max_shapes]
+        chosen = demand.shapes[: options.max_shapes]
+        pairs = [(d.shape, d.queued) for d in chosen]
+        left_out = len(demand.shapes) - len(chosen)
+        summary = _demand_summary(demand, options.max_shapes)
+        if left_out:
+            share = summary["not_evaluated_share"]
+            notes.append(
+                f"{left_out} lighter shape(s) beyond the budget of {options.max_shapes} "
+                "are not evaluated at every step"
+                + ("" if share is None else f" ({share:.1%} of the demand)")
+            )
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, horizon, options.scenario)
@@ -208,6 +218,10 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
     if prod.samples == 0:
         notes.append("no telemetry in the window: the productive figures are empty")
     generated = to_utc(options.generated_at or datetime.now(timezone.utc)).replace(microsecond=0)
+    outlooks = tuple(
+        replace(o, requests=d.requests, demand_weight=d.weight)
+        for o, d in zip(sched.shapes, chosen, strict=True)
+    )
     result = ReportResult(
         generated_at=generated,
         start=start,
@@ -217,7 +231,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         fleet=fleet,
         models=models,
         tenants=tenants,
-        shapes=sched.shapes,
+        shapes=outlooks,
         shapes_left_out=left_out,
         neighbour=den.neighbour_indicator(prod.allocations),
         telemetry=telemetry,
@@ -227,8 +241,43 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         notes=tuple(notes),
         steps=sched.steps,
         domains=_domains(nodes, allocations, end),
+        demand=summary,
     )
     return _with_trend(result)
+
+
+def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
+    """Which demand the report used, and how much of it the shape budget evaluates."""
+    return {
+        "mode": demand.mode,
+        "asked": demand.asked,
+        "weight": WEIGHTS[demand.mode],
+        "requests": demand.requests,
+        "no_gpu_requests": demand.no_gpu,
+        "shapes": len(demand.shapes),
+        "evaluated": min(len(demand.shapes), budget),
+        "not_evaluated_share": demand.left_out_share(budget),
+    }
+
+
+def describe_demand(demand: dict[str, Any]) -> str:
+    """One line: which demand the schedulable figures evaluate."""
+    if not demand:
+        return ""
+    how = {
+        "waited": "the requests that waited in the window, ranked by GPU-hours waited",
+        "submitted": "the requests submitted in the window, ranked by GPU-hours requested",
+        "queued": "the requests queued at the window's end, most queued first",
+    }[demand["mode"]]
+    text = f"demand: {demand['mode']} ({how}): {demand['requests']:,} GPU request(s) in {demand['shapes']:,} shape(s)"
+    if demand["asked"] is None and demand["mode"] == "submitted":
+        text += "; no request waited in the window"
+    if demand["shapes"] > demand["evaluated"]:
+        share = demand["not_evaluated_share"]
+        text += f"; the {demand['evaluated']} heaviest evaluated"
+        if share is not None:
+            text += f", {share:.1%} of the demand not evaluated"
+    return text
 
 
 def _tenants(

@@ -96,6 +96,37 @@ class Shape:
         return text
 
 
+DURATION_CLASSES_S = (900, 3600, 7200, 14400, 28800, 43200, 86400, 172800, 604800)
+"""The ladder of duration classes (15m, 1h, 2h, 4h, 8h, 12h, 1d, 2d, 7d), in seconds."""
+_WEEK_S = 604800
+
+
+def duration_class(seconds: float | None) -> float | None:
+    """The duration class of a request: its duration rounded up to the ladder.
+
+    Beyond 7 days ("longer"), a duration rounds up to a whole number of weeks.
+    No duration (or 0) stays None: the shape's window is the instant alone.
+
+    >>> [duration_class(s) for s in (None, 0, 1, 900, 901, 3435, 3437, 90000, 700000)]
+    [None, None, 900.0, 900.0, 3600.0, 3600.0, 3600.0, 172800.0, 1209600.0]
+    """
+    if seconds is None or not seconds > 0:  # None, 0 and NaN: no duration
+        return None
+    for bound in DURATION_CLASSES_S:
+        if seconds <= bound:
+            return float(bound)
+    return float(math.ceil(seconds / _WEEK_S) * _WEEK_S)
+
+
+def duration_class_expr(column: str = "duration_s") -> pl.Expr:
+    """:func:`duration_class` as a polars expression over ``column`` (nulls stay null)."""
+    value = pl.col(column).cast(pl.Float64)
+    out = pl.when(value.is_null() | ~(value > 0)).then(None)
+    for bound in DURATION_CLASSES_S:
+        out = out.when(value <= bound).then(pl.lit(float(bound)))
+    return out.otherwise((value / _WEEK_S).ceil() * _WEEK_S).alias(column)
+
+
 def _short(value: float) -> str:
     return f"{value:.4g}"
 

@@ -19,7 +19,16 @@ from fleetaudit import occupancy
 from fleetaudit import reclaim as reclaim_mod
 from fleetaudit.api import StoreOptions, check_scenario, load_frames, reading, resolve_at
 from fleetaudit.errors import InputError, UsageError
-from fleetaudit.shapes import Evaluation, Shape, check_models, evaluate, make_shape, nearest_misses
+from fleetaudit.shapes import (
+    Evaluation,
+    Shape,
+    check_models,
+    duration_class,
+    duration_class_expr,
+    evaluate,
+    make_shape,
+    nearest_misses,
+)
 from fleetaudit.store import Store
 from fleetaudit.times import parse_duration
 
@@ -71,7 +80,12 @@ class ShapesResult:
 
 
 def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
-    """Requests whose shape columns equal ``shape``'s (after SPEC defaults)."""
+    """Requests whose shape columns equal ``shape``'s (after SPEC defaults).
+
+    Durations compare by their class (:func:`fleetaudit.shapes.duration_class`):
+    a request of 3435 s and one of 3437 s are both of the 1h class, and so is an
+    ad-hoc shape of ``--duration 50m`` (which is still evaluated at exactly 50m).
+    """
 
     def eq(column: str, value: object) -> pl.Expr:
         if value is None:
@@ -87,8 +101,15 @@ def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
         eq("cpus_per_gpu", shape.cpus_per_gpu),
         eq("memory_gib_per_gpu", shape.memory_gib_per_gpu),
         eq("locality", shape.locality),
-        eq("duration_s", shape.duration_s),
-    )
+    ).filter(_class_eq(frame, shape))
+
+
+def _class_eq(frame: pl.DataFrame, shape: Shape) -> pl.Expr:
+    wanted = duration_class(shape.duration_s)
+    classed = duration_class_expr("duration_s")
+    if "duration_s" not in frame.columns:
+        return pl.lit(wanted is None)
+    return classed.is_null() if wanted is None else classed == wanted
 
 
 def shapes_to_evaluate(
@@ -114,8 +135,12 @@ def shapes_to_evaluate(
 
 
 def queued_shapes(queued: pl.DataFrame) -> tuple[list[tuple[Shape, int]], int]:
-    """Distinct GPU shapes among queued requests, with counts (most queued first); and CPU-only requests."""
-    gpu = queued.filter(pl.col("gpus") > 0)
+    """Distinct GPU shapes among queued requests, with counts (most queued first); and CPU-only requests.
+
+    Durations are grouped by their class (rounded up to the ladder of
+    :data:`fleetaudit.shapes.DURATION_CLASSES_S`), so 3435 s and 3437 s are one 1h shape.
+    """
+    gpu = queued.filter(pl.col("gpus") > 0).with_columns(duration_class_expr("duration_s"))
     groups = (
         gpu.group_by(SHAPE_COLUMNS, maintain_order=True)
         .agg(pl.len().alias("queued"))

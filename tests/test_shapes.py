@@ -16,7 +16,7 @@ from fleetaudit import occupancy
 from fleetaudit.cli import app
 from fleetaudit.errors import UsageError
 from fleetaudit.shapes import CAUSES, evaluate, make_shape, nearest_misses
-from tests.conftest import write
+from tests.conftest import DATA, write
 
 runner = CliRunner()
 AT = datetime(2026, 1, 1, 12)
@@ -375,3 +375,28 @@ def test_reference_shapes_on_the_2023_trace(tmp_path: Path, traces: Path) -> Non
     # 617 8-GPU nodes: 77 whole 128-GPU gangs pool anywhere; within 2-8 node domains none fit
     assert by[(128, "any")] >= by[(128, "switch")]
     assert by[(128, "switch")] == 0 and by[(256, "switch")] == 0
+
+
+def test_durations_group_by_class_in_shapes_and_calibration(tmp_path: Path) -> None:
+    """tests/data/duration_classes: q1-q3 (3435-3437 s) make one 1h shape, q4 (7000 s) a 2h
+    one; the 1h shape's calibration counts h1 (waited 30 min) and h2 (2 h), not h3 (15m)."""
+    db = tmp_path / "classes.duckdb"
+    hand = DATA / "report_hand"
+    files = [hand / "nodes.csv", hand / "allocations.csv", DATA / "duration_classes" / "requests.csv"]
+    assert runner.invoke(app, ["ingest", *map(str, files), "--db", str(db)]).exit_code == 0
+    at = ["--db", str(db), "--at", "2026-01-02T00:00:00Z"]
+    result = runner.invoke(app, ["shapes", *at, "--history", "1d", "--step", "1h", "--json"])
+    assert result.exit_code == 0, result.output
+    got = {s["shape"]["duration_s"]: s for s in json.loads(result.stdout)["shapes"]}
+    assert sorted(got) == [3600.0, 7200.0]
+    assert (got[3600.0]["queued"], got[7200.0]["queued"]) == (3, 1)
+    calibration = got[3600.0]["calibration"]
+    assert calibration["started"] == 2
+    assert (calibration["actual_wait_p50_s"], calibration["actual_wait_p90_s"]) == (1800.0, 7200.0)
+    # an ad-hoc duration is evaluated exactly, and counts the requests of its class
+    adhoc = runner.invoke(
+        app, ["shapes", *at, "--model", "H20", "--gpus", "1", "--duration", "50m", "--json"]
+    )
+    assert adhoc.exit_code == 0, adhoc.output
+    (shape,) = json.loads(adhoc.stdout)["shapes"]
+    assert (shape["shape"]["duration_s"], shape["queued"]) == (3000.0, 3)
