@@ -186,6 +186,14 @@ def ingest(
             help="alibaba-gpu-v2023: a topo.csv (PSW, ASW per host) whose switch domains the nodes are dealt into.",
         ),
     ] = None,
+    percent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--percent",
+            help="A fraction column (sm_active, mem_used) whose values are percent (0..100): "
+            "scaled to 0..1. Repeat for several.",
+        ),
+    ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
 ) -> None:
@@ -208,6 +216,7 @@ def ingest(
         strict=strict,
         trace_start=_instant(trace_start, "--trace-start") or DEFAULT_TRACE_START,
         topology=topology,
+        percent=tuple(percent or ()),
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)

@@ -84,6 +84,7 @@ class ReportResult:
     steps: pl.DataFrame = field(repr=False)  # instant, gpu_model, ledger GPUs, best
     domains: pl.DataFrame = field(repr=False)  # domain, gpu_model, nodes, gpus, free_gpus at t
     demand: dict[str, Any] = field(default_factory=dict)  # which demand, see _demand_summary
+    rejects: dict[str, int] = field(default_factory=dict)  # rows rejected at ingest, per table
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend)."""
@@ -165,6 +166,11 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         by_alloc = store.query("telemetry_by_alloc", start=start, end=end)
         by_node = store.query("telemetry_by_node", start=start, end=end)
         cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
+        rejects = (
+            {r["table"]: int(r["rejected"]) for r in store.query("rejects_by_table").iter_rows(named=True)}
+            if "rejects" in store.table_names()
+            else {}
+        )
         whatifs = latest_whatif_runs(store)
         previous = _previous(store, options.scenario)
     if nodes.height == 0:
@@ -217,6 +223,12 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
     }
     if prod.samples == 0:
         notes.append("no telemetry in the window: the productive figures are empty")
+    if rejects:
+        notes.append(
+            f"the store's ingests rejected {sum(rejects.values()):,} row(s) ("
+            + ", ".join(f"{table} {n:,}" for table, n in rejects.items())
+            + "); the figures leave them out, and the rejects table says why"
+        )
     generated = to_utc(options.generated_at or datetime.now(timezone.utc)).replace(microsecond=0)
     outlooks = tuple(
         replace(o, requests=d.requests, demand_weight=d.weight)
@@ -242,6 +254,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         steps=sched.steps,
         domains=_domains(nodes, allocations, end),
         demand=summary,
+        rejects=rejects,
     )
     return _with_trend(result)
 

@@ -672,3 +672,21 @@ def test_scenario_is_read_instead_of_the_recorded_state(hand_db: Path, tmp_path:
     assert document["scenario"] == "no-a3"
     assert document["models"]["H20"]["physical"]["allocated_gpu_hours"] == 226.0 - 192.0
     assert document["trend"]["previous"] is None  # the recorded state's report is not its own
+
+
+def test_report_counts_the_rows_ingest_rejected(tmp_path: Path) -> None:
+    """Two telemetry rows above 1 (too few to look like percent) are rejects; the report
+    says so in its notes and its JSON."""
+    db = tmp_path / "rejects.duckdb"
+    bad = write(
+        tmp_path / "more" / "telemetry.csv",
+        "ts,node_id,gpu_index,sm_active\n"
+        "2026-01-01T01:00:00Z,n1,0,1.5\n2026-01-01T01:00:00Z,n1,1,2.5\n"
+        "2026-01-01T01:00:00Z,n1,2,0.5\n",
+    )
+    api.ingest_paths(api.StoreOptions(db), [HAND, bad])
+    result = build_report(api.StoreOptions(db), ReportOptions(at=datetime.fromisoformat(AT),
+                          since=timedelta(days=1), step=timedelta(hours=1)))  # fmt: skip
+    assert result.rejects == {"telemetry": 2}
+    assert report_document(result)["rejects"] == {"telemetry": 2}
+    assert any("rejected 2 row(s) (telemetry 2)" in note for note in result.notes)
