@@ -411,6 +411,10 @@ def ledger(
 def nearest_misses(evaluation: Evaluation, state: pl.DataFrame, limit: int = 5) -> pl.DataFrame:
     """The groups (switch domains, or nodes) that lack least to host one more instance.
 
+    Groups rank by what their best nodes lack in all for the missing pods: GPUs,
+    then CPUs, then memory, then the pods missing; fewest first, for every
+    locality (so a node lacking one GPU comes before a full node lacking eight).
+
     For each group: the pods it still lacks, and, for its best nodes, what one
     more pod there lacks in GPUs, CPUs and memory, and how many of its free GPUs
     are taken during W (interval).
@@ -448,19 +452,29 @@ def nearest_misses(evaluation: Evaluation, state: pl.DataFrame, limit: int = 5) 
         ).alias("lacks_memory_gib"),
         pl.col("interval").alias("busy_in_window_gpus"),
     )
-    best_groups = groups.sort(["missing_pods", *key]).head(limit)
     group_label = pl.concat_str([pl.col(c).cast(pl.Utf8) for c in key], separator="/").alias(
         "group"
     )
-    ranked = (
-        nodes.join(best_groups.select(*key, "missing_pods"), on=key)
+    lacks = ["lacks_gpus", "lacks_cpus", "lacks_memory_gib"]
+    # per group, the nodes closest to giving the missing pods: those shown
+    shown = (
+        nodes.join(groups.select(*key, "missing_pods"), on=key)
         .with_columns(group_label)
-        .sort(["missing_pods", "group", "lacks_gpus", "lacks_cpus", "lacks_memory_gib", "node_id"])
-    )
-    # per group, the nodes closest to giving the missing pods
-    return (
-        ranked.with_columns(pl.int_range(pl.len()).over("group").alias("_rank"))
+        .sort(["group", *lacks, "node_id"])
+        .with_columns(pl.int_range(pl.len()).over("group").alias("_rank"))
         .filter(pl.col("_rank") < pl.col("missing_pods").clip(upper_bound=limit))
+    )
+    # groups rank by what they lack in all (GPUs, then CPUs, then memory), fewest first
+    totals = shown.group_by("group").agg(pl.col(lacks).sum().name.prefix("_total_"))
+    best = (
+        totals.join(shown.select("group", "missing_pods").unique(), on="group")
+        .sort([*(f"_total_{c}" for c in lacks), "missing_pods", "group"])
+        .head(limit)
+        .with_columns(pl.int_range(pl.len()).alias("_group_rank"))
+    )
+    return (
+        shown.join(best.select("group", "_group_rank"), on="group")
+        .sort(["_group_rank", "_rank"])
         .select(
             "group",
             "missing_pods",
