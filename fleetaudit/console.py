@@ -274,6 +274,8 @@ def render_shapes(result: ShapesResult) -> None:
         out.print(
             "no GPU request is queued at this instant; give a shape with --model/--gpus or --shapes"
         )
+        for note in result.notes:
+            err.print(f"note: {note}")
         return
     out.print(
         "stranded: i interval (busy during the duration), f fragment (less than a pod), "

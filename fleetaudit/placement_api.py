@@ -80,6 +80,10 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
         at = resolve_at(store, run.at)
         nodes = store.query("nodes")
         requests = store.query("requests_all")
+    if requests.height == 0:
+        raise UsageError(
+            f"{store_options.db}: the store holds no requests to feed; ingest a requests table"
+        )
     options = placement.PlacementOptions(
         fill_pct=run.fill_pct,
         seeds=run.seeds,

@@ -22,6 +22,8 @@ from fleetaudit.api import (
     StoreOptions,
     WhatifRun,
     check_scenario,
+    data_notes,
+    holds_requests,
     latest_whatif_runs,
     load_frames,
     reading,
@@ -31,6 +33,7 @@ from fleetaudit.api import (
 from fleetaudit.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.errors import UsageError
 from fleetaudit.history import MAX_INSTANTS, evaluate_history
+from fleetaudit.shapes import beyond_fleet
 from fleetaudit.store import Store
 from fleetaudit.times import iso, to_utc
 
@@ -141,6 +144,12 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         check_scenario(store, options.scenario)
         end = resolve_at(store, options.at, options.scenario)
         start = end - options.since
+        notes.extend(data_notes(store, start, end, options.scenario))
+        if not holds_requests(store):
+            notes.append(
+                "the store holds no requests: no shape is evaluated, and every idle GPU "
+                "counts as unqueued"
+            )
         requests = store.query("requests_in_window", start=start, end=end)
         demand = window_demand(requests, start, end, options.demand)
         del requests
@@ -175,6 +184,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         previous = _previous(store, options.scenario)
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
+    notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
     instants = den.window_instants(end, options.since, options.step)
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):

@@ -27,6 +27,7 @@ from typing import Any
 
 import polars as pl
 
+from fleetaudit import schema
 from fleetaudit.errors import UsageError
 
 LOCALITIES = ("any", "switch", "node")
@@ -165,6 +166,18 @@ def make_shape(
             raise UsageError(
                 f"--{name.replace('_', '-')}: {_number(value)} is negative or not a number"
             )
+    for name, value, bound in (
+        ("gpus", gpus, schema.MAX_GPUS_PER_REQUEST),
+        ("gpus_per_pod", gpus_per_pod, schema.MAX_GPUS_PER_NODE),
+        ("cpus_per_gpu", cpus_per_gpu, schema.MAX_CPUS),
+        ("memory_gib_per_gpu", memory_gib_per_gpu, schema.MAX_MEMORY_GIB),
+        ("duration", duration_s, schema.MAX_SECONDS),
+    ):
+        if value is not None and value > bound:
+            raise UsageError(
+                f"--{name.replace('_', '-')}: {value:g} is above the sanity bound {bound:,} "
+                "(the bound ingest applies to requests)"
+            )
     if gpus <= 0:
         raise UsageError("--gpus: a shape asks for more than 0 GPUs")
     gpus = float(gpus)
@@ -200,6 +213,50 @@ def make_shape(
         locality=place,
         duration_s=float(duration_s) if duration_s else None,
     )
+
+
+def beyond_fleet(shape: Shape, nodes: pl.DataFrame) -> str | None:
+    """Why ``shape`` can never start on this inventory (whatever is free), or None.
+
+    ``nodes`` has node_id, gpu_model, gpus and switch_id; health does not matter
+    (a down node may come back). A node without a switch is a domain by itself.
+
+    >>> nodes = pl.DataFrame({"node_id": ["a", "b"], "gpu_model": ["H20", "H20"],
+    ...     "gpus": [8, 8], "switch_id": ["s", None]})
+    >>> beyond_fleet(make_shape("H20", 16), nodes) is None
+    False
+    >>> print(beyond_fleet(make_shape("H20", 32), nodes))
+    H20 32 GPU (4x8) switch asks for 32 GPUs, more than the 16 installed on its models; it can never start
+    """
+    models = shape.models
+    mine = nodes if models is None else nodes.filter(pl.col("gpu_model").is_in(list(models)))
+    total = float(mine["gpus"].sum() or 0)
+    largest = float(mine["gpus"].max() or 0)  # type: ignore[arg-type]
+    label = shape.label()
+    if shape.is_share:
+        return None if largest >= 1 else f"{label}: no node of its models has a GPU; it can never start"
+    if shape.gpus > total:
+        return (
+            f"{label} asks for {_number(shape.gpus)} GPUs, more than the {_number(total)} "
+            "installed on its models; it can never start"
+        )
+    if shape.gpus_per_pod > largest:
+        return (
+            f"{label}: a pod of {_number(shape.gpus_per_pod)} GPUs is larger than any node of "
+            f"its models ({_number(largest)} GPUs); it can never start"
+        )
+    if shape.locality == "switch" and shape.pods > 1:
+        domain = pl.coalesce(pl.col("switch_id").cast(pl.String), pl.col("node_id").cast(pl.String))
+        per_domain = mine.group_by("gpu_model", domain.alias("_domain")).agg(
+            (pl.col("gpus") // shape.gpus_per_pod).sum().alias("pods")
+        )
+        most = int(per_domain["pods"].max() or 0)  # type: ignore[arg-type]
+        if most < shape.pods:
+            return (
+                f"{label} needs {shape.pods} pods in one switch domain of one model; the largest "
+                f"holds {most}; it can never start"
+            )
+    return None
 
 
 def check_models(shape: Shape, known: list[str]) -> None:

@@ -17,11 +17,20 @@ import polars as pl
 from fleetaudit import history as history_mod
 from fleetaudit import occupancy
 from fleetaudit import reclaim as reclaim_mod
-from fleetaudit.api import StoreOptions, check_scenario, load_frames, reading, resolve_at
+from fleetaudit.api import (
+    StoreOptions,
+    check_scenario,
+    data_notes,
+    holds_requests,
+    load_frames,
+    reading,
+    resolve_at,
+)
 from fleetaudit.errors import InputError, UsageError
 from fleetaudit.shapes import (
     Evaluation,
     Shape,
+    beyond_fleet,
     check_models,
     duration_class,
     duration_class_expr,
@@ -129,6 +138,11 @@ def shapes_to_evaluate(
             check_models(shape, models)
         return [(s, _same_shape(queued_frame, s).height) for s in given], notes
     pairs, cpu_only = queued_shapes(queued_frame)
+    if not holds_requests(store):
+        notes.append(
+            "the store holds no requests, so nothing is queued; give a shape with "
+            "--model/--gpus or --shapes"
+        )
     if cpu_only:
         notes.append(f"{cpu_only} queued request(s) ask for no GPU and are not GPU shapes")
     return pairs, notes
@@ -212,6 +226,7 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
         check_scenario(store, options.scenario)
         at = resolve_at(store, options.at, options.scenario)
         pairs, notes = shapes_to_evaluate(store, at, options.shapes)
+        notes.extend(data_notes(store, at - (options.history or timedelta(0)), at, options.scenario))
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         start = at - (options.history or timedelta(0))
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
@@ -223,6 +238,7 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
         )
     states: dict[float | None, pl.DataFrame] = {}
     reports = []
+    notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
     for shape, queued in pairs:
         if shape.duration_s not in states:
             window = timedelta(seconds=shape.duration_s) if shape.duration_s else None
