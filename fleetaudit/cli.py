@@ -810,6 +810,14 @@ def report(
             "--json", help="Write the JSON (fleetaudit.report/1) here ({date}, {time} expand)."
         ),
     ] = None,
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="Keep this report as the baseline of the next report's trend (a report that "
+            "writes --html or --json is kept anyway).",
+        ),
+    ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
 ) -> None:
@@ -832,7 +840,15 @@ def report(
         result = build_report(store, options)
     _write_report(result, html, json_path)
     console.render_report(result)
-    record_report(store, result)
+    if html is not None or json_path is not None or record:
+        why = record_report(store, result)
+        if why is not None:
+            console.err.print(f"note: this report is not recorded for the next trend: {why}")
+    else:
+        console.err.print(
+            "note: this report is not recorded for the next trend (it writes no file; "
+            "--record keeps it)"
+        )
 
 
 def _write_report(result: ReportResult, html: Path | None, json_path: Path | None) -> None:
@@ -868,7 +884,6 @@ def demo(
     console.render_report(
         replace(report_result, notes=tuple(n for n in report_result.notes if n not in shown))
     )
-    record_report(_store(db, lock_timeout), report_result)
 
 
 def main() -> None:

@@ -538,7 +538,7 @@ def render_report(result: ReportResult) -> None:
 
 def _render_trend(result: ReportResult) -> None:
     if result.previous is None:
-        out.print("trend: no earlier report of this database")
+        out.print("trend: no earlier recorded report of this window length and step")
         return
     parts = []
     for f in result.trend:
@@ -548,9 +548,11 @@ def _render_trend(result: ReportResult) -> None:
         elif "rate" in f["figure"]:
             text = f"{100 * change:+.1f} pt"
         else:
-            text = f"{change:+,.0f}"
+            text = f"{change:+,.1f}"
         parts.append(f"{f['label']} {text}")
-    out.print(f"since the report of {iso(result.previous['created_at'])}:")
+    out.print(
+        f"since the report of {iso(result.previous['created_at'])} (same window length and step):"
+    )
     for part in parts:
         out.print(f"  {part}")
 

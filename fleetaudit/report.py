@@ -334,7 +334,7 @@ def _signed(value: float | None, figure: str = "") -> str:
         return "-"
     if "rate" in figure:
         return f"{100 * value:+.1f} pt"
-    return f"{value:+,.0f}"
+    return f"{value:+,.1f}"
 
 
 def environment() -> jinja2.Environment:

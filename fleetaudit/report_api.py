@@ -10,6 +10,7 @@ opens it for writing afterwards, once the files are written.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -31,7 +32,7 @@ from fleetaudit.api import (
     writing,
 )
 from fleetaudit.demand import WEIGHTS, WindowDemand, window_demand
-from fleetaudit.errors import UsageError
+from fleetaudit.errors import StoreError, UsageError
 from fleetaudit.history import MAX_INSTANTS, evaluate_history
 from fleetaudit.shapes import beyond_fleet
 from fleetaudit.store import Store
@@ -42,10 +43,10 @@ REPORT_SCHEMA = "fleetaudit.report/1"
 HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("physical", "allocation_rate_high", "allocation rate, high priority"),
     ("physical", "allocation_rate", "allocation rate, high + low"),
-    ("physical", "healthy_gpu_hours", "healthy GPU-hours"),
-    ("schedulable", "idle_gpu_hours", "idle GPU-hours"),
-    ("schedulable", "usable_gpu_hours", "usable GPU-hours"),
-    ("schedulable", "stranded_total_gpu_hours", "stranded GPU-hours"),
+    ("physical", "healthy_gpu_hours_per_hour", "healthy GPU-hours per hour"),
+    ("schedulable", "idle_gpu_hours_per_hour", "idle GPU-hours per hour"),
+    ("schedulable", "usable_gpu_hours_per_hour", "usable GPU-hours per hour"),
+    ("schedulable", "stranded_total_gpu_hours_per_hour", "stranded GPU-hours per hour"),
     ("productive", "productive_rate", "SM-active rate"),
 )
 """(denominator, key, label) of the fleet figures whose change the trend shows."""
@@ -90,11 +91,18 @@ class ReportResult:
     rejects: dict[str, int] = field(default_factory=dict)  # rows rejected at ingest, per table
 
     def headline(self) -> dict[str, float | None]:
-        """The fleet's headline figures (recorded for the next report's trend)."""
-        return {f"{part}.{key}": _get(self.fleet[part], key) for part, key, _label in HEADLINES}
+        """The fleet's headline figures (recorded for the next report's trend): rates, and
+        GPU-hours per hour of the window, so windows of other lengths compare like for like."""
+        hours = (self.end - self.start) / timedelta(hours=1)
+        return {
+            f"{part}.{key}": _get(self.fleet[part], key, hours) for part, key, _label in HEADLINES
+        }
 
 
-def _get(figures: dict[str, Any], key: str) -> float | None:
+def _get(figures: dict[str, Any], key: str, hours: float) -> float | None:
+    if key.endswith("_per_hour"):
+        total = _get(figures, key.removesuffix("_per_hour"), hours)
+        return None if total is None or hours <= 0 else total / hours
     if key == "stranded_total_gpu_hours":
         return float(sum(figures["stranded_gpu_hours"].values()))
     value = figures.get(key)
@@ -181,7 +189,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
             else {}
         )
         whatifs = latest_whatif_runs(store)
-        previous = _previous(store, options.scenario)
+        previous = _previous(store, options.scenario, options.since, options.step)
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
     notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
@@ -348,10 +356,18 @@ def _domains(nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime) -> pl
     )
 
 
-def _previous(store: Store, scenario: str | None) -> dict[str, Any] | None:
+def _previous(
+    store: Store, scenario: str | None, since: timedelta, step: timedelta
+) -> dict[str, Any] | None:
+    """The newest recorded report of the same state, window length and step."""
     if "reports" not in store.table_names():  # a store written before reports were kept
         return None
-    rows = store.query("previous_report", scenario=scenario)
+    rows = store.query(
+        "previous_report",
+        scenario=scenario,
+        span_s=since.total_seconds(),
+        step_s=step.total_seconds(),
+    )
     if rows.height == 0:
         return None
     row = rows.row(0, named=True)
@@ -385,8 +401,23 @@ def _with_trend(result: ReportResult) -> ReportResult:
     return ReportResult(**{**result.__dict__, "trend": tuple(trend)})
 
 
-def record_report(store_options: StoreOptions, result: ReportResult) -> None:
-    """Keep the report's headline figures in the store, for the next report's trend."""
+def record_report(store_options: StoreOptions, result: ReportResult) -> str | None:
+    """Keep the report's headline figures in the store, for the next report's trend.
+
+    Returns None when recorded, else why not (a store this user cannot write: the
+    report itself stands).
+    """
+    db = store_options.db
+    if not os.access(db, os.W_OK) or not os.access(db.resolve().parent, os.W_OK):
+        return f"{db} is read-only for this user"
+    try:
+        _record(store_options, result)
+    except StoreError as exc:  # not StoreBusyError: a busy store is retried by the user
+        return str(exc)
+    return None
+
+
+def _record(store_options: StoreOptions, result: ReportResult) -> None:
     with writing(store_options) as store:
         store.execute(
             "insert_report",

@@ -408,7 +408,7 @@ def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: P
     out = tmp_path / "out"
     first = invoke("report", *WINDOW, "--db", db, "--json", out / "r-{date}-{time}.json")
     assert first.exit_code == 0, first.output
-    assert "trend: no earlier report of this database" in first.stdout
+    assert "trend: no earlier recorded report of this window length and step" in first.stdout
     (written,) = out.glob("r-*.json")
     assert re.fullmatch(r"r-\d{4}-\d{2}-\d{2}-\d{6}\.json", written.name)
     assert json.loads(written.read_text())["trend"] == {"previous": None, "figures": []}
@@ -643,9 +643,9 @@ def test_a_store_from_before_reports_gets_the_table_and_a_trend(
     con = duckdb.connect(str(db))
     con.execute("DROP TABLE IF EXISTS reports")
     con.close()
-    first = invoke("report", *WINDOW, "--db", db)
+    first = invoke("report", *WINDOW, "--db", db, "--record")
     assert first.exit_code == 0, first.output
-    assert "trend: no earlier report of this database" in first.stdout
+    assert "trend: no earlier recorded report of this window length and step" in first.stdout
     second = invoke("report", *WINDOW, "--db", db)
     assert "since the report of" in second.stdout
 
@@ -664,7 +664,7 @@ def test_scenario_is_read_instead_of_the_recorded_state(hand_db: Path, tmp_path:
             store, "no-a3", removed, base="recorded", command="test", options={},
             at=datetime(2026, 1, 2),
         )  # fmt: skip
-    assert invoke("report", *WINDOW, "--db", db).exit_code == 0
+    assert invoke("report", *WINDOW, "--db", db, "--record").exit_code == 0
     path = tmp_path / "s.json"
     result = invoke("report", *WINDOW, "--db", db, "--scenario", "no-a3", "--json", path)
     assert result.exit_code == 0, result.output
@@ -690,3 +690,61 @@ def test_report_counts_the_rows_ingest_rejected(tmp_path: Path) -> None:
     assert result.rejects == {"telemetry": 2}
     assert report_document(result)["rejects"] == {"telemetry": 2}
     assert any("rejected 2 row(s) (telemetry 2)" in note for note in result.notes)
+
+
+def test_trend_compares_like_for_like(hand_db: Path, tmp_path: Path) -> None:
+    """The hand fleet's healthy GPUs are n1, n2 (H20), n4 (A10) and n5 (L4): 22 GPUs, so
+    22 healthy GPU-hours per hour whatever the window. A 2-day report is no baseline
+    for a 1-day one; the 1-day report of the same step is, and its per-hour figures
+    change by 0."""
+    db = tmp_path / "like.duckdb"
+    shutil.copy(hand_db, db)
+    two_days = ("--at", AT, "--since", "2d", "--step", "1h")
+    assert invoke("report", *two_days, "--db", db, "--record").exit_code == 0
+    first = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "first.json")
+    assert "trend: no earlier recorded report" in first.stdout
+    assert json.loads((tmp_path / "first.json").read_text())["trend"]["previous"] is None
+    other_step = ("--at", AT, "--since", "1d", "--step", "2h")
+    assert "no earlier recorded" in invoke("report", *other_step, "--db", db).stdout
+    invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "second.json")
+    trend = json.loads((tmp_path / "second.json").read_text())["trend"]
+    figures = {f["figure"]: f for f in trend["figures"]}
+    healthy = figures["physical.healthy_gpu_hours_per_hour"]
+    assert (healthy["value"], healthy["previous"], healthy["change"]) == (22.0, 22.0, 0.0)
+    assert "physical.healthy_gpu_hours" not in figures  # totals grow with the window
+
+
+def test_an_ad_hoc_report_is_no_baseline(hand_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "adhoc.duckdb"
+    shutil.copy(hand_db, db)
+    past = ("--at", "2026-01-01T12:00:00Z", "--since", "1d", "--step", "1h")
+    adhoc = invoke("report", *past, "--db", db)
+    assert adhoc.exit_code == 0, adhoc.output
+    assert "not recorded for the next trend" in " ".join(adhoc.stderr.split())
+    assert "no earlier recorded" in invoke("report", *past, "--db", db, "--record").stdout
+    assert "since the report of" in invoke("report", *past, "--db", db).stdout
+
+
+def test_a_read_only_store_reports_and_says_it_did_not_record(
+    hand_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "ro.duckdb"
+    shutil.copy(hand_db, db)
+    real = os.access
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: (mode != os.W_OK or Path(p) != db) and real(p, mode)
+    )
+    result = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "ro.json")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "ro.json").exists()
+    assert f"not recorded for the next trend: {db} is read-only" in " ".join(result.stderr.split())
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes read-only files")
+def test_a_read_only_store_file_reports(hand_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "ro.duckdb"
+    shutil.copy(hand_db, db)
+    db.chmod(0o444)
+    result = invoke("report", *WINDOW, "--db", db, "--record")
+    assert result.exit_code == 0, result.output
+    assert "not recorded for the next trend" in " ".join(result.stderr.split())
