@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleetaudit import occupancy
 from fleetaudit.api import StoreSummary
 from fleetaudit.compaction_api import CompactionReport
 from fleetaudit.denominators import SPLIT
@@ -135,6 +136,16 @@ def render_models(models: pl.DataFrame) -> None:
     out.print(table)
 
 
+def bound_lines(bound: pl.DataFrame) -> list[str]:
+    """One line per model with CPU- or memory-bound nodes (their idle GPUs cannot take work)."""
+    return [
+        f"cpu/memory-bound: {r['gpu_model']}: {r['nodes']:,} node(s) with idle GPUs have every "
+        f"CPU ({r['cpu_bound_nodes']:,}) or all memory ({r['memory_bound_nodes']:,}) in use; "
+        f"their {r['idle_gpus']:,} idle GPUs cannot take work"
+        for r in bound.iter_rows(named=True)
+    ]
+
+
 def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> None:
     """The state at an instant per GPU model: GPUs by status, free and partial nodes.
 
@@ -182,6 +193,8 @@ def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> Non
         "installed = unhealthy + alloc high + alloc low + idle; alloc high is high-priority "
         "work alone; shares count the GPUs they fill when packed first-fit-decreasing."
     )
+    for line in bound_lines(occupancy.bound_nodes(state)):
+        out.print(Text(line))
     over = int(per_model["overcommitted"].sum())
     if over:
         err.print(
@@ -608,6 +621,14 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
             _seconds(s.wait_p90_s),
             _gh(s.usable_gpu_hours),
         )
+    for line in bound_lines(
+        pl.DataFrame(
+            [{"gpu_model": m, **v} for m, v in result.bound.items()],
+            schema={"gpu_model": pl.String, "nodes": pl.Int64, "cpu_bound_nodes": pl.Int64,
+                    "memory_bound_nodes": pl.Int64, "idle_gpus": pl.Int64},
+        )  # fmt: skip
+    ):
+        out.print(Text(f"{line} (at {iso(result.end)})"))
     if result.demand:
         out.print(Text(describe_demand(result.demand)))
     if result.shapes:

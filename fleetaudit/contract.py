@@ -133,6 +133,7 @@ def report_document(result: ReportResult) -> dict[str, Any]:
             "shapes_left_out": result.shapes_left_out,
             "demand": result.demand,
             "rejects": result.rejects,
+            "cpu_memory_bound": {"at": iso(result.end), "models": result.bound},
             "cpu_neighbour": result.neighbour,
             "telemetry": result.telemetry,
             "recoverable": {

@@ -114,6 +114,7 @@ class ReportContext:
     shapes: tuple[dict[str, Any], ...]
     shapes_left_out: int
     demand: str
+    bound: tuple[dict[str, Any], ...]
     workloads: tuple[dict[str, Any], ...]
     tenants: tuple[dict[str, Any], ...]
     neighbour: dict[str, Any]
@@ -289,6 +290,7 @@ def build_context(result: ReportResult) -> ReportContext:
         ),
         shapes_left_out=result.shapes_left_out,
         demand=describe_demand(result.demand),
+        bound=tuple({"gpu_model": m, **v} for m, v in result.bound.items()),
         workloads=workloads,
         tenants=tenants,
         neighbour=result.neighbour,

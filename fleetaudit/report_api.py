@@ -89,6 +89,7 @@ class ReportResult:
     domains: pl.DataFrame = field(repr=False)  # domain, gpu_model, nodes, gpus, free_gpus at t
     demand: dict[str, Any] = field(default_factory=dict)  # which demand, see _demand_summary
     rejects: dict[str, int] = field(default_factory=dict)  # rows rejected at ingest, per table
+    bound: dict[str, dict[str, int]] = field(default_factory=dict)  # per model, at the end
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend): rates, and
@@ -247,6 +248,10 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
             + ", ".join(f"{table} {n:,}" for table, n in rejects.items())
             + "); the figures leave them out, and the rejects table says why"
         )
+    end_state = occupancy.node_state(nodes, allocations, end)
+    bound = {
+        r.pop("gpu_model"): r for r in occupancy.bound_nodes(end_state).iter_rows(named=True)
+    }
     generated = to_utc(options.generated_at or datetime.now(timezone.utc)).replace(microsecond=0)
     outlooks = tuple(
         replace(o, requests=d.requests, demand_weight=d.weight)
@@ -270,9 +275,10 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         trend=(),
         notes=tuple(notes),
         steps=sched.steps,
-        domains=_domains(nodes, allocations, end),
+        domains=_domains(end_state),
         demand=summary,
         rejects=rejects,
+        bound=bound,
     )
     return _with_trend(result)
 
@@ -339,9 +345,9 @@ def _tenants(
     return out
 
 
-def _domains(nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime) -> pl.DataFrame:
-    """Free GPUs per switch domain at ``at`` (healthy nodes), for the heatmap."""
-    state = occupancy.node_state(nodes, allocations, at)
+def _domains(state: pl.DataFrame) -> pl.DataFrame:
+    """Free GPUs per switch domain in the node state at the window's end (healthy nodes),
+    for the heatmap."""
     healthy = pl.col("health") == "healthy"
     return (
         state.group_by("domain")
