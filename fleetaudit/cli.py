@@ -445,8 +445,14 @@ def whatif_placement(
     shuffle: Annotated[
         bool,
         typer.Option(
-            "--shuffle", help="Feed the list in a seeded order, as the FGD authors' runs do."
+            "--shuffle",
+            help="Fill mode: feed the list in a seeded order, as the FGD authors' runs do "
+            "(the default).",
         ),
+    ] = False,
+    in_order: Annotated[
+        bool,
+        typer.Option("--in-order", help="Fill mode: feed the list in its own order, unshuffled."),
     ] = False,
     since: Annotated[
         str | None,
@@ -488,9 +494,9 @@ def whatif_placement(
     By time (default): arrivals and departures as recorded over [at - since, at],
     from the state at the window's start (or --empty), waiting requests in a fifo
     or backfill queue; allocated and fragmented GPU % at every 5% of the window.
-    --fill is the FGD paper's method: no departures, requests in list order on an
-    empty fleet (resampled with the seed); allocated and fragmented GPU % at every
-    5% of arrival.
+    --fill is the FGD paper's method: no departures, requests in an order shuffled
+    per seed (--in-order: list order) on an empty fleet (resampled with the seed);
+    allocated and fragmented GPU % at every 5% of arrival.
     """
     chosen = tuple(policy) if policy else POLICIES
     unknown = [p for p in chosen if p not in POLICIES]
@@ -498,6 +504,9 @@ def whatif_placement(
         raise UsageError(f"--policy: unknown {unknown[0]!r}; use {', '.join(POLICIES)}")
     if fill is not None and (since is not None or empty or queue != "fifo"):
         raise UsageError("--since, --empty and --queue apply to by-time replay, not to --fill")
+    if shuffle and in_order:
+        raise UsageError("--shuffle and --in-order: give one of them")
+    shuffle = not in_order
     run = PlacementRun(
         policies=chosen, fill_pct=fill, seeds=seeds, seed=seed, shuffle=shuffle,
         at=_instant(at, "--at"), save_as=save_as,

@@ -31,7 +31,7 @@ class PlacementRun:
     fill_pct: float | None = None
     seeds: int = 1
     seed: int = 0
-    shuffle: bool = False
+    shuffle: bool = True  # fill mode: the FGD authors' order, shuffled per seed
     at: datetime | None = None
     save_as: str | None = None
     since: timedelta | None = None  # by-time replay window [at - since, at]; None = 1 day
