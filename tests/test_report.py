@@ -245,6 +245,29 @@ def test_vectorised_ledger_equals_shapes_evaluate_on_the_hand_fleet(hand_db: Pat
     _differential(nodes, allocations, shapes, instants)
 
 
+@pytest.mark.parametrize("cells", [1, 7, 26])
+def test_chunked_instants_give_the_same_ledger(
+    hand_db: Path, cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep in chunks of 1, 1 and 5 instants (5 nodes) equals the sweep in one go,
+    durations that are whole steps (sliding maxima across chunk edges) included."""
+    with api.reading(api.StoreOptions(hand_db)) as store:
+        nodes, allocations = api.load_frames(store, datetime(2026, 1, 1), datetime(2026, 1, 3))
+    shapes = [
+        (make_shape("H20", 8), 1),
+        (make_shape("A10", 1, duration_s=7200), 1),
+        (make_shape("A10", 1, memory_gib_per_gpu=100, duration_s=5400), 1),
+        (make_shape(None, 4, 2, locality="switch", duration_s=3 * 3600), 1),
+        (make_shape("H20", 0.5), 1),
+    ]
+    instants = den.window_instants(datetime(2026, 1, 2), timedelta(days=1), timedelta(hours=1))
+    whole = den.schedulable(nodes, allocations, shapes, instants, timedelta(days=1))
+    monkeypatch.setattr(den, "_CHUNK_CELLS", cells)
+    chunked = den.schedulable(nodes, allocations, shapes, instants, timedelta(days=1))
+    assert chunked.steps.equals(whole.steps)
+    assert chunked.shapes == whole.shapes
+
+
 @given(st.integers(1, 40), st.integers(1, 9), st.integers(0, 2**32 - 1))
 def test_sliding_max_equals_a_plain_window_maximum(width: int, n: int, seed: int) -> None:
     values = np.random.default_rng(seed).integers(0, 50, size=(3, n + width - 1))
