@@ -832,7 +832,7 @@ def report(
 ) -> None:
     """The three denominators of a window, per GPU model and for the fleet (SPEC §7).
 
-    Physical GPU-hours (exact), schedulable ones (idle GPU-hours the queued shapes
+    Physical GPU-hours (exact), schedulable ones (idle GPU-hours the window's demand
     could use and the stranded rest by cause, sampled every --step), productive
     ones (SM-active over allocated, from telemetry), the stored what-if
     estimates, and each headline figure's change since the previous report.

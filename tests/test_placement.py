@@ -823,3 +823,17 @@ def test_by_time_fragmentation_weighs_shapes_by_their_gpus() -> None:
         fleet, none, timed, PlacementOptions(policy="fgd"), t0, t0 + timedelta(hours=1), True
     )
     assert result.curve["fragmented_pct"][0] == 0.0
+
+
+def test_shuffle_and_in_order_exclude_each_other(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    db = tmp_path / "tiny.duckdb"
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(Path(__file__).parent / "data" / "tiny"), "--db", str(db)]).exit_code == 0
+    both = runner.invoke(
+        app, ["whatif", "placement", "--db", str(db), "--fill", "50", "--shuffle", "--in-order"]
+    )
+    assert both.exit_code == 2 and "--in-order" in both.stderr
