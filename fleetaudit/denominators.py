@@ -363,22 +363,23 @@ def _model_block(
 
 
 def _shape_ledger(
-    shape: Shape, layout: _Layout, free_now: np.ndarray, free_w: dict[str, np.ndarray]
-) -> dict[str, np.ndarray]:
-    """The shape at every instant: instances (n,), and usable and causes per model (n, M)."""
-    n = free_now.shape[1]
-    width = len(layout.models)
-    out = {name: np.zeros((n, width)) for name in ("usable", *CAUSES)}
-    instances = np.zeros(n, dtype=np.int64)
+    shape: Shape,
+    layout: _Layout,
+    free_now: np.ndarray,
+    free_w: dict[str, np.ndarray],
+    out: dict[str, np.ndarray],
+    at: slice,
+) -> None:
+    """The shape at the instants of ``free_now``'s columns, written into rows ``at`` of
+    ``out``: instances (n,), and usable and causes per model (n, M), zeros to start."""
     for m, model in enumerate(layout.models):
         if shape.models is not None and model not in shape.models:
             continue
         rows = slice(int(layout.model_start[m]), int(layout.model_start[m + 1]))
         block = _model_block(shape, layout, rows, free_now, free_w)
-        instances += block["instances"].astype(np.int64)
+        out["instances"][at] += block["instances"].astype(np.int64)
         for name in ("usable", *CAUSES):
-            out[name][:, m] = block[name]
-    return {"instances": instances, **out}
+            out[name][at, m] = block[name]
 
 
 def _split(
@@ -577,11 +578,17 @@ def schedulable(
     # peak memory does not grow with the number of instants: only the per-model
     # ledger and each shape's instances per instant are kept whole.
     chunk = max(1, _CHUNK_CELLS // max(count, 1))
-    base_parts: dict[str, list[np.ndarray]] = {name: [] for name in LEDGER[:5]}
-    shape_parts: dict[int, list[dict[str, np.ndarray]]] = {i: [] for i in whole}
+    models = len(layout.models)
+    base = {name: np.zeros((n, models)) for name in LEDGER[:5]}
+    per_shape = {
+        i: {"instances": np.zeros(n, dtype=np.int64)}
+        | {name: np.zeros((n, models)) for name in ("usable", *CAUSES)}
+        for i in whole
+    }
     for first_instant in range(0, n, chunk):
         grid_c = offsets[first_instant : first_instant + chunk]
         width = len(grid_c)
+        rows_c = slice(first_instant, first_instant + width)
         now = at(keys, 0, grid_c)
         used_now = np.minimum(used_gpus[now], gpus)
         high_now = np.minimum(high_used[at(high_keys, 0, grid_c)], used_now)
@@ -593,7 +600,7 @@ def schedulable(
             ("allocated_low", np.where(healthy, used_now - high_now, 0)),
             ("idle", free_now),
         ):
-            base_parts[name].append(_per_model(values, layout))
+            base[name][rows_c] = _per_model(values, layout)
         del high_now, used_now
         interval_peaks: dict[str, _SlidingMax] = {}
         if stepped:
@@ -625,13 +632,10 @@ def schedulable(
                 free_w[column] = free
             del peaks
             for i in members:
-                shape_parts[i].append(_shape_ledger(shapes[i][0], layout, free_now, free_w))
+                _shape_ledger(shapes[i][0], layout, free_now, free_w, per_shape[i], rows_c)
             del free_w
         del interval_peaks, now, free_now
-    base = {name: np.concatenate(parts, axis=0) for name, parts in base_parts.items()}
-    per_shape: dict[int, dict[str, np.ndarray]] = {}
-    for i, parts in shape_parts.items():
-        per_shape[i] = {k: np.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
+    for i in whole:
         outlooks[i] = _waits(per_shape[i]["instances"], step_s)
     steps = _split(base, per_shape, shapes, instants, layout.models)
     hours = span / timedelta(hours=1) / n
