@@ -544,11 +544,20 @@ def schedulable(
     # A duration that is a multiple of the step: the window [t_i, t_i + D) is the
     # union of w = D / step step intervals, so its peak is a sliding maximum over
     # the step intervals' peaks (one range maximum for all such durations).
+    # The instants go in chunks of about _CHUNK_CELLS (node, instant) cells, so the
+    # peak memory does not grow with the number of instants: only the per-model
+    # ledger and each shape's figures per instant are kept whole. A sliding maximum
+    # spans its chunk plus the duration's steps, so only durations of at most a
+    # chunk's steps take it; longer ones take the range maximum over the segments.
+    chunk = max(1, _CHUNK_CELLS // max(count, 1))
     step_us = int(offsets[1] - offsets[0]) if n > 1 else 0
     stepped = {
         d: round(d * SHARE_UNITS) // step_us
         for d in by_duration
-        if d and step_us and round(d * SHARE_UNITS) % step_us == 0
+        if d
+        and step_us
+        and round(d * SHARE_UNITS) % step_us == 0
+        and round(d * SHARE_UNITS) // step_us <= chunk
     }
 
     def window_peaks(
@@ -574,10 +583,6 @@ def schedulable(
     capacity = {"gpus": layout.gpus, "cpus": layout.cpus_u, "memory": layout.mem_u}
     durations = sorted(by_duration, key=lambda d: (d is not None, d or 0.0))
 
-    # The instants go in chunks of about _CHUNK_CELLS (node, instant) cells, so the
-    # peak memory does not grow with the number of instants: only the per-model
-    # ledger and each shape's instances per instant are kept whole.
-    chunk = max(1, _CHUNK_CELLS // max(count, 1))
     models = len(layout.models)
     base = {name: np.zeros((n, models)) for name in LEDGER[:5]}
     per_shape = {
