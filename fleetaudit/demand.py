@@ -116,7 +116,9 @@ def _shapes(frame: pl.DataFrame, mode: str) -> tuple[DemandShape, ...]:
             pl.col("weight").sum().alias("weight"),
         )
     )
-    rank = ["requests", "gpus", "gpu_model"] if mode == "queued" else ["weight", "requests", "gpus", "gpu_model"]  # fmt: skip
+    rank = ["requests", "gpus", "gpu_model"]
+    if mode != "queued":
+        rank.insert(0, "weight")
     groups = groups.sort(rank, descending=[True] * (len(rank) - 1) + [False], nulls_last=True)
     return tuple(
         DemandShape(

@@ -794,6 +794,8 @@ def bound_nodes(state: pl.DataFrame) -> pl.DataFrame:
             memory.sum().alias("memory_bound_nodes"),
             pl.col("free_gpus").sum().alias("idle_gpus"),
         )
-        .with_columns(pl.col("nodes", "cpu_bound_nodes", "memory_bound_nodes", "idle_gpus").cast(pl.Int64))
+        .with_columns(
+            pl.col("nodes", "cpu_bound_nodes", "memory_bound_nodes", "idle_gpus").cast(pl.Int64)
+        )
         .sort("gpu_model")
     )

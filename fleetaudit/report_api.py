@@ -184,11 +184,10 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         by_alloc = store.query("telemetry_by_alloc", start=start, end=end)
         by_node = store.query("telemetry_by_node", start=start, end=end)
         cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
-        rejects = (
-            {r["table"]: int(r["rejected"]) for r in store.query("rejects_by_table").iter_rows(named=True)}
-            if "rejects" in store.table_names()
-            else {}
-        )
+        rejects: dict[str, int] = {}
+        if "rejects" in store.table_names():
+            for row in store.query("rejects_by_table").iter_rows(named=True):
+                rejects[row["table"]] = int(row["rejected"])
         whatifs = latest_whatif_runs(store)
         previous = _previous(store, options.scenario, options.since, options.step)
     if nodes.height == 0:
@@ -306,7 +305,10 @@ def describe_demand(demand: dict[str, Any]) -> str:
         "submitted": "the requests submitted in the window, ranked by GPU-hours requested",
         "queued": "the requests queued at the window's end, most queued first",
     }[demand["mode"]]
-    text = f"demand: {demand['mode']} ({how}): {demand['requests']:,} GPU request(s) in {demand['shapes']:,} shape(s)"
+    text = (
+        f"demand: {demand['mode']} ({how}): {demand['requests']:,} GPU request(s) "
+        f"in {demand['shapes']:,} shape(s)"
+    )
     if demand["asked"] is None and demand["mode"] == "submitted":
         text += "; no request waited in the window"
     if demand["shapes"] > demand["evaluated"]:

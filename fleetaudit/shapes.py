@@ -234,7 +234,9 @@ def beyond_fleet(shape: Shape, nodes: pl.DataFrame) -> str | None:
     largest = float(mine["gpus"].max() or 0)  # type: ignore[arg-type]
     label = shape.label()
     if shape.is_share:
-        return None if largest >= 1 else f"{label}: no node of its models has a GPU; it can never start"
+        if largest >= 1:
+            return None
+        return f"{label}: no node of its models has a GPU; it can never start"
     if shape.gpus > total:
         return (
             f"{label} asks for {_number(shape.gpus)} GPUs, more than the {_number(total)} "

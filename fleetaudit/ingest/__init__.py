@@ -92,7 +92,8 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
     for column in options.percent:
         if column not in fractions:
             raise InputError(
-                "--percent", f"{column!r} is not a fraction column; use one of {', '.join(fractions)}"
+                "--percent",
+                f"{column!r} is not a fraction column; use one of {', '.join(fractions)}",
             )
     if options.format == alibaba.FORMAT:
         sources = alibaba.trace_sources(
