@@ -835,7 +835,8 @@ def report(
     Physical GPU-hours (exact), schedulable ones (idle GPU-hours the window's demand
     could use and the stranded rest by cause, sampled every --step), productive
     ones (SM-active over allocated, from telemetry), the stored what-if
-    estimates, and each headline figure's change since the previous report.
+    estimates, and each headline figure's change since the previous recorded
+    report of the same window length and step.
     """
     store = _store(db, lock_timeout)
     options = ReportOptions(
