@@ -28,7 +28,7 @@ from fleetaudit.generate_asi import AsiReleaseOptions, AsiReleaseResult
 from fleetaudit.ingest import IngestOptions, IngestResult, ingest
 from fleetaudit.resources import resource_dir
 from fleetaudit.store import Store, open_store
-from fleetaudit.times import to_utc
+from fleetaudit.times import iso, to_utc
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 
@@ -158,6 +158,67 @@ def export_time(store: Store, scenario: str | None = None) -> datetime | None:
     return None if value is None else to_utc(value)
 
 
+def _span(value: timedelta) -> str:
+    hours = value.total_seconds() / 3600
+    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} h"
+
+
+def data_notes(
+    store: Store, start: datetime, end: datetime, scenario: str | None = None
+) -> list[str]:
+    """Sanity notes on what the data covers: an inventory-only store, a window (or an
+    instant, when ``start == end``) before, after or longer than the data."""
+    span = store.query("data_span", scenario=scenario).row(0, named=True)
+    notes = []
+    if not span["allocations"]:
+        notes.append(
+            "the store holds no allocations: every GPU reads free, and --at gives a snapshot "
+            "of the inventory"
+        )
+    if span["first"] is None:
+        return notes
+    first, last = to_utc(span["first"]), to_utc(span["last"])
+    data = f"the data runs from {iso(first)} to {iso(last)}"
+    if start == end:
+        if end < first:
+            notes.append(f"--at {iso(end)} is before all of the data ({data})")
+        elif end > last:
+            notes.append(
+                f"--at {iso(end)} is after all of the data ({data}): the last recorded "
+                "allocations are carried on"
+            )
+        return notes
+    if end <= first:
+        notes.append(f"the window lies before all of the data ({data}): its figures are empty")
+    elif start >= last:
+        notes.append(
+            f"the window lies after all of the data ({data}): the last recorded allocations "
+            "are carried on, and no request or telemetry is recorded in it"
+        )
+    elif start < first and end >= last:
+        notes.append(
+            f"the window ({_span(end - start)}) is longer than the data ({_span(last - first)}; "
+            f"{data}): its rates count the time without data"
+        )
+    else:
+        if start < first:
+            notes.append(
+                f"the window starts {_span(first - start)} before the data ({data}): "
+                "its rates count the time without data"
+            )
+        if end > last:
+            notes.append(
+                f"the window ends {_span(end - last)} after the data ({data}): the last "
+                "recorded allocations are carried on"
+            )
+    return notes
+
+
+def holds_requests(store: Store) -> bool:
+    """Whether the store holds any request."""
+    return store.row_count("requests") > 0
+
+
 # -- the time model over the store -------------------------------------------------------
 
 
@@ -167,7 +228,10 @@ def resolve_at(store: Store, at: datetime | None, scenario: str | None = None) -
         return to_utc(at)
     found = export_time(store, scenario)
     if found is None:
-        raise UsageError(f"{store.path}: the store holds no allocations, requests or telemetry yet")
+        raise UsageError(
+            f"{store.path}: the store holds no allocations, requests or telemetry yet; "
+            "give --at TIME for a snapshot of the inventory"
+        )
     return found
 
 

@@ -360,6 +360,15 @@ def ingest(
         ),
     ] = None,
     as_csv: CsvOption = False,
+
+    percent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--percent",
+            help="A fraction column (sm_active, mem_used) whose values are percent (0..100): "
+            "scaled to 0..1. Repeat for several.",
+        ),
+    ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -417,6 +426,7 @@ def ingest(
         snapshot_time=_instant(snapshot_time, "--snapshot-time"),
         tenant_label=tenant_label,
         days=asi2026.parse_days(days),
+        percent=tuple(percent or ()),
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)
@@ -736,8 +746,14 @@ def whatif_placement(
     shuffle: Annotated[
         bool,
         typer.Option(
-            "--shuffle", help="Feed the list in a seeded order, as the FGD authors' runs do."
+            "--shuffle",
+            help="Fill mode: feed the list in a seeded order, as the FGD authors' runs do "
+            "(the default).",
         ),
+    ] = False,
+    in_order: Annotated[
+        bool,
+        typer.Option("--in-order", help="Fill mode: feed the list in its own order, unshuffled."),
     ] = False,
     since: Annotated[
         str | None,
@@ -781,14 +797,14 @@ def whatif_placement(
     By time (default): arrivals and departures as recorded over [at - since, at],
     from the state at the window's start (or --empty), waiting requests in a fifo
     or backfill queue; allocated and fragmented GPU % at every 5% of the window.
-    --fill is the FGD paper's method: no departures, requests in list order on an
-    empty fleet (resampled with the seed); allocated and fragmented GPU % at every
-    5% of arrival.
+    --fill is the FGD paper's method: no departures, requests in an order shuffled
+    per seed (--in-order: list order) on an empty fleet (resampled with the seed);
+    allocated and fragmented GPU % at every 5% of arrival.
 
     Examples:
 
       fleetaudit whatif placement --since 1d --queue backfill
-      fleetaudit whatif placement --fill 90 --seeds 5 --shuffle --policy fgd --policy best-fit
+      fleetaudit whatif placement --fill 90 --seeds 5 --policy fgd --policy best-fit
     """
     chosen = tuple(policy) if policy else POLICIES
     unknown = [p for p in chosen if p not in POLICIES]
@@ -796,6 +812,9 @@ def whatif_placement(
         raise UsageError(f"--policy: unknown {unknown[0]!r}; use {', '.join(POLICIES)}")
     if fill is not None and (since is not None or empty or queue != "fifo"):
         raise UsageError("--since, --empty and --queue apply to by-time replay, not to --fill")
+    if shuffle and in_order:
+        raise UsageError("--shuffle and --in-order: give one of them")
+    shuffle = not in_order
     run = PlacementRun(
         policies=chosen, fill_pct=fill, seeds=seeds, seed=seed, shuffle=shuffle,
         at=_instant(at, "--at"), save_as=save_as,
@@ -1241,6 +1260,15 @@ def report(
         str, typer.Option("--step", help="Sampling step of the schedulable figures.")
     ] = "15m",
     scenario: ScenarioOption = None,
+    demand: Annotated[
+        str | None,
+        typer.Option(
+            "--demand",
+            help="The shapes the schedulable figures evaluate: waited (requests that waited in "
+            "the window), submitted (submitted in it) or queued (queued at its end). "
+            "Default: waited, or submitted where none waited.",
+        ),
+    ] = None,
     html: Annotated[
         Path | None,
         typer.Option(
@@ -1254,16 +1282,26 @@ def report(
         ),
     ] = None,
     as_csv: CsvOption = False,
+
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="Keep this report as the baseline of the next report's trend (a report that "
+            "writes --html or --json is kept anyway).",
+        ),
+    ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
     lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """The three denominators of a window, per GPU model and for the fleet.
 
-    Physical GPU-hours (exact), schedulable ones (idle GPU-hours the queued shapes
+    Physical GPU-hours (exact), schedulable ones (idle GPU-hours the window's demand
     could use and the stranded rest by cause, sampled every --step), productive
     ones (SM-active over allocated, from telemetry), the stored what-if
-    estimates, and each headline figure's change since the previous report.
+    estimates, and each headline figure's change since the previous recorded
+    report of the same window length and step.
 
     Examples:
 
@@ -1279,6 +1317,7 @@ def report(
         since=parse_duration(since, option="--since"),
         step=parse_duration(step, option="--step"),
         scenario=scenario,
+        demand=demand,
     )
     with console.progress_status("computing the report"):
         result = build_report(store, options)
@@ -1287,7 +1326,14 @@ def report(
         console.print_csv(console.report_frame(result))
     elif not to_stdout:  # stdout holds the file alone
         console.render_report(result)
-    record_report(store, result)
+    if html is not None or json_path is not None or record:
+        why = record_report(store, result)
+        if why is not None:
+            console.note(f"this report is not recorded for the next trend: {why}")
+    else:
+        console.note(
+            "this report is not recorded for the next trend (it writes no file; --record keeps it)"
+        )
 
 
 def _write_report(result: ReportResult, html: Path | None, json_path: Path | None) -> None:
@@ -1369,7 +1415,6 @@ def demo(
     console.render_report(
         replace(report_result, notes=tuple(n for n in report_result.notes if n not in shown))
     )
-    record_report(_store(db, lock_timeout), report_result)
 
 
 def main() -> None:

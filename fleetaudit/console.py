@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleetaudit import occupancy
 from fleetaudit.api import RejectsResult, StoreSummary
 from fleetaudit.compaction_api import CompactionReport
 from fleetaudit.denominators import SPLIT
@@ -30,7 +31,7 @@ from fleetaudit.ingest import IngestResult
 from fleetaudit.paper import DIFFERENCES
 from fleetaudit.paper_api import PaperResult
 from fleetaudit.placement_api import PlacementResult
-from fleetaudit.report_api import ReportResult, recoverable_summary
+from fleetaudit.report_api import ReportResult, describe_demand, recoverable_summary
 from fleetaudit.rollup_api import RollupResult
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
@@ -236,8 +237,8 @@ def render_ingest(result: IngestResult) -> None:
         if topo.duplicates:
             line += f"; {topo.duplicates:,} node(s) named twice (the first kept)"
         out.print(Text(line))
-    for note in result.notes:  # what the adapter decided: a message, not data
-        err.print(note, markup=False, highlight=False, soft_wrap=True)
+    for text in result.notes:  # what the adapter decided: a message, not data
+        note(text)
     if result.rejected:
         out.print(
             f"{result.rejected:,} row(s) rejected; the first of them below, all in the "
@@ -325,6 +326,16 @@ def render_models(models: pl.DataFrame) -> None:
     show(table)
 
 
+def bound_lines(bound: pl.DataFrame) -> list[str]:
+    """One line per model with CPU- or memory-bound nodes (their idle GPUs cannot take work)."""
+    return [
+        f"cpu/memory-bound: {r['gpu_model']}: {r['nodes']:,} node(s) with idle GPUs have every "
+        f"CPU ({r['cpu_bound_nodes']:,}) or all memory ({r['memory_bound_nodes']:,}) in use; "
+        f"their {r['idle_gpus']:,} idle GPUs cannot take work"
+        for r in bound.iter_rows(named=True)
+    ]
+
+
 def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> None:
     """The state at an instant per GPU model: GPUs by status, free and partial nodes.
 
@@ -352,6 +363,8 @@ def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> Non
         "installed = unhealthy + alloc high + alloc low + idle; alloc high is high-priority "
         "work alone; shares count the GPUs they fill when packed first-fit-decreasing."
     )
+    for line in bound_lines(occupancy.bound_nodes(state)):
+        out.print(Text(line))
     over = int(per_model["overcommitted"].sum())
     if over:
         err.print(
@@ -471,6 +484,8 @@ def render_shapes(result: ShapesResult) -> None:
         out.print(
             "no GPU request is queued at this instant; give a shape with --model/--gpus or --shapes"
         )
+        for text in result.notes:
+            note(text)
         return
     out.print(
         "stranded: i interval (busy during the duration), f fragment (less than a pod), "
@@ -481,8 +496,8 @@ def render_shapes(result: ShapesResult) -> None:
     for r in reports:
         if r.misses is not None:
             render_misses(r)
-    for note in result.notes:
-        err.print(f"note: {note}")
+    for text in result.notes:
+        note(text)
 
 
 def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
@@ -744,13 +759,13 @@ def render_report(result: ReportResult) -> None:
     _render_schedulable(rows, result)
     _render_productive(rows, result)
     _render_recoverable(result)
-    for note in result.notes:
-        err.print(f"note: {note}", soft_wrap=True)
+    for text in result.notes:
+        note(text)
 
 
 def _render_trend(result: ReportResult) -> None:
     if result.previous is None:
-        out.print("trend: no earlier report of this database")
+        out.print("trend: no earlier recorded report of this window length and step")
         return
     parts = []
     for f in result.trend:
@@ -760,9 +775,11 @@ def _render_trend(result: ReportResult) -> None:
         elif "rate" in f["figure"]:
             text = f"{100 * change:+.1f} pt"
         else:
-            text = f"{change:+,.0f}"
+            text = f"{change:+,.1f}"
         parts.append(f"{f['label']} {text}")
-    out.print(f"since the report of {iso(result.previous['created_at'])}:")
+    out.print(
+        f"since the report of {iso(result.previous['created_at'])} (same window length and step):"
+    )
     for part in parts:
         out.print(f"  {part}")
 
@@ -804,19 +821,30 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
             _gh(s["unhealthy_gpu_hours"]),
         )
     show(table, keys=("idle", "usable"))
-    shapes = Table(title="queued shapes over the window", title_justify="left")
+    shapes = Table(title="demand shapes over the window", title_justify="left")
     shapes.add_column("shape", no_wrap=True)
-    for header in ("queued", "p_start", "wait p50", "wait p90", "usable GPU-h as best"):
+    for header in ("requests", "queued", "p_start", "wait p50", "wait p90", "usable GPU-h as best"):
         shapes.add_column(header, justify="right", no_wrap=True)
     for s in result.shapes:
         shapes.add_row(
             Text(s.shape.label() + (" (share)" if s.shape.is_share else "")),
+            _int(s.requests if s.requests is not None else s.queued),
             _int(s.queued),
             _pct1(s.p_start),
             _seconds(s.wait_p50_s),
             _seconds(s.wait_p90_s),
             _gh(s.usable_gpu_hours),
         )
+    for line in bound_lines(
+        pl.DataFrame(
+            [{"gpu_model": m, **v} for m, v in result.bound.items()],
+            schema={"gpu_model": pl.String, "nodes": pl.Int64, "cpu_bound_nodes": pl.Int64,
+                    "memory_bound_nodes": pl.Int64, "idle_gpus": pl.Int64},
+        )  # fmt: skip
+    ):
+        out.print(Text(f"{line} (at {iso(result.end)})"))
+    if result.demand:
+        out.print(Text(describe_demand(result.demand)))
     if result.shapes:
         show(
             shapes,
@@ -824,7 +852,7 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
             drop=("usable GPU-h as best", "wait p90", "wait p50"),
         )
     else:
-        out.print("no GPU request is queued at the window's end: all idle GPUs are unqueued")
+        out.print("no GPU request is in the window's demand: all idle GPUs are unqueued")
 
 
 def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
@@ -978,8 +1006,8 @@ def render_compaction(report: CompactionReport, worst: int = 5) -> None:
     """Before/after, instances per shape, moves and their cost, the worst partitions."""
     result = report.result
     migration = result.migration
-    for note in report.notes:
-        err.print(f"note: {note}")
+    for text in report.notes:
+        note(text)
     table = Table(
         title=(
             f"compaction what-if at {iso(report.at)}"
@@ -1105,8 +1133,8 @@ def render_harvesting(result: HarvestingResult) -> None:
         "lenders; forced: evictions past the kill deadline; unfin.: jobs not done at "
         "the window's end."
     )
-    for note in result.notes:
-        err.print(f"note: {note}")
+    for text in result.notes:
+        note(text)
 
 
 # -- --csv: each command's table as a frame (machine column names, raw values) ----------
@@ -1325,5 +1353,5 @@ def render_paper(result: PaperResult) -> None:
         if v["pod_hours"]
     )
     out.print(f"requested vCPU per GPU, median by job type: {ratios or '-'}")
-    for note in result.notes:
-        out.print(Text(f"note: {note}", style="dim"))
+    for text in result.notes:
+        note(text)

@@ -134,6 +134,9 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                 for s in result.shapes
             ],
             "shapes_left_out": result.shapes_left_out,
+            "demand": result.demand,
+            "rejects": result.rejects,
+            "cpu_memory_bound": {"at": iso(result.end), "models": result.bound},
             "cpu_neighbour": result.neighbour,
             "telemetry": result.telemetry,
             "recoverable": {

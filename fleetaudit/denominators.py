@@ -64,6 +64,9 @@ LEDGER = ("installed", "unhealthy", "allocated_high", "allocated_low", "idle", "
 _ONE_US = timedelta(microseconds=1)
 _BIG = 1 << 40  # "unbounded" slots, as shapes.node_slots
 _QUANTILES = ((50, 100), (90, 100))
+_CHUNK_CELLS = 4_000_000
+"""(node, instant) cells of one chunk of the schedulable sweep: its working arrays
+(a few dozen bytes per cell) stay within a few hundred MiB whatever the window."""
 
 
 def window_instants(end: datetime, span: timedelta, step: timedelta) -> list[datetime]:
@@ -219,11 +222,15 @@ class ShapeOutlook:
     wait_p90_s: float | None
     best_instants: int  # (instant, model) pairs where it split the idle GPUs
     usable_gpu_hours: float  # its usable GPUs where it was the best shape
+    requests: int | None = None  # requests of the window's demand it stands for
+    demand_weight: float | None = None  # their weight (fleetaudit.demand.WEIGHTS)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "shape": self.shape.as_json(),
             "queued": self.queued,
+            "requests": self.requests,
+            "demand_weight": self.demand_weight,
             "p_start": self.p_start,
             "wait_p50_s": self.wait_p50_s,
             "wait_p90_s": self.wait_p90_s,
@@ -367,22 +374,23 @@ def _model_block(
 
 
 def _shape_ledger(
-    shape: Shape, layout: _Layout, free_now: np.ndarray, free_w: dict[str, np.ndarray]
-) -> dict[str, np.ndarray]:
-    """The shape at every instant: instances (n,), and usable and causes per model (n, M)."""
-    n = free_now.shape[1]
-    width = len(layout.models)
-    out = {name: np.zeros((n, width)) for name in ("usable", *CAUSES)}
-    instances = np.zeros(n, dtype=np.int64)
+    shape: Shape,
+    layout: _Layout,
+    free_now: np.ndarray,
+    free_w: dict[str, np.ndarray],
+    out: dict[str, np.ndarray],
+    at: slice,
+) -> None:
+    """The shape at the instants of ``free_now``'s columns, written into rows ``at`` of
+    ``out``: instances (n,), and usable and causes per model (n, M), zeros to start."""
     for m, model in enumerate(layout.models):
         if shape.models is not None and model not in shape.models:
             continue
         rows = slice(int(layout.model_start[m]), int(layout.model_start[m + 1]))
         block = _model_block(shape, layout, rows, free_now, free_w)
-        instances += block["instances"].astype(np.int64)
+        out["instances"][at] += block["instances"].astype(np.int64)
         for name in ("usable", *CAUSES):
-            out[name][:, m] = block[name]
-    return {"instances": instances, **out}
+            out[name][at, m] = block[name]
 
 
 def _split(
@@ -523,23 +531,10 @@ def schedulable(
 
     keys = keys_of(everything)
     used_gpus = everything["gpus_used"].to_numpy().astype(np.int32)
-    now = at(keys)
+    high_keys = keys_of(high)
+    high_used = high["gpus_used"].to_numpy().astype(np.int32)
     gpus = layout.gpus[:, None].astype(np.int32)
-    used_now = np.minimum(used_gpus[now], gpus)
-    high_now = np.minimum(
-        high["gpus_used"].to_numpy().astype(np.int32)[at(keys_of(high))], used_now
-    )
     healthy = layout.healthy[:, None]
-    free_now = np.where(healthy, gpus - used_now, 0)
-    base = {
-        "installed": _per_model(np.broadcast_to(gpus, (count, n)), layout),
-        "unhealthy": _per_model(np.broadcast_to(np.where(healthy, 0, gpus), (count, n)), layout),
-        "allocated_high": _per_model(np.where(healthy, high_now, 0), layout),
-        "allocated_low": _per_model(np.where(healthy, used_now - high_now, 0), layout),
-        "idle": _per_model(free_now, layout),
-    }
-    del high_now, used_now
-    per_shape: dict[int, dict[str, np.ndarray]] = {}
     outlooks: dict[int, tuple[float, float | None, float | None]] = dict(share_outlook or {})
     by_duration: dict[float | None, list[int]] = {}
     for i in whole:
@@ -560,11 +555,20 @@ def schedulable(
     # A duration that is a multiple of the step: the window [t_i, t_i + D) is the
     # union of w = D / step step intervals, so its peak is a sliding maximum over
     # the step intervals' peaks (one range maximum for all such durations).
+    # The instants go in chunks of about _CHUNK_CELLS (node, instant) cells, so the
+    # peak memory does not grow with the number of instants: only the per-model
+    # ledger and each shape's figures per instant are kept whole. A sliding maximum
+    # spans its chunk plus the duration's steps, so only durations of at most a
+    # chunk's steps take it; longer ones take the range maximum over the segments.
+    chunk = max(1, _CHUNK_CELLS // max(count, 1))
     step_us = int(offsets[1] - offsets[0]) if n > 1 else 0
     stepped = {
         d: round(d * SHARE_UNITS) // step_us
         for d in by_duration
-        if d and step_us and round(d * SHARE_UNITS) % step_us == 0
+        if d
+        and step_us
+        and round(d * SHARE_UNITS) % step_us == 0
+        and round(d * SHARE_UNITS) // step_us <= chunk
     }
 
     def window_peaks(
@@ -584,37 +588,71 @@ def schedulable(
             out[column] = peak
         return out
 
-    interval_peaks: dict[str, _SlidingMax] = {}
-    if stepped:
-        columns = needed([i for d in stepped for i in by_duration[d]])
-        grid = offsets[0] + step_us * np.arange(n - 1 + max(stepped.values()), dtype=np.int64)
-        peaks_of = window_peaks(columns, at(keys, 0, grid), at(keys, step_us - 1, grid))
-        interval_peaks = {c: _SlidingMax(v) for c, v in peaks_of.items()}
-        del peaks_of
+    stepped_columns = needed([i for d in stepped for i in by_duration[d]]) if stepped else []
+    for duration in by_duration:
+        needed(by_duration[duration])  # the occupancy columns, converted once
     capacity = {"gpus": layout.gpus, "cpus": layout.cpus_u, "memory": layout.mem_u}
-    for duration in sorted(by_duration, key=lambda d: (d is not None, d or 0.0)):
-        members = by_duration[duration]  # ascending durations: each doubling is done once
-        columns = needed(members)
-        if duration in stepped:
-            peaks = {c: interval_peaks[c].of(stepped[duration], n) for c in columns}
-        elif duration:
-            peaks = window_peaks(columns, now, at(keys, round(duration * SHARE_UNITS) - 1))
-        else:
-            peaks = {c: occupied[c][now] for c in columns}
-        free_w: dict[str, np.ndarray] = {}
-        for column, peak in peaks.items():
-            cap = capacity[column][:, None]
-            free = np.maximum(cap - peak, 0)
-            if column == "gpus":
-                free = np.where(healthy, free, 0).astype(np.int32)
-            elif column == "memory":
-                free = np.where(cap < 0, -1, free)
-            free_w[column] = free
-        del peaks
-        for i in members:
-            per_shape[i] = _shape_ledger(shapes[i][0], layout, free_now, free_w)
-            outlooks[i] = _waits(per_shape[i]["instances"], step_s)
-        del free_w
+    durations = sorted(by_duration, key=lambda d: (d is not None, d or 0.0))
+
+    models = len(layout.models)
+    base = {name: np.zeros((n, models)) for name in LEDGER[:5]}
+    per_shape = {
+        i: {"instances": np.zeros(n, dtype=np.int64)}
+        | {name: np.zeros((n, models)) for name in ("usable", *CAUSES)}
+        for i in whole
+    }
+    for first_instant in range(0, n, chunk):
+        grid_c = offsets[first_instant : first_instant + chunk]
+        width = len(grid_c)
+        rows_c = slice(first_instant, first_instant + width)
+        now = at(keys, 0, grid_c)
+        used_now = np.minimum(used_gpus[now], gpus)
+        high_now = np.minimum(high_used[at(high_keys, 0, grid_c)], used_now)
+        free_now = np.where(healthy, gpus - used_now, 0)
+        for name, values in (
+            ("installed", np.broadcast_to(gpus, (count, width))),
+            ("unhealthy", np.broadcast_to(np.where(healthy, 0, gpus), (count, width))),
+            ("allocated_high", np.where(healthy, high_now, 0)),
+            ("allocated_low", np.where(healthy, used_now - high_now, 0)),
+            ("idle", free_now),
+        ):
+            base[name][rows_c] = _per_model(values, layout)
+        del high_now, used_now
+        interval_peaks: dict[str, _SlidingMax] = {}
+        if stepped:
+            grid = grid_c[0] + step_us * np.arange(
+                width - 1 + max(stepped.values()), dtype=np.int64
+            )
+            peaks_of = window_peaks(stepped_columns, at(keys, 0, grid), at(keys, step_us - 1, grid))
+            interval_peaks = {c: _SlidingMax(v) for c, v in peaks_of.items()}
+            del peaks_of
+        for duration in durations:  # ascending durations: each doubling is done once
+            members = by_duration[duration]
+            columns = needed(members)
+            if duration in stepped:
+                peaks = {c: interval_peaks[c].of(stepped[duration], width) for c in columns}
+            elif duration:
+                peaks = window_peaks(
+                    columns, now, at(keys, round(duration * SHARE_UNITS) - 1, grid_c)
+                )
+            else:
+                peaks = {c: occupied[c][now] for c in columns}
+            free_w: dict[str, np.ndarray] = {}
+            for column, peak in peaks.items():
+                cap = capacity[column][:, None]
+                free = np.maximum(cap - peak, 0)
+                if column == "gpus":
+                    free = np.where(healthy, free, 0).astype(np.int32)
+                elif column == "memory":
+                    free = np.where(cap < 0, -1, free)
+                free_w[column] = free
+            del peaks
+            for i in members:
+                _shape_ledger(shapes[i][0], layout, free_now, free_w, per_shape[i], rows_c)
+            del free_w
+        del interval_peaks, now, free_now
+    for i in whole:
+        outlooks[i] = _waits(per_shape[i]["instances"], step_s)
     steps = _split(base, per_shape, shapes, instants, layout.models)
     hours = span / timedelta(hours=1) / n
     outs = []

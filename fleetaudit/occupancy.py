@@ -797,3 +797,43 @@ def node_state(
         .join(free_capacity, on="node_id", how="left")
         .sort("node_id")
     )
+
+
+def bound_nodes(state: pl.DataFrame) -> pl.DataFrame:
+    """Per GPU model, the healthy nodes whose idle GPUs cannot take work because every CPU,
+    or all memory, is in use at t (CPU-only work, or GPU work that took them all).
+
+    A node counts as CPU-bound when it declares CPUs and has none free, as memory-bound
+    when it declares memory and has none free; both count once in ``nodes``.
+
+    Returns:
+        gpu_model, nodes, cpu_bound_nodes, memory_bound_nodes, idle_gpus (the free
+        GPUs on those nodes); only models with such nodes, sorted by model.
+
+    >>> state = pl.DataFrame({"node_id": ["a", "b", "c"], "gpu_model": ["H20"] * 3,
+    ...     "health": ["healthy"] * 3, "gpus": [8, 8, 8], "cpus": [32.0, 64.0, 64.0],
+    ...     "memory_gib": [None, 256.0, 256.0], "free_gpus": [8, 6, 8],
+    ...     "free_cpus": [0.0, 48.0, 64.0], "free_memory_gib": [None, 0.0, 256.0]})
+    >>> bound_nodes(state).row(0)
+    ('H20', 2, 1, 1, 14)
+    """
+    eps = 1e-9
+    healthy = (pl.col("health") == "healthy") & (pl.col("free_gpus") > 0)
+    cpu = (pl.col("cpus") > 0) & (pl.col("free_cpus") <= eps)
+    memory = (pl.col("memory_gib").fill_null(0) > 0) & (
+        pl.col("free_memory_gib").fill_null(float("inf")) <= eps
+    )
+    return (
+        state.filter(healthy & (cpu | memory))
+        .group_by("gpu_model")
+        .agg(
+            pl.len().alias("nodes"),
+            cpu.sum().alias("cpu_bound_nodes"),
+            memory.sum().alias("memory_bound_nodes"),
+            pl.col("free_gpus").sum().alias("idle_gpus"),
+        )
+        .with_columns(
+            pl.col("nodes", "cpu_bound_nodes", "memory_bound_nodes", "idle_gpus").cast(pl.Int64)
+        )
+        .sort("gpu_model")
+    )

@@ -133,6 +133,10 @@ class PlacementOptions:
         workers: processes used by :func:`fill_curves` (1 = in process).
         shuffle: feed the list in an order drawn with the seed instead of list
             order (the FGD authors' simulator shuffles its pod list per seed).
+        frag_weight: what weighs a pod shape in the fragmentation measure:
+            ``pods`` (how often it occurs: the FGD paper's measure, fill mode) or
+            ``gpus`` (the GPUs its pods ask for, so shapes without GPUs weigh
+            nothing: :func:`simulate_replay` uses it).
     """
 
     policy: str = "fgd"
@@ -145,6 +149,7 @@ class PlacementOptions:
     max_arrivals: int = 2_000_000
     workers: int = 1
     shuffle: bool = False
+    frag_weight: str = "pods"
 
 
 @dataclass(frozen=True)
@@ -466,7 +471,9 @@ def _workload_shapes(
     """
     rows = np.column_stack([cpu, share, count, allowed])
     keep = np.ones(len(rows), dtype=bool) if options.frag_cpu_shapes else count > 0
-    rows, weights = rows[keep], pods[keep].astype(np.float64)
+    weighed = pods * count * share / _U if options.frag_weight == "gpus" else pods
+    keep &= weighed > 0
+    rows, weights = rows[keep], weighed[keep].astype(np.float64)
     if len(rows):
         inverse = _row_ids(rows)
         first = np.full(int(inverse.max()) + 1, len(rows), dtype=np.int64)
@@ -619,6 +626,8 @@ class _Run:
             self.choice = np.zeros((workload.keys, n), dtype=np.int64)
             self.scored = np.zeros((workload.keys, n), dtype=np.int64)
         self.best_key = self.state.free_total * _CPU_KEY + np.minimum(self.state.cpu, _CPU_KEY - 1)
+        gpuless = fleet.gpus == 0
+        self.gpuless: np.ndarray | None = gpuless if gpuless.any() else None
 
     def resync(self) -> None:
         """Recompute every derived array after the state was set in bulk."""
@@ -657,7 +666,15 @@ class _Run:
         return ok
 
     def _choose(self, r: int, ok: np.ndarray) -> tuple[int, int]:
-        """(node, share value of the GPU to use; -1 = the tightest/lowest) or (-1, -1)."""
+        """(node, share value of the GPU to use; -1 = the tightest/lowest) or (-1, -1).
+
+        A pod without GPUs goes to a node without GPUs when one fits (GPU nodes are
+        tainted against such work on real fleets), else wherever the policy says.
+        """
+        if self.gpuless is not None and not self.workload.count[r]:
+            cpu_nodes = ok & self.gpuless
+            if cpu_nodes.any():
+                ok = cpu_nodes
         policy = self.policy
         if policy == "first-fit":
             n = int(ok.argmax())
@@ -1331,7 +1348,9 @@ def simulate_replay(
     # the same order), while every request weighs the fragmentation measure.
     window = frame.filter(pl.Series(inside))
     submit = submit[inside]
-    workload = _prepare_workload(window, fleet, options, weigh=frame)
+    # By time, the measure weighs shapes by the GPUs they ask for: requests without
+    # GPUs (most of a serving fleet's) would otherwise make every idle GPU a fragment.
+    workload = _prepare_workload(window, fleet, replace(options, frag_weight="gpus"), weigh=frame)
     duration_s = optional_column(window, "duration_s", pl.Float64, None).to_numpy()
     duration = np.where(np.isnan(duration_s), -1, np.round(np.nan_to_num(duration_s) * 1e6))
     duration = duration.astype(np.int64)

@@ -31,7 +31,7 @@ class PlacementRun:
     fill_pct: float | None = None
     seeds: int = 1
     seed: int = 0
-    shuffle: bool = False
+    shuffle: bool = True  # fill mode: the FGD authors' order, shuffled per seed
     at: datetime | None = None
     save_as: str | None = None
     since: timedelta | None = None  # by-time replay window [at - since, at]; None = 1 day
@@ -80,6 +80,10 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
         at = resolve_at(store, run.at)
         nodes = store.query("nodes")
         requests = store.query("requests_all")
+    if requests.height == 0:
+        raise UsageError(
+            f"{store_options.db}: the store holds no requests to feed; ingest a requests table"
+        )
     options = placement.PlacementOptions(
         fill_pct=run.fill_pct,
         seeds=run.seeds,

@@ -20,7 +20,7 @@ import polars as pl
 
 from fleetaudit.denominators import SPLIT
 from fleetaudit.fsutil import write_output
-from fleetaudit.report_api import ReportResult, recoverable_summary
+from fleetaudit.report_api import ReportResult, describe_demand, recoverable_summary
 from fleetaudit.resources import resource_dir
 from fleetaudit.times import iso
 
@@ -113,6 +113,8 @@ class ReportContext:
     heatmap_height: int
     shapes: tuple[dict[str, Any], ...]
     shapes_left_out: int
+    demand: str
+    bound: tuple[dict[str, Any], ...]
     workloads: tuple[dict[str, Any], ...]
     tenants: tuple[dict[str, Any], ...]
     neighbour: dict[str, Any]
@@ -282,10 +284,13 @@ def build_context(result: ReportResult) -> ReportContext:
                 "wait_p90_s": s.wait_p90_s,
                 "splits_idle": not s.shape.is_share,
                 "usable_gpu_hours": s.usable_gpu_hours,
+                "requests": s.requests if s.requests is not None else s.queued,
             }
             for s in result.shapes
         ),
         shapes_left_out=result.shapes_left_out,
+        demand=describe_demand(result.demand),
+        bound=tuple({"gpu_model": m, **v} for m, v in result.bound.items()),
         workloads=workloads,
         tenants=tenants,
         neighbour=result.neighbour,
@@ -331,7 +336,7 @@ def _signed(value: float | None, figure: str = "") -> str:
         return "-"
     if "rate" in figure:
         return f"{100 * value:+.1f} pt"
-    return f"{value:+,.0f}"
+    return f"{value:+,.1f}"
 
 
 def environment() -> jinja2.Environment:

@@ -10,7 +10,8 @@ opens it for writing afterwards, once the files are written.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -22,15 +23,18 @@ from fleetaudit.api import (
     StoreOptions,
     WhatifRun,
     check_scenario,
+    data_notes,
+    holds_requests,
     latest_whatif_runs,
     load_frames,
     reading,
     resolve_at,
     writing,
 )
-from fleetaudit.errors import UsageError
+from fleetaudit.demand import WEIGHTS, WindowDemand, window_demand
+from fleetaudit.errors import StoreError, UsageError
 from fleetaudit.history import MAX_INSTANTS, evaluate_history
-from fleetaudit.shapes_api import queued_shapes
+from fleetaudit.shapes import beyond_fleet
 from fleetaudit.store import Store
 from fleetaudit.times import iso, to_utc
 
@@ -39,10 +43,10 @@ REPORT_SCHEMA = "fleetaudit.report/1"
 HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("physical", "allocation_rate_high", "allocation rate, high priority"),
     ("physical", "allocation_rate", "allocation rate, high + low"),
-    ("physical", "healthy_gpu_hours", "healthy GPU-hours"),
-    ("schedulable", "idle_gpu_hours", "idle GPU-hours"),
-    ("schedulable", "usable_gpu_hours", "usable GPU-hours"),
-    ("schedulable", "stranded_total_gpu_hours", "stranded GPU-hours"),
+    ("physical", "healthy_gpu_hours_per_hour", "healthy GPU-hours per hour"),
+    ("schedulable", "idle_gpu_hours_per_hour", "idle GPU-hours per hour"),
+    ("schedulable", "usable_gpu_hours_per_hour", "usable GPU-hours per hour"),
+    ("schedulable", "stranded_total_gpu_hours_per_hour", "stranded GPU-hours per hour"),
     ("productive", "productive_rate", "SM-active rate"),
 )
 """(denominator, key, label) of the fleet figures whose change the trend shows."""
@@ -56,7 +60,8 @@ class ReportOptions:
     since: timedelta = timedelta(days=7)
     step: timedelta = timedelta(minutes=15)
     scenario: str | None = None
-    max_shapes: int = 20  # budget: queued shapes evaluated at every step, most queued first
+    max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
+    demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
     generated_at: datetime | None = None  # the clock, injectable for tests
 
 
@@ -82,13 +87,23 @@ class ReportResult:
     notes: tuple[str, ...]
     steps: pl.DataFrame = field(repr=False)  # instant, gpu_model, ledger GPUs, best
     domains: pl.DataFrame = field(repr=False)  # domain, gpu_model, nodes, gpus, free_gpus at t
+    demand: dict[str, Any] = field(default_factory=dict)  # which demand, see _demand_summary
+    rejects: dict[str, int] = field(default_factory=dict)  # rows rejected at ingest, per table
+    bound: dict[str, dict[str, int]] = field(default_factory=dict)  # per model, at the end
 
     def headline(self) -> dict[str, float | None]:
-        """The fleet's headline figures (recorded for the next report's trend)."""
-        return {f"{part}.{key}": _get(self.fleet[part], key) for part, key, _label in HEADLINES}
+        """The fleet's headline figures (recorded for the next report's trend): rates, and
+        GPU-hours per hour of the window, so windows of other lengths compare like for like."""
+        hours = (self.end - self.start) / timedelta(hours=1)
+        return {
+            f"{part}.{key}": _get(self.fleet[part], key, hours) for part, key, _label in HEADLINES
+        }
 
 
-def _get(figures: dict[str, Any], key: str) -> float | None:
+def _get(figures: dict[str, Any], key: str, hours: float) -> float | None:
+    if key.endswith("_per_hour"):
+        total = _get(figures, key.removesuffix("_per_hour"), hours)
+        return None if total is None or hours <= 0 else total / hours
     if key == "stranded_total_gpu_hours":
         return float(sum(figures["stranded_gpu_hours"].values()))
     value = figures.get(key)
@@ -164,26 +179,45 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         check_scenario(store, options.scenario)
         end = resolve_at(store, options.at, options.scenario)
         start = end - options.since
-        queued = store.query("queued_requests_at", at=end)
-        pairs, cpu_only = queued_shapes(queued)
-        if cpu_only:
-            notes.append(f"{cpu_only} queued request(s) ask for no GPU and are not GPU shapes")
-        left_out = max(len(pairs) - options.max_shapes, 0)
-        if left_out:
+        notes.extend(data_notes(store, start, end, options.scenario))
+        if not holds_requests(store):
             notes.append(
-                f"{left_out} less-queued shape(s) beyond the budget of {options.max_shapes} "
-                "are not evaluated at every step"
+                "the store holds no requests: no shape is evaluated, and every idle GPU "
+                "counts as unqueued"
             )
-            pairs = pairs[: options.max_shapes]
+        requests = store.query("requests_in_window", start=start, end=end)
+        demand = window_demand(requests, start, end, options.demand)
+        del requests
+        if demand.no_gpu:
+            notes.append(
+                f"{demand.no_gpu} request(s) of the window's demand ask for no GPU "
+                "and are not GPU shapes"
+            )
+        chosen = demand.shapes[: options.max_shapes]
+        pairs = [(d.shape, d.queued) for d in chosen]
+        left_out = len(demand.shapes) - len(chosen)
+        summary = _demand_summary(demand, options.max_shapes)
+        if left_out:
+            share = summary["not_evaluated_share"]
+            notes.append(
+                f"{left_out} lighter shape(s) beyond the budget of {options.max_shapes} "
+                "are not evaluated at every step"
+                + ("" if share is None else f" ({share:.1%} of the demand)")
+            )
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, horizon, options.scenario)
         by_alloc, by_node, cadence = _telemetry(store, start, end)
         sources = den.metric_sources(store.query("telemetry_metrics", start=start, end=end))
+        rejects: dict[str, int] = {}
+        if "rejects" in store.table_names():
+            for row in store.query("rejects_by_table").iter_rows(named=True):
+                rejects[row["table"]] = int(row["rejected"])
         whatifs = latest_whatif_runs(store)
-        previous = _previous(store, options.scenario)
+        previous = _previous(store, options.scenario, options.since, options.step)
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
+    notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
     instants = den.window_instants(end, options.since, options.step)
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):
@@ -241,7 +275,21 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
             )
     if prod.samples == 0:
         notes.append("no telemetry in the window: the productive figures are empty")
+    if rejects:
+        notes.append(
+            f"the store's ingests rejected {sum(rejects.values()):,} row(s) ("
+            + ", ".join(f"{table} {n:,}" for table, n in rejects.items())
+            + "); the figures leave them out, and the rejects table says why"
+        )
+    end_state = occupancy.node_state(nodes, allocations, end)
+    bound = {
+        r.pop("gpu_model"): r for r in occupancy.bound_nodes(end_state).iter_rows(named=True)
+    }
     generated = to_utc(options.generated_at or datetime.now(timezone.utc)).replace(microsecond=0)
+    outlooks = tuple(
+        replace(o, requests=d.requests, demand_weight=d.weight)
+        for o, d in zip(sched.shapes, chosen, strict=True)
+    )
     result = ReportResult(
         generated_at=generated,
         start=start,
@@ -251,7 +299,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         fleet=fleet,
         models=models,
         tenants=tenants,
-        shapes=sched.shapes,
+        shapes=outlooks,
         shapes_left_out=left_out,
         neighbour=den.neighbour_indicator(prod.allocations),
         telemetry=telemetry,
@@ -260,9 +308,49 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         trend=(),
         notes=tuple(notes),
         steps=sched.steps,
-        domains=_domains(nodes, allocations, end),
+        domains=_domains(end_state),
+        demand=summary,
+        rejects=rejects,
+        bound=bound,
     )
     return _with_trend(result)
+
+
+def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
+    """Which demand the report used, and how much of it the shape budget evaluates."""
+    return {
+        "mode": demand.mode,
+        "asked": demand.asked,
+        "weight": WEIGHTS[demand.mode],
+        "requests": demand.requests,
+        "no_gpu_requests": demand.no_gpu,
+        "shapes": len(demand.shapes),
+        "evaluated": min(len(demand.shapes), budget),
+        "not_evaluated_share": demand.left_out_share(budget),
+    }
+
+
+def describe_demand(demand: dict[str, Any]) -> str:
+    """One line: which demand the schedulable figures evaluate."""
+    if not demand:
+        return ""
+    how = {
+        "waited": "the requests that waited in the window, ranked by GPU-hours waited",
+        "submitted": "the requests submitted in the window, ranked by GPU-hours requested",
+        "queued": "the requests queued at the window's end, most queued first",
+    }[demand["mode"]]
+    text = (
+        f"demand: {demand['mode']} ({how}): {demand['requests']:,} GPU request(s) "
+        f"in {demand['shapes']:,} shape(s)"
+    )
+    if demand["asked"] is None and demand["mode"] == "submitted":
+        text += "; no request waited in the window"
+    if demand["shapes"] > demand["evaluated"]:
+        share = demand["not_evaluated_share"]
+        text += f"; the {demand['evaluated']} heaviest evaluated"
+        if share is not None:
+            text += f", {share:.1%} of the demand not evaluated"
+    return text
 
 
 def _tenants(
@@ -293,9 +381,9 @@ def _tenants(
     return out
 
 
-def _domains(nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime) -> pl.DataFrame:
-    """Free GPUs per switch domain at ``at`` (healthy nodes), for the heatmap."""
-    state = occupancy.node_state(nodes, allocations, at)
+def _domains(state: pl.DataFrame) -> pl.DataFrame:
+    """Free GPUs per switch domain in the node state at the window's end (healthy nodes),
+    for the heatmap."""
     healthy = pl.col("health") == "healthy"
     return (
         state.group_by("domain")
@@ -310,10 +398,18 @@ def _domains(nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime) -> pl
     )
 
 
-def _previous(store: Store, scenario: str | None) -> dict[str, Any] | None:
+def _previous(
+    store: Store, scenario: str | None, since: timedelta, step: timedelta
+) -> dict[str, Any] | None:
+    """The newest recorded report of the same state, window length and step."""
     if "reports" not in store.table_names():  # a store written before reports were kept
         return None
-    rows = store.query("previous_report", scenario=scenario)
+    rows = store.query(
+        "previous_report",
+        scenario=scenario,
+        span_s=since.total_seconds(),
+        step_s=step.total_seconds(),
+    )
     if rows.height == 0:
         return None
     row = rows.row(0, named=True)
@@ -347,8 +443,23 @@ def _with_trend(result: ReportResult) -> ReportResult:
     return ReportResult(**{**result.__dict__, "trend": tuple(trend)})
 
 
-def record_report(store_options: StoreOptions, result: ReportResult) -> None:
-    """Keep the report's headline figures in the store, for the next report's trend."""
+def record_report(store_options: StoreOptions, result: ReportResult) -> str | None:
+    """Keep the report's headline figures in the store, for the next report's trend.
+
+    Returns None when recorded, else why not (a store this user cannot write: the
+    report itself stands).
+    """
+    db = store_options.db
+    if not os.access(db, os.W_OK) or not os.access(db.resolve().parent, os.W_OK):
+        return f"{db} is read-only for this user"
+    try:
+        _record(store_options, result)
+    except StoreError as exc:  # not StoreBusyError: a busy store is retried by the user
+        return str(exc)
+    return None
+
+
+def _record(store_options: StoreOptions, result: ReportResult) -> None:
     with writing(store_options) as store:
         store.execute(
             "insert_report",

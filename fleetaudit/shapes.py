@@ -28,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from fleetaudit import schema
 from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import BLOCK_DOMAIN, block_domains
 
@@ -98,6 +99,37 @@ class Shape:
         return text
 
 
+DURATION_CLASSES_S = (900, 3600, 7200, 14400, 28800, 43200, 86400, 172800, 604800)
+"""The ladder of duration classes (15m, 1h, 2h, 4h, 8h, 12h, 1d, 2d, 7d), in seconds."""
+_WEEK_S = 604800
+
+
+def duration_class(seconds: float | None) -> float | None:
+    """The duration class of a request: its duration rounded up to the ladder.
+
+    Beyond 7 days ("longer"), a duration rounds up to a whole number of weeks.
+    No duration (or 0) stays None: the shape's window is the instant alone.
+
+    >>> [duration_class(s) for s in (None, 0, 1, 900, 901, 3435, 3437, 90000, 700000)]
+    [None, None, 900.0, 900.0, 3600.0, 3600.0, 3600.0, 172800.0, 1209600.0]
+    """
+    if seconds is None or not seconds > 0:  # None, 0 and NaN: no duration
+        return None
+    for bound in DURATION_CLASSES_S:
+        if seconds <= bound:
+            return float(bound)
+    return float(math.ceil(seconds / _WEEK_S) * _WEEK_S)
+
+
+def duration_class_expr(column: str = "duration_s") -> pl.Expr:
+    """:func:`duration_class` as a polars expression over ``column`` (nulls stay null)."""
+    value = pl.col(column).cast(pl.Float64)
+    out = pl.when(value.is_null() | ~(value > 0)).then(None)
+    for bound in DURATION_CLASSES_S:
+        out = out.when(value <= bound).then(pl.lit(float(bound)))
+    return out.otherwise((value / _WEEK_S).ceil() * _WEEK_S).alias(column)
+
+
 def _short(value: float) -> str:
     return f"{value:.4g}"
 
@@ -136,6 +168,18 @@ def make_shape(
             raise UsageError(
                 f"--{name.replace('_', '-')}: {_number(value)} is negative or not a number"
             )
+    for name, value, bound in (
+        ("gpus", gpus, schema.MAX_GPUS_PER_REQUEST),
+        ("gpus_per_pod", gpus_per_pod, schema.MAX_GPUS_PER_NODE),
+        ("cpus_per_gpu", cpus_per_gpu, schema.MAX_CPUS),
+        ("memory_gib_per_gpu", memory_gib_per_gpu, schema.MAX_MEMORY_GIB),
+        ("duration", duration_s, schema.MAX_SECONDS),
+    ):
+        if value is not None and value > bound:
+            raise UsageError(
+                f"--{name.replace('_', '-')}: {value:g} is above the sanity bound {bound:,} "
+                "(the bound ingest applies to requests)"
+            )
     if gpus <= 0:
         raise UsageError("--gpus: a shape asks for more than 0 GPUs")
     gpus = float(gpus)
@@ -171,6 +215,52 @@ def make_shape(
         locality=place,
         duration_s=float(duration_s) if duration_s else None,
     )
+
+
+def beyond_fleet(shape: Shape, nodes: pl.DataFrame) -> str | None:
+    """Why ``shape`` can never start on this inventory (whatever is free), or None.
+
+    ``nodes`` has node_id, gpu_model, gpus and switch_id; health does not matter
+    (a down node may come back). A node without a switch is a domain by itself.
+
+    >>> nodes = pl.DataFrame({"node_id": ["a", "b"], "gpu_model": ["H20", "H20"],
+    ...     "gpus": [8, 8], "switch_id": ["s", None]})
+    >>> beyond_fleet(make_shape("H20", 16), nodes) is None
+    False
+    >>> print(beyond_fleet(make_shape("H20", 32), nodes))
+    H20 32 GPU (4x8) switch asks for 32 GPUs, more than the 16 installed on its models; it can never start
+    """
+    models = shape.models
+    mine = nodes if models is None else nodes.filter(pl.col("gpu_model").is_in(list(models)))
+    total = float(mine["gpus"].sum() or 0)
+    largest = float(mine["gpus"].max() or 0)  # type: ignore[arg-type]
+    label = shape.label()
+    if shape.is_share:
+        if largest >= 1:
+            return None
+        return f"{label}: no node of its models has a GPU; it can never start"
+    if shape.gpus > total:
+        return (
+            f"{label} asks for {_number(shape.gpus)} GPUs, more than the {_number(total)} "
+            "installed on its models; it can never start"
+        )
+    if shape.gpus_per_pod > largest:
+        return (
+            f"{label}: a pod of {_number(shape.gpus_per_pod)} GPUs is larger than any node of "
+            f"its models ({_number(largest)} GPUs); it can never start"
+        )
+    if shape.locality == "switch" and shape.pods > 1:
+        domain = pl.coalesce(pl.col("switch_id").cast(pl.String), pl.col("node_id").cast(pl.String))
+        per_domain = mine.group_by("gpu_model", domain.alias("_domain")).agg(
+            (pl.col("gpus") // shape.gpus_per_pod).sum().alias("pods")
+        )
+        most = int(per_domain["pods"].max() or 0)  # type: ignore[arg-type]
+        if most < shape.pods:
+            return (
+                f"{label} needs {shape.pods} pods in one switch domain of one model; the largest "
+                f"holds {most}; it can never start"
+            )
+    return None
 
 
 def check_models(shape: Shape, known: list[str]) -> None:
@@ -389,6 +479,10 @@ def ledger(
 def nearest_misses(evaluation: Evaluation, state: pl.DataFrame, limit: int = 5) -> pl.DataFrame:
     """The groups (switch domains, or nodes) that lack least to host one more instance.
 
+    Groups rank by what their best nodes lack in all for the missing pods: GPUs,
+    then CPUs, then memory, then the pods missing; fewest first, for every
+    locality (so a node lacking one GPU comes before a full node lacking eight).
+
     For each group: the pods it still lacks, and, for its best nodes, what one
     more pod there lacks in GPUs, CPUs and memory, and how many of its free GPUs
     are taken during W (interval).
@@ -426,19 +520,29 @@ def nearest_misses(evaluation: Evaluation, state: pl.DataFrame, limit: int = 5) 
         ).alias("lacks_memory_gib"),
         pl.col("interval").alias("busy_in_window_gpus"),
     )
-    best_groups = groups.sort(["missing_pods", *key]).head(limit)
     group_label = pl.concat_str([pl.col(c).cast(pl.Utf8) for c in key], separator="/").alias(
         "group"
     )
-    ranked = (
-        nodes.join(best_groups.select(*key, "missing_pods"), on=key)
+    lacks = ["lacks_gpus", "lacks_cpus", "lacks_memory_gib"]
+    # per group, the nodes closest to giving the missing pods: those shown
+    shown = (
+        nodes.join(groups.select(*key, "missing_pods"), on=key)
         .with_columns(group_label)
-        .sort(["missing_pods", "group", "lacks_gpus", "lacks_cpus", "lacks_memory_gib", "node_id"])
-    )
-    # per group, the nodes closest to giving the missing pods
-    return (
-        ranked.with_columns(pl.int_range(pl.len()).over("group").alias("_rank"))
+        .sort(["group", *lacks, "node_id"])
+        .with_columns(pl.int_range(pl.len()).over("group").alias("_rank"))
         .filter(pl.col("_rank") < pl.col("missing_pods").clip(upper_bound=limit))
+    )
+    # groups rank by what they lack in all (GPUs, then CPUs, then memory), fewest first
+    totals = shown.group_by("group").agg(pl.col(lacks).sum().name.prefix("_total_"))
+    best = (
+        totals.join(shown.select("group", "missing_pods").unique(), on="group")
+        .sort([*(f"_total_{c}" for c in lacks), "missing_pods", "group"])
+        .head(limit)
+        .with_columns(pl.int_range(pl.len()).alias("_group_rank"))
+    )
+    return (
+        shown.join(best.select("group", "_group_rank"), on="group")
+        .sort(["_group_rank", "_rank"])
         .select(
             "group",
             "missing_pods",

@@ -17,9 +17,27 @@ import polars as pl
 from fleetaudit import history as history_mod
 from fleetaudit import occupancy
 from fleetaudit import reclaim as reclaim_mod
-from fleetaudit.api import StoreOptions, check_scenario, load_frames, reading, resolve_at
+from fleetaudit.api import (
+    StoreOptions,
+    check_scenario,
+    data_notes,
+    holds_requests,
+    load_frames,
+    reading,
+    resolve_at,
+)
 from fleetaudit.errors import InputError, UsageError
-from fleetaudit.shapes import Evaluation, Shape, check_models, evaluate, make_shape, nearest_misses
+from fleetaudit.shapes import (
+    Evaluation,
+    Shape,
+    beyond_fleet,
+    check_models,
+    duration_class,
+    duration_class_expr,
+    evaluate,
+    make_shape,
+    nearest_misses,
+)
 from fleetaudit.store import Store
 from fleetaudit.times import parse_duration
 
@@ -71,7 +89,12 @@ class ShapesResult:
 
 
 def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
-    """Requests whose shape columns equal ``shape``'s (after SPEC defaults)."""
+    """Requests whose shape columns equal ``shape``'s (after SPEC defaults).
+
+    Durations compare by their class (:func:`fleetaudit.shapes.duration_class`):
+    a request of 3435 s and one of 3437 s are both of the 1h class, and so is an
+    ad-hoc shape of ``--duration 50m`` (which is still evaluated at exactly 50m).
+    """
 
     def eq(column: str, value: object) -> pl.Expr:
         if value is None:
@@ -87,8 +110,15 @@ def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
         eq("cpus_per_gpu", shape.cpus_per_gpu),
         eq("memory_gib_per_gpu", shape.memory_gib_per_gpu),
         eq("locality", shape.locality),
-        eq("duration_s", shape.duration_s),
-    )
+    ).filter(_class_eq(frame, shape))
+
+
+def _class_eq(frame: pl.DataFrame, shape: Shape) -> pl.Expr:
+    wanted = duration_class(shape.duration_s)
+    classed = duration_class_expr("duration_s")
+    if "duration_s" not in frame.columns:
+        return pl.lit(wanted is None)
+    return classed.is_null() if wanted is None else classed == wanted
 
 
 def shapes_to_evaluate(
@@ -108,14 +138,23 @@ def shapes_to_evaluate(
             check_models(shape, models)
         return [(s, _same_shape(queued_frame, s).height) for s in given], notes
     pairs, cpu_only = queued_shapes(queued_frame)
+    if not holds_requests(store):
+        notes.append(
+            "the store holds no requests, so nothing is queued; give a shape with "
+            "--model/--gpus or --shapes"
+        )
     if cpu_only:
         notes.append(f"{cpu_only} queued request(s) ask for no GPU and are not GPU shapes")
     return pairs, notes
 
 
 def queued_shapes(queued: pl.DataFrame) -> tuple[list[tuple[Shape, int]], int]:
-    """Distinct GPU shapes among queued requests, with counts (most queued first); and CPU-only requests."""
-    gpu = queued.filter(pl.col("gpus") > 0)
+    """Distinct GPU shapes among queued requests, with counts (most queued first); and CPU-only requests.
+
+    Durations are grouped by their class (rounded up to the ladder of
+    :data:`fleetaudit.shapes.DURATION_CLASSES_S`), so 3435 s and 3437 s are one 1h shape.
+    """
+    gpu = queued.filter(pl.col("gpus") > 0).with_columns(duration_class_expr("duration_s"))
     groups = (
         gpu.group_by(SHAPE_COLUMNS, maintain_order=True)
         .agg(pl.len().alias("queued"))
@@ -187,6 +226,8 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
         check_scenario(store, options.scenario)
         at = resolve_at(store, options.at, options.scenario)
         pairs, notes = shapes_to_evaluate(store, at, options.shapes)
+        since = at - (options.history or timedelta(0))
+        notes.extend(data_notes(store, since, at, options.scenario))
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         start = at - (options.history or timedelta(0))
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
@@ -198,6 +239,7 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
         )
     states: dict[float | None, pl.DataFrame] = {}
     reports = []
+    notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
     for shape, queued in pairs:
         if shape.duration_s not in states:
             window = timedelta(seconds=shape.duration_s) if shape.duration_s else None

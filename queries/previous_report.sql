@@ -1,7 +1,10 @@
--- The newest recorded report of the same allocation state ($scenario; NULL: recorded).
+-- The newest recorded report of the same allocation state ($scenario; NULL: recorded),
+-- window length ($span_s) and step ($step_s): the trend compares like for like.
 -- Output: at most one row: report_id, created_at, at, start, end, step_s, figures (JSON text).
 SELECT report_id, created_at, "at", "start", "end", step_s, figures
 FROM reports
 WHERE scenario IS NOT DISTINCT FROM $scenario
+  AND abs(epoch("end") - epoch("start") - $span_s) < 0.001
+  AND abs(step_s - $step_s) < 0.001
 ORDER BY report_id DESC
 LIMIT 1

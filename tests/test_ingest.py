@@ -511,3 +511,49 @@ def test_an_older_store_gains_the_label_column(tmp_path: Path, tiny_dir: Path) -
         ingest(reopened, [tiny_dir])
         assert "workload_label" in reopened.column_types("allocations")
         assert reopened.row_count("allocations") > 0
+
+PERCENT = Path(__file__).parent / "data" / "percent"
+
+
+def test_a_fraction_column_in_percent_fails_the_file_and_names_the_option(
+    db_path: Path,
+) -> None:
+    """tests/data/percent: 11 of 14 sm_active values are above 1, all within 0..100."""
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    result = CliRunner().invoke(app, ["ingest", str(PERCENT), "--db", str(db_path)])
+    assert result.exit_code == 2
+    line = result.stderr.strip()
+    assert "\n" not in line and "Traceback" not in result.output
+    assert "telemetry.csv" in line and "sm_active" in line
+    assert "11 of 14 values are above 1" in line and "--percent sm_active" in line
+    store = open_store(db_path)
+    try:  # one transaction: the nodes of the same call did not land either
+        assert store.row_count("nodes") == 0 and store.row_count("telemetry") == 0
+    finally:
+        store.close()
+
+
+def test_percent_scales_the_column(store: Store) -> None:
+    result = ingest(store, [PERCENT], IngestOptions(percent=("sm_active",)))
+    assert result.rejected == 0
+    assert store.scalar("SELECT round(sum(sm_active), 6) FROM telemetry") == pytest.approx(2.137)
+    assert store.scalar("SELECT max(sm_active) FROM telemetry") == pytest.approx(0.65)
+
+
+def test_percent_names_a_fraction_column(store: Store) -> None:
+    with pytest.raises(InputError, match="'gpus' is not a fraction column; use one of mem_used, sm_active"):
+        ingest(store, [PERCENT], IngestOptions(percent=("gpus",)))
+
+
+def test_a_few_values_above_1_stay_row_rejects(store: Store, tmp_path: Path) -> None:
+    """9 values above 1 (fewer than 10) among fractions: rejected rows, not a failed file."""
+    write(tmp_path / "nodes.csv", (PERCENT / "nodes.csv").read_text())
+    rows = ["ts,node_id,gpu_index,sm_active"] + [
+        f"2026-01-01T00:{i:02d}:00Z,g1,0,{1.5 if i < 9 else 0.5}" for i in range(20)
+    ]
+    write(tmp_path / "telemetry.csv", "\n".join(rows) + "\n")
+    result = ingest(store, [tmp_path])
+    assert {t.table: t.rejected for t in result.tables}["telemetry"] == 9

@@ -576,3 +576,32 @@ def test_node_state_window_is_never_freer_than_the_instant(allocs, t, length):
         assert (state[f"free_{name}_window"] >= 0).all()
     if duration is None:
         assert state["free_gpus_window"].equals(state["free_gpus"])
+
+
+def test_cpu_and_memory_bound_nodes_in_state_and_report(tmp_path: Path) -> None:
+    """tests/data/bound: c1 is CPU-bound (8 idle GPUs), c2 memory-bound (6 idle GPUs)."""
+    from typer.testing import CliRunner
+
+    from fleetaudit import api, occupancy
+    from fleetaudit.cli import app
+
+    bound = Path(__file__).parent / "data" / "bound"
+    db = tmp_path / "bound.duckdb"
+    api.ingest_paths(api.StoreOptions(db), [bound])
+    at = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+    state = api.node_state(api.StoreOptions(db), at).state
+    assert occupancy.bound_nodes(state).rows() == [("H20", 2, 1, 1, 14)]
+    runner = CliRunner()
+    shown = runner.invoke(app, ["state", "--db", str(db), "--at", "2026-01-01T12:00:00Z"])
+    assert shown.exit_code == 0, shown.output
+    assert "H20: 2 node(s) with idle GPUs have every CPU (1) or all memory (1) in use; their 14 idle GPUs" in " ".join(shown.stdout.split())
+    out = tmp_path / "r.json"
+    report = runner.invoke(
+        app, ["report", "--db", str(db), "--at", "2026-01-01T12:00:00Z", "--since", "6h",
+              "--step", "1h", "--json", str(out)],
+    )  # fmt: skip
+    assert report.exit_code == 0, report.output
+    assert json.loads(out.read_text())["cpu_memory_bound"] == {
+        "at": "2026-01-01T12:00:00Z",
+        "models": {"H20": {"nodes": 2, "cpu_bound_nodes": 1, "memory_bound_nodes": 1, "idle_gpus": 14}},
+    }

@@ -64,6 +64,7 @@ SAMPLE_PARAMS = {
     "document": "{}",
     "generated_at": datetime(2026, 1, 2),
     "step_s": 900.0,
+    "span_s": 86400.0,
     "figures": "{}",
     "interval_us": 3_600_000_000,
     "ingest_id": 1,

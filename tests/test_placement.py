@@ -400,7 +400,7 @@ def test_whatif_placement_cli_saves_a_scenario_that_shapes_reads(tmp_path: Path)
     result = runner.invoke(
         app,
         ["whatif", "placement", "--db", str(db), "--fill", "50", "--policy", "best-fit",
-         "--save-as", "half", "--json"],
+         "--in-order", "--save-as", "half", "--json"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -759,3 +759,81 @@ def test_replay_backfill_precheck_gives_the_reference_results(policy, queue, mon
             reference.started, reference.failed, reference.rejected
         ), case  # fmt: skip
     assert waited > 100  # the cases exercise the queue
+
+
+# -- requests for no GPU ------------------------------------------------------------------
+
+CPU_FLEET = pl.DataFrame(
+    {"node_id": ["a-gpu", "z-cpu"], "gpu_model": ["H20", "cpu"], "gpus": [8, 0],
+     "cpus": [64.0, 64.0]}
+)  # fmt: skip
+
+
+def test_a_request_without_gpus_prefers_a_node_without_gpus() -> None:
+    """r1 asks 16 CPUs and no GPU, r2 8 GPUs x 8 CPUs (all 64 of a-gpu). First-fit would
+    put r1 on a-gpu (first by id) and r2 would fail; r1 goes to z-cpu, and both fit."""
+    requests = pl.DataFrame(
+        {"request_id": ["r1", "r2"], "gpus": [0.0, 8.0], "cpus": [16.0, None],
+         "cpus_per_gpu": [None, 8.0]}
+    )  # fmt: skip
+    result = simulate_fill(
+        CPU_FLEET, requests, PlacementOptions(policy="first-fit", fill_pct=100, step_pct=100)
+    )
+    assert result.failed == 0
+    assert result.allocations.select("request_id", "node_id").rows() == [
+        ("r1", "z-cpu"), ("r2", "a-gpu"),
+    ]  # fmt: skip
+
+
+def test_a_request_without_gpus_still_takes_a_gpu_node_when_no_other_fits() -> None:
+    requests = pl.DataFrame({"request_id": ["r1"], "gpus": [0.0], "cpus": [100.0]})
+    fleet = CPU_FLEET.with_columns(pl.Series("cpus", [128.0, 64.0]))
+    t0 = datetime(2026, 1, 1)
+    none = pl.DataFrame(schema={"alloc_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
+                                "cpus": pl.Float64, "start_time": pl.Datetime("us"),
+                                "end_time": pl.Datetime("us")})  # fmt: skip
+    timed = requests.with_columns(pl.lit(t0).alias("submit_time"), pl.lit(60.0).alias("duration_s"))
+    result = simulate_replay(
+        fleet, none, timed, PlacementOptions(policy="best-fit"), t0, t0 + timedelta(hours=1), True
+    )
+    assert result.allocations.select("request_id", "node_id").rows() == [("r1", "a-gpu")]
+
+
+def test_by_time_fragmentation_weighs_shapes_by_their_gpus() -> None:
+    """Three CPU-only requests and one 1-GPU request on an empty 8-GPU node. Weighed by
+    pods (fill mode, the FGD paper), the CPU-only shapes weigh 3/4 and see every free
+    GPU as fragment: 6 of 8 GPUs, 75%. Weighed by GPUs (by time), they weigh nothing,
+    and no free GPU is a fragment for a 1-GPU pod: 0%."""
+    requests = pl.DataFrame(
+        {"request_id": ["c1", "c2", "c3", "g1"], "gpus": [0.0, 0.0, 0.0, 1.0],
+         "cpus": [1.0, 1.0, 1.0, None]}
+    )  # fmt: skip
+    fleet = CPU_FLEET.filter(pl.col("node_id") == "a-gpu")
+    empty_placement = pl.DataFrame(schema={"node_id": pl.String, "gpus": pl.Float64,
+                                           "gpu_index": pl.String, "cpus": pl.Float64})  # fmt: skip
+    assert fleet_fragmentation(fleet, empty_placement, requests) == pytest.approx(6.0)
+    t0 = datetime(2026, 1, 1)
+    timed = requests.with_columns(
+        pl.lit(t0 + timedelta(minutes=30)).alias("submit_time"), pl.lit(60.0).alias("duration_s")
+    )
+    none = pl.DataFrame(schema={"alloc_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
+                                "cpus": pl.Float64, "start_time": pl.Datetime("us"),
+                                "end_time": pl.Datetime("us")})  # fmt: skip
+    result = simulate_replay(
+        fleet, none, timed, PlacementOptions(policy="fgd"), t0, t0 + timedelta(hours=1), True
+    )
+    assert result.curve["fragmented_pct"][0] == 0.0
+
+
+def test_shuffle_and_in_order_exclude_each_other(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    db = tmp_path / "tiny.duckdb"
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(Path(__file__).parent / "data" / "tiny"), "--db", str(db)]).exit_code == 0
+    both = runner.invoke(
+        app, ["whatif", "placement", "--db", str(db), "--fill", "50", "--shuffle", "--in-order"]
+    )
+    assert both.exit_code == 2 and "--in-order" in both.stderr

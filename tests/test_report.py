@@ -245,6 +245,29 @@ def test_vectorised_ledger_equals_shapes_evaluate_on_the_hand_fleet(hand_db: Pat
     _differential(nodes, allocations, shapes, instants)
 
 
+@pytest.mark.parametrize("cells", [1, 7, 26])
+def test_chunked_instants_give_the_same_ledger(
+    hand_db: Path, cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep in chunks of 1, 1 and 5 instants (5 nodes) equals the sweep in one go,
+    durations that are whole steps (sliding maxima across chunk edges) included."""
+    with api.reading(api.StoreOptions(hand_db)) as store:
+        nodes, allocations = api.load_frames(store, datetime(2026, 1, 1), datetime(2026, 1, 3))
+    shapes = [
+        (make_shape("H20", 8), 1),
+        (make_shape("A10", 1, duration_s=7200), 1),
+        (make_shape("A10", 1, memory_gib_per_gpu=100, duration_s=5400), 1),
+        (make_shape(None, 4, 2, locality="switch", duration_s=3 * 3600), 1),
+        (make_shape("H20", 0.5), 1),
+    ]
+    instants = den.window_instants(datetime(2026, 1, 2), timedelta(days=1), timedelta(hours=1))
+    whole = den.schedulable(nodes, allocations, shapes, instants, timedelta(days=1))
+    monkeypatch.setattr(den, "_CHUNK_CELLS", cells)
+    chunked = den.schedulable(nodes, allocations, shapes, instants, timedelta(days=1))
+    assert chunked.steps.equals(whole.steps)
+    assert chunked.shapes == whole.shapes
+
+
 @given(st.integers(1, 40), st.integers(1, 9), st.integers(0, 2**32 - 1))
 def test_sliding_max_equals_a_plain_window_maximum(width: int, n: int, seed: int) -> None:
     values = np.random.default_rng(seed).integers(0, 50, size=(3, n + width - 1))
@@ -408,7 +431,7 @@ def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: P
     out = tmp_path / "out"
     first = invoke("report", *WINDOW, "--db", db, "--json", out / "r-{date}-{time}.json")
     assert first.exit_code == 0, first.output
-    assert "trend: no earlier report of this database" in first.stdout
+    assert "trend: no earlier recorded report of this window length and step" in first.stdout
     (written,) = out.glob("r-*.json")
     assert re.fullmatch(r"r-\d{4}-\d{2}-\d{2}-\d{6}\.json", written.name)
     assert json.loads(written.read_text())["trend"] == {"previous": None, "figures": []}
@@ -654,9 +677,9 @@ def test_a_store_from_before_reports_gets_the_table_and_a_trend(
     con = duckdb.connect(str(db))
     con.execute("DROP TABLE IF EXISTS reports")
     con.close()
-    first = invoke("report", *WINDOW, "--db", db)
+    first = invoke("report", *WINDOW, "--db", db, "--record")
     assert first.exit_code == 0, first.output
-    assert "trend: no earlier report of this database" in first.stdout
+    assert "trend: no earlier recorded report of this window length and step" in first.stdout
     second = invoke("report", *WINDOW, "--db", db)
     assert "since the report of" in second.stdout
 
@@ -675,7 +698,7 @@ def test_scenario_is_read_instead_of_the_recorded_state(hand_db: Path, tmp_path:
             store, "no-a3", removed, base="recorded", command="test", options={},
             at=datetime(2026, 1, 2),
         )  # fmt: skip
-    assert invoke("report", *WINDOW, "--db", db).exit_code == 0
+    assert invoke("report", *WINDOW, "--db", db, "--record").exit_code == 0
     path = tmp_path / "s.json"
     result = invoke("report", *WINDOW, "--db", db, "--scenario", "no-a3", "--json", path)
     assert result.exit_code == 0, result.output
@@ -683,3 +706,79 @@ def test_scenario_is_read_instead_of_the_recorded_state(hand_db: Path, tmp_path:
     assert document["scenario"] == "no-a3"
     assert document["models"]["H20"]["physical"]["allocated_gpu_hours"] == 226.0 - 192.0
     assert document["trend"]["previous"] is None  # the recorded state's report is not its own
+
+
+def test_report_counts_the_rows_ingest_rejected(tmp_path: Path) -> None:
+    """Two telemetry rows above 1 (too few to look like percent) are rejects; the report
+    says so in its notes and its JSON."""
+    db = tmp_path / "rejects.duckdb"
+    bad = write(
+        tmp_path / "more" / "telemetry.csv",
+        "ts,node_id,gpu_index,sm_active\n"
+        "2026-01-01T01:00:00Z,n1,0,1.5\n2026-01-01T01:00:00Z,n1,1,2.5\n"
+        "2026-01-01T01:00:00Z,n1,2,0.5\n",
+    )
+    api.ingest_paths(api.StoreOptions(db), [HAND, bad])
+    result = build_report(api.StoreOptions(db), ReportOptions(at=datetime.fromisoformat(AT),
+                          since=timedelta(days=1), step=timedelta(hours=1)))  # fmt: skip
+    assert result.rejects == {"telemetry": 2}
+    assert report_document(result)["rejects"] == {"telemetry": 2}
+    assert any("rejected 2 row(s) (telemetry 2)" in note for note in result.notes)
+
+
+def test_trend_compares_like_for_like(hand_db: Path, tmp_path: Path) -> None:
+    """The hand fleet's healthy GPUs are n1, n2 (H20), n4 (A10) and n5 (L4): 22 GPUs, so
+    22 healthy GPU-hours per hour whatever the window. A 2-day report is no baseline
+    for a 1-day one; the 1-day report of the same step is, and its per-hour figures
+    change by 0."""
+    db = tmp_path / "like.duckdb"
+    shutil.copy(hand_db, db)
+    two_days = ("--at", AT, "--since", "2d", "--step", "1h")
+    assert invoke("report", *two_days, "--db", db, "--record").exit_code == 0
+    first = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "first.json")
+    assert "trend: no earlier recorded report" in first.stdout
+    assert json.loads((tmp_path / "first.json").read_text())["trend"]["previous"] is None
+    other_step = ("--at", AT, "--since", "1d", "--step", "2h")
+    assert "no earlier recorded" in invoke("report", *other_step, "--db", db).stdout
+    invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "second.json")
+    trend = json.loads((tmp_path / "second.json").read_text())["trend"]
+    figures = {f["figure"]: f for f in trend["figures"]}
+    healthy = figures["physical.healthy_gpu_hours_per_hour"]
+    assert (healthy["value"], healthy["previous"], healthy["change"]) == (22.0, 22.0, 0.0)
+    assert "physical.healthy_gpu_hours" not in figures  # totals grow with the window
+
+
+def test_an_ad_hoc_report_is_no_baseline(hand_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "adhoc.duckdb"
+    shutil.copy(hand_db, db)
+    past = ("--at", "2026-01-01T12:00:00Z", "--since", "1d", "--step", "1h")
+    adhoc = invoke("report", *past, "--db", db)
+    assert adhoc.exit_code == 0, adhoc.output
+    assert "not recorded for the next trend" in " ".join(adhoc.stderr.split())
+    assert "no earlier recorded" in invoke("report", *past, "--db", db, "--record").stdout
+    assert "since the report of" in invoke("report", *past, "--db", db).stdout
+
+
+def test_a_read_only_store_reports_and_says_it_did_not_record(
+    hand_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "ro.duckdb"
+    shutil.copy(hand_db, db)
+    real = os.access
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: (mode != os.W_OK or Path(p) != db) and real(p, mode)
+    )
+    result = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "ro.json")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "ro.json").exists()
+    assert f"not recorded for the next trend: {db} is read-only" in " ".join(result.stderr.split())
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes read-only files")
+def test_a_read_only_store_file_reports(hand_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "ro.duckdb"
+    shutil.copy(hand_db, db)
+    db.chmod(0o444)
+    result = invoke("report", *WINDOW, "--db", db, "--record")
+    assert result.exit_code == 0, result.output
+    assert "not recorded for the next trend" in " ".join(result.stderr.split())

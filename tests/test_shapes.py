@@ -16,7 +16,7 @@ from fleetaudit import occupancy
 from fleetaudit.cli import app
 from fleetaudit.errors import UsageError
 from fleetaudit.shapes import CAUSES, evaluate, make_shape, nearest_misses
-from tests.conftest import write
+from tests.conftest import DATA, write
 
 runner = CliRunner()
 AT = datetime(2026, 1, 1, 12)
@@ -375,3 +375,67 @@ def test_reference_shapes_on_the_2023_trace(tmp_path: Path, traces: Path) -> Non
     # 617 8-GPU nodes: 77 whole 128-GPU gangs pool anywhere; within 2-8 node domains none fit
     assert by[(128, "any")] >= by[(128, "switch")]
     assert by[(128, "switch")] == 0 and by[(256, "switch")] == 0
+
+
+def test_durations_group_by_class_in_shapes_and_calibration(tmp_path: Path) -> None:
+    """tests/data/duration_classes: q1-q3 (3435-3437 s) make one 1h shape, q4 (7000 s) a 2h
+    one; the 1h shape's calibration counts h1 (waited 30 min) and h2 (2 h), not h3 (15m)."""
+    db = tmp_path / "classes.duckdb"
+    hand = DATA / "report_hand"
+    files = [hand / "nodes.csv", hand / "allocations.csv", DATA / "duration_classes" / "requests.csv"]
+    assert runner.invoke(app, ["ingest", *map(str, files), "--db", str(db)]).exit_code == 0
+    at = ["--db", str(db), "--at", "2026-01-02T00:00:00Z"]
+    result = runner.invoke(app, ["shapes", *at, "--history", "1d", "--step", "1h", "--json"])
+    assert result.exit_code == 0, result.output
+    got = {s["shape"]["duration_s"]: s for s in json.loads(result.stdout)["shapes"]}
+    assert sorted(got) == [3600.0, 7200.0]
+    assert (got[3600.0]["queued"], got[7200.0]["queued"]) == (3, 1)
+    calibration = got[3600.0]["calibration"]
+    assert calibration["started"] == 2
+    assert (calibration["actual_wait_p50_s"], calibration["actual_wait_p90_s"]) == (1800.0, 7200.0)
+    # an ad-hoc duration is evaluated exactly, and counts the requests of its class
+    adhoc = runner.invoke(
+        app, ["shapes", *at, "--model", "H20", "--gpus", "1", "--duration", "50m", "--json"]
+    )
+    assert adhoc.exit_code == 0, adhoc.output
+    (shape,) = json.loads(adhoc.stdout)["shapes"]
+    assert (shape["shape"]["duration_s"], shape["queued"]) == (3000.0, 3)
+
+
+def _state(rows: list[tuple[str, str, int, float]]) -> pl.DataFrame:
+    """A node state at t (8-GPU H20 nodes, no duration): (node, domain, free GPUs, free CPUs)."""
+    n = len(rows)
+    return pl.DataFrame(
+        {
+            "node_id": [r[0] for r in rows], "gpu_model": ["H20"] * n, "health": ["healthy"] * n,
+            "domain": [r[1] for r in rows], "gpus": [8] * n,
+            "gpus_used": [8 - r[2] for r in rows], "gpus_used_high": [8 - r[2] for r in rows],
+            "free_gpus": [r[2] for r in rows], "free_gpus_window": [r[2] for r in rows],
+            "free_cpus_window": [r[3] for r in rows], "free_memory_gib_window": [None] * n,
+            "share_fills": [[] for _ in rows],
+        },
+        schema_overrides={"free_memory_gib_window": pl.Float64, "share_fills": pl.List(pl.Float64)},
+    )  # fmt: skip
+
+
+def test_nearest_misses_rank_by_what_is_lacking_for_a_node_shape() -> None:
+    """8 GPUs x 4 CPUs on one node: b lacks 1 GPU; d 1 GPU and 16 CPUs (32 - 16);
+    c 2 GPUs and 24 CPUs (32 - 8); a, full, lacks 8 GPUs. Listed fewest first."""
+    state = _state([("a", "s", 0, 64.0), ("b", "s", 7, 64.0), ("c", "s", 6, 8.0), ("d", "s", 7, 16.0)])
+    shape = make_shape("H20", 8, 8, 4)
+    misses = nearest_misses(evaluate(state, shape), state)
+    assert misses.select("node_id", "lacks_gpus", "lacks_cpus").rows() == [
+        ("b", 1, 0), ("d", 1, 16), ("c", 2, 24), ("a", 8, 0),
+    ]  # fmt: skip
+
+
+def test_nearest_misses_rank_domains_by_what_they_lack_in_all() -> None:
+    """16 GPUs as 2 x 8 in a switch domain: s3 (7 + 8 free) lacks 1 GPU on i; s2 (6 + 5
+    free) misses 2 pods that lack 2 + 3 = 5 GPUs; s1 (8 + 0 free) misses 1 pod lacking 8,
+    on e (a second pod there) as on f: the tie goes to the first node id."""
+    state = _state([("e", "s1", 8, 0.0), ("f", "s1", 0, 0.0), ("g", "s2", 6, 0.0),
+                    ("h", "s2", 5, 0.0), ("i", "s3", 7, 0.0), ("j", "s3", 8, 0.0)])  # fmt: skip
+    misses = nearest_misses(evaluate(state, make_shape("H20", 16, 8)), state)
+    assert misses.select("group", "missing_pods", "node_id", "lacks_gpus").rows() == [
+        ("H20/s3", 1, "i", 1), ("H20/s2", 2, "g", 2), ("H20/s2", 2, "h", 3), ("H20/s1", 1, "e", 8),
+    ]  # fmt: skip

@@ -55,6 +55,13 @@ class IngestOptions:
     snapshot_time: datetime | None = None  # kubernetes: the time of every file of the call
     tenant_label: str | None = None  # kubernetes: the pod label naming the tenant
     days: tuple[int, int] | None = None  # alibaba-gpu-v2026: the days read (None: all)
+    percent: tuple[str, ...] = ()  # fraction columns given in percent: scaled by 1/100
+
+
+PERCENT_MIN_ROWS = 10
+PERCENT_MIN_SHARE = 0.10
+"""A fraction column fails its file as "looks like percent" when at least this many of its
+values, and this share of them, are above 1, and every value lies within 0..100."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,13 @@ def plan_sources(
         raise InputError(
             "--table", f"no table named {options.table!r}; use one of {', '.join(schema.TABLES)}"
         )
+    fractions = sorted({c.name for t in schema.TABLES.values() for c in t.columns if c.at_most_one})
+    for column in options.percent:
+        if column not in fractions:
+            raise InputError(
+                "--percent",
+                f"{column!r} is not a fraction column; use one of {', '.join(fractions)}",
+            )
     if options.format == alibaba.FORMAT:
         sources = alibaba.trace_sources(
             store, list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
@@ -192,7 +206,11 @@ def _ingest(
         for table_name in schema.INGEST_ORDER:
             mine = [s for s in sources if s.table == table_name]
             if mine:
-                summaries.append(_load_table(store, schema.table(table_name), mine, ingest_id, say))
+                summaries.append(
+                    _load_table(
+                        store, schema.table(table_name), mine, ingest_id, say, options.percent
+                    )
+                )
             if table_name == "nodes" and topology is not None:
                 # one place for every format: the call's nodes, as loaded and validated
                 say(f"nodes: applying the topology of {topology.file}")
@@ -250,14 +268,19 @@ def _utc_now() -> datetime:
 
 
 def _load_table(
-    store: Store, table: schema.Table, sources: list[Source], ingest_id: int, say: Progress
+    store: Store,
+    table: schema.Table,
+    sources: list[Source],
+    ingest_id: int,
+    say: Progress,
+    percent: Sequence[str] = (),
 ) -> TableSummary:
     name = q(table.name)
     had_rows = store.row_count(table.name) > 0
     read = rejected = 0
     for i, source in enumerate(sources, 1):
         say(f"{table.name}: reading {source.file} ({i}/{len(sources)})")
-        read_, rejected_ = _load_file(store, table, source, ingest_id)
+        read_, rejected_ = _load_file(store, table, source, ingest_id, percent)
         read += read_
         rejected += rejected_
 
@@ -308,9 +331,13 @@ def _load_table(
 
 
 def _load_file(
-    store: Store, table: schema.Table, source: Source, ingest_id: int
+    store: Store, table: schema.Table, source: Source, ingest_id: int, percent: Sequence[str] = ()
 ) -> tuple[int, int]:
     """Load one file; returns (rows read, rows rejected)."""
+    fractions = [
+        c.name for c in table.columns if c.at_most_one and c.name not in percent
+    ]  # checked for values that look like percent
+    before = _fraction_stats(store, table, fractions, ingest_id, rejected_too=False)
     try:
         columns = store.describe(source.select, source.params)
     except QueryError as exc:
@@ -323,6 +350,7 @@ def _load_file(
         columns,
         store.column_types(table.name),
         adapter_rejects=source.adapter_rejects,
+        percent=frozenset(percent),
     )
     for name, sql_type in plan.new_columns:
         store.add_column(table.name, name, sql_type)
@@ -334,6 +362,8 @@ def _load_file(
             store.run(f"DROP TABLE IF EXISTS {CSV_ERRORS}_scans")
         read = store.run(plan.load, params) or 0
         bad_lines = _csv_line_rejects(store, table, source, ingest_id) if source.csv else 0
+        after = _fraction_stats(store, table, fractions, ingest_id, rejected_too=True)
+        _check_not_percent(source.file, before, after)
         rejected = int(
             store.scalar(
                 f"SELECT count(*) FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged
@@ -345,6 +375,41 @@ def _load_file(
     except QueryError as exc:
         raise InputError(source.file, f"cannot read: {exc.message}") from exc
     return read + bad_lines, rejected + bad_lines
+
+
+def _fraction_stats(
+    store: Store, table: schema.Table, columns: list[str], ingest_id: int, rejected_too: bool
+) -> dict[str, tuple[int, int, int]]:
+    """Per fraction column: (values, values above 1, values outside 0..100) among this
+    call's rows, with its rejected rows (tagged -ingest_id until deleted) if asked."""
+    if not columns:
+        return {}
+    parts = ", ".join(
+        f"count({q(c)}), count(*) FILTER ({q(c)} > 1), "
+        f"count(*) FILTER ({q(c)} < 0 OR {q(c)} > 100 OR NOT isfinite({q(c)}))"
+        for c in columns
+    )
+    row = store.sql(
+        f"SELECT {parts} FROM {q(table.name)} WHERE _ingest_id IN ($id, $tagged)",
+        {"id": ingest_id, "tagged": -ingest_id if rejected_too else ingest_id},
+    ).row(0)
+    return {c: (int(row[3 * i] or 0), int(row[3 * i + 1] or 0), int(row[3 * i + 2] or 0))
+            for i, c in enumerate(columns)}  # fmt: skip
+
+
+def _check_not_percent(
+    file: str, before: dict[str, tuple[int, int, int]], after: dict[str, tuple[int, int, int]]
+) -> None:
+    """Fail the file when a fraction column's values look like percent (see PERCENT_MIN_*)."""
+    for column, now in after.items():
+        values, above, outside = (a - b for a, b in zip(now, before[column], strict=True))
+        if outside == 0 and above >= PERCENT_MIN_ROWS and above >= PERCENT_MIN_SHARE * values:
+            raise InputError(
+                file,
+                f"{above:,} of {values:,} values are above 1 and all lie within 0..100: "
+                f"the column looks like percent; give --percent {column} to scale it to 0..1",
+                column=column,
+            )
 
 
 def _csv_line_rejects(store: Store, table: schema.Table, source: Source, ingest_id: int) -> int:

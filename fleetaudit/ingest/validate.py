@@ -294,6 +294,7 @@ def plan_load(
     source: list[tuple[str, str]],
     existing: dict[str, str],
     adapter_rejects: bool = False,
+    percent: frozenset[str] = frozenset(),
 ) -> LoadPlan:
     """Plan the load of one file's scan into ``table``.
 
@@ -304,6 +305,7 @@ def plan_load(
         source: the scan's columns as (name, DuckDB type).
         existing: the table's stored columns, name -> DuckDB type.
         adapter_rejects: the scan is an adapter's and may set ADAPTER_REJECT columns.
+        percent: columns given in percent, scaled by 1/100 before the checks.
 
     Raises:
         InputError: a required column is missing or a column name is reserved
@@ -358,7 +360,8 @@ def plan_load(
             src_name, sql_type = by_lower[col.name]
             found: _Parsed | None = _parse(col, "src." + q(src_name), sql_type)
             assert found is not None
-            parsed.append(f"{found.value} AS {q(col.name)}")
+            value = f"({found.value}) / 100.0" if col.name in percent else found.value
+            parsed.append(f"{value} AS {q(col.name)}")
             parsed.append(f"{found.raw} AS {q('r_' + col.name)}")
         else:
             found = None
