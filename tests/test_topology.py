@@ -331,8 +331,8 @@ def test_placement_keeps_block_gangs_in_one_block(tmp_path: Path) -> None:
         last = policy["curve"][-1]
         assert last["allocated_pct"] == 80.0  # r1's 32 of 40 GPUs
         assert last["started"] == 1
-    # fill: r1 alone brings the demand to 80% of the 40 GPUs, and blockA holds it
-    doc = cli_json("whatif", "placement", "--db", db, "--fill", 80, "--policy", "best-fit",
+    # fill, in list order: r1 alone brings the demand to 80% of the 40 GPUs, and blockA holds it
+    doc = cli_json("whatif", "placement", "--db", db, "--fill", 80, "--in-order", "--policy", "best-fit",
                    "--policy", "fgd", "--json")
     for policy in doc["policies"]:
         assert policy["curve"][-1] == {
