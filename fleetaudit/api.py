@@ -23,11 +23,11 @@ from fleetaudit import generate_kubernetes, generate_slurm, occupancy
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import atomic_path
 from fleetaudit.ingest import IngestOptions, IngestResult, ingest
+from fleetaudit.options import DEFAULT_LOCK_TIMEOUT
 from fleetaudit.resources import resource_dir
 from fleetaudit.store import Store, open_store
 from fleetaudit.times import to_utc
 
-DEFAULT_LOCK_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)

@@ -15,39 +15,27 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from typer.exceptions import TyperException
 
-from fleetaudit import __version__, api, console
-from fleetaudit.compaction import CompactionOptions
-from fleetaudit.compaction_api import CompactionRun
-from fleetaudit.compaction_api import whatif_compaction as run_compaction
-from fleetaudit.contract import (
-    compaction_document,
-    harvesting_document,
-    placement_document,
-    report_document,
-    shapes_document,
-)
+from fleetaudit import __version__, console
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.fsutil import atomic_path
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.generate_slurm import SlurmGenerateOptions
-from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
-from fleetaudit.harvest_api import HarvestRun
-from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
-from fleetaudit.ingest import FORMATS, IngestOptions
-from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
-from fleetaudit.placement import POLICIES
-from fleetaudit.placement_api import PlacementRun
-from fleetaudit.placement_api import whatif_placement as run_placement
-from fleetaudit.report import expand_path, write_html
-from fleetaudit.report_api import ReportOptions, ReportResult, build_report, record_report
-from fleetaudit.shapes import Shape, make_shape
-from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes, read_shapes_file
+from fleetaudit.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
+from fleetaudit.options import DEFAULT_LOCK_TIMEOUT, CompactionOptions, GenerateOptions, HarvestRun
+from fleetaudit.options import INGEST_FORMATS as FORMATS
+from fleetaudit.options import PLACEMENT_POLICIES as POLICIES
+from fleetaudit.options import VICTIM_POLICIES, SlurmGenerateOptions
 from fleetaudit.times import iso, parse_duration, parse_instant
+
+# The engines (polars, numpy, duckdb, numba: most of a start-up) are imported in
+# the command that runs them, so `fleetaudit --help` and usage errors stay fast.
+if TYPE_CHECKING:
+    from fleetaudit import api
+    from fleetaudit.report_api import ReportResult
+    from fleetaudit.shapes import Shape
 
 app = typer.Typer(
     name="fleetaudit",
@@ -145,6 +133,8 @@ def _main(
 
 
 def _store(db: Path, lock_timeout: float) -> api.StoreOptions:
+    from fleetaudit import api
+
     if lock_timeout < 0 or lock_timeout != lock_timeout:
         raise UsageError("--lock-timeout: must be 0 or more seconds")
     return api.StoreOptions(db=db, lock_timeout=lock_timeout)
@@ -220,7 +210,7 @@ def ingest(
         ),
     ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """Load CSV (.csv, .csv.gz), Parquet or JSON Lines files into the store.
 
@@ -233,6 +223,9 @@ def ingest(
     --format slurm reads a Slurm cluster's exports, each recognised by its content:
     sacct -P or --json, scontrol -d -o show node or --json, squeue --json, topology.conf.
     """
+    from fleetaudit import api
+    from fleetaudit.ingest import IngestOptions
+
     if fmt != "alibaba-gpu-v2023" and trace_start is not None:
         raise UsageError("--trace-start applies to --format alibaba-gpu-v2023 only")
     if fmt == "alibaba-gpu-v2023" and table is not None:
@@ -272,9 +265,11 @@ def ingest(
 @handled
 def status(
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """Show what the store holds: rows per table, capacity per GPU model, export time, scenarios."""
+    from fleetaudit import api
+
     console.render_summary(api.summarize(_store(db, lock_timeout)))
 
 
@@ -294,13 +289,15 @@ def state(
         typer.Option("--out", help="Also write the per-node state to this .csv or .parquet file."),
     ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """The occupancy of every node at an instant (SPEC §2), summed per GPU model.
 
     Occupied GPUs count whole GPUs plus the GPUs that shares fill when packed
     first-fit-decreasing; allocated_high is high-priority work alone.
     """
+    from fleetaudit import api
+
     window = None if duration is None else parse_duration(duration, option="--duration")
     result = api.node_state(_store(db, lock_timeout), _instant(at, "--at"), window, scenario, out)
     console.render_state(result.state, iso(result.at) or "", duration)
@@ -353,6 +350,9 @@ def _shape_options(
     shapes_file: Path | None,
 ) -> tuple[Shape, ...]:
     """The ad-hoc shape (--model/--gpus/...) and those of --shapes FILE; empty: none given."""
+    from fleetaudit.shapes import make_shape
+    from fleetaudit.shapes_api import read_shapes_file
+
     adhoc: tuple[Shape, ...] = ()
     if model is not None and gpus is None:
         raise UsageError("--model needs --gpus (the GPUs of one instance)")
@@ -425,7 +425,7 @@ def shapes(
         typer.Option("--json", help="Print the SPEC's JSON document (fleetaudit.shapes/1) only."),
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """How many instances of a request shape can start now, and what strands the idle rest.
 
@@ -433,6 +433,9 @@ def shapes(
     Per shape: instances, usable GPUs, and the idle GPUs stranded by cause
     (interval, fragment, cpu_memory, topology), adding up exactly (SPEC §3).
     """
+    from fleetaudit.contract import shapes_document
+    from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes
+
     adhoc = _shape_options(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
     )
@@ -526,7 +529,7 @@ def whatif_placement(
         bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.placement/1) only.")
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """Replay the stored requests onto the nodes under placement policies (SPEC §5).
 
@@ -537,6 +540,10 @@ def whatif_placement(
     empty fleet (resampled with the seed); allocated and fragmented GPU % at every
     5% of arrival.
     """
+    from fleetaudit.contract import placement_document
+    from fleetaudit.placement_api import PlacementRun
+    from fleetaudit.placement_api import whatif_placement as run_placement
+
     chosen = tuple(policy) if policy else POLICIES
     unknown = [p for p in chosen if p not in POLICIES]
     if unknown:
@@ -620,7 +627,7 @@ def whatif_compaction(
         bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.compaction/1) only.")
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """Replay in-place compaction on the state at --at: a move ledger and the capacity it frees (SPEC §4).
 
@@ -630,6 +637,10 @@ def whatif_compaction(
     nodes, fewer partially occupied nodes, fewer GPUs moved. Without a shape
     option the queued shapes at --at count.
     """
+    from fleetaudit.compaction_api import CompactionRun
+    from fleetaudit.compaction_api import whatif_compaction as run_compaction
+    from fleetaudit.contract import compaction_document
+
     options = replace(
         _COMPACTION, depth=depth, rounds=rounds, partition_nodes=partition_nodes,
         min_remaining_s=parse_duration(min_remaining, option="--min-remaining").total_seconds(),
@@ -714,7 +725,7 @@ def whatif_harvesting(
         bool, typer.Option("--json", help="Print the SPEC's JSON (fleetaudit.harvesting/1) only.")
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """Replay a window with sleeping inference lending GPUs to low-priority work (SPEC §6).
 
@@ -723,6 +734,9 @@ def whatif_harvesting(
     side by side. Sleeps come from telemetry; without it nothing sleeps. The
     first run on a machine compiles the replay (about a minute), later runs load it.
     """
+    from fleetaudit.contract import harvesting_document
+    from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
+
     durations = {
         field: parse_duration(text, option=option)
         for field, option, text in (
@@ -799,6 +813,8 @@ def generate(
     low-priority offline inference in the gaps, training gangs, a pending queue
     and SM-active telemetry.
     """
+    from fleetaudit import api
+
     if fmt == "slurm":
         try:
             cluster = api.generate_slurm_cluster(
@@ -869,7 +885,7 @@ def report(
         ),
     ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """The three denominators of a window, per GPU model and for the fleet (SPEC §7).
 
@@ -878,6 +894,8 @@ def report(
     ones (SM-active over allocated, from telemetry), the stored what-if
     estimates, and each headline figure's change since the previous report.
     """
+    from fleetaudit.report_api import ReportOptions, build_report, record_report
+
     store = _store(db, lock_timeout)
     options = ReportOptions(
         at=_instant(at, "--at"),
@@ -893,6 +911,9 @@ def report(
 
 
 def _write_report(result: ReportResult, html: Path | None, json_path: Path | None) -> None:
+    from fleetaudit.contract import report_document
+    from fleetaudit.report import expand_path, write_html
+
     if json_path is not None:
         target = expand_path(json_path, result.generated_at)
         with atomic_path(target) as tmp:
@@ -908,9 +929,13 @@ def _write_report(result: ReportResult, html: Path | None, json_path: Path | Non
 @handled
 def demo(
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report."""
+    from fleetaudit import api
+    from fleetaudit.report_api import ReportOptions, build_report, record_report
+    from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes
+
     with console.progress_status("ingesting the sample fleet") as progress:
         result = api.run_demo(_store(db, lock_timeout), progress)
     console.render_ingest(result.ingest)

@@ -10,23 +10,25 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleetaudit.api import StoreSummary
-from fleetaudit.compaction_api import CompactionReport
-from fleetaudit.denominators import SPLIT
-from fleetaudit.generate import GenerateResult
-from fleetaudit.harvest_api import HarvestingResult
-from fleetaudit.ingest import IngestResult
-from fleetaudit.placement_api import PlacementResult
-from fleetaudit.report_api import ReportResult, recoverable_summary
-from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
+
+if TYPE_CHECKING:  # the engines load when a command runs, not when the CLI starts
+    import polars as pl
+
+    from fleetaudit.api import StoreSummary
+    from fleetaudit.compaction_api import CompactionReport
+    from fleetaudit.generate import GenerateResult
+    from fleetaudit.harvest_api import HarvestingResult
+    from fleetaudit.ingest import IngestResult
+    from fleetaudit.placement_api import PlacementResult
+    from fleetaudit.report_api import ReportResult
+    from fleetaudit.shapes_api import ShapeReport, ShapesResult
 
 # Off a terminal (cron, pipes) rich would wrap tables at 80 columns; plain text
 # wider than that is easier to read in a log than wrapped headers.
@@ -156,6 +158,8 @@ def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> Non
 
     With a window, also the GPUs idle over all of it (the free interval).
     """
+    import polars as pl
+
     healthy = pl.col("health") == "healthy"
     # capped at the node's GPUs, so the identity holds on over-committed nodes too
     used = pl.min_horizontal("gpus_used", "gpus")
@@ -589,6 +593,8 @@ def _render_physical(rows: list[tuple[str, dict[str, Any]]]) -> None:
 
 
 def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
+    from fleetaudit.denominators import SPLIT
+
     instants = result.steps["instant"].n_unique()
     table = Table(
         title=f"schedulable GPU-hours (sampled at {instants:,} instants)", title_justify="left"
@@ -673,6 +679,8 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
 
 
 def _render_recoverable(result: ReportResult) -> None:
+    from fleetaudit.report_api import recoverable_summary
+
     for kind in ("compaction", "harvesting"):
         run = result.whatifs.get(kind)
         if run is None:
