@@ -14,19 +14,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from fleetaudit import generate as generator
-from fleetaudit import generate_kubernetes, generate_slurm, occupancy
+from fleetaudit import occupancy
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import atomic_path
-from fleetaudit.ingest import IngestOptions, IngestResult, ingest
 from fleetaudit.options import DEFAULT_LOCK_TIMEOUT
 from fleetaudit.resources import resource_dir
 from fleetaudit.store import Store, open_store
 from fleetaudit.times import to_utc
+
+if TYPE_CHECKING:  # imported where used: a read-only command loads no ingest or generator
+    from fleetaudit import generate as generator
+    from fleetaudit import generate_slurm
+    from fleetaudit.ingest import IngestOptions, IngestResult
 
 
 
@@ -78,6 +81,8 @@ def ingest_paths(
     progress: Callable[[str], None] | None = None,
 ) -> IngestResult:
     """Ingest ``paths`` into the store in one transaction (see :mod:`fleetaudit.ingest`)."""
+    from fleetaudit.ingest import IngestOptions, ingest
+
     with writing(options) as store:
         return ingest(store, paths, ingest_options or IngestOptions(), progress)
 
@@ -326,6 +331,9 @@ def generate_fleet(
     progress: Callable[[str, float], None] | None = None,
 ) -> generator.GenerateResult:
     """Write a synthetic ASI-like fleet (see :mod:`fleetaudit.generate`)."""
+    from fleetaudit import generate as generator
+    from fleetaudit import generate_kubernetes
+
     try:
         if options.format == "kubernetes":
             return generate_kubernetes.write_kubectl(out, options, progress=progress)
@@ -340,6 +348,8 @@ def generate_slurm_cluster(
     out: Path, options: generate_slurm.SlurmGenerateOptions
 ) -> generate_slurm.SlurmGenerateResult:
     """Write a synthetic Slurm cluster's exports (see :mod:`fleetaudit.generate_slurm`)."""
+    from fleetaudit import generate_slurm
+
     try:
         return generate_slurm.generate_slurm(out, options)
     except ValueError as exc:
@@ -378,5 +388,5 @@ def run_demo(options: StoreOptions, progress: Callable[[str], None] | None = Non
                 f"{options.db}: the store holds other data than the sample fleet; "
                 "run the demo with --db demo.duckdb"
             )
-    result = ingest_paths(options, [sample_data_dir()], IngestOptions(), progress)
+    result = ingest_paths(options, [sample_data_dir()], None, progress)
     return DemoResult(ingest=result, summary=summarize(options), state=node_state(options))
