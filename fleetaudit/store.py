@@ -36,6 +36,14 @@ from fleetaudit.resources import load_sql
 SCHEMA_VERSION = 1
 _MEMORY = re.compile(r"\d+(\.\d+)?\s*[KMGT]i?B")
 DEFAULT_DB = "fleetaudit.duckdb"
+# DuckDB types whose polars type :meth:`Store.small_frame` spells as ``.pl()`` would.
+_PLAIN_TYPES: dict[str, Any] = {
+    "VARCHAR": pl.String,
+    "BIGINT": pl.Int64,
+    "INTEGER": pl.Int32,
+    "DOUBLE": pl.Float64,
+    "BOOLEAN": pl.Boolean,
+}
 
 
 def quote_identifier(name: str) -> str:
@@ -107,6 +115,23 @@ class Store:
             return self.con.sql(text, params=dict(params or {})).pl()
         except duckdb.Error as exc:
             raise QueryError(_first_line(exc)) from exc
+
+    def small_frame(self, text: str, params: Mapping[str, Any] | None = None) -> pl.DataFrame:
+        """Like :meth:`sql`, for a result of a few rows: built from Python rows, not Arrow.
+
+        Converting through Arrow imports pyarrow and numpy (a third of a second of
+        CPU); a command that reads nothing larger, such as ingest, then never loads them.
+        Column types outside a few plain ones fall back to :meth:`sql`.
+        """
+        try:
+            relation = self.con.sql(text, params=dict(params or {}))
+            dtypes = [_PLAIN_TYPES.get(str(t)) for t in relation.types]
+            if any(d is None for d in dtypes):
+                return relation.pl()
+            rows = relation.fetchall()
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from exc
+        return pl.DataFrame(rows, schema=list(zip(relation.columns, dtypes)), orient="row")
 
     def run(self, text: str, params: Mapping[str, Any] | None = None) -> int | None:
         """Run SQL text for its effect; the row count of an INSERT/DELETE, if any."""

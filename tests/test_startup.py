@@ -86,3 +86,37 @@ def test_harvest_run_defaults_are_the_engines() -> None:
     for policy in VICTIM_POLICIES:
         assert run.options(policy) == HarvestOptions(policy=policy)
     assert run.since == timedelta(days=7)
+
+
+def test_ingest_loads_no_arrow(tmp_path: Path) -> None:
+    """Ingest reads its few result rows without Arrow: pyarrow and numpy stay unloaded."""
+    tiny = REPO / "tests" / "data" / "tiny"
+    code = (
+        "import io, contextlib, fleetaudit.cli as c\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    c.app(['ingest', {str(tiny / 'nodes.csv')!r}, {str(tiny / 'allocations.csv')!r}, "
+        f"'--db', {str(tmp_path / 's.duckdb')!r}], prog_name='fleetaudit', standalone_mode=False)"
+    )
+    loaded = _modules_after(code)
+    assert "duckdb" in loaded
+    assert not loaded & {"pyarrow", "numpy"}, sorted(loaded & {"pyarrow", "numpy"})
+
+
+@pytest.mark.parametrize("where", ["", "WHERE false"], ids=["rows", "empty"])
+def test_small_frame_is_the_arrow_frame(tmp_path: Path, where: str) -> None:
+    """Store.small_frame gives the frame Store.sql gives: names, types, nulls, order."""
+    from fleetaudit.store import open_store
+
+    with open_store(tmp_path / "s.duckdb") as store:
+        text = (
+            "SELECT * FROM (VALUES ('a', 1::BIGINT, 2::INTEGER, 0.5::DOUBLE, true), "
+            "(NULL, NULL, NULL, NULL, NULL), ('c', -3, 4, 1e300, false)) "
+            f"AS t(s, big, small, x, flag) {where}"
+        )
+        arrow, rows = store.sql(text), store.small_frame(text)
+        assert rows.schema == arrow.schema
+        assert rows.equals(arrow)
+        assert rows.height == (3 if not where else 0)
+        # a type outside the plain ones falls back to Arrow
+        stamped = "SELECT TIMESTAMP '2026-01-01 00:00:00' AS t"
+        assert store.small_frame(stamped).equals(store.sql(stamped))

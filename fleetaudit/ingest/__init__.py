@@ -155,7 +155,7 @@ def _ingest(
                 # one place for every format: the call's nodes, as loaded and validated
                 say(f"nodes: applying the topology of {topology.file}")
                 topology_summary = apply_topology(store, topology, ingest_id)
-        rejects = store.sql(
+        rejects = store.small_frame(
             'SELECT file, "table", "row", "column", value, reason FROM rejects '
             "WHERE ingest_id = $id ORDER BY rowid LIMIT 20",  # load order
             {"id": ingest_id},
