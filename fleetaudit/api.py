@@ -15,22 +15,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from fleetaudit import generate as generator
-from fleetaudit import generate_asi, generate_kubernetes, generate_slurm, occupancy
-from fleetaudit import generate_prometheus as prometheus_dump
+from fleetaudit import occupancy
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import write_output
-from fleetaudit.generate_asi import AsiReleaseOptions, AsiReleaseResult
-from fleetaudit.ingest import IngestOptions, IngestResult, ingest
+from fleetaudit.options import DEFAULT_LOCK_TIMEOUT
 from fleetaudit.resources import resource_dir
 from fleetaudit.store import Store, open_store
 from fleetaudit.times import iso, to_utc
 
-DEFAULT_LOCK_TIMEOUT = 30.0
+if TYPE_CHECKING:  # imported where used: a read-only command loads no ingest or generator
+    from fleetaudit import generate as generator
+    from fleetaudit import generate_slurm
+    from fleetaudit.generate_asi import AsiReleaseOptions, AsiReleaseResult
+    from fleetaudit.ingest import IngestOptions, IngestResult
+
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ def ingest_paths(
     progress: Callable[[str], None] | None = None,
 ) -> IngestResult:
     """Ingest ``paths`` into the store in one transaction (see :mod:`fleetaudit.ingest`)."""
+    from fleetaudit.ingest import IngestOptions, ingest
+
     with writing(options) as store:
         return ingest(store, paths, ingest_options or IngestOptions(), progress)
 
@@ -446,6 +450,9 @@ def _generate_prometheus(
     options: generator.GenerateOptions,
     progress: Callable[[str, float], None] | None,
 ) -> generator.GenerateResult:
+    from fleetaudit import generate as generator
+    from fleetaudit import generate_prometheus as prometheus_dump
+
     native = generator.generate_fleet(out, replace(options, format="parquet"), progress=progress)
     dump = out / "prometheus"
     say = (lambda msg: progress(msg, 1.0)) if progress is not None else None
@@ -468,10 +475,13 @@ def generate_fleet(
     """Write a synthetic ASI-like fleet (see :mod:`fleetaudit.generate`).
 
     ``format="kubernetes"`` writes it as one kubectl JSON snapshot
-    (:mod:`fleetaudit.generate_kubernetes`); ``format="prometheus"`` writes nodes, allocations and requests as Parquet and
-    the telemetry as a dcgm-exporter query_range dump in ``out/prometheus``
-    (see :mod:`fleetaudit.generate_prometheus`).
+    (:mod:`fleetaudit.generate_kubernetes`); ``format="prometheus"`` writes nodes,
+    allocations and requests as Parquet and the telemetry as a dcgm-exporter
+    query_range dump in ``out/prometheus`` (see :mod:`fleetaudit.generate_prometheus`).
     """
+    from fleetaudit import generate as generator
+    from fleetaudit import generate_kubernetes
+
     formats = (*generator.FORMATS, "kubernetes", "prometheus")
     if options.format not in formats:
         raise UsageError(f"format must be one of {', '.join(formats)}; got {options.format!r}")
@@ -491,6 +501,8 @@ def generate_slurm_cluster(
     out: Path, options: generate_slurm.SlurmGenerateOptions
 ) -> generate_slurm.SlurmGenerateResult:
     """Write a synthetic Slurm cluster's exports (see :mod:`fleetaudit.generate_slurm`)."""
+    from fleetaudit import generate_slurm
+
     try:
         return generate_slurm.generate_slurm(out, options)
     except ValueError as exc:
@@ -504,6 +516,8 @@ def generate_release(
     progress: Callable[[str, float], None] | None = None,
 ) -> AsiReleaseResult:
     """Write a generated fleet in the ASI 2026 release's layout (:mod:`fleetaudit.generate_asi`)."""
+    from fleetaudit import generate_asi
+
     try:
         return generate_asi.generate_release(out, options, progress=progress)
     except ValueError as exc:
@@ -542,5 +556,5 @@ def run_demo(options: StoreOptions, progress: Callable[[str], None] | None = Non
                 f"{options.db}: the store holds other data than the sample fleet; "
                 "run the demo with --db demo.duckdb"
             )
-    result = ingest_paths(options, [sample_data_dir()], IngestOptions(), progress)
+    result = ingest_paths(options, [sample_data_dir()], None, progress)
     return DemoResult(ingest=result, summary=summarize(options), state=node_state(options))

@@ -17,48 +17,39 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from fleetaudit import __version__, api, console
-from fleetaudit.compaction import CompactionOptions
-from fleetaudit.compaction_api import CompactionRun
-from fleetaudit.compaction_api import whatif_compaction as run_compaction
-from fleetaudit.contract import (
-    compaction_document,
-    paper_document,
-    harvesting_document,
-    placement_document,
-    rejects_document,
-    report_document,
-    shapes_document,
-)
+from fleetaudit import __version__, console
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.fsutil import is_stdout, write_output
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.generate_asi import AsiReleaseOptions
-from fleetaudit.generate_slurm import SlurmGenerateOptions
-from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
-from fleetaudit.harvest_api import HarvestRun
-from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
-from fleetaudit.ingest import FORMATS, IngestOptions
-from fleetaudit.ingest import asi2026
-from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
-from fleetaudit.placement import POLICIES
-from fleetaudit.paper_api import PaperOptions, build_paper
-from fleetaudit.placement_api import PlacementRun
-from fleetaudit.placement_api import whatif_placement as run_placement
-from fleetaudit.report import expand_path, write_html
-from fleetaudit.report_api import ReportOptions, ReportResult, build_report, record_report
-from fleetaudit.rollup_api import DEFAULT_INTERVAL_S, SOURCES, RollupOptions
-from fleetaudit.rollup_api import rollup as run_rollup
-from fleetaudit.shapes import Shape, make_shape
-from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes, read_shapes_file
+from fleetaudit.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
+from fleetaudit.options import (
+    ASI_RELEASE_DAYS,
+    ASI_TRACE_START,
+    DEFAULT_LOCK_TIMEOUT,
+    VICTIM_POLICIES,
+    CompactionOptions,
+    GenerateOptions,
+    HarvestRun,
+    SlurmGenerateOptions,
+)
+from fleetaudit.options import INGEST_FORMATS as FORMATS
+from fleetaudit.options import PLACEMENT_POLICIES as POLICIES
+from fleetaudit.options import ROLLUP_INTERVAL_S as DEFAULT_INTERVAL_S
+from fleetaudit.options import ROLLUP_SOURCES as SOURCES
 from fleetaudit.times import iso, parse_duration, parse_instant
+
+# The engines (polars, numpy, duckdb, numba: most of a start-up) are imported in
+# the command that runs them, so `fleetaudit --help` and usage errors stay fast.
+if TYPE_CHECKING:
+    from fleetaudit import api
+    from fleetaudit.report_api import ReportResult
+    from fleetaudit.shapes import Shape
 
 # Placeholders in --help read as words, by option name (else by type); flags show none.
 METAVARS = {
@@ -253,6 +244,8 @@ def _main(
 
 
 def _store(db: Path, lock_timeout: float) -> api.StoreOptions:
+    from fleetaudit import api
+
     if lock_timeout < 0 or lock_timeout != lock_timeout:
         raise UsageError("--lock-timeout: must be 0 or more seconds")
     return api.StoreOptions(db=db, lock_timeout=lock_timeout, on_wait=console.note)
@@ -310,7 +303,7 @@ def ingest(
         typer.Option(
             "--trace-start",
             help=f"alibaba-gpu-v2023: the instant trace second 0 stands for (default {iso(DEFAULT_TRACE_START)}); "
-            f"alibaba-gpu-v2026: the instant day 0 starts (default {iso(asi2026.DEFAULT_TRACE_START)}, a Thursday).",
+            f"alibaba-gpu-v2026: the instant day 0 starts (default {iso(ASI_TRACE_START)}, a Thursday).",
         ),
     ] = None,
     days: Annotated[
@@ -370,7 +363,7 @@ def ingest(
         ),
     ] = None,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """Load CSV (.csv, .csv.gz), Parquet or JSON Lines files into the store.
@@ -395,11 +388,14 @@ def ingest(
       fleetaudit ingest --format slurm sacct.psv nodes.txt topology.conf
       fleetaudit ingest --format prometheus dcgm/
     """
-    traces = ("alibaba-gpu-v2023", asi2026.FORMAT)
+    from fleetaudit import api
+    from fleetaudit.ingest import IngestOptions, asi2026
+
+    traces = ("alibaba-gpu-v2023", "alibaba-gpu-v2026")
     if fmt not in traces and trace_start is not None:
         raise UsageError(f"--trace-start applies to --format {' or '.join(traces)} only")
-    if fmt != asi2026.FORMAT and days is not None:
-        raise UsageError(f"--days applies to --format {asi2026.FORMAT} only")
+    if fmt != "alibaba-gpu-v2026" and days is not None:
+        raise UsageError("--days applies to --format alibaba-gpu-v2026 only")
     per_format = {
         "--snapshot-time": (snapshot_time, ("kubernetes",)),
         "--tenant-label": (tenant_label, ("kubernetes",)),
@@ -425,7 +421,7 @@ def ingest(
         priority_map=priority_map,
         snapshot_time=_instant(snapshot_time, "--snapshot-time"),
         tenant_label=tenant_label,
-        days=asi2026.parse_days(days),
+        days=None if days is None else asi2026.parse_days(days),
         percent=tuple(percent or ()),
     )
     with console.progress_status("ingesting") as progress:
@@ -440,7 +436,7 @@ def ingest(
 def status(
     as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """Show what the store holds: rows per table, capacity per GPU model, export time, scenarios.
@@ -450,6 +446,8 @@ def status(
       fleetaudit status
       fleetaudit status --csv > capacity.csv
     """
+    from fleetaudit import api
+
     summary = api.summarize(_store(db, lock_timeout))
     console.render_summary(summary)
     if as_csv:
@@ -475,7 +473,7 @@ def rejects(
     ] = False,
     as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """List the rows an ingest rejected: file, row, column, value and reason.
@@ -485,6 +483,9 @@ def rejects(
       fleetaudit rejects
       fleetaudit rejects --ingest 3 --limit 0 --csv > rejects-3.csv
     """
+    from fleetaudit import api
+    from fleetaudit.contract import rejects_document
+
     _one_format(as_json=as_json, as_csv=as_csv)
     result = api.list_rejects(_store(db, lock_timeout), ingest_id, limit)
     if as_json:
@@ -524,7 +525,7 @@ def state(
     ] = None,
     as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """The occupancy of every node at an instant, summed per GPU model.
@@ -537,6 +538,8 @@ def state(
       fleetaudit state --at 2026-05-01T06:00:00Z --duration 6h
       fleetaudit state --out - --out-format csv | grep cordoned
     """
+    from fleetaudit import api
+
     window = None if duration is None else parse_duration(duration, option="--duration")
     to_stdout = _check_outputs(**{"--out": out, "--csv": Path("-") if as_csv else None})
     result = api.node_state(
@@ -598,6 +601,9 @@ def _shape_options(
     shapes_file: Path | None,
 ) -> tuple[Shape, ...]:
     """The ad-hoc shape (--model/--gpus/...) and those of --shapes FILE; empty: none given."""
+    from fleetaudit.shapes import make_shape
+    from fleetaudit.shapes_api import read_shapes_file
+
     adhoc: tuple[Shape, ...] = ()
     if model is not None and gpus is None:
         raise UsageError("--model needs --gpus (the GPUs of one instance)")
@@ -671,7 +677,7 @@ def shapes(
     ] = False,
     as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """How many instances of a request shape can start now, and what strands the idle rest.
@@ -685,6 +691,9 @@ def shapes(
       fleetaudit shapes --model H20 --gpus 256 --cpus-per-gpu 16 --explain
       fleetaudit shapes --reclaim --history 7d --step 5m --deadline 1h --csv
     """
+    from fleetaudit.contract import shapes_document
+    from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes
+
     adhoc = _shape_options(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
     )
@@ -789,7 +798,7 @@ def whatif_placement(
     ] = False,
     as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """Replay the stored requests onto the nodes under placement policies.
@@ -806,6 +815,10 @@ def whatif_placement(
       fleetaudit whatif placement --since 1d --queue backfill
       fleetaudit whatif placement --fill 90 --seeds 5 --policy fgd --policy best-fit
     """
+    from fleetaudit.contract import placement_document
+    from fleetaudit.placement_api import PlacementRun
+    from fleetaudit.placement_api import whatif_placement as run_placement
+
     chosen = tuple(policy) if policy else POLICIES
     unknown = [p for p in chosen if p not in POLICIES]
     if unknown:
@@ -914,7 +927,7 @@ def whatif_compaction(
 
     as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """Replay in-place compaction on the state at --at: a move ledger and the capacity it frees.
@@ -930,6 +943,10 @@ def whatif_compaction(
       fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
       fleetaudit shapes --scenario compacted --model H20 --gpus 64
     """
+    from fleetaudit.compaction_api import CompactionRun
+    from fleetaudit.compaction_api import whatif_compaction as run_compaction
+    from fleetaudit.contract import compaction_document
+
     options = replace(
         _COMPACTION, depth=depth, rounds=rounds, partition_nodes=partition_nodes,
         min_remaining_s=parse_duration(min_remaining, option="--min-remaining").total_seconds(),
@@ -1019,7 +1036,7 @@ def whatif_harvesting(
     ] = False,
     as_csv: CsvOption = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """Replay a window with sleeping inference lending GPUs to low-priority work.
@@ -1035,6 +1052,9 @@ def whatif_harvesting(
       fleetaudit whatif harvesting --since 7d
       fleetaudit whatif harvesting --policy spotgpu --policy newest --kill-after 2m --json
     """
+    from fleetaudit.contract import harvesting_document
+    from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
+
     durations = {
         field: parse_duration(text, option=option)
         for field, option, text in (
@@ -1076,7 +1096,7 @@ def generate(
         typer.Option(
             "--days",
             help=f"Days of allocations before the export time (default {GenerateOptions.days:g}; "
-            f"alibaba-gpu-v2026: days written, default {AsiReleaseOptions.days}).",
+            f"alibaba-gpu-v2026: days written, default {ASI_RELEASE_DAYS}).",
         ),
     ] = None,
     seed: Annotated[
@@ -1128,6 +1148,8 @@ def generate(
       fleetaudit generate fleet --nodes 500 --days 14
       fleetaudit generate fleet --format csv && fleetaudit ingest fleet
     """
+    from fleetaudit import api
+
     if fmt == "slurm":
         slurm_days = SlurmGenerateOptions.days if days is None else days
         try:
@@ -1141,7 +1163,9 @@ def generate(
             raise
         console.render_generate(cluster)  # type: ignore[arg-type]
         return
-    if fmt == asi2026.FORMAT:
+    if fmt == "alibaba-gpu-v2026":
+        from fleetaudit.generate_asi import AsiReleaseOptions
+
         whole = AsiReleaseOptions.days if days is None else days
         if whole != int(whole):
             raise UsageError(f"--days: {whole:g} is not a whole number of days")
@@ -1238,6 +1262,9 @@ def rollup(
       fleetaudit rollup lake/telemetry/ --out rolled/ && fleetaudit ingest rolled/
       fleetaudit rollup lake/telemetry/ --out rolled/ --interval 15m --engine spark
     """
+    from fleetaudit.rollup_api import RollupOptions
+    from fleetaudit.rollup_api import rollup as run_rollup
+
     options = RollupOptions(
         interval_s=parse_duration(interval, option="--interval").total_seconds(),
         engine=engine,
@@ -1292,7 +1319,7 @@ def report(
         ),
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """The three denominators of a window, per GPU model and for the fleet.
@@ -1308,6 +1335,8 @@ def report(
       fleetaudit report --html 'reports/{date}.html' --json 'reports/{date}.json'
       fleetaudit report --json - | jq '.fleet'
     """
+    from fleetaudit.report_api import ReportOptions, build_report, record_report
+
     to_stdout = _check_outputs(
         **{"--html": html, "--json": json_path, "--csv": Path("-") if as_csv else None}
     )
@@ -1337,6 +1366,9 @@ def report(
 
 
 def _write_report(result: ReportResult, html: Path | None, json_path: Path | None) -> None:
+    from fleetaudit.contract import report_document
+    from fleetaudit.report import expand_path, write_html
+
     if json_path is not None:
         target = expand_path(json_path, result.generated_at)
         write_output(target, json.dumps(report_document(result), indent=1) + "\n")
@@ -1362,7 +1394,7 @@ def paper(
         bool, typer.Option("--json", help="Print the fleetaudit.paper/1 document.")
     ] = False,
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """The ASI paper's figures on an ingested alibaba-gpu-v2026 trace, beside fleetaudit's.
@@ -1378,6 +1410,10 @@ def paper(
       fleetaudit paper
       fleetaudit paper --days 109-115 --json > asi-paper-week.json
     """
+    from fleetaudit.contract import paper_document
+    from fleetaudit.ingest import asi2026
+    from fleetaudit.paper_api import PaperOptions, build_paper
+
     options = PaperOptions(days=asi2026.parse_days(days))
     with console.progress_status("computing the paper's figures"):
         result = build_paper(_store(db, lock_timeout), options)
@@ -1391,7 +1427,7 @@ def paper(
 @handled
 def demo(
     db: DbOption = Path("fleetaudit.duckdb"),
-    lock_timeout: LockTimeoutOption = api.DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
     """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report.
@@ -1401,6 +1437,10 @@ def demo(
       fleetaudit demo
       fleetaudit demo --db /tmp/sample.duckdb
     """
+    from fleetaudit import api
+    from fleetaudit.report_api import ReportOptions, build_report
+    from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes
+
     with console.progress_status("ingesting the sample fleet") as progress:
         result = api.run_demo(_store(db, lock_timeout), progress)
     console.render_ingest(result.ingest)

@@ -57,7 +57,6 @@ ignoring depth, rounds and the order of moves.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -77,6 +76,7 @@ from fleetaudit.occupancy import (
     first_fit_decreasing,
     micro_units,
 )
+from fleetaudit.options import CompactionOptions
 from fleetaudit.parallel import map_processes
 from fleetaudit.shapes import Shape, evaluate
 
@@ -95,52 +95,6 @@ _U = SHARE_UNITS
 _BIG = 1 << 62  # unbounded memory, unbounded slots
 _EJECT_PER_NODE = 2  # ejections (one allocation, else a pair) tried on one destination
 _GIB_BITS = 8 * 1024**3 / 1e9  # gigabits in one GiB
-
-
-@dataclass(frozen=True)
-class CompactionOptions:
-    """Budgets and migration costs of a compaction what-if; the defaults are the CLI's.
-
-    Args:
-        depth: levels of an ejection chain (1: direct moves only).
-        rounds: passes over the targets of a partition.
-        breadth: destinations tried per level of an ejection chain.
-        partition_nodes: nodes per partition (whole switch domains).
-        jobs: worker processes for the partitions (1: in this process).
-        min_remaining_s: an allocation whose known end_time is within this of t
-            is not moved.
-        state_gib_per_gpu: state moved per GPU of an allocation (GiB).
-        bandwidth_gbps: transfer rate of one move (gigabits per second).
-        warmup_s: fixed pause of a move on top of its transfer.
-        exact: also solve partitions of up to ``exact_nodes`` nodes exactly.
-        exact_nodes: the largest partition solved exactly.
-        exact_time_limit_s: the ILP's time limit per partition.
-    """
-
-    depth: int = 3
-    rounds: int = 5
-    breadth: int = 8
-    partition_nodes: int = 500
-    jobs: int = 1
-    min_remaining_s: float = 3600.0
-    state_gib_per_gpu: float = 80.0
-    bandwidth_gbps: float = 100.0
-    warmup_s: float = 60.0
-    exact: bool = False
-    exact_nodes: int = 40
-    exact_time_limit_s: float = 60.0
-
-    def check(self) -> None:
-        """Raise ValueError naming the first option out of range."""
-        for name in ("depth", "rounds", "breadth", "partition_nodes", "jobs", "exact_nodes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be 1 or more")
-        for name in ("min_remaining_s", "state_gib_per_gpu", "warmup_s", "exact_time_limit_s"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be 0 or more")
-        if not math.isfinite(self.bandwidth_gbps) or self.bandwidth_gbps <= 0:
-            raise ValueError("bandwidth_gbps must be above 0")
 
 
 @dataclass(frozen=True)

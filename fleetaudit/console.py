@@ -11,30 +11,40 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleetaudit import occupancy
-from fleetaudit.api import RejectsResult, StoreSummary
-from fleetaudit.compaction_api import CompactionReport
-from fleetaudit.denominators import SPLIT
 from fleetaudit.fsutil import stream_fd
-from fleetaudit.generate import GenerateResult
-from fleetaudit.generate_asi import AsiReleaseResult
-from fleetaudit.harvest_api import HarvestingResult
-from fleetaudit.ingest import IngestResult
-from fleetaudit.paper import DIFFERENCES
-from fleetaudit.paper_api import PaperResult
-from fleetaudit.placement_api import PlacementResult
-from fleetaudit.report_api import ReportResult, describe_demand, recoverable_summary
-from fleetaudit.rollup_api import RollupResult
-from fleetaudit.shapes_api import ShapeReport, ShapesResult
+from fleetaudit.lazy import LazyModule
 from fleetaudit.times import iso
+
+# The engines and polars load when a command renders their results, not when the
+# command line starts (``fleetaudit --help`` stays fast).
+if TYPE_CHECKING:
+    import polars as pl
+
+    from fleetaudit import denominators, occupancy, paper, report_api
+    from fleetaudit.api import RejectsResult, StoreSummary
+    from fleetaudit.compaction_api import CompactionReport
+    from fleetaudit.generate import GenerateResult
+    from fleetaudit.generate_asi import AsiReleaseResult
+    from fleetaudit.harvest_api import HarvestingResult
+    from fleetaudit.ingest import IngestResult
+    from fleetaudit.paper_api import PaperResult
+    from fleetaudit.placement_api import PlacementResult
+    from fleetaudit.report_api import ReportResult
+    from fleetaudit.rollup_api import RollupResult
+    from fleetaudit.shapes_api import ShapeReport, ShapesResult
+else:
+    pl = LazyModule("polars")
+    denominators = LazyModule("fleetaudit.denominators")
+    occupancy = LazyModule("fleetaudit.occupancy")
+    paper = LazyModule("fleetaudit.paper")
+    report_api = LazyModule("fleetaudit.report_api")
 
 PIPED_WIDTH = 120
 
@@ -804,12 +814,13 @@ def _render_physical(rows: list[tuple[str, dict[str, Any]]]) -> None:
 
 
 def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
+
     instants = result.steps["instant"].n_unique()
     table = Table(
         title=f"schedulable GPU-hours (sampled at {instants:,} instants)", title_justify="left"
     )
     table.add_column("model", no_wrap=True)
-    for header in ("idle", "usable", *SPLIT, "unhealthy"):
+    for header in ("idle", "usable", *denominators.SPLIT, "unhealthy"):
         table.add_column(header, justify="right", no_wrap=True)
     for name, figures in rows:
         s = figures["schedulable"]
@@ -817,7 +828,7 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
             Text(name),
             _gh(s["idle_gpu_hours"]),
             _gh(s["usable_gpu_hours"]),
-            *(_gh(s["stranded_gpu_hours"][c]) for c in SPLIT),
+            *(_gh(s["stranded_gpu_hours"][c]) for c in denominators.SPLIT),
             _gh(s["unhealthy_gpu_hours"]),
         )
     show(table, keys=("idle", "usable"))
@@ -844,7 +855,7 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
     ):
         out.print(Text(f"{line} (at {iso(result.end)})"))
     if result.demand:
-        out.print(Text(describe_demand(result.demand)))
+        out.print(Text(report_api.describe_demand(result.demand)))
     if result.shapes:
         show(
             shapes,
@@ -913,12 +924,13 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
 
 
 def _render_recoverable(result: ReportResult) -> None:
+
     for kind in ("compaction", "harvesting"):
         run = result.whatifs.get(kind)
         if run is None:
             out.print(f"{kind}: not run on this database yet (fleetaudit whatif {kind})")
             continue
-        summary = recoverable_summary(run)
+        summary = report_api.recoverable_summary(run)
         out.print(f"{kind}: {summary['ran']}")
         if kind == "compaction":
             out.print("  " + compaction_outcome(summary))
@@ -1297,7 +1309,7 @@ def render_paper(result: PaperResult) -> None:
             _pct(mine.get("allocation_rate")),
         )
     out.print(alloc)
-    out.print(Text(f"  {DIFFERENCES['allocation']}", style="dim"))
+    out.print(Text(f"  {paper.DIFFERENCES['allocation']}", style="dim"))
     idle = Table(title="idle GPUs per shape (paper: even hours; mean GPUs)", title_justify="left")
     for column in (
         "shape", "paper idle", "fractional", "stranded", "insufficient CPU",
@@ -1318,7 +1330,7 @@ def render_paper(result: PaperResult) -> None:
             _num(mine.get("cpu_memory")),
         )
     out.print(idle)
-    out.print(Text(f"  {DIFFERENCES['idle']}", style="dim"))
+    out.print(Text(f"  {paper.DIFFERENCES['idle']}", style="dim"))
     slots = Table(
         title="gangs of 1-GPU, 12-vCPU slots (paper: hour 10)", title_justify="left"
     )
@@ -1339,14 +1351,14 @@ def render_paper(result: PaperResult) -> None:
             _num(mine.get("switch")),
         )
     out.print(slots)
-    out.print(Text(f"  {DIFFERENCES['asw_slots']}", style="dim"))
+    out.print(Text(f"  {paper.DIFFERENCES['asw_slots']}", style="dim"))
     s = f.standby
     out.print(
         f"standby: {_num(s['gpu_hours'])} GPU-hours, {_num(s['harvested_gpu_hours'])} harvested "
         f"by LP ({_pct(s['harvested_share'])}); paper's over-subscription ratio "
         f"{_pct(s['paper_ratio'])}"
     )
-    out.print(Text(f"  {DIFFERENCES['standby']}", style="dim"))
+    out.print(Text(f"  {paper.DIFFERENCES['standby']}", style="dim"))
     ratios = ", ".join(
         f"{job} {_num(v['median'])} (p90 {_num(v['p90'])})"
         for job, v in f.cpu_gpu_ratio.items()

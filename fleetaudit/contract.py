@@ -9,18 +9,19 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from fleetaudit.api import WHATIF_KINDS, RejectsResult
-from fleetaudit.compaction import Snapshot
-from fleetaudit.paper import DIFFERENCES
-from fleetaudit.paper_api import PAPER_SCHEMA, PaperResult
-from fleetaudit.placement_api import PlacementResult
-from fleetaudit.report_api import REPORT_SCHEMA, ReportResult, recoverable_summary
-from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
 
-if TYPE_CHECKING:  # compaction_api and harvest_api import this module to record their runs
+# Type names only: a command loads the engine it runs, not all of them (compaction_api
+# and harvest_api also import this module to record their runs).
+if TYPE_CHECKING:
+    from fleetaudit.api import RejectsResult
+    from fleetaudit.compaction import Snapshot
     from fleetaudit.compaction_api import CompactionReport
     from fleetaudit.harvest_api import HarvestingResult
+    from fleetaudit.paper_api import PaperResult
+    from fleetaudit.placement_api import PlacementResult
+    from fleetaudit.report_api import ReportResult
+    from fleetaudit.shapes_api import ShapeReport, ShapesResult
 
 REJECTS_SCHEMA = "fleetaudit.rejects/1"
 SHAPES_SCHEMA = "fleetaudit.shapes/1"
@@ -115,6 +116,9 @@ def report_document(result: ReportResult) -> dict[str, Any]:
     allocated_gpu_hours, coverage and per-workload detail; tenants, shapes,
     cpu_neighbour, telemetry provenance, recoverable, trend and notes.
     """
+    from fleetaudit.api import WHATIF_KINDS
+    from fleetaudit.report_api import REPORT_SCHEMA, recoverable_summary
+
     return _rounded(
         {
             "schema": REPORT_SCHEMA,
@@ -301,6 +305,9 @@ def _pct(value: float | None) -> float | None:
 
 def paper_document(result: PaperResult) -> dict[str, Any]:
     """``fleetaudit paper --json`` (fleetaudit.paper/1; README, "The paper view")."""
+    from fleetaudit.paper import DIFFERENCES
+    from fleetaudit.paper_api import PAPER_SCHEMA
+
     f = result.figures
     by_model: dict[str, Any] = {}
     for row in f.allocation.iter_rows(named=True):

@@ -62,6 +62,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from fleetaudit import schema
+from fleetaudit.options import GenerateOptions
 
 __all__ = ["GenerateOptions", "GenerateResult", "generate_fleet"]
 
@@ -71,40 +72,6 @@ WORKLOADS = schema.WORKLOAD
 PRIORITIES = schema.PRIORITY
 HEALTH = schema.HEALTH
 TENANTS = tuple(f"dept-{i:02d}" for i in range(1, 82))
-
-
-@dataclass(frozen=True)
-class GenerateOptions:
-    """What to generate.
-
-    Attributes:
-        nodes: GPU nodes in the fleet (ASI: about 19,400).
-        days: length of the allocation history, ending at `end`.
-        seed: seed of every random draw; the same options give the same bytes.
-        format: "parquet" or "csv".
-        telemetry_step_s: seconds between telemetry samples of a GPU.
-        telemetry_days: telemetry covers only the last `telemetry_days` before
-            `end` (capped at `days`; 0 writes an empty telemetry table).
-        end: the export time; allocations span [end - days, end]. A naive
-            datetime is taken as UTC.
-        harvested_nights: the record of a fleet that already harvests, as ASI's
-            does: the chance that a sleeping warm container's GPUs carry
-            low-priority work on a given night (ASI takes 90% of its standby
-            GPU-hours; 0.9 here records work on about 76% of them, since
-            containers also sleep by day and only nights are harvested). That
-            work shares the container's GPUs, CPUs and memory, so such a node is
-            over capacity in the record while the container sleeps. 0 (the
-            default) records none, and every node stays within capacity.
-    """
-
-    nodes: int = 19_400
-    days: float = 90.0
-    seed: int = 0
-    format: str = "parquet"
-    telemetry_step_s: int = 300
-    telemetry_days: float = 2.0
-    end: datetime = datetime(2026, 5, 1, tzinfo=timezone.utc)
-    harvested_nights: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from fleetaudit.asi_trace import (
     SUMMARY_TABLE,
     write_partition,
 )
+from fleetaudit.options import ASI_RELEASE_DAYS
 
 # model bucket, raw spellings, GPUs, CPU cores, share of servers
 _MODELS = (
@@ -81,7 +82,7 @@ class AsiReleaseOptions:
     """
 
     servers: int = 37_707
-    days: int = 7
+    days: int = ASI_RELEASE_DAYS
     first_day: int = PAPER_DAYS[0]
     cpu_pods: int = 29
     seed: int = 0

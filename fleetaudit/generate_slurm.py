@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+from fleetaudit.options import SlurmGenerateOptions
 
 GPUS_PER_NODE = 8
 GROUP = 4  # nodes per gang group
@@ -46,17 +47,6 @@ SACCT_FIELDS = (
     "ElapsedRaw|TimelimitRaw|State|ExitCode|NNodes|NodeList|ReqCPUS|AllocCPUS|ReqMem|ReqTRES|"
     "AllocTRES|Restarts|Reason|Flags"
 )
-
-
-@dataclass(frozen=True)
-class SlurmGenerateOptions:
-    """What to generate: ``nodes`` GPU nodes, ``jobs`` sacct jobs over ``days`` ending at ``end``."""
-
-    nodes: int = 2_000
-    jobs: int = 1_000_000
-    days: float = 60.0
-    seed: int = 0
-    end: datetime = datetime(2026, 5, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ import polars as pl
 
 from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import SHARE_UNITS, micro_units, optional_column
+from fleetaudit.options import VICTIM_POLICIES
 from fleetaudit.times import epoch_us, to_utc
 
 __all__ = [
@@ -74,7 +75,7 @@ __all__ = [
     "warm_up",
 ]
 
-POLICIES = ("spotgpu", "newest", "smallest", "random")
+POLICIES = VICTIM_POLICIES
 _POLICY_CODES = {p: i for i, p in enumerate(POLICIES)}  # harvest_kernel's SPOTGPU .. RANDOM
 
 _U = SHARE_UNITS

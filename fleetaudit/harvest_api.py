@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from fleetaudit import harvest, jitcache
 from fleetaudit.api import (
@@ -22,6 +21,7 @@ from fleetaudit.api import (
     resolve_at,
 )
 from fleetaudit.errors import UsageError
+from fleetaudit.options import HarvestRun
 from fleetaudit.parallel import map_processes
 
 # numba's cache of the replay is kept per source file (fleetaudit.jitcache)
@@ -31,48 +31,6 @@ KERNEL_SOURCE = Path(harvest.__file__).with_name("harvest_kernel.py")
 # worker (a fresh interpreter importing polars and loading the compiled
 # replay) costs more than the replay saves.
 _PARALLEL_FROM_ROWS = 50_000
-
-
-@dataclass(frozen=True)
-class HarvestRun:
-    """What ``whatif harvesting`` runs (defaults are the command line's and the SPEC's)."""
-
-    policies: tuple[str, ...] = harvest.POLICIES
-    seed: int = 0
-    at: datetime | None = None
-    since: timedelta = timedelta(days=7)
-    scenario: str | None = None
-    idle_sm: float = harvest.HarvestOptions.idle_sm
-    idle_for: timedelta = timedelta(seconds=harvest.HarvestOptions.idle_for_s)
-    eviction_delay_mean: timedelta = timedelta(seconds=harvest.HarvestOptions.eviction_delay_mean_s)
-    eviction_delay_p95: timedelta = timedelta(seconds=harvest.HarvestOptions.eviction_delay_p95_s)
-    kill_after: timedelta = timedelta(seconds=harvest.HarvestOptions.kill_after_s)
-    workers: int = 2  # processes for several policies on a large window (1 = in process)
-    record: bool = True  # keep the run's document in the store for the report
-
-    def options(self, policy: str) -> harvest.HarvestOptions:
-        return harvest.HarvestOptions(
-            policy=policy,
-            seed=self.seed,
-            idle_sm=self.idle_sm,
-            idle_for_s=self.idle_for.total_seconds(),
-            eviction_delay_mean_s=self.eviction_delay_mean.total_seconds(),
-            eviction_delay_p95_s=self.eviction_delay_p95.total_seconds(),
-            kill_after_s=self.kill_after.total_seconds(),
-        )
-
-    def as_json(self) -> dict[str, Any]:
-        """The options as recorded with the run."""
-        return {
-            "policies": list(self.policies),
-            "seed": self.seed,
-            "since_s": self.since.total_seconds(),
-            "idle_sm": self.idle_sm,
-            "idle_for_s": self.idle_for.total_seconds(),
-            "eviction_delay_mean_s": self.eviction_delay_mean.total_seconds(),
-            "eviction_delay_p95_s": self.eviction_delay_p95.total_seconds(),
-            "kill_after_s": self.kill_after.total_seconds(),
-        }
 
 
 @dataclass(frozen=True)

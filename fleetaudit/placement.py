@@ -82,6 +82,7 @@ import polars as pl
 
 from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import SHARE_UNITS, block_domains, optional_column
+from fleetaudit.options import PLACEMENT_POLICIES
 from fleetaudit.parallel import map_processes as _map_runs
 from fleetaudit.times import epoch_us, from_epoch_us
 
@@ -99,7 +100,7 @@ __all__ = [
 ]
 
 
-POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
+POLICIES = PLACEMENT_POLICIES
 LOCALITIES = ("any", "switch", "node", "block")  # indices are stored: append only
 
 _U = SHARE_UNITS

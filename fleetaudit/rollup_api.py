@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from fleetaudit.engines import check_engine, open_engine
 from fleetaudit.errors import InputError, UsageError
 from fleetaudit.fsutil import atomic_path
+from fleetaudit.options import ROLLUP_INTERVAL_S
 
 __all__ = [
     "ROLLED_TELEMETRY",
@@ -37,7 +38,7 @@ __all__ = [
     "rollup",
 ]
 
-DEFAULT_INTERVAL_S = 3600
+DEFAULT_INTERVAL_S = ROLLUP_INTERVAL_S
 
 # The rolled-up telemetry table: the native telemetry columns plus two the report reads.
 ROLLED_TELEMETRY = pa.schema(

@@ -24,20 +24,30 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
-import pyarrow as pa
 
 from fleetaudit import schema
 from fleetaudit.errors import QueryError, StoreBusyError, StoreError
 from fleetaudit.resources import load_sql
 
+if TYPE_CHECKING:  # the rollup's scans stream Arrow batches; a store's reads need no pyarrow
+    import pyarrow as pa
+
 SCHEMA_VERSION = 1
 _DEFAULT_MEMORY_LIMIT = "3GB"  # DuckDB's, unless $FLEETAUDIT_MEMORY_LIMIT says otherwise
 _MEMORY = re.compile(r"\d+(\.\d+)?\s*[KMGT]i?B")
 DEFAULT_DB = "fleetaudit.duckdb"
+# DuckDB types whose polars type :meth:`Store.small_frame` spells as ``.pl()`` would.
+_PLAIN_TYPES: dict[str, Any] = {
+    "VARCHAR": pl.String,
+    "BIGINT": pl.Int64,
+    "INTEGER": pl.Int32,
+    "DOUBLE": pl.Float64,
+    "BOOLEAN": pl.Boolean,
+}
 
 
 def quote_identifier(name: str) -> str:
@@ -127,6 +137,23 @@ class Store:
         """Run SQL text (generated from the schema, values only as parameters)."""
         with _statement():
             return self.con.sql(text, params=dict(params or {})).pl()
+
+    def small_frame(self, text: str, params: Mapping[str, Any] | None = None) -> pl.DataFrame:
+        """Like :meth:`sql`, for a result of a few rows: built from Python rows, not Arrow.
+
+        Converting through Arrow imports pyarrow and numpy (a third of a second of
+        CPU); a command that reads nothing larger, such as ingest, then never loads them.
+        Column types outside a few plain ones fall back to :meth:`sql`.
+        """
+        try:
+            relation = self.con.sql(text, params=dict(params or {}))
+            dtypes = [_PLAIN_TYPES.get(str(t)) for t in relation.types]
+            if any(d is None for d in dtypes):
+                return relation.pl()
+            rows = relation.fetchall()
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from exc
+        return pl.DataFrame(rows, schema=list(zip(relation.columns, dtypes)), orient="row")
 
     def run(self, text: str, params: Mapping[str, Any] | None = None) -> int | None:
         """Run SQL text for its effect; the row count of an INSERT/DELETE, if any."""

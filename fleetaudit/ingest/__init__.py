@@ -17,26 +17,32 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
-from fleetaudit.ingest import alibaba, asi2026, kubernetes, prometheus, slurm
 from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
 from fleetaudit.ingest.topology import TopologySummary, apply_topology, read_topology
 from fleetaudit.ingest.validate import plan_load, q
+from fleetaudit.lazy import LazyModule
+from fleetaudit.options import INGEST_FORMATS
 from fleetaudit.store import Store
 
-FORMATS = (
-    "native",
-    alibaba.FORMAT,
-    asi2026.FORMAT,
-    kubernetes.FORMAT,
-    prometheus.FORMAT,
-    slurm.FORMAT,
-)
+# Each format's adapter loads when a call reads that format (pyarrow, the JSON and
+# text parsers), so a native ingest pays for none of them.
+if TYPE_CHECKING:
+    from fleetaudit.ingest import alibaba, asi2026, kubernetes, prometheus, slurm
+else:
+    alibaba = LazyModule("fleetaudit.ingest.alibaba")
+    asi2026 = LazyModule("fleetaudit.ingest.asi2026")
+    kubernetes = LazyModule("fleetaudit.ingest.kubernetes")
+    prometheus = LazyModule("fleetaudit.ingest.prometheus")
+    slurm = LazyModule("fleetaudit.ingest.slurm")
+
+FORMATS = INGEST_FORMATS  # native, alibaba-gpu-v2023, alibaba-gpu-v2026, kubernetes, prometheus, slurm
 
 Progress = Callable[[str], None]
 
@@ -50,7 +56,7 @@ class IngestOptions:
     strict: bool = False
     trace_start: datetime | None = None  # None: the format's default
     topology: Path | None = None
-    timezone: str = slurm.DEFAULT_TIMEZONE  # slurm: the zone of sacct's local times
+    timezone: str = "UTC"  # slurm: the zone of sacct's local times
     priority_map: Path | None = None  # kubernetes, slurm: site priorities -> high|low
     snapshot_time: datetime | None = None  # kubernetes: the time of every file of the call
     tenant_label: str | None = None  # kubernetes: the pod label naming the tenant
@@ -122,22 +128,22 @@ def plan_sources(
                 "--percent",
                 f"{column!r} is not a fraction column; use one of {', '.join(fractions)}",
             )
-    if options.format == alibaba.FORMAT:
+    if options.format == "alibaba-gpu-v2023":
         sources = alibaba.trace_sources(
             store, list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
         )
-    elif options.format == asi2026.FORMAT:
+    elif options.format == "alibaba-gpu-v2026":
         if staged is None:
             raise ValueError("alibaba-gpu-v2026 sources are the staged files; stage them first")
         sources = list(staged.sources)
-    elif options.format == slurm.FORMAT:
+    elif options.format == "slurm":
         sources = slurm.slurm_sources(
             store,
             list(paths),
             timezone=options.timezone,
             priority_map=PriorityMap.read(options.priority_map),
         )
-    elif options.format == kubernetes.FORMAT:
+    elif options.format == "kubernetes":
         sources = kubernetes.snapshot_sources(
             store,
             list(paths),
@@ -147,7 +153,7 @@ def plan_sources(
                 tenant_label=options.tenant_label,
             ),
         )
-    elif options.format == prometheus.FORMAT:
+    elif options.format == "prometheus":
         sources = prometheus.telemetry_sources(store, list(paths), progress)
     else:
         sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
@@ -170,12 +176,12 @@ def ingest(
     say = progress or (lambda _msg: None)
     with ExitStack() as stack:
         staged = None
-        if options.format == prometheus.FORMAT:
+        if options.format == "prometheus":
             stack.enter_context(store.memory_capped(prometheus.MEMORY_LIMIT))
             stack.callback(prometheus.drop_staging, store)  # its staged samples
-        elif options.format == slurm.FORMAT:
+        elif options.format == "slurm":
             stack.callback(slurm.release, store)  # its temporary copies of the exports
-        elif options.format == asi2026.FORMAT:
+        elif options.format == "alibaba-gpu-v2026":
             staged = asi2026.stage_release(
                 store,
                 list(paths),
@@ -216,7 +222,7 @@ def _ingest(
                 say(f"nodes: applying the topology of {topology.file}")
                 topology_summary = apply_topology(store, topology, ingest_id)
         if staged is not None:
-            say(f"{asi2026.FORMAT}: side tables")
+            say("alibaba-gpu-v2026: side tables")
             staged.load_side_tables(store, ingest_id)
             summaries = [
                 replace(s, read=s.read + staged.pod_rejects, rejected=s.rejected + staged.pod_rejects)
@@ -224,7 +230,7 @@ def _ingest(
                 else s
                 for s in summaries
             ]
-        rejects = store.sql(
+        rejects = store.small_frame(
             'SELECT file, "table", "row", "column", value, reason FROM rejects '
             "WHERE ingest_id = $id ORDER BY rowid LIMIT 20",  # load order
             {"id": ingest_id},

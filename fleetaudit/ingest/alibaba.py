@@ -23,13 +23,13 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-
 from fleetaudit.errors import InputError
 from fleetaudit.ingest.sources import Source
+from fleetaudit.options import ALIBABA_TRACE_START
 from fleetaudit.store import Store
 
 FORMAT = "alibaba-gpu-v2023"
-DEFAULT_TRACE_START = datetime(2023, 1, 1)
+DEFAULT_TRACE_START = ALIBABA_TRACE_START
 NODE_LIST = "openb_node_list_gpu_node.csv"
 DEFAULT_POD_LIST = "openb_pod_list_default.csv"
 

@@ -36,16 +36,17 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from fleetaudit import asi_trace
-from fleetaudit.asi_trace import FORMAT, POD_COLUMNS, POD_TABLE, SERVER_TABLE
+from fleetaudit.asi_trace import FORMAT, POD_TABLE, SERVER_TABLE
 from fleetaudit.errors import InputError, QueryError
 from fleetaudit.ingest.labels import asi_bucket
 from fleetaudit.ingest.sources import Source
+from fleetaudit.options import ASI_TRACE_START
 from fleetaudit.resources import load_sql
 from fleetaudit.store import Store
 
 __all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "colour_gpus", "parse_days"]
 
-DEFAULT_TRACE_START = datetime(2026, 1, 1)  # a Thursday: day 109 is Monday 2026-04-20
+DEFAULT_TRACE_START = ASI_TRACE_START  # a Thursday: day 109 is Monday 2026-04-20
 _EPS = 1e-9
 STAGING_MEMORY = "1536MB"  # DuckDB's limit while the release is reduced (spills beyond it)
 

@@ -1,0 +1,126 @@
+"""Start-up: the command line imports its engines only when a command runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from fleetaudit import options
+from fleetaudit.compaction import CompactionOptions
+from fleetaudit.generate import GenerateOptions
+from fleetaudit.generate_slurm import SlurmGenerateOptions
+from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
+from fleetaudit.harvest import HarvestOptions
+from fleetaudit.harvest_api import HarvestRun
+from fleetaudit.ingest import FORMATS
+from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
+from fleetaudit.ingest.asi2026 import DEFAULT_TRACE_START as ASI_TRACE_START
+from fleetaudit.placement import POLICIES
+from fleetaudit.rollup_api import SOURCES
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("polars", "numpy", "duckdb", "numba", "pyarrow", "jinja2", "scipy")
+
+
+def _modules_after(code: str) -> set[str]:
+    """The top-level packages loaded by a fresh interpreter that runs ``code``."""
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import fleetaudit.cli",
+        "import fleetaudit.options",
+        # --help of the program and of a command: typer exits 0 after printing
+        "import sys, io, contextlib\nimport fleetaudit.cli as c\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        c.app(['--help'], prog_name='fleetaudit')\n"
+        "    except SystemExit:\n        pass\n"
+        "    try:\n        c.app(['whatif', 'harvesting', '--help'], prog_name='fleetaudit')\n"
+        "    except SystemExit:\n        pass",
+    ],
+    ids=["import-cli", "import-options", "help"],
+)
+def test_start_up_imports_no_engine(code: str) -> None:
+    loaded = _modules_after(code)
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_a_command_still_imports_its_engine() -> None:
+    """The probe can fail: running a command does load polars."""
+    code = (
+        "import fleetaudit.cli as c, io, contextlib\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        c.app(['status', '--db', '/nonexistent/x.duckdb'], prog_name='fleetaudit')\n"
+        "    except SystemExit:\n        pass"
+    )
+    assert "polars" in _modules_after(code)
+
+
+def test_the_light_names_are_the_engines_names() -> None:
+    """The command line declares from fleetaudit.options what the engines accept."""
+    assert options.INGEST_FORMATS == FORMATS
+    assert options.ALIBABA_TRACE_START == DEFAULT_TRACE_START
+    assert options.PLACEMENT_POLICIES == POLICIES
+    assert options.VICTIM_POLICIES == VICTIM_POLICIES
+    assert options.ROLLUP_SOURCES == tuple(SOURCES)
+    assert options.ASI_TRACE_START == ASI_TRACE_START
+    assert options.CompactionOptions is CompactionOptions
+    assert options.GenerateOptions is GenerateOptions
+    assert options.SlurmGenerateOptions is SlurmGenerateOptions
+    assert options.HarvestRun is HarvestRun
+
+
+def test_harvest_run_defaults_are_the_engines() -> None:
+    """HarvestRun spells the engine's defaults as durations; they must not drift apart."""
+    run = HarvestRun()
+    for policy in VICTIM_POLICIES:
+        assert run.options(policy) == HarvestOptions(policy=policy)
+    assert run.since == timedelta(days=7)
+
+
+def test_ingest_loads_no_arrow(tmp_path: Path) -> None:
+    """Ingest reads its few result rows without Arrow: pyarrow and numpy stay unloaded."""
+    tiny = REPO / "tests" / "data" / "tiny"
+    code = (
+        "import io, contextlib, fleetaudit.cli as c\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    c.app(['ingest', {str(tiny / 'nodes.csv')!r}, {str(tiny / 'allocations.csv')!r}, "
+        f"'--db', {str(tmp_path / 's.duckdb')!r}], prog_name='fleetaudit', standalone_mode=False)"
+    )
+    loaded = _modules_after(code)
+    assert "duckdb" in loaded
+    assert not loaded & {"pyarrow", "numpy"}, sorted(loaded & {"pyarrow", "numpy"})
+
+
+@pytest.mark.parametrize("where", ["", "WHERE false"], ids=["rows", "empty"])
+def test_small_frame_is_the_arrow_frame(tmp_path: Path, where: str) -> None:
+    """Store.small_frame gives the frame Store.sql gives: names, types, nulls, order."""
+    from fleetaudit.store import open_store
+
+    with open_store(tmp_path / "s.duckdb") as store:
+        text = (
+            "SELECT * FROM (VALUES ('a', 1::BIGINT, 2::INTEGER, 0.5::DOUBLE, true), "
+            "(NULL, NULL, NULL, NULL, NULL), ('c', -3, 4, 1e300, false)) "
+            f"AS t(s, big, small, x, flag) {where}"
+        )
+        arrow, rows = store.sql(text), store.small_frame(text)
+        assert rows.schema == arrow.schema
+        assert rows.equals(arrow)
+        assert rows.height == (3 if not where else 0)
+        # a type outside the plain ones falls back to Arrow
+        stamped = "SELECT TIMESTAMP '2026-01-01 00:00:00' AS t"
+        assert store.small_frame(stamped).equals(store.sql(stamped))
