@@ -387,6 +387,34 @@ def _node(labels: dict[str, str], capacity: dict[str, str], **extra: Any) -> dic
             8,
             "mig-single",
         ),
+        # MIG single, 1g.20gb on an 80 GB H100: 2 of 8 memory slices each, so 4 devices
+        # per GPU (not 7): 32 devices are 8 GPUs
+        (
+            _node(
+                {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.20gb"},
+                {"nvidia.com/gpu": "32"},
+            ),
+            8,
+            "mig-single",
+        ),
+        # 3g.40gb: compute gives 7 // 3 = 2, memory 8 // 4 = 2: 6 devices are 3 GPUs
+        (
+            _node(
+                {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb"},
+                {"nvidia.com/gpu": "6"},
+            ),
+            3,
+            "mig-single",
+        ),
+        # A30 (4 slices, 24 GB): 1g.12gb takes 2 of 4 memory slices: 2 per GPU
+        (
+            _node(
+                {"nvidia.com/gpu.product": "NVIDIA-A30-MIG-1g.12gb"},
+                {"nvidia.com/gpu": "8"},
+            ),
+            4,
+            "mig-single",
+        ),
         # time-slicing renamed: nvidia.com/gpu.shared = 4 x 4
         (
             _node(
@@ -431,6 +459,20 @@ def test_physical_gpus(node: dict[str, Any], physical: int, sharing: str) -> Non
         ({"nvidia.com/gpu": Decimal(2)}, {}, GpuSetup(8), 2.0),
         ({"nvidia.com/gpu": Decimal(2)}, {}, GpuSetup(8, "mig-single", 1, 7, 1), 2 / 7),
         ({"nvidia.com/mig-2g.10gb": Decimal(1)}, {}, GpuSetup(8, "mig-mixed"), 2 / 7),
+        # MIG single 1g.20gb on H100 80GB: 4 devices per GPU, so one is a quarter
+        (
+            {"nvidia.com/gpu": Decimal(1)},
+            {},
+            GpuSetup(8, "mig-single", 1, 7, 1, None, None, 4),
+            0.25,
+        ),
+        # MIG mixed 1g.20gb, GPU memory 81559 MiB known: also a quarter (not 1/7)
+        (
+            {"nvidia.com/mig-1g.20gb": Decimal(1)},
+            {},
+            GpuSetup(8, "mig-mixed", 1, 7, 0, 81559),
+            0.25,
+        ),
         ({"nvidia.com/gpu.shared": Decimal(1)}, {}, GpuSetup(4, "time-slicing", 4), 0.25),
         # HAMi: 2 vGPUs at 30 % of the cores each
         (

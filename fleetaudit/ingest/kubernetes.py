@@ -363,6 +363,37 @@ class GpuSetup:
     mig_g: int = 0  # MIG single: slices of each device
     gpu_memory_mib: float | None = None  # per physical GPU
     gpushare_unit: Decimal | None = None  # aliyun.com/gpu-mem per physical GPU
+    mig_per_gpu: int = 0  # MIG single: devices on each physical GPU
+
+
+_MIG_PROFILE = re.compile(r"-MIG-(\d+)g\.(\d+)gb", re.IGNORECASE)
+_MIG_MIXED = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+_GPU_GB = re.compile(r"(\d+)GB", re.IGNORECASE)
+_GPU_GB_OF = {"A30": 24}  # products whose name carries no memory size
+
+
+def mig_devices_per_gpu(g: int, profile_gb: int, gpu_gb: float | None, slices: int) -> int:
+    """Devices of one MIG profile ``Ng.Mgb`` that fit on one GPU.
+
+    A GPU has ``slices`` compute slices and 8 memory slices (4 on A30); the profile takes
+    N compute slices and M / (GPU memory / memory slices) memory slices, so ``1g.20gb``
+    on an 80 GB H100 fits 4 times (memory bound), not 7. Unknown GPU memory: compute only.
+    """
+    by_compute = max(1, slices // max(g, 1))
+    if not gpu_gb:
+        return by_compute
+    memory_slices = 4 if slices == 4 else 8
+    profile_slices = max(1, round(profile_gb * memory_slices / gpu_gb))
+    return max(1, min(by_compute, memory_slices // profile_slices))
+
+
+def _product_gb(product: str) -> int | None:
+    """A GPU's memory in GB from its product name (``NVIDIA-H100-80GB-HBM3-MIG-...``)."""
+    head = product[: m.start()] if (m := _MIG_PROFILE.search(product)) else product
+    size = _GPU_GB.search(head)
+    if size:
+        return int(size.group(1))
+    return next((gb for name, gb in _GPU_GB_OF.items() if name in head.upper()), None)
 
 
 def _int_label(labels: Mapping[str, Any], key: str) -> int | None:
@@ -395,9 +426,12 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
     mig = _MIG_PRODUCT.search(product)
     if mig and labels.get("nvidia.com/mig.strategy", "single") == "single":
         g = int(mig.group(1))
-        per_gpu = max(1, slices // g)
+        profile = _MIG_PROFILE.search(product)
+        per_gpu = mig_devices_per_gpu(
+            g, int(profile.group(2)) if profile else 0, _product_gb(product), slices
+        )
         physical = math.ceil((gpu or Decimal(count or 0)) / per_gpu)
-        return GpuSetup(physical, "mig-single", 1, slices, g, None)
+        return GpuSetup(physical, "mig-single", 1, slices, g, None, None, per_gpu)
     mig_types = [(int(m.group(1)), cap(k)) for k in capacity if (m := _MIG_RESOURCE.match(k))]
     if mig_types:
         physical = (
@@ -540,7 +574,15 @@ def pod_gpus(
             continue
         m = _MIG_RESOURCE.match(key)
         if m:
-            total += n * int(m.group(1)) / setup.slices
+            sized = _MIG_MIXED.match(key)
+            gpu_gb = setup.gpu_memory_mib / 1024 if setup.gpu_memory_mib else None
+            if sized and gpu_gb:  # one device is 1/devices-per-GPU of its GPU
+                per_gpu = mig_devices_per_gpu(
+                    int(sized.group(1)), int(sized.group(2)), gpu_gb, setup.slices
+                )
+                total += n / per_gpu
+            else:
+                total += n * int(m.group(1)) / setup.slices
             names.append(key)
     whole = request.get("nvidia.com/gpu") or Decimal(0)
     shared = request.get("nvidia.com/gpu.shared") or Decimal(0)
@@ -550,7 +592,10 @@ def pod_gpus(
     if whole:
         names.append("nvidia.com/gpu")
         if setup.sharing == "mig-single":
-            total += whole * setup.mig_g / setup.slices
+            if setup.mig_per_gpu:  # one device is 1/devices-per-GPU of its GPU
+                total += whole / setup.mig_per_gpu
+            else:
+                total += whole * setup.mig_g / setup.slices
         elif setup.sharing in ("time-slicing", "mps"):
             total += whole / max(setup.replicas, 1)
         elif setup.sharing == "hami" or not _HAMI_RESOURCES.isdisjoint(request):
