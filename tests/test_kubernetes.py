@@ -631,3 +631,69 @@ def test_generated_snapshot_end_to_end(tmp_path: Path) -> None:
     for command in (["shapes"], ["report"], ["whatif", "compaction"]):
         ran = runner.invoke(app, [*command, "--db", str(db)])
         assert ran.exit_code == 0, (command, ran.output)
+
+
+# -- review findings: small documents built here ---------------------------------------------
+
+
+def _gpu_node(name: str, beat: str, labels: dict[str, str] | None = None, gpus: str = "8") -> Any:
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": gpus},
+            "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": gpus},
+            "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": beat}],
+        },
+    }
+
+
+def _pod(uid: str, node: str | None, bound: str, gpus: str = "1", **spec: Any) -> Any:
+    return {
+        "kind": "Pod",
+        "metadata": {"uid": uid, "name": uid, "namespace": "ns", "creationTimestamp": bound},
+        "spec": {
+            **({"nodeName": node} if node else {}),
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+            **spec,
+        },
+        "status": {
+            "phase": "Running" if node else "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "True" if node else "False",
+                    "lastTransitionTime": bound,
+                }
+            ],
+        },
+    }
+
+
+def _doc(path: Path, *items: Any) -> Path:
+    return write(path, json.dumps({"kind": "List", "items": list(items)}))
+
+
+def test_a_lagging_heartbeat_loses_no_allocation(store: Store, tmp_path: Path) -> None:
+    # node lease: the heartbeat is 10:00, the pod was bound at 10:03 and is gone by 10:30
+    first = _doc(
+        tmp_path / "a.json",
+        _gpu_node("n1", "2026-03-01T10:00:00Z"),
+        _pod("p1", "n1", "2026-03-01T10:03:00Z"),
+    )
+    second = _doc(
+        tmp_path / "b.json",
+        _gpu_node("n1", "2026-03-01T10:30:00Z"),
+        _pod("p2", "n1", "2026-03-01T10:20:00Z"),
+    )
+    result = k8s(store, first, second)
+    assert result.rejected == 0
+    p1 = rows(store, "allocations", "alloc_id")["p1"]
+    # the first snapshot's time is its newest event, 10:03: the pod ends there, not before
+    assert (p1["start_time"], p1["end_time"], p1["end_censored"]) == (
+        datetime(2026, 3, 1, 10, 3),
+        datetime(2026, 3, 1, 10, 3),
+        True,
+    )
+    assert store.scalar("SELECT min(snapshot_time) FROM nodes") == datetime(2026, 3, 1, 10, 30)

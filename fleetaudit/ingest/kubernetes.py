@@ -211,21 +211,64 @@ def _condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
+def _event_times(item: Mapping[str, Any]) -> list[datetime]:
+    """The times an object records of things that happened (creation, transitions, finishes).
+
+    ``deletionTimestamp`` is left out: it lies in the future by the grace period.
+    """
+    texts: list[object] = []
+    meta = item.get("metadata")
+    if isinstance(meta, dict):
+        texts.append(meta.get("creationTimestamp"))
+    status = item.get("status")
+    if isinstance(status, dict):
+        texts.append(status.get("startTime"))
+        for c in _conditions(item):
+            texts.extend((c.get("lastTransitionTime"), c.get("lastHeartbeatTime")))
+        for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+            for cs in status.get(key) or []:
+                if not isinstance(cs, dict):
+                    continue
+                for which in ("state", "lastState"):
+                    for state in (cs.get(which) or {}).values():
+                        if isinstance(state, dict):
+                            texts.extend((state.get("startedAt"), state.get("finishedAt")))
+    return [t for text in texts if (t := _time(text)) is not None]
+
+
 def read_snapshots(
     files: list[Path], snapshot_time: datetime | None
 ) -> tuple[list[_Snapshot], list[str]]:
-    """Group the files' objects into snapshots (oldest first); also the notes to show."""
+    """Group the files' objects into snapshots (oldest first); also the notes to show.
+
+    A document with node heartbeats is a snapshot at the newest time it records (a
+    heartbeat, or a creation, transition or finish after it: node leases refresh the
+    heartbeat only every few minutes). A document without one joins the call's one
+    snapshot with heartbeats (and moves it later when it records a later event).
+    """
     ignored: Counter[str] = Counter()
-    per_file: list[tuple[str, list[dict[str, Any]], datetime | None]] = []
+    per_file: list[tuple[str, list[dict[str, Any]], datetime | None, datetime | None]] = []
     for path in files:
         items = read_document(path)
         beats = [_heartbeat(item) for item in items if item.get("kind") == "Node"]
         newest = max((b for b in beats if b is not None), default=None)
-        per_file.append((str(path), items, snapshot_time or newest))
-    timed = sorted({t for _, _, t in per_file if t is not None})
+        events = None
+        if snapshot_time is None:
+            events = max((t for item in items for t in _event_times(item)), default=None)
+            if newest is not None and events is not None:
+                newest = max(newest, events)
+        per_file.append((str(path), items, snapshot_time or newest, events))
+    timed = sorted({t for _, _, t, _ in per_file if t is not None})
+    if len(timed) == 1:  # documents without heartbeats join it: its time is the latest event
+        joined = max(
+            (e for _, _, t, e in per_file if t is None and e is not None), default=timed[0]
+        )
+        if joined > timed[0]:
+            per_file = [(n, i, joined, e) for n, i, _, e in per_file]
+            timed = [joined]
     notes: list[str] = []
     snapshots: dict[datetime, _Snapshot] = {}
-    for name, items, t in per_file:
+    for name, items, t, _ in per_file:
         if t is None:
             if len(timed) != 1:
                 raise InputError(
@@ -257,7 +300,7 @@ def read_snapshots(
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(ignored.items()))
         notes.append(f"ignored {sum(ignored.values())} object(s) of other kinds ({kinds})")
     for t in sorted(snapshots):
-        how = "--snapshot-time" if snapshot_time else "newest node heartbeat"
+        how = "--snapshot-time" if snapshot_time else "newest heartbeat or event"
         notes.append(f"snapshot {t.isoformat()}Z ({how}): {', '.join(snapshots[t].files)}")
     return [snapshots[t] for t in sorted(snapshots)], notes
 
@@ -1238,7 +1281,10 @@ def map_snapshots(
         if finishes:
             row["end_time"] = max(finishes)
         elif o.time < latest["Pod"]:
-            row["end_time"], row["end_censored"] = o.time, True
+            # never before its start (a clock ahead of the snapshot's, or a coarse time)
+            start = row.get("start_time")
+            end = max(o.time, start) if isinstance(start, datetime) else o.time
+            row["end_time"], row["end_censored"] = end, True
         else:
             row["end_time"] = None
         for k in ("_reject_reason", "_reject_column", "_reject_value"):
