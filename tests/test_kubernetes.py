@@ -697,3 +697,17 @@ def test_a_lagging_heartbeat_loses_no_allocation(store: Store, tmp_path: Path) -
         True,
     )
     assert store.scalar("SELECT min(snapshot_time) FROM nodes") == datetime(2026, 3, 1, 10, 30)
+
+
+def test_snapshot_time_with_two_pod_documents_fails(tmp_path: Path) -> None:
+    a = _doc(tmp_path / "a.json", _pod("p1", "n1", "2026-03-01T10:03:00Z"))
+    b = _doc(tmp_path / "b.json", _pod("p2", "n1", "2026-03-01T10:20:00Z"))
+    db = tmp_path / "fleet.duckdb"
+    result = runner.invoke(
+        app,
+        ["ingest", "--format", "kubernetes", str(a), str(b), "--db", str(db),
+         "--snapshot-time", "2026-03-01T11:00:00"],
+    )
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert f"{b}: --snapshot-time makes one snapshot, but 2 documents list Pods" in result.stderr

@@ -258,6 +258,15 @@ def read_snapshots(
             if newest is not None and events is not None:
                 newest = max(newest, events)
         per_file.append((str(path), items, snapshot_time or newest, events))
+    if snapshot_time is not None:
+        for kind in ("Pod", "Workload"):
+            listing = [n for n, items, _, _ in per_file if any(i.get("kind") == kind for i in items)]
+            if len(listing) > 1:
+                raise InputError(
+                    listing[1],
+                    f"--snapshot-time makes one snapshot, but {len(listing)} documents list "
+                    f"{kind}s ({listing[0]} too): ingest each snapshot in a call of its own",
+                )
     timed = sorted({t for _, _, t, _ in per_file if t is not None})
     if len(timed) == 1:  # documents without heartbeats join it: its time is the latest event
         joined = max(
