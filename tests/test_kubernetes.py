@@ -711,3 +711,37 @@ def test_snapshot_time_with_two_pod_documents_fails(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
     assert f"{b}: --snapshot-time makes one snapshot, but 2 documents list Pods" in result.stderr
+
+
+def test_pods_alone_use_the_stored_mig_setup(store: Store, tmp_path: Path) -> None:
+    mig = _gpu_node(
+        "m1", "2026-03-01T10:00:00Z", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.20gb"},
+        gpus="32",
+    )
+    k8s(store, _doc(tmp_path / "nodes.json", mig))
+    assert store.scalar("SELECT gpus FROM nodes") == 8  # 32 devices, 4 per GPU
+    pods = _doc(tmp_path / "pods.json", _pod("p1", "m1", "2026-03-01T10:10:00Z"))
+    result = k8s(store, pods, snapshot_time=datetime(2026, 3, 1, 10, 15))
+    assert result.rejected == 0
+    # one 1g.20gb device of a GPU that holds 4: a quarter, as when the node is in the call
+    assert store.scalar("SELECT gpus FROM allocations WHERE alloc_id = 'p1'") == 0.25
+
+
+def test_a_bound_gpu_pod_that_counts_nothing_is_a_reject(tmp_path: Path) -> None:
+    from fleetaudit.ingest.kubernetes import KubernetesOptions, map_snapshots, read_snapshots
+
+    # a node stored as MIG single without its product: the device's share is unknown
+    stored = {
+        "node_id": "m1",
+        "gpus": 8,
+        "gpu_sharing": "mig-single",
+        "snapshot_time": datetime(2026, 3, 1, 10),
+    }
+    pods = _doc(tmp_path / "pods.json", _pod("p1", "m1", "2026-03-01T10:10:00Z"))
+    snaps, _ = read_snapshots([pods], datetime(2026, 3, 1, 10, 15))
+    frames = map_snapshots(snaps, KubernetesOptions(), stored_nodes={"m1": stored})
+    (row,) = frames["allocations"].iter_rows(named=True)
+    assert row["alloc_id"] == "p1"
+    assert row["_reject_reason"] == (
+        "nvidia.com/gpu on node m1 counts no physical GPU (node GPU sharing unknown)"
+    )

@@ -519,6 +519,24 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
     return GpuSetup(physical, "none", 1, slices, 0, memory)
 
 
+def stored_setup(row: Mapping[str, Any]) -> GpuSetup:
+    """The GPU setup of a node row an earlier call stored (its extra columns)."""
+    product = str(row.get("gpu_model_raw") or "")
+    per_gpu = int(row.get("gpu_mig_per_gpu") or 0)
+    mig = _MIG_PRODUCT.search(product)
+    unit = row.get("gpushare_unit")
+    return GpuSetup(
+        int(row.get("gpus") or 0),
+        str(row.get("gpu_sharing") or "none"),
+        int(row.get("gpu_replicas") or 1),
+        4 if "A30" in product.upper() else 7,
+        int(mig.group(1)) if mig else 0,
+        row.get("gpu_memory_mib"),
+        Decimal(str(unit)) if unit else None,
+        per_gpu,
+    )
+
+
 def _taint_keys(node: Mapping[str, Any]) -> set[str]:
     return {str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or []}
 
@@ -598,6 +616,10 @@ def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
         "gpu_model_raw": next((str(labels[k]) for k in MODEL_LABELS if labels.get(k)), None),
         "nvlink_domain": labels.get("nvidia.com/gpu.clique"),
         "capacity_gpu_units": None,
+        # what a later call needs to turn the pods of this node into physical GPUs
+        "gpu_mig_per_gpu": setup.mig_per_gpu or None,
+        "gpu_memory_mib": setup.gpu_memory_mib,
+        "gpushare_unit": float(setup.gpushare_unit) if setup.gpushare_unit else None,
     }
     if "nvidia.com/gpu" in capacity:
         row["capacity_gpu_units"] = float(
@@ -901,6 +923,9 @@ _NODE_SCHEMA = {
     "gpu_model_raw": pl.Utf8,
     "nvlink_domain": pl.Utf8,
     "capacity_gpu_units": pl.Float64,
+    "gpu_mig_per_gpu": pl.Int64,
+    "gpu_memory_mib": pl.Float64,
+    "gpushare_unit": pl.Float64,
     "snapshot_time": pl.Datetime("us"),
 }
 _ALLOC_SCHEMA = {
@@ -1172,11 +1197,7 @@ def map_snapshots(
         latest_setup[name] = setup
     for name, before in stored_nodes.items():
         if name not in latest_setup and before.get("gpu_sharing"):
-            latest_setup[name] = GpuSetup(
-                int(before["gpus"] or 0),
-                before["gpu_sharing"],
-                int(before.get("gpu_replicas") or 1),
-            )
+            latest_setup[name] = stored_setup(before)
 
     # allocations and requests from pods, snapshot by snapshot
     alloc_obs: dict[str, list[_Obs]] = {}
@@ -1205,6 +1226,14 @@ def map_snapshots(
                     key = values["job_id"]
                     if key not in bound_jobs or bound > bound_jobs[key]:
                         bound_jobs[key] = bound
+                    if values.get("gpu_resource") and not values.get("_reject_reason"):
+                        if not values["gpus"]:  # named GPUs, none counted: never silent
+                            values.update(
+                                _reject_reason=f"{values['gpu_resource']} on node {node} "
+                                "counts no physical GPU (node GPU sharing unknown)",
+                                _reject_column="gpus",
+                                _reject_value=values["gpu_resource"],
+                            )
                     held = values.get("_reject_reason") or any(
                         values[k] for k in ("gpus", "cpus", "memory_gib")
                     )
