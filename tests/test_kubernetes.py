@@ -745,3 +745,33 @@ def test_a_bound_gpu_pod_that_counts_nothing_is_a_reject(tmp_path: Path) -> None
     assert row["_reject_reason"] == (
         "nvidia.com/gpu on node m1 counts no physical GPU (node GPU sharing unknown)"
     )
+
+
+def test_pending_pods_take_the_setup_of_the_nodes_they_select(
+    store: Store, tmp_path: Path
+) -> None:
+    beat = "2026-03-01T10:00:00Z"
+    t4 = _gpu_node("t4", beat, {"nvidia.com/gpu.product": "Tesla-T4-SHARED",
+                                "nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "4"},
+                   gpus="16")
+    h100 = _gpu_node("h1", beat, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    on_t4 = _pod("want-t4", None, beat, nodeSelector={"nvidia.com/gpu.product": "Tesla-T4-SHARED"})
+    anywhere = _pod("any", None, beat)
+    bound = _pod("bound", "t4", beat)
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"uid": "wl", "name": "wl", "namespace": "ns", "creationTimestamp": beat},
+        "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {
+            "spec": {**on_t4["spec"]}}}]},
+        "status": {},
+    }
+    result = k8s(store, _doc(tmp_path / "a.json", t4, h100, on_t4, anywhere, bound, workload))
+    reqs = rows(store, "requests", "request_id")
+    # a T4 replica is a quarter of a GPU, pending as bound
+    assert reqs["want-t4"]["gpus"] == 0.25
+    assert reqs["wl"]["gpus"] == 0.25  # its pod set's template selects the T4 too
+    assert store.scalar("SELECT gpus FROM allocations") == 0.25
+    # no selection: a T4 quarter or a whole H100, counted whole and said in the summary
+    assert reqs["any"]["gpus"] == 1.0
+    assert any("1 pending pod(s)" in n for n in result.notes)

@@ -32,7 +32,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -1077,8 +1077,52 @@ def _request_values(
     return row
 
 
+class _SetupPicker:
+    """The GPU setup a pending pod will get: that of the nodes it selects, when they agree.
+
+    The nodes are those matching the pod's ``nodeSelector`` and the GPU models it selects
+    (all nodes with GPUs when it selects none). Nodes shared in different ways give no
+    setup (the pod's GPUs count whole) and the pod is counted in ``ambiguous``.
+    """
+
+    def __init__(self, nodes: list[tuple[Mapping[str, Any] | None, str, GpuSetup | None]]) -> None:
+        self.nodes = [(labels, model, s) for labels, model, s in nodes if s and s.physical]
+        self.ambiguous = 0
+        self._seen: dict[tuple[Any, ...], GpuSetup | None] = {}
+
+    def __call__(self, spec: Mapping[str, Any]) -> GpuSetup | None:
+        selector = spec.get("nodeSelector") or {}
+        selector = selector if isinstance(selector, dict) else {}
+        models = _selected_models(spec)
+        key = (tuple(sorted((str(k), str(v)) for k, v in selector.items())), models)
+        if key in self._seen:
+            found = self._seen[key]
+        else:
+            wanted = set(models.split("|")) if models else None
+            kinds: dict[tuple[Any, ...], GpuSetup] = {}
+            for labels, model, setup in self.nodes:
+                if wanted is not None and model not in wanted:
+                    continue
+                if labels is not None and any(
+                    str(labels.get(k)) != str(v) for k, v in selector.items()
+                ):
+                    continue
+                kinds[(setup.sharing, setup.replicas, setup.mig_g, setup.mig_per_gpu)] = setup
+            found = next(iter(kinds.values())) if len(kinds) == 1 else None
+            if len(kinds) > 1:
+                found = _AMBIGUOUS
+            self._seen[key] = found
+        if found is _AMBIGUOUS:
+            self.ambiguous += 1
+            return None
+        return found
+
+
+_AMBIGUOUS = GpuSetup(-1)
+
+
 def _workload_requests(
-    mapper: _Mapper, wl: Mapping[str, Any], uniform: GpuSetup | None
+    mapper: _Mapper, wl: Mapping[str, Any], pick: Callable[[Mapping[str, Any]], GpuSetup | None]
 ) -> tuple[list[dict[str, Any]], bool, datetime | None]:
     """A Kueue Workload's requests (one per pod set), whether it is pending, and its admission."""
     meta = wl.get("metadata") or {}
@@ -1120,7 +1164,9 @@ def _workload_requests(
         try:
             req = effective_request(template.get("spec") or {})
             per_pod, _ = pod_gpus(
-                req, (template.get("metadata") or {}).get("annotations") or {}, uniform
+                req,
+                (template.get("metadata") or {}).get("annotations") or {},
+                pick(template.get("spec") or {}),
             )
             cpus = float(req.get("cpu", Decimal(0)))
             mem = float(req.get("memory", Decimal(0)) / _GIB)
@@ -1150,6 +1196,7 @@ def map_snapshots(
     stored_allocations: list[dict[str, Any]] | None = None,
     stored_requests: list[dict[str, Any]] | None = None,
     stored_latest: Mapping[str, datetime] | None = None,
+    notes: list[str] | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Map the snapshots (merged with the rows stored by earlier calls) onto the native tables.
 
@@ -1202,13 +1249,20 @@ def map_snapshots(
     # allocations and requests from pods, snapshot by snapshot
     alloc_obs: dict[str, list[_Obs]] = {}
     pending_obs: dict[str, list[_Obs]] = {}
+    pickers: list[_SetupPicker] = []
     started: dict[str, list[tuple[datetime, datetime]]] = {}  # key -> (snapshot, start)
     for snap in snapshots:
         snap_setups = {name: setups.get((snap.time, name)) for name in snap.nodes}
-        kinds = {(s.sharing, s.replicas, s.mig_g) for s in snap_setups.values() if s and s.physical}
-        uniform = None
-        if len(kinds) == 1:
-            uniform = next(s for s in snap_setups.values() if s and s.physical)
+        known: list[tuple[Mapping[str, Any] | None, str, GpuSetup | None]] = []
+        for name, (_f, _i, item) in snap.nodes.items():
+            labels = (item.get("metadata") or {}).get("labels") or {}
+            setup = snap_setups.get(name)
+            known.append((labels, node_model(labels, setup.physical if setup else 0), setup))
+        if not snap.nodes:  # pods alone: the nodes stored by earlier calls (labels not kept)
+            for name, before in stored_nodes.items():
+                known.append((None, str(before.get("gpu_model") or ""), latest_setup.get(name)))
+        pick = _SetupPicker(known)
+        pickers.append(pick)
         gangs: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
         bound_jobs: dict[str, datetime] = {}  # gang -> its latest bind
         for uid, (file, i, pod) in snap.pods.items():
@@ -1262,7 +1316,7 @@ def map_snapshots(
                     gates = [g.get("name") for g in spec.get("schedulingGates") or []]
                     if _KUEUE_GATE in gates and snap.workloads:
                         continue  # its Workload is the request
-                    values = mapper.pod_values(pod, uniform)
+                    values = mapper.pod_values(pod, pick(spec))
                     gangs.setdefault(values["job_id"], []).append((file, i, pod, values))
             except _MALFORMED as exc:
                 bad = {"alloc_id": uid, "uid": uid, **_malformed("Pod", exc)}
@@ -1279,7 +1333,7 @@ def map_snapshots(
                 started.setdefault(key, []).append((snap.time, bound))
         for uid, (file, i, wl) in snap.workloads.items():
             try:
-                rows, pending, admitted_at = _workload_requests(mapper, wl, uniform)
+                rows, pending, admitted_at = _workload_requests(mapper, wl, pick)
             except _MALFORMED as exc:
                 rows, pending, admitted_at = (
                     [{"request_id": uid, "kind": "Workload", **_malformed("Workload", exc)}],
@@ -1292,6 +1346,13 @@ def map_snapshots(
                     pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
                 else:
                     started.setdefault(key, []).append((snap.time, admitted_at or snap.time))
+
+    ambiguous = sum(p.ambiguous for p in pickers)
+    if ambiguous and notes is not None:
+        notes.append(
+            f"{ambiguous} pending pod(s) or Workload pod set(s) may land on nodes whose GPUs "
+            "are shared in different ways: their GPUs count as whole GPUs"
+        )
 
     # merge with the rows earlier calls stored, then decide ends and starts
     for stored in stored_allocations or []:
@@ -1392,6 +1453,7 @@ def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions
         stored_allocations=_stored_allocations(store, snapshots),
         stored_requests=_stored(store, "requests", "last_seen", "TRUE"),
         stored_latest=_stored_latest(store),
+        notes=notes,
     )
     sources: list[Source] = []
     order = [str(f) for f in files]
