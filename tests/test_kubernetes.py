@@ -775,3 +775,34 @@ def test_pending_pods_take_the_setup_of_the_nodes_they_select(
     # no selection: a T4 quarter or a whole H100, counted whole and said in the summary
     assert reqs["any"]["gpus"] == 1.0
     assert any("1 pending pod(s)" in n for n in result.notes)
+
+
+def test_multi_device_shares_are_a_row_per_gpu(tmp_path: Path) -> None:
+    hami = _gpu_node("hami", "2026-03-01T10:00:00Z", {"nvidia.com/gpu.count": "8"}, gpus="80")
+    hami["metadata"]["annotations"] = {"hami.io/node-nvidia-register": "GPU-0,..."}
+    vgpus = _pod("hp", "hami", "2026-03-01T09:00:00Z", gpus="2")
+    vgpus["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpucores"] = "30"
+    kai = _pod("kp", "plain", "2026-03-01T09:00:00Z")
+    del kai["spec"]["containers"][0]["resources"]
+    kai["metadata"]["annotations"] = {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}
+    plain = _gpu_node("plain", "2026-03-01T10:00:00Z")
+    first = _doc(tmp_path / "a.json", hami, plain, vgpus, kai)
+    second = json.loads(first.read_text())
+    for node in second["items"][:2]:
+        node["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-03-01T10:30:00Z"
+    second = _doc(tmp_path / "b.json", *second["items"])
+    with open_store(tmp_path / "one.duckdb") as one, open_store(tmp_path / "two.duckdb") as two:
+        k8s(one, first, second)
+        k8s(two, first)
+        k8s(two, second)  # the stored rows of the first call are joined again, not doubled
+        for store in (one, two):
+            got = store.sql(
+                "SELECT alloc_id, job_id, gpus, end_time FROM allocations ORDER BY alloc_id"
+            ).rows()
+            # HAMi: 2 vGPUs at 30 % are 0.3 on each of two GPUs; KAI: halves of 2 GPUs
+            assert got == [
+                ("hp#0", "hp", pytest.approx(0.3), None),
+                ("hp#1", "hp", pytest.approx(0.3), None),
+                ("kp#0", "kp", 0.5, None),
+                ("kp#1", "kp", 0.5, None),
+            ]

@@ -713,6 +713,28 @@ def pod_gpus(
     return float(total), ("+".join(names) or None)
 
 
+def pod_devices(
+    request: Mapping[str, Decimal], annotations: Mapping[str, Any], setup: GpuSetup | None
+) -> int:
+    """GPUs a pod's share is spread over: N for N HAMi vGPUs or KAI ``gpu-fraction``
+    devices below a whole GPU each (each on its own GPU), else 1."""
+    setup = setup or GpuSetup()
+    whole = request.get("nvidia.com/gpu") or Decimal(0)
+    if whole > 1 and whole == int(whole) and (
+        setup.sharing == "hami" or not _HAMI_RESOURCES.isdisjoint(request)
+    ):
+        return int(whole)
+    fraction = annotations.get("gpu-fraction")
+    if fraction is not None and not whole:
+        try:
+            devices = Decimal(str(annotations.get("gpu-fraction-num-devices", "1")))
+            if Decimal(str(fraction)) < 1 and devices > 1 and devices == int(devices):
+                return int(devices)
+        except ArithmeticError:
+            return 1
+    return 1
+
+
 def job_id(meta: Mapping[str, Any], uid: str) -> str:
     """The gang a pod belongs to (namespace/name of its first marker), or its own UID."""
     labels = meta.get("labels") or {}
@@ -852,6 +874,7 @@ class _Mapper:
             gpus, resource = pod_gpus(request, annotations, setup)
             values["gpus"] = gpus
             values["gpu_resource"] = resource
+            values["gpu_devices"] = pod_devices(request, annotations, setup)
             values["cpus"] = float(request.get("cpu", Decimal(0)))
             values["memory_gib"] = float(request.get("memory", Decimal(0)) / _GIB)
         except _Unmappable as bad:
@@ -948,6 +971,7 @@ _ALLOC_SCHEMA = {
     "owner_kind": pl.Utf8,
     "owner_name": pl.Utf8,
     "gpu_resource": pl.Utf8,
+    "gpu_devices": pl.Int64,
     "first_seen": pl.Datetime("us"),
     "last_seen": pl.Datetime("us"),
     "finished": pl.Boolean,
@@ -1003,7 +1027,8 @@ def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> list[dict[s
         store,
         "allocations",
         "last_seen",
-        f"end_time IS NULL OR end_censored OR alloc_id IN (SELECT uid FROM {_UIDS})",
+        "end_time IS NULL OR end_censored "
+        f"OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
     )
 
 
@@ -1357,6 +1382,15 @@ def map_snapshots(
     # merge with the rows earlier calls stored, then decide ends and starts
     for stored in stored_allocations or []:
         values = {k: stored.get(k) for k in _ALLOC_SCHEMA}
+        devices = int(stored.get("gpu_devices") or 1)
+        if devices > 1:  # one pod stored as a row per GPU (uid#0, uid#1, ...): rejoin it
+            base, _, part = str(stored["alloc_id"]).rpartition("#")
+            if part != "0":
+                continue
+            stored = {**stored, "alloc_id": base}
+            for k in ("gpus", "cpus", "memory_gib"):
+                if values.get(k) is not None:
+                    values[k] = values[k] * devices
         values["uid"] = stored["alloc_id"]
         values["finish"] = stored["end_time"] if stored.get("finished") else None
         values["first_seen"] = stored.get("first_seen")
@@ -1389,7 +1423,18 @@ def map_snapshots(
         for k in ("_reject_reason", "_reject_column", "_reject_value"):
             row[k] = v.get(k)
         row["_file"], row["_row"] = o.file, o.row
-        alloc_rows.append(row)
+        devices = int(row.get("gpu_devices") or 1)
+        if devices > 1 and not row.get("_reject_reason"):
+            # a share on each of N GPUs (HAMi vGPUs, KAI gpu-fraction devices): N rows of
+            # one share each, so the share is never packed as one larger share on one GPU
+            for k in range(devices):
+                part = dict(row, alloc_id=f"{uid}#{k}")
+                for col in ("gpus", "cpus", "memory_gib"):
+                    if row.get(col) is not None:
+                        part[col] = row[col] / devices
+                alloc_rows.append(part)
+        else:
+            alloc_rows.append(row)
 
     for stored in stored_requests or []:
         values = {k: stored.get(k) for k in _REQUEST_SCHEMA}
