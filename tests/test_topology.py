@@ -413,3 +413,26 @@ def test_the_block_plugin_s_blocks_are_switch_domains(tmp_path: Path, store: Sto
     assert occupancy.block_domains(store.query("nodes")).to_list()[1:5] == [
         "switch b1", "switch b1", "switch b2", "switch b2"
     ]
+
+
+def test_a_later_call_without_the_topology_keeps_it(tmp_path: Path, store: Store) -> None:
+    first = write(
+        tmp_path / "day1" / "nodes.csv",
+        "node_id,gpu_model,gpus,cpus,switch_id\na,H100,8,64,label-sw\nb,H100,8,64,label-sw\n",
+    )
+    topo = write(tmp_path / "topo.csv", "node_id,switch_id,block_id\na,leaf1,blk1\n")
+    ingest(store, [first], IngestOptions(topology=topo))
+    # day 2: the same nodes again, their rows carrying the labels' switch, no --topology
+    second = write(
+        tmp_path / "day2" / "nodes.csv",
+        "node_id,gpu_model,gpus,cpus,switch_id\na,H100,8,48,label-sw\nb,H100,8,64,label-sw\n",
+    )
+    ingest(store, [second])
+    # a keeps the file's place (and takes day 2's CPUs); b was never placed by a file
+    assert levels(store) == [("a", "leaf1", "blk1"), ("b", "label-sw", None)]
+    assert store.scalar("SELECT cpus FROM nodes WHERE node_id = 'a'") == 48
+    # a later topology moves it again
+    ingest(store, [second], IngestOptions(topology=write(tmp_path / "t2.csv",
+                                                         "node_id,switch_id\na,leaf2\n")))
+    ingest(store, [second])
+    assert levels(store)[0] == ("a", "leaf2", None)

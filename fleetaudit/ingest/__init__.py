@@ -24,7 +24,12 @@ from fleetaudit.errors import InputError, QueryError
 from fleetaudit.ingest import alibaba, kubernetes, slurm
 from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
-from fleetaudit.ingest.topology import TopologySummary, apply_topology, read_topology
+from fleetaudit.ingest.topology import (
+    TopologySummary,
+    apply_topology,
+    read_topology,
+    reapply_topology,
+)
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.store import Store
 
@@ -152,6 +157,9 @@ def _ingest(
             mine = [s for s in sources if s.table == table_name]
             if mine:
                 summaries.append(_load_table(store, schema.table(table_name), mine, ingest_id, say))
+            if table_name == "nodes" and mine:
+                # nodes an earlier --topology placed keep its levels (unless this one moves them)
+                reapply_topology(store, ingest_id)
             if table_name == "nodes" and topology is not None:
                 # one place for every format: the call's nodes, as loaded and validated
                 say(f"nodes: applying the topology of {topology.file}")

@@ -306,6 +306,7 @@ def apply_topology(store: Store, topology: Topology, ingest_id: int) -> Topology
         "WHERE nodes.node_id = t.node_id AND nodes._ingest_id = $id",
         mine,
     )
+    _remember(store, topology, levels)
     counts = store.sql(
         "SELECT count(DISTINCT switch_id) AS switches, count(DISTINCT block_id) AS blocks "
         "FROM nodes WHERE _ingest_id = $id",
@@ -320,4 +321,57 @@ def apply_topology(store: Store, topology: Topology, ingest_id: int) -> Topology
         duplicates=topology.duplicates,
         switches=int(counts["switches"]),
         blocks=int(counts["blocks"]),
+    )
+
+
+# The levels every --topology placed, per node, so a later call of the same nodes
+# without --topology keeps them (its rows would otherwise bring the labels' levels back).
+_STORED = "topology_levels"
+_REMEMBERED = "_fa_topology_remembered"
+
+
+def _remember(store: Store, topology: Topology, levels: pl.DataFrame) -> None:
+    store.run(
+        f"CREATE TABLE IF NOT EXISTS {_STORED} "
+        "(node_id VARCHAR, level VARCHAR, value VARCHAR, file VARCHAR)"
+    )
+    columns = [c for c in levels.columns if c != "node_id"]
+    long = levels.select(
+        "node_id", *(pl.col(c).cast(pl.String) for c in columns)
+    ).unpivot(index="node_id", on=columns, variable_name="level", value_name="value")
+    store.register_frame(_REMEMBERED, long)
+    store.run(f"DELETE FROM {_STORED} WHERE node_id IN (SELECT node_id FROM {_REMEMBERED})")
+    store.run(
+        f"INSERT INTO {_STORED} SELECT node_id, level, value, $file FROM {_REMEMBERED}",
+        {"file": topology.file},
+    )
+
+
+def reapply_topology(store: Store, ingest_id: int) -> int:
+    """Give the nodes this call loaded the levels an earlier ``--topology`` placed them at.
+
+    Returns:
+        How many of the call's nodes an earlier topology placed.
+    """
+    if _STORED not in store.table_names():
+        return 0
+    mine = {"id": ingest_id}
+    stored = {name.lower(): (name, kind) for name, kind in store.column_types("nodes").items()}
+    for (level,) in store.sql(f"SELECT DISTINCT level FROM {_STORED} ORDER BY level").rows():
+        if str(level).lower() not in stored:
+            store.add_column("nodes", str(level), "VARCHAR")
+            stored[str(level).lower()] = (str(level), "VARCHAR")
+        name, kind = stored[str(level).lower()]
+        value = "t.value" if kind.upper() == "VARCHAR" else f"TRY_CAST(t.value AS {kind})"
+        store.run(
+            f"UPDATE nodes SET {q(name)} = {value} FROM {_STORED} AS t "
+            "WHERE t.level = $level AND nodes.node_id = t.node_id AND nodes._ingest_id = $id",
+            {**mine, "level": level},
+        )
+    return int(
+        store.scalar(
+            f"SELECT count(*) FROM nodes WHERE _ingest_id = $id AND node_id IN "
+            f"(SELECT node_id FROM {_STORED})",
+            mine,
+        )
     )
