@@ -806,3 +806,23 @@ def test_multi_device_shares_are_a_row_per_gpu(tmp_path: Path) -> None:
                 ("kp#0", "kp", 0.5, None),
                 ("kp#1", "kp", 0.5, None),
             ]
+
+
+def test_a_node_a_later_snapshot_omits_is_down(tmp_path: Path) -> None:
+    t10, t11, t12 = "2026-03-01T10:00:00Z", "2026-03-01T11:00:00Z", "2026-03-01T12:00:00Z"
+    a = _doc(tmp_path / "a.json", _gpu_node("keep", t10), _gpu_node("scaled", t10))
+    b = _doc(tmp_path / "b.json", _gpu_node("keep", t11))
+    c = _doc(tmp_path / "c.json", _gpu_node("keep", t12))
+    with open_store(tmp_path / "one.duckdb") as one, open_store(tmp_path / "two.duckdb") as two:
+        k8s(one, a, b, c)
+        for doc in (a, b, c):
+            k8s(two, doc)
+        for store in (one, two):
+            got = store.sql(
+                "SELECT node_id, health, snapshot_time, absent_since FROM nodes ORDER BY node_id"
+            ).rows()
+            # "scaled" was last listed at 10:00 and missing from the 11:00 listing on
+            assert got == [
+                ("keep", "healthy", datetime(2026, 3, 1, 12), None),
+                ("scaled", "down", datetime(2026, 3, 1, 10), datetime(2026, 3, 1, 11)),
+            ]

@@ -950,6 +950,7 @@ _NODE_SCHEMA = {
     "gpu_memory_mib": pl.Float64,
     "gpushare_unit": pl.Float64,
     "snapshot_time": pl.Datetime("us"),
+    "absent_since": pl.Datetime("us"),
 }
 _ALLOC_SCHEMA = {
     "alloc_id": pl.Utf8,
@@ -1258,12 +1259,32 @@ def map_snapshots(
                 }
             values["snapshot_time"] = snap.time
             node_obs[name] = _Obs(file, i, snap.time, values)
+    # a node that a later snapshot listing nodes no longer lists is gone (scaled away,
+    # deleted): down from then on, so it adds no free capacity
+    listings = sorted(snap.time for snap in snapshots if snap.nodes)
+
+    def absent_since(seen: datetime) -> datetime | None:
+        return next((t for t in listings if t > seen), None)
+
     node_rows = []
     for name, o in node_obs.items():
         before = stored_nodes.get(name)
         if before is not None and before["snapshot_time"] and before["snapshot_time"] > o.time:
             continue  # a newer snapshot is stored already
-        node_rows.append({**o.values, "_file": o.file, "_row": o.row})
+        gone = absent_since(o.time)
+        values = {**o.values, "absent_since": gone}
+        if gone is not None and not values.get("_reject_reason"):
+            values["health"] = "down"
+        node_rows.append({**values, "_file": o.file, "_row": o.row})
+    for name, before in stored_nodes.items():
+        seen = before.get("snapshot_time")
+        if name in node_obs or seen is None or before.get("absent_since") is not None:
+            continue
+        gone = absent_since(seen)
+        if gone is not None:
+            values = {k: before.get(k) for k in _NODE_SCHEMA}
+            values.update(health="down", absent_since=gone)
+            node_rows.append({**values, "_file": newest_file, "_row": 0})
     latest_setup: dict[str, GpuSetup] = {}
     for (_t, name), setup in sorted(setups.items(), key=lambda kv: kv[0][0]):
         latest_setup[name] = setup
