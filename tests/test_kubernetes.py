@@ -155,8 +155,15 @@ def test_history_of_three_snapshots(store: Store) -> None:
     assert allocs["uid-pend-b"]["start_time"] == datetime(2026, 3, 1, 10, 25, 2)
     reqs = rows(store, "requests", "request_id")
     # the gang starts when its last pod binds; the Workload when it is admitted (snapshot 3);
-    # the admitted-at-once Workload and the Kueue-gated pod are no requests
-    assert set(reqs) == {"nlp/big-train", "uid-wl-llm"}
+    # the admitted-at-once Workload is a started request (created 10:05, admitted 10:06);
+    # the Kueue-gated pod is no request
+    assert set(reqs) == {"nlp/big-train", "uid-wl-llm", "uid-wl-ok"}
+    ok = reqs["uid-wl-ok"]
+    assert (ok["submit_time"], ok["start_time"], ok["left_queue"]) == (
+        datetime(2026, 3, 1, 10, 5),
+        datetime(2026, 3, 1, 10, 6),
+        "started",
+    )
     assert reqs["nlp/big-train"]["start_time"] == datetime(2026, 3, 1, 10, 25, 2)
     wl = reqs["uid-wl-llm"]
     assert (wl["start_time"], wl["left_queue"], wl["kind"]) == (
@@ -826,3 +833,14 @@ def test_a_node_a_later_snapshot_omits_is_down(tmp_path: Path) -> None:
                 ("keep", "healthy", datetime(2026, 3, 1, 12), None),
                 ("scaled", "down", datetime(2026, 3, 1, 10), datetime(2026, 3, 1, 11)),
             ]
+
+
+def test_an_older_snapshot_after_a_newer_one_reopens_no_workload(store: Store) -> None:
+    k8s(store, SNAP3)  # 11:00: the llm Workload is admitted (10:45)
+    k8s(store, SNAP2)  # 10:30, ingested late: it was still pending then
+    wl = rows(store, "requests", "request_id")["uid-wl-llm"]
+    assert (wl["start_time"], wl["left_queue"], wl["last_seen"]) == (
+        datetime(2026, 3, 1, 10, 45),
+        "started",
+        T3,
+    )

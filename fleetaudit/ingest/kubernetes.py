@@ -1392,6 +1392,14 @@ def map_snapshots(
                     pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
                 else:
                     started.setdefault(key, []).append((snap.time, admitted_at or snap.time))
+                    # an admitted Workload is a request that has started: stored closed,
+                    # so an older snapshot ingested later cannot reopen it
+                    row.update(
+                        start_time=admitted_at or snap.time,
+                        left_queue="started",
+                        pending_reason=None,
+                    )
+                    pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
 
     ambiguous = sum(p.ambiguous for p in pickers)
     if ambiguous and notes is not None:
