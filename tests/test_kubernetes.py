@@ -61,6 +61,7 @@ def test_nodes_of_one_snapshot(store: Store) -> None:
         1024.0,
     )
     assert (a01["switch_id"], a01["health"], a01["snapshot_time"]) == ("b1/sb3", "degraded", T1)
+    assert a01["block_id"] == "b1"  # the path down to the level above the leaf
     # time-slicing: 16 replicas of 4 physical GPUs; cordoned; EKS layers 1-3
     ts = nodes["t4-ts-01"]
     assert (ts["gpu_model"], ts["gpus"], ts["gpu_sharing"], ts["gpu_replicas"]) == (
@@ -70,12 +71,18 @@ def test_nodes_of_one_snapshot(store: Store) -> None:
         4,
     )
     assert (ts["health"], ts["switch_id"]) == ("cordoned", "nn-1/nn-2/nn-3")
+    assert ts["block_id"] == "nn-1/nn-2"
     # MIG mixed: physical from gpu.count; Ready Unknown -> down
     mig = nodes["a100-mig-01"]
     assert (mig["gpus"], mig["gpu_sharing"], mig["health"]) == (2, "mig-mixed", "down")
     # no GPU feature discovery label: model unknown, GPUs from capacity, no switch
     bare = nodes["gpu-nolabel"]
-    assert (bare["gpu_model"], bare["gpus"], bare["switch_id"]) == ("unknown", 2, None)
+    assert (bare["gpu_model"], bare["gpus"], bare["switch_id"], bare["block_id"]) == (
+        "unknown",
+        2,
+        None,
+        None,
+    )
 
 
 def test_allocations_of_one_snapshot(store: Store) -> None:

@@ -226,11 +226,13 @@ def _event_times(item: Mapping[str, Any]) -> list[datetime]:
         for c in _conditions(item):
             texts.extend((c.get("lastTransitionTime"), c.get("lastHeartbeatTime")))
         for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
-            for cs in status.get(key) or []:
+            statuses = status.get(key)
+            for cs in statuses if isinstance(statuses, list) else []:
                 if not isinstance(cs, dict):
                     continue
                 for which in ("state", "lastState"):
-                    for state in (cs.get(which) or {}).values():
+                    states = cs.get(which)
+                    for state in states.values() if isinstance(states, dict) else []:
                         if isinstance(state, dict):
                             texts.extend((state.get("startedAt"), state.get("finishedAt")))
     return [t for text in texts if (t := _time(text)) is not None]
@@ -580,6 +582,18 @@ def node_health(node: Mapping[str, Any]) -> str:
 
 def switch_id(labels: Mapping[str, Any]) -> str | None:
     """The path of topology labels down to the leaf level (``blockA/sb3``), or None."""
+    path = _topology_path(labels)
+    return "/".join(path) if path else None
+
+
+def block_id(labels: Mapping[str, Any]) -> str | None:
+    """The path of topology labels down to the level above the leaf (``blockA``), or None."""
+    path = _topology_path(labels)
+    return "/".join(path[:-1]) if len(path) > 1 else None
+
+
+def _topology_path(labels: Mapping[str, Any]) -> list[str]:
+    """The values of the first topology label family found, top level first."""
     for family in TOPOLOGY_FAMILIES:
         present = []
         for level in family:
@@ -587,8 +601,8 @@ def switch_id(labels: Mapping[str, Any]) -> str | None:
             if value is not None:
                 present.append(str(value))
         if present:
-            return "/".join(present)
-    return None
+            return present
+    return []
 
 
 def node_model(labels: Mapping[str, Any], gpus: int) -> str:
@@ -611,6 +625,7 @@ def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
         "gpu_model": node_model(labels, setup.physical),
         "gpus": setup.physical,
         "switch_id": switch_id(labels),
+        "block_id": block_id(labels),
         "gpu_sharing": setup.sharing,
         "gpu_replicas": setup.replicas,
         "gpu_model_raw": next((str(labels[k]) for k in MODEL_LABELS if labels.get(k)), None),
@@ -940,6 +955,7 @@ _NODE_SCHEMA = {
     "cpus": pl.Float64,
     "memory_gib": pl.Float64,
     "switch_id": pl.Utf8,
+    "block_id": pl.Utf8,
     "health": pl.Utf8,
     "gpu_sharing": pl.Utf8,
     "gpu_replicas": pl.Int64,
