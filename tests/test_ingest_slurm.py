@@ -161,6 +161,11 @@ def test_node_line_values_with_spaces_and_equals() -> None:
         ("idle$", "cordoned"),  # maintenance reservation
         ("IDLE+REBOOT_REQUESTED", "cordoned"),
         ("alloc@", "cordoned"),
+        # a power-down is pending: jobs still run, no new work; both spellings alike
+        ("MIXED+POWER_DOWN", "cordoned"),
+        ("mix!", "cordoned"),
+        ("IDLE+POWERING_DOWN", "down"),
+        ("idle%", "down"),
         ("DOWN", "down"),
         ("DOWN+DRAIN", "down"),
         ("IDLE*", "down"),  # not responding

@@ -93,7 +93,6 @@ _DOWN_WORDS = frozenset(
         "INVALID",
         "POWERED_DOWN",
         "POWERING_DOWN",
-        "POWER_DOWN",
         "FAIL",
         "FAILED",
         "UNK",
@@ -115,13 +114,14 @@ _CORDON_WORDS = frozenset(
         "REBOOT_ISSUED",
         "REBOOT",
         "BOOT",
+        "POWER_DOWN",  # a power-down is pending: no new work, running jobs finish
     ]
 )
 _DEGRADED_WORDS = frozenset({"FAILING", "FAILG", "ERROR"})
 _BUSY_WORDS = frozenset({"ALLOCATED", "ALLOC", "MIXED", "MIX", "COMPLETING", "COMP"})
 # sinfo suffixes: * not responding, ~ powered off, % powering down | $ maintenance,
-# @ pending reboot, ^ reboot issued
-_DOWN_SUFFIX, _CORDON_SUFFIX = set("*~%"), set("$@^")
+# @ pending reboot, ^ reboot issued, ! power-down pending
+_DOWN_SUFFIX, _CORDON_SUFFIX = set("*~%"), set("$@^!")
 _GPU_FEATURE = re.compile(
     r"^(?:nvidia[-_])?(?:tesla[-_])?((?:gb|gh|mi|rtx|[abhlvpk])\d{2,4}[a-z]{0,3}|t4)(?:[-_].*)?$",
     re.IGNORECASE,
@@ -160,6 +160,8 @@ def health_of(state: str, *, gres_drain: str | None = None, gpu_shortfall: bool 
     ['cordoned', 'down', 'down', 'healthy']
     >>> health_of("ALLOCATED+FAIL"), health_of("IDLE+FAIL"), health_of("drained*")
     ('degraded', 'down', 'down')
+    >>> health_of("MIXED+POWER_DOWN"), health_of("mix!")
+    ('cordoned', 'cordoned')
     """
     text = state.strip()
     suffixes = set()
