@@ -636,3 +636,32 @@ def test_native_files_cannot_reject_through_adapter_columns(store: Store, tmp_pa
     )
     result = ingest(store, [nodes])
     assert result.rejected == 0 and store.row_count("nodes") == 1
+
+
+def test_untracked_gpus_and_gpu_slices_are_never_silent(store: Store, tmp_path: Path) -> None:
+    # gres/gpu is not in AccountingStorageTRES: AllocTRES holds CPUs only; job 2 used shards
+    sacct = write(
+        tmp_path / "sacct.txt",
+        HEADER + "\n"
+        "1|1|a|u|acct|gpu|normal|1772323200|1772323200|1772326800|1772330400|3600|60|COMPLETED|1|n1|16|cpu=16|cpu=16\n"
+        "2|2|a|u|acct|gpu|normal|1772323200|1772323200|1772326800|1772330400|3600|60|COMPLETED|1|n1|4|cpu=4,gres/shard=2|cpu=4,gres/shard=2\n",
+    )
+    nodes = write(tmp_path / "nodes.txt", NODE.format(name="n1") + "\n")
+    result = ingest(store, [nodes, sacct], IngestOptions(format="slurm"))
+    assert any("no job's AllocTRES holds gres/gpu" in n for n in result.notes)
+    # the shard job is no cpu_only allocation: a reject in both tables, naming the slice
+    assert store.sql("SELECT alloc_id, workload FROM allocations").rows() == [
+        ("1:1772326800@n1", "cpu_only")
+    ]
+    reasons = store.sql('SELECT "table", "column", reason FROM rejects ORDER BY 1').rows()
+    slice_reason = (
+        "gres/shard is a GPU slice (gres/shard or gres/mps) without gres/gpu: "
+        "its GPU share is unknown"
+    )
+    assert reasons == [
+        ("allocations", "AllocTRES", slice_reason),
+        ("requests", "ReqTRES", slice_reason),
+    ]
+    with open_store(tmp_path / "strict.duckdb") as strict_store:
+        with pytest.raises(InputError, match="no job's AllocTRES holds gres/gpu"):
+            ingest(strict_store, [nodes, sacct], IngestOptions(format="slurm", strict=True))

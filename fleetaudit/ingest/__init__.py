@@ -104,6 +104,7 @@ def plan_sources(store: Store, paths: Sequence[Path], options: IngestOptions) ->
             list(paths),
             timezone=options.timezone,
             priority_map=PriorityMap.read(options.priority_map),
+            strict=options.strict,
         )
     elif options.format == kubernetes.FORMAT:
         sources = kubernetes.snapshot_sources(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -194,8 +194,13 @@ def slurm_sources(
     *,
     timezone: str = DEFAULT_TIMEZONE,
     priority_map: PriorityMap | None = None,
+    strict: bool = False,
 ) -> list[Source]:
-    """The nodes, allocations and requests sources of a call's Slurm exports."""
+    """The nodes, allocations and requests sources of a call's Slurm exports.
+
+    Raises:
+        InputError: (with ``strict``) the nodes have GPUs but no accounting row tracks any.
+    """
     check_timezone(timezone)
     release(store)
     files = _Files()
@@ -239,7 +244,36 @@ def slurm_sources(
         sources.append(_allocations_source(path, relation, timezone))
     for path, relation in files.sacct + files.squeue:
         sources.append(_requests_source(path, relation, timezone))
+    untracked = _gpus_untracked(store, files)
+    if untracked:
+        if strict:
+            raise InputError(str(files.sacct[0][0]), untracked)
+        sources = [replace(s, notes=(*s.notes, untracked)) for s in sources]
     return sources
+
+
+def _gpus_untracked(store: Store, files: _Files) -> str | None:
+    """A warning when the nodes have GPUs but no sacct row's AllocTRES holds gres/gpu."""
+    if not files.nodes or not files.sacct:
+        return None
+    node_gpus = " UNION ALL ".join(f"SELECT gpus FROM {rel}" for _, rel in files.nodes)
+    if not store.scalar(f"SELECT count(*) FROM ({node_gpus}) WHERE gpus > 0"):
+        return None
+    allocs = " UNION ALL ".join(
+        f'SELECT "AllocTRES" AS tres FROM {rel} WHERE "AllocTRES" IS NOT NULL'
+        for _, rel in files.sacct
+    )
+    if not store.scalar(f"SELECT count(*) FROM ({allocs})"):
+        return None  # no job ran: nothing to say
+    if store.scalar(
+        f"SELECT count(*) FROM {_TRES} WHERE gpus > 0 AND tres IN (SELECT tres FROM ({allocs}))"
+    ):
+        return None
+    return (
+        "the nodes have GPUs but no job's AllocTRES holds gres/gpu: GPU accounting is off "
+        "(add gres/gpu to AccountingStorageTRES in slurm.conf), so every job counts as "
+        "CPU-only"
+    )
 
 
 # -- reading -------------------------------------------------------------------------
@@ -388,6 +422,12 @@ def _register_lookups(store: Store, relations: list[str], priority_map: Priority
     store.register_frame(_PRIORITY, priority_frame(pairs, priority_map))
 
 
+_GPU_SLICES = frozenset({"gres/shard", "gres/mps"})
+_SLICE_REASON = (
+    "' is a GPU slice (gres/shard or gres/mps) without gres/gpu: its GPU share is unknown'"
+)
+
+
 def tres_frame(values: Iterable[str]) -> pl.DataFrame:
     """One row per distinct TRES string: its GPUs, model, CPUs, memory, nodes, or an error."""
     rows: dict[str, dict[str, Any]] = {}
@@ -409,6 +449,10 @@ def tres_frame(values: Iterable[str]) -> pl.DataFrame:
             "cpus": tres.cpus,
             "mem_mib": tres.mem_mib,
             "nodes": tres.nodes,
+            # GPU slices Slurm does not size in GPUs (gres/shard, gres/mps), without gres/gpu
+            "shares": None
+            if tres.gpus
+            else ",".join(k for k in tres.counts if k.split(":")[0] in _GPU_SLICES) or None,
             "error": None,
         }
     schema = {
@@ -419,6 +463,7 @@ def tres_frame(values: Iterable[str]) -> pl.DataFrame:
         "cpus": pl.Float64,
         "mem_mib": pl.Float64,
         "nodes": pl.Float64,
+        "shares": pl.Utf8,
         "error": pl.Utf8,
     }
     return pl.DataFrame(list(rows.values()), schema=schema) if rows else pl.DataFrame(schema=schema)
@@ -605,6 +650,7 @@ def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
         _field_count(),
         ("j._h_error IS NOT NULL", "'NodeList'", "'bad hostlist: ' || j._h_error", 'j."NodeList"'),
         ("t.error IS NOT NULL", "'AllocTRES'", "t.error", 'j."AllocTRES"'),
+        ("t.shares IS NOT NULL", "'AllocTRES'", f"t.shares || {_SLICE_REASON}", 'j."AllocTRES"'),
         *_time_rejects(["Start", "End"]),
     ]
     select = (
@@ -653,6 +699,12 @@ def _requests_source(path: Path, relation: str, timezone: str) -> Source:
         _field_count(),
         ("r.error IS NOT NULL", "'ReqTRES'", "r.error", 'j."ReqTRES"'),
         ("a.error IS NOT NULL", "'AllocTRES'", "a.error", 'j."AllocTRES"'),
+        (
+            "COALESCE(r.shares, a.shares) IS NOT NULL AND COALESCE(r.gpus, a.gpus, 0) = 0",
+            "CASE WHEN r.shares IS NOT NULL THEN 'ReqTRES' ELSE 'AllocTRES' END",
+            f"COALESCE(r.shares, a.shares) || {_SLICE_REASON}",
+            'CASE WHEN r.shares IS NOT NULL THEN j."ReqTRES" ELSE j."AllocTRES" END',
+        ),
         *_time_rejects(["Submit", "Eligible", "Start", "End"]),
     ]
     select = (
