@@ -665,3 +665,24 @@ def test_untracked_gpus_and_gpu_slices_are_never_silent(store: Store, tmp_path: 
     with open_store(tmp_path / "strict.duckdb") as strict_store:
         with pytest.raises(InputError, match="no job's AllocTRES holds gres/gpu"):
             ingest(strict_store, [nodes, sacct], IngestOptions(format="slurm", strict=True))
+
+
+def test_a_pending_array_is_a_request_per_task(store: Store, tmp_path: Path) -> None:
+    # without -r, squeue prints a pending array once: tasks 5-7 and 10 are 4 requests
+    unset = {"set": False, "infinite": False, "number": 0}
+    job = {
+        "job_id": 900,
+        "array_job_id": {"set": True, "infinite": False, "number": 900},
+        "array_task_id": unset,
+        "array_task_string": "5-7,10%2",
+        "name": "sweep",
+        "account": "vision",
+        "partition": "gpu",
+        "job_state": ["PENDING"],
+        "submit_time": {"set": True, "infinite": False, "number": 1772334000},
+        "tres_req_str": "cpu=8,gres/gpu=1",
+    }
+    squeue = write(tmp_path / "squeue.json", json.dumps({"jobs": [job]}))
+    ingest(store, [squeue], IngestOptions(format="slurm"))
+    got = store.sql("SELECT slurm_job_id, gpus FROM requests ORDER BY request_id").rows()
+    assert got == [("900_10", 1.0), ("900_5", 1.0), ("900_6", 1.0), ("900_7", 1.0)]

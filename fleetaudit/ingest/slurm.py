@@ -37,9 +37,8 @@ from fleetaudit.ingest.hostlist import HostlistError, expand_hostlist
 from fleetaudit.ingest.labels import PriorityMap, canonical_model
 from fleetaudit.ingest.slurm_jobs import (
     JOB_FIELDS,
-    is_pending,
     sacct_json_row,
-    squeue_json_row,
+    squeue_json_rows,
 )
 from fleetaudit.ingest.slurm_nodes import json_node_fields, node_row, split_node_line
 from fleetaudit.ingest.sources import Source
@@ -215,9 +214,7 @@ def slurm_sources(
             if kind == "sacct-json":
                 rows = [sacct_json_row(j) for j in jobs if isinstance(j, dict)]
             else:
-                rows = [
-                    r for j in jobs if isinstance(j, dict) if is_pending(r := squeue_json_row(j))
-                ]
+                rows = [r for j in jobs if isinstance(j, dict) for r in squeue_json_rows(j)]
             store.register_frame(
                 relation, _job_frame(rows, "sacct" if kind == "sacct-json" else "squeue")
             )

@@ -196,6 +196,48 @@ def squeue_json_row(job: Mapping[str, Any]) -> dict[str, str | None]:
     }
 
 
+def array_tasks(text: str) -> list[int]:
+    """The task ids of squeue's ``array_task_string`` (``5-100``, ``1,3,7-9:2``, ``0-99%4``).
+
+    >>> array_tasks("1,3,7-11:2%4")
+    [1, 3, 7, 9, 11]
+
+    Raises:
+        ValueError: the text is not a task list.
+    """
+    tasks: list[int] = []
+    for part in text.split("%", 1)[0].split(","):
+        part = part.strip()
+        if not part:
+            continue
+        span, _, step = part.partition(":")
+        first, _, last = span.partition("-")
+        a, b = int(first), int(last or first)
+        if b < a or (step and int(step) < 1):
+            raise ValueError(f"bad array task range {part!r}")
+        tasks.extend(range(a, b + 1, int(step or 1)))
+    return tasks
+
+
+def squeue_json_rows(job: Mapping[str, Any]) -> list[dict[str, str | None]]:
+    """The pending rows of one ``squeue --json`` record: one per task of a pending array
+    (without ``-r`` squeue lists a pending array once, its tasks in ``array_task_string``)."""
+    row = squeue_json_row(job)
+    if not is_pending(row):
+        return []
+    text = _text(job.get("array_task_string"))
+    array_id = _text(job.get("array_job_id"))
+    if not text or not array_id or _value(job.get("array_task_id")) is not None:
+        return [row]
+    try:
+        tasks = array_tasks(text)
+    except ValueError:
+        return [row]  # kept as one request, as printed
+    return [
+        {**row, "JobID": f"{array_id}_{k}", "JobIDRaw": f"{array_id}_{k}"} for k in tasks
+    ]
+
+
 def is_pending(row: Mapping[str, str | None]) -> bool:
     """Whether a squeue job is pending (running ones come from sacct)."""
     return "PENDING" in str(row.get("State") or "").upper().split("+")
