@@ -254,11 +254,12 @@ def test_strict_fails_on_an_unknown_quantity(tmp_path: Path) -> None:
 
 
 def test_priority_map_and_tenant_label(store: Store, tmp_path: Path) -> None:
-    pmap = write(tmp_path / "prio.txt", "train = low\n# the notebook class stays high\n")
+    pmap = write(tmp_path / "prio.txt", "train = low\n# the notebook class is not mapped\n")
     k8s(store, SNAP1, priority_map=pmap, tenant_label="team")
     allocs = rows(store, "allocations", "alloc_id")
     assert allocs["uid-pt-0"]["priority"] == "low"  # class train
-    assert allocs["uid-nb"]["priority"] == "high"  # best-effort: not in the map
+    # best-effort: not in the map, but a preemptible name (as a Slurm QOS would be)
+    assert allocs["uid-nb"]["priority"] == "low"
     assert allocs["uid-nb"]["tenant"] == "vision"  # label team
     assert allocs["uid-pt-0"]["tenant"] == "nlp"  # no label team: the namespace
 
@@ -272,6 +273,17 @@ def test_volcano_preemptable_pods_are_low_unless_mapped(tmp_path: Path) -> None:
     assert _Mapper(KubernetesOptions()).priority("train", 50, {}) == "high"
     mapped = KubernetesOptions(priority_map=PriorityMap({"train": "high"}))
     assert _Mapper(mapped).priority("train", 50, meta) == "high"
+
+
+@pytest.mark.parametrize(("name", "priority"), [("spot", "low"), ("Preemptible", "low"),
+                                                ("low-priority", "low"), ("prod", "high")])
+def test_unmapped_names_default_alike_for_kubernetes_and_slurm(name: str, priority: str) -> None:
+    from fleetaudit.ingest.kubernetes import KubernetesOptions, _Mapper
+    from fleetaudit.ingest.labels import PriorityMap
+    from fleetaudit.ingest.slurm import priority_of
+
+    assert _Mapper(KubernetesOptions()).priority(name, None, {}) == priority
+    assert priority_of(name, "gpu", PriorityMap()) == priority
 
 
 def test_single_objects_and_snapshot_time(store: Store, tmp_path: Path) -> None:

@@ -42,14 +42,13 @@ from typing import Any
 import polars as pl
 
 from fleetaudit.errors import InputError
-from fleetaudit.ingest.labels import PriorityMap, canonical_model
+from fleetaudit.ingest.labels import PriorityMap, canonical_model, default_priority
 from fleetaudit.ingest.quantity import QuantityError, parse_quantity
 from fleetaudit.ingest.sources import Source
 from fleetaudit.store import Store
 
 FORMAT = "kubernetes"
 KINDS = ("Node", "Pod", "Workload")
-DEFAULT_PRIORITY = "high"
 _GIB = Decimal(2**30)
 
 # GPU feature discovery and provider labels, in the order they are tried.
@@ -856,7 +855,7 @@ class _Mapper:
             marks = (meta or {}).get(where) or {}
             if str(marks.get(_PREEMPTABLE, "")).lower() == "true":
                 return "low"
-        return DEFAULT_PRIORITY
+        return default_priority(class_name)
 
     def tenant(self, meta: Mapping[str, Any]) -> str | None:
         if self.options.tenant_label:
@@ -1317,9 +1316,16 @@ def map_snapshots(
         snap_setups = {name: setups.get((snap.time, name)) for name in snap.nodes}
         known: list[tuple[Mapping[str, Any] | None, str, GpuSetup | None]] = []
         for name, (_f, _i, item) in snap.nodes.items():
-            labels = (item.get("metadata") or {}).get("labels") or {}
+            meta = item.get("metadata")
+            labels = meta.get("labels") if isinstance(meta, dict) else None
+            if not isinstance(labels, dict):
+                labels = {}
             setup = snap_setups.get(name)
-            known.append((labels, node_model(labels, setup.physical if setup else 0), setup))
+            try:
+                model = node_model(labels, setup.physical if setup else 0)
+            except _MALFORMED:
+                model = ""
+            known.append((labels, model, setup))
         if not snap.nodes:  # pods alone: the nodes stored by earlier calls (labels not kept)
             for name, before in stored_nodes.items():
                 known.append((None, str(before.get("gpu_model") or ""), latest_setup.get(name)))

@@ -34,7 +34,7 @@ import polars as pl
 
 from fleetaudit.errors import InputError, QueryError, UsageError
 from fleetaudit.ingest.hostlist import HostlistError, expand_hostlist
-from fleetaudit.ingest.labels import PriorityMap, canonical_model
+from fleetaudit.ingest.labels import PriorityMap, canonical_model, default_priority
 from fleetaudit.ingest.slurm_jobs import (
     JOB_FIELDS,
     sacct_json_row,
@@ -52,24 +52,6 @@ DEFAULT_TIMEZONE = "UTC"
 KINDS = (
     "sacct --parsable2 output with its header line, sacct --json, "
     "scontrol -d -o show node (or --json), squeue --json, or topology.conf"
-)
-# QOS or partition names that mean preemptible work where --priority-map is silent
-LOW_NAMES = frozenset(
-    [
-        "scavenger",
-        "scavenge",
-        "preempt",
-        "preemptible",
-        "preemptable",
-        "standby",
-        "spot",
-        "low",
-        "lowprio",
-        "low_priority",
-        "besteffort",
-        "best_effort",
-        "opportunistic",
-    ]
 )
 _REQUIRED = ("Submit", "Start", "End", "State", "NodeList", "AllocTRES")
 _HEAD_BYTES = 65536
@@ -502,7 +484,7 @@ def hosts_frame(values: Iterable[str]) -> pl.DataFrame:
 
 def priority_of(qos: str | None, partition: str | None, priority_map: PriorityMap) -> str:
     """high or low: the map's word for the QOS, else for the partition, else the built-in
-    preemptible names (LOW_NAMES) are low, and everything else is high.
+    preemptible names (labels.default_priority) are low, and everything else is high.
 
     >>> m = PriorityMap({"batch": "low"})
     >>> priority_of("normal", "batch", m), priority_of("scavenger", "gpu", m), priority_of("", "", m)
@@ -511,10 +493,7 @@ def priority_of(qos: str | None, partition: str | None, priority_map: PriorityMa
     found = priority_map.lookup(qos or None, partition or None)
     if found is not None:
         return found
-    for name in (qos, partition):
-        if name and name.strip().lower() in LOW_NAMES:
-            return "low"
-    return "high"
+    return default_priority(qos, partition)
 
 
 def priority_frame(pairs: pl.DataFrame, priority_map: PriorityMap) -> pl.DataFrame:
