@@ -436,3 +436,16 @@ def test_a_later_call_without_the_topology_keeps_it(tmp_path: Path, store: Store
                                                          "node_id,switch_id\na,leaf2\n")))
     ingest(store, [second])
     assert levels(store)[0] == ("a", "leaf2", None)
+
+
+def test_an_unbalanced_tree_is_aligned_from_the_root(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path / "topology.conf",
+        "SwitchName=s0 Nodes=n1\nSwitchName=s1 Nodes=n2\n"
+        "SwitchName=mid Switches=s0\nSwitchName=top Switches=mid,s1\n",
+    )
+    topo = read_topology(conf)
+    got = topo.levels.sort("node_id").rows()
+    # n1: s0 <- mid <- top; n2: s1 <- top, so top is level 2 for both and n2 has no block
+    # (its block domain is its switch), never block "top" beside n1's block "mid"
+    assert got == [("n1", "s0", "mid", "top"), ("n2", "s1", None, "top")]

@@ -115,9 +115,15 @@ def _read_conf(file: str, text: str) -> Topology:
         raise InputError(file, f"{where}{exc.reason}") from exc
     depth = max((len(chain) for chain in conf.levels.values()), default=1)
     columns = [*_FIXED, *(f"level{i}_id" for i in range(2, depth))][: max(depth, 2)]
+    # an unbalanced tree is aligned from the root down: the leaf stays switch_id and the
+    # levels above it keep their depth under the root, a missing middle level is empty
+    # (s1 <- top beside s0 <- mid <- top: s1's block is empty, not "top")
+    aligned = [
+        (chain[0], *([None] * (depth - len(chain))), *chain[1:]) for chain in conf.levels.values()
+    ]
     data: dict[str, list[str | None]] = {"node_id": list(conf.levels)}
     for i, name in enumerate(columns):
-        data[name] = [chain[i] if i < len(chain) else None for chain in conf.levels.values()]
+        data[name] = [chain[i] if i < len(chain) else None for chain in aligned]
     frame = pl.DataFrame(data, schema=dict.fromkeys(["node_id", *columns], pl.String))
     return Topology(file, "topology.conf", frame, tuple(columns), len(conf.duplicates))
 
