@@ -575,6 +575,11 @@ def _time_rejects(columns: Iterable[str]) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def _any_bad(cases: list[tuple[str, str, str, str]]) -> str:
+    """SQL: whether any reject case holds."""
+    return "(" + " OR ".join(f"({case[0]})" for case in cases) + ")"
+
+
 def _source(path: Path, table: str, select: str, timezone: str) -> Source:
     return Source(
         file=str(path),
@@ -619,6 +624,15 @@ def _split(total: str) -> str:
     )
 
 
+# the allocations' rejects of a job line, as the requests query sees them (AllocTRES as a)
+_ALLOC_LINE_REJECTS = [
+    _field_count(),
+    ("a.error IS NOT NULL", "", "", ""),
+    ("a.shares IS NOT NULL", "", "", ""),
+    *_time_rejects(["Start", "End"]),
+]
+
+
 def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
     gpus = "COALESCE(t.gpus, 0)"
     cpus = 'COALESCE(t.cpus, TRY_CAST(j."AllocCPUS" AS DOUBLE), 0)'
@@ -656,6 +670,8 @@ def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
         f'LEFT JOIN {_TRES} AS t ON t.tres = j."AllocTRES" '
         f"LEFT JOIN {_PRIORITY} AS p ON p.qos = COALESCE(j.\"QOS\", '') "
         "AND p.partition = COALESCE(j.\"Partition\", '') "
+        # a bad line is one reject, not one per node of its hostlist
+        f"WHERE j._idx = 0 OR NOT COALESCE({_any_bad(rejects)}, FALSE) "
         "ORDER BY j._row, j._idx"
     )
     return _source(path, "allocations", select, timezone)
@@ -717,6 +733,8 @@ def _requests_source(path: Path, relation: str, timezone: str) -> Source:
         f'LEFT JOIN {_TRES} AS a ON a.tres = j."AllocTRES" '
         f"LEFT JOIN {_PRIORITY} AS p ON p.qos = COALESCE(j.\"QOS\", '') "
         "AND p.partition = COALESCE(j.\"Partition\", '') "
+        # a line the allocations already reject (a job that ran) is not rejected twice
+        f"WHERE NOT (j._ran AND COALESCE({_any_bad(_ALLOC_LINE_REJECTS)}, FALSE)) "
         "ORDER BY j._row"
     )
     return _source(path, "requests", select, timezone)
