@@ -863,3 +863,26 @@ def test_an_older_snapshot_after_a_newer_one_reopens_no_workload(store: Store) -
         "started",
         T3,
     )
+
+
+def test_stored_rows_are_not_counted_as_rows_of_a_later_file(store: Store, tmp_path: Path) -> None:
+    t10, t11 = "2026-03-01T10:00:00Z", "2026-03-01T11:00:00Z"
+    first = _doc(
+        tmp_path / "a.json",
+        _gpu_node("n1", t10),
+        _pod("old", "n1", "2026-03-01T09:00:00Z"),
+        _pod("wait", None, "2026-03-01T09:30:00Z"),
+    )
+    k8s(store, first)
+    # 11:00 lists a new pod only: "old" ends (censored), "wait" vanishes; nothing else
+    second = _doc(tmp_path / "b.json", _gpu_node("n1", t11), _pod("new", "n1", t10))
+    result = k8s(store, second)
+    counts = {t.table: (t.read, t.new, t.replaced) for t in result.tables}
+    # allocations: "new" is read; "old" is rewritten because it ends; requests: "wait" closes
+    assert counts["allocations"] == (2, 1, 1)
+    assert counts["requests"] == (1, 0, 1)
+    # a third call of the same second snapshot changes no stored row: only its own rows
+    result = k8s(store, second)
+    counts = {t.table: (t.read, t.new, t.replaced) for t in result.tables}
+    assert counts["allocations"] == (1, 0, 1)
+    assert "requests" not in counts or counts["requests"] == (0, 0, 0)

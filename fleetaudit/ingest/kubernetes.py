@@ -943,6 +943,13 @@ def _typed(values: list[Any], dtype: Any) -> list[Any]:
     return out
 
 
+def _unchanged(
+    row: Mapping[str, Any], stored: Mapping[str, Any] | None, schema: Mapping[str, Any]
+) -> bool:
+    """Whether ``row`` holds what the store holds for it already."""
+    return stored is not None and all(row.get(k) == stored.get(k) for k in schema)
+
+
 def _latest(obs: list[_Obs]) -> _Obs:
     return max(obs, key=lambda o: o.time)
 
@@ -1430,7 +1437,9 @@ def map_snapshots(
             "are shared in different ways: their GPUs count as whole GPUs"
         )
 
-    # merge with the rows earlier calls stored, then decide ends and starts
+    # merge with the rows earlier calls stored, then decide ends and starts; a stored row
+    # that comes out unchanged is not written again (it is no row of this call's files)
+    stored_alloc: dict[str, dict[str, Any]] = {}
     for stored in stored_allocations or []:
         values = {k: stored.get(k) for k in _ALLOC_SCHEMA}
         devices = int(stored.get("gpu_devices") or 1)
@@ -1442,6 +1451,7 @@ def map_snapshots(
             for k in ("gpus", "cpus", "memory_gib"):
                 if values.get(k) is not None:
                     values[k] = values[k] * devices
+        stored_alloc[stored["alloc_id"]] = dict(values)
         values["uid"] = stored["alloc_id"]
         values["finish"] = stored["end_time"] if stored.get("finished") else None
         values["first_seen"] = stored.get("first_seen")
@@ -1474,6 +1484,8 @@ def map_snapshots(
         for k in ("_reject_reason", "_reject_column", "_reject_value"):
             row[k] = v.get(k)
         row["_file"], row["_row"] = o.file, o.row
+        if o.row == 0 and _unchanged(row, stored_alloc.get(uid), _ALLOC_SCHEMA):
+            continue
         devices = int(row.get("gpu_devices") or 1)
         if devices > 1 and not row.get("_reject_reason"):
             # a share on each of N GPUs (HAMi vGPUs, KAI gpu-fraction devices): N rows of
@@ -1487,8 +1499,10 @@ def map_snapshots(
         else:
             alloc_rows.append(row)
 
+    stored_request: dict[str, dict[str, Any]] = {}
     for stored in stored_requests or []:
         values = {k: stored.get(k) for k in _REQUEST_SCHEMA}
+        stored_request[stored["request_id"]] = values
         pending_obs.setdefault(stored["request_id"], []).append(
             _Obs(newest_file, 0, stored["last_seen"], values)
         )
@@ -1518,6 +1532,8 @@ def map_snapshots(
         for k in ("_reject_reason", "_reject_column", "_reject_value"):
             row[k] = o.values.get(k)
         row["_file"], row["_row"] = o.file, o.row
+        if o.row == 0 and _unchanged(row, stored_request.get(key), _REQUEST_SCHEMA):
+            continue
         request_rows.append(row)
 
     def frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
