@@ -34,18 +34,19 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from fleetaudit.errors import InputError
+from fleetaudit.errors import InputError, UsageError
 from fleetaudit.ingest.labels import PriorityMap, canonical_model, default_priority
 from fleetaudit.ingest.quantity import QuantityError, parse_quantity
-from fleetaudit.ingest.sources import Source
+from fleetaudit.ingest.sources import Source, expand_paths
 from fleetaudit.store import Store
+from fleetaudit.times import parse_instant
 
 FORMAT = "kubernetes"
 KINDS = ("Node", "Pod", "Workload")
@@ -134,18 +135,7 @@ class _Snapshot:
 
 def json_files(paths: Iterable[Path]) -> list[Path]:
     """The files named, and the ``*.json`` files inside each folder named (sorted)."""
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            inside = sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".json")
-            if not inside:
-                raise InputError(str(path), "folder holds no kubectl JSON file (*.json)")
-            files.extend(inside)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise InputError(str(path), "no such file or folder")
-    return files
+    return expand_paths(paths, lambda p: p.suffix == ".json", "kubectl JSON file (*.json)")
 
 
 _EXPECTED = (
@@ -176,17 +166,15 @@ _TIMES: dict[str, datetime | None] = {}  # times repeat across pods: parse each 
 
 
 def _time(text: object) -> datetime | None:
-    """An RFC 3339 time of the API (``2026-03-01T10:00:04Z``) as naive UTC."""
+    """An RFC 3339 time of the API (``2026-03-01T10:00:04Z``) as naive UTC, else None."""
     if not isinstance(text, str) or not text:
         return None
     if text in _TIMES:
         return _TIMES[text]
     try:
-        t: datetime | None = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        t: datetime | None = parse_instant(text)
+    except UsageError:
         t = None
-    if t is not None and t.tzinfo is not None:
-        t = t.astimezone(timezone.utc).replace(tzinfo=None)
     if len(_TIMES) < 200_000:
         _TIMES[text] = t
     return t

@@ -41,7 +41,7 @@ from fleetaudit.ingest.slurm_jobs import (
     squeue_json_rows,
 )
 from fleetaudit.ingest.slurm_nodes import json_node_fields, node_row, split_node_line
-from fleetaudit.ingest.sources import Source
+from fleetaudit.ingest.sources import Source, expand_paths
 from fleetaudit.ingest.topology import Topology, read_topology
 from fleetaudit.ingest.topology_conf import looks_like_topology_conf
 from fleetaudit.ingest.tres import TresError, parse_tres
@@ -67,21 +67,6 @@ class _Files:
     squeue: list[tuple[Path, str]] = field(default_factory=list)
     nodes: list[tuple[Path, str]] = field(default_factory=list)
     topology: list[tuple[Path, Topology]] = field(default_factory=list)
-
-
-def _files_of(paths: Iterable[Path]) -> list[Path]:
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            inside = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-            if not inside:
-                raise InputError(str(path), "folder holds no file")
-            files.extend(inside)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise InputError(str(path), "no such file or folder")
-    return files
 
 
 def _head(path: Path) -> str:
@@ -185,7 +170,7 @@ def slurm_sources(
     check_timezone(timezone)
     release(store)
     files = _Files()
-    for number, path in enumerate(_files_of(paths)):
+    for number, path in enumerate(expand_paths(paths, lambda _: True, "file")):
         kind = classify(path)
         relation = f"_fa_slurm_{number}"
         if kind == "sacct":

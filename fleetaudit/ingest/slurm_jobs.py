@@ -45,7 +45,7 @@ JOB_FIELDS = (
 )
 
 
-def _value(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     """A plain value of data_parser's ``{"set", "infinite", "number"}`` objects."""
     if isinstance(value, dict) and "number" in value:
         if not value.get("set", True) or value.get("infinite"):
@@ -55,7 +55,7 @@ def _value(value: Any) -> Any:
 
 
 def _text(value: Any) -> str | None:
-    value = _value(value)
+    value = json_value(value)
     if value is None or value == "":
         return None
     if isinstance(value, list):
@@ -64,7 +64,7 @@ def _text(value: Any) -> str | None:
 
 
 def _time(value: Any) -> str:
-    value = _value(value)
+    value = json_value(value)
     if value is None or value == 0 or value == "":
         return "Unknown"
     return str(int(value))
@@ -101,8 +101,8 @@ def tres_string(items: Any) -> str | None:
 
 
 def _display_id(job_id: str, array_id: Any, task_id: Any, het_id: Any, het_offset: Any) -> str:
-    array_id, task_id = _value(array_id), _value(task_id)
-    het_id, het_offset = _value(het_id), _value(het_offset)
+    array_id, task_id = json_value(array_id), json_value(task_id)
+    het_id, het_offset = json_value(het_id), json_value(het_offset)
     if het_id and het_offset is not None:
         return f"{het_id}+{het_offset}"
     if array_id and task_id is not None:
@@ -227,7 +227,7 @@ def squeue_json_rows(job: Mapping[str, Any]) -> list[dict[str, str | None]]:
         return []
     text = _text(job.get("array_task_string"))
     array_id = _text(job.get("array_job_id"))
-    if not text or not array_id or _value(job.get("array_task_id")) is not None:
+    if not text or not array_id or json_value(job.get("array_task_id")) is not None:
         return [row]
     try:
         tasks = array_tasks(text)

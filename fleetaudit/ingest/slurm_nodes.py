@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleetaudit.ingest.labels import canonical_model
+from fleetaudit.ingest.slurm_jobs import json_value
 from fleetaudit.ingest.tres import TresError, parse_gres, parse_tres
 
 # keys whose values may hold spaces: they run up to the next key of this list
@@ -273,17 +274,8 @@ def _number(value: object) -> float | None:
         return None
 
 
-def _json_value(value: Any) -> Any:
-    """A plain value of data_parser's ``{"set", "infinite", "number"}`` objects."""
-    if isinstance(value, dict) and "number" in value:
-        if not value.get("set", True) or value.get("infinite"):
-            return None
-        return value["number"]
-    return value
-
-
 def _json_text(value: Any) -> str | None:
-    value = _json_value(value)
+    value = json_value(value)
     if value is None:
         return None
     if isinstance(value, list):
