@@ -702,3 +702,15 @@ def test_a_bad_line_of_a_multi_node_job_is_one_reject(store: Store, tmp_path: Pa
     result = ingest(store, [nodes, sacct], IngestOptions(format="slurm"))
     assert result.rejected == 1  # not one per node, nor again as a request
     assert store.sql('SELECT "table", "row" FROM rejects').rows() == [("allocations", 1)]
+
+
+def test_a_suspended_job_releases_its_cpus(store: Store, tmp_path: Path) -> None:
+    sacct = write(
+        tmp_path / "sacct.txt",
+        HEADER + "\n"
+        "8|8|a|u|acct|gpu|normal|1772323200|1772323200|1772326800|Unknown|3600|60|SUSPENDED|1|n1|16|cpu=16|cpu=16,gres/gpu=8\n",
+    )
+    nodes = write(tmp_path / "nodes.txt", NODE.format(name="n1") + "\n")
+    ingest(store, [nodes, sacct], IngestOptions(format="slurm"))
+    # Slurm gives a suspended job's CPUs to others; its GPUs stay allocated
+    assert store.sql("SELECT gpus, cpus, suspended FROM allocations").rows() == [(8.0, 0.0, True)]

@@ -634,7 +634,9 @@ def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
         "CASE WHEN j.\"JobID\" LIKE '%+%' THEN split_part(j.\"JobID\", '+', 1) "
         'ELSE j."JobIDRaw" END AS job_id, '
         "_node AS node_id, "
-        f"{_split(gpus)} AS gpus, {_split(cpus)} AS cpus, "
+        # a suspended job releases its CPUs (its GPUs and memory stay allocated)
+        f"{_split(gpus)} AS gpus, CASE WHEN j._state = 'SUSPENDED' THEN 0 ELSE {_split(cpus)} "
+        "END AS cpus, "
         "t.mem_mib / _n / 1024 AS memory_gib, "
         "p.priority AS priority, "
         f"CASE WHEN {gpus} = 0 THEN 'cpu_only' WHEN {_INTERACTIVE} THEN 'development' "
