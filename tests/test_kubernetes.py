@@ -619,6 +619,9 @@ def test_generated_snapshot_end_to_end(tmp_path: Path) -> None:
     assert runner.invoke(app, ["generate", str(native), *args, "--format", "csv"]).exit_code == 0
     done = runner.invoke(app, ["generate", str(snap), *args, "--format", "kubernetes"])
     assert done.exit_code == 0, done.output
+    # the priority map's row counts its 2 entries (high and low class)
+    (line,) = [x for x in done.output.splitlines() if "priority map" in x]
+    assert [cell.strip() for cell in line.split("│")][1:3] == ["priority map", "2"]
     result = runner.invoke(
         app,
         [
@@ -657,6 +660,21 @@ def test_generated_snapshot_end_to_end(tmp_path: Path) -> None:
     for command in (["shapes"], ["report"], ["whatif", "compaction"]):
         ran = runner.invoke(app, [*command, "--db", str(db)])
         assert ran.exit_code == 0, (command, ran.output)
+    # the figures, not just the exit codes: at the snapshot time, whole-node shapes of every
+    # model count the same instances and the same GPU ledger as on the native tables
+    native_db = tmp_path / "native.duckdb"
+    assert runner.invoke(app, ["ingest", str(native), "--db", str(native_db)]).exit_code == 0
+    for model in nodes["gpu_model"].unique().to_list():
+        shape = ["shapes", "--model", model, "--gpus", "8", "--at", end.isoformat(), "--json"]
+        got = [
+            json.loads(runner.invoke(app, [*shape, "--db", str(d)]).stdout)["shapes"][0]
+            for d in (db, native_db)
+        ]
+        assert got[0]["gpus"] == got[1]["gpus"], model
+        assert got[0]["instances"] == got[1]["instances"], model
+        assert got[0]["gpus"]["installed"] == nodes.filter(pl.col("gpu_model") == model)[
+            "gpus"
+        ].sum()
 
 
 # -- review findings: small documents built here ---------------------------------------------
