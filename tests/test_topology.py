@@ -57,6 +57,7 @@ def test_csv_and_topology_conf_place_the_same_nodes(
     assert summary is not None and summary.kind == kind
     # gpu01-04 placed; gpu05 and cpu01 not named; ghost99 named but no node of the call
     assert (summary.placed, summary.missing, summary.unknown) == (4, 2, 1)
+    assert summary.unknown_names == ("ghost99",)
     assert (summary.switches, summary.blocks) == (2, 1)
 
 
@@ -169,7 +170,7 @@ def test_cli_ingest_prints_the_topology_summary(tmp_path: Path) -> None:
     text = " ".join(result.stdout.split())  # the terminal may wrap the line
     assert "4 node(s) placed in 2 switch(es) and 1 block(s)" in text
     assert "2 node(s) not in the file keep their own domain" in text
-    assert "1 node(s) of the file are not among this call's nodes" in text
+    assert "1 node(s) of the file are not among this call's nodes (ghost99)" in text
 
 
 def test_an_old_store_without_block_id_still_reads(tmp_path: Path) -> None:

@@ -79,6 +79,7 @@ class TopologySummary:
     duplicates: int  # nodes the file names twice or more (the first is kept)
     switches: int  # distinct switch_id among the call's nodes
     blocks: int  # distinct block_id among the call's nodes
+    unknown_names: tuple[str, ...] = ()  # the first five nodes of the file the call lacks
 
 
 def read_topology(path: Path) -> Topology:
@@ -278,6 +279,14 @@ def node_levels(topology: Topology, nodes: pl.DataFrame) -> tuple[pl.DataFrame, 
     return placed, nodes.height - placed.height, topology.levels.height - placed.height
 
 
+def _first_unknown(topology: Topology, nodes: pl.DataFrame, n: int = 5) -> tuple[str, ...]:
+    """The first ``n`` nodes the file names (file order) that are not among ``nodes``."""
+    if topology.kind == "crux":
+        return ()
+    missing = topology.levels.join(nodes.select("node_id"), on="node_id", how="anti")
+    return tuple(missing["node_id"].head(n).to_list())
+
+
 def apply_topology(store: Store, topology: Topology, ingest_id: int) -> TopologySummary:
     """Set the levels of the nodes this ingest call loaded, from ``topology``.
 
@@ -324,6 +333,7 @@ def apply_topology(store: Store, topology: Topology, ingest_id: int) -> Topology
         placed=levels.height,
         missing=missing,
         unknown=unknown,
+        unknown_names=_first_unknown(topology, nodes),
         duplicates=topology.duplicates,
         switches=int(counts["switches"]),
         blocks=int(counts["blocks"]),
