@@ -904,3 +904,17 @@ def test_stored_rows_are_not_counted_as_rows_of_a_later_file(store: Store, tmp_p
     counts = {t.table: (t.read, t.new, t.replaced) for t in result.tables}
     assert counts["allocations"] == (1, 0, 1)
     assert "requests" not in counts or counts["requests"] == (0, 0, 0)
+
+
+def test_the_export_time_of_a_snapshot_store_is_the_snapshot(tmp_path: Path) -> None:
+    from fleetaudit.api import export_time
+
+    # the newest event is the 9:00 bind; the snapshot is at 10:00 (the heartbeat)
+    doc = _doc(
+        tmp_path / "a.json",
+        _gpu_node("n1", "2026-03-01T10:00:00Z"),
+        _pod("p1", "n1", "2026-03-01T09:00:00Z"),
+    )
+    with open_store(tmp_path / "k.duckdb") as store:
+        k8s(store, doc)
+        assert export_time(store) == datetime(2026, 3, 1, 10)
