@@ -43,7 +43,8 @@ EXPECTED = [
 
 @pytest.mark.parametrize(
     ("name", "kind", "top_column"),
-    [("topology.csv", "csv", "spine_id"), ("topology.conf", "topology.conf", "level2_id")],
+    # the CSV's spine_id column is stored by its depth, as topology.conf's third level
+    [("topology.csv", "csv", "level2_id"), ("topology.conf", "topology.conf", "level2_id")],
 )
 def test_csv_and_topology_conf_place_the_same_nodes(
     store: Store, name: str, kind: str, top_column: str

@@ -5,7 +5,8 @@ FILE is recognised by its content, one of three kinds:
 - ``csv``: a CSV with a header holding ``node_id`` and ``switch_id`` (the leaf
   switch), optionally ``block_id`` (the level above it) and further level
   columns above that, in header order. Those further columns are stored on the
-  nodes as extra text columns under their own names.
+  nodes as extra text columns named by depth, ``level2_id``, ``level3_id`` ...,
+  as topology.conf's levels are.
 - ``topology.conf``: Slurm's file (:mod:`fleetaudit.ingest.topology_conf`). A
   node's chain, leaf first, gives ``switch_id``, then ``block_id``, then
   ``level2_id``, ``level3_id`` ... for deeper trees. Under the block plugin a
@@ -156,7 +157,16 @@ def _read_csv(file: str, text: str, header: list[str]) -> Topology:
     if missing_id.any():
         row = int(missing_id.arg_true()[0]) + 1
         raise InputError(file, "node_id is empty", row=row, column="node_id")
-    frame = frame.select("node_id", *columns)
+    # deeper levels are named by depth, as from topology.conf: the same level is one column
+    # whatever file placed the node (spine_id in a CSV header is level2_id)
+    depth_names = [f"level{i}_id" for i in range(2, 2 + len(others))]
+    frame = frame.select(
+        "node_id",
+        "switch_id",
+        "block_id",
+        *(pl.col(c).alias(d) for c, d in zip(others, depth_names, strict=True)),
+    )
+    columns = ["switch_id", "block_id", *depth_names]
     named = frame.height
     frame = frame.unique("node_id", keep="first", maintain_order=True)
     return Topology(file, "csv", _qualified(frame, columns), tuple(columns), named - frame.height)
