@@ -159,6 +159,11 @@ def list_rejects(
 def export_time(store: Store, scenario: str | None = None) -> datetime | None:
     """The latest timestamp in the data (SPEC §2), or None for an empty store."""
     value = store.query("export_time", scenario=scenario)["at"][0]
+    if "snapshot_time" in store.column_types("nodes"):
+        # a snapshot is an export of its own moment, later than its last event
+        snapshot = store.query("snapshot_export_time")["at"][0]
+        if snapshot is not None and (value is None or snapshot > value):
+            value = snapshot
     return None if value is None else to_utc(value)
 
 

@@ -244,6 +244,9 @@ def render_ingest(result: IngestResult) -> None:
             line += f"; {topo.missing:,} node(s) not in the file keep their own domain"
         if topo.unknown:
             line += f"; {topo.unknown:,} node(s) of the file are not among this call's nodes"
+            if topo.unknown_names:
+                more = ", ..." if topo.unknown > len(topo.unknown_names) else ""
+                line += f" ({', '.join(topo.unknown_names)}{more})"
         if topo.duplicates:
             line += f"; {topo.duplicates:,} node(s) named twice (the first kept)"
         out.print(Text(line))

@@ -274,6 +274,7 @@ def write_kubectl(
             + "".join(f"{cls} = {level}\n" for level, cls in PRIORITY_CLASSES.items()),
             encoding="utf-8",
         )
+        counts["priority map"] = len(PRIORITY_CLASSES)  # its entries
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         partial.unlink(missing_ok=True)

@@ -161,6 +161,11 @@ def test_node_line_values_with_spaces_and_equals() -> None:
         ("idle$", "cordoned"),  # maintenance reservation
         ("IDLE+REBOOT_REQUESTED", "cordoned"),
         ("alloc@", "cordoned"),
+        # a power-down is pending: jobs still run, no new work; both spellings alike
+        ("MIXED+POWER_DOWN", "cordoned"),
+        ("mix!", "cordoned"),
+        ("IDLE+POWERING_DOWN", "down"),
+        ("idle%", "down"),
         ("DOWN", "down"),
         ("DOWN+DRAIN", "down"),
         ("IDLE*", "down"),  # not responding
@@ -445,11 +450,18 @@ def test_unparsable_values_become_rejects_with_reasons(store: Store, tmp_path: P
     assert got[("allocations", 1, "NodeList")].startswith("bad hostlist: ")
     assert "lots" in got[("allocations", 2, "AllocTRES")]
     assert got[("allocations", 3, "Start")].startswith("cannot read the time yesterday")
-    assert got[("requests", 2, "AllocTRES")] == got[("allocations", 2, "AllocTRES")]
-    assert got[("requests", 3, "Start")].startswith("cannot read the time yesterday")
     assert (
-        got[("requests", 4, "JobID")] == "20 fields where the header has 19 (a '|' inside a field?)"
+        got[("allocations", 4, "JobID")]
+        == "20 fields where the header has 19 (a '|' inside a field?)"
     )
+    # a line of a job that ran is rejected once, by the allocations, not again as a request
+    # (line 1's request is sound: only its node list is bad)
+    assert sorted(got) == [
+        ("allocations", 1, "NodeList"),
+        ("allocations", 2, "AllocTRES"),
+        ("allocations", 3, "Start"),
+        ("allocations", 4, "JobID"),
+    ]
     assert store.sql("SELECT alloc_id FROM allocations").to_series().to_list() == [
         "5:1772326800@n1"
     ]
@@ -631,3 +643,74 @@ def test_native_files_cannot_reject_through_adapter_columns(store: Store, tmp_pa
     )
     result = ingest(store, [nodes])
     assert result.rejected == 0 and store.row_count("nodes") == 1
+
+
+def test_untracked_gpus_and_gpu_slices_are_never_silent(store: Store, tmp_path: Path) -> None:
+    # gres/gpu is not in AccountingStorageTRES: AllocTRES holds CPUs only; job 2 used shards
+    sacct = write(
+        tmp_path / "sacct.txt",
+        HEADER + "\n"
+        "1|1|a|u|acct|gpu|normal|1772323200|1772323200|1772326800|1772330400|3600|60|COMPLETED|1|n1|16|cpu=16|cpu=16\n"
+        "2|2|a|u|acct|gpu|normal|1772323200|1772323200|1772326800|1772330400|3600|60|COMPLETED|1|n1|4|cpu=4,gres/shard=2|cpu=4,gres/shard=2\n",
+    )
+    nodes = write(tmp_path / "nodes.txt", NODE.format(name="n1") + "\n")
+    result = ingest(store, [nodes, sacct], IngestOptions(format="slurm"))
+    assert any("no job's AllocTRES holds gres/gpu" in n for n in result.notes)
+    # the shard job is no cpu_only allocation: a reject naming the slice
+    assert store.sql("SELECT alloc_id, workload FROM allocations").rows() == [
+        ("1:1772326800@n1", "cpu_only")
+    ]
+    reasons = store.sql('SELECT "table", "column", reason FROM rejects ORDER BY 1').rows()
+    slice_reason = (
+        "gres/shard is a GPU slice (gres/shard or gres/mps) without gres/gpu: "
+        "its GPU share is unknown"
+    )
+    assert reasons == [("allocations", "AllocTRES", slice_reason)]  # once per line
+    with open_store(tmp_path / "strict.duckdb") as strict_store:
+        with pytest.raises(InputError, match="no job's AllocTRES holds gres/gpu"):
+            ingest(strict_store, [nodes, sacct], IngestOptions(format="slurm", strict=True))
+
+
+def test_a_pending_array_is_a_request_per_task(store: Store, tmp_path: Path) -> None:
+    # without -r, squeue prints a pending array once: tasks 5-7 and 10 are 4 requests
+    unset = {"set": False, "infinite": False, "number": 0}
+    job = {
+        "job_id": 900,
+        "array_job_id": {"set": True, "infinite": False, "number": 900},
+        "array_task_id": unset,
+        "array_task_string": "5-7,10%2",
+        "name": "sweep",
+        "account": "vision",
+        "partition": "gpu",
+        "job_state": ["PENDING"],
+        "submit_time": {"set": True, "infinite": False, "number": 1772334000},
+        "tres_req_str": "cpu=8,gres/gpu=1",
+    }
+    squeue = write(tmp_path / "squeue.json", json.dumps({"jobs": [job]}))
+    ingest(store, [squeue], IngestOptions(format="slurm"))
+    got = store.sql("SELECT slurm_job_id, gpus FROM requests ORDER BY request_id").rows()
+    assert got == [("900_10", 1.0), ("900_5", 1.0), ("900_6", 1.0), ("900_7", 1.0)]
+
+
+def test_a_bad_line_of_a_multi_node_job_is_one_reject(store: Store, tmp_path: Path) -> None:
+    sacct = write(
+        tmp_path / "sacct.txt",
+        HEADER + "\n"
+        "7|7|a|u|acct|gpu|normal|1772323200|1772323200|1772326800|1772330400|3600|60|COMPLETED|2|n[1-2]|16|cpu=16|cpu=16,gres/gpu=lots\n",
+    )
+    nodes = write(tmp_path / "nodes.txt", NODE.format(name="n1") + "\n" + NODE.format(name="n2"))
+    result = ingest(store, [nodes, sacct], IngestOptions(format="slurm"))
+    assert result.rejected == 1  # not one per node, nor again as a request
+    assert store.sql('SELECT "table", "row" FROM rejects').rows() == [("allocations", 1)]
+
+
+def test_a_suspended_job_releases_its_cpus(store: Store, tmp_path: Path) -> None:
+    sacct = write(
+        tmp_path / "sacct.txt",
+        HEADER + "\n"
+        "8|8|a|u|acct|gpu|normal|1772323200|1772323200|1772326800|Unknown|3600|60|SUSPENDED|1|n1|16|cpu=16|cpu=16,gres/gpu=8\n",
+    )
+    nodes = write(tmp_path / "nodes.txt", NODE.format(name="n1") + "\n")
+    ingest(store, [nodes, sacct], IngestOptions(format="slurm"))
+    # Slurm gives a suspended job's CPUs to others; its GPUs stay allocated
+    assert store.sql("SELECT gpus, cpus, suspended FROM allocations").rows() == [(8.0, 0.0, True)]

@@ -61,6 +61,7 @@ def test_nodes_of_one_snapshot(store: Store) -> None:
         1024.0,
     )
     assert (a01["switch_id"], a01["health"], a01["snapshot_time"]) == ("b1/sb3", "degraded", T1)
+    assert a01["block_id"] == "b1"  # the path down to the level above the leaf
     # time-slicing: 16 replicas of 4 physical GPUs; cordoned; EKS layers 1-3
     ts = nodes["t4-ts-01"]
     assert (ts["gpu_model"], ts["gpus"], ts["gpu_sharing"], ts["gpu_replicas"]) == (
@@ -70,12 +71,18 @@ def test_nodes_of_one_snapshot(store: Store) -> None:
         4,
     )
     assert (ts["health"], ts["switch_id"]) == ("cordoned", "nn-1/nn-2/nn-3")
+    assert ts["block_id"] == "nn-1/nn-2"
     # MIG mixed: physical from gpu.count; Ready Unknown -> down
     mig = nodes["a100-mig-01"]
     assert (mig["gpus"], mig["gpu_sharing"], mig["health"]) == (2, "mig-mixed", "down")
     # no GPU feature discovery label: model unknown, GPUs from capacity, no switch
     bare = nodes["gpu-nolabel"]
-    assert (bare["gpu_model"], bare["gpus"], bare["switch_id"]) == ("unknown", 2, None)
+    assert (bare["gpu_model"], bare["gpus"], bare["switch_id"], bare["block_id"]) == (
+        "unknown",
+        2,
+        None,
+        None,
+    )
 
 
 def test_allocations_of_one_snapshot(store: Store) -> None:
@@ -155,8 +162,15 @@ def test_history_of_three_snapshots(store: Store) -> None:
     assert allocs["uid-pend-b"]["start_time"] == datetime(2026, 3, 1, 10, 25, 2)
     reqs = rows(store, "requests", "request_id")
     # the gang starts when its last pod binds; the Workload when it is admitted (snapshot 3);
-    # the admitted-at-once Workload and the Kueue-gated pod are no requests
-    assert set(reqs) == {"nlp/big-train", "uid-wl-llm"}
+    # the admitted-at-once Workload is a started request (created 10:05, admitted 10:06);
+    # the Kueue-gated pod is no request
+    assert set(reqs) == {"nlp/big-train", "uid-wl-llm", "uid-wl-ok"}
+    ok = reqs["uid-wl-ok"]
+    assert (ok["submit_time"], ok["start_time"], ok["left_queue"]) == (
+        datetime(2026, 3, 1, 10, 5),
+        datetime(2026, 3, 1, 10, 6),
+        "started",
+    )
     assert reqs["nlp/big-train"]["start_time"] == datetime(2026, 3, 1, 10, 25, 2)
     wl = reqs["uid-wl-llm"]
     assert (wl["start_time"], wl["left_queue"], wl["kind"]) == (
@@ -240,11 +254,12 @@ def test_strict_fails_on_an_unknown_quantity(tmp_path: Path) -> None:
 
 
 def test_priority_map_and_tenant_label(store: Store, tmp_path: Path) -> None:
-    pmap = write(tmp_path / "prio.txt", "train = low\n# the notebook class stays high\n")
+    pmap = write(tmp_path / "prio.txt", "train = low\n# the notebook class is not mapped\n")
     k8s(store, SNAP1, priority_map=pmap, tenant_label="team")
     allocs = rows(store, "allocations", "alloc_id")
     assert allocs["uid-pt-0"]["priority"] == "low"  # class train
-    assert allocs["uid-nb"]["priority"] == "high"  # best-effort: not in the map
+    # best-effort: not in the map, but a preemptible name (as a Slurm QOS would be)
+    assert allocs["uid-nb"]["priority"] == "low"
     assert allocs["uid-nb"]["tenant"] == "vision"  # label team
     assert allocs["uid-pt-0"]["tenant"] == "nlp"  # no label team: the namespace
 
@@ -258,6 +273,17 @@ def test_volcano_preemptable_pods_are_low_unless_mapped(tmp_path: Path) -> None:
     assert _Mapper(KubernetesOptions()).priority("train", 50, {}) == "high"
     mapped = KubernetesOptions(priority_map=PriorityMap({"train": "high"}))
     assert _Mapper(mapped).priority("train", 50, meta) == "high"
+
+
+@pytest.mark.parametrize(("name", "priority"), [("spot", "low"), ("Preemptible", "low"),
+                                                ("low-priority", "low"), ("prod", "high")])
+def test_unmapped_names_default_alike_for_kubernetes_and_slurm(name: str, priority: str) -> None:
+    from fleetaudit.ingest.kubernetes import KubernetesOptions, _Mapper
+    from fleetaudit.ingest.labels import PriorityMap
+    from fleetaudit.ingest.slurm import priority_of
+
+    assert _Mapper(KubernetesOptions()).priority(name, None, {}) == priority
+    assert priority_of(name, "gpu", PriorityMap()) == priority
 
 
 def test_single_objects_and_snapshot_time(store: Store, tmp_path: Path) -> None:
@@ -387,6 +413,34 @@ def _node(labels: dict[str, str], capacity: dict[str, str], **extra: Any) -> dic
             8,
             "mig-single",
         ),
+        # MIG single, 1g.20gb on an 80 GB H100: 2 of 8 memory slices each, so 4 devices
+        # per GPU (not 7): 32 devices are 8 GPUs
+        (
+            _node(
+                {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.20gb"},
+                {"nvidia.com/gpu": "32"},
+            ),
+            8,
+            "mig-single",
+        ),
+        # 3g.40gb: compute gives 7 // 3 = 2, memory 8 // 4 = 2: 6 devices are 3 GPUs
+        (
+            _node(
+                {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb"},
+                {"nvidia.com/gpu": "6"},
+            ),
+            3,
+            "mig-single",
+        ),
+        # A30 (4 slices, 24 GB): 1g.12gb takes 2 of 4 memory slices: 2 per GPU
+        (
+            _node(
+                {"nvidia.com/gpu.product": "NVIDIA-A30-MIG-1g.12gb"},
+                {"nvidia.com/gpu": "8"},
+            ),
+            4,
+            "mig-single",
+        ),
         # time-slicing renamed: nvidia.com/gpu.shared = 4 x 4
         (
             _node(
@@ -431,6 +485,20 @@ def test_physical_gpus(node: dict[str, Any], physical: int, sharing: str) -> Non
         ({"nvidia.com/gpu": Decimal(2)}, {}, GpuSetup(8), 2.0),
         ({"nvidia.com/gpu": Decimal(2)}, {}, GpuSetup(8, "mig-single", 1, 7, 1), 2 / 7),
         ({"nvidia.com/mig-2g.10gb": Decimal(1)}, {}, GpuSetup(8, "mig-mixed"), 2 / 7),
+        # MIG single 1g.20gb on H100 80GB: 4 devices per GPU, so one is a quarter
+        (
+            {"nvidia.com/gpu": Decimal(1)},
+            {},
+            GpuSetup(8, "mig-single", 1, 7, 1, None, None, 4),
+            0.25,
+        ),
+        # MIG mixed 1g.20gb, GPU memory 81559 MiB known: also a quarter (not 1/7)
+        (
+            {"nvidia.com/mig-1g.20gb": Decimal(1)},
+            {},
+            GpuSetup(8, "mig-mixed", 1, 7, 0, 81559),
+            0.25,
+        ),
         ({"nvidia.com/gpu.shared": Decimal(1)}, {}, GpuSetup(4, "time-slicing", 4), 0.25),
         # HAMi: 2 vGPUs at 30 % of the cores each
         (
@@ -551,6 +619,9 @@ def test_generated_snapshot_end_to_end(tmp_path: Path) -> None:
     assert runner.invoke(app, ["generate", str(native), *args, "--format", "csv"]).exit_code == 0
     done = runner.invoke(app, ["generate", str(snap), *args, "--format", "kubernetes"])
     assert done.exit_code == 0, done.output
+    # the priority map's row counts its 2 entries (high and low class)
+    (line,) = [x for x in done.output.splitlines() if "priority map" in x]
+    assert [cell.strip() for cell in line.split("│")][1:3] == ["priority map", "2"]
     result = runner.invoke(
         app,
         [
@@ -589,3 +660,261 @@ def test_generated_snapshot_end_to_end(tmp_path: Path) -> None:
     for command in (["shapes"], ["report"], ["whatif", "compaction"]):
         ran = runner.invoke(app, [*command, "--db", str(db)])
         assert ran.exit_code == 0, (command, ran.output)
+    # the figures, not just the exit codes: at the snapshot time, whole-node shapes of every
+    # model count the same instances and the same GPU ledger as on the native tables
+    native_db = tmp_path / "native.duckdb"
+    assert runner.invoke(app, ["ingest", str(native), "--db", str(native_db)]).exit_code == 0
+    for model in nodes["gpu_model"].unique().to_list():
+        shape = ["shapes", "--model", model, "--gpus", "8", "--at", end.isoformat(), "--json"]
+        got = [
+            json.loads(runner.invoke(app, [*shape, "--db", str(d)]).stdout)["shapes"][0]
+            for d in (db, native_db)
+        ]
+        assert got[0]["gpus"] == got[1]["gpus"], model
+        assert got[0]["instances"] == got[1]["instances"], model
+        assert got[0]["gpus"]["installed"] == nodes.filter(pl.col("gpu_model") == model)[
+            "gpus"
+        ].sum()
+
+
+# -- review findings: small documents built here ---------------------------------------------
+
+
+def _gpu_node(name: str, beat: str, labels: dict[str, str] | None = None, gpus: str = "8") -> Any:
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": gpus},
+            "allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": gpus},
+            "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": beat}],
+        },
+    }
+
+
+def _pod(uid: str, node: str | None, bound: str, gpus: str = "1", **spec: Any) -> Any:
+    return {
+        "kind": "Pod",
+        "metadata": {"uid": uid, "name": uid, "namespace": "ns", "creationTimestamp": bound},
+        "spec": {
+            **({"nodeName": node} if node else {}),
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+            **spec,
+        },
+        "status": {
+            "phase": "Running" if node else "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "True" if node else "False",
+                    "lastTransitionTime": bound,
+                }
+            ],
+        },
+    }
+
+
+def _doc(path: Path, *items: Any) -> Path:
+    return write(path, json.dumps({"kind": "List", "items": list(items)}))
+
+
+def test_a_lagging_heartbeat_loses_no_allocation(store: Store, tmp_path: Path) -> None:
+    # node lease: the heartbeat is 10:00, the pod was bound at 10:03 and is gone by 10:30
+    first = _doc(
+        tmp_path / "a.json",
+        _gpu_node("n1", "2026-03-01T10:00:00Z"),
+        _pod("p1", "n1", "2026-03-01T10:03:00Z"),
+    )
+    second = _doc(
+        tmp_path / "b.json",
+        _gpu_node("n1", "2026-03-01T10:30:00Z"),
+        _pod("p2", "n1", "2026-03-01T10:20:00Z"),
+    )
+    result = k8s(store, first, second)
+    assert result.rejected == 0
+    p1 = rows(store, "allocations", "alloc_id")["p1"]
+    # the first snapshot's time is its newest event, 10:03: the pod ends there, not before
+    assert (p1["start_time"], p1["end_time"], p1["end_censored"]) == (
+        datetime(2026, 3, 1, 10, 3),
+        datetime(2026, 3, 1, 10, 3),
+        True,
+    )
+    assert store.scalar("SELECT min(snapshot_time) FROM nodes") == datetime(2026, 3, 1, 10, 30)
+
+
+def test_snapshot_time_with_two_pod_documents_fails(tmp_path: Path) -> None:
+    a = _doc(tmp_path / "a.json", _pod("p1", "n1", "2026-03-01T10:03:00Z"))
+    b = _doc(tmp_path / "b.json", _pod("p2", "n1", "2026-03-01T10:20:00Z"))
+    db = tmp_path / "fleet.duckdb"
+    result = runner.invoke(
+        app,
+        ["ingest", "--format", "kubernetes", str(a), str(b), "--db", str(db),
+         "--snapshot-time", "2026-03-01T11:00:00"],
+    )
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert f"{b}: --snapshot-time makes one snapshot, but 2 documents list Pods" in result.stderr
+
+
+def test_pods_alone_use_the_stored_mig_setup(store: Store, tmp_path: Path) -> None:
+    mig = _gpu_node(
+        "m1", "2026-03-01T10:00:00Z", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.20gb"},
+        gpus="32",
+    )
+    k8s(store, _doc(tmp_path / "nodes.json", mig))
+    assert store.scalar("SELECT gpus FROM nodes") == 8  # 32 devices, 4 per GPU
+    pods = _doc(tmp_path / "pods.json", _pod("p1", "m1", "2026-03-01T10:10:00Z"))
+    result = k8s(store, pods, snapshot_time=datetime(2026, 3, 1, 10, 15))
+    assert result.rejected == 0
+    # one 1g.20gb device of a GPU that holds 4: a quarter, as when the node is in the call
+    assert store.scalar("SELECT gpus FROM allocations WHERE alloc_id = 'p1'") == 0.25
+
+
+def test_a_bound_gpu_pod_that_counts_nothing_is_a_reject(tmp_path: Path) -> None:
+    from fleetaudit.ingest.kubernetes import KubernetesOptions, map_snapshots, read_snapshots
+
+    # a node stored as MIG single without its product: the device's share is unknown
+    stored = {
+        "node_id": "m1",
+        "gpus": 8,
+        "gpu_sharing": "mig-single",
+        "snapshot_time": datetime(2026, 3, 1, 10),
+    }
+    pods = _doc(tmp_path / "pods.json", _pod("p1", "m1", "2026-03-01T10:10:00Z"))
+    snaps, _ = read_snapshots([pods], datetime(2026, 3, 1, 10, 15))
+    frames = map_snapshots(snaps, KubernetesOptions(), stored_nodes={"m1": stored})
+    (row,) = frames["allocations"].iter_rows(named=True)
+    assert row["alloc_id"] == "p1"
+    assert row["_reject_reason"] == (
+        "nvidia.com/gpu on node m1 counts no physical GPU (node GPU sharing unknown)"
+    )
+
+
+def test_pending_pods_take_the_setup_of_the_nodes_they_select(
+    store: Store, tmp_path: Path
+) -> None:
+    beat = "2026-03-01T10:00:00Z"
+    t4 = _gpu_node("t4", beat, {"nvidia.com/gpu.product": "Tesla-T4-SHARED",
+                                "nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "4"},
+                   gpus="16")
+    h100 = _gpu_node("h1", beat, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    on_t4 = _pod("want-t4", None, beat, nodeSelector={"nvidia.com/gpu.product": "Tesla-T4-SHARED"})
+    anywhere = _pod("any", None, beat)
+    bound = _pod("bound", "t4", beat)
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"uid": "wl", "name": "wl", "namespace": "ns", "creationTimestamp": beat},
+        "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {
+            "spec": {**on_t4["spec"]}}}]},
+        "status": {},
+    }
+    result = k8s(store, _doc(tmp_path / "a.json", t4, h100, on_t4, anywhere, bound, workload))
+    reqs = rows(store, "requests", "request_id")
+    # a T4 replica is a quarter of a GPU, pending as bound
+    assert reqs["want-t4"]["gpus"] == 0.25
+    assert reqs["wl"]["gpus"] == 0.25  # its pod set's template selects the T4 too
+    assert store.scalar("SELECT gpus FROM allocations") == 0.25
+    # no selection: a T4 quarter or a whole H100, counted whole and said in the summary
+    assert reqs["any"]["gpus"] == 1.0
+    assert any("1 pending pod(s)" in n for n in result.notes)
+
+
+def test_multi_device_shares_are_a_row_per_gpu(tmp_path: Path) -> None:
+    hami = _gpu_node("hami", "2026-03-01T10:00:00Z", {"nvidia.com/gpu.count": "8"}, gpus="80")
+    hami["metadata"]["annotations"] = {"hami.io/node-nvidia-register": "GPU-0,..."}
+    vgpus = _pod("hp", "hami", "2026-03-01T09:00:00Z", gpus="2")
+    vgpus["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpucores"] = "30"
+    kai = _pod("kp", "plain", "2026-03-01T09:00:00Z")
+    del kai["spec"]["containers"][0]["resources"]
+    kai["metadata"]["annotations"] = {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}
+    plain = _gpu_node("plain", "2026-03-01T10:00:00Z")
+    first = _doc(tmp_path / "a.json", hami, plain, vgpus, kai)
+    second = json.loads(first.read_text())
+    for node in second["items"][:2]:
+        node["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-03-01T10:30:00Z"
+    second = _doc(tmp_path / "b.json", *second["items"])
+    with open_store(tmp_path / "one.duckdb") as one, open_store(tmp_path / "two.duckdb") as two:
+        k8s(one, first, second)
+        k8s(two, first)
+        k8s(two, second)  # the stored rows of the first call are joined again, not doubled
+        for store in (one, two):
+            got = store.sql(
+                "SELECT alloc_id, job_id, gpus, end_time FROM allocations ORDER BY alloc_id"
+            ).rows()
+            # HAMi: 2 vGPUs at 30 % are 0.3 on each of two GPUs; KAI: halves of 2 GPUs
+            assert got == [
+                ("hp#0", "hp", pytest.approx(0.3), None),
+                ("hp#1", "hp", pytest.approx(0.3), None),
+                ("kp#0", "kp", 0.5, None),
+                ("kp#1", "kp", 0.5, None),
+            ]
+
+
+def test_a_node_a_later_snapshot_omits_is_down(tmp_path: Path) -> None:
+    t10, t11, t12 = "2026-03-01T10:00:00Z", "2026-03-01T11:00:00Z", "2026-03-01T12:00:00Z"
+    a = _doc(tmp_path / "a.json", _gpu_node("keep", t10), _gpu_node("scaled", t10))
+    b = _doc(tmp_path / "b.json", _gpu_node("keep", t11))
+    c = _doc(tmp_path / "c.json", _gpu_node("keep", t12))
+    with open_store(tmp_path / "one.duckdb") as one, open_store(tmp_path / "two.duckdb") as two:
+        k8s(one, a, b, c)
+        for doc in (a, b, c):
+            k8s(two, doc)
+        for store in (one, two):
+            got = store.sql(
+                "SELECT node_id, health, snapshot_time, absent_since FROM nodes ORDER BY node_id"
+            ).rows()
+            # "scaled" was last listed at 10:00 and missing from the 11:00 listing on
+            assert got == [
+                ("keep", "healthy", datetime(2026, 3, 1, 12), None),
+                ("scaled", "down", datetime(2026, 3, 1, 10), datetime(2026, 3, 1, 11)),
+            ]
+
+
+def test_an_older_snapshot_after_a_newer_one_reopens_no_workload(store: Store) -> None:
+    k8s(store, SNAP3)  # 11:00: the llm Workload is admitted (10:45)
+    k8s(store, SNAP2)  # 10:30, ingested late: it was still pending then
+    wl = rows(store, "requests", "request_id")["uid-wl-llm"]
+    assert (wl["start_time"], wl["left_queue"], wl["last_seen"]) == (
+        datetime(2026, 3, 1, 10, 45),
+        "started",
+        T3,
+    )
+
+
+def test_stored_rows_are_not_counted_as_rows_of_a_later_file(store: Store, tmp_path: Path) -> None:
+    t10, t11 = "2026-03-01T10:00:00Z", "2026-03-01T11:00:00Z"
+    first = _doc(
+        tmp_path / "a.json",
+        _gpu_node("n1", t10),
+        _pod("old", "n1", "2026-03-01T09:00:00Z"),
+        _pod("wait", None, "2026-03-01T09:30:00Z"),
+    )
+    k8s(store, first)
+    # 11:00 lists a new pod only: "old" ends (censored), "wait" vanishes; nothing else
+    second = _doc(tmp_path / "b.json", _gpu_node("n1", t11), _pod("new", "n1", t10))
+    result = k8s(store, second)
+    counts = {t.table: (t.read, t.new, t.replaced) for t in result.tables}
+    # allocations: "new" is read; "old" is rewritten because it ends; requests: "wait" closes
+    assert counts["allocations"] == (2, 1, 1)
+    assert counts["requests"] == (1, 0, 1)
+    # a third call of the same second snapshot changes no stored row: only its own rows
+    result = k8s(store, second)
+    counts = {t.table: (t.read, t.new, t.replaced) for t in result.tables}
+    assert counts["allocations"] == (1, 0, 1)
+    assert "requests" not in counts or counts["requests"] == (0, 0, 0)
+
+
+def test_the_export_time_of_a_snapshot_store_is_the_snapshot(tmp_path: Path) -> None:
+    from fleetaudit.api import export_time
+
+    # the newest event is the 9:00 bind; the snapshot is at 10:00 (the heartbeat)
+    doc = _doc(
+        tmp_path / "a.json",
+        _gpu_node("n1", "2026-03-01T10:00:00Z"),
+        _pod("p1", "n1", "2026-03-01T09:00:00Z"),
+    )
+    with open_store(tmp_path / "k.duckdb") as store:
+        k8s(store, doc)
+        assert export_time(store) == datetime(2026, 3, 1, 10)

@@ -43,7 +43,8 @@ EXPECTED = [
 
 @pytest.mark.parametrize(
     ("name", "kind", "top_column"),
-    [("topology.csv", "csv", "spine_id"), ("topology.conf", "topology.conf", "level2_id")],
+    # the CSV's spine_id column is stored by its depth, as topology.conf's third level
+    [("topology.csv", "csv", "level2_id"), ("topology.conf", "topology.conf", "level2_id")],
 )
 def test_csv_and_topology_conf_place_the_same_nodes(
     store: Store, name: str, kind: str, top_column: str
@@ -57,6 +58,7 @@ def test_csv_and_topology_conf_place_the_same_nodes(
     assert summary is not None and summary.kind == kind
     # gpu01-04 placed; gpu05 and cpu01 not named; ghost99 named but no node of the call
     assert (summary.placed, summary.missing, summary.unknown) == (4, 2, 1)
+    assert summary.unknown_names == ("ghost99",)
     assert (summary.switches, summary.blocks) == (2, 1)
 
 
@@ -169,7 +171,7 @@ def test_cli_ingest_prints_the_topology_summary(tmp_path: Path) -> None:
     text = " ".join(result.stdout.split())  # the terminal may wrap the line
     assert "4 node(s) placed in 2 switch(es) and 1 block(s)" in text
     assert "2 node(s) not in the file keep their own domain" in text
-    assert "1 node(s) of the file are not among this call's nodes" in text
+    assert "1 node(s) of the file are not among this call's nodes (ghost99)" in text
 
 
 def test_an_old_store_without_block_id_still_reads(tmp_path: Path) -> None:
@@ -413,3 +415,39 @@ def test_the_block_plugin_s_blocks_are_switch_domains(tmp_path: Path, store: Sto
     assert occupancy.block_domains(store.query("nodes")).to_list()[1:5] == [
         "switch b1", "switch b1", "switch b2", "switch b2"
     ]
+
+
+def test_a_later_call_without_the_topology_keeps_it(tmp_path: Path, store: Store) -> None:
+    first = write(
+        tmp_path / "day1" / "nodes.csv",
+        "node_id,gpu_model,gpus,cpus,switch_id\na,H100,8,64,label-sw\nb,H100,8,64,label-sw\n",
+    )
+    topo = write(tmp_path / "topo.csv", "node_id,switch_id,block_id\na,leaf1,blk1\n")
+    ingest(store, [first], IngestOptions(topology=topo))
+    # day 2: the same nodes again, their rows carrying the labels' switch, no --topology
+    second = write(
+        tmp_path / "day2" / "nodes.csv",
+        "node_id,gpu_model,gpus,cpus,switch_id\na,H100,8,48,label-sw\nb,H100,8,64,label-sw\n",
+    )
+    ingest(store, [second])
+    # a keeps the file's place (and takes day 2's CPUs); b was never placed by a file
+    assert levels(store) == [("a", "leaf1", "blk1"), ("b", "label-sw", None)]
+    assert store.scalar("SELECT cpus FROM nodes WHERE node_id = 'a'") == 48
+    # a later topology moves it again
+    ingest(store, [second], IngestOptions(topology=write(tmp_path / "t2.csv",
+                                                         "node_id,switch_id\na,leaf2\n")))
+    ingest(store, [second])
+    assert levels(store)[0] == ("a", "leaf2", None)
+
+
+def test_an_unbalanced_tree_is_aligned_from_the_root(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path / "topology.conf",
+        "SwitchName=s0 Nodes=n1\nSwitchName=s1 Nodes=n2\n"
+        "SwitchName=mid Switches=s0\nSwitchName=top Switches=mid,s1\n",
+    )
+    topo = read_topology(conf)
+    got = topo.levels.sort("node_id").rows()
+    # n1: s0 <- mid <- top; n2: s1 <- top, so top is level 2 for both and n2 has no block
+    # (its block domain is its switch), never block "top" beside n1's block "mid"
+    assert got == [("n1", "s0", "mid", "top"), ("n2", "s1", None, "top")]

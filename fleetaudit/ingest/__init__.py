@@ -25,7 +25,12 @@ from fleetaudit import schema
 from fleetaudit.errors import InputError, QueryError
 from fleetaudit.ingest.labels import PriorityMap
 from fleetaudit.ingest.sources import CSV_BAD_ROWS, CSV_ERRORS, Source, expand_paths, native_source
-from fleetaudit.ingest.topology import TopologySummary, apply_topology, read_topology
+from fleetaudit.ingest.topology import (
+    TopologySummary,
+    apply_topology,
+    read_topology,
+    reapply_topology,
+)
 from fleetaudit.ingest.validate import plan_load, q
 from fleetaudit.lazy import LazyModule
 from fleetaudit.options import INGEST_FORMATS
@@ -142,6 +147,7 @@ def plan_sources(
             list(paths),
             timezone=options.timezone,
             priority_map=PriorityMap.read(options.priority_map),
+            strict=options.strict,
         )
     elif options.format == "kubernetes":
         sources = kubernetes.snapshot_sources(
@@ -217,6 +223,9 @@ def _ingest(
                         store, schema.table(table_name), mine, ingest_id, say, options.percent
                     )
                 )
+            if table_name == "nodes" and mine:
+                # nodes an earlier --topology placed keep its levels (unless this one moves them)
+                reapply_topology(store, ingest_id)
             if table_name == "nodes" and topology is not None:
                 # one place for every format: the call's nodes, as loaded and validated
                 say(f"nodes: applying the topology of {topology.file}")

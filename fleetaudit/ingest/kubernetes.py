@@ -32,24 +32,24 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from fleetaudit.errors import InputError
-from fleetaudit.ingest.labels import PriorityMap, canonical_model
+from fleetaudit.errors import InputError, UsageError
+from fleetaudit.ingest.labels import PriorityMap, canonical_model, default_priority
 from fleetaudit.ingest.quantity import QuantityError, parse_quantity
-from fleetaudit.ingest.sources import Source
+from fleetaudit.ingest.sources import Source, expand_paths
 from fleetaudit.store import Store
+from fleetaudit.times import parse_instant
 
 FORMAT = "kubernetes"
 KINDS = ("Node", "Pod", "Workload")
-DEFAULT_PRIORITY = "high"
 _GIB = Decimal(2**30)
 
 # GPU feature discovery and provider labels, in the order they are tried.
@@ -135,18 +135,7 @@ class _Snapshot:
 
 def json_files(paths: Iterable[Path]) -> list[Path]:
     """The files named, and the ``*.json`` files inside each folder named (sorted)."""
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            inside = sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".json")
-            if not inside:
-                raise InputError(str(path), "folder holds no kubectl JSON file (*.json)")
-            files.extend(inside)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise InputError(str(path), "no such file or folder")
-    return files
+    return expand_paths(paths, lambda p: p.suffix == ".json", "kubectl JSON file (*.json)")
 
 
 _EXPECTED = (
@@ -177,17 +166,15 @@ _TIMES: dict[str, datetime | None] = {}  # times repeat across pods: parse each 
 
 
 def _time(text: object) -> datetime | None:
-    """An RFC 3339 time of the API (``2026-03-01T10:00:04Z``) as naive UTC."""
+    """An RFC 3339 time of the API (``2026-03-01T10:00:04Z``) as naive UTC, else None."""
     if not isinstance(text, str) or not text:
         return None
     if text in _TIMES:
         return _TIMES[text]
     try:
-        t: datetime | None = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        t: datetime | None = parse_instant(text)
+    except UsageError:
         t = None
-    if t is not None and t.tzinfo is not None:
-        t = t.astimezone(timezone.utc).replace(tzinfo=None)
     if len(_TIMES) < 200_000:
         _TIMES[text] = t
     return t
@@ -211,21 +198,75 @@ def _condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
+def _event_times(item: Mapping[str, Any]) -> list[datetime]:
+    """The times an object records of things that happened (creation, transitions, finishes).
+
+    ``deletionTimestamp`` is left out: it lies in the future by the grace period.
+    """
+    texts: list[object] = []
+    meta = item.get("metadata")
+    if isinstance(meta, dict):
+        texts.append(meta.get("creationTimestamp"))
+    status = item.get("status")
+    if isinstance(status, dict):
+        texts.append(status.get("startTime"))
+        for c in _conditions(item):
+            texts.extend((c.get("lastTransitionTime"), c.get("lastHeartbeatTime")))
+        for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+            statuses = status.get(key)
+            for cs in statuses if isinstance(statuses, list) else []:
+                if not isinstance(cs, dict):
+                    continue
+                for which in ("state", "lastState"):
+                    states = cs.get(which)
+                    for state in states.values() if isinstance(states, dict) else []:
+                        if isinstance(state, dict):
+                            texts.extend((state.get("startedAt"), state.get("finishedAt")))
+    return [t for text in texts if (t := _time(text)) is not None]
+
+
 def read_snapshots(
     files: list[Path], snapshot_time: datetime | None
 ) -> tuple[list[_Snapshot], list[str]]:
-    """Group the files' objects into snapshots (oldest first); also the notes to show."""
+    """Group the files' objects into snapshots (oldest first); also the notes to show.
+
+    A document with node heartbeats is a snapshot at the newest time it records (a
+    heartbeat, or a creation, transition or finish after it: node leases refresh the
+    heartbeat only every few minutes). A document without one joins the call's one
+    snapshot with heartbeats (and moves it later when it records a later event).
+    """
     ignored: Counter[str] = Counter()
-    per_file: list[tuple[str, list[dict[str, Any]], datetime | None]] = []
+    per_file: list[tuple[str, list[dict[str, Any]], datetime | None, datetime | None]] = []
     for path in files:
         items = read_document(path)
         beats = [_heartbeat(item) for item in items if item.get("kind") == "Node"]
         newest = max((b for b in beats if b is not None), default=None)
-        per_file.append((str(path), items, snapshot_time or newest))
-    timed = sorted({t for _, _, t in per_file if t is not None})
+        events = None
+        if snapshot_time is None:
+            events = max((t for item in items for t in _event_times(item)), default=None)
+            if newest is not None and events is not None:
+                newest = max(newest, events)
+        per_file.append((str(path), items, snapshot_time or newest, events))
+    if snapshot_time is not None:
+        for kind in ("Pod", "Workload"):
+            listing = [n for n, items, _, _ in per_file if any(i.get("kind") == kind for i in items)]
+            if len(listing) > 1:
+                raise InputError(
+                    listing[1],
+                    f"--snapshot-time makes one snapshot, but {len(listing)} documents list "
+                    f"{kind}s ({listing[0]} too): ingest each snapshot in a call of its own",
+                )
+    timed = sorted({t for _, _, t, _ in per_file if t is not None})
+    if len(timed) == 1:  # documents without heartbeats join it: its time is the latest event
+        joined = max(
+            (e for _, _, t, e in per_file if t is None and e is not None), default=timed[0]
+        )
+        if joined > timed[0]:
+            per_file = [(n, i, joined, e) for n, i, _, e in per_file]
+            timed = [joined]
     notes: list[str] = []
     snapshots: dict[datetime, _Snapshot] = {}
-    for name, items, t in per_file:
+    for name, items, t, _ in per_file:
         if t is None:
             if len(timed) != 1:
                 raise InputError(
@@ -257,7 +298,7 @@ def read_snapshots(
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(ignored.items()))
         notes.append(f"ignored {sum(ignored.values())} object(s) of other kinds ({kinds})")
     for t in sorted(snapshots):
-        how = "--snapshot-time" if snapshot_time else "newest node heartbeat"
+        how = "--snapshot-time" if snapshot_time else "newest heartbeat or event"
         notes.append(f"snapshot {t.isoformat()}Z ({how}): {', '.join(snapshots[t].files)}")
     return [snapshots[t] for t in sorted(snapshots)], notes
 
@@ -363,6 +404,37 @@ class GpuSetup:
     mig_g: int = 0  # MIG single: slices of each device
     gpu_memory_mib: float | None = None  # per physical GPU
     gpushare_unit: Decimal | None = None  # aliyun.com/gpu-mem per physical GPU
+    mig_per_gpu: int = 0  # MIG single: devices on each physical GPU
+
+
+_MIG_PROFILE = re.compile(r"-MIG-(\d+)g\.(\d+)gb", re.IGNORECASE)
+_MIG_MIXED = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+_GPU_GB = re.compile(r"(\d+)GB", re.IGNORECASE)
+_GPU_GB_OF = {"A30": 24}  # products whose name carries no memory size
+
+
+def mig_devices_per_gpu(g: int, profile_gb: int, gpu_gb: float | None, slices: int) -> int:
+    """Devices of one MIG profile ``Ng.Mgb`` that fit on one GPU.
+
+    A GPU has ``slices`` compute slices and 8 memory slices (4 on A30); the profile takes
+    N compute slices and M / (GPU memory / memory slices) memory slices, so ``1g.20gb``
+    on an 80 GB H100 fits 4 times (memory bound), not 7. Unknown GPU memory: compute only.
+    """
+    by_compute = max(1, slices // max(g, 1))
+    if not gpu_gb:
+        return by_compute
+    memory_slices = 4 if slices == 4 else 8
+    profile_slices = max(1, round(profile_gb * memory_slices / gpu_gb))
+    return max(1, min(by_compute, memory_slices // profile_slices))
+
+
+def _product_gb(product: str) -> int | None:
+    """A GPU's memory in GB from its product name (``NVIDIA-H100-80GB-HBM3-MIG-...``)."""
+    head = product[: m.start()] if (m := _MIG_PROFILE.search(product)) else product
+    size = _GPU_GB.search(head)
+    if size:
+        return int(size.group(1))
+    return next((gb for name, gb in _GPU_GB_OF.items() if name in head.upper()), None)
 
 
 def _int_label(labels: Mapping[str, Any], key: str) -> int | None:
@@ -395,9 +467,12 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
     mig = _MIG_PRODUCT.search(product)
     if mig and labels.get("nvidia.com/mig.strategy", "single") == "single":
         g = int(mig.group(1))
-        per_gpu = max(1, slices // g)
+        profile = _MIG_PROFILE.search(product)
+        per_gpu = mig_devices_per_gpu(
+            g, int(profile.group(2)) if profile else 0, _product_gb(product), slices
+        )
         physical = math.ceil((gpu or Decimal(count or 0)) / per_gpu)
-        return GpuSetup(physical, "mig-single", 1, slices, g, None)
+        return GpuSetup(physical, "mig-single", 1, slices, g, None, None, per_gpu)
     mig_types = [(int(m.group(1)), cap(k)) for k in capacity if (m := _MIG_RESOURCE.match(k))]
     if mig_types:
         physical = (
@@ -431,6 +506,24 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
         return GpuSetup(count, sharing, replicas, slices, 0, memory)
     physical = int(gpu) if gpu is not None else (count or 0)
     return GpuSetup(physical, "none", 1, slices, 0, memory)
+
+
+def stored_setup(row: Mapping[str, Any]) -> GpuSetup:
+    """The GPU setup of a node row an earlier call stored (its extra columns)."""
+    product = str(row.get("gpu_model_raw") or "")
+    per_gpu = int(row.get("gpu_mig_per_gpu") or 0)
+    mig = _MIG_PRODUCT.search(product)
+    unit = row.get("gpushare_unit")
+    return GpuSetup(
+        int(row.get("gpus") or 0),
+        str(row.get("gpu_sharing") or "none"),
+        int(row.get("gpu_replicas") or 1),
+        4 if "A30" in product.upper() else 7,
+        int(mig.group(1)) if mig else 0,
+        row.get("gpu_memory_mib"),
+        Decimal(str(unit)) if unit else None,
+        per_gpu,
+    )
 
 
 def _taint_keys(node: Mapping[str, Any]) -> set[str]:
@@ -476,6 +569,18 @@ def node_health(node: Mapping[str, Any]) -> str:
 
 def switch_id(labels: Mapping[str, Any]) -> str | None:
     """The path of topology labels down to the leaf level (``blockA/sb3``), or None."""
+    path = _topology_path(labels)
+    return "/".join(path) if path else None
+
+
+def block_id(labels: Mapping[str, Any]) -> str | None:
+    """The path of topology labels down to the level above the leaf (``blockA``), or None."""
+    path = _topology_path(labels)
+    return "/".join(path[:-1]) if len(path) > 1 else None
+
+
+def _topology_path(labels: Mapping[str, Any]) -> list[str]:
+    """The values of the first topology label family found, top level first."""
     for family in TOPOLOGY_FAMILIES:
         present = []
         for level in family:
@@ -483,8 +588,8 @@ def switch_id(labels: Mapping[str, Any]) -> str | None:
             if value is not None:
                 present.append(str(value))
         if present:
-            return "/".join(present)
-    return None
+            return present
+    return []
 
 
 def node_model(labels: Mapping[str, Any], gpus: int) -> str:
@@ -507,11 +612,16 @@ def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
         "gpu_model": node_model(labels, setup.physical),
         "gpus": setup.physical,
         "switch_id": switch_id(labels),
+        "block_id": block_id(labels),
         "gpu_sharing": setup.sharing,
         "gpu_replicas": setup.replicas,
         "gpu_model_raw": next((str(labels[k]) for k in MODEL_LABELS if labels.get(k)), None),
         "nvlink_domain": labels.get("nvidia.com/gpu.clique"),
         "capacity_gpu_units": None,
+        # what a later call needs to turn the pods of this node into physical GPUs
+        "gpu_mig_per_gpu": setup.mig_per_gpu or None,
+        "gpu_memory_mib": setup.gpu_memory_mib,
+        "gpushare_unit": float(setup.gpushare_unit) if setup.gpushare_unit else None,
     }
     if "nvidia.com/gpu" in capacity:
         row["capacity_gpu_units"] = float(
@@ -540,7 +650,15 @@ def pod_gpus(
             continue
         m = _MIG_RESOURCE.match(key)
         if m:
-            total += n * int(m.group(1)) / setup.slices
+            sized = _MIG_MIXED.match(key)
+            gpu_gb = setup.gpu_memory_mib / 1024 if setup.gpu_memory_mib else None
+            if sized and gpu_gb:  # one device is 1/devices-per-GPU of its GPU
+                per_gpu = mig_devices_per_gpu(
+                    int(sized.group(1)), int(sized.group(2)), gpu_gb, setup.slices
+                )
+                total += n / per_gpu
+            else:
+                total += n * int(m.group(1)) / setup.slices
             names.append(key)
     whole = request.get("nvidia.com/gpu") or Decimal(0)
     shared = request.get("nvidia.com/gpu.shared") or Decimal(0)
@@ -550,7 +668,10 @@ def pod_gpus(
     if whole:
         names.append("nvidia.com/gpu")
         if setup.sharing == "mig-single":
-            total += whole * setup.mig_g / setup.slices
+            if setup.mig_per_gpu:  # one device is 1/devices-per-GPU of its GPU
+                total += whole / setup.mig_per_gpu
+            else:
+                total += whole * setup.mig_g / setup.slices
         elif setup.sharing in ("time-slicing", "mps"):
             total += whole / max(setup.replicas, 1)
         elif setup.sharing == "hami" or not _HAMI_RESOURCES.isdisjoint(request):
@@ -592,6 +713,28 @@ def pod_gpus(
         total += share * devices
         names.append("gpu-fraction")
     return float(total), ("+".join(names) or None)
+
+
+def pod_devices(
+    request: Mapping[str, Decimal], annotations: Mapping[str, Any], setup: GpuSetup | None
+) -> int:
+    """GPUs a pod's share is spread over: N for N HAMi vGPUs or KAI ``gpu-fraction``
+    devices below a whole GPU each (each on its own GPU), else 1."""
+    setup = setup or GpuSetup()
+    whole = request.get("nvidia.com/gpu") or Decimal(0)
+    if whole > 1 and whole == int(whole) and (
+        setup.sharing == "hami" or not _HAMI_RESOURCES.isdisjoint(request)
+    ):
+        return int(whole)
+    fraction = annotations.get("gpu-fraction")
+    if fraction is not None and not whole:
+        try:
+            devices = Decimal(str(annotations.get("gpu-fraction-num-devices", "1")))
+            if Decimal(str(fraction)) < 1 and devices > 1 and devices == int(devices):
+                return int(devices)
+        except ArithmeticError:
+            return 1
+    return 1
 
 
 def job_id(meta: Mapping[str, Any], uid: str) -> str:
@@ -700,7 +843,7 @@ class _Mapper:
             marks = (meta or {}).get(where) or {}
             if str(marks.get(_PREEMPTABLE, "")).lower() == "true":
                 return "low"
-        return DEFAULT_PRIORITY
+        return default_priority(class_name)
 
     def tenant(self, meta: Mapping[str, Any]) -> str | None:
         if self.options.tenant_label:
@@ -733,6 +876,7 @@ class _Mapper:
             gpus, resource = pod_gpus(request, annotations, setup)
             values["gpus"] = gpus
             values["gpu_resource"] = resource
+            values["gpu_devices"] = pod_devices(request, annotations, setup)
             values["cpus"] = float(request.get("cpu", Decimal(0)))
             values["memory_gib"] = float(request.get("memory", Decimal(0)) / _GIB)
         except _Unmappable as bad:
@@ -787,6 +931,13 @@ def _typed(values: list[Any], dtype: Any) -> list[Any]:
     return out
 
 
+def _unchanged(
+    row: Mapping[str, Any], stored: Mapping[str, Any] | None, schema: Mapping[str, Any]
+) -> bool:
+    """Whether ``row`` holds what the store holds for it already."""
+    return stored is not None and all(row.get(k) == stored.get(k) for k in schema)
+
+
 def _latest(obs: list[_Obs]) -> _Obs:
     return max(obs, key=lambda o: o.time)
 
@@ -798,13 +949,18 @@ _NODE_SCHEMA = {
     "cpus": pl.Float64,
     "memory_gib": pl.Float64,
     "switch_id": pl.Utf8,
+    "block_id": pl.Utf8,
     "health": pl.Utf8,
     "gpu_sharing": pl.Utf8,
     "gpu_replicas": pl.Int64,
     "gpu_model_raw": pl.Utf8,
     "nvlink_domain": pl.Utf8,
     "capacity_gpu_units": pl.Float64,
+    "gpu_mig_per_gpu": pl.Int64,
+    "gpu_memory_mib": pl.Float64,
+    "gpushare_unit": pl.Float64,
     "snapshot_time": pl.Datetime("us"),
+    "absent_since": pl.Datetime("us"),
 }
 _ALLOC_SCHEMA = {
     "alloc_id": pl.Utf8,
@@ -826,6 +982,7 @@ _ALLOC_SCHEMA = {
     "owner_kind": pl.Utf8,
     "owner_name": pl.Utf8,
     "gpu_resource": pl.Utf8,
+    "gpu_devices": pl.Int64,
     "first_seen": pl.Datetime("us"),
     "last_seen": pl.Datetime("us"),
     "finished": pl.Boolean,
@@ -881,7 +1038,8 @@ def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> list[dict[s
         store,
         "allocations",
         "last_seen",
-        f"end_time IS NULL OR end_censored OR alloc_id IN (SELECT uid FROM {_UIDS})",
+        "end_time IS NULL OR end_censored "
+        f"OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
     )
 
 
@@ -955,8 +1113,52 @@ def _request_values(
     return row
 
 
+class _SetupPicker:
+    """The GPU setup a pending pod will get: that of the nodes it selects, when they agree.
+
+    The nodes are those matching the pod's ``nodeSelector`` and the GPU models it selects
+    (all nodes with GPUs when it selects none). Nodes shared in different ways give no
+    setup (the pod's GPUs count whole) and the pod is counted in ``ambiguous``.
+    """
+
+    def __init__(self, nodes: list[tuple[Mapping[str, Any] | None, str, GpuSetup | None]]) -> None:
+        self.nodes = [(labels, model, s) for labels, model, s in nodes if s and s.physical]
+        self.ambiguous = 0
+        self._seen: dict[tuple[Any, ...], GpuSetup | None] = {}
+
+    def __call__(self, spec: Mapping[str, Any]) -> GpuSetup | None:
+        selector = spec.get("nodeSelector") or {}
+        selector = selector if isinstance(selector, dict) else {}
+        models = _selected_models(spec)
+        key = (tuple(sorted((str(k), str(v)) for k, v in selector.items())), models)
+        if key in self._seen:
+            found = self._seen[key]
+        else:
+            wanted = set(models.split("|")) if models else None
+            kinds: dict[tuple[Any, ...], GpuSetup] = {}
+            for labels, model, setup in self.nodes:
+                if wanted is not None and model not in wanted:
+                    continue
+                if labels is not None and any(
+                    str(labels.get(k)) != str(v) for k, v in selector.items()
+                ):
+                    continue
+                kinds[(setup.sharing, setup.replicas, setup.mig_g, setup.mig_per_gpu)] = setup
+            found = next(iter(kinds.values())) if len(kinds) == 1 else None
+            if len(kinds) > 1:
+                found = _AMBIGUOUS
+            self._seen[key] = found
+        if found is _AMBIGUOUS:
+            self.ambiguous += 1
+            return None
+        return found
+
+
+_AMBIGUOUS = GpuSetup(-1)
+
+
 def _workload_requests(
-    mapper: _Mapper, wl: Mapping[str, Any], uniform: GpuSetup | None
+    mapper: _Mapper, wl: Mapping[str, Any], pick: Callable[[Mapping[str, Any]], GpuSetup | None]
 ) -> tuple[list[dict[str, Any]], bool, datetime | None]:
     """A Kueue Workload's requests (one per pod set), whether it is pending, and its admission."""
     meta = wl.get("metadata") or {}
@@ -998,7 +1200,9 @@ def _workload_requests(
         try:
             req = effective_request(template.get("spec") or {})
             per_pod, _ = pod_gpus(
-                req, (template.get("metadata") or {}).get("annotations") or {}, uniform
+                req,
+                (template.get("metadata") or {}).get("annotations") or {},
+                pick(template.get("spec") or {}),
             )
             cpus = float(req.get("cpu", Decimal(0)))
             mem = float(req.get("memory", Decimal(0)) / _GIB)
@@ -1028,6 +1232,7 @@ def map_snapshots(
     stored_allocations: list[dict[str, Any]] | None = None,
     stored_requests: list[dict[str, Any]] | None = None,
     stored_latest: Mapping[str, datetime] | None = None,
+    notes: list[str] | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Map the snapshots (merged with the rows stored by earlier calls) onto the native tables.
 
@@ -1064,33 +1269,63 @@ def map_snapshots(
                 }
             values["snapshot_time"] = snap.time
             node_obs[name] = _Obs(file, i, snap.time, values)
+    # a node that a later snapshot listing nodes no longer lists is gone (scaled away,
+    # deleted): down from then on, so it adds no free capacity
+    listings = sorted(snap.time for snap in snapshots if snap.nodes)
+
+    def absent_since(seen: datetime) -> datetime | None:
+        return next((t for t in listings if t > seen), None)
+
     node_rows = []
     for name, o in node_obs.items():
         before = stored_nodes.get(name)
         if before is not None and before["snapshot_time"] and before["snapshot_time"] > o.time:
             continue  # a newer snapshot is stored already
-        node_rows.append({**o.values, "_file": o.file, "_row": o.row})
+        gone = absent_since(o.time)
+        values = {**o.values, "absent_since": gone}
+        if gone is not None and not values.get("_reject_reason"):
+            values["health"] = "down"
+        node_rows.append({**values, "_file": o.file, "_row": o.row})
+    for name, before in stored_nodes.items():
+        seen = before.get("snapshot_time")
+        if name in node_obs or seen is None or before.get("absent_since") is not None:
+            continue
+        gone = absent_since(seen)
+        if gone is not None:
+            values = {k: before.get(k) for k in _NODE_SCHEMA}
+            values.update(health="down", absent_since=gone)
+            node_rows.append({**values, "_file": newest_file, "_row": 0})
     latest_setup: dict[str, GpuSetup] = {}
     for (_t, name), setup in sorted(setups.items(), key=lambda kv: kv[0][0]):
         latest_setup[name] = setup
     for name, before in stored_nodes.items():
         if name not in latest_setup and before.get("gpu_sharing"):
-            latest_setup[name] = GpuSetup(
-                int(before["gpus"] or 0),
-                before["gpu_sharing"],
-                int(before.get("gpu_replicas") or 1),
-            )
+            latest_setup[name] = stored_setup(before)
 
     # allocations and requests from pods, snapshot by snapshot
     alloc_obs: dict[str, list[_Obs]] = {}
     pending_obs: dict[str, list[_Obs]] = {}
+    pickers: list[_SetupPicker] = []
     started: dict[str, list[tuple[datetime, datetime]]] = {}  # key -> (snapshot, start)
     for snap in snapshots:
         snap_setups = {name: setups.get((snap.time, name)) for name in snap.nodes}
-        kinds = {(s.sharing, s.replicas, s.mig_g) for s in snap_setups.values() if s and s.physical}
-        uniform = None
-        if len(kinds) == 1:
-            uniform = next(s for s in snap_setups.values() if s and s.physical)
+        known: list[tuple[Mapping[str, Any] | None, str, GpuSetup | None]] = []
+        for name, (_f, _i, item) in snap.nodes.items():
+            meta = item.get("metadata")
+            labels = meta.get("labels") if isinstance(meta, dict) else None
+            if not isinstance(labels, dict):
+                labels = {}
+            setup = snap_setups.get(name)
+            try:
+                model = node_model(labels, setup.physical if setup else 0)
+            except _MALFORMED:
+                model = ""
+            known.append((labels, model, setup))
+        if not snap.nodes:  # pods alone: the nodes stored by earlier calls (labels not kept)
+            for name, before in stored_nodes.items():
+                known.append((None, str(before.get("gpu_model") or ""), latest_setup.get(name)))
+        pick = _SetupPicker(known)
+        pickers.append(pick)
         gangs: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
         bound_jobs: dict[str, datetime] = {}  # gang -> its latest bind
         for uid, (file, i, pod) in snap.pods.items():
@@ -1108,6 +1343,14 @@ def map_snapshots(
                     key = values["job_id"]
                     if key not in bound_jobs or bound > bound_jobs[key]:
                         bound_jobs[key] = bound
+                    if values.get("gpu_resource") and not values.get("_reject_reason"):
+                        if not values["gpus"]:  # named GPUs, none counted: never silent
+                            values.update(
+                                _reject_reason=f"{values['gpu_resource']} on node {node} "
+                                "counts no physical GPU (node GPU sharing unknown)",
+                                _reject_column="gpus",
+                                _reject_value=values["gpu_resource"],
+                            )
                     held = values.get("_reject_reason") or any(
                         values[k] for k in ("gpus", "cpus", "memory_gib")
                     )
@@ -1136,7 +1379,7 @@ def map_snapshots(
                     gates = [g.get("name") for g in spec.get("schedulingGates") or []]
                     if _KUEUE_GATE in gates and snap.workloads:
                         continue  # its Workload is the request
-                    values = mapper.pod_values(pod, uniform)
+                    values = mapper.pod_values(pod, pick(spec))
                     gangs.setdefault(values["job_id"], []).append((file, i, pod, values))
             except _MALFORMED as exc:
                 bad = {"alloc_id": uid, "uid": uid, **_malformed("Pod", exc)}
@@ -1153,7 +1396,7 @@ def map_snapshots(
                 started.setdefault(key, []).append((snap.time, bound))
         for uid, (file, i, wl) in snap.workloads.items():
             try:
-                rows, pending, admitted_at = _workload_requests(mapper, wl, uniform)
+                rows, pending, admitted_at = _workload_requests(mapper, wl, pick)
             except _MALFORMED as exc:
                 rows, pending, admitted_at = (
                     [{"request_id": uid, "kind": "Workload", **_malformed("Workload", exc)}],
@@ -1166,10 +1409,37 @@ def map_snapshots(
                     pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
                 else:
                     started.setdefault(key, []).append((snap.time, admitted_at or snap.time))
+                    # an admitted Workload is a request that has started: stored closed,
+                    # so an older snapshot ingested later cannot reopen it
+                    row.update(
+                        start_time=admitted_at or snap.time,
+                        left_queue="started",
+                        pending_reason=None,
+                    )
+                    pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
 
-    # merge with the rows earlier calls stored, then decide ends and starts
+    ambiguous = sum(p.ambiguous for p in pickers)
+    if ambiguous and notes is not None:
+        notes.append(
+            f"{ambiguous} pending pod(s) or Workload pod set(s) may land on nodes whose GPUs "
+            "are shared in different ways: their GPUs count as whole GPUs"
+        )
+
+    # merge with the rows earlier calls stored, then decide ends and starts; a stored row
+    # that comes out unchanged is not written again (it is no row of this call's files)
+    stored_alloc: dict[str, dict[str, Any]] = {}
     for stored in stored_allocations or []:
         values = {k: stored.get(k) for k in _ALLOC_SCHEMA}
+        devices = int(stored.get("gpu_devices") or 1)
+        if devices > 1:  # one pod stored as a row per GPU (uid#0, uid#1, ...): rejoin it
+            base, _, part = str(stored["alloc_id"]).rpartition("#")
+            if part != "0":
+                continue
+            stored = {**stored, "alloc_id": base}
+            for k in ("gpus", "cpus", "memory_gib"):
+                if values.get(k) is not None:
+                    values[k] = values[k] * devices
+        stored_alloc[stored["alloc_id"]] = dict(values)
         values["uid"] = stored["alloc_id"]
         values["finish"] = stored["end_time"] if stored.get("finished") else None
         values["first_seen"] = stored.get("first_seen")
@@ -1193,16 +1463,34 @@ def map_snapshots(
         if finishes:
             row["end_time"] = max(finishes)
         elif o.time < latest["Pod"]:
-            row["end_time"], row["end_censored"] = o.time, True
+            # never before its start (a clock ahead of the snapshot's, or a coarse time)
+            start = row.get("start_time")
+            end = max(o.time, start) if isinstance(start, datetime) else o.time
+            row["end_time"], row["end_censored"] = end, True
         else:
             row["end_time"] = None
         for k in ("_reject_reason", "_reject_column", "_reject_value"):
             row[k] = v.get(k)
         row["_file"], row["_row"] = o.file, o.row
-        alloc_rows.append(row)
+        if o.row == 0 and _unchanged(row, stored_alloc.get(uid), _ALLOC_SCHEMA):
+            continue
+        devices = int(row.get("gpu_devices") or 1)
+        if devices > 1 and not row.get("_reject_reason"):
+            # a share on each of N GPUs (HAMi vGPUs, KAI gpu-fraction devices): N rows of
+            # one share each, so the share is never packed as one larger share on one GPU
+            for k in range(devices):
+                part = dict(row, alloc_id=f"{uid}#{k}")
+                for col in ("gpus", "cpus", "memory_gib"):
+                    if row.get(col) is not None:
+                        part[col] = row[col] / devices
+                alloc_rows.append(part)
+        else:
+            alloc_rows.append(row)
 
+    stored_request: dict[str, dict[str, Any]] = {}
     for stored in stored_requests or []:
         values = {k: stored.get(k) for k in _REQUEST_SCHEMA}
+        stored_request[stored["request_id"]] = values
         pending_obs.setdefault(stored["request_id"], []).append(
             _Obs(newest_file, 0, stored["last_seen"], values)
         )
@@ -1232,6 +1520,8 @@ def map_snapshots(
         for k in ("_reject_reason", "_reject_column", "_reject_value"):
             row[k] = o.values.get(k)
         row["_file"], row["_row"] = o.file, o.row
+        if o.row == 0 and _unchanged(row, stored_request.get(key), _REQUEST_SCHEMA):
+            continue
         request_rows.append(row)
 
     def frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
@@ -1263,6 +1553,7 @@ def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions
         stored_allocations=_stored_allocations(store, snapshots),
         stored_requests=_stored(store, "requests", "last_seen", "TRUE"),
         stored_latest=_stored_latest(store),
+        notes=notes,
     )
     sources: list[Source] = []
     order = [str(f) for f in files]

@@ -149,3 +149,37 @@ def asi_bucket(raw: str | None) -> str | None:
         if text == bucket or text.startswith(bucket + "-"):
             return bucket
     return text
+
+
+# Names of preemptible work (QOS, partitions, priority classes) where --priority-map is silent
+LOW_NAMES = frozenset(
+    [
+        "scavenger",
+        "scavenge",
+        "preempt",
+        "preemptible",
+        "preemptable",
+        "standby",
+        "spot",
+        "low",
+        "lowprio",
+        "low_priority",
+        "besteffort",
+        "best_effort",
+        "opportunistic",
+    ]
+)
+
+
+def default_priority(*names: object) -> str:
+    """The priority of work the map does not name, for every format: ``low`` when one of
+    its names (QOS, partition, priority class) is a preemptible name, else ``high`` (work
+    of unknown importance is never counted as reclaimable).
+
+    >>> default_priority("Spot"), default_priority(None, "low-priority"), default_priority("prod")
+    ('low', 'low', 'high')
+    """
+    for name in names:
+        if isinstance(name, str) and name.strip().lower().replace("-", "_") in LOW_NAMES:
+            return "low"
+    return "high"

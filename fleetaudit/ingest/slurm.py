@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -34,15 +34,14 @@ import polars as pl
 
 from fleetaudit.errors import InputError, QueryError, UsageError
 from fleetaudit.ingest.hostlist import HostlistError, expand_hostlist
-from fleetaudit.ingest.labels import PriorityMap, canonical_model
+from fleetaudit.ingest.labels import PriorityMap, canonical_model, default_priority
 from fleetaudit.ingest.slurm_jobs import (
     JOB_FIELDS,
-    is_pending,
     sacct_json_row,
-    squeue_json_row,
+    squeue_json_rows,
 )
 from fleetaudit.ingest.slurm_nodes import json_node_fields, node_row, split_node_line
-from fleetaudit.ingest.sources import Source
+from fleetaudit.ingest.sources import Source, expand_paths
 from fleetaudit.ingest.topology import Topology, read_topology
 from fleetaudit.ingest.topology_conf import looks_like_topology_conf
 from fleetaudit.ingest.tres import TresError, parse_tres
@@ -53,24 +52,6 @@ DEFAULT_TIMEZONE = "UTC"
 KINDS = (
     "sacct --parsable2 output with its header line, sacct --json, "
     "scontrol -d -o show node (or --json), squeue --json, or topology.conf"
-)
-# QOS or partition names that mean preemptible work where --priority-map is silent
-LOW_NAMES = frozenset(
-    [
-        "scavenger",
-        "scavenge",
-        "preempt",
-        "preemptible",
-        "preemptable",
-        "standby",
-        "spot",
-        "low",
-        "lowprio",
-        "low_priority",
-        "besteffort",
-        "best_effort",
-        "opportunistic",
-    ]
 )
 _REQUIRED = ("Submit", "Start", "End", "State", "NodeList", "AllocTRES")
 _HEAD_BYTES = 65536
@@ -86,21 +67,6 @@ class _Files:
     squeue: list[tuple[Path, str]] = field(default_factory=list)
     nodes: list[tuple[Path, str]] = field(default_factory=list)
     topology: list[tuple[Path, Topology]] = field(default_factory=list)
-
-
-def _files_of(paths: Iterable[Path]) -> list[Path]:
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            inside = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-            if not inside:
-                raise InputError(str(path), "folder holds no file")
-            files.extend(inside)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise InputError(str(path), "no such file or folder")
-    return files
 
 
 def _head(path: Path) -> str:
@@ -194,12 +160,17 @@ def slurm_sources(
     *,
     timezone: str = DEFAULT_TIMEZONE,
     priority_map: PriorityMap | None = None,
+    strict: bool = False,
 ) -> list[Source]:
-    """The nodes, allocations and requests sources of a call's Slurm exports."""
+    """The nodes, allocations and requests sources of a call's Slurm exports.
+
+    Raises:
+        InputError: (with ``strict``) the nodes have GPUs but no accounting row tracks any.
+    """
     check_timezone(timezone)
     release(store)
     files = _Files()
-    for number, path in enumerate(_files_of(paths)):
+    for number, path in enumerate(expand_paths(paths, lambda _: True, "file")):
         kind = classify(path)
         relation = f"_fa_slurm_{number}"
         if kind == "sacct":
@@ -210,9 +181,7 @@ def slurm_sources(
             if kind == "sacct-json":
                 rows = [sacct_json_row(j) for j in jobs if isinstance(j, dict)]
             else:
-                rows = [
-                    r for j in jobs if isinstance(j, dict) if is_pending(r := squeue_json_row(j))
-                ]
+                rows = [r for j in jobs if isinstance(j, dict) for r in squeue_json_rows(j)]
             store.register_frame(
                 relation, _job_frame(rows, "sacct" if kind == "sacct-json" else "squeue")
             )
@@ -239,7 +208,36 @@ def slurm_sources(
         sources.append(_allocations_source(path, relation, timezone))
     for path, relation in files.sacct + files.squeue:
         sources.append(_requests_source(path, relation, timezone))
+    untracked = _gpus_untracked(store, files)
+    if untracked:
+        if strict:
+            raise InputError(str(files.sacct[0][0]), untracked)
+        sources = [replace(s, notes=(*s.notes, untracked)) for s in sources]
     return sources
+
+
+def _gpus_untracked(store: Store, files: _Files) -> str | None:
+    """A warning when the nodes have GPUs but no sacct row's AllocTRES holds gres/gpu."""
+    if not files.nodes or not files.sacct:
+        return None
+    node_gpus = " UNION ALL ".join(f"SELECT gpus FROM {rel}" for _, rel in files.nodes)
+    if not store.scalar(f"SELECT count(*) FROM ({node_gpus}) WHERE gpus > 0"):
+        return None
+    allocs = " UNION ALL ".join(
+        f'SELECT "AllocTRES" AS tres FROM {rel} WHERE "AllocTRES" IS NOT NULL'
+        for _, rel in files.sacct
+    )
+    if not store.scalar(f"SELECT count(*) FROM ({allocs})"):
+        return None  # no job ran: nothing to say
+    if store.scalar(
+        f"SELECT count(*) FROM {_TRES} WHERE gpus > 0 AND tres IN (SELECT tres FROM ({allocs}))"
+    ):
+        return None
+    return (
+        "the nodes have GPUs but no job's AllocTRES holds gres/gpu: GPU accounting is off "
+        "(add gres/gpu to AccountingStorageTRES in slurm.conf), so every job counts as "
+        "CPU-only"
+    )
 
 
 # -- reading -------------------------------------------------------------------------
@@ -388,6 +386,12 @@ def _register_lookups(store: Store, relations: list[str], priority_map: Priority
     store.register_frame(_PRIORITY, priority_frame(pairs, priority_map))
 
 
+_GPU_SLICES = frozenset({"gres/shard", "gres/mps"})
+_SLICE_REASON = (
+    "' is a GPU slice (gres/shard or gres/mps) without gres/gpu: its GPU share is unknown'"
+)
+
+
 def tres_frame(values: Iterable[str]) -> pl.DataFrame:
     """One row per distinct TRES string: its GPUs, model, CPUs, memory, nodes, or an error."""
     rows: dict[str, dict[str, Any]] = {}
@@ -409,6 +413,10 @@ def tres_frame(values: Iterable[str]) -> pl.DataFrame:
             "cpus": tres.cpus,
             "mem_mib": tres.mem_mib,
             "nodes": tres.nodes,
+            # GPU slices Slurm does not size in GPUs (gres/shard, gres/mps), without gres/gpu
+            "shares": None
+            if tres.gpus
+            else ",".join(k for k in tres.counts if k.split(":")[0] in _GPU_SLICES) or None,
             "error": None,
         }
     schema = {
@@ -419,6 +427,7 @@ def tres_frame(values: Iterable[str]) -> pl.DataFrame:
         "cpus": pl.Float64,
         "mem_mib": pl.Float64,
         "nodes": pl.Float64,
+        "shares": pl.Utf8,
         "error": pl.Utf8,
     }
     return pl.DataFrame(list(rows.values()), schema=schema) if rows else pl.DataFrame(schema=schema)
@@ -460,7 +469,7 @@ def hosts_frame(values: Iterable[str]) -> pl.DataFrame:
 
 def priority_of(qos: str | None, partition: str | None, priority_map: PriorityMap) -> str:
     """high or low: the map's word for the QOS, else for the partition, else the built-in
-    preemptible names (LOW_NAMES) are low, and everything else is high.
+    preemptible names (labels.default_priority) are low, and everything else is high.
 
     >>> m = PriorityMap({"batch": "low"})
     >>> priority_of("normal", "batch", m), priority_of("scavenger", "gpu", m), priority_of("", "", m)
@@ -469,10 +478,7 @@ def priority_of(qos: str | None, partition: str | None, priority_map: PriorityMa
     found = priority_map.lookup(qos or None, partition or None)
     if found is not None:
         return found
-    for name in (qos, partition):
-        if name and name.strip().lower() in LOW_NAMES:
-            return "low"
-    return "high"
+    return default_priority(qos, partition)
 
 
 def priority_frame(pairs: pl.DataFrame, priority_map: PriorityMap) -> pl.DataFrame:
@@ -554,6 +560,11 @@ def _time_rejects(columns: Iterable[str]) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def _any_bad(cases: list[tuple[str, str, str, str]]) -> str:
+    """SQL: whether any reject case holds."""
+    return "(" + " OR ".join(f"({case[0]})" for case in cases) + ")"
+
+
 def _source(path: Path, table: str, select: str, timezone: str) -> Source:
     return Source(
         file=str(path),
@@ -598,6 +609,15 @@ def _split(total: str) -> str:
     )
 
 
+# the allocations' rejects of a job line, as the requests query sees them (AllocTRES as a)
+_ALLOC_LINE_REJECTS = [
+    _field_count(),
+    ("a.error IS NOT NULL", "", "", ""),
+    ("a.shares IS NOT NULL", "", "", ""),
+    *_time_rejects(["Start", "End"]),
+]
+
+
 def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
     gpus = "COALESCE(t.gpus, 0)"
     cpus = 'COALESCE(t.cpus, TRY_CAST(j."AllocCPUS" AS DOUBLE), 0)'
@@ -605,6 +625,7 @@ def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
         _field_count(),
         ("j._h_error IS NOT NULL", "'NodeList'", "'bad hostlist: ' || j._h_error", 'j."NodeList"'),
         ("t.error IS NOT NULL", "'AllocTRES'", "t.error", 'j."AllocTRES"'),
+        ("t.shares IS NOT NULL", "'AllocTRES'", f"t.shares || {_SLICE_REASON}", 'j."AllocTRES"'),
         *_time_rejects(["Start", "End"]),
     ]
     select = (
@@ -613,7 +634,9 @@ def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
         "CASE WHEN j.\"JobID\" LIKE '%+%' THEN split_part(j.\"JobID\", '+', 1) "
         'ELSE j."JobIDRaw" END AS job_id, '
         "_node AS node_id, "
-        f"{_split(gpus)} AS gpus, {_split(cpus)} AS cpus, "
+        # a suspended job releases its CPUs (its GPUs and memory stay allocated)
+        f"{_split(gpus)} AS gpus, CASE WHEN j._state = 'SUSPENDED' THEN 0 ELSE {_split(cpus)} "
+        "END AS cpus, "
         "t.mem_mib / _n / 1024 AS memory_gib, "
         "p.priority AS priority, "
         f"CASE WHEN {gpus} = 0 THEN 'cpu_only' WHEN {_INTERACTIVE} THEN 'development' "
@@ -634,6 +657,8 @@ def _allocations_source(path: Path, relation: str, timezone: str) -> Source:
         f'LEFT JOIN {_TRES} AS t ON t.tres = j."AllocTRES" '
         f"LEFT JOIN {_PRIORITY} AS p ON p.qos = COALESCE(j.\"QOS\", '') "
         "AND p.partition = COALESCE(j.\"Partition\", '') "
+        # a bad line is one reject, not one per node of its hostlist
+        f"WHERE j._idx = 0 OR NOT COALESCE({_any_bad(rejects)}, FALSE) "
         "ORDER BY j._row, j._idx"
     )
     return _source(path, "allocations", select, timezone)
@@ -653,6 +678,12 @@ def _requests_source(path: Path, relation: str, timezone: str) -> Source:
         _field_count(),
         ("r.error IS NOT NULL", "'ReqTRES'", "r.error", 'j."ReqTRES"'),
         ("a.error IS NOT NULL", "'AllocTRES'", "a.error", 'j."AllocTRES"'),
+        (
+            "COALESCE(r.shares, a.shares) IS NOT NULL AND COALESCE(r.gpus, a.gpus, 0) = 0",
+            "CASE WHEN r.shares IS NOT NULL THEN 'ReqTRES' ELSE 'AllocTRES' END",
+            f"COALESCE(r.shares, a.shares) || {_SLICE_REASON}",
+            'CASE WHEN r.shares IS NOT NULL THEN j."ReqTRES" ELSE j."AllocTRES" END',
+        ),
         *_time_rejects(["Submit", "Eligible", "Start", "End"]),
     ]
     select = (
@@ -689,6 +720,8 @@ def _requests_source(path: Path, relation: str, timezone: str) -> Source:
         f'LEFT JOIN {_TRES} AS a ON a.tres = j."AllocTRES" '
         f"LEFT JOIN {_PRIORITY} AS p ON p.qos = COALESCE(j.\"QOS\", '') "
         "AND p.partition = COALESCE(j.\"Partition\", '') "
+        # a line the allocations already reject (a job that ran) is not rejected twice
+        f"WHERE NOT (j._ran AND COALESCE({_any_bad(_ALLOC_LINE_REJECTS)}, FALSE)) "
         "ORDER BY j._row"
     )
     return _source(path, "requests", select, timezone)

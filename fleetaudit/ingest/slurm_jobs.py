@@ -45,7 +45,7 @@ JOB_FIELDS = (
 )
 
 
-def _value(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     """A plain value of data_parser's ``{"set", "infinite", "number"}`` objects."""
     if isinstance(value, dict) and "number" in value:
         if not value.get("set", True) or value.get("infinite"):
@@ -55,7 +55,7 @@ def _value(value: Any) -> Any:
 
 
 def _text(value: Any) -> str | None:
-    value = _value(value)
+    value = json_value(value)
     if value is None or value == "":
         return None
     if isinstance(value, list):
@@ -64,7 +64,7 @@ def _text(value: Any) -> str | None:
 
 
 def _time(value: Any) -> str:
-    value = _value(value)
+    value = json_value(value)
     if value is None or value == 0 or value == "":
         return "Unknown"
     return str(int(value))
@@ -101,8 +101,8 @@ def tres_string(items: Any) -> str | None:
 
 
 def _display_id(job_id: str, array_id: Any, task_id: Any, het_id: Any, het_offset: Any) -> str:
-    array_id, task_id = _value(array_id), _value(task_id)
-    het_id, het_offset = _value(het_id), _value(het_offset)
+    array_id, task_id = json_value(array_id), json_value(task_id)
+    het_id, het_offset = json_value(het_id), json_value(het_offset)
     if het_id and het_offset is not None:
         return f"{het_id}+{het_offset}"
     if array_id and task_id is not None:
@@ -194,6 +194,48 @@ def squeue_json_row(job: Mapping[str, Any]) -> dict[str, str | None]:
         "SubmitLine": None,  # squeue's "command" is the script, not the submit line
         "ReqSwitches": _text(job.get("required_switches")),
     }
+
+
+def array_tasks(text: str) -> list[int]:
+    """The task ids of squeue's ``array_task_string`` (``5-100``, ``1,3,7-9:2``, ``0-99%4``).
+
+    >>> array_tasks("1,3,7-11:2%4")
+    [1, 3, 7, 9, 11]
+
+    Raises:
+        ValueError: the text is not a task list.
+    """
+    tasks: list[int] = []
+    for part in text.split("%", 1)[0].split(","):
+        part = part.strip()
+        if not part:
+            continue
+        span, _, step = part.partition(":")
+        first, _, last = span.partition("-")
+        a, b = int(first), int(last or first)
+        if b < a or (step and int(step) < 1):
+            raise ValueError(f"bad array task range {part!r}")
+        tasks.extend(range(a, b + 1, int(step or 1)))
+    return tasks
+
+
+def squeue_json_rows(job: Mapping[str, Any]) -> list[dict[str, str | None]]:
+    """The pending rows of one ``squeue --json`` record: one per task of a pending array
+    (without ``-r`` squeue lists a pending array once, its tasks in ``array_task_string``)."""
+    row = squeue_json_row(job)
+    if not is_pending(row):
+        return []
+    text = _text(job.get("array_task_string"))
+    array_id = _text(job.get("array_job_id"))
+    if not text or not array_id or json_value(job.get("array_task_id")) is not None:
+        return [row]
+    try:
+        tasks = array_tasks(text)
+    except ValueError:
+        return [row]  # kept as one request, as printed
+    return [
+        {**row, "JobID": f"{array_id}_{k}", "JobIDRaw": f"{array_id}_{k}"} for k in tasks
+    ]
 
 
 def is_pending(row: Mapping[str, str | None]) -> bool:

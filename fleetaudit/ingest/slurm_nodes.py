@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleetaudit.ingest.labels import canonical_model
+from fleetaudit.ingest.slurm_jobs import json_value
 from fleetaudit.ingest.tres import TresError, parse_gres, parse_tres
 
 # keys whose values may hold spaces: they run up to the next key of this list
@@ -93,7 +94,6 @@ _DOWN_WORDS = frozenset(
         "INVALID",
         "POWERED_DOWN",
         "POWERING_DOWN",
-        "POWER_DOWN",
         "FAIL",
         "FAILED",
         "UNK",
@@ -115,13 +115,14 @@ _CORDON_WORDS = frozenset(
         "REBOOT_ISSUED",
         "REBOOT",
         "BOOT",
+        "POWER_DOWN",  # a power-down is pending: no new work, running jobs finish
     ]
 )
 _DEGRADED_WORDS = frozenset({"FAILING", "FAILG", "ERROR"})
 _BUSY_WORDS = frozenset({"ALLOCATED", "ALLOC", "MIXED", "MIX", "COMPLETING", "COMP"})
 # sinfo suffixes: * not responding, ~ powered off, % powering down | $ maintenance,
-# @ pending reboot, ^ reboot issued
-_DOWN_SUFFIX, _CORDON_SUFFIX = set("*~%"), set("$@^")
+# @ pending reboot, ^ reboot issued, ! power-down pending
+_DOWN_SUFFIX, _CORDON_SUFFIX = set("*~%"), set("$@^!")
 _GPU_FEATURE = re.compile(
     r"^(?:nvidia[-_])?(?:tesla[-_])?((?:gb|gh|mi|rtx|[abhlvpk])\d{2,4}[a-z]{0,3}|t4)(?:[-_].*)?$",
     re.IGNORECASE,
@@ -160,6 +161,8 @@ def health_of(state: str, *, gres_drain: str | None = None, gpu_shortfall: bool 
     ['cordoned', 'down', 'down', 'healthy']
     >>> health_of("ALLOCATED+FAIL"), health_of("IDLE+FAIL"), health_of("drained*")
     ('degraded', 'down', 'down')
+    >>> health_of("MIXED+POWER_DOWN"), health_of("mix!")
+    ('cordoned', 'cordoned')
     """
     text = state.strip()
     suffixes = set()
@@ -271,17 +274,8 @@ def _number(value: object) -> float | None:
         return None
 
 
-def _json_value(value: Any) -> Any:
-    """A plain value of data_parser's ``{"set", "infinite", "number"}`` objects."""
-    if isinstance(value, dict) and "number" in value:
-        if not value.get("set", True) or value.get("infinite"):
-            return None
-        return value["number"]
-    return value
-
-
 def _json_text(value: Any) -> str | None:
-    value = _json_value(value)
+    value = json_value(value)
     if value is None:
         return None
     if isinstance(value, list):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import gzip
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,16 +142,27 @@ def _csv_header(path: Path) -> list[str]:
     return header
 
 
-def expand_paths(paths: list[Path]) -> list[Path]:
-    """Files named, and every table file inside each folder named (sorted)."""
+def expand_paths(
+    paths: Iterable[Path],
+    keep: Callable[[Path], bool] = is_table_file,
+    what: str = "table file (.csv, .csv.gz, .parquet, .jsonl)",
+) -> list[Path]:
+    """Files named, and the files inside each folder named that ``keep`` accepts (sorted,
+    hidden ones left out): one rule for every format.
+
+    Raises:
+        InputError: a path that does not exist, or a folder without such a file.
+    """
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            inside = sorted(p for p in path.iterdir() if is_table_file(p))
+            inside = sorted(
+                p
+                for p in path.iterdir()
+                if p.is_file() and not p.name.startswith(".") and keep(p)
+            )
             if not inside:
-                raise InputError(
-                    str(path), "folder holds no table file (.csv, .csv.gz, .parquet, .jsonl)"
-                )
+                raise InputError(str(path), f"folder holds no {what}")
             files.extend(inside)
         elif path.exists():
             files.append(path)

@@ -5,7 +5,8 @@ FILE is recognised by its content, one of three kinds:
 - ``csv``: a CSV with a header holding ``node_id`` and ``switch_id`` (the leaf
   switch), optionally ``block_id`` (the level above it) and further level
   columns above that, in header order. Those further columns are stored on the
-  nodes as extra text columns under their own names.
+  nodes as extra text columns named by depth, ``level2_id``, ``level3_id`` ...,
+  as topology.conf's levels are.
 - ``topology.conf``: Slurm's file (:mod:`fleetaudit.ingest.topology_conf`). A
   node's chain, leaf first, gives ``switch_id``, then ``block_id``, then
   ``level2_id``, ``level3_id`` ... for deeper trees. Under the block plugin a
@@ -79,6 +80,7 @@ class TopologySummary:
     duplicates: int  # nodes the file names twice or more (the first is kept)
     switches: int  # distinct switch_id among the call's nodes
     blocks: int  # distinct block_id among the call's nodes
+    unknown_names: tuple[str, ...] = ()  # the first five nodes of the file the call lacks
 
 
 def read_topology(path: Path) -> Topology:
@@ -115,9 +117,15 @@ def _read_conf(file: str, text: str) -> Topology:
         raise InputError(file, f"{where}{exc.reason}") from exc
     depth = max((len(chain) for chain in conf.levels.values()), default=1)
     columns = [*_FIXED, *(f"level{i}_id" for i in range(2, depth))][: max(depth, 2)]
+    # an unbalanced tree is aligned from the root down: the leaf stays switch_id and the
+    # levels above it keep their depth under the root, a missing middle level is empty
+    # (s1 <- top beside s0 <- mid <- top: s1's block is empty, not "top")
+    aligned = [
+        (chain[0], *([None] * (depth - len(chain))), *chain[1:]) for chain in conf.levels.values()
+    ]
     data: dict[str, list[str | None]] = {"node_id": list(conf.levels)}
     for i, name in enumerate(columns):
-        data[name] = [chain[i] if i < len(chain) else None for chain in conf.levels.values()]
+        data[name] = [chain[i] if i < len(chain) else None for chain in aligned]
     frame = pl.DataFrame(data, schema=dict.fromkeys(["node_id", *columns], pl.String))
     return Topology(file, "topology.conf", frame, tuple(columns), len(conf.duplicates))
 
@@ -149,7 +157,16 @@ def _read_csv(file: str, text: str, header: list[str]) -> Topology:
     if missing_id.any():
         row = int(missing_id.arg_true()[0]) + 1
         raise InputError(file, "node_id is empty", row=row, column="node_id")
-    frame = frame.select("node_id", *columns)
+    # deeper levels are named by depth, as from topology.conf: the same level is one column
+    # whatever file placed the node (spine_id in a CSV header is level2_id)
+    depth_names = [f"level{i}_id" for i in range(2, 2 + len(others))]
+    frame = frame.select(
+        "node_id",
+        "switch_id",
+        "block_id",
+        *(pl.col(c).alias(d) for c, d in zip(others, depth_names, strict=True)),
+    )
+    columns = ["switch_id", "block_id", *depth_names]
     named = frame.height
     frame = frame.unique("node_id", keep="first", maintain_order=True)
     return Topology(file, "csv", _qualified(frame, columns), tuple(columns), named - frame.height)
@@ -272,6 +289,14 @@ def node_levels(topology: Topology, nodes: pl.DataFrame) -> tuple[pl.DataFrame, 
     return placed, nodes.height - placed.height, topology.levels.height - placed.height
 
 
+def _first_unknown(topology: Topology, nodes: pl.DataFrame, n: int = 5) -> tuple[str, ...]:
+    """The first ``n`` nodes the file names (file order) that are not among ``nodes``."""
+    if topology.kind == "crux":
+        return ()
+    missing = topology.levels.join(nodes.select("node_id"), on="node_id", how="anti")
+    return tuple(missing["node_id"].head(n).to_list())
+
+
 def apply_topology(store: Store, topology: Topology, ingest_id: int) -> TopologySummary:
     """Set the levels of the nodes this ingest call loaded, from ``topology``.
 
@@ -306,6 +331,7 @@ def apply_topology(store: Store, topology: Topology, ingest_id: int) -> Topology
         "WHERE nodes.node_id = t.node_id AND nodes._ingest_id = $id",
         mine,
     )
+    _remember(store, topology, levels)
     counts = store.sql(
         "SELECT count(DISTINCT switch_id) AS switches, count(DISTINCT block_id) AS blocks "
         "FROM nodes WHERE _ingest_id = $id",
@@ -317,7 +343,61 @@ def apply_topology(store: Store, topology: Topology, ingest_id: int) -> Topology
         placed=levels.height,
         missing=missing,
         unknown=unknown,
+        unknown_names=_first_unknown(topology, nodes),
         duplicates=topology.duplicates,
         switches=int(counts["switches"]),
         blocks=int(counts["blocks"]),
+    )
+
+
+# The levels every --topology placed, per node, so a later call of the same nodes
+# without --topology keeps them (its rows would otherwise bring the labels' levels back).
+_STORED = "topology_levels"
+_REMEMBERED = "_fa_topology_remembered"
+
+
+def _remember(store: Store, topology: Topology, levels: pl.DataFrame) -> None:
+    store.run(
+        f"CREATE TABLE IF NOT EXISTS {_STORED} "
+        "(node_id VARCHAR, level VARCHAR, value VARCHAR, file VARCHAR)"
+    )
+    columns = [c for c in levels.columns if c != "node_id"]
+    long = levels.select(
+        "node_id", *(pl.col(c).cast(pl.String) for c in columns)
+    ).unpivot(index="node_id", on=columns, variable_name="level", value_name="value")
+    store.register_frame(_REMEMBERED, long)
+    store.run(f"DELETE FROM {_STORED} WHERE node_id IN (SELECT node_id FROM {_REMEMBERED})")
+    store.run(
+        f"INSERT INTO {_STORED} SELECT node_id, level, value, $file FROM {_REMEMBERED}",
+        {"file": topology.file},
+    )
+
+
+def reapply_topology(store: Store, ingest_id: int) -> int:
+    """Give the nodes this call loaded the levels an earlier ``--topology`` placed them at.
+
+    Returns:
+        How many of the call's nodes an earlier topology placed.
+    """
+    if _STORED not in store.table_names():
+        return 0
+    mine = {"id": ingest_id}
+    stored = {name.lower(): (name, kind) for name, kind in store.column_types("nodes").items()}
+    for (level,) in store.sql(f"SELECT DISTINCT level FROM {_STORED} ORDER BY level").rows():
+        if str(level).lower() not in stored:
+            store.add_column("nodes", str(level), "VARCHAR")
+            stored[str(level).lower()] = (str(level), "VARCHAR")
+        name, kind = stored[str(level).lower()]
+        value = "t.value" if kind.upper() == "VARCHAR" else f"TRY_CAST(t.value AS {kind})"
+        store.run(
+            f"UPDATE nodes SET {q(name)} = {value} FROM {_STORED} AS t "
+            "WHERE t.level = $level AND nodes.node_id = t.node_id AND nodes._ingest_id = $id",
+            {**mine, "level": level},
+        )
+    return int(
+        store.scalar(
+            f"SELECT count(*) FROM nodes WHERE _ingest_id = $id AND node_id IN "
+            f"(SELECT node_id FROM {_STORED})",
+            mine,
+        )
     )
