@@ -356,8 +356,12 @@ def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
             )
             .list.sum()
         )
-        # With a duration, a partly filled GPU counts only where nothing starts in W.
+        # With a duration, a partly filled GPU counts only where nothing starts in W; and
+        # on a node the record over-commits (its shares pack onto more GPUs than it has)
+        # the partly filled GPUs are not all real: none of them takes more.
         steady = pl.col("free_gpus_window") == pl.col("free_gpus")
+        if {"gpus_used", "gpus"} <= set(eligible.columns):
+            steady = steady & (pl.col("gpus_used") <= pl.col("gpus"))
         gpu_slots = pl.col("free_gpus_window") * per_gpu + pl.when(steady).then(partial).otherwise(
             0
         )

@@ -439,3 +439,27 @@ def test_nearest_misses_rank_domains_by_what_they_lack_in_all() -> None:
     assert misses.select("group", "missing_pods", "node_id", "lacks_gpus").rows() == [
         ("H20/s3", 1, "i", 1), ("H20/s2", 2, "g", 2), ("H20/s2", 2, "h", 3), ("H20/s1", 1, "e", 8),
     ]  # fmt: skip
+
+
+def test_an_overcommitted_node_offers_no_share_room() -> None:
+    """4 GPUs: 3 whole plus five 0.25 shares pack onto 5 GPUs, one more than the node has.
+
+    The fifth share's GPU is not real, so its 0.75 left takes no 0.5 pod (a property
+    test once found that dropping one share then *lowered* the instances, 1 -> 0).
+    """
+    nodes = pl.DataFrame(
+        {"node_id": ["n0"], "gpu_model": ["H20"], "gpus": [4], "cpus": [32.0],
+         "memory_gib": [256.0], "switch_id": ["a"], "health": ["healthy"]}
+    )  # fmt: skip
+    t0 = datetime(2026, 1, 1)
+    gpus = [0.25] * 5 + [3.0]
+    allocations = pl.DataFrame(
+        {"alloc_id": [f"a{i}" for i in range(6)], "job_id": [f"j{i}" for i in range(6)],
+         "node_id": ["n0"] * 6, "gpus": gpus, "cpus": [0.0] * 6, "memory_gib": [0.0] * 6,
+         "priority": ["high"] * 6, "start_time": [t0] * 6, "end_time": [None] * 6},
+        schema_overrides={"end_time": pl.Datetime("us")},
+    )  # fmt: skip
+    shape = make_shape("H20", 0.5, None, 0, 0, None, None)
+    assert _eval((nodes, allocations), shape, T).instances == 0
+    fewer = allocations.filter(pl.col("alloc_id") != "a0")  # 3 whole + 4 quarters: exactly full
+    assert _eval((nodes, fewer), shape, T).instances == 0
