@@ -977,6 +977,7 @@ PARTITION_SCHEMA = pa.schema(
         ("cpus", _LIST_TYPES[int]),
         ("memory", _LIST_TYPES[int]),
         ("domain", _LIST_TYPES[int]),
+        ("block", _LIST_TYPES[int]),
         ("domains", pa.int64()),
         ("alloc_ids", _LIST_TYPES[str]),
         ("alloc_node", _LIST_TYPES[int]),

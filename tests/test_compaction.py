@@ -641,3 +641,13 @@ def test_whatif_compaction_has_help() -> None:
                    "--state-gib-per-gpu", "--bandwidth-gbps", "--warmup", "--exact",
                    "--save-as", "--model", "--shapes"):  # fmt: skip
         assert option in result.stdout
+
+
+def test_the_partition_rows_carry_every_field_of_a_partition() -> None:
+    """The Arrow rows that ship partitions to Spark executors hold the whole partition
+    (a field added to the partition and not to the rows broke --engine spark)."""
+    from dataclasses import fields
+
+    from fleetaudit.compaction import PARTITION_SCHEMA, _Partition
+
+    assert set(PARTITION_SCHEMA.names) == {f.name for f in fields(_Partition)}
