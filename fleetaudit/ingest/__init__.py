@@ -125,6 +125,7 @@ def ingest(
     with ExitStack() as stack:
         staged = None
         if options.format == asi2026.FORMAT:
+            stack.enter_context(asi2026.bounded_memory(store))
             staged = asi2026.stage_release(
                 store,
                 list(paths),
