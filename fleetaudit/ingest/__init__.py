@@ -188,6 +188,7 @@ def ingest(
         elif options.format == "slurm":
             stack.callback(slurm.release, store)  # its temporary copies of the exports
         elif options.format == "alibaba-gpu-v2026":
+            stack.enter_context(asi2026.bounded_memory(store))
             staged = asi2026.stage_release(
                 store,
                 list(paths),

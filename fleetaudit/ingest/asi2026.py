@@ -272,16 +272,26 @@ def stage_release(
     """Reduce the release day by day into ``folder``; the sources and side tables to load."""
     say = progress or (lambda _m: None)
     release = find_release(paths, days)
-    limit = store.scalar("SELECT current_setting('memory_limit')")
     store.run("SET enable_progress_bar = false")
-    # a day's reduction is bounded; Python's frames of the day need room beside DuckDB's
-    store.run(f"SET memory_limit = '{STAGING_MEMORY}'")
     store.run("SET preserve_insertion_order = false")
     try:
         return _stage(store, release, folder, trace_start, say)
     finally:
-        store.run(f"SET memory_limit = '{limit}'")
         store.run("RESET preserve_insertion_order")
+
+
+@contextmanager
+def bounded_memory(store: Store) -> Iterator[None]:
+    """DuckDB at STAGING_MEMORY for the whole call (staging and loading), then as before.
+
+    Python's frames of one day need room beside DuckDB's buffers; DuckDB spills beyond.
+    """
+    limit = store.scalar("SELECT current_setting('memory_limit')")
+    store.run(f"SET memory_limit = '{STAGING_MEMORY}'")
+    try:
+        yield
+    finally:
+        store.run(f"SET memory_limit = '{limit}'")
 
 
 def _stage(
