@@ -336,7 +336,7 @@ def test_replay_refuses_a_gang_leaving_its_domain() -> None:
     nodes = make_nodes(("x", 8, "s1"), ("w", 8, "s1"), ("y", 8, "s2"))
     gang = make_allocations(("g1", "x", 2, None, "job"), ("g2", "w", 8, None, "job"))
     move = {"alloc_id": "g1", "from": "x", "to": "y", "gpus": 2, "cpus": 1, "memory_gib": None}
-    with pytest.raises(LedgerError, match="leaves switch domain s1"):
+    with pytest.raises(LedgerError, match="leaves its domain switch s1"):
         replay_ledger(nodes, gang, T, [move])
 
 
