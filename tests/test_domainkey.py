@@ -23,8 +23,10 @@ from fleetaudit.cli import app
 from fleetaudit.compaction import CompactionOptions, compact
 from fleetaudit.compaction_replay import LedgerError, replay_ledger
 from fleetaudit.denominators import schedulable
+from fleetaudit.harvest import HarvestOptions, replay_harvest
 from fleetaudit.history import evaluate_history
 from fleetaudit.occupancy import block_domains, node_state, switch_domain, switch_domains
+from fleetaudit.placement import PlacementOptions, simulate_replay
 from fleetaudit.reclaim import reclaimable
 from fleetaudit.shapes import evaluate, make_shape
 from tests.conftest import DATA
@@ -141,6 +143,16 @@ SHAPES = (
     make_shape("H20", 8, 4, locality="switch"),
     make_shape("H20", 4, 4, locality="node"),
 )
+REQUESTS = pl.DataFrame(
+    {"request_id": ["r1", "r2", "r3"], "gpu_model": ["H20"] * 3, "gpus": [8.0, 16.0, 4.0],
+     "gpus_per_pod": [4.0, 8.0, 4.0], "cpus": [4.0] * 3, "locality": ["switch", "switch", "node"],
+     "submit_time": [T0 - timedelta(minutes=m) for m in (50, 40, 20)],
+     "duration_s": [600.0, None, 1200.0]},
+)  # fmt: skip
+NO_SLEEPS = pl.DataFrame(
+    schema={"alloc_id": pl.String, "sleep_start": pl.Datetime("us"),
+            "sleep_end": pl.Datetime("us")}
+)  # fmt: skip
 
 
 @st.composite
@@ -209,6 +221,19 @@ def figures(nodes: pl.DataFrame, allocations: pl.DataFrame) -> dict[str, Any]:
         result.after,
         result.bound_free_nodes,
     )
+    for policy in ("first-fit", "topology"):
+        replay = simulate_replay(
+            nodes, allocations, REQUESTS, PlacementOptions(policy=policy),
+            T0 - timedelta(hours=1), T0, False,
+        )  # fmt: skip
+        out[f"placement {policy}"] = (
+            replay.curve.rows(),
+            replay.allocations.select("request_id", "node_id", "gpus").rows(),
+        )
+    harvest = replay_harvest(
+        nodes, allocations, NO_SLEEPS, HarvestOptions(), T0 - timedelta(hours=2), T0
+    )
+    out["harvest"] = (harvest.jobs.rows(), harvest.segments.rows(), harvest.victims.rows())
     return out
 
 
