@@ -273,8 +273,9 @@ def test_partitions_hold_whole_domains() -> None:
     nodes = make_nodes(*[(f"n{i}", 8, f"s{i // 3}") for i in range(9)], ("solo", 8))
     allocations = make_allocations(*[(f"a{i}", f"n{i}", 1 + i % 4) for i in range(9)])
     result = run(nodes, allocations, partition_nodes=4)
-    assert [p.nodes for p in result.partitions] == [3, 3, 4]  # s2 and solo share one
-    domain = {f"n{i}": i // 3 for i in range(9)} | {"solo": 2}
+    # switch-less nodes come first: solo and s0 share one
+    assert [p.nodes for p in result.partitions] == [4, 3, 3]
+    domain = {f"n{i}": i // 3 for i in range(9)} | {"solo": 0}
     for move in result.moves:
         assert domain[move.source] == domain[move.destination]
     whole = run(nodes, allocations, partition_nodes=500)
