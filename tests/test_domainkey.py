@@ -158,7 +158,8 @@ NO_SLEEPS = pl.DataFrame(
 @st.composite
 def fleets(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, str]]:
     """Nodes n0..nk on switches a, b, c or none; allocations; and an order-keeping
-    renaming of the switches to node ids."""
+    renaming of the switches to node ids (where domains are taken in order, switches
+    go by name, so a renaming that reorders them may change a tie-break)."""
     count = draw(st.integers(2, 6))
     node_ids = [f"n{i}" for i in range(count)]
     gpus = draw(st.lists(st.sampled_from([4, 8]), min_size=count, max_size=count))
