@@ -75,6 +75,7 @@ from fleetaudit.occupancy import (
     block_domains,
     first_fit_decreasing,
     micro_units,
+    switch_domains,
 )
 from fleetaudit.options import CompactionOptions
 from fleetaudit.parallel import map_processes
@@ -319,8 +320,7 @@ def _partitions(
         healthy
         .with_columns(
             pl.col("node_id").cast(pl.String),
-            pl.coalesce(pl.col("switch_id").cast(pl.String), pl.col("node_id").cast(pl.String))
-            .alias("domain"),
+            switch_domains(healthy),
             block_domains(healthy),
         )
         .sort("gpu_model", *([BLOCK_DOMAIN] if blocks else []), "domain", "node_id")

@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from fleetaudit import occupancy
-from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing
+from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing, switch_domain
 from fleetaudit.shapes import Shape, evaluate
 from fleetaudit.times import to_utc
 
@@ -129,7 +129,7 @@ def replay_ledger(
     horizon = at + timedelta(seconds=min_remaining_s)
 
     def domain(node_id: str) -> str:
-        return node_rows[node_id].get("switch_id") or node_id
+        return switch_domain(node_rows[node_id].get("switch_id"), node_id)
 
     for step, move in enumerate(moves, 1):
         alloc_id, source, target = move["alloc_id"], move["from"], move["to"]
@@ -160,7 +160,7 @@ def replay_ledger(
         job = row.get("job_id") or alloc_id
         if jobs[job] > 1 and domain(source) != domain(target):
             raise LedgerError(
-                step, f"{alloc_id} of gang {job} leaves switch domain {domain(source)}"
+                step, f"{alloc_id} of gang {job} leaves its domain {domain(source)}"
             )
         # make-before-break: the destination holds its work and the moved allocation
         held = [rows[a] for a in on_node.get(target, set())] + [row]

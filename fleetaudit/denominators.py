@@ -44,7 +44,13 @@ import polars as pl
 
 from fleetaudit.history import _range_max as range_max  # the sweep's sparse-table maximum
 from fleetaudit.history import nearest_rank
-from fleetaudit.occupancy import BLOCK_DOMAIN, SHARE_UNITS, block_domains, occupancy_timeline
+from fleetaudit.occupancy import (
+    BLOCK_DOMAIN,
+    SHARE_UNITS,
+    block_domains,
+    occupancy_timeline,
+    switch_domains,
+)
 from fleetaudit.shapes import CAUSES, Shape
 from fleetaudit.times import epoch_us
 
@@ -292,7 +298,7 @@ class _Layout:
 
 def _layout(nodes: pl.DataFrame) -> _Layout:
     ranked = nodes.with_row_index("rank").with_columns(
-        pl.coalesce(pl.col("switch_id").cast(pl.String), "node_id").alias("domain"),
+        switch_domains(nodes),
         block_domains(nodes),
     )
     ordered = ranked.sort("gpu_model", "domain", "node_id")

@@ -57,7 +57,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import SHARE_UNITS, micro_units, optional_column
+from fleetaudit.occupancy import SHARE_UNITS, micro_units, optional_column, switch_domains
 from fleetaudit.options import VICTIM_POLICIES
 from fleetaudit.times import epoch_us, to_utc
 
@@ -433,8 +433,7 @@ def prepare_replay(
     mem = optional_column(frame, "memory_gib", pl.Float64, None).to_list()
     health = optional_column(frame, "health", pl.String, "healthy").to_list()
     healthy = [h is None or h == "healthy" for h in health]
-    switch = optional_column(frame, "switch_id", pl.String, None).to_list()
-    domain = [s if s is not None else "\0" + node_ids[i] for i, s in enumerate(switch)]
+    domain = switch_domains(frame).to_list()
     groups: dict[tuple[int, str], int] = {}
     group = [groups.setdefault((model[i], domain[i]), len(groups)) for i in range(n)]
     group_members: list[list[int]] = [[] for _ in groups]

@@ -61,7 +61,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import block_domains, node_state, occupancy_timeline
+from fleetaudit.occupancy import block_domains, node_state, occupancy_timeline, switch_domains
 from fleetaudit.shapes import Shape, evaluate, group_key, node_slots
 from fleetaudit.times import epoch_us, from_epoch_us
 
@@ -364,9 +364,7 @@ def _state_nodes(nodes: pl.DataFrame) -> pl.DataFrame:
     as node_slots adds it, by node_id."""
     state = nodes.with_columns(
         pl.col("node_id").cast(pl.String),
-        pl.coalesce(pl.col("switch_id").cast(pl.String), pl.col("node_id").cast(pl.String)).alias(
-            "domain"
-        ),
+        switch_domains(nodes),
     )
     return state.with_columns(block_domains(state)).sort("node_id")
 

@@ -45,6 +45,7 @@ from fleetaudit.times import epoch_us
 __all__ = [
     "SHARE_UNITS",
     "BLOCK_DOMAIN",
+    "SWITCH_DOMAIN",
     "active_at",
     "block_domains",
     "first_fit_decreasing",
@@ -56,6 +57,8 @@ __all__ = [
     "optional_column",
     "pack_shares",
     "peak_occupancy",
+    "switch_domain",
+    "switch_domains",
 ]
 
 SHARE_UNITS = 1_000_000
@@ -129,6 +132,55 @@ def optional_column(
 BLOCK_DOMAIN = "block_domain"
 """The column :func:`block_domains` fills: the domain of ``block`` locality."""
 
+SWITCH_DOMAIN = "domain"
+"""The column :func:`switch_domains` fills: the domain of ``switch`` locality."""
+
+_BLOCK, _SWITCH, _NODE = "block ", "switch ", "node "
+"""The prefixes that name a domain's level, so keys of two levels never collide."""
+
+
+def switch_domain(switch_id: str | None, node_id: str) -> str:
+    """The ``switch`` locality domain of one node: the one definition.
+
+    A switch domain is the node's switch; a node without one is a domain by
+    itself. The key names its level (``switch s1``, ``node n1``), so a switch
+    and a node of the same name never share a domain, and the keys sort as the
+    plain names do within a level (every lone node before every switch).
+    :func:`switch_domains` is the same key for a frame.
+
+    >>> switch_domain("leaf1", "n2"), switch_domain(None, "leaf1")
+    ('switch leaf1', 'node leaf1')
+    """
+    return _SWITCH + switch_id if switch_id is not None else _NODE + node_id
+
+
+def _switch_key(switch: pl.Expr, node: pl.Expr) -> pl.Expr:
+    return (
+        pl.when(switch.is_not_null())
+        .then(pl.lit(_SWITCH) + switch)
+        .otherwise(pl.lit(_NODE) + node)
+    )
+
+
+def switch_domains(frame: pl.DataFrame) -> pl.Series:
+    """The ``switch`` locality domain of each node of ``frame`` (column ``domain``).
+
+    Each row's key is :func:`switch_domain` of its switch_id and node_id; a
+    frame without ``switch_id`` has every node a domain by itself.
+
+    >>> nodes = pl.DataFrame({"node_id": ["leaf1", "n2", "n3"],
+    ...     "switch_id": [None, "leaf1", "leaf1"]})
+    >>> switch_domains(nodes).to_list()
+    ['node leaf1', 'switch leaf1', 'switch leaf1']
+    """
+    node = frame["node_id"].cast(pl.String)
+    switch = optional_column(frame, "switch_id", pl.String, None)
+    return (
+        pl.DataFrame({"n": node, "s": switch})
+        .select(_switch_key(pl.col("s"), pl.col("n")).alias(SWITCH_DOMAIN))
+        .to_series()
+    )
+
 
 def block_domains(frame: pl.DataFrame) -> pl.Series:
     """The ``block`` locality domain of each node of ``frame``: the one definition.
@@ -152,10 +204,8 @@ def block_domains(frame: pl.DataFrame) -> pl.Series:
         pl.DataFrame({"n": node, "s": switch, "b": block})
         .select(
             pl.when(pl.col("b").is_not_null())
-            .then(pl.lit("block ") + pl.col("b"))
-            .when(pl.col("s").is_not_null())
-            .then(pl.lit("switch ") + pl.col("s"))
-            .otherwise(pl.lit("node ") + pl.col("n"))
+            .then(pl.lit(_BLOCK) + pl.col("b"))
+            .otherwise(_switch_key(pl.col("s"), pl.col("n")))
             .alias(BLOCK_DOMAIN)
         )
         .to_series()
@@ -717,7 +767,7 @@ def node_state(
         duration: the length of W, or None for the instant alone.
 
     Returns:
-        The nodes' columns, then domain (switch_id, or node_id when null),
+        The nodes' columns, then domain (:func:`switch_domains`),
         the columns of :func:`occupancy_at` at t, free_gpus (Int64),
         free_cpus, free_memory_gib (Float64) at t, and free_gpus_window
         (Int64), free_cpus_window, free_memory_gib_window (Float64) over W
@@ -740,7 +790,7 @@ def node_state(
         >>> state = node_state(nodes, allocations, t0, timedelta(hours=2))
         >>> state.select("domain", "gpus_used", "gpus_used_high", "share_fills",
         ...              "free_gpus", "free_gpus_window", "free_cpus_window").rows()
-        [('n1', 3, 3, [1.0], 5, 1, 36.0)]
+        [('node n1', 3, 3, [1.0], 5, 1, 36.0)]
     """
     if duration is not None and duration < timedelta(0):
         raise ValueError(f"duration {duration} is negative")
@@ -789,9 +839,7 @@ def node_state(
     return (
         nodes.with_columns(
             pl.col("node_id").cast(pl.String),
-            pl.coalesce(
-                pl.col("switch_id").cast(pl.String), pl.col("node_id").cast(pl.String)
-            ).alias("domain"),
+            switch_domains(nodes),
         )
         .join(_divided(occupancy, _QUANTITIES, SHARE_UNITS), on="node_id", how="left")
         .join(free_capacity, on="node_id", how="left")

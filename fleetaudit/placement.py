@@ -81,7 +81,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import SHARE_UNITS, block_domains, optional_column
+from fleetaudit.occupancy import SHARE_UNITS, block_domains, optional_column, switch_domains
 from fleetaudit.options import PLACEMENT_POLICIES
 from fleetaudit.parallel import map_processes as _map_runs
 from fleetaudit.times import epoch_us, from_epoch_us
@@ -263,9 +263,8 @@ def _prepare_fleet(nodes: pl.DataFrame) -> _Fleet:
     cpus = _units(frame["cpus"].cast(pl.Float64).fill_null(0.0).to_numpy())
     memory_f = optional_column(frame, "memory_gib", pl.Float64, None).to_numpy()
     memory = np.where(np.isnan(memory_f), _UNBOUNDED, _units(np.nan_to_num(memory_f)))
-    switch = optional_column(frame, "switch_id", pl.String, None).to_list()
     # A node with no switch is a domain by itself (SPEC §1).
-    domains = [s if s is not None else f"\0{n}" for s, n in zip(switch, node_ids, strict=True)]
+    domains = switch_domains(frame).to_list()
     domain_names = sorted(set(domains))
     domain = np.array([domain_names.index(d) for d in domains], dtype=np.int64)
     _, block = np.unique(block_domains(frame).to_numpy(), return_inverse=True)

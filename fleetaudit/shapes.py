@@ -30,7 +30,7 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import BLOCK_DOMAIN, block_domains
+from fleetaudit.occupancy import BLOCK_DOMAIN, block_domains, switch_domains
 
 LOCALITIES = ("any", "switch", "block", "node")
 CAUSES = ("interval", "fragment", "cpu_memory", "topology")
@@ -250,8 +250,8 @@ def beyond_fleet(shape: Shape, nodes: pl.DataFrame) -> str | None:
             f"its models ({_number(largest)} GPUs); it can never start"
         )
     if shape.locality == "switch" and shape.pods > 1:
-        domain = pl.coalesce(pl.col("switch_id").cast(pl.String), pl.col("node_id").cast(pl.String))
-        per_domain = mine.group_by("gpu_model", domain.alias("_domain")).agg(
+        per_domain = mine.with_columns(switch_domains(mine).alias("_domain"))
+        per_domain = per_domain.group_by("gpu_model", "_domain").agg(
             (pl.col("gpus") // shape.gpus_per_pod).sum().alias("pods")
         )
         most = int(per_domain["pods"].max() or 0)  # type: ignore[arg-type]

@@ -273,8 +273,9 @@ def test_partitions_hold_whole_domains() -> None:
     nodes = make_nodes(*[(f"n{i}", 8, f"s{i // 3}") for i in range(9)], ("solo", 8))
     allocations = make_allocations(*[(f"a{i}", f"n{i}", 1 + i % 4) for i in range(9)])
     result = run(nodes, allocations, partition_nodes=4)
-    assert [p.nodes for p in result.partitions] == [3, 3, 4]  # s2 and solo share one
-    domain = {f"n{i}": i // 3 for i in range(9)} | {"solo": 2}
+    # switch-less nodes come first: solo and s0 share one
+    assert [p.nodes for p in result.partitions] == [4, 3, 3]
+    domain = {f"n{i}": i // 3 for i in range(9)} | {"solo": 0}
     for move in result.moves:
         assert domain[move.source] == domain[move.destination]
     whole = run(nodes, allocations, partition_nodes=500)
@@ -336,7 +337,7 @@ def test_replay_refuses_a_gang_leaving_its_domain() -> None:
     nodes = make_nodes(("x", 8, "s1"), ("w", 8, "s1"), ("y", 8, "s2"))
     gang = make_allocations(("g1", "x", 2, None, "job"), ("g2", "w", 8, None, "job"))
     move = {"alloc_id": "g1", "from": "x", "to": "y", "gpus": 2, "cpus": 1, "memory_gib": None}
-    with pytest.raises(LedgerError, match="leaves switch domain s1"):
+    with pytest.raises(LedgerError, match="leaves its domain switch s1"):
         replay_ledger(nodes, gang, T, [move])
 
 

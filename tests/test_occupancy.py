@@ -130,8 +130,8 @@ def test_tiny_state_at_noon_matches_readme_table(tiny):
     }
     assert {n: got[n] for n in expected} == expected
     assert state["node_id"].to_list() == [f"n{i}" for i in range(1, 8)]
-    assert by_node(state, "domain")["n6"] == ("n6",)
-    assert by_node(state, "domain")["n1"] == ("sw-a",)
+    assert by_node(state, "domain")["n6"] == ("node n6",)
+    assert by_node(state, "domain")["n1"] == ("switch sw-a",)
     assert by_node(state, "share_fills")["n1"] == ([0.75],)
     # without a duration the window is {t}
     assert state["free_gpus_window"].to_list() == state["free_gpus"].to_list()

@@ -113,7 +113,7 @@ def test_terminal_output_and_explain(tmp_path: Path, tiny_dir: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "H20 16 GPU (2x8) x4 CPU switch" in result.stdout
     assert "nearest misses" in result.stdout
-    assert "H20/sw-a" in result.stdout  # sw-a holds n3's slot and lacks one more pod
+    assert "H20/switch sw-a" in result.stdout  # sw-a holds n3's slot and lacks one more pod
 
 
 # -- hand-worked cases: every cause and locality ---------------------------------------------
