@@ -151,6 +151,14 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                     "at": iso(result.previous["at"]),
                 },
                 "figures": list(result.trend),
+                "history": [
+                    {
+                        "created_at": iso(h["created_at"]),
+                        "at": iso(h["at"]),
+                        "figures": h["figures"],
+                    }
+                    for h in result.history
+                ],
             },
             "notes": list(result.notes),
         }

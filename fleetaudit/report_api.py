@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from fleetaudit import denominators as den
@@ -90,6 +92,12 @@ class ReportResult:
     demand: dict[str, Any] = field(default_factory=dict)  # which demand, see _demand_summary
     rejects: dict[str, int] = field(default_factory=dict)  # rows rejected at ingest, per table
     bound: dict[str, dict[str, int]] = field(default_factory=dict)  # per model, at the end
+    # every recorded report of the same scenario, window length and step, oldest first:
+    # created_at, at, figures (the headline keys); the trend chart adds this one last
+    history: tuple[dict[str, Any], ...] = ()
+    # instant, gpu_model (null: any model), queued_gpus: the GPUs of the requests waiting
+    # at each instant (submitted by it, not started), for the over-time charts
+    queued: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend): rates, and
@@ -187,6 +195,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
             )
         requests = store.query("requests_in_window", start=start, end=end)
         demand = window_demand(requests, start, end, options.demand)
+        queued = queued_gpus(requests, den.window_instants(end, options.since, options.step))
         del requests
         if demand.no_gpu:
             notes.append(
@@ -215,6 +224,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
                 rejects[row["table"]] = int(row["rejected"])
         whatifs = latest_whatif_runs(store)
         previous = _previous(store, options.scenario, options.since, options.step)
+        history = _history(store, options.scenario, options.since, options.step)
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
     notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
@@ -312,8 +322,51 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         demand=summary,
         rejects=rejects,
         bound=bound,
+        history=history,
+        queued=queued,
     )
     return _with_trend(result)
+
+
+def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.DataFrame:
+    """GPUs of the requests waiting at each instant (``submit_time <= t < start_time``,
+    or never started), per requested model (null: any model).
+
+    Each request adds its GPUs to the instants of its wait, by cumulative sums over the
+    sorted instants (no request x instant product).
+    """
+    schema = {"instant": pl.Datetime("us"), "gpu_model": pl.String, "queued_gpus": pl.Float64}
+    epoch = datetime(1970, 1, 1)
+    times = np.array(sorted((to_utc(t) - epoch).total_seconds() for t in instants))
+    frames = []
+    if len(times) and requests.height:
+        waiting = requests.filter(pl.col("gpus") > 0).select(
+            "gpu_model",
+            pl.col("gpus").cast(pl.Float64),
+            pl.col("submit_time").dt.epoch("us").cast(pl.Float64) / 1e6,
+            pl.col("start_time").dt.epoch("us").cast(pl.Float64) / 1e6,
+        )
+        for (model,), group in waiting.group_by(["gpu_model"], maintain_order=True):
+            first = np.searchsorted(times, group["submit_time"].to_numpy(), side="left")
+            ends = group["start_time"].fill_null(np.inf).to_numpy()
+            last = np.searchsorted(times, ends, side="left")  # first instant it no longer waits
+            delta = np.zeros(len(times) + 1)
+            gpus = group["gpus"].to_numpy()
+            np.add.at(delta, first, gpus)
+            np.add.at(delta, last, -gpus)
+            frames.append(
+                pl.DataFrame(
+                    {
+                        "instant": [epoch + timedelta(seconds=float(t)) for t in times],
+                        "gpu_model": [model] * len(times),
+                        "queued_gpus": np.cumsum(delta)[:-1],
+                    },
+                    schema=schema,
+                )
+            )
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(frames).sort("instant", "gpu_model", nulls_last=True)
 
 
 def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
@@ -422,6 +475,38 @@ def _previous(
     }
 
 
+def _history(
+    store: Store, scenario: str | None, since: timedelta, step: timedelta
+) -> tuple[dict[str, Any], ...]:
+    """Every recorded report of the same state, window length and step, oldest first."""
+    if "reports" not in store.table_names():
+        return ()
+    rows = store.query(
+        "report_history",
+        scenario=scenario,
+        span_s=since.total_seconds(),
+        step_s=step.total_seconds(),
+    )
+    return tuple(
+        {
+            "created_at": to_utc(row["created_at"]),
+            "at": to_utc(row["at"]),
+            "figures": json.loads(row["figures"]),
+        }
+        for row in rows.iter_rows(named=True)
+    )
+
+
+def trend_series(result: ReportResult) -> list[dict[str, Any]]:
+    """The headline figures of every recorded report of this window length and step, then
+    this report's: one point per report, oldest first (created_at, at, figures)."""
+    points = [dict(h) for h in result.history]
+    points.append(
+        {"created_at": result.generated_at, "at": result.end, "figures": result.headline()}
+    )
+    return points
+
+
 def _with_trend(result: ReportResult) -> ReportResult:
     if result.previous is None:
         return result
@@ -511,7 +596,9 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
         for side in ("before", "after"):
             part = doc.get(side)
             if isinstance(part, dict):
-                out[side] = {k: part[k] for k in ("partial_nodes", "free_nodes") if k in part}
+                out[side] = {
+                    k: part[k] for k in ("partial_nodes", "free_nodes", "instances") if k in part
+                }
         bound = doc.get("bound")
         if isinstance(bound, dict) and "free_nodes" in bound:
             out["bound_free_nodes"] = bound["free_nodes"]

@@ -339,12 +339,18 @@ class _Tags(HTMLParser):
         super().__init__()
         self.tags: list[str] = []
         self.resources: list[str] = []
+        self.anchors: list[str] = []
+        self.ids: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
         for name, value in attrs:
             if name in ("src", "href", "xlink:href") and value:
-                self.resources.append(value)
+                if value.startswith("#"):  # a link within the page, not a resource
+                    self.anchors.append(value)
+                else:
+                    self.resources.append(value)
+        self.ids.extend(value for name, value in attrs if name == "id" and value)
 
 
 def test_json_document_holds_the_spec_keys(hand: Any) -> None:
@@ -434,7 +440,7 @@ def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: P
     assert "trend: no earlier recorded report of this window length and step" in first.stdout
     (written,) = out.glob("r-*.json")
     assert re.fullmatch(r"r-\d{4}-\d{2}-\d{2}-\d{6}\.json", written.name)
-    assert json.loads(written.read_text())["trend"] == {"previous": None, "figures": []}
+    assert json.loads(written.read_text())["trend"] == {"previous": None, "figures": [], "history": []}
     second = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "second.json")
     assert second.exit_code == 0, second.output
     trend = json.loads((tmp_path / "second.json").read_text())["trend"]
@@ -444,6 +450,9 @@ def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: P
     assert rates["physical.allocation_rate_high"]["previous"] == pytest.approx(231 / 528)
     assert "since the report of" in second.stdout
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+SHAPE_8 = {"gpu_model": "H100", "gpus": 8, "gpus_per_pod": 4, "locality": "node"}
 
 
 def test_whatif_runs_are_shown_with_when_and_what_they_recover(
@@ -456,8 +465,10 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
         store, "compaction", at=datetime(2026, 1, 2), scenario=None,
         run_options={"partition_size": 500},
         document={"schema": "fleetaudit.compaction/1", "moves": [{}, {}],
-                  "before": {"partial_nodes": 3, "free_nodes": 1},
-                  "after": {"partial_nodes": 1, "free_nodes": 2}, "bound": {"free_nodes": 3},
+                  "before": {"partial_nodes": 3, "free_nodes": 1, "instances": [
+                      {"shape": SHAPE_8, "instances": 1}]},
+                  "after": {"partial_nodes": 1, "free_nodes": 2, "instances": [
+                      {"shape": SHAPE_8, "instances": 2}]}, "bound": {"free_nodes": 3},
                   "migration": {"freed_gpus": 8, "pause_gpu_hours": 1234.56,
                                 "payback_s": 1234.56 * 3600 / 8}},
     )  # fmt: skip
@@ -471,7 +482,9 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
     assert result.exit_code == 0, result.output
     recoverable = json.loads(path.read_text())["recoverable"]
     compaction = recoverable["compaction"]
-    assert compaction["before"] == {"partial_nodes": 3, "free_nodes": 1}
+    assert compaction["before"] == {
+        "partial_nodes": 3, "free_nodes": 1, "instances": [{"shape": SHAPE_8, "instances": 1}]
+    }
     assert compaction["bound_free_nodes"] == 3 and compaction["moves"] == 2
     assert compaction["options"] == {"partition_size": 500} and compaction["stale"] is False
     assert recoverable["harvesting"]["policies"] == [
@@ -487,8 +500,12 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
     assert "spotgpu: allocation rate high -, all 93.0%" in result.stdout
     page = (tmp_path / "w.html").read_text()
     assert "partition_size" not in page and "<td>spotgpu</td>" in page
-    assert "Frees <strong>8</strong> GPUs with 2 moves, for a pause of" in page
-    assert "<strong>1,234.6</strong> GPU-hours, repaid after 154.3 hours of use." in page
+    # GPUs and nodes freed, instances gained per shape, and the pause: whole GPU-hours
+    assert "<th>GPUs freed</th><td><strong>8</strong></td>" in page
+    assert "<th>whole nodes freed</th><td><strong>1</strong>" in page
+    assert "(free nodes 1 → 2, at most 3)" in page
+    assert "<strong>1,235</strong> GPU-hours over 2 moves, repaid after 154.3 hours" in page
+    assert "<tr><td>H100 8 GPU (2x4) node</td><td>1</td><td>2</td><td>+1</td></tr>" in page
 
 
 def test_bad_input_is_one_line_and_exit_2(hand_db: Path, tmp_path: Path) -> None:
