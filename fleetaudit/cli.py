@@ -1396,6 +1396,9 @@ def demo(
 ) -> None:
     """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report.
 
+    The report's HTML page is written beside the store (DB's name with -report.html) and
+    its path printed last.
+
     Examples:
 
       fleetaudit demo
@@ -1415,6 +1418,9 @@ def demo(
     console.render_report(
         replace(report_result, notes=tuple(n for n in report_result.notes if n not in shown))
     )
+    page = db.parent / f"{db.stem}-report.html"
+    write_html(report_result, page)
+    console.out.print(f"the report as a page: {page} (open it in a browser)", soft_wrap=True)
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from fleetaudit import occupancy
 from fleetaudit.api import RejectsResult, StoreSummary
+from fleetaudit.charts import sparkline
 from fleetaudit.compaction_api import CompactionReport
 from fleetaudit.denominators import SPLIT
 from fleetaudit.fsutil import stream_fd
@@ -31,7 +32,7 @@ from fleetaudit.ingest import IngestResult
 from fleetaudit.paper import DIFFERENCES
 from fleetaudit.paper_api import PaperResult
 from fleetaudit.placement_api import PlacementResult
-from fleetaudit.report_api import ReportResult, describe_demand, recoverable_summary
+from fleetaudit.report_api import ReportResult, describe_demand, recoverable_summary, trend_rates
 from fleetaudit.rollup_api import RollupResult
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
@@ -656,7 +657,8 @@ def render_placement(result: PlacementResult) -> None:
 # -- report (SPEC §7) --------------------------------------------------------------------
 
 _BAR_WIDTH = 24
-_TENANTS_SHOWN = 10
+_TENANTS_SHOWN = 20
+_SPARK_REPORTS = 40  # the newest recorded reports a trend sparkline draws
 
 
 def _gh(value: float | None) -> str:
@@ -753,6 +755,11 @@ def render_report(result: ReportResult) -> None:
         f"high + low {_pct1(fleet['allocation_rate'])} of healthy GPU-hours; "
         f"bars: █ high/usable/SM-active, ▒ low priority, · the rest"
     )
+    pr = result.fleet["productive"]
+    out.print(
+        f"SM-active rate {_pct1(pr['productive_rate'])} of the allocated GPU-hours with "
+        f"telemetry; telemetry covers {_pct1(pr['coverage'])} of allocated GPU-hours"
+    )
     _render_trend(result)
     out.print()
     _render_physical(rows)
@@ -782,6 +789,20 @@ def _render_trend(result: ReportResult) -> None:
     )
     for part in parts:
         out.print(f"  {part}")
+    rates = trend_rates(result)
+    count = len(rates[0][2])
+    shown = min(count, _SPARK_REPORTS)
+    out.print(
+        f"trend over {'the last ' if shown < count else ''}{shown} recorded reports "
+        "(this one last):"
+    )
+    width = max(cell_len(label) for _, label, _ in rates)
+    for _key, label, values in rates:
+        out.print(
+            Text(f"  {label:<{width}} {sparkline(values[-shown:])} {_pct1(values[-1])}"),
+            no_wrap=True,
+            overflow="ellipsis",
+        )
 
 
 def _render_physical(rows: list[tuple[str, dict[str, Any]]]) -> None:
@@ -899,11 +920,22 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
     by_size = sorted(result.tenants.items(), key=lambda t: -t[1]["physical"]["allocated_gpu_hours"])
     for tenant, figures in by_size[:_TENANTS_SHOWN]:
         add(f"tenant {tenant}", figures["productive"])
-    show(table, keys=("allocated", "SM-active rate"), drop=("with telemetry",))
-    if len(by_size) > _TENANTS_SHOWN:
-        out.print(
-            f"{len(by_size) - _TENANTS_SHOWN} smaller tenant(s) more in the HTML and JSON reports"
+    rest = by_size[_TENANTS_SHOWN:]
+    if rest:
+        summed = [f["productive"] for _, f in rest]
+        allocated = sum(p["allocated_gpu_hours"] or 0.0 for p in summed)
+        telemetry = sum(p["telemetry_gpu_hours"] or 0.0 for p in summed)
+        active = sum(p["sm_active_gpu_hours"] or 0.0 for p in summed)
+        add(
+            f"the other {len(rest):,} tenants",
+            {
+                "allocated_gpu_hours": allocated,
+                "coverage": telemetry / allocated if allocated > 0 else None,
+                "sm_active_gpu_hours": active,
+                "productive_rate": active / telemetry if telemetry > 0 else None,
+            },
         )
+    show(table, keys=("allocated", "SM-active rate"), drop=("with telemetry",))
     nb = result.neighbour
     drop = "" if nb["drop"] is None else f": a drop of {_pct1(nb['drop'])}"
     out.print(

@@ -21,7 +21,13 @@ import polars as pl
 from fleetaudit import charts
 from fleetaudit.denominators import SPLIT
 from fleetaudit.fsutil import write_output
-from fleetaudit.report_api import ReportResult, describe_demand, recoverable_summary, trend_series
+from fleetaudit.report_api import (
+    ReportResult,
+    describe_demand,
+    recoverable_summary,
+    trend_rates,
+    trend_series,
+)
 from fleetaudit.resources import resource_dir
 from fleetaudit.times import iso
 
@@ -366,21 +372,7 @@ def _over_time(
     return tuple(out), _instants_axis(instants.to_list(), CHART_W)
 
 
-TREND_LINES = (
-    ("physical.allocation_rate_high", "allocation rate, high", "allocated_high"),
-    ("physical.allocation_rate", "allocation rate, high + low", "allocated_low"),
-    ("usable_share", "usable share of idle", "usable_share"),
-    ("productive.productive_rate", "SM-active rate", "productive_rate"),
-)
-
-
-def _trend_value(figures: dict[str, Any], key: str) -> float | None:
-    if key == "usable_share":
-        idle = figures.get("schedulable.idle_gpu_hours_per_hour")
-        usable = figures.get("schedulable.usable_gpu_hours_per_hour")
-        return None if not idle or usable is None else usable / idle
-    value = figures.get(key)
-    return None if value is None else float(value)
+TREND_COLOURS = ("allocated_high", "allocated_low", "usable_share", "productive_rate")
 
 
 def trend_chart(result: ReportResult) -> TrendChart | None:
@@ -389,24 +381,10 @@ def trend_chart(result: ReportResult) -> TrendChart | None:
     if len(series) < 2:
         return None
     lines = tuple(
-        Line(
-            label,
-            COLOURS[colour],
-            charts.polyline(
-                [_trend_value(p["figures"], key) for p in series], CHART_W, CHART_H, 1.0
-            ),
-        )
-        for key, label, colour in TREND_LINES
+        Line(label, COLOURS[colour], charts.polyline(values, CHART_W, CHART_H, 1.0))
+        for (_key, label, values), colour in zip(trend_rates(result), TREND_COLOURS, strict=True)
     )
     return TrendChart(lines, _instants_axis([p["at"] for p in series], CHART_W), len(series))
-
-
-def trend_values(result: ReportResult) -> tuple[tuple[str, list[float | None]], ...]:
-    """(label, the rate at each recorded report and this one) for the terminal's sparklines."""
-    series = trend_series(result)
-    return tuple(
-        (label, [_trend_value(p["figures"], key) for p in series]) for key, label, _ in TREND_LINES
-    )
 
 
 def _tenant_rows(result: ReportResult) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:

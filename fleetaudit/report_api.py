@@ -507,6 +507,33 @@ def trend_series(result: ReportResult) -> list[dict[str, Any]]:
     return points
 
 
+TREND_RATES = (
+    ("physical.allocation_rate_high", "allocation rate, high"),
+    ("physical.allocation_rate", "allocation rate, high + low"),
+    ("usable_share", "usable share of idle"),
+    ("productive.productive_rate", "SM-active rate"),
+)
+"""The headline rates drawn across the recorded reports (usable_share: usable / idle)."""
+
+
+def _rate_of(figures: dict[str, Any], key: str) -> float | None:
+    if key == "usable_share":
+        idle = figures.get("schedulable.idle_gpu_hours_per_hour")
+        usable = figures.get("schedulable.usable_gpu_hours_per_hour")
+        return None if not idle or usable is None else usable / idle
+    value = figures.get(key)
+    return None if value is None else float(value)
+
+
+def trend_rates(result: ReportResult) -> tuple[tuple[str, str, list[float | None]], ...]:
+    """(key, label, the rate at every recorded report of this window length and step and
+    at this one, oldest first) for each of :data:`TREND_RATES`."""
+    series = trend_series(result)
+    return tuple(
+        (key, label, [_rate_of(p["figures"], key) for p in series]) for key, label in TREND_RATES
+    )
+
+
 def _with_trend(result: ReportResult) -> ReportResult:
     if result.previous is None:
         return result

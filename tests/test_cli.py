@@ -184,7 +184,12 @@ def test_demo_in_process(tmp_path: Path) -> None:
     assert "GPUs at 2026-05-01T00:00:00Z" in result.stdout
     # the demo ends with the report: its one-screen summary, then the details
     assert "physical: allocated / healthy" in result.stdout
-    assert result.stdout.rstrip().splitlines()[-1].startswith("harvesting: ")
+    lines = result.stdout.rstrip().splitlines()
+    assert lines[-2].startswith("harvesting: ")
+    # then the report's page, written beside the store
+    page = tmp_path / "demo-report.html"
+    assert lines[-1] == f"the report as a page: {page} (open it in a browser)"
+    assert '<b id="fleet-allocation-rate-high">' in page.read_text(encoding="utf-8")
 
 
 def test_installed_console_script_runs_the_demo_from_another_folder(tmp_path: Path) -> None:
