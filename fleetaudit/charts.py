@@ -84,12 +84,13 @@ def polyline(
 
 
 def nice_top(value: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 times a power of ten that is at least ``value`` (> 0).
+    """The smallest of 1, 2, 2.5, 5 times a power of ten that is at least ``value``;
+    1 for nothing to draw (at most 1e-9: GPU counts below that are rounding noise).
 
     >>> [nice_top(v) for v in (0, 7, 10, 11, 230, 0.3)]
     [1.0, 10.0, 10.0, 20.0, 250.0, 0.5]
     """
-    if value <= 0:
+    if value <= 1e-9:
         return 1.0
     power = 1.0
     while power * 10 < value:
