@@ -346,7 +346,10 @@ def test_demo_refuses_a_store_with_other_data(tmp_path: Path, tiny_dir: Path) ->
 def test_options_that_do_not_apply_are_errors(tmp_path: Path, tiny_dir: Path) -> None:
     result = invoke("ingest", tiny_dir, "--db", tmp_path / "x.duckdb", "--trace-start", "0")
     assert result.exit_code == 2
-    assert "--trace-start applies to --format alibaba-gpu-v2023 or alibaba-gpu-v2026 only" in result.stderr
+    assert (
+        "--trace-start applies to --format alibaba-gpu-v2023 or alibaba-gpu-v2026 only"
+        in result.stderr
+    )
     # --topology applies to every format; a missing file is named
     result = invoke("ingest", tiny_dir, "--db", tmp_path / "x.duckdb", "--topology", "topo.csv")
     assert result.exit_code == 2

@@ -428,6 +428,14 @@ def test_hostile_ids_render_escaped(tmp_path: Path) -> None:
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&#34;&#39;" in page
     assert EVIL not in page
     assert "&lt;b&gt;" in page  # a what-if document's value
+    escaped = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&#34;&#39;"
+    # every new label: the over-time chart's caption and band titles, the heat map's
+    # model row and cell, the queued line's model
+    assert f"<figcaption>M{escaped}</figcaption>" in page
+    assert f"<title>M{escaped}: usable</title>" in page
+    assert f'<text class="label" x="0" y="13">M{escaped}</text>' in page
+    assert "s&lt;script&gt;al…</text>" in page  # the domain, cut to fit its cell
+    assert f"<title>s{escaped} (M{escaped}): 6 of 8 GPUs free</title>" in page
     assert "M<script>" in result.stdout  # the terminal prints the data as it is, no markup
 
 
@@ -440,7 +448,11 @@ def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: P
     assert "trend: no earlier recorded report of this window length and step" in first.stdout
     (written,) = out.glob("r-*.json")
     assert re.fullmatch(r"r-\d{4}-\d{2}-\d{2}-\d{6}\.json", written.name)
-    assert json.loads(written.read_text())["trend"] == {"previous": None, "figures": [], "history": []}
+    assert json.loads(written.read_text())["trend"] == {
+        "previous": None,
+        "figures": [],
+        "history": [],
+    }
     second = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "second.json")
     assert second.exit_code == 0, second.output
     trend = json.loads((tmp_path / "second.json").read_text())["trend"]
@@ -483,7 +495,9 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
     recoverable = json.loads(path.read_text())["recoverable"]
     compaction = recoverable["compaction"]
     assert compaction["before"] == {
-        "partial_nodes": 3, "free_nodes": 1, "instances": [{"shape": SHAPE_8, "instances": 1}]
+        "partial_nodes": 3,
+        "free_nodes": 1,
+        "instances": [{"shape": SHAPE_8, "instances": 1}],
     }
     assert compaction["bound_free_nodes"] == 3 and compaction["moves"] == 2
     assert compaction["options"] == {"partition_size": 500} and compaction["stale"] is False
@@ -638,13 +652,68 @@ def test_the_html_renders_in_a_real_browser(hand: Any, tmp_path: Path) -> None:
         ("fleet-productive-rate", "53.1%"),
     ):
         assert f'id="{element}">{text}</b>' in dom.stdout, element
-    shot = tmp_path / "report.png"
-    done = subprocess.run(
-        [browser, *flags, "--window-size=1200,1600", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=False, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    for width in (1400, 800):  # a wide window, and a narrow one (the page folds)
+        shot = tmp_path / f"report-{width}.png"
+        done = subprocess.run(
+            [browser, *flags, "--hide-scrollbars", f"--window-size={width},2400",
+             f"--screenshot={shot}", page.as_uri()],
+            capture_output=True, text=True, timeout=120, check=False, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+        rows = _png_rows(shot.read_bytes())
+        assert len(rows[0]) == width
+        # nothing overflows the page's width: the body's right margin stays blank (a
+        # table, chart or line wider than the window would run through it), while the
+        # page's content does reach the middle of the window
+        margin = {row[x] for row in rows for x in range(width - 6, width)}
+        assert margin == {(255, 255, 255)}, f"something overflows {width} px"
+        assert any(
+            row[x] != (255, 255, 255) for row in rows for x in range(width // 2 - 5, width // 2 + 5)
+        )
+
+
+def _png_rows(data: bytes) -> list[list[tuple[int, int, int]]]:
+    """The RGB pixels of an 8-bit RGB or RGBA PNG (as Chromium writes), row by row."""
+    import struct
+    import zlib
+
+    pos, chunks, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            chunks += body
+        pos += 12 + length
+    width, height, depth, colour = struct.unpack(">IIBB", header[:10])
+    assert depth == 8 and colour in (2, 6), (depth, colour)
+    size = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(chunks), width * size
+    rows: list[list[tuple[int, int, int]]] = []
+    previous = bytearray(stride)
+    for y in range(height):
+        kind, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
+        for i in range(stride):
+            a = line[i - size] if i >= size else 0
+            b, c = previous[i], previous[i - size] if i >= size else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append([tuple(line[x : x + 3]) for x in range(0, stride, size)])  # type: ignore[misc]
+        previous = line
+    return rows
 
 
 def _on_a_terminal(args: list[str], env: dict[str, str]) -> bytes:
@@ -799,3 +868,56 @@ def test_a_read_only_store_file_reports(hand_db: Path, tmp_path: Path) -> None:
     result = invoke("report", *WINDOW, "--db", db, "--record")
     assert result.exit_code == 0, result.output
     assert "not recorded for the next trend" in " ".join(result.stderr.split())
+
+
+def test_a_three_report_trend_is_drawn_in_html_and_on_the_terminal(
+    hand_db: Path, tmp_path: Path
+) -> None:
+    """Two recorded reports with hand-set figures, then this one (43.75% high, from above).
+
+    The chart's x: 0, 300, 600 (oldest first); y = 160 - 160 x rate. Usable share of
+    idle is usable / idle per hour: 5/10 then 2/8. The first record has no SM-active
+    rate: its line starts at the second report.
+    """
+    import duckdb
+
+    db = tmp_path / "three.duckdb"
+    shutil.copy(hand_db, db)
+    for _ in range(2):
+        assert invoke("report", *WINDOW, "--db", db, "--record").exit_code == 0
+    figures = [
+        {"physical.allocation_rate_high": 0.25, "physical.allocation_rate": 0.5,
+         "schedulable.idle_gpu_hours_per_hour": 10.0,
+         "schedulable.usable_gpu_hours_per_hour": 5.0, "productive.productive_rate": None},
+        {"physical.allocation_rate_high": 0.5, "physical.allocation_rate": 0.75,
+         "schedulable.idle_gpu_hours_per_hour": 8.0,
+         "schedulable.usable_gpu_hours_per_hour": 2.0, "productive.productive_rate": 0.5},
+    ]  # fmt: skip
+    con = duckdb.connect(str(db))
+    ids = [r[0] for r in con.execute("SELECT report_id FROM reports ORDER BY report_id").fetchall()]
+    for report_id, values in zip(ids, figures, strict=True):
+        con.execute(
+            "UPDATE reports SET figures = ? WHERE report_id = ?", [json.dumps(values), report_id]
+        )
+    con.close()
+    html, doc = tmp_path / "t.html", tmp_path / "t.json"
+    third = invoke("report", *WINDOW, "--db", db, "--html", html, "--json", doc)
+    assert third.exit_code == 0, third.output
+    history = json.loads(doc.read_text())["trend"]["history"]
+    assert [h["figures"] for h in history] == figures
+    now = json.loads(doc.read_text())["fleet"]
+    usable_share = now["schedulable"]["usable_gpu_hours"] / now["schedulable"]["idle_gpu_hours"]
+    productive = now["productive"]["productive_rate"]
+    page = html.read_text()
+    lines = re.findall(r'<polyline class="trend"[^>]* points="([^"]*)"', page)
+    assert lines == [
+        "0.0,120.0 300.0,80.0 600.0,90.0",  # allocation rate high: 25%, 50%, 231/528
+        f"0.0,80.0 300.0,40.0 600.0,{160 - 160 * now['physical']['allocation_rate']:.1f}",
+        f"0.0,80.0 300.0,120.0 600.0,{160 - 160 * usable_share:.1f}",
+        f"300.0,80.0 600.0,{160 - 160 * productive:.1f}",
+    ]
+    assert "across the 3 recorded reports of this window length and step" in page
+    assert "trend over 3 recorded reports (this one last):" in third.stdout
+    assert re.search(r"^  allocation rate, high +▁█▆ 43\.8%$", third.stdout, re.M)
+    # no SM-active rate in the first record: a blank, then 50% and 53.1% (▁ least, █ most)
+    assert f"  {'SM-active rate':<27}  ▁█ 53.1%" in third.stdout
