@@ -104,11 +104,12 @@ def nice_top(value: float) -> float:
 
 
 def sparkline(values: Sequence[float | None]) -> str:
-    """One character per value, ▁ (the least) to █ (the most); None is a space.
+    """One character per value, ▁ (the least) to █ (the most); None is a space. Values
+    that differ by rounding noise only (1e-9 of their size) draw a flat line.
 
     >>> sparkline([0.1, 0.2, 0.3, None, 0.1])
     '▁▅█ ▁'
-    >>> sparkline([0.5, 0.5])
+    >>> sparkline([0.5, 0.5 + 1e-15])
     '▄▄'
     """
     known = [v for v in values if v is not None]
@@ -119,7 +120,7 @@ def sparkline(values: Sequence[float | None]) -> str:
     for v in values:
         if v is None:
             out.append(" ")
-        elif hi == lo:
+        elif hi - lo <= 1e-9 * max(abs(hi), abs(lo), 1.0):
             out.append(SPARKS[3])
         else:
             out.append(SPARKS[round((v - lo) / (hi - lo) * (len(SPARKS) - 1))])

@@ -930,7 +930,7 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
             f"the other {len(rest):,} tenants",
             {
                 "allocated_gpu_hours": allocated,
-                "coverage": telemetry / allocated if allocated > 0 else None,
+                "coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
                 "sm_active_gpu_hours": active,
                 "productive_rate": active / telemetry if telemetry > 0 else None,
             },

@@ -417,7 +417,7 @@ def _tenant_rows(result: ReportResult) -> tuple[tuple[dict[str, Any], ...], dict
         "productive_productive_rate": total("productive_sm_active_gpu_hours") / telemetry
         if telemetry > 0
         else None,
-        "productive_coverage": telemetry / allocated if allocated > 0 else None,
+        "productive_coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
     }
     return tuple(shown), summed
 
