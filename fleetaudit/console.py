@@ -265,7 +265,10 @@ def _rejects_table(frame: pl.DataFrame) -> Table:
         )
     for r in frame.iter_rows(named=True):
         table.add_row(
-            *(Text("" if r[c] is None else str(r[c])) for c in ("file", "row", "column", "value", "reason"))
+            *(
+                Text("" if r[c] is None else str(r[c]))
+                for c in ("file", "row", "column", "value", "reason")
+            )
         )
     return table
 
@@ -388,7 +391,9 @@ def render_generate(result: GenerateResult) -> None:
 
 def render_rollup(result: RollupResult) -> None:
     seconds = int(result.interval_s)
-    unit = next(u for u, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if seconds % size == 0)
+    unit = next(
+        u for u, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if seconds % size == 0
+    )
     size = {"d": 86400, "h": 3600, "m": 60, "s": 1}[unit]
     out.print(
         f"rolled up {result.rows:,} raw rows of {result.files:,} file(s) per "
@@ -842,6 +847,7 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
             _gh(s["unhealthy_gpu_hours"]),
         )
     show(table, keys=("idle", "usable"))
+    _render_places(result)
     shapes = Table(title="demand shapes over the window", title_justify="left")
     shapes.add_column("shape", no_wrap=True)
     for header in ("requests", "queued", "p_start", "wait p50", "wait p90", "usable GPU-h as best"):
@@ -859,8 +865,13 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
     for line in bound_lines(
         pl.DataFrame(
             [{"gpu_model": m, **v} for m, v in result.bound.items()],
-            schema={"gpu_model": pl.String, "nodes": pl.Int64, "cpu_bound_nodes": pl.Int64,
-                    "memory_bound_nodes": pl.Int64, "idle_gpus": pl.Int64},
+            schema={
+                "gpu_model": pl.String,
+                "nodes": pl.Int64,
+                "cpu_bound_nodes": pl.Int64,
+                "memory_bound_nodes": pl.Int64,
+                "idle_gpus": pl.Int64,
+            },
         )  # fmt: skip
     ):
         out.print(Text(f"{line} (at {iso(result.end)})"))
@@ -874,6 +885,45 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
         )
     else:
         out.print("no GPU request is in the window's demand: all idle GPUs are unqueued")
+
+
+_PLACES_SHOWN = 20
+
+
+def _render_places(result: ReportResult) -> None:
+    """The switch domains that strand most GPU-hours, by cause, and the rest summed."""
+    places = result.places
+    if places.height == 0:
+        return
+    instants = result.steps["instant"].n_unique()
+    table = Table(
+        title=f"where it strands: stranded GPU-hours by switch domain (estimated from "
+        f"{result.places_instants:,} of {instants:,} instants)",
+        title_justify="left",
+    )
+    table.add_column("domain", no_wrap=True)
+    table.add_column("model", no_wrap=True)
+    for header in ("stranded", *SPLIT):
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in places.head(_PLACES_SHOWN).iter_rows(named=True):
+        table.add_row(
+            Text(row["domain"]),
+            Text(row["gpu_model"]),
+            _gh(row["stranded_gpu_hours"]),
+            *(_gh(row[c]) for c in SPLIT),
+        )
+    rest = places.slice(_PLACES_SHOWN)
+    if rest.height:
+        summed = rest.select(pl.col("stranded_gpu_hours", *SPLIT).sum()).row(0, named=True)
+        table.add_row(
+            Text(f"the other {rest.height:,}", style="italic"),
+            "",
+            _gh(summed["stranded_gpu_hours"]),
+            *(_gh(summed[c]) for c in SPLIT),
+        )
+    totals = places.select(pl.col(SPLIT).sum()).row(0, named=True)
+    # on a narrow terminal the causes that strand least go first
+    show(table, keys=("model", "stranded"), drop=sorted(SPLIT, key=lambda c: totals[c]))
 
 
 def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
@@ -1295,6 +1345,7 @@ def report_frame(result: ReportResult) -> pl.DataFrame:
         )  # fmt: skip
     return pl.DataFrame(rows, infer_schema_length=None)
 
+
 def render_release(result: AsiReleaseResult) -> None:
     """``generate --format alibaba-gpu-v2026``: what the generated release holds."""
     out.print(
@@ -1351,9 +1402,7 @@ def render_paper(result: PaperResult) -> None:
         )
     out.print(idle)
     out.print(Text(f"  {DIFFERENCES['idle']}", style="dim"))
-    slots = Table(
-        title="gangs of 1-GPU, 12-vCPU slots (paper: hour 10)", title_justify="left"
-    )
+    slots = Table(title="gangs of 1-GPU, 12-vCPU slots (paper: hour 10)", title_justify="left")
     for column in (
         "model", "gang", "paper slots", "across cluster", "within ASW", "fleetaudit any",
         "fleetaudit switch",

@@ -160,6 +160,10 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                     for h in result.history
                 ],
             },
+            "stranded_places": {
+                "sampled_instants": result.places_instants,
+                "domains": result.places.to_dicts(),
+            },
             "notes": list(result.notes),
         }
     )

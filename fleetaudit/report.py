@@ -166,6 +166,10 @@ class ReportContext:
     trend_chart: TrendChart | None = None
     tenants_rest: dict[str, Any] | None = None
     heat_legend: tuple[tuple[str, str], ...] = ()
+    places: tuple[dict[str, Any], ...] = ()
+    places_rest: dict[str, Any] | None = None
+    places_instants: int = 0
+    places_of: int = 0
 
 
 def _bar(name: str, parts: list[tuple[str, str, float]]) -> Bar:
@@ -492,6 +496,26 @@ def recoverable_view(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+PLACES_SHOWN = 20
+"""Switch domains listed by name in "where it strands"; the rest are summed."""
+
+
+def stranded_places_view(
+    result: ReportResult, shown: int = PLACES_SHOWN
+) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+    """The domains that strand most GPU-hours (with model and causes), and the rest summed."""
+    places = result.places
+    if places.height == 0:
+        return (), None
+    rows = tuple(places.head(shown).iter_rows(named=True))
+    rest = places.slice(shown)
+    if rest.height == 0:
+        return rows, None
+    causes = [*SPLIT, "stranded_gpu_hours"]
+    summed = rest.select(pl.col(causes).sum()).row(0, named=True)
+    return rows, {"domains": rest.height, **summed}
+
+
 def _headlines(result: ReportResult) -> tuple[dict[str, Any], ...]:
     """The four headline figures, each with what it is out of and the section explaining it."""
     ph, sc, pr = (result.fleet[k] for k in ("physical", "schedulable", "productive"))
@@ -539,6 +563,7 @@ def build_context(result: ReportResult) -> ReportContext:
         {"workload": w, **f} for w, f in result.fleet["productive"]["workloads"].items()
     )
     tenants, tenants_rest = _tenant_rows(result)
+    places, places_rest = stranded_places_view(result)
     over_time, over_time_labels = _over_time(result)
     recoverable = []
     for kind in ("compaction", "harvesting"):
@@ -597,6 +622,10 @@ def build_context(result: ReportResult) -> ReportContext:
         over_time_labels=over_time_labels,
         trend_chart=trend_chart(result),
         tenants_rest=tenants_rest,
+        places=places,
+        places_rest=places_rest,
+        places_instants=result.places_instants,
+        places_of=result.steps["instant"].n_unique(),
         heat_legend=HEAT_LEGEND,
     )
 

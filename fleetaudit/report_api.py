@@ -36,7 +36,7 @@ from fleetaudit.api import (
 from fleetaudit.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.errors import StoreError, UsageError
 from fleetaudit.history import MAX_INSTANTS, evaluate_history
-from fleetaudit.shapes import beyond_fleet
+from fleetaudit.shapes import Shape, beyond_fleet, group_key, group_slots, node_slots
 from fleetaudit.store import Store
 from fleetaudit.times import iso, to_utc
 
@@ -95,6 +95,10 @@ class ReportResult:
     # every recorded report of the same scenario, window length and step, oldest first:
     # created_at, at, figures (the headline keys); the trend chart adds this one last
     history: tuple[dict[str, Any], ...] = ()
+    # domain, gpu_model, the stranded causes' GPU-hours and their total, largest first,
+    # estimated from up to PLACE_SAMPLES of the window's instants (see stranded_places)
+    places: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
+    places_instants: int = 0
     # instant, gpu_model (null: any model), queued_gpus: the GPUs of the requests waiting
     # at each instant (submitted by it, not started), for the over-time charts
     queued: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
@@ -238,6 +242,9 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
     sched = den.schedulable(
         nodes, allocations, pairs, instants, options.since, share_outlook, timelines
     )
+    places, sampled_instants = stranded_places(
+        nodes, allocations, sched.steps, [s for s, _ in pairs], options.since
+    )
     physical = den.physical(nodes, allocations, start, end, timelines)
     del timelines
     sampled = den.sampled_hours(sched.steps, options.since, ["gpu_model"])
@@ -324,8 +331,137 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         bound=bound,
         history=history,
         queued=queued,
+        places=places,
+        places_instants=sampled_instants,
     )
     return _with_trend(result)
+
+
+PLACE_SAMPLES = 48
+"""At most this many of the window's instants (evenly spread, both ends) attribute the
+stranded GPUs to their switch domains; each costs a node state per shape duration."""
+PLACE_NODE_INSTANTS = 120_000
+"""A budget of (node, sampled instant) pairs: a larger fleet gets fewer sampled instants
+(19,400 nodes: 8), never fewer than PLACE_MIN_SAMPLES."""
+PLACE_MIN_SAMPLES = 8
+
+
+def place_samples(nodes: int) -> int:
+    """Sampled instants for the stranded places of a fleet of ``nodes`` nodes.
+
+    >>> [place_samples(n) for n in (12, 2_500, 4_000, 19_400)]
+    [48, 48, 30, 8]
+    """
+    return max(PLACE_MIN_SAMPLES, min(PLACE_SAMPLES, PLACE_NODE_INSTANTS // max(nodes, 1)))
+
+PLACE_CAUSES = den.SPLIT
+
+
+def stranded_places(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    steps: pl.DataFrame,
+    shapes: Sequence[Shape],
+    span: timedelta,
+    samples: int | None = None,
+) -> tuple[pl.DataFrame, int]:
+    """Stranded GPU-hours per switch domain (a node without a switch is its own domain)
+    and cause, and how many of the window's instants they are estimated from.
+
+    At each sampled instant every model's idle GPUs are split by the shape that split
+    them in ``steps`` (its ``best``), evaluated as ``shapes`` does on that model's nodes,
+    so a domain's figures at an instant add up to the model's in ``steps``. A group of
+    an ``any`` or ``block`` shape spans domains: its topology-stranded GPUs go to its
+    domains in proportion to their pod slots. A model that no shape may use has all
+    its free GPUs unqueued. GPU-hours are the mean over the sampled instants times the
+    window's hours, as the schedulable figures are.
+    """
+    columns = ["domain", "gpu_model", *PLACE_CAUSES]
+    empty = pl.DataFrame(
+        schema={
+            **dict.fromkeys(columns, pl.Float64),
+            "domain": pl.String,
+            "gpu_model": pl.String,
+            "stranded_gpu_hours": pl.Float64,
+        }
+    )
+    instants = steps["instant"].unique().sort().to_list()
+    if not instants or nodes.height == 0:
+        return empty, 0
+    samples = place_samples(nodes.height) if samples is None else samples
+    last = len(instants) - 1
+    picks = sorted({round(i) for i in np.linspace(0, last, min(samples, len(instants)))})
+    parts: list[pl.DataFrame] = []
+    for index in picks:
+        at = instants[index]
+        states: dict[float, pl.DataFrame] = {}  # node state per shape duration
+        for model, shape_index in steps.filter(pl.col("instant") == at).select(
+            "gpu_model", "best"
+        ).iter_rows():
+            shape = None if shape_index is None else shapes[shape_index]
+            duration = 0.0 if shape is None else shape.duration_s or 0.0
+            if duration not in states:
+                window = timedelta(seconds=duration) if duration else None
+                states[duration] = occupancy.node_state(nodes, allocations, at, window)
+            on_model = states[duration].filter(pl.col("gpu_model") == model)
+            part = _unqueued_by_domain(on_model) if shape is None else _causes_by_domain(
+                on_model, shape
+            )
+            if part.height:
+                parts.append(part.with_columns(pl.lit(model).alias("gpu_model")))
+    if not parts:
+        return empty, len(picks)
+    hours = span / timedelta(hours=1) / len(picks)
+    every = pl.concat(parts, how="diagonal_relaxed")
+    every = every.with_columns(
+        *(pl.lit(0.0).alias(c) for c in PLACE_CAUSES if c not in every.columns)
+    )
+    frame = (
+        every.group_by("domain", "gpu_model")
+        .agg(*(pl.col(c).fill_null(0.0).sum() * hours for c in PLACE_CAUSES))
+        .select(columns)
+    )
+    frame = frame.with_columns(pl.sum_horizontal(*PLACE_CAUSES).alias("stranded_gpu_hours"))
+    return (
+        frame.filter(pl.col("stranded_gpu_hours") > 0).sort(
+            ["stranded_gpu_hours", "gpu_model", "domain"], descending=[True, False, False]
+        ),
+        len(picks),
+    )
+
+
+def _unqueued_by_domain(state: pl.DataFrame) -> pl.DataFrame:
+    """A model no shape may use: the free GPUs of its healthy nodes, per domain."""
+    return (
+        state.filter(pl.col("health") == "healthy")
+        .group_by("domain")
+        .agg(pl.col("free_gpus").sum().cast(pl.Float64).alias("unqueued"))
+    )
+
+
+def _causes_by_domain(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
+    """The shape's stranded GPUs on one model's nodes, per domain and cause.
+
+    A group's topology-stranded GPUs go to its nodes by their pod slots: a node or
+    switch group is one domain, so this only spreads the groups of any and block."""
+    slots = node_slots(state, shape)
+    if slots.height == 0:
+        return pl.DataFrame()
+    key = group_key(shape)
+    groups = group_slots(slots, shape).select(
+        *key, pl.col("slots").alias("group_slots"), "topology"
+    )
+    share = (
+        pl.when(pl.col("group_slots") > 0)
+        .then(pl.col("slots") / pl.col("group_slots"))
+        .otherwise(1 / pl.len().over(key))
+    )
+    return (
+        slots.join(groups, on=key, how="left")
+        .with_columns((pl.col("topology") * share).alias("topology"))
+        .group_by("domain")
+        .agg(pl.col("interval", "fragment", "cpu_memory", "topology").sum().cast(pl.Float64))
+    )
 
 
 def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.DataFrame:

@@ -436,6 +436,7 @@ def test_hostile_ids_render_escaped(tmp_path: Path) -> None:
     assert f'<text class="label" x="0" y="13">M{escaped}</text>' in page
     assert "s&lt;script&gt;al…</text>" in page  # the domain, cut to fit its cell
     assert f"<title>s{escaped} (M{escaped}): 6 of 8 GPUs free</title>" in page
+    assert f"<td>1</td><td>s{escaped}</td><td>M{escaped}</td>" in page  # where it strands
     assert "M<script>" in result.stdout  # the terminal prints the data as it is, no markup
 
 
@@ -921,3 +922,43 @@ def test_a_three_report_trend_is_drawn_in_html_and_on_the_terminal(
     assert re.search(r"^  allocation rate, high +▁█▆ 43\.8%$", third.stdout, re.M)
     # no SM-active rate in the first record: a blank, then 50% and 53.1% (▁ least, █ most)
     assert f"  {'SM-active rate':<27}  ▁█ 53.1%" in third.stdout
+
+
+def test_where_it_strands_by_switch_domain_by_hand(hand: Any) -> None:
+    """Every one of the 25 instants is sampled (a small fleet), so each domain's GPU-hours
+    add up to its model's stranded GPU-hours exactly.
+
+    sw-a (n1, n2: H20): the fragment GPUs of the schedulable table, 64.32; sw-c (L4, no
+    shape asks for it): its 2 free GPUs at every instant are unqueued, 2 x 24 = 48;
+    n4 (A10, no switch: its own domain): the 0.96 interval GPU-hours. sw-b (n3) is down:
+    nothing idle there strands.
+    """
+    assert hand.places_instants == 25
+    rows = {(r["domain"], r["gpu_model"]): r for r in hand.places.iter_rows(named=True)}
+    assert list(rows) == [("sw-a", "H20"), ("sw-c", "L4"), ("n4", "A10")]  # largest first
+    assert rows["sw-a", "H20"]["fragment"] == pytest.approx(64.32)
+    assert rows["sw-c", "L4"]["unqueued"] == pytest.approx(48.0)
+    assert rows["n4", "A10"]["interval"] == pytest.approx(0.96)
+    for model, figures in hand.models.items():
+        for cause, hours in figures["schedulable"]["stranded_gpu_hours"].items():
+            assert sum(r[cause] for r in rows.values() if r["gpu_model"] == model) == (
+                pytest.approx(hours)
+            ), (model, cause)
+    document = report_document(hand)["stranded_places"]
+    assert document["sampled_instants"] == 25
+    assert document["domains"][0] == {
+        "domain": "sw-a", "gpu_model": "H20", "interval": 0.0, "fragment": 64.32,
+        "cpu_memory": 0.0, "topology": 0.0, "unqueued": 0.0, "stranded_gpu_hours": 64.32,
+    }  # fmt: skip
+    page = render_html(hand)
+    assert (
+        "<tr><td>1</td><td>sw-a</td><td>H20</td><td><b>64</b></td>\n"
+        "<td>0</td><td>64</td><td>0</td><td>0</td><td>0</td></tr>"
+    ) in page
+    assert "Estimated from 25 of the window's\n25 sampled instants" in page
+
+
+def test_a_larger_fleet_samples_fewer_instants_for_where_it_strands() -> None:
+    from fleetaudit.report_api import place_samples
+
+    assert place_samples(1) == 48 and place_samples(19_400) == 8 and place_samples(10**9) == 8
