@@ -1397,7 +1397,7 @@ def demo(
     """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report.
 
     The report's HTML page is written beside the store (DB's name with -report.html) and
-    its path printed last.
+    its path is the last line.
 
     Examples:
 
@@ -1420,7 +1420,8 @@ def demo(
     )
     page = db.parent / f"{db.stem}-report.html"
     write_html(report_result, page)
-    console.out.print(f"the report as a page: {page} (open it in a browser)", soft_wrap=True)
+    console.out.print("the report as a page, to open in a browser:")
+    console.out.print(str(page), soft_wrap=True)
 
 
 def main() -> None:

@@ -185,10 +185,10 @@ def test_demo_in_process(tmp_path: Path) -> None:
     # the demo ends with the report: its one-screen summary, then the details
     assert "physical: allocated / healthy" in result.stdout
     lines = result.stdout.rstrip().splitlines()
-    assert lines[-2].startswith("harvesting: ")
+    assert lines[-3].startswith("harvesting: ")
     # then the report's page, written beside the store
     page = tmp_path / "demo-report.html"
-    assert lines[-1] == f"the report as a page: {page} (open it in a browser)"
+    assert lines[-2:] == ["the report as a page, to open in a browser:", str(page)]
     assert '<b id="fleet-allocation-rate-high">' in page.read_text(encoding="utf-8")
 
 
