@@ -131,6 +131,9 @@ TENANTS_SHOWN = 20
 """Tenants listed by name in the HTML (by allocated GPU-hours); the rest are summed."""
 
 CHART_W, CHART_H = 600.0, 160.0
+CHART_POINTS = 200
+"""At most this many points per over-time chart: longer windows average runs of
+consecutive instants (3 px a point at the chart's width)."""
 
 
 @dataclass(frozen=True)
@@ -333,6 +336,7 @@ def _over_time(
     columns = ["usable", *SPLIT]
     instants = steps["instant"].unique().sort()
     frame = pl.DataFrame({"instant": instants})
+    size = -(-len(instants) // CHART_POINTS)  # instants per point
     queued = result.queued
     out = []
     models: list[str | None] = [None, *sorted(steps["gpu_model"].unique().to_list())]
@@ -356,8 +360,14 @@ def _over_time(
                 .fill_null(0.0)
                 .to_list()
             )
+            q_values = charts.bucket_means(q_values, size)
         layers = [
-            (c, "usable" if c == "usable" else f"stranded: {c}", COLOURS[c], per[c].to_list())
+            (
+                c,
+                "usable" if c == "usable" else f"stranded: {c}",
+                COLOURS[c],
+                charts.bucket_means(per[c].to_list(), size),
+            )
             for c in columns
         ]
         idle_top = max(
@@ -373,7 +383,7 @@ def _over_time(
                 y_ticks=tuple((CHART_H - CHART_H * f, _num(top * f)) for f in (0, 0.5, 1)),
             )
         )
-    return tuple(out), _instants_axis(instants.to_list(), CHART_W)
+    return tuple(out), _instants_axis(instants.to_list()[::size], CHART_W)
 
 
 TREND_COLOURS = ("allocated_high", "allocated_low", "usable_share", "productive_rate")

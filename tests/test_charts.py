@@ -168,3 +168,18 @@ def test_recoverable_view_in_a_planners_terms() -> None:
     odd = recoverable_view({"before": {"free_nodes": "<b>"}, "migration": {}})
     assert odd["free_before"] == "<b>" and odd["freed_nodes"] is None
     assert odd["freed_gpus"] is None and odd["instances"] == ()
+
+
+def test_a_long_window_is_drawn_with_at_most_200_points_of_run_means() -> None:
+    """401 instants of one model: runs of 3 (the last a run of 2), 134 points; usable is
+    1 at even instants and 0 at odd ones, so runs average 2/3 and 1/3 alternately."""
+    n = 401
+    steps = pl.DataFrame(_steps("A", [{"usable": float(i % 2 == 0)} for i in range(n)]))
+    result = SimpleNamespace(steps=steps, queued=queued_gpus(pl.DataFrame(), []))
+    (fleet, _a), labels = _over_time(result)  # type: ignore[arg-type]
+    usable = fleet.bands[0].points.split()
+    assert len(usable) == 2 * 134
+    top = charts.nice_top(2 / 3)  # 1.0
+    ys = [float(p.split(",")[1]) for p in usable[:3]]
+    assert ys == [round(160 - 160 * v / top, 1) for v in (2 / 3, 1 / 3, 2 / 3)]
+    assert labels[-1] == (600.0, "2026-03-17 15:00", "end")  # the last run starts at 399 h
