@@ -32,7 +32,13 @@ from fleetaudit.ingest import IngestResult
 from fleetaudit.paper import DIFFERENCES
 from fleetaudit.paper_api import PaperResult
 from fleetaudit.placement_api import PlacementResult
-from fleetaudit.report_api import ReportResult, describe_demand, recoverable_summary, trend_rates
+from fleetaudit.report_api import (
+    ReportResult,
+    describe_demand,
+    recoverable_summary,
+    recoverable_view,
+    trend_rates,
+)
 from fleetaudit.rollup_api import RollupResult
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
 from fleetaudit.times import iso
@@ -671,10 +677,6 @@ def _gh(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _gh1(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
-
-
 def _pct1(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
@@ -1004,6 +1006,13 @@ def _render_recoverable(result: ReportResult) -> None:
         out.print(f"{kind}: {summary['ran']}")
         if kind == "compaction":
             out.print("  " + compaction_outcome(summary))
+            gained = [
+                f"{i['shape']} {i['gained']:+,.0f}"
+                for i in recoverable_view(summary)["instances"]
+                if i["gained"] is not None
+            ]
+            if gained:
+                out.print("  instances gained per shape: " + ", ".join(gained))
         else:
             for p in summary.get("policies", []):
                 out.print(
@@ -1011,7 +1020,7 @@ def _render_recoverable(result: ReportResult) -> None:
                     f"{_pct1(p.get('allocation_rate_high'))}, all {_pct1(p.get('allocation_rate'))}, "
                     f"standby {_gh(p.get('standby_gpu_hours'))} GPU-h, harvested "
                     f"{_pct1(p.get('harvested_share'))}, preemptions {_count(p.get('preemptions'))}, "
-                    f"lost {_gh1(p.get('lost_gpu_hours'))} GPU-h, unfinished {_count(p.get('unfinished'))}"
+                    f"lost {_gh(p.get('lost_gpu_hours'))} GPU-h, unfinished {_count(p.get('unfinished'))}"
                 )
             if not summary.get("policies"):
                 out.print("  no policy figures in its document")
@@ -1035,7 +1044,7 @@ def compaction_outcome(summary: dict[str, Any]) -> str:
     ...     "after": {"partial_nodes": 1100, "free_nodes": 52}, "bound_free_nodes": 60,
     ...     "moves": 1500, "migration": {"freed_gpus": 96, "pause_gpu_hours": 1234.5,
     ...     "payback_s": 46293.75}})
-    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234.5 GPU-hours, repaid after 12.9 h of use'
+    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234 GPU-hours, repaid after 12.9 h of use'
     """
     migration = summary.get("migration", {})
     before, after = summary.get("before", {}), summary.get("after", {})
@@ -1060,7 +1069,7 @@ def compaction_outcome(summary: dict[str, Any]) -> str:
         cost.append(f"{_count(summary['moves'])} moves")
     pause = migration.get("pause_gpu_hours")
     if pause is not None:
-        shown = f"{pause:,.1f}" if _is_number(pause) else str(pause)
+        shown = f"{pause:,.0f}" if _is_number(pause) else str(pause)
         cost.append(f"a pause of {shown} GPU-hours")
         if _is_number(migration.get("payback_s")):
             cost[-1] += f", repaid after {_duration(migration['payback_s'])} of use"

@@ -25,6 +25,7 @@ from fleetaudit.report_api import (
     ReportResult,
     describe_demand,
     recoverable_summary,
+    recoverable_view,
     trend_rates,
     trend_series,
 )
@@ -434,76 +435,6 @@ def _tenant_rows(result: ReportResult) -> tuple[tuple[dict[str, Any], ...], dict
         "productive_coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
     }
     return tuple(shown), summed
-
-
-def _shape_label(shape: object) -> str:
-    """A stored document's shape in one label, read defensively."""
-    if not isinstance(shape, dict):
-        return str(shape)
-    gpus = shape.get("gpus")
-    per_pod = shape.get("gpus_per_pod")
-    text = (
-        f"{shape.get('gpu_model') or 'any'} {gpus:g} GPU"
-        if isinstance(gpus, (int, float))
-        else str(shape.get("gpu_model") or "any")
-    )
-    if isinstance(gpus, (int, float)) and isinstance(per_pod, (int, float)) and 0 < per_pod < gpus:
-        text += f" ({round(gpus / per_pod)}x{per_pod:g})"
-    return text + (f" {shape['locality']}" if shape.get("locality") else "")
-
-
-def recoverable_view(summary: dict[str, Any]) -> dict[str, Any]:
-    """What a stored compaction run recovers, in a planner's terms: GPUs and nodes freed,
-    instances gained per shape, and the pause it costs. Missing figures stay None."""
-    before, after = summary.get("before", {}), summary.get("after", {})
-    migration = summary.get("migration", {})
-
-    def number(value: object) -> float | None:
-        return (
-            float(value)
-            if isinstance(value, (int, float)) and not isinstance(value, bool)
-            else None
-        )
-
-    def shown(value: object) -> object:
-        """A number as a float, anything else (a document's odd value) as text, or None."""
-        return value if value is None or number(value) is None else number(value)
-
-    free_before, free_after = number(before.get("free_nodes")), number(after.get("free_nodes"))
-    gained = []
-    then = {
-        _shape_label(i.get("shape")): number(i.get("instances"))
-        for i in before.get("instances", []) or []
-        if isinstance(i, dict)
-    }
-    for item in after.get("instances", []) or []:
-        if not isinstance(item, dict):
-            continue
-        label = _shape_label(item.get("shape"))
-        now, was = number(item.get("instances")), then.get(label)
-        gained.append(
-            {
-                "shape": label,
-                "before": was,
-                "after": now,
-                "gained": None if now is None or was is None else now - was,
-            }
-        )
-    return {
-        "freed_gpus": shown(migration.get("freed_gpus")),
-        "freed_nodes": None
-        if free_before is None or free_after is None
-        else free_after - free_before,
-        "free_before": shown(before.get("free_nodes")),
-        "free_after": shown(after.get("free_nodes")),
-        "bound_free_nodes": shown(summary.get("bound_free_nodes")),
-        "moves": shown(summary.get("moves")),
-        "pause_gpu_hours": shown(migration.get("pause_gpu_hours")),
-        "payback_h": None
-        if number(migration.get("payback_s")) is None
-        else float(migration["payback_s"]) / 3600,
-        "instances": tuple(gained),
-    }
 
 
 PLACES_SHOWN = 20

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from fleetaudit import charts
 from fleetaudit.denominators import SPLIT
-from fleetaudit.report import _over_time, recoverable_view
-from fleetaudit.report_api import queued_gpus
+from fleetaudit.report import _over_time
+from fleetaudit.report_api import queued_gpus, recoverable_view
 
 T0 = datetime(2026, 3, 1)
 STEP = timedelta(hours=1)

@@ -510,9 +510,10 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
     assert "compaction: ran " in result.stdout and "partition_size" not in result.stdout
     assert (
         "frees 8 GPUs: free nodes 1 → 2 (at most 3), partially occupied 3 → 1; "
-        "2 moves: a pause of 1,234.6 GPU-hours, repaid after 154.3 h of use"
+        "2 moves: a pause of 1,235 GPU-hours, repaid after 154.3 h of use"
     ) in " ".join(result.stdout.split())
     assert "spotgpu: allocation rate high -, all 93.0%" in result.stdout
+    assert "instances gained per shape: H100 8 GPU (2x4) node +1" in result.stdout
     page = (tmp_path / "w.html").read_text()
     assert "partition_size" not in page and "<td>spotgpu</td>" in page
     # GPUs and nodes freed, instances gained per shape, and the pause: whole GPU-hours
