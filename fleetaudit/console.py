@@ -1006,13 +1006,18 @@ def _render_recoverable(result: ReportResult) -> None:
         out.print(f"{kind}: {summary['ran']}")
         if kind == "compaction":
             out.print("  " + compaction_outcome(summary))
-            gained = [
-                f"{i['shape']} {i['gained']:+,.0f}"
-                for i in recoverable_view(summary)["instances"]
-                if i["gained"] is not None
-            ]
+            shapes = recoverable_view(summary)["instances"]
+            gained = [i for i in shapes if i["gained"]]
             if gained:
-                out.print("  instances gained per shape: " + ", ".join(gained))
+                out.print(
+                    "  instances gained per shape: "
+                    + ", ".join(f"{i['shape']} {i['gained']:+,.0f}" for i in gained)
+                    + (
+                        f" (the other {len(shapes) - len(gained)} unchanged)"
+                        if len(shapes) > len(gained)
+                        else ""
+                    )
+                )
         else:
             for p in summary.get("policies", []):
                 out.print(

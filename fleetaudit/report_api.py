@@ -36,7 +36,14 @@ from fleetaudit.api import (
 from fleetaudit.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.errors import StoreError, UsageError
 from fleetaudit.history import MAX_INSTANTS, evaluate_history
-from fleetaudit.shapes import Shape, beyond_fleet, group_key, group_slots, node_slots
+from fleetaudit.shapes import (
+    Shape,
+    beyond_fleet,
+    group_key,
+    group_slots,
+    make_shape,
+    node_slots,
+)
 from fleetaudit.store import Store
 from fleetaudit.times import iso, to_utc
 
@@ -783,19 +790,19 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
 
 
 def _shape_label(shape: object) -> str:
-    """A stored document's shape in one label, read defensively."""
+    """A stored document's shape as ``shapes`` labels it; read defensively."""
     if not isinstance(shape, dict):
         return str(shape)
-    gpus = shape.get("gpus")
-    per_pod = shape.get("gpus_per_pod")
-    text = (
-        f"{shape.get('gpu_model') or 'any'} {gpus:g} GPU"
-        if isinstance(gpus, (int, float))
-        else str(shape.get("gpu_model") or "any")
-    )
-    if isinstance(gpus, (int, float)) and isinstance(per_pod, (int, float)) and 0 < per_pod < gpus:
-        text += f" ({round(gpus / per_pod)}x{per_pod:g})"
-    return text + (f" {shape['locality']}" if shape.get("locality") else "")
+    keys = ("gpu_model", "gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu",
+            "locality", "duration_s")  # fmt: skip
+    try:
+        return make_shape(**{k: shape[k] for k in keys if k in shape}).label()
+    except (UsageError, TypeError, ValueError):
+        return ", ".join(f"{k} {v}" for k, v in shape.items())
+
+
+def _shape_key(shape: object) -> str:
+    return json.dumps(shape, sort_keys=True, default=str)
 
 
 def recoverable_view(summary: dict[str, Any]) -> dict[str, Any]:
@@ -818,18 +825,17 @@ def recoverable_view(summary: dict[str, Any]) -> dict[str, Any]:
     free_before, free_after = number(before.get("free_nodes")), number(after.get("free_nodes"))
     gained = []
     then = {
-        _shape_label(i.get("shape")): number(i.get("instances"))
+        _shape_key(i.get("shape")): number(i.get("instances"))
         for i in before.get("instances", []) or []
         if isinstance(i, dict)
     }
     for item in after.get("instances", []) or []:
         if not isinstance(item, dict):
             continue
-        label = _shape_label(item.get("shape"))
-        now, was = number(item.get("instances")), then.get(label)
+        now, was = number(item.get("instances")), then.get(_shape_key(item.get("shape")))
         gained.append(
             {
-                "shape": label,
+                "shape": _shape_label(item.get("shape")),
                 "before": was,
                 "after": now,
                 "gained": None if now is None or was is None else now - was,

@@ -465,7 +465,7 @@ def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: P
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-SHAPE_8 = {"gpu_model": "H100", "gpus": 8, "gpus_per_pod": 4, "locality": "node"}
+SHAPE_8 = {"gpu_model": "H100", "gpus": 8, "gpus_per_pod": 4, "locality": "switch"}
 
 
 def test_whatif_runs_are_shown_with_when_and_what_they_recover(
@@ -513,7 +513,7 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
         "2 moves: a pause of 1,235 GPU-hours, repaid after 154.3 h of use"
     ) in " ".join(result.stdout.split())
     assert "spotgpu: allocation rate high -, all 93.0%" in result.stdout
-    assert "instances gained per shape: H100 8 GPU (2x4) node +1" in result.stdout
+    assert "instances gained per shape: H100 8 GPU (2x4) switch +1" in result.stdout
     page = (tmp_path / "w.html").read_text()
     assert "partition_size" not in page and "<td>spotgpu</td>" in page
     # GPUs and nodes freed, instances gained per shape, and the pause: whole GPU-hours
@@ -521,7 +521,7 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
     assert "<th>whole nodes freed</th><td><strong>1</strong>" in page
     assert "(free nodes 1 → 2, at most 3)" in page
     assert "<strong>1,235</strong> GPU-hours over 2 moves, repaid after 154.3 hours" in page
-    assert "<tr><td>H100 8 GPU (2x4) node</td><td>1</td><td>2</td><td>+1</td></tr>" in page
+    assert "<tr><td>H100 8 GPU (2x4) switch</td><td>1</td><td>2</td><td>+1</td></tr>" in page
 
 
 def test_bad_input_is_one_line_and_exit_2(hand_db: Path, tmp_path: Path) -> None:
