@@ -851,8 +851,7 @@ def recoverable_view(summary: dict[str, Any]) -> dict[str, Any]:
         "bound_free_nodes": shown(summary.get("bound_free_nodes")),
         "moves": shown(summary.get("moves")),
         "pause_gpu_hours": shown(migration.get("pause_gpu_hours")),
-        "payback_h": None
-        if number(migration.get("payback_s")) is None
-        else float(migration["payback_s"]) / 3600,
-        "instances": tuple(gained),
+        "payback_s": number(migration.get("payback_s")),
+        # the shapes that gained most first, then the document's order
+        "instances": tuple(sorted(gained, key=lambda i: -(i["gained"] or 0))),
     }

@@ -160,7 +160,7 @@ def test_recoverable_view_in_a_planners_terms() -> None:
         }
     )
     assert view["freed_gpus"] == 96 and view["freed_nodes"] == 12
-    assert view["pause_gpu_hours"] == 1172.4 and view["payback_h"] == 12
+    assert view["pause_gpu_hours"] == 1172.4 and view["payback_s"] == 43200
     assert view["instances"] == (
         {"shape": "H100 16 GPU (2x8) switch", "before": 3, "after": 9, "gained": 6},
     )

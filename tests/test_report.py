@@ -520,7 +520,7 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
     assert "<th>GPUs freed</th><td><strong>8</strong></td>" in page
     assert "<th>whole nodes freed</th><td><strong>1</strong>" in page
     assert "(free nodes 1 → 2, at most 3)" in page
-    assert "<strong>1,235</strong> GPU-hours over 2 moves, repaid after 154.3 hours" in page
+    assert "<strong>1,235</strong> GPU-hours over 2 moves, repaid after 6.4d of use" in page
     assert "<tr><td>H100 8 GPU (2x4) switch</td><td>1</td><td>2</td><td>+1</td></tr>" in page
 
 
