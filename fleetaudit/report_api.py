@@ -361,6 +361,7 @@ def place_samples(nodes: int) -> int:
     """
     return max(PLACE_MIN_SAMPLES, min(PLACE_SAMPLES, PLACE_NODE_INSTANTS // max(nodes, 1)))
 
+
 PLACE_CAUSES = den.SPLIT
 
 
@@ -402,17 +403,19 @@ def stranded_places(
     for index in picks:
         at = instants[index]
         states: dict[float, pl.DataFrame] = {}  # node state per shape duration
-        for model, shape_index in steps.filter(pl.col("instant") == at).select(
-            "gpu_model", "best"
-        ).iter_rows():
+        for model, shape_index in (
+            steps.filter(pl.col("instant") == at).select("gpu_model", "best").iter_rows()
+        ):
             shape = None if shape_index is None else shapes[shape_index]
             duration = 0.0 if shape is None else shape.duration_s or 0.0
             if duration not in states:
                 window = timedelta(seconds=duration) if duration else None
                 states[duration] = occupancy.node_state(nodes, allocations, at, window)
             on_model = states[duration].filter(pl.col("gpu_model") == model)
-            part = _unqueued_by_domain(on_model) if shape is None else _causes_by_domain(
-                on_model, shape
+            part = (
+                _unqueued_by_domain(on_model)
+                if shape is None
+                else _causes_by_domain(on_model, shape)
             )
             if part.height:
                 parts.append(part.with_columns(pl.lit(model).alias("gpu_model")))
