@@ -1432,12 +1432,16 @@ def demo(
 ) -> None:
     """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report.
 
+    The report's HTML page is written beside the store (DB's name with -report.html) and
+    its path is the last line.
+
     Examples:
 
       fleetaudit demo
       fleetaudit demo --db /tmp/sample.duckdb
     """
     from fleetaudit import api
+    from fleetaudit.report import write_html
     from fleetaudit.report_api import ReportOptions, build_report
     from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes
 
@@ -1455,6 +1459,10 @@ def demo(
     console.render_report(
         replace(report_result, notes=tuple(n for n in report_result.notes if n not in shown))
     )
+    page = db.parent / f"{db.stem}-report.html"
+    write_html(report_result, page)
+    console.out.print("the report as a page, to open in a browser:")
+    console.out.print(str(page), soft_wrap=True)
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleetaudit.charts import sparkline
 from fleetaudit.fsutil import stream_fd
 from fleetaudit.lazy import LazyModule
 from fleetaudit.times import iso
@@ -277,7 +278,10 @@ def _rejects_table(frame: pl.DataFrame) -> Table:
         )
     for r in frame.iter_rows(named=True):
         table.add_row(
-            *(Text("" if r[c] is None else str(r[c])) for c in ("file", "row", "column", "value", "reason"))
+            *(
+                Text("" if r[c] is None else str(r[c]))
+                for c in ("file", "row", "column", "value", "reason")
+            )
         )
     return table
 
@@ -400,7 +404,9 @@ def render_generate(result: GenerateResult) -> None:
 
 def render_rollup(result: RollupResult) -> None:
     seconds = int(result.interval_s)
-    unit = next(u for u, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if seconds % size == 0)
+    unit = next(
+        u for u, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if seconds % size == 0
+    )
     size = {"d": 86400, "h": 3600, "m": 60, "s": 1}[unit]
     out.print(
         f"rolled up {result.rows:,} raw rows of {result.files:,} file(s) per "
@@ -669,16 +675,13 @@ def render_placement(result: PlacementResult) -> None:
 # -- report (SPEC §7) --------------------------------------------------------------------
 
 _BAR_WIDTH = 24
-_TENANTS_SHOWN = 10
+_TENANTS_SHOWN = 20
+_SPARK_REPORTS = 40  # the newest recorded reports a trend sparkline draws
 
 
 def _gh(value: float | None) -> str:
     """GPU-hours, whole."""
     return "-" if value is None else f"{value:,.0f}"
-
-
-def _gh1(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
 
 
 def _pct1(value: float | None) -> str:
@@ -766,6 +769,11 @@ def render_report(result: ReportResult) -> None:
         f"high + low {_pct1(fleet['allocation_rate'])} of healthy GPU-hours; "
         f"bars: █ high/usable/SM-active, ▒ low priority, · the rest"
     )
+    pr = result.fleet["productive"]
+    out.print(
+        f"SM-active rate {_pct1(pr['productive_rate'])} of the allocated GPU-hours with "
+        f"telemetry; telemetry covers {_pct1(pr['coverage'])} of allocated GPU-hours"
+    )
     _render_trend(result)
     out.print()
     _render_physical(rows)
@@ -795,6 +803,20 @@ def _render_trend(result: ReportResult) -> None:
     )
     for part in parts:
         out.print(f"  {part}")
+    rates = report_api.trend_rates(result)
+    count = len(rates[0][2])
+    shown = min(count, _SPARK_REPORTS)
+    out.print(
+        f"trend over {'the last ' if shown < count else ''}{shown} recorded reports "
+        "(this one last):"
+    )
+    width = max(cell_len(label) for _, label, _ in rates)
+    for _key, label, values in rates:
+        out.print(
+            Text(f"  {label:<{width}} {sparkline(values[-shown:])} {_pct1(values[-1])}"),
+            no_wrap=True,
+            overflow="ellipsis",
+        )
 
 
 def _render_physical(rows: list[tuple[str, dict[str, Any]]]) -> None:
@@ -835,6 +857,7 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
             _gh(s["unhealthy_gpu_hours"]),
         )
     show(table, keys=("idle", "usable"))
+    _render_places(result)
     shapes = Table(title="demand shapes over the window", title_justify="left")
     shapes.add_column("shape", no_wrap=True)
     for header in ("requests", "queued", "p_start", "wait p50", "wait p90", "usable GPU-h as best"):
@@ -852,8 +875,13 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
     for line in bound_lines(
         pl.DataFrame(
             [{"gpu_model": m, **v} for m, v in result.bound.items()],
-            schema={"gpu_model": pl.String, "nodes": pl.Int64, "cpu_bound_nodes": pl.Int64,
-                    "memory_bound_nodes": pl.Int64, "idle_gpus": pl.Int64},
+            schema={
+                "gpu_model": pl.String,
+                "nodes": pl.Int64,
+                "cpu_bound_nodes": pl.Int64,
+                "memory_bound_nodes": pl.Int64,
+                "idle_gpus": pl.Int64,
+            },
         )  # fmt: skip
     ):
         out.print(Text(f"{line} (at {iso(result.end)})"))
@@ -867,6 +895,45 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
         )
     else:
         out.print("no GPU request is in the window's demand: all idle GPUs are unqueued")
+
+
+_PLACES_SHOWN = 20
+
+
+def _render_places(result: ReportResult) -> None:
+    """The switch domains that strand most GPU-hours, by cause, and the rest summed."""
+    places = result.places
+    if places.height == 0:
+        return
+    instants = result.steps["instant"].n_unique()
+    table = Table(
+        title=f"where it strands: stranded GPU-hours by switch domain (estimated from "
+        f"{result.places_instants:,} of {instants:,} instants)",
+        title_justify="left",
+    )
+    table.add_column("domain", no_wrap=True)
+    table.add_column("model", no_wrap=True)
+    for header in ("stranded", *denominators.SPLIT):
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in places.head(_PLACES_SHOWN).iter_rows(named=True):
+        table.add_row(
+            Text(row["domain"]),
+            Text(row["gpu_model"]),
+            _gh(row["stranded_gpu_hours"]),
+            *(_gh(row[c]) for c in denominators.SPLIT),
+        )
+    rest = places.slice(_PLACES_SHOWN)
+    if rest.height:
+        summed = rest.select(pl.col("stranded_gpu_hours", *denominators.SPLIT).sum()).row(0, named=True)
+        table.add_row(
+            Text(f"the other {rest.height:,}", style="italic"),
+            "",
+            _gh(summed["stranded_gpu_hours"]),
+            *(_gh(summed[c]) for c in denominators.SPLIT),
+        )
+    totals = places.select(pl.col(denominators.SPLIT).sum()).row(0, named=True)
+    # on a narrow terminal the causes that strand least go first
+    show(table, keys=("model", "stranded"), drop=sorted(denominators.SPLIT, key=lambda c: totals[c]))
 
 
 def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
@@ -913,11 +980,22 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
     by_size = sorted(result.tenants.items(), key=lambda t: -t[1]["physical"]["allocated_gpu_hours"])
     for tenant, figures in by_size[:_TENANTS_SHOWN]:
         add(f"tenant {tenant}", figures["productive"])
-    show(table, keys=("allocated", "SM-active rate"), drop=("with telemetry",))
-    if len(by_size) > _TENANTS_SHOWN:
-        out.print(
-            f"{len(by_size) - _TENANTS_SHOWN} smaller tenant(s) more in the HTML and JSON reports"
+    rest = by_size[_TENANTS_SHOWN:]
+    if rest:
+        summed = [f["productive"] for _, f in rest]
+        allocated = sum(p["allocated_gpu_hours"] or 0.0 for p in summed)
+        telemetry = sum(p["telemetry_gpu_hours"] or 0.0 for p in summed)
+        active = sum(p["sm_active_gpu_hours"] or 0.0 for p in summed)
+        add(
+            f"the other {len(rest):,} tenants",
+            {
+                "allocated_gpu_hours": allocated,
+                "coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+                "sm_active_gpu_hours": active,
+                "productive_rate": active / telemetry if telemetry > 0 else None,
+            },
         )
+    show(table, keys=("allocated", "SM-active rate"), drop=("with telemetry",))
     nb = result.neighbour
     drop = "" if nb["drop"] is None else f": a drop of {_pct1(nb['drop'])}"
     out.print(
@@ -937,6 +1015,18 @@ def _render_recoverable(result: ReportResult) -> None:
         out.print(f"{kind}: {summary['ran']}")
         if kind == "compaction":
             out.print("  " + compaction_outcome(summary))
+            shapes = report_api.recoverable_view(summary)["instances"]
+            gained = [i for i in shapes if i["gained"]]
+            if gained:
+                out.print(
+                    "  instances gained per shape: "
+                    + ", ".join(f"{i['shape']} {i['gained']:+,.0f}" for i in gained)
+                    + (
+                        f" (the other {len(shapes) - len(gained)} unchanged)"
+                        if len(shapes) > len(gained)
+                        else ""
+                    )
+                )
         else:
             for p in summary.get("policies", []):
                 out.print(
@@ -944,7 +1034,7 @@ def _render_recoverable(result: ReportResult) -> None:
                     f"{_pct1(p.get('allocation_rate_high'))}, all {_pct1(p.get('allocation_rate'))}, "
                     f"standby {_gh(p.get('standby_gpu_hours'))} GPU-h, harvested "
                     f"{_pct1(p.get('harvested_share'))}, preemptions {_count(p.get('preemptions'))}, "
-                    f"lost {_gh1(p.get('lost_gpu_hours'))} GPU-h, unfinished {_count(p.get('unfinished'))}"
+                    f"lost {_gh(p.get('lost_gpu_hours'))} GPU-h, unfinished {_count(p.get('unfinished'))}"
                 )
             if not summary.get("policies"):
                 out.print("  no policy figures in its document")
@@ -968,7 +1058,7 @@ def compaction_outcome(summary: dict[str, Any]) -> str:
     ...     "after": {"partial_nodes": 1100, "free_nodes": 52}, "bound_free_nodes": 60,
     ...     "moves": 1500, "migration": {"freed_gpus": 96, "pause_gpu_hours": 1234.5,
     ...     "payback_s": 46293.75}})
-    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234.5 GPU-hours, repaid after 12.9 h of use'
+    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234 GPU-hours, repaid after 12.9 h of use'
     """
     migration = summary.get("migration", {})
     before, after = summary.get("before", {}), summary.get("after", {})
@@ -993,7 +1083,7 @@ def compaction_outcome(summary: dict[str, Any]) -> str:
         cost.append(f"{_count(summary['moves'])} moves")
     pause = migration.get("pause_gpu_hours")
     if pause is not None:
-        shown = f"{pause:,.1f}" if _is_number(pause) else str(pause)
+        shown = f"{pause:,.0f}" if _is_number(pause) else str(pause)
         cost.append(f"a pause of {shown} GPU-hours")
         if _is_number(migration.get("payback_s")):
             cost[-1] += f", repaid after {_duration(migration['payback_s'])} of use"
@@ -1277,6 +1367,7 @@ def report_frame(result: ReportResult) -> pl.DataFrame:
              "sm_active_gpu_hours": pr["sm_active_gpu_hours"]}
         )  # fmt: skip
     return pl.DataFrame(rows, infer_schema_length=None)
+
 
 def render_release(result: AsiReleaseResult) -> None:
     """``generate --format alibaba-gpu-v2026``: what the generated release holds."""

@@ -155,6 +155,18 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                     "at": iso(result.previous["at"]),
                 },
                 "figures": list(result.trend),
+                "history": [
+                    {
+                        "created_at": iso(h["created_at"]),
+                        "at": iso(h["at"]),
+                        "figures": h["figures"],
+                    }
+                    for h in result.history
+                ],
+            },
+            "stranded_places": {
+                "sampled_instants": result.places_instants,
+                "domains": result.places.to_dicts(),
             },
             "notes": list(result.notes),
         }

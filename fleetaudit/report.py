@@ -18,9 +18,17 @@ from typing import Any
 import jinja2
 import polars as pl
 
+from fleetaudit import charts
 from fleetaudit.denominators import SPLIT
 from fleetaudit.fsutil import write_output
-from fleetaudit.report_api import ReportResult, describe_demand, recoverable_summary
+from fleetaudit.report_api import (
+    ReportResult,
+    describe_demand,
+    recoverable_summary,
+    recoverable_view,
+    trend_rates,
+    trend_series,
+)
 from fleetaudit.resources import resource_dir
 from fleetaudit.times import iso
 
@@ -38,6 +46,9 @@ COLOURS = {
     "sm_active": "#2e8b57",
     "not_active": "#f0c27b",
     "no_telemetry": "#d9d9d9",
+    "queued": "#111111",
+    "usable_share": "#2e8b57",
+    "productive_rate": "#d55e00",
 }
 """Fill colours by segment (colour-blind-safe where it matters; printed as greys they stay apart by order)."""
 
@@ -97,6 +108,36 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class AreaChart:
+    """Idle GPUs over the window, usable then stranded by cause, stacked, with the queued
+    GPUs as a line on the same axis (GPUs at each instant; the area is GPU-hours)."""
+
+    name: str
+    bands: tuple[charts.Band, ...]
+    queued: str  # polyline points ("" without requests)
+    top: float
+    y_ticks: tuple[tuple[float, str], ...]  # (y, label)
+
+
+@dataclass(frozen=True)
+class TrendChart:
+    """The headline rates over every recorded report of the same window length and step."""
+
+    lines: tuple[Line, ...]
+    labels: tuple[tuple[float, str, str], ...]  # (x, text, anchor)
+    points: int
+
+
+TENANTS_SHOWN = 20
+"""Tenants listed by name in the HTML (by allocated GPU-hours); the rest are summed."""
+
+CHART_W, CHART_H = 600.0, 160.0
+CHART_POINTS = 200
+"""At most this many points per over-time chart: longer windows average runs of
+consecutive instants (3 px a point at the chart's width)."""
+
+
+@dataclass(frozen=True)
 class ReportContext:
     """Everything report.html shows; one variable (``report``) of the template."""
 
@@ -123,6 +164,16 @@ class ReportContext:
     trend: tuple[dict[str, Any], ...]
     previous: str | None
     notes: tuple[str, ...]
+    headlines: tuple[dict[str, Any], ...] = ()
+    over_time: tuple[AreaChart, ...] = ()
+    over_time_labels: tuple[tuple[float, str, str], ...] = ()
+    trend_chart: TrendChart | None = None
+    tenants_rest: dict[str, Any] | None = None
+    heat_legend: tuple[tuple[str, str], ...] = ()
+    places: tuple[dict[str, Any], ...] = ()
+    places_rest: dict[str, Any] | None = None
+    places_instants: int = 0
+    places_of: int = 0
 
 
 def _bar(name: str, parts: list[tuple[str, str, float]]) -> Bar:
@@ -219,30 +270,228 @@ def _anchor(i: int, n: int) -> str:
     return "start" if i == 0 else "end" if i == n - 1 else "middle"
 
 
-def _heatmap(domains: pl.DataFrame, columns: int = 24) -> tuple[tuple[Cell, ...], int]:
-    cells = []
-    for i, row in enumerate(domains.iter_rows(named=True)):
-        healthy = row["gpus"] - row["unhealthy_gpus"]
-        share = row["free_gpus"] / healthy if healthy else 0.0
-        # white (nothing free) to green (all free); grey for a domain with no healthy GPU
-        shade = (
-            "#9e9e9e"
-            if not healthy
-            else f"rgb({int(255 - 209 * share)},{int(255 - 116 * share)},{int(255 - 168 * share)})"
+HEAT_COLUMNS, HEAT_W, HEAT_H, HEAT_LABEL = 8, 75, 34, 18
+
+
+def _shade(share: float | None) -> str:
+    """White (nothing free) to green (all free); grey for no healthy GPU (None)."""
+    if share is None:
+        return "#9e9e9e"
+    return f"rgb({int(255 - 209 * share)},{int(255 - 116 * share)},{int(255 - 168 * share)})"
+
+
+HEAT_LEGEND = (
+    *((f"{int(100 * f)}% free", _shade(f)) for f in (0, 0.25, 0.5, 0.75, 1.0)),
+    ("no healthy GPU", _shade(None)),
+)
+
+
+def _heatmap(domains: pl.DataFrame, columns: int = HEAT_COLUMNS) -> tuple[tuple[Cell, ...], int]:
+    """Cells in pixels: each model starts a new row under its name (a label row)."""
+    cells: list[Cell] = []
+    y = 0
+    for (model,), group in domains.group_by(["gpu_model"], maintain_order=True):
+        cells.append(Cell(0, y, "", str(model), 0, 0, ""))  # the model's label row
+        y += HEAT_LABEL
+        for i, row in enumerate(group.iter_rows(named=True)):
+            healthy = row["gpus"] - row["unhealthy_gpus"]
+            share = row["free_gpus"] / healthy if healthy else None
+            cells.append(
+                Cell(
+                    x=(i % columns) * (HEAT_W + 2),
+                    y=y + (i // columns) * (HEAT_H + 2),
+                    domain=row["domain"],
+                    model=row["gpu_model"],
+                    free_gpus=int(row["free_gpus"]),
+                    gpus=int(row["gpus"]),
+                    shade=_shade(share),
+                )
+            )
+        y += ((group.height + columns - 1) // columns) * (HEAT_H + 2) + 6
+    return tuple(cells), y
+
+
+def _instants_axis(instants: list[datetime], width: float) -> tuple[tuple[float, str, str], ...]:
+    n = len(instants)
+    if n == 0:
+        return ()
+    ticks = sorted({0, n // 2, n - 1})
+    return tuple(
+        (
+            0.0 if n == 1 else width * i / (n - 1),
+            (iso(instants[i]) or "")[:16].replace("T", " "),
+            _anchor(i, n),
         )
-        cells.append(
-            Cell(
-                x=i % columns,
-                y=i // columns,
-                domain=row["domain"],
-                model=row["gpu_model"],
-                free_gpus=int(row["free_gpus"]),
-                gpus=int(row["gpus"]),
-                shade=shade,
+        for i in ticks
+    )
+
+
+def _over_time(
+    result: ReportResult,
+) -> tuple[tuple[AreaChart, ...], tuple[tuple[float, str, str], ...]]:
+    """One stacked area chart for the fleet, then one per model: idle GPUs at each instant
+    split into usable and the stranded causes, and the queued GPUs on the same axis."""
+    steps = result.steps
+    if steps.height == 0:
+        return (), ()
+    columns = ["usable", *SPLIT]
+    instants = steps["instant"].unique().sort()
+    frame = pl.DataFrame({"instant": instants})
+    size = -(-len(instants) // CHART_POINTS)  # instants per point
+    queued = result.queued
+    out = []
+    models: list[str | None] = [None, *sorted(steps["gpu_model"].unique().to_list())]
+    for model in models:
+        rows = steps if model is None else steps.filter(pl.col("gpu_model") == model)
+        per = (
+            frame.join(
+                rows.group_by("instant").agg(pl.col(columns).sum()), on="instant", how="left"
+            )
+            .fill_null(0.0)
+            .sort("instant")
+        )
+        q_values: list[float] = []
+        if queued.height:
+            q = queued if model is None else queued.filter(pl.col("gpu_model") == model)
+            q_values = (
+                frame.join(
+                    q.group_by("instant").agg(pl.col("queued_gpus").sum()), on="instant", how="left"
+                )
+                .sort("instant")["queued_gpus"]
+                .fill_null(0.0)
+                .to_list()
+            )
+            q_values = charts.bucket_means(q_values, size)
+        layers = [
+            (
+                c,
+                "usable" if c == "usable" else f"stranded: {c}",
+                COLOURS[c],
+                charts.bucket_means(per[c].to_list(), size),
+            )
+            for c in columns
+        ]
+        idle_top = max(
+            (sum(v) for v in zip(*(layer[3] for layer in layers), strict=True)), default=0.0
+        )
+        top = charts.nice_top(max([idle_top, *q_values]))
+        out.append(
+            AreaChart(
+                name="fleet" if model is None else model,
+                bands=charts.stacked_bands(layers, CHART_W, CHART_H, top),
+                queued=charts.polyline(q_values, CHART_W, CHART_H, top) if q_values else "",
+                top=top,
+                y_ticks=tuple((CHART_H - CHART_H * f, _num(top * f)) for f in (0, 0.5, 1)),
             )
         )
-    rows = (len(cells) + columns - 1) // columns
-    return tuple(cells), rows
+    return tuple(out), _instants_axis(instants.to_list()[::size], CHART_W)
+
+
+TREND_COLOURS = ("allocated_high", "allocated_low", "usable_share", "productive_rate")
+
+
+def trend_chart(result: ReportResult) -> TrendChart | None:
+    """The four headline rates across every recorded report and this one (0..100%)."""
+    series = trend_series(result)
+    if len(series) < 2:
+        return None
+    lines = tuple(
+        Line(label, COLOURS[colour], charts.polyline(values, CHART_W, CHART_H, 1.0))
+        for (_key, label, values), colour in zip(trend_rates(result), TREND_COLOURS, strict=True)
+    )
+    return TrendChart(lines, _instants_axis([p["at"] for p in series], CHART_W), len(series))
+
+
+def _tenant_rows(result: ReportResult) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+    """The TENANTS_SHOWN largest tenants by allocated GPU-hours, and the rest summed."""
+    rows = sorted(
+        (
+            {
+                "tenant": t,
+                **f["physical"],
+                **{f"productive_{k}": v for k, v in f["productive"].items()},
+            }
+            for t, f in result.tenants.items()
+        ),
+        key=lambda r: (-r["allocated_gpu_hours"], r["tenant"]),
+    )
+    shown, rest = rows[:TENANTS_SHOWN], rows[TENANTS_SHOWN:]
+    if not rest:
+        return tuple(shown), None
+
+    def total(key: str) -> float:
+        return float(sum(r.get(key) or 0.0 for r in rest))
+
+    telemetry = total("productive_telemetry_gpu_hours")
+    allocated = total("productive_allocated_gpu_hours")
+    summed = {
+        "tenants": len(rest),
+        "allocated_high_gpu_hours": total("allocated_high_gpu_hours"),
+        "allocated_gpu_hours": total("allocated_gpu_hours"),
+        "share_of_allocated": total("share_of_allocated"),
+        "productive_productive_rate": total("productive_sm_active_gpu_hours") / telemetry
+        if telemetry > 0
+        else None,
+        "productive_coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+    }
+    return tuple(shown), summed
+
+
+PLACES_SHOWN = 20
+"""Switch domains listed by name in "where it strands"; the rest are summed."""
+
+
+def stranded_places_view(
+    result: ReportResult, shown: int = PLACES_SHOWN
+) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+    """The domains that strand most GPU-hours (with model and causes), and the rest summed."""
+    places = result.places
+    if places.height == 0:
+        return (), None
+    rows = tuple(places.head(shown).iter_rows(named=True))
+    rest = places.slice(shown)
+    if rest.height == 0:
+        return rows, None
+    causes = [*SPLIT, "stranded_gpu_hours"]
+    summed = rest.select(pl.col(causes).sum()).row(0, named=True)
+    return rows, {"domains": rest.height, **summed}
+
+
+def _headlines(result: ReportResult) -> tuple[dict[str, Any], ...]:
+    """The four headline figures, each with what it is out of and the section explaining it."""
+    ph, sc, pr = (result.fleet[k] for k in ("physical", "schedulable", "productive"))
+    idle = sc["idle_gpu_hours"]
+    return (
+        {
+            "id": "fleet-allocation-rate-high",
+            "label": "allocation rate, high priority",
+            "value": _pct(ph["allocation_rate_high"]),
+            "detail": f"of {_num(ph['healthy_gpu_hours'])} healthy GPU-hours",
+            "href": "#physical-section",
+        },
+        {
+            "id": "fleet-allocation-rate",
+            "label": "allocation rate, high + low",
+            "value": _pct(ph["allocation_rate"]),
+            "detail": f"{_num(ph['allocated_gpu_hours'])} GPU-hours allocated",
+            "href": "#physical-section",
+        },
+        {
+            "id": "fleet-usable-gpu-hours",
+            "label": "idle GPU-hours usable by the queue",
+            "value": _num(sc["usable_gpu_hours"]),
+            "detail": f"{_pct(sc['usable_gpu_hours'] / idle if idle > 0 else None)} of "
+            f"{_num(idle)} idle GPU-hours",
+            "href": "#schedulable-section",
+        },
+        {
+            "id": "fleet-productive-rate",
+            "label": "SM-active share of allocated GPU-hours with telemetry",
+            "value": _pct(pr["productive_rate"]),
+            "detail": f"telemetry covers {_pct(pr['coverage'])} of allocated GPU-hours",
+            "href": "#productive-section",
+        },
+    )
 
 
 def build_context(result: ReportResult) -> ReportContext:
@@ -254,14 +503,22 @@ def build_context(result: ReportResult) -> ReportContext:
     workloads = tuple(
         {"workload": w, **f} for w, f in result.fleet["productive"]["workloads"].items()
     )
-    tenants = tuple(
-        {"tenant": t, **f["physical"], **{f"productive_{k}": v for k, v in f["productive"].items()}}
-        for t, f in result.tenants.items()
-    )
+    tenants, tenants_rest = _tenant_rows(result)
+    places, places_rest = stranded_places_view(result)
+    over_time, over_time_labels = _over_time(result)
     recoverable = []
     for kind in ("compaction", "harvesting"):
         run = result.whatifs.get(kind)
-        recoverable.append({"kind": kind, "run": None if run is None else recoverable_summary(run)})
+        summary = None if run is None else recoverable_summary(run)
+        recoverable.append(
+            {
+                "kind": kind,
+                "run": summary,
+                "view": None
+                if summary is None or kind != "compaction"
+                else recoverable_view(summary),
+            }
+        )
     window = f"{iso(result.start)} to {iso(result.end)}, sampled every {_duration(result.step_s)}"
     return ReportContext(
         title=f"fleetaudit report {iso(result.end)}",
@@ -301,6 +558,16 @@ def build_context(result: ReportResult) -> ReportContext:
         if result.previous is None
         else f"{iso(result.previous['created_at'])} (data to {iso(result.previous['at'])})",
         notes=result.notes,
+        headlines=_headlines(result),
+        over_time=over_time,
+        over_time_labels=over_time_labels,
+        trend_chart=trend_chart(result),
+        tenants_rest=tenants_rest,
+        places=places,
+        places_rest=places_rest,
+        places_instants=result.places_instants,
+        places_of=result.steps["instant"].n_unique(),
+        heat_legend=HEAT_LEGEND,
     )
 
 

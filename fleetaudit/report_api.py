@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from fleetaudit import denominators as den
@@ -34,7 +36,14 @@ from fleetaudit.api import (
 from fleetaudit.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.errors import StoreError, UsageError
 from fleetaudit.history import MAX_INSTANTS, evaluate_history
-from fleetaudit.shapes import beyond_fleet
+from fleetaudit.shapes import (
+    Shape,
+    beyond_fleet,
+    group_key,
+    group_slots,
+    make_shape,
+    node_slots,
+)
 from fleetaudit.store import Store
 from fleetaudit.times import iso, to_utc
 
@@ -90,6 +99,16 @@ class ReportResult:
     demand: dict[str, Any] = field(default_factory=dict)  # which demand, see _demand_summary
     rejects: dict[str, int] = field(default_factory=dict)  # rows rejected at ingest, per table
     bound: dict[str, dict[str, int]] = field(default_factory=dict)  # per model, at the end
+    # every recorded report of the same scenario, window length and step, oldest first:
+    # created_at, at, figures (the headline keys); the trend chart adds this one last
+    history: tuple[dict[str, Any], ...] = ()
+    # domain, gpu_model, the stranded causes' GPU-hours and their total, largest first,
+    # estimated from up to PLACE_SAMPLES of the window's instants (see stranded_places)
+    places: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
+    places_instants: int = 0
+    # instant, gpu_model (null: any model), queued_gpus: the GPUs of the requests waiting
+    # at each instant (submitted by it, not started), for the over-time charts
+    queued: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend): rates, and
@@ -187,6 +206,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
             )
         requests = store.query("requests_in_window", start=start, end=end)
         demand = window_demand(requests, start, end, options.demand)
+        queued = queued_gpus(requests, den.window_instants(end, options.since, options.step))
         del requests
         if demand.no_gpu:
             notes.append(
@@ -215,6 +235,7 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
                 rejects[row["table"]] = int(row["rejected"])
         whatifs = latest_whatif_runs(store)
         previous = _previous(store, options.scenario, options.since, options.step)
+        history = _history(store, options.scenario, options.since, options.step)
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
     notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
@@ -227,6 +248,9 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
     timelines = den.window_timelines(nodes, allocations, start, end, horizon)
     sched = den.schedulable(
         nodes, allocations, pairs, instants, options.since, share_outlook, timelines
+    )
+    places, sampled_instants = stranded_places(
+        nodes, allocations, sched.steps, [s for s, _ in pairs], options.since
     )
     physical = den.physical(nodes, allocations, start, end, timelines)
     del timelines
@@ -312,8 +336,183 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         demand=summary,
         rejects=rejects,
         bound=bound,
+        history=history,
+        queued=queued,
+        places=places,
+        places_instants=sampled_instants,
     )
     return _with_trend(result)
+
+
+PLACE_SAMPLES = 48
+"""At most this many of the window's instants (evenly spread, both ends) attribute the
+stranded GPUs to their switch domains; each costs a node state per shape duration."""
+PLACE_NODE_INSTANTS = 120_000
+"""A budget of (node, sampled instant) pairs: a larger fleet gets fewer sampled instants
+(19,400 nodes: 8), never fewer than PLACE_MIN_SAMPLES."""
+PLACE_MIN_SAMPLES = 8
+
+
+def place_samples(nodes: int) -> int:
+    """Sampled instants for the stranded places of a fleet of ``nodes`` nodes.
+
+    >>> [place_samples(n) for n in (12, 2_500, 4_000, 19_400)]
+    [48, 48, 30, 8]
+    """
+    return max(PLACE_MIN_SAMPLES, min(PLACE_SAMPLES, PLACE_NODE_INSTANTS // max(nodes, 1)))
+
+
+PLACE_CAUSES = den.SPLIT
+
+
+def stranded_places(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    steps: pl.DataFrame,
+    shapes: Sequence[Shape],
+    span: timedelta,
+    samples: int | None = None,
+) -> tuple[pl.DataFrame, int]:
+    """Stranded GPU-hours per switch domain (a node without a switch is its own domain)
+    and cause, and how many of the window's instants they are estimated from.
+
+    At each sampled instant every model's idle GPUs are split by the shape that split
+    them in ``steps`` (its ``best``), evaluated as ``shapes`` does on that model's nodes,
+    so a domain's figures at an instant add up to the model's in ``steps``. A group of
+    an ``any`` or ``block`` shape spans domains: its topology-stranded GPUs go to its
+    domains in proportion to their pod slots. A model that no shape may use has all
+    its free GPUs unqueued. GPU-hours are the mean over the sampled instants times the
+    window's hours, as the schedulable figures are.
+    """
+    columns = ["domain", "gpu_model", *PLACE_CAUSES]
+    empty = pl.DataFrame(
+        schema={
+            **dict.fromkeys(columns, pl.Float64),
+            "domain": pl.String,
+            "gpu_model": pl.String,
+            "stranded_gpu_hours": pl.Float64,
+        }
+    )
+    instants = steps["instant"].unique().sort().to_list()
+    if not instants or nodes.height == 0:
+        return empty, 0
+    samples = place_samples(nodes.height) if samples is None else samples
+    last = len(instants) - 1
+    picks = sorted({round(i) for i in np.linspace(0, last, min(samples, len(instants)))})
+    parts: list[pl.DataFrame] = []
+    for index in picks:
+        at = instants[index]
+        states: dict[float, pl.DataFrame] = {}  # node state per shape duration
+        for model, shape_index in (
+            steps.filter(pl.col("instant") == at).select("gpu_model", "best").iter_rows()
+        ):
+            shape = None if shape_index is None else shapes[shape_index]
+            duration = 0.0 if shape is None else shape.duration_s or 0.0
+            if duration not in states:
+                window = timedelta(seconds=duration) if duration else None
+                states[duration] = occupancy.node_state(nodes, allocations, at, window)
+            on_model = states[duration].filter(pl.col("gpu_model") == model)
+            part = (
+                _unqueued_by_domain(on_model)
+                if shape is None
+                else _causes_by_domain(on_model, shape)
+            )
+            if part.height:
+                parts.append(part.with_columns(pl.lit(model).alias("gpu_model")))
+    if not parts:
+        return empty, len(picks)
+    hours = span / timedelta(hours=1) / len(picks)
+    every = pl.concat(parts, how="diagonal_relaxed")
+    every = every.with_columns(
+        *(pl.lit(0.0).alias(c) for c in PLACE_CAUSES if c not in every.columns)
+    )
+    frame = (
+        every.group_by("domain", "gpu_model")
+        .agg(*(pl.col(c).fill_null(0.0).sum() * hours for c in PLACE_CAUSES))
+        .select(columns)
+    )
+    frame = frame.with_columns(pl.sum_horizontal(*PLACE_CAUSES).alias("stranded_gpu_hours"))
+    return (
+        frame.filter(pl.col("stranded_gpu_hours") > 0).sort(
+            ["stranded_gpu_hours", "gpu_model", "domain"], descending=[True, False, False]
+        ),
+        len(picks),
+    )
+
+
+def _unqueued_by_domain(state: pl.DataFrame) -> pl.DataFrame:
+    """A model no shape may use: the free GPUs of its healthy nodes, per domain."""
+    return (
+        state.filter(pl.col("health") == "healthy")
+        .group_by("domain")
+        .agg(pl.col("free_gpus").sum().cast(pl.Float64).alias("unqueued"))
+    )
+
+
+def _causes_by_domain(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
+    """The shape's stranded GPUs on one model's nodes, per domain and cause.
+
+    A group's topology-stranded GPUs go to its nodes by their pod slots: a node or
+    switch group is one domain, so this only spreads the groups of any and block."""
+    slots = node_slots(state, shape)
+    if slots.height == 0:
+        return pl.DataFrame()
+    key = group_key(shape)
+    groups = group_slots(slots, shape).select(
+        *key, pl.col("slots").alias("group_slots"), "topology"
+    )
+    share = (
+        pl.when(pl.col("group_slots") > 0)
+        .then(pl.col("slots") / pl.col("group_slots"))
+        .otherwise(1 / pl.len().over(key))
+    )
+    return (
+        slots.join(groups, on=key, how="left")
+        .with_columns((pl.col("topology") * share).alias("topology"))
+        .group_by("domain")
+        .agg(pl.col("interval", "fragment", "cpu_memory", "topology").sum().cast(pl.Float64))
+    )
+
+
+def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.DataFrame:
+    """GPUs of the requests waiting at each instant (``submit_time <= t < start_time``,
+    or never started), per requested model (null: any model).
+
+    Each request adds its GPUs to the instants of its wait, by cumulative sums over the
+    sorted instants (no request x instant product).
+    """
+    schema = {"instant": pl.Datetime("us"), "gpu_model": pl.String, "queued_gpus": pl.Float64}
+    epoch = datetime(1970, 1, 1)
+    times = np.array(sorted((to_utc(t) - epoch).total_seconds() for t in instants))
+    frames = []
+    if len(times) and requests.height:
+        waiting = requests.filter(pl.col("gpus") > 0).select(
+            "gpu_model",
+            pl.col("gpus").cast(pl.Float64),
+            pl.col("submit_time").dt.epoch("us").cast(pl.Float64) / 1e6,
+            pl.col("start_time").dt.epoch("us").cast(pl.Float64) / 1e6,
+        )
+        for (model,), group in waiting.group_by(["gpu_model"], maintain_order=True):
+            first = np.searchsorted(times, group["submit_time"].to_numpy(), side="left")
+            ends = group["start_time"].fill_null(np.inf).to_numpy()
+            last = np.searchsorted(times, ends, side="left")  # first instant it no longer waits
+            delta = np.zeros(len(times) + 1)
+            gpus = group["gpus"].to_numpy()
+            np.add.at(delta, first, gpus)
+            np.add.at(delta, last, -gpus)
+            frames.append(
+                pl.DataFrame(
+                    {
+                        "instant": [epoch + timedelta(seconds=float(t)) for t in times],
+                        "gpu_model": [model] * len(times),
+                        "queued_gpus": np.cumsum(delta)[:-1],
+                    },
+                    schema=schema,
+                )
+            )
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(frames).sort("instant", "gpu_model", nulls_last=True)
 
 
 def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
@@ -422,6 +621,65 @@ def _previous(
     }
 
 
+def _history(
+    store: Store, scenario: str | None, since: timedelta, step: timedelta
+) -> tuple[dict[str, Any], ...]:
+    """Every recorded report of the same state, window length and step, oldest first."""
+    if "reports" not in store.table_names():
+        return ()
+    rows = store.query(
+        "report_history",
+        scenario=scenario,
+        span_s=since.total_seconds(),
+        step_s=step.total_seconds(),
+    )
+    return tuple(
+        {
+            "created_at": to_utc(row["created_at"]),
+            "at": to_utc(row["at"]),
+            "figures": json.loads(row["figures"]),
+        }
+        for row in rows.iter_rows(named=True)
+    )
+
+
+def trend_series(result: ReportResult) -> list[dict[str, Any]]:
+    """The headline figures of every recorded report of this window length and step, then
+    this report's: one point per report, oldest first (created_at, at, figures)."""
+    points = [dict(h) for h in result.history]
+    points.append(
+        {"created_at": result.generated_at, "at": result.end, "figures": result.headline()}
+    )
+    return points
+
+
+TREND_RATES = (
+    ("physical.allocation_rate_high", "allocation rate, high"),
+    ("physical.allocation_rate", "allocation rate, high + low"),
+    ("usable_share", "usable share of idle"),
+    ("productive.productive_rate", "SM-active rate"),
+)
+"""The headline rates drawn across the recorded reports (usable_share: usable / idle)."""
+
+
+def _rate_of(figures: dict[str, Any], key: str) -> float | None:
+    if key == "usable_share":
+        idle = figures.get("schedulable.idle_gpu_hours_per_hour")
+        usable = figures.get("schedulable.usable_gpu_hours_per_hour")
+        return None if not idle or usable is None else usable / idle
+    value = figures.get(key)
+    return None if value is None else float(value)
+
+
+def trend_rates(result: ReportResult) -> tuple[tuple[str, str, list[float | None]], ...]:
+    """(key, label, the rate at every recorded report of this window length and step and
+    at this one, oldest first) for each of :data:`TREND_RATES`."""
+    series = trend_series(result)
+    return tuple(
+        (key, label, [_rate_of(p["figures"], key) for p in series]) for key, label in TREND_RATES
+    )
+
+
 def _with_trend(result: ReportResult) -> ReportResult:
     if result.previous is None:
         return result
@@ -511,7 +769,9 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
         for side in ("before", "after"):
             part = doc.get(side)
             if isinstance(part, dict):
-                out[side] = {k: part[k] for k in ("partial_nodes", "free_nodes") if k in part}
+                out[side] = {
+                    k: part[k] for k in ("partial_nodes", "free_nodes", "instances") if k in part
+                }
         bound = doc.get("bound")
         if isinstance(bound, dict) and "free_nodes" in bound:
             out["bound_free_nodes"] = bound["free_nodes"]
@@ -530,3 +790,71 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
                 {k: p[k] for k in _HARVEST_KEYS if k in p} for p in policies if isinstance(p, dict)
             ]
     return out
+
+
+def _shape_label(shape: object) -> str:
+    """A stored document's shape as ``shapes`` labels it; read defensively."""
+    if not isinstance(shape, dict):
+        return str(shape)
+    keys = ("gpu_model", "gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu",
+            "locality", "duration_s")  # fmt: skip
+    try:
+        return make_shape(**{k: shape[k] for k in keys if k in shape}).label()
+    except (UsageError, TypeError, ValueError):
+        return ", ".join(f"{k} {v}" for k, v in shape.items())
+
+
+def _shape_key(shape: object) -> str:
+    return json.dumps(shape, sort_keys=True, default=str)
+
+
+def recoverable_view(summary: dict[str, Any]) -> dict[str, Any]:
+    """What a stored compaction run recovers, in a planner's terms: GPUs and nodes freed,
+    instances gained per shape, and the pause it costs. Missing figures stay None."""
+    before, after = summary.get("before", {}), summary.get("after", {})
+    migration = summary.get("migration", {})
+
+    def number(value: object) -> float | None:
+        return (
+            float(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+            else None
+        )
+
+    def shown(value: object) -> object:
+        """A number as a float, anything else (a document's odd value) as text, or None."""
+        return value if value is None or number(value) is None else number(value)
+
+    free_before, free_after = number(before.get("free_nodes")), number(after.get("free_nodes"))
+    gained = []
+    then = {
+        _shape_key(i.get("shape")): number(i.get("instances"))
+        for i in before.get("instances", []) or []
+        if isinstance(i, dict)
+    }
+    for item in after.get("instances", []) or []:
+        if not isinstance(item, dict):
+            continue
+        now, was = number(item.get("instances")), then.get(_shape_key(item.get("shape")))
+        gained.append(
+            {
+                "shape": _shape_label(item.get("shape")),
+                "before": was,
+                "after": now,
+                "gained": None if now is None or was is None else now - was,
+            }
+        )
+    return {
+        "freed_gpus": shown(migration.get("freed_gpus")),
+        "freed_nodes": None
+        if free_before is None or free_after is None
+        else free_after - free_before,
+        "free_before": shown(before.get("free_nodes")),
+        "free_after": shown(after.get("free_nodes")),
+        "bound_free_nodes": shown(summary.get("bound_free_nodes")),
+        "moves": shown(summary.get("moves")),
+        "pause_gpu_hours": shown(migration.get("pause_gpu_hours")),
+        "payback_s": number(migration.get("payback_s")),
+        # the shapes that gained most first, then the document's order
+        "instances": tuple(sorted(gained, key=lambda i: -(i["gained"] or 0))),
+    }

@@ -184,7 +184,12 @@ def test_demo_in_process(tmp_path: Path) -> None:
     assert "GPUs at 2026-05-01T00:00:00Z" in result.stdout
     # the demo ends with the report: its one-screen summary, then the details
     assert "physical: allocated / healthy" in result.stdout
-    assert result.stdout.rstrip().splitlines()[-1].startswith("harvesting: ")
+    lines = result.stdout.rstrip().splitlines()
+    assert lines[-3].startswith("harvesting: ")
+    # then the report's page, written beside the store
+    page = tmp_path / "demo-report.html"
+    assert lines[-2:] == ["the report as a page, to open in a browser:", str(page)]
+    assert '<b id="fleet-allocation-rate-high">' in page.read_text(encoding="utf-8")
 
 
 def test_installed_console_script_runs_the_demo_from_another_folder(tmp_path: Path) -> None:
@@ -341,7 +346,10 @@ def test_demo_refuses_a_store_with_other_data(tmp_path: Path, tiny_dir: Path) ->
 def test_options_that_do_not_apply_are_errors(tmp_path: Path, tiny_dir: Path) -> None:
     result = invoke("ingest", tiny_dir, "--db", tmp_path / "x.duckdb", "--trace-start", "0")
     assert result.exit_code == 2
-    assert "--trace-start applies to --format alibaba-gpu-v2023 or alibaba-gpu-v2026 only" in result.stderr
+    assert (
+        "--trace-start applies to --format alibaba-gpu-v2023 or alibaba-gpu-v2026 only"
+        in result.stderr
+    )
     # --topology applies to every format; a missing file is named
     result = invoke("ingest", tiny_dir, "--db", tmp_path / "x.duckdb", "--topology", "topo.csv")
     assert result.exit_code == 2

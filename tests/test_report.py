@@ -339,12 +339,18 @@ class _Tags(HTMLParser):
         super().__init__()
         self.tags: list[str] = []
         self.resources: list[str] = []
+        self.anchors: list[str] = []
+        self.ids: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
         for name, value in attrs:
             if name in ("src", "href", "xlink:href") and value:
-                self.resources.append(value)
+                if value.startswith("#"):  # a link within the page, not a resource
+                    self.anchors.append(value)
+                else:
+                    self.resources.append(value)
+        self.ids.extend(value for name, value in attrs if name == "id" and value)
 
 
 def test_json_document_holds_the_spec_keys(hand: Any) -> None:
@@ -422,6 +428,16 @@ def test_hostile_ids_render_escaped(tmp_path: Path) -> None:
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&#34;&#39;" in page
     assert EVIL not in page
     assert "&lt;b&gt;" in page  # a what-if document's value
+    escaped = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&#34;&#39;"
+    # every new label: the over-time chart's caption and band titles, the heat map's
+    # model row and cell, the queued line's model
+    assert f"<figcaption>M{escaped}</figcaption>" in page
+    assert f"<title>M{escaped}: usable</title>" in page
+    assert f'<text class="label" x="0" y="13">M{escaped}</text>' in page
+    # the domain, spelled as every command spells domains ("switch s1"), cut to fit its cell
+    assert "switch s&lt;sc…</text>" in page
+    assert f"<title>switch s{escaped} (M{escaped}): 6 of 8 GPUs free</title>" in page
+    assert f"<td>1</td><td>switch s{escaped}</td><td>M{escaped}</td>" in page  # where it strands
     assert "M<script>" in result.stdout  # the terminal prints the data as it is, no markup
 
 
@@ -434,7 +450,11 @@ def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: P
     assert "trend: no earlier recorded report of this window length and step" in first.stdout
     (written,) = out.glob("r-*.json")
     assert re.fullmatch(r"r-\d{4}-\d{2}-\d{2}-\d{6}\.json", written.name)
-    assert json.loads(written.read_text())["trend"] == {"previous": None, "figures": []}
+    assert json.loads(written.read_text())["trend"] == {
+        "previous": None,
+        "figures": [],
+        "history": [],
+    }
     second = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "second.json")
     assert second.exit_code == 0, second.output
     trend = json.loads((tmp_path / "second.json").read_text())["trend"]
@@ -444,6 +464,9 @@ def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: P
     assert rates["physical.allocation_rate_high"]["previous"] == pytest.approx(231 / 528)
     assert "since the report of" in second.stdout
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+SHAPE_8 = {"gpu_model": "H100", "gpus": 8, "gpus_per_pod": 4, "locality": "switch"}
 
 
 def test_whatif_runs_are_shown_with_when_and_what_they_recover(
@@ -456,8 +479,10 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
         store, "compaction", at=datetime(2026, 1, 2), scenario=None,
         run_options={"partition_size": 500},
         document={"schema": "fleetaudit.compaction/1", "moves": [{}, {}],
-                  "before": {"partial_nodes": 3, "free_nodes": 1},
-                  "after": {"partial_nodes": 1, "free_nodes": 2}, "bound": {"free_nodes": 3},
+                  "before": {"partial_nodes": 3, "free_nodes": 1, "instances": [
+                      {"shape": SHAPE_8, "instances": 1}]},
+                  "after": {"partial_nodes": 1, "free_nodes": 2, "instances": [
+                      {"shape": SHAPE_8, "instances": 2}]}, "bound": {"free_nodes": 3},
                   "migration": {"freed_gpus": 8, "pause_gpu_hours": 1234.56,
                                 "payback_s": 1234.56 * 3600 / 8}},
     )  # fmt: skip
@@ -471,7 +496,11 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
     assert result.exit_code == 0, result.output
     recoverable = json.loads(path.read_text())["recoverable"]
     compaction = recoverable["compaction"]
-    assert compaction["before"] == {"partial_nodes": 3, "free_nodes": 1}
+    assert compaction["before"] == {
+        "partial_nodes": 3,
+        "free_nodes": 1,
+        "instances": [{"shape": SHAPE_8, "instances": 1}],
+    }
     assert compaction["bound_free_nodes"] == 3 and compaction["moves"] == 2
     assert compaction["options"] == {"partition_size": 500} and compaction["stale"] is False
     assert recoverable["harvesting"]["policies"] == [
@@ -482,13 +511,18 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
     assert "compaction: ran " in result.stdout and "partition_size" not in result.stdout
     assert (
         "frees 8 GPUs: free nodes 1 → 2 (at most 3), partially occupied 3 → 1; "
-        "2 moves: a pause of 1,234.6 GPU-hours, repaid after 154.3 h of use"
+        "2 moves: a pause of 1,235 GPU-hours, repaid after 154.3 h of use"
     ) in " ".join(result.stdout.split())
     assert "spotgpu: allocation rate high -, all 93.0%" in result.stdout
+    assert "instances gained per shape: H100 8 GPU (2x4) switch +1" in result.stdout
     page = (tmp_path / "w.html").read_text()
     assert "partition_size" not in page and "<td>spotgpu</td>" in page
-    assert "Frees <strong>8</strong> GPUs with 2 moves, for a pause of" in page
-    assert "<strong>1,234.6</strong> GPU-hours, repaid after 154.3 hours of use." in page
+    # GPUs and nodes freed, instances gained per shape, and the pause: whole GPU-hours
+    assert "<th>GPUs freed</th><td><strong>8</strong></td>" in page
+    assert "<th>whole nodes freed</th><td><strong>1</strong>" in page
+    assert "(free nodes 1 → 2, at most 3)" in page
+    assert "<strong>1,235</strong> GPU-hours over 2 moves, repaid after 6.4d of use" in page
+    assert "<tr><td>H100 8 GPU (2x4) switch</td><td>1</td><td>2</td><td>+1</td></tr>" in page
 
 
 def test_bad_input_is_one_line_and_exit_2(hand_db: Path, tmp_path: Path) -> None:
@@ -621,13 +655,68 @@ def test_the_html_renders_in_a_real_browser(hand: Any, tmp_path: Path) -> None:
         ("fleet-productive-rate", "53.1%"),
     ):
         assert f'id="{element}">{text}</b>' in dom.stdout, element
-    shot = tmp_path / "report.png"
-    done = subprocess.run(
-        [browser, *flags, "--window-size=1200,1600", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=False, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    for width in (1400, 800):  # a wide window, and a narrow one (the page folds)
+        shot = tmp_path / f"report-{width}.png"
+        done = subprocess.run(
+            [browser, *flags, "--hide-scrollbars", f"--window-size={width},2400",
+             f"--screenshot={shot}", page.as_uri()],
+            capture_output=True, text=True, timeout=120, check=False, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+        rows = _png_rows(shot.read_bytes())
+        assert len(rows[0]) == width
+        # nothing overflows the page's width: the body's right margin stays blank (a
+        # table, chart or line wider than the window would run through it), while the
+        # page's content does reach the middle of the window
+        margin = {row[x] for row in rows for x in range(width - 6, width)}
+        assert margin == {(255, 255, 255)}, f"something overflows {width} px"
+        assert any(
+            row[x] != (255, 255, 255) for row in rows for x in range(width // 2 - 5, width // 2 + 5)
+        )
+
+
+def _png_rows(data: bytes) -> list[list[tuple[int, int, int]]]:
+    """The RGB pixels of an 8-bit RGB or RGBA PNG (as Chromium writes), row by row."""
+    import struct
+    import zlib
+
+    pos, chunks, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            chunks += body
+        pos += 12 + length
+    width, height, depth, colour = struct.unpack(">IIBB", header[:10])
+    assert depth == 8 and colour in (2, 6), (depth, colour)
+    size = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(chunks), width * size
+    rows: list[list[tuple[int, int, int]]] = []
+    previous = bytearray(stride)
+    for y in range(height):
+        kind, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
+        for i in range(stride):
+            a = line[i - size] if i >= size else 0
+            b, c = previous[i], previous[i - size] if i >= size else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append([tuple(line[x : x + 3]) for x in range(0, stride, size)])  # type: ignore[misc]
+        previous = line
+    return rows
 
 
 def _on_a_terminal(args: list[str], env: dict[str, str]) -> bytes:
@@ -782,3 +871,97 @@ def test_a_read_only_store_file_reports(hand_db: Path, tmp_path: Path) -> None:
     result = invoke("report", *WINDOW, "--db", db, "--record")
     assert result.exit_code == 0, result.output
     assert "not recorded for the next trend" in " ".join(result.stderr.split())
+
+
+def test_a_three_report_trend_is_drawn_in_html_and_on_the_terminal(
+    hand_db: Path, tmp_path: Path
+) -> None:
+    """Two recorded reports with hand-set figures, then this one (43.75% high, from above).
+
+    The chart's x: 0, 300, 600 (oldest first); y = 160 - 160 x rate. Usable share of
+    idle is usable / idle per hour: 5/10 then 2/8. The first record has no SM-active
+    rate: its line starts at the second report.
+    """
+    import duckdb
+
+    db = tmp_path / "three.duckdb"
+    shutil.copy(hand_db, db)
+    for _ in range(2):
+        assert invoke("report", *WINDOW, "--db", db, "--record").exit_code == 0
+    figures = [
+        {"physical.allocation_rate_high": 0.25, "physical.allocation_rate": 0.5,
+         "schedulable.idle_gpu_hours_per_hour": 10.0,
+         "schedulable.usable_gpu_hours_per_hour": 5.0, "productive.productive_rate": None},
+        {"physical.allocation_rate_high": 0.5, "physical.allocation_rate": 0.75,
+         "schedulable.idle_gpu_hours_per_hour": 8.0,
+         "schedulable.usable_gpu_hours_per_hour": 2.0, "productive.productive_rate": 0.5},
+    ]  # fmt: skip
+    con = duckdb.connect(str(db))
+    ids = [r[0] for r in con.execute("SELECT report_id FROM reports ORDER BY report_id").fetchall()]
+    for report_id, values in zip(ids, figures, strict=True):
+        con.execute(
+            "UPDATE reports SET figures = ? WHERE report_id = ?", [json.dumps(values), report_id]
+        )
+    con.close()
+    html, doc = tmp_path / "t.html", tmp_path / "t.json"
+    third = invoke("report", *WINDOW, "--db", db, "--html", html, "--json", doc)
+    assert third.exit_code == 0, third.output
+    history = json.loads(doc.read_text())["trend"]["history"]
+    assert [h["figures"] for h in history] == figures
+    now = json.loads(doc.read_text())["fleet"]
+    usable_share = now["schedulable"]["usable_gpu_hours"] / now["schedulable"]["idle_gpu_hours"]
+    productive = now["productive"]["productive_rate"]
+    page = html.read_text()
+    lines = re.findall(r'<polyline class="trend"[^>]* points="([^"]*)"', page)
+    assert lines == [
+        "0.0,120.0 300.0,80.0 600.0,90.0",  # allocation rate high: 25%, 50%, 231/528
+        f"0.0,80.0 300.0,40.0 600.0,{160 - 160 * now['physical']['allocation_rate']:.1f}",
+        f"0.0,80.0 300.0,120.0 600.0,{160 - 160 * usable_share:.1f}",
+        f"300.0,80.0 600.0,{160 - 160 * productive:.1f}",
+    ]
+    assert "across the 3 recorded reports of this window length and step" in page
+    assert "trend over 3 recorded reports (this one last):" in third.stdout
+    assert re.search(r"^  allocation rate, high +▁█▆ 43\.8%$", third.stdout, re.M)
+    # no SM-active rate in the first record: a blank, then 50% and 53.1% (▁ least, █ most)
+    assert f"  {'SM-active rate':<27}  ▁█ 53.1%" in third.stdout
+
+
+def test_where_it_strands_by_switch_domain_by_hand(hand: Any) -> None:
+    """Every one of the 25 instants is sampled (a small fleet), so each domain's GPU-hours
+    add up to its model's stranded GPU-hours exactly.
+
+    sw-a (n1, n2: H20): the fragment GPUs of the schedulable table, 64.32; sw-c (L4, no
+    shape asks for it): its 2 free GPUs at every instant are unqueued, 2 x 24 = 48;
+    n4 (A10, no switch: its own domain): the 0.96 interval GPU-hours. sw-b (n3) is down:
+    nothing idle there strands.
+    """
+    assert hand.places_instants == 25
+    rows = {(r["domain"], r["gpu_model"]): r for r in hand.places.iter_rows(named=True)}
+    # largest first, domains spelled as every command spells them
+    assert list(rows) == [("switch sw-a", "H20"), ("switch sw-c", "L4"), ("node n4", "A10")]
+    assert rows["switch sw-a", "H20"]["fragment"] == pytest.approx(64.32)
+    assert rows["switch sw-c", "L4"]["unqueued"] == pytest.approx(48.0)
+    assert rows["node n4", "A10"]["interval"] == pytest.approx(0.96)
+    for model, figures in hand.models.items():
+        for cause, hours in figures["schedulable"]["stranded_gpu_hours"].items():
+            assert sum(r[cause] for r in rows.values() if r["gpu_model"] == model) == (
+                pytest.approx(hours)
+            ), (model, cause)
+    document = report_document(hand)["stranded_places"]
+    assert document["sampled_instants"] == 25
+    assert document["domains"][0] == {
+        "domain": "switch sw-a", "gpu_model": "H20", "interval": 0.0, "fragment": 64.32,
+        "cpu_memory": 0.0, "topology": 0.0, "unqueued": 0.0, "stranded_gpu_hours": 64.32,
+    }  # fmt: skip
+    page = render_html(hand)
+    assert (
+        "<tr><td>1</td><td>switch sw-a</td><td>H20</td><td><b>64</b></td>\n"
+        "<td>0</td><td>64</td><td>0</td><td>0</td><td>0</td></tr>"
+    ) in page
+    assert "Estimated from 25 of the window's\n25 sampled instants" in page
+
+
+def test_a_larger_fleet_samples_fewer_instants_for_where_it_strands() -> None:
+    from fleetaudit.report_api import place_samples
+
+    assert place_samples(1) == 48 and place_samples(19_400) == 8 and place_samples(10**9) == 8
