@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetaudit.api import WHATIF_KINDS
 from fleetaudit.compaction import Snapshot
+from fleetaudit.compaction_over_time import over_time_json
 from fleetaudit.placement_api import PlacementResult
 from fleetaudit.report_api import REPORT_SCHEMA, ReportResult, recoverable_summary
 from fleetaudit.shapes_api import ShapeReport, ShapesResult
@@ -215,6 +216,9 @@ def compaction_document(report: CompactionReport) -> dict[str, Any]:
         "options": {**asdict(report.options)},
         "saved_as": report.saved,
         "notes": list(report.notes),
+        "over_time": None
+        if report.over_time is None or report.over_time_options is None
+        else over_time_json(report.over_time, report.over_s or 0.0, report.over_time_options),
     }
 
 

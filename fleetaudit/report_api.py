@@ -10,7 +10,7 @@ opens it for writing afterwards, once the files are written.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -156,6 +156,11 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
         by_node = store.query("telemetry_by_node", start=start, end=end)
         cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
         whatifs = latest_whatif_runs(store)
+        # The recoverable-capacity section reads the latest over-time compaction run
+        # when there is one, else the one-instant run.
+        over_time_run = whatifs.pop("compaction_over_time", None)
+        if over_time_run is not None:
+            whatifs["compaction"] = replace(over_time_run, kind="compaction")
         previous = _previous(store, options.scenario)
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
@@ -351,8 +356,9 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
     """The figures of a stored what-if document, read defensively (absent keys stay absent).
 
     Returns created_at, at, scenario, options, stale, ran (one line), schema,
-    and for compaction partial_nodes/free_nodes before and after, bound_free_nodes
-    and moves; for harvesting the window and one row per policy.
+    and for compaction partial_nodes/free_nodes before and after, bound_free_nodes,
+    moves, label (``over time`` or ``one instant``) and, for an over-time run,
+    over_time (the window's time-averaged figures); for harvesting the window and one row per policy.
     """
     doc = run.document if isinstance(run.document, dict) else {}
     out: dict[str, Any] = {
@@ -374,6 +380,26 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
             out["bound_free_nodes"] = bound["free_nodes"]
         if isinstance(doc.get("moves"), list):
             out["moves"] = len(doc["moves"])
+        over = doc.get("over_time")
+        out["label"] = "one instant"
+        if isinstance(over, dict):
+            out["label"] = "over time"
+            partial = over.get("partial_nodes") if isinstance(over.get("partial_nodes"), dict) else {}
+            migration = over.get("migration") if isinstance(over.get("migration"), dict) else {}
+            out["over_time"] = {
+                "start": over.get("start"),
+                "end": over.get("end"),
+                "every_s": over.get("every_s"),
+                "moves_per_hour": over.get("moves_per_hour"),
+                "partial_nodes_without": partial.get("without"),
+                "partial_nodes_with": partial.get("with"),
+                "reduction_pct": partial.get("reduction_pct"),
+                "paper_reduction_pct": partial.get("paper_reduction_pct"),
+                "free_nodes": over.get("free_nodes"),
+                "earlier": over.get("earlier"),
+                "migration_gpu_hours": migration.get("pause_gpu_hours"),
+                "gpus_moved": migration.get("gpus_moved"),
+            }
     else:
         if isinstance(doc.get("window"), dict):
             out["window"] = doc["window"]
