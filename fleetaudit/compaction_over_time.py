@@ -7,7 +7,7 @@ compaction, one where the one-instant search (:func:`fleetaudit.compaction.compa
 runs on the current state at every tick and the longest affordable prefix of
 its ledger is applied. Both are observed at the same ticks.
 
-- Ticks: ``start + k * every`` inside [start, end); a tick runs before that
+- Ticks: ``start + k * every`` inside [start, end); a tick runs after that
   instant's departures and arrivals. After a tick's moves the queue is retried
   on the nodes the moves emptied, so waiting work can start earlier.
 - Budget: ``moves_per_hour`` counts GPUs moved (a share counts as its
@@ -118,7 +118,8 @@ class Tick:
     ledger_moves: int  # moves the search proposed
     ledger_gpus: float
     moves: tuple[Move, ...]  # the applied prefix
-    cut: str  # whole, node, budget (nothing affordable), refused (the engine refused a move)
+    cut: str  # whole, node, budget (nothing affordable), refused (the engine refused a move), empty
+    frame: pl.DataFrame | None = field(default=None, repr=False, compare=False)  # keep_frames
 
     @property
     def gpus_moved(self) -> float:
@@ -285,6 +286,7 @@ def compact_over_time(
     shapes: Sequence[Shape] = (),
     options: CompactionOptions | None = None,
     over_time: OverTimeOptions | None = None,
+    keep_frames: bool = False,
 ) -> OverTimeResult:
     """Replay [start, end) twice on the same arrivals, with and without compaction rounds.
 
@@ -296,6 +298,8 @@ def compact_over_time(
         shapes: the objective's shapes (also observed at every tick).
         options: the one-instant search's options (used at every tick).
         over_time: ticks, budget, policy and queue.
+        keep_frames: keep each round's input state (``Tick.frame``: the work
+            active at the tick, before its moves), to check the applied moves.
 
     Returns:
         The :class:`OverTimeResult`.
@@ -341,7 +345,7 @@ def compact_over_time(
             after = _side(nodes, view, view.allocations(t), at, shapes)
         rounds.append(
             Tick(at, before, before, after, len(result.moves), sum(m.gpus for m in result.moves),
-                 tuple(applied), cut)  # fmt: skip
+                 tuple(applied), cut, frame if keep_frames else None)  # fmt: skip
         )
 
     base = placement.simulate_replay(
@@ -354,7 +358,7 @@ def compact_over_time(
     )  # fmt: skip
     full = tuple(
         Tick(r.at, without[epoch_us(r.at)], r.before, r.after, r.ledger_moves, r.ledger_gpus,
-             r.moves, r.cut)  # fmt: skip
+             r.moves, r.cut, r.frame)  # fmt: skip
         for r in rounds
     )
     moves = [m for r in full for m in r.moves]
@@ -430,7 +434,7 @@ def _earlier(base: pl.DataFrame, comp: pl.DataFrame) -> dict[str, Any]:
         "hours_max": None if earlier.is_empty() else round(float(earlier.max()), 4),  # type: ignore[arg-type]
         "only_with_compaction": both.filter(pl.col("b").is_null() & pl.col("c").is_not_null()).height,
         "later_requests": later.len(),
-        "later_hours_total": round(float(-later.sum()), 4),
+        "later_hours_total": round(abs(float(later.sum())), 4),
         "only_without_compaction": both.filter(pl.col("b").is_not_null() & pl.col("c").is_null()).height,
     }
 

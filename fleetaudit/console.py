@@ -822,7 +822,7 @@ def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
     stride = max(1, -(-len(ticks) // rows))
     for t in ticks[::stride]:
         table.add_row(
-            iso(t.at), _int(t.without.partial_nodes),
+            t.at.strftime("%Y-%m-%d %H:%M"), _int(t.without.partial_nodes),
             f"{t.before.partial_nodes:,} → {t.after.partial_nodes:,}",
             _int(t.without.free_nodes), f"{t.before.free_nodes:,} → {t.after.free_nodes:,}",
             _int(t.without.queued), _int(t.before.queued), _int(len(t.moves)),
@@ -830,7 +830,7 @@ def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
         )  # fmt: skip
     out.print(table)
     if stride > 1:
-        out.print(f"(every {stride}th of {len(ticks):,} rounds shown; --json has them all)")
+        out.print(f"(one round in {stride} of {len(ticks):,} shown; --json has them all)")
     reduction = over.partial_reduction_pct
     out.print(
         f"partially occupied nodes, time-averaged: {over.partial_without:,.1f} without, "

@@ -1319,10 +1319,10 @@ class ReplayView:
     def gpu_use(self) -> tuple[int, int]:
         """(free nodes, partially occupied nodes) among the healthy nodes with GPUs."""
         fleet, st = self._run.fleet, self._run.state
+        # a GPU holding any share is occupied (as in the nodes' occupancy)
         has = fleet.gpus > 0
-        capacity = fleet.gpus * _U
-        free = has & (st.free_total == capacity)
-        partial = has & (st.free_total > 0) & (st.free_total < capacity)
+        free = has & (st.whole == fleet.gpus)
+        partial = has & (st.whole > 0) & (st.whole < fleet.gpus)
         return int(free.sum()), int(partial.sum())
 
     def move(self, alloc_id: str, node_id: str) -> bool:
@@ -1422,7 +1422,7 @@ def simulate_replay(
         empty: start from an empty fleet.
         queue: ``fifo`` or ``backfill``.
         on_tick, ticks: at each instant of ``ticks`` (epoch µs, ascending) in the
-            window, before that instant's events, ``on_tick(view, t)`` may move
+            window, after that instant's events, ``on_tick(view, t)`` may move
             work (:meth:`ReplayView.move`); the queue is then retried on the
             nodes it emptied (compaction over time).
         prefer: request_id -> node_id: a single-pod request tries that node
@@ -1695,7 +1695,8 @@ def simulate_replay(
         if t >= end_us:
             break
         sample(t)
-        if t_tick == t and on_tick is not None:
+        if t_tick == t and t_dep > t and t_arr > t and on_tick is not None:
+            # a tick runs after its instant's departures and arrivals
             k_tick += 1
             view.queued, view.freed = queued, []
             on_tick(view, t)
