@@ -664,13 +664,12 @@ def _render_recoverable(result: ReportResult) -> None:
             out.print(f"{kind}: not run on this database yet (fleetaudit whatif {kind})")
             continue
         summary = recoverable_summary(run)
-        label = f" ({summary['label']})" if "label" in summary else ""
-        out.print(f"{kind}{label}: {summary['ran']}")
+        out.print(f"{kind}: {summary['ran']}")
         if kind == "compaction" and isinstance(summary.get("over_time"), dict):
             o = summary["over_time"]
             reduction = o.get("reduction_pct")
             out.print(
-                f"  {o.get('start')} .. {o.get('end')}: partially occupied nodes "
+                f"  over time, {o.get('start')} .. {o.get('end')}: partially occupied nodes "
                 f"{o.get('partial_nodes_without', '-')} without, {o.get('partial_nodes_with', '-')} "
                 f"with compaction, time-averaged "
                 f"({'-' if reduction is None else f'{reduction:+.1f}%'}; the ASI paper reports "
@@ -688,7 +687,8 @@ def _render_recoverable(result: ReportResult) -> None:
                     )
             if "bound_free_nodes" in summary:
                 parts.append(f"bound: {summary['bound_free_nodes']} free nodes")
-            out.print("  " + ("; ".join(parts) or "no figures in its document"))
+            instant = f"one instant at {summary['at']}: " if parts else ""
+            out.print("  " + instant + ("; ".join(parts) or "no figures in its document"))
         else:
             for p in summary.get("policies", []):
                 out.print(

@@ -295,18 +295,19 @@ def test_cli_json_over_time_save_as_and_report(overtime_db) -> None:
     assert "-20.2%" in text.output and "-10.0%" in text.output
     report = _invoke("report", "--db", db, "--at", "2026-01-01T03:00:00", "--since", "3h")
     assert report.exit_code == 0, report.output
-    assert "compaction (over time)" in report.output
+    assert "over time, 2026-01-01T00:00:00" in report.output
     # a later one-instant run does not hide the stored over-time run
     _invoke("whatif", "compaction", "--db", db, "--json")
     report = _invoke("report", "--db", db, "--at", "2026-01-01T03:00:00", "--since", "3h")
-    assert "compaction (over time)" in report.output
+    assert "over time, 2026-01-01T00:00:00" in report.output
+    assert "-10.0%" in report.output
 
 
 def test_cli_report_labels_a_one_instant_run(overtime_db) -> None:
     db = str(overtime_db)
     assert _invoke("whatif", "compaction", "--db", db, "--json").exit_code == 0
     report = _invoke("report", "--db", db, "--at", "2026-01-01T03:00:00", "--since", "3h")
-    assert "compaction (one instant)" in report.output
+    assert "one instant at " in report.output and "over time" not in report.output
 
 
 @pytest.mark.parametrize(
