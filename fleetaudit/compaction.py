@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any
@@ -105,6 +105,9 @@ class CompactionOptions:
         exact: also solve partitions of up to ``exact_nodes`` nodes exactly.
         exact_nodes: the largest partition solved exactly.
         exact_time_limit_s: the ILP's time limit per partition.
+        stop_after_gpus: stop the search once its ledger moves more GPUs than
+            this (None: never). The ledger's moves within this many GPUs are
+            those of the full search; compaction over time applies no more.
     """
 
     depth: int = 3
@@ -119,6 +122,7 @@ class CompactionOptions:
     exact: bool = False
     exact_nodes: int = 40
     exact_time_limit_s: float = 60.0
+    stop_after_gpus: float | None = None
 
     def check(self) -> None:
         """Raise ValueError naming the first option out of range."""
@@ -746,6 +750,13 @@ class _Search:
                 break
         return False
 
+    def _past_stop(self) -> bool:
+        """The ledger already moves more GPUs than ``stop_after_gpus`` (then stop)."""
+        stop = self.part.options.stop_after_gpus
+        if stop is None:
+            return False
+        return sum(self.part.alloc_gpus[a] for a, _, _ in self.moves) > stop * _U
+
     def run(self) -> None:
         options = self.part.options
         failed_at: dict[int, int] = {}
@@ -763,6 +774,8 @@ class _Search:
                 if self._attempt(lambda x=x: self._empty(x)):
                     version += 1
                     improved = True
+                    if self._past_stop():
+                        return
                 else:
                     failed_at[x] = version
             by_size: dict[int, list[int]] = {}
@@ -776,6 +789,8 @@ class _Search:
                 if self.status[y] == _PARTIAL and self._complete(y, by_size):
                     version += 1
                     improved = True
+                    if self._past_stop():
+                        return
             if not improved:
                 break
         if improved:
@@ -979,6 +994,20 @@ def _solve(part: _Partition) -> _Outcome:
     )
 
 
+def _solve_until(parts: Sequence[_Partition], stop: float) -> list[_Outcome]:
+    """Partitions in order, each stopped once the ledger so far passes ``stop`` GPUs;
+    the partitions after that are left as they are (no search)."""
+    outcomes: list[_Outcome] = []
+    spent = 0
+    for part in parts:
+        left = stop - spent / _U
+        options = replace(part.options, stop_after_gpus=left, rounds=part.options.rounds if left >= 0 else 0)
+        outcome = _solve(replace(part, options=options))
+        spent += sum(part.alloc_gpus[a] for a, _, _ in outcome.moves)
+        outcomes.append(outcome)
+    return outcomes
+
+
 # ------------------------------------------------------------------ entry point
 
 
@@ -1039,7 +1068,10 @@ def compact(
     started = time.perf_counter()
     parts = _partitions(nodes, allocations, at, shapes, options)
     workers = options.jobs if sum(len(p.node_ids) for p in parts) >= _PROCESS_NODES else 1
-    outcomes = map_processes(_solve, parts, workers)
+    if options.stop_after_gpus is not None and workers == 1:
+        outcomes = _solve_until(parts, options.stop_after_gpus)
+    else:
+        outcomes = map_processes(_solve, parts, workers)
     moves: list[Move] = []
     results: list[PartitionResult] = []
     destination: dict[str, str] = {}

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -115,7 +115,7 @@ class Tick:
     without: Side
     before: Side  # with compaction, as churn left it since the last round
     after: Side  # with compaction, after this round's moves
-    ledger_moves: int  # moves the search proposed
+    ledger_moves: int  # moves the search proposed (it stops once past the budget)
     ledger_gpus: float
     moves: tuple[Move, ...]  # the applied prefix
     cut: str  # whole, node, budget (nothing affordable), refused (the engine refused a move), empty
@@ -316,6 +316,10 @@ def compact_over_time(
     policy = "best-fit" if ot.policy == "recorded" else ot.policy
     popts = placement.PlacementOptions(policy=policy, seed=ot.seed, step_pct=100.0)
     budget = ot.budget_per_tick
+    # A round applies at most the budget, and the search's ledger within it is the
+    # full search's: it may stop past it. Rounds run in this process (a round is
+    # short, and starting worker processes every round costs more than it saves).
+    per_round = replace(options, jobs=1, stop_after_gpus=budget)
 
     without: dict[int, Side] = {}
 
@@ -332,7 +336,7 @@ def compact_over_time(
         at = from_epoch_us(t)
         frame = view.allocations(t)
         before = _side(nodes, view, frame, at, shapes)
-        result = compaction.compact(nodes, frame, at, shapes, options)
+        result = compaction.compact(nodes, frame, at, shapes, per_round)
         count, cut = affordable_prefix(result.moves, budget, frame, nodes)
         applied: list[Move] = []
         for m in result.moves[:count]:

@@ -1265,13 +1265,19 @@ class ReplayView:
         self.queued = 0
         self.freed: list[int] = []
         self._index: dict[str, tuple[int, int]] | None = None
+        self._seen = 0  # groups indexed by _where
+        self._node_index = {n: i for i, n in enumerate(run.fleet.node_ids)}
+        # ticks come in time order: what ended before one tick stays ended
+        self._live_records = list(range(len(records)))
+        self._live_groups: list[int] = []
+        self._groups_seen = 0
 
     def _where(self) -> dict[str, tuple[int, int]]:
         """alloc_id -> (record index, -1) or (group index, pod position)."""
-        if self._index is None or len(self._index) < len(self._records):
+        if self._index is None:
             self._index = {rec.alloc_id: (i, -1) for i, rec in enumerate(self._records)}
         w = self._run.workload
-        for g in range(self._seen_groups(), len(self._groups)):
+        for g in range(self._seen, len(self._groups)):
             r, pods = self._groups[g]
             rid = w.request_ids[r]
             for k, (pod, _, _) in enumerate(pods):
@@ -1280,30 +1286,36 @@ class ReplayView:
         self._seen = len(self._groups)
         return self._index
 
-    def _seen_groups(self) -> int:
-        return getattr(self, "_seen", 0)
-
     def allocations(self, t_us: int) -> pl.DataFrame:
         """The work active at ``t_us`` as an allocations frame (alloc_id, job_id,
         node_id, gpus, cpus, memory_gib, priority, start_time, end_time);
         replayed pods are ``replay/<request>[/<pod>]`` of job ``<request>``."""
         fleet, w = self._run.fleet, self._run.workload
         rows: list[tuple[object, ...]] = []
-        for rec in self._records:
+        self._live_records = [i for i in self._live_records if self._records[i].end_us > t_us]
+        for i in self._live_records:
+            rec = self._records[i]
             if rec.start_us <= t_us < rec.end_us:
                 rows.append((rec.alloc_id, rec.job_id or rec.alloc_id, fleet.node_ids[rec.node],
                              sum(rec.units) / _U, rec.cpu / _U, rec.memory / _U, rec.start_us,
                              None if rec.end_us == _NEVER else rec.end_us))  # fmt: skip
-        for g, (r, pods) in enumerate(self._groups):
+        live = self._live_groups
+        live.extend(range(self._groups_seen, len(self._groups)))
+        self._groups_seen = len(self._groups)
+        kept: list[int] = []
+        for g in live:
+            r, pods = self._groups[g]
             begin, length = self._group_start[g], int(self._duration[r])
             if length >= 0 and begin + length <= t_us:
                 continue
+            kept.append(g)
             rid = w.request_ids[r]
             for pod, n, _ in pods:
                 name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
                 rows.append((name, rid, fleet.node_ids[n], int(w.share[r]) * int(w.count[r]) / _U,
                              int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin,
                              None if length < 0 else begin + length))  # fmt: skip
+        self._live_groups = kept
         return pl.DataFrame(
             rows,
             schema={"alloc_id": pl.String, "job_id": pl.String, "node_id": pl.String,
@@ -1333,9 +1345,9 @@ class ReplayView:
         """
         run, fleet, st = self._run, self._run.fleet, self._run.state
         where = self._where().get(alloc_id)
-        if where is None or node_id not in fleet.node_ids:
+        d = self._node_index.get(node_id, -1)
+        if where is None or d < 0:
             return False
-        d = fleet.node_ids.index(node_id)
         i, k = where
         if k < 0:
             rec = self._records[i]

@@ -23,7 +23,7 @@ from fleetaudit.compaction_over_time import (
 )
 from fleetaudit.compaction_replay import replay_ledger
 from fleetaudit.errors import UsageError
-from tests.test_compaction import fleets, make_allocations, make_nodes
+from tests.test_compaction import T, fleets, make_allocations, make_nodes
 
 DATA = Path(__file__).parent / "data" / "overtime"
 T0 = datetime(2026, 1, 1)
@@ -324,3 +324,20 @@ def test_cli_over_time_errors_are_one_line_and_exit_2(overtime_db, args, message
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets(max_nodes=7), st.sampled_from([0, 0.5, 1, 2, 3, 5, 8]))
+def test_a_search_stopped_past_the_budget_has_the_full_searchs_prefix(fleet, budget) -> None:
+    nodes, allocations = fleet
+    full = compact(nodes, allocations, T, (), CompactionOptions(partition_nodes=3))
+    stopped = compact(
+        nodes, allocations, T, (), CompactionOptions(partition_nodes=3, stop_after_gpus=budget)
+    )
+    assert len(stopped.moves) <= len(full.moves)
+    n_full, _ = affordable_prefix(full.moves, budget, allocations, nodes)
+    n_stopped, _ = affordable_prefix(stopped.moves, budget, allocations, nodes)
+    assert n_full == n_stopped
+    assert [m.as_json() for m in full.moves[:n_full]] == [
+        m.as_json() for m in stopped.moves[:n_stopped]
+    ]
