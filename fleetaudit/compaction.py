@@ -108,6 +108,8 @@ class CompactionOptions:
         stop_after_gpus: stop the search once its ledger moves more GPUs than
             this (None: never). The ledger's moves within this many GPUs are
             those of the full search; compaction over time applies no more.
+        count_instances: evaluate the shapes' instances before and after the
+            ledger (False: the snapshots carry none; the search still uses them).
     """
 
     depth: int = 3
@@ -123,6 +125,7 @@ class CompactionOptions:
     exact_nodes: int = 40
     exact_time_limit_s: float = 60.0
     stop_after_gpus: float | None = None
+    count_instances: bool = True
 
     def check(self) -> None:
         """Raise ValueError naming the first option out of range."""
@@ -1122,13 +1125,14 @@ def compact(
         )
     before_free = sum(p.before_free for p in results)
     after_free = sum(p.after_free for p in results)
+    counted = shapes if options.count_instances else ()
     before = Snapshot(
         before_free,
         sum(p.before_partial for p in results),
-        _instances(nodes, allocations, at, shapes),
+        _instances(nodes, allocations, at, counted),
     )
     after = Snapshot(
-        after_free, sum(p.after_partial for p in results), _instances(nodes, moved, at, shapes)
+        after_free, sum(p.after_partial for p in results), _instances(nodes, moved, at, counted)
     )
     freed = sum(
         part.gpus[i]

@@ -65,6 +65,8 @@ class OverTimeOptions:
         policy: ``recorded`` or a placement policy.
         queue: ``fifo`` or ``backfill``.
         seed: the seed of the ``random`` policy.
+        observe_shapes: the shapes (the first ones: most queued first) whose
+            instances each round counts; the search's objective keeps them all.
     """
 
     every_s: float = 3600.0
@@ -72,6 +74,7 @@ class OverTimeOptions:
     policy: str = "recorded"
     queue: str = "fifo"
     seed: int = 0
+    observe_shapes: int = 10
 
     def check(self) -> None:
         """Raise UsageError naming the first option out of range."""
@@ -319,13 +322,14 @@ def compact_over_time(
     # A round applies at most the budget, and the search's ledger within it is the
     # full search's: it may stop past it. Rounds run in this process (a round is
     # short, and starting worker processes every round costs more than it saves).
-    per_round = replace(options, jobs=1, stop_after_gpus=budget)
+    per_round = replace(options, jobs=1, stop_after_gpus=budget, count_instances=False)
+    observed = shapes[: ot.observe_shapes]
 
     without: dict[int, Side] = {}
 
     def observe(view: placement.ReplayView, t: int) -> None:
         at = from_epoch_us(t)
-        without[t] = _side(nodes, view, view.allocations(t), at, shapes)
+        without[t] = _side(nodes, view, view.allocations(t), at, observed)
 
     rounds: list[Tick] = []
     last: list[placement.ReplayView] = []
@@ -335,7 +339,7 @@ def compact_over_time(
             last.append(view)
         at = from_epoch_us(t)
         frame = view.allocations(t)
-        before = _side(nodes, view, frame, at, shapes)
+        before = _side(nodes, view, frame, at, observed)
         result = compaction.compact(nodes, frame, at, shapes, per_round)
         count, cut = affordable_prefix(result.moves, budget, frame, nodes)
         applied: list[Move] = []
@@ -346,7 +350,7 @@ def compact_over_time(
             applied.append(m)
         after = before
         if applied:
-            after = _side(nodes, view, view.allocations(t), at, shapes)
+            after = _side(nodes, view, view.allocations(t), at, observed)
         rounds.append(
             Tick(at, before, before, after, len(result.moves), sum(m.gpus for m in result.moves),
                  tuple(applied), cut, frame if keep_frames else None)  # fmt: skip
@@ -404,9 +408,13 @@ def _start_probability(
         name: set(w.filter(pl.col("start_time").is_not_null())["request_id"].to_list())
         for name, w in (("base", base.waits), ("comp", comp.waits))
     }
+    by_shape: dict[Shape, list[str]] = {}
+    for rid, kind in zip(ids, kinds, strict=True):
+        if kind is not None:
+            by_shape.setdefault(kind, []).append(rid)
     out = []
     for shape in shapes:
-        mine = [rid for rid, k in zip(ids, kinds, strict=True) if k == shape]
+        mine = by_shape.get(shape, [])
         if not mine:
             out.append((None, None, 0))
             continue
@@ -456,6 +464,7 @@ def over_time_json(result: OverTimeResult, over_s: float, ot: OverTimeOptions) -
         "policy": ot.policy,
         "queue": ot.queue,
         "shapes": [s.as_json() for s in result.shapes],
+        "observed_shapes": min(len(result.shapes), ot.observe_shapes),
         "ticks": [
             {
                 "at": t.at.isoformat(),
