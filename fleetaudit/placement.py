@@ -75,7 +75,6 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-
 from typing import Any
 
 import numpy as np
@@ -92,6 +91,7 @@ __all__ = [
     "FillResult",
     "PlacementOptions",
     "ReplayResult",
+    "ReplayView",
     "fill_curves",
     "fleet_fragmentation",
     "replay_curves",
@@ -1436,7 +1436,8 @@ def simulate_replay(
         on_tick, ticks: at each instant of ``ticks`` (epoch µs, ascending) in the
             window, after that instant's events, ``on_tick(view, t)`` may move
             work (:meth:`ReplayView.move`); the queue is then retried on the
-            nodes it emptied (compaction over time).
+            nodes it emptied (compaction over time). The result's
+            ``allocations`` keep each pod on the node it started on.
         prefer: request_id -> node_id: a single-pod request tries that node
             first (its recorded placement), then the policy.
 
