@@ -141,6 +141,7 @@ class OverTimeResult:
     start_probability: tuple[tuple[float | None, float | None, int], ...]  # without, with, arrived
     earlier: dict[str, Any]
     arrived: int
+    recorded_node: int  # arrivals with a recorded node (policy ``recorded``)
     started: tuple[int, int]  # without, with
     failed: tuple[int, int]
     seconds: float
@@ -381,6 +382,7 @@ def compact_over_time(
         start_probability=_start_probability(requests, start, end, shapes, base, comp),
         earlier=_earlier(base.waits, comp.waits),
         arrived=base.arrived,
+        recorded_node=sum(1 for rid in base.waits["request_id"].to_list() if rid in (prefer or {})),
         started=(base.started, comp.started),
         failed=(base.failed, comp.failed),
         seconds=time.perf_counter() - started,
@@ -493,6 +495,7 @@ def over_time_json(result: OverTimeResult, over_s: float, ot: OverTimeOptions) -
         "earlier": result.earlier,
         "requests": {
             "arrived": result.arrived,
+            "with_recorded_node": result.recorded_node,
             "started": {"without": result.started[0], "with": result.started[1]},
             "failed": {"without": result.failed[0], "with": result.failed[1]},
         },

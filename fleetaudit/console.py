@@ -848,6 +848,11 @@ def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
                 f"({arrived:,} arrived)"
             )
     e = over.earlier
+    if ot.policy == "recorded":
+        out.print(
+            f"{over.recorded_node:,} of {over.arrived:,} arriving requests have a recorded node "
+            "(an allocation whose job_id is the request_id); the others were placed best-fit"
+        )
     out.print(
         f"requests: {over.arrived:,} arrived; started {over.started[0]:,} without, "
         f"{over.started[1]:,} with; {e['requests']:,} started earlier by "

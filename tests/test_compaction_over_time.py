@@ -341,3 +341,13 @@ def test_a_search_stopped_past_the_budget_has_the_full_searchs_prefix(fleet, bud
     assert [m.as_json() for m in full.moves[:n_full]] == [
         m.as_json() for m in stopped.moves[:n_stopped]
     ]
+
+
+def test_only_an_arrival_linked_to_its_allocation_has_a_recorded_node() -> None:
+    nodes, allocations, requests = read("nodes"), read("allocations"), read("requests")
+    assert over(nodes, allocations, requests, 3, moves_per_hour=2).recorded_node == 1
+    unlinked = requests.with_columns(pl.lit("x1").alias("request_id"))
+    result = over(nodes, allocations, unlinked, 3, moves_per_hour=2)
+    assert result.recorded_node == 0
+    # best-fit puts x1 on n4 (2 GPUs free, the fewest) instead of n1
+    assert dict(result.final.select("alloc_id", "node_id").iter_rows())["replay/x1"] == "n4"
