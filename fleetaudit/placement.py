@@ -81,7 +81,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import SHARE_UNITS, optional_column
+from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing, optional_column
 from fleetaudit.parallel import map_processes as _map_runs
 from fleetaudit.times import epoch_us, from_epoch_us
 
@@ -1330,12 +1330,86 @@ class ReplayView:
 
     def gpu_use(self) -> tuple[int, int]:
         """(free nodes, partially occupied nodes) among the healthy nodes with GPUs."""
-        fleet, st = self._run.fleet, self._run.state
-        # a GPU holding any share is occupied (as in the nodes' occupancy)
+        fleet, st, w = self._run.fleet, self._run.state, self._run.workload
+        # GPUs in use as the nodes' occupancy counts them: whole GPUs, plus the GPUs
+        # the node's shares fill when packed first-fit-decreasing
+        shares: dict[int, list[int]] = {}
+        whole: dict[int, int] = {}
+        for i in self._live_records:
+            rec = self._records[i]
+            for units in rec.units:
+                if units < _U:
+                    shares.setdefault(rec.node, []).append(units)
+                else:
+                    whole[rec.node] = whole.get(rec.node, 0) + 1
+        for g in self._live_groups + list(range(self._groups_seen, len(self._groups))):
+            r, pods = self._groups[g]
+            share, count = int(w.share[r]), int(w.count[r])
+            for _, n, used_gpus in pods:
+                if count and share < _U:
+                    shares.setdefault(n, []).append(share)
+                elif count:
+                    whole[n] = whole.get(n, 0) + len(used_gpus)
+        used = fleet.gpus - (st.free == _U).sum(axis=1)  # GPUs holding anything
+        for n, units in shares.items():
+            # share-holding GPUs as packed, not as laid out
+            used[n] = whole.get(n, 0) + len(first_fit_decreasing(units))
         has = fleet.gpus > 0
-        free = has & (st.whole == fleet.gpus)
-        partial = has & (st.whole > 0) & (st.whole < fleet.gpus)
+        free = has & (used == 0)
+        partial = has & (used > 0) & (used < fleet.gpus)
         return int(free.sum()), int(partial.sum())
+
+    def _repack_shares(self, d: int) -> None:
+        """Lay node d's shares out first-fit-decreasing on the GPUs no whole
+        allocation holds (the occupancy's packing), updating each holder's GPU."""
+        run, st = self._run, self._run.state
+        w = run.workload
+        holders: list[tuple[int, object, int]] = []  # (units, holder, position)
+        whole: set[int] = set()
+        for i in self._live_records:
+            rec = self._records[i]
+            if rec.node != d:
+                continue
+            for j, (gpu, units) in enumerate(zip(rec.gpus, rec.units, strict=True)):
+                if units >= _U:
+                    whole.add(gpu)
+                else:
+                    holders.append((units, rec, j))
+        for g in self._live_groups + list(range(self._groups_seen, len(self._groups))):
+            r, pods = self._groups[g]
+            for k, (_, n, used) in enumerate(pods):
+                if n != d or not used:
+                    continue
+                if int(w.share[r]) >= _U:
+                    whole.update(used)
+                else:
+                    holders.append((int(w.share[r]), g, k))
+        if not holders:
+            return
+        width = st.free.shape[1]
+        gpus = [x for x in range(int(run.fleet.gpus[d])) if x not in whole]
+        left = {x: _U for x in gpus}
+        placed: list[tuple[int, object, int, int]] = []
+        for units, holder, pos in sorted(holders, key=lambda h: -h[0]):
+            gpu = next((x for x in gpus if left[x] >= units), -1)
+            if gpu < 0:
+                return  # cannot happen for a layout that held them; keep it as it is
+            left[gpu] -= units
+            placed.append((units, holder, pos, gpu))
+        for units, holder, pos, gpu in placed:
+            if isinstance(holder, _Recorded):
+                holder.gpus[pos] = gpu
+            else:
+                r, pods = self._groups[holder]  # type: ignore[index]
+                pods = list(pods)
+                pod, n, _ = pods[pos]
+                pods[pos] = (pod, n, [gpu])
+                self._groups[holder] = (r, pods)  # type: ignore[index]
+        row = np.zeros(width, dtype=np.int64)
+        for x in gpus:
+            row[x] = left[x]
+        st.free[d] = row
+        run._changed(d)
 
     def move(self, alloc_id: str, node_id: str) -> bool:
         """Move active work to ``node_id``, make-before-break on the engine's GPUs.
@@ -1349,6 +1423,7 @@ class ReplayView:
         if where is None or d < 0:
             return False
         i, k = where
+        self._repack_shares(d)
         if k < 0:
             rec = self._records[i]
             if d == rec.node:

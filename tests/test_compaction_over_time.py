@@ -351,3 +351,24 @@ def test_only_an_arrival_linked_to_its_allocation_has_a_recorded_node() -> None:
     assert result.recorded_node == 0
     # best-fit puts x1 on n4 (2 GPUs free, the fewest) instead of n1
     assert dict(result.final.select("alloc_id", "node_id").iter_rows())["replay/x1"] == "n4"
+
+
+# a, y: 2-GPU nodes. m (1 GPU) on a. On y: p 0.75 and c 0.25 share GPU 0, b 0.5 sits
+# on GPU 1 (first-fit-decreasing). p ends at 00:30: c and b are then spread over both
+# GPUs, while the search packs them on one. At 01:00 it moves m to y's other GPU; the
+# replay lays y's shares out the same way first (else no whole GPU is free), so the
+# move is applied and a is free.
+def test_a_destinations_shares_are_packed_before_a_whole_gpu_moves_in() -> None:
+    nodes = make_nodes(("a", 2, "s"), ("y", 2, "s"))
+    allocations = make_allocations(
+        ("m", "a", 1), ("p", "y", 0.75, T0 + H / 2), ("b", "y", 0.5), ("c", "y", 0.25)
+    ).with_columns(pl.lit(T0 - H).alias("start_time"))
+    no_requests = pl.DataFrame(
+        schema={"request_id": pl.String, "submit_time": pl.Datetime("us"), "gpus": pl.Float64,
+                "cpus": pl.Float64, "duration_s": pl.Float64}
+    )  # fmt: skip
+    result = over(nodes, allocations, no_requests, 2, moves_per_hour=8)
+    checked(result, nodes, 8)
+    tick = result.ticks[1]
+    assert (moves(tick), tick.cut) == ([("m", "a", "y")], "whole")
+    assert (tick.after.free_nodes, tick.after.partial_nodes) == (1, 0)
