@@ -36,6 +36,7 @@ from fleetaudit.options import (
     CompactionOptions,
     GenerateOptions,
     HarvestRun,
+    OverTimeOptions,
     SlurmGenerateOptions,
 )
 from fleetaudit.options import INGEST_FORMATS as FORMATS
@@ -227,6 +228,7 @@ def handled(func: F) -> F:
 
 def _version(value: bool) -> None:
     if value:
+        console.configure()  # the output of this call alone (a library caller may have quieted it)
         console.out.print(f"fleetaudit {__version__}")
         raise typer.Exit()
 
@@ -846,6 +848,7 @@ def whatif_placement(
 
 
 _COMPACTION = CompactionOptions()
+_OVER_TIME = OverTimeOptions()
 
 
 @whatif.command("compaction")
@@ -902,8 +905,32 @@ def whatif_compaction(
     scenario: ScenarioOption = None,
     save_as: Annotated[
         str | None,
-        typer.Option("--save-as", help="Save the compacted state as a scenario."),
+        typer.Option("--save-as", help="Save the compacted state as a scenario (with --over: the window's final state)."),
     ] = None,
+    over: Annotated[
+        str | None,
+        typer.Option(
+            "--over",
+            help="Replay the window [--at - OVER, --at] by time, with and without compaction rounds (e.g. 7d).",
+        ),
+    ] = None,
+    every: Annotated[
+        str, typer.Option("--every", help="With --over: time between compaction rounds.")
+    ] = "1h",
+    moves_per_hour: Annotated[
+        float,
+        typer.Option("--moves-per-hour", help="With --over: GPUs that may move per hour (migration budget)."),
+    ] = _OVER_TIME.moves_per_hour,
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            help="With --over: where arrivals go: recorded (their recorded node when it has room, else best-fit), first-fit, best-fit, random, fgd or topology.",
+        ),
+    ] = _OVER_TIME.policy,
+    queue: Annotated[
+        str, typer.Option("--queue", help="With --over: fifo or backfill.")
+    ] = _OVER_TIME.queue,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the JSON document (fleetaudit.compaction/1) only.")
     ] = False,
@@ -938,6 +965,12 @@ def whatif_compaction(
     nodes, fewer partially occupied nodes, fewer GPUs moved. Without a shape
     option the queued shapes at --at count.
 
+    With --over, the window before --at is also replayed by time twice on the same
+    arrivals: without compaction, and with a compaction round every --every that
+    applies at most --moves-per-hour GPUs of moves. It reports partially occupied
+    and free nodes along the window, start probabilities, requests that started
+    earlier and the migration paid; report then shows this run.
+
     Examples:
 
       fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
@@ -956,9 +989,15 @@ def whatif_compaction(
     shapes = _shape_options(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
     )
+    over_time = replace(
+        _OVER_TIME, every_s=parse_duration(every, option="--every").total_seconds(),
+        moves_per_hour=moves_per_hour, policy=policy, queue=queue,
+    )  # fmt: skip
+    over_s = None if over is None else parse_duration(over, option="--over").total_seconds()
     run = CompactionRun(shapes=shapes, at=_instant(at, "--at"), scenario=scenario,
                         save_as=save_as, jobs=jobs, options=options,
-                        engine=engine, master=master)  # fmt: skip
+                        engine=engine, master=master, over_s=over_s,
+                        over_time=over_time)  # fmt: skip
     _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("compacting"):
         report = run_compaction(_store(db, lock_timeout), run)

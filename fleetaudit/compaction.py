@@ -59,7 +59,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any
@@ -725,6 +725,13 @@ class _Search:
                 break
         return False
 
+    def _past_stop(self) -> bool:
+        """The ledger already moves more GPUs than ``stop_after_gpus`` (then stop)."""
+        stop = self.part.options.stop_after_gpus
+        if stop is None:
+            return False
+        return sum(self.part.alloc_gpus[a] for a, _, _ in self.moves) > stop * _U
+
     def run(self) -> None:
         options = self.part.options
         failed_at: dict[int, int] = {}
@@ -742,6 +749,8 @@ class _Search:
                 if self._attempt(lambda x=x: self._empty(x)):
                     version += 1
                     improved = True
+                    if self._past_stop():
+                        return
                 else:
                     failed_at[x] = version
             by_size: dict[int, list[int]] = {}
@@ -755,6 +764,8 @@ class _Search:
                 if self.status[y] == _PARTIAL and self._complete(y, by_size):
                     version += 1
                     improved = True
+                    if self._past_stop():
+                        return
             if not improved:
                 break
         if improved:
@@ -1084,6 +1095,20 @@ def _outcomes_from_table(table: pa.Table, count: int) -> list[_Outcome]:
 MapArrow = Callable[[pa.Table, str, Callable[[pa.Table], pa.Table], pa.Schema], pa.Table]
 
 
+def _solve_until(parts: Sequence[_Partition], stop: float) -> list[_Outcome]:
+    """Partitions in order, each stopped once the ledger so far passes ``stop`` GPUs;
+    the partitions after that are left as they are (no search)."""
+    outcomes: list[_Outcome] = []
+    spent = 0
+    for part in parts:
+        left = stop - spent / _U
+        options = replace(part.options, stop_after_gpus=left, rounds=part.options.rounds if left >= 0 else 0)
+        outcome = _solve(replace(part, options=options))
+        spent += sum(part.alloc_gpus[a] for a, _, _ in outcome.moves)
+        outcomes.append(outcome)
+    return outcomes
+
+
 # ------------------------------------------------------------------ entry point
 
 
@@ -1148,11 +1173,13 @@ def compact(
     options.check()
     started = time.perf_counter()
     parts = _partitions(nodes, allocations, at, shapes, options)
+    workers = options.jobs if sum(len(p.node_ids) for p in parts) >= _PROCESS_NODES else 1
     if map_arrow is not None and parts:
         shipped = map_arrow(partitions_table(parts), "index", solve_arrow, OUTCOME_SCHEMA)
         outcomes = _outcomes_from_table(shipped, len(parts))
+    elif options.stop_after_gpus is not None and workers == 1:
+        outcomes = _solve_until(parts, options.stop_after_gpus)
     else:
-        workers = options.jobs if sum(len(p.node_ids) for p in parts) >= _PROCESS_NODES else 1
         outcomes = map_processes(_solve, parts, workers)
     moves: list[Move] = []
     results: list[PartitionResult] = []
@@ -1204,13 +1231,14 @@ def compact(
         )
     before_free = sum(p.before_free for p in results)
     after_free = sum(p.after_free for p in results)
+    counted = shapes if options.count_instances else ()
     before = Snapshot(
         before_free,
         sum(p.before_partial for p in results),
-        _instances(nodes, allocations, at, shapes),
+        _instances(nodes, allocations, at, counted),
     )
     after = Snapshot(
-        after_free, sum(p.after_partial for p in results), _instances(nodes, moved, at, shapes)
+        after_free, sum(p.after_partial for p in results), _instances(nodes, moved, at, counted)
     )
     freed = sum(
         part.gpus[i]

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from fleetaudit import compaction, engines
+from fleetaudit import compaction, compaction_over_time, engines
 from fleetaudit.api import (
     StoreOptions,
     check_scenario,
@@ -26,6 +26,7 @@ from fleetaudit.api import (
 )
 from fleetaudit.api import resolve_at as resolve_instant
 from fleetaudit.compaction import CompactionOptions, CompactionResult
+from fleetaudit.compaction_over_time import OverTimeOptions, OverTimeResult
 from fleetaudit.contract import compaction_document
 from fleetaudit.errors import UsageError
 from fleetaudit.shapes import Shape
@@ -65,6 +66,8 @@ class CompactionRun:
     options: CompactionOptions = field(default_factory=CompactionOptions)
     engine: str = "local"  # local: worker processes; spark: the executors of a Spark session
     master: str | None = None  # the Spark master (engine spark only)
+    over_s: float | None = None  # --over: replay the window [at - over, at] with rounds
+    over_time: OverTimeOptions = field(default_factory=OverTimeOptions)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,9 @@ class CompactionReport:
     seconds: float  # the whole run: reading the store, the search, the evaluations
     saved: str | None = None
     notes: tuple[str, ...] = ()
+    over_time: OverTimeResult | None = None
+    over_s: float | None = None
+    over_time_options: OverTimeOptions | None = None
 
 
 def _checked(run: CompactionRun) -> CompactionOptions:
@@ -103,6 +109,10 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
         raise UsageError(f"--engine: {run.engine!r} is not one of {', '.join(ENGINES)}")
     if run.master is not None and run.engine != "spark":
         raise UsageError("--master: only with --engine spark")
+    if run.over_s is not None:
+        if not run.over_s > 0:
+            raise UsageError("--over: give a positive duration (e.g. 7d)")
+        run.over_time.check()
     spark = engines.spark_module().SparkEngine(run.master) if run.engine == "spark" else None
     with reading(store_options) as store:
         check_scenario(store, run.scenario)
@@ -110,15 +120,26 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
         pairs, notes = shapes_to_evaluate(store, at, run.shapes)
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
-        nodes, allocations = load_frames(store, at, end, run.scenario)
+        first = at if run.over_s is None else at - timedelta(seconds=run.over_s)
+        nodes, allocations = load_frames(store, first, end, run.scenario)
+        requests = store.query("requests_all") if run.over_s is not None else None
     shapes = tuple(s for s, _ in pairs)
     if spark is None:
         result = compaction.compact(nodes, allocations, at, shapes, options)
     else:
         with spark:
             result = compaction.compact(nodes, allocations, at, shapes, options, spark.map_groups)
+    over: OverTimeResult | None = None
+    if run.over_s is not None and requests is not None:
+        start, _ = compaction_over_time.window(at, run.over_s)
+        over = compaction_over_time.compact_over_time(
+            nodes, allocations, requests, start, at, shapes, options, run.over_time
+        )
     if run.save_as is not None:
-        _save(store_options, run, result, options, at)
+        if over is not None:
+            _save_final(store_options, run, over, options, at)
+        else:
+            _save(store_options, run, result, options, at)
     for (shape, was), (_, now) in zip(result.before.instances, result.after.instances, strict=True):
         if now < was:  # only a shape with a duration can: the search counts shapes at t
             notes.append(
@@ -139,10 +160,13 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
         seconds=time.perf_counter() - started,
         saved=run.save_as,
         notes=tuple(notes),
+        over_time=over,
+        over_s=run.over_s,
+        over_time_options=None if over is None else run.over_time,
     )
     record_whatif_run(
         store_options,
-        "compaction",
+        "compaction" if over is None else "compaction_over_time",
         at=at,
         scenario=run.scenario,
         run_options=run_options(report),
@@ -153,7 +177,37 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
 
 def run_options(report: CompactionReport) -> dict[str, Any]:
     """The options a run used, as JSON values (also in its ``--json`` document)."""
-    return {**asdict(report.options), "save_as": report.saved}
+    out = {**asdict(report.options), "save_as": report.saved}
+    if report.over_time_options is not None:
+        out.update(over_s=report.over_s, **asdict(report.over_time_options))
+    return out
+
+
+def _save_final(
+    store_options: StoreOptions,
+    run: CompactionRun,
+    over: OverTimeResult,
+    options: CompactionOptions,
+    at: datetime,
+) -> None:
+    """Keep the over-time run's final state (every allocation active at the window's
+    end, with compaction) as scenario ``run.save_as`` (base ``empty``)."""
+    if not run.save_as or not run.save_as.strip():
+        raise UsageError("--save-as: give a scenario name")
+    frame = over.final.select(
+        "alloc_id", "job_id", "node_id", "gpus", "cpus", "memory_gib", "priority",
+        pl.lit(None, dtype=pl.Utf8).alias("workload"), pl.lit(None, dtype=pl.Utf8).alias("tenant"),
+        "start_time", "end_time", pl.lit(None, dtype=pl.Float64).alias("checkpoint_interval_s"),
+        pl.lit(False).alias("sleepable"),
+    )  # fmt: skip
+    with writing(store_options) as store:
+        save_scenario(
+            store, run.save_as, frame, base="empty", command="whatif compaction",
+            options={**asdict(options), **asdict(run.over_time), "over_s": run.over_s,
+                     "from_scenario": run.scenario,
+                     "moves": sum(len(t.moves) for t in over.ticks)},
+            at=at,
+        )  # fmt: skip
 
 
 def _save(

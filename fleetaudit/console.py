@@ -28,7 +28,7 @@ from fleetaudit.times import iso
 if TYPE_CHECKING:
     import polars as pl
 
-    from fleetaudit import denominators, occupancy, paper, report_api
+    from fleetaudit import compaction_over_time, denominators, occupancy, paper, report_api
     from fleetaudit.api import RejectsResult, StoreSummary
     from fleetaudit.compaction_api import CompactionReport
     from fleetaudit.generate import GenerateResult
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from fleetaudit.shapes_api import ShapeReport, ShapesResult
 else:
     pl = LazyModule("polars")
+    compaction_over_time = LazyModule("fleetaudit.compaction_over_time")
     denominators = LazyModule("fleetaudit.denominators")
     occupancy = LazyModule("fleetaudit.occupancy")
     paper = LazyModule("fleetaudit.paper")
@@ -1013,8 +1014,21 @@ def _render_recoverable(result: ReportResult) -> None:
             continue
         summary = report_api.recoverable_summary(run)
         out.print(f"{kind}: {summary['ran']}")
+        if kind == "compaction" and isinstance(summary.get("over_time"), dict):
+            o = summary["over_time"]
+            reduction = o.get("reduction_pct")
+            out.print(
+                f"  over time, {o.get('start')} .. {o.get('end')}: partially occupied nodes "
+                f"{o.get('partial_nodes_without', '-')} without, {o.get('partial_nodes_with', '-')} "
+                f"with compaction, time-averaged "
+                f"({'-' if reduction is None else f'{reduction:+.1f}%'}; the ASI paper reports "
+                f"{o.get('paper_reduction_pct', compaction_over_time.PAPER_PARTIAL_REDUCTION_PCT)}%); "
+                f"migration {_gh(o.get('migration_gpu_hours'))} GPU-h"
+            )
         if kind == "compaction":
-            out.print("  " + compaction_outcome(summary))
+            # an over-time run said its window above; a one-instant run says so here
+            instant = f"one instant at {summary['at']}: " if summary.get("label") == "one instant" else ""
+            out.print("  " + instant + compaction_outcome(summary))
             shapes = report_api.recoverable_view(summary)["instances"]
             gained = [i for i in shapes if i["gained"]]
             if gained:
@@ -1183,11 +1197,84 @@ def render_compaction(report: CompactionReport, worst: int = 5) -> None:
                 ", ".join(p.budgets_hit) or "-", f"{p.seconds:.2f}",
             )  # fmt: skip
         show(parts)
+    if report.over_time is not None:
+        _render_over_time(report)
     if report.saved:
         out.print(
             f"saved the compacted state as scenario {report.saved!r}; "
             f"see what it unlocks with: fleetaudit shapes --scenario {report.saved}"
         )
+
+
+def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
+    """The window's rounds (a sample of at most ``rows``), then what compaction changed."""
+    over, ot = report.over_time, report.over_time_options
+    if over is None or ot is None:
+        return
+    ticks = over.ticks
+    table = Table(
+        title=(
+            f"compaction over time, {iso(over.start)} .. {iso(over.end)}: a round every "
+            f"{_duration(ot.every_s)}, at most {ot.moves_per_hour:,.4g} GPUs moved per hour, "
+            f"arrivals placed {ot.policy}, queue {ot.queue}"
+        ),
+        title_justify="left",
+    )
+    for column in ("round at", "partial without", "partial with", "free without", "free with",
+                   "queued without", "queued with", "moves", "GPUs moved", "cut"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("round at", "cut") else "right")
+    stride = max(1, -(-len(ticks) // rows))
+    for t in ticks[::stride]:
+        table.add_row(
+            t.at.strftime("%Y-%m-%d %H:%M"), _int(t.without.partial_nodes),
+            f"{t.before.partial_nodes:,} → {t.after.partial_nodes:,}",
+            _int(t.without.free_nodes), f"{t.before.free_nodes:,} → {t.after.free_nodes:,}",
+            _int(t.without.queued), _int(t.before.queued), _int(len(t.moves)),
+            f"{t.gpus_moved:,.4g}", t.cut,
+        )  # fmt: skip
+    out.print(table)
+    if stride > 1:
+        out.print(f"(one round in {stride} of {len(ticks):,} shown; --json has them all)")
+    reduction = over.partial_reduction_pct
+    out.print(
+        f"partially occupied nodes, time-averaged: {over.partial_without:,.1f} without, "
+        f"{over.partial_with:,.1f} with compaction "
+        f"({'-' if reduction is None else f'{reduction:+.1f}%'}; "
+        f"the ASI paper reports {compaction_over_time.PAPER_PARTIAL_REDUCTION_PCT:+.1f}% in production)"
+    )
+    out.print(
+        f"free nodes, time-averaged: {over.free_without:,.1f} without, {over.free_with:,.1f} with"
+    )
+    for shape, (without, with_, arrived) in zip(over.shapes, over.start_probability, strict=True):
+        if arrived:
+            out.print(
+                f"start probability {shape.label()}: {_pct(without)} without, {_pct(with_)} with "
+                f"({arrived:,} arrived)"
+            )
+    e = over.earlier
+    if ot.policy == "recorded":
+        out.print(
+            f"{over.recorded_node:,} of {over.arrived:,} arriving requests have a recorded node "
+            "(an allocation whose job_id is the request_id); the others were placed best-fit"
+        )
+    out.print(
+        f"requests: {over.arrived:,} arrived; started {over.started[0]:,} without, "
+        f"{over.started[1]:,} with; {e['requests']:,} started earlier by "
+        f"{e['hours_total']:,.1f} h in all (mean {_hours(e['hours_mean'])}), "
+        f"{e['only_with_compaction']:,} started only with compaction; "
+        f"{e['later_requests']:,} started later by {e['later_hours_total']:,.1f} h, "
+        f"{e['only_without_compaction']:,} only without"
+    )
+    m = over.migration
+    out.print(
+        f"migration paid: {m.moves:,} moves, {m.gpus_moved:,.4g} GPUs moved, "
+        f"{m.pause_gpu_hours:,.2f} GPU-hours of pause; {over.seconds:.1f} s"
+    )
+    out.print("the one-instant figures above are for the state at the window's end")
+
+
+def _hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f} h"
 
 
 def render_harvesting(result: HarvestingResult) -> None:

@@ -188,6 +188,8 @@ def compaction_document(report: CompactionReport) -> dict[str, Any]:
     hit a budget, every partition's counts, and with ``--exact`` the ILP's
     optimum and the heuristic's gap to it over the partitions it solved.
     """
+    from fleetaudit.compaction_over_time import over_time_json
+
     result = report.result
 
     def snapshot(s: Snapshot) -> dict[str, Any]:
@@ -237,6 +239,9 @@ def compaction_document(report: CompactionReport) -> dict[str, Any]:
         "options": {**asdict(report.options)},
         "saved_as": report.saved,
         "notes": list(report.notes),
+        "over_time": None
+        if report.over_time is None or report.over_time_options is None
+        else over_time_json(report.over_time, report.over_s or 0.0, report.over_time_options),
     }
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from fleetaudit.errors import UsageError
+
 if TYPE_CHECKING:
     from fleetaudit.harvest import HarvestOptions
 
@@ -40,6 +42,12 @@ ASI_RELEASE_DAYS = 7
 
 PLACEMENT_POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
 """``whatif placement --policy`` values, in the order they run and print."""
+
+PLACEMENT_QUEUES = ("fifo", "backfill")
+"""``--queue`` values of the by-time replay (fleetaudit.placement.QUEUES, held equal by a test)."""
+
+OVER_TIME_POLICIES = ("recorded", *PLACEMENT_POLICIES)
+"""``whatif compaction --over ... --policy`` values: the recorded node, or a placement policy."""
 
 VICTIM_POLICIES = ("spotgpu", "newest", "smallest", "random")
 """``whatif harvesting --policy`` values; their indices are the kernel's policy codes."""
@@ -114,6 +122,11 @@ class CompactionOptions:
         exact: also solve partitions of up to ``exact_nodes`` nodes exactly.
         exact_nodes: the largest partition solved exactly.
         exact_time_limit_s: the ILP's time limit per partition.
+        stop_after_gpus: stop the search once its ledger moves more GPUs than
+            this (None: never). The ledger's moves within this many GPUs are
+            those of the full search; compaction over time applies no more.
+        count_instances: evaluate the shapes' instances before and after the
+            ledger (compaction over time counts them itself, per round).
     """
 
     depth: int = 3
@@ -128,6 +141,8 @@ class CompactionOptions:
     exact: bool = False
     exact_nodes: int = 40
     exact_time_limit_s: float = 60.0
+    stop_after_gpus: float | None = None
+    count_instances: bool = True
 
     def check(self) -> None:
         """Raise ValueError naming the first option out of range."""
@@ -184,3 +199,40 @@ class HarvestRun:
             "eviction_delay_p95_s": self.eviction_delay_p95.total_seconds(),
             "kill_after_s": self.kill_after.total_seconds(),
         }
+
+
+@dataclass(frozen=True)
+class OverTimeOptions:
+    """The window's replay: tick interval, migration budget, arrival placement and queue.
+
+    Args:
+        every_s: seconds between compaction rounds.
+        moves_per_hour: GPUs that may move per hour of the window.
+        policy: ``recorded`` or a placement policy.
+        queue: ``fifo`` or ``backfill``.
+        seed: the seed of the ``random`` policy.
+        observe_shapes: the shapes (the first ones: most queued first) whose
+            instances each round counts; the search's objective keeps them all.
+    """
+
+    every_s: float = 3600.0
+    moves_per_hour: float = 64.0
+    policy: str = "recorded"
+    queue: str = "fifo"
+    seed: int = 0
+    observe_shapes: int = 10
+
+    def check(self) -> None:
+        """Raise UsageError naming the first option out of range."""
+        if not math.isfinite(self.every_s) or self.every_s <= 0:
+            raise UsageError("--every: give a positive duration (e.g. 1h)")
+        if not math.isfinite(self.moves_per_hour) or self.moves_per_hour < 0:
+            raise UsageError("--moves-per-hour: must be 0 or more")
+        if self.policy not in OVER_TIME_POLICIES:
+            raise UsageError(f"--policy: use one of {', '.join(OVER_TIME_POLICIES)}")
+        if self.queue not in PLACEMENT_QUEUES:
+            raise UsageError(f"--queue: use one of {', '.join(PLACEMENT_QUEUES)}")
+
+    @property
+    def budget_per_tick(self) -> float:
+        return self.moves_per_hour * self.every_s / 3600.0

@@ -73,15 +73,22 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import SHARE_UNITS, block_domains, optional_column, switch_domains
+from fleetaudit.occupancy import (
+    SHARE_UNITS,
+    block_domains,
+    first_fit_decreasing,
+    optional_column,
+    switch_domains,
+)
 from fleetaudit.options import PLACEMENT_POLICIES
 from fleetaudit.parallel import map_processes as _map_runs
 from fleetaudit.times import epoch_us, from_epoch_us
@@ -92,6 +99,7 @@ __all__ = [
     "FillResult",
     "PlacementOptions",
     "ReplayResult",
+    "ReplayView",
     "fill_curves",
     "fleet_fragmentation",
     "replay_curves",
@@ -1271,6 +1279,221 @@ def _check_replay(options: PlacementOptions, start: datetime, end: datetime, que
         raise UsageError("the step percentage must be above 0")
 
 
+class ReplayView:
+    """The by-time replay's state at a tick, handed to the ``on_tick`` hook of
+    :func:`simulate_replay` (compaction over time reads and moves work with it).
+
+    Only :meth:`allocations`, :meth:`move`, :attr:`queued` and :meth:`gpu_use` are
+    meant for the hook; moves go through the engine's own per-GPU state.
+    """
+
+    def __init__(self, run: _Run, records: list[_Recorded], groups: list[Any],
+                 group_start: list[int], duration: np.ndarray) -> None:  # fmt: skip
+        self._run, self._records, self._groups = run, records, groups
+        self._group_start, self._duration = group_start, duration
+        self.queued = 0
+        self.freed: list[int] = []
+        self._index: dict[str, tuple[int, int]] | None = None
+        self._seen = 0  # groups indexed by _where
+        self._node_index = {n: i for i, n in enumerate(run.fleet.node_ids)}
+        # ticks come in time order: what ended before one tick stays ended
+        self._live_records = list(range(len(records)))
+        self._live_groups: list[int] = []
+        self._groups_seen = 0
+
+    def _where(self) -> dict[str, tuple[int, int]]:
+        """alloc_id -> (record index, -1) or (group index, pod position)."""
+        if self._index is None:
+            self._index = {rec.alloc_id: (i, -1) for i, rec in enumerate(self._records)}
+        w = self._run.workload
+        for g in range(self._seen, len(self._groups)):
+            r, pods = self._groups[g]
+            rid = w.request_ids[r]
+            for k, (pod, _, _) in enumerate(pods):
+                name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
+                self._index[name] = (g, k)
+        self._seen = len(self._groups)
+        return self._index
+
+    def allocations(self, t_us: int) -> pl.DataFrame:
+        """The work active at ``t_us`` as an allocations frame (alloc_id, job_id,
+        node_id, gpus, cpus, memory_gib, priority, start_time, end_time);
+        replayed pods are ``replay/<request>[/<pod>]`` of job ``<request>``."""
+        fleet, w = self._run.fleet, self._run.workload
+        rows: list[tuple[object, ...]] = []
+        self._live_records = [i for i in self._live_records if self._records[i].end_us > t_us]
+        for i in self._live_records:
+            rec = self._records[i]
+            if rec.start_us <= t_us < rec.end_us:
+                rows.append((rec.alloc_id, rec.job_id or rec.alloc_id, fleet.node_ids[rec.node],
+                             sum(rec.units) / _U, rec.cpu / _U, rec.memory / _U, rec.start_us,
+                             None if rec.end_us == _NEVER else rec.end_us))  # fmt: skip
+        live = self._live_groups
+        live.extend(range(self._groups_seen, len(self._groups)))
+        self._groups_seen = len(self._groups)
+        kept: list[int] = []
+        for g in live:
+            r, pods = self._groups[g]
+            begin, length = self._group_start[g], int(self._duration[r])
+            if length >= 0 and begin + length <= t_us:
+                continue
+            kept.append(g)
+            rid = w.request_ids[r]
+            for pod, n, _ in pods:
+                name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
+                rows.append((name, rid, fleet.node_ids[n], int(w.share[r]) * int(w.count[r]) / _U,
+                             int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin,
+                             None if length < 0 else begin + length))  # fmt: skip
+        self._live_groups = kept
+        return pl.DataFrame(
+            rows,
+            schema={"alloc_id": pl.String, "job_id": pl.String, "node_id": pl.String,
+                    "gpus": pl.Float64, "cpus": pl.Float64, "memory_gib": pl.Float64,
+                    "start_time": pl.Int64, "end_time": pl.Int64},
+            orient="row",
+        ).with_columns(
+            pl.lit("high").alias("priority"),
+            pl.col("start_time").cast(pl.Datetime("us")),
+            pl.col("end_time").cast(pl.Datetime("us")),
+        )  # fmt: skip
+
+    def gpu_use(self) -> tuple[int, int]:
+        """(free nodes, partially occupied nodes) among the healthy nodes with GPUs."""
+        fleet, st, w = self._run.fleet, self._run.state, self._run.workload
+        # GPUs in use as the nodes' occupancy counts them: whole GPUs, plus the GPUs
+        # the node's shares fill when packed first-fit-decreasing
+        shares: dict[int, list[int]] = {}
+        whole: dict[int, int] = {}
+        for i in self._live_records:
+            rec = self._records[i]
+            for units in rec.units:
+                if units < _U:
+                    shares.setdefault(rec.node, []).append(units)
+                else:
+                    whole[rec.node] = whole.get(rec.node, 0) + 1
+        for g in self._live_groups + list(range(self._groups_seen, len(self._groups))):
+            r, pods = self._groups[g]
+            share, count = int(w.share[r]), int(w.count[r])
+            for _, n, used_gpus in pods:
+                if count and share < _U:
+                    shares.setdefault(n, []).append(share)
+                elif count:
+                    whole[n] = whole.get(n, 0) + len(used_gpus)
+        used = fleet.gpus - (st.free == _U).sum(axis=1)  # GPUs holding anything
+        for n, units in shares.items():
+            # share-holding GPUs as packed, not as laid out
+            used[n] = whole.get(n, 0) + len(first_fit_decreasing(units))
+        has = fleet.gpus > 0
+        free = has & (used == 0)
+        partial = has & (used > 0) & (used < fleet.gpus)
+        return int(free.sum()), int(partial.sum())
+
+    def _repack_shares(self, d: int) -> None:
+        """Lay node d's shares out first-fit-decreasing on the GPUs no whole
+        allocation holds (the occupancy's packing), updating each holder's GPU."""
+        run, st = self._run, self._run.state
+        w = run.workload
+        holders: list[tuple[int, object, int]] = []  # (units, holder, position)
+        whole: set[int] = set()
+        for i in self._live_records:
+            rec = self._records[i]
+            if rec.node != d:
+                continue
+            for j, (gpu, units) in enumerate(zip(rec.gpus, rec.units, strict=True)):
+                if units >= _U:
+                    whole.add(gpu)
+                else:
+                    holders.append((units, rec, j))
+        for g in self._live_groups + list(range(self._groups_seen, len(self._groups))):
+            r, pods = self._groups[g]
+            for k, (_, n, used) in enumerate(pods):
+                if n != d or not used:
+                    continue
+                if int(w.share[r]) >= _U:
+                    whole.update(used)
+                else:
+                    holders.append((int(w.share[r]), g, k))
+        if not holders:
+            return
+        width = st.free.shape[1]
+        gpus = [x for x in range(int(run.fleet.gpus[d])) if x not in whole]
+        left = {x: _U for x in gpus}
+        placed: list[tuple[int, object, int, int]] = []
+        for units, holder, pos in sorted(holders, key=lambda h: -h[0]):
+            gpu = next((x for x in gpus if left[x] >= units), -1)
+            if gpu < 0:
+                return  # cannot happen for a layout that held them; keep it as it is
+            left[gpu] -= units
+            placed.append((units, holder, pos, gpu))
+        for units, holder, pos, gpu in placed:
+            if isinstance(holder, _Recorded):
+                holder.gpus[pos] = gpu
+            else:
+                r, pods = self._groups[holder]  # type: ignore[index]
+                pods = list(pods)
+                pod, n, _ = pods[pos]
+                pods[pos] = (pod, n, [gpu])
+                self._groups[holder] = (r, pods)  # type: ignore[index]
+        row = np.zeros(width, dtype=np.int64)
+        for x in gpus:
+            row[x] = left[x]
+        st.free[d] = row
+        run._changed(d)
+
+    def move(self, alloc_id: str, node_id: str) -> bool:
+        """Move active work to ``node_id``, make-before-break on the engine's GPUs.
+
+        False (and nothing changed) when the destination's GPUs, CPUs or memory
+        cannot take it while the source still holds it.
+        """
+        run, fleet, st = self._run, self._run.fleet, self._run.state
+        where = self._where().get(alloc_id)
+        d = self._node_index.get(node_id, -1)
+        if where is None or d < 0:
+            return False
+        i, k = where
+        self._repack_shares(d)
+        if k < 0:
+            rec = self._records[i]
+            if d == rec.node:
+                return False
+            whole = [u for u in rec.units if u == _U]
+            frac = [u for u in rec.units if u < _U]
+            row = st.free[d]
+            full = np.flatnonzero(row == _U)
+            if len(full) < len(whole) or st.cpu[d] < rec.cpu or st.memory[d] < rec.memory:
+                return False
+            taken = full[: len(whole)].tolist()
+            if frac:
+                rest = row.copy()
+                rest[taken] = 0
+                fits = np.flatnonzero(rest >= frac[0])
+                if not len(fits):
+                    return False
+                taken.append(int(fits[0]))
+            units = [_U] * len(whole) + frac
+            np.subtract.at(st.free[d], taken, units)
+            st.cpu[d] -= rec.cpu
+            st.memory[d] -= rec.memory
+            st.group_used[fleet.group[d]] += sum(units)
+            run._changed(d)
+            _release_recorded(run, rec)
+            self.freed.append(rec.node)
+            rec.node, rec.gpus, rec.units = d, taken, units
+            return True
+        r, pods = self._groups[i]
+        pod, n, used = pods[k]
+        if d == n or not run._feasible(r, None, np.array([d], dtype=np.int64))[d]:
+            return False
+        new_used = run._apply(r, d, -1)
+        run._undo(r, n, used)
+        self.freed.append(n)
+        pods = list(pods)
+        pods[k] = (pod, d, new_used)
+        self._groups[i] = (r, pods)
+        return True
+
+
 def simulate_replay(
     nodes: pl.DataFrame,
     allocations: pl.DataFrame,
@@ -1280,6 +1503,9 @@ def simulate_replay(
     end: datetime,
     empty: bool,
     queue: str = "fifo",
+    on_tick: Callable[[ReplayView, int], None] | None = None,
+    ticks: Sequence[int] = (),
+    prefer: Mapping[str, str] | None = None,
 ) -> ReplayResult:
     """By-time replay of the requests submitted in [start, end) under ``options.policy``.
 
@@ -1311,6 +1537,13 @@ def simulate_replay(
         start, end: the window (naive = UTC).
         empty: start from an empty fleet.
         queue: ``fifo`` or ``backfill``.
+        on_tick, ticks: at each instant of ``ticks`` (epoch µs, ascending) in the
+            window, after that instant's events, ``on_tick(view, t)`` may move
+            work (:meth:`ReplayView.move`); the queue is then retried on the
+            nodes it emptied (compaction over time). The result's
+            ``allocations`` keep each pod on the node it started on.
+        prefer: request_id -> node_id: a single-pod request tries that node
+            first (its recorded placement), then the policy.
 
     Returns:
         The :class:`ReplayResult`.
@@ -1388,11 +1621,26 @@ def simulate_replay(
     groups: list[tuple[int, list[tuple[int, int, list[int]]]]] = []
     started = rejected = 0
 
+    preferred = np.full(len(workload.request_ids), -1, dtype=np.int64)
+    if prefer:
+        node_index = {n: i for i, n in enumerate(fleet.node_ids)}
+        for r_, rid in enumerate(workload.request_ids):
+            n_ = node_index.get(prefer.get(rid, ""), -1)
+            if n_ >= 0 and workload.pods[r_] == 1:
+                preferred[r_] = n_
+    group_start: list[int] = []
+
     def try_start(r: int, t: int, among: np.ndarray | None = None) -> bool:
         nonlocal seq, started
-        pods = run.place(r, among)
+        pods = None
+        n_pref = int(preferred[r])
+        if n_pref >= 0 and (among is None or n_pref in among):
+            pods = run.place(r, np.array([n_pref], dtype=np.int64))
+        if pods is None:
+            pods = run.place(r, among)
         if pods is None:
             return False
+        group_start.append(t)
         started_at[r] = t
         started += 1
         placed.extend((r, pod, n, used, t) for pod, n, used in pods)
@@ -1560,14 +1808,26 @@ def simulate_replay(
             curve["failed"].append(rejected + (queued if last else 0))
             mark += 1
 
+    view = ReplayView(run, records, groups, group_start, duration)
+    tick_list = [int(x) for x in ticks if start_us <= int(x) < end_us] if on_tick else []
+    k_tick = 0
     a = 0
     while True:
         t_dep = heap[0][0] if heap else _NEVER
         t_arr = int(submit[arriving[a]]) if a < len(arriving) else _NEVER
-        t = min(t_dep, t_arr)
+        t_tick = tick_list[k_tick] if k_tick < len(tick_list) else _NEVER
+        t = min(t_dep, t_arr, t_tick)
         if t >= end_us:
             break
         sample(t)
+        if t_tick == t and t_dep > t and t_arr > t and on_tick is not None:
+            # a tick runs after its instant's departures and arrivals
+            k_tick += 1
+            view.queued, view.freed = queued, []
+            on_tick(view, t)
+            if queued and view.freed:
+                retry(t, view.freed)
+            continue
         if t_dep == t:
             freed: list[int] = []
             while heap and heap[0][0] == t:

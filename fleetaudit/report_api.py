@@ -234,6 +234,11 @@ def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportR
             for row in store.query("rejects_by_table").iter_rows(named=True):
                 rejects[row["table"]] = int(row["rejected"])
         whatifs = latest_whatif_runs(store)
+        # The recoverable-capacity section reads the latest over-time compaction run
+        # when there is one, else the one-instant run.
+        over_time_run = whatifs.pop("compaction_over_time", None)
+        if over_time_run is not None:
+            whatifs["compaction"] = replace(over_time_run, kind="compaction")
         previous = _previous(store, options.scenario, options.since, options.step)
         history = _history(store, options.scenario, options.since, options.step)
     if nodes.height == 0:
@@ -752,8 +757,9 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
 
     Returns created_at, at, scenario, options, stale, ran (one line), schema,
     and for compaction partial_nodes/free_nodes before and after, bound_free_nodes,
-    moves and migration (freed_gpus, pause_gpu_hours, payback_s, gpus_moved); for
-    harvesting the window and one row per policy.
+    moves and migration (freed_gpus, pause_gpu_hours, payback_s, gpus_moved); label
+    (``over time`` or ``one instant``) and, for an over-time run, over_time (the
+    window's time-averaged figures); for harvesting the window and one row per policy.
     """
     doc = run.document if isinstance(run.document, dict) else {}
     out: dict[str, Any] = {
@@ -781,6 +787,26 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
         if isinstance(migration, dict):
             keys = ("freed_gpus", "pause_gpu_hours", "payback_s", "gpus_moved")
             out["migration"] = {k: migration[k] for k in keys if k in migration}
+        over = doc.get("over_time")
+        out["label"] = "one instant"
+        if isinstance(over, dict):
+            out["label"] = "over time"
+            partial = over.get("partial_nodes") if isinstance(over.get("partial_nodes"), dict) else {}
+            migration = over.get("migration") if isinstance(over.get("migration"), dict) else {}
+            out["over_time"] = {
+                "start": over.get("start"),
+                "end": over.get("end"),
+                "every_s": over.get("every_s"),
+                "moves_per_hour": over.get("moves_per_hour"),
+                "partial_nodes_without": partial.get("without"),
+                "partial_nodes_with": partial.get("with"),
+                "reduction_pct": partial.get("reduction_pct"),
+                "paper_reduction_pct": partial.get("paper_reduction_pct"),
+                "free_nodes": over.get("free_nodes"),
+                "earlier": over.get("earlier"),
+                "migration_gpu_hours": migration.get("pause_gpu_hours"),
+                "gpus_moved": migration.get("gpus_moved"),
+            }
     else:
         if isinstance(doc.get("window"), dict):
             out["window"] = doc["window"]
