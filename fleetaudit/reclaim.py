@@ -195,8 +195,9 @@ def _node_slots(node: _Node, evicted: list[bool], need: _Need) -> int:
     free_window = max(node.gpus - peak_gpus, 0)
     if need.share:
         gpu_slots = free_window * (SHARE_UNITS // need.share)
-        # a partly filled GPU counts only where nothing starts in W (as in shapes)
-        if free_window == free_now:
+        # a partly filled GPU counts only where nothing starts in W, and not on a node
+        # the record over-commits (as in shapes)
+        if free_window == free_now and used_now <= node.gpus:
             gpu_slots += sum(max(SHARE_UNITS - fill, 0) // need.share for fill in fills_now)
     else:
         gpu_slots = free_window // need.gpus
