@@ -588,7 +588,9 @@ def _slots(
     else:
         radix = int(max(free_window.max(initial=0), free_now.max(initial=0))) + 1
         fills_code = fills.rank("dense").cast(pl.Int64).to_numpy()[now_at]
-        gpu_key = (fills_code * radix + free_now) * radix + free_window
+        # an over-committed node's partly filled GPUs take nothing (shapes.node_slots)
+        over = (used_now > capacity).astype(np.int64)
+        gpu_key = ((fills_code * radix + free_now) * radix + free_window) * 2 + over
     gpu_states, gpu_of_row = _dense(gpu_key)
     cpu_states, cpu_of_row = _dense(_free_units(eligible["cpus"], row_node, peak[:, 1]))
     memory_states, memory_of_row = _dense(_free_units(eligible["memory_gib"], row_node, peak[:, 2]))
@@ -614,6 +616,8 @@ def _slots(
     }
     if fills is not None:
         probe["share_fills"] = fills.gather(padded(now_at[holder]))
+        probe["gpus_used"] = padded(used_now[holder])
+        probe["gpus"] = padded(capacity[holder])
     factors = node_slots(pl.DataFrame(probe), shape)
     if factors.height != size:
         raise AssertionError("history: node_slots dropped a probe row of an eligible node")
