@@ -7,6 +7,7 @@ here imports pyspark: :mod:`fleetaudit.spark_store` is imported only when
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from fleetaudit.errors import UsageError
@@ -28,10 +29,10 @@ def check_engine(engine: str, master: str | None) -> None:
 def spark_module() -> Any:
     """:mod:`fleetaudit.spark_store`, or the one-line error that names the extra."""
     try:
-        from fleetaudit import spark_store
+        # through sys.modules, so a test can take the module away after an import
+        return importlib.import_module("fleetaudit.spark_store")
     except ImportError as exc:
         raise UsageError(SPARK_EXTRA) from exc
-    return spark_store
 
 
 def open_engine(engine: str, master: str | None = None) -> Any:
