@@ -21,7 +21,7 @@ from fleetaudit.harvest_api import HarvestRun
 from fleetaudit.ingest import FORMATS
 from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
 from fleetaudit.ingest.asi2026 import DEFAULT_TRACE_START as ASI_TRACE_START
-from fleetaudit.placement import POLICIES
+from fleetaudit.placement import POLICIES, QUEUES
 from fleetaudit.rollup_api import SOURCES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,6 +77,7 @@ def test_the_light_names_are_the_engines_names() -> None:
     assert options.PLACEMENT_POLICIES == POLICIES
     assert options.VICTIM_POLICIES == VICTIM_POLICIES
     assert options.ROLLUP_SOURCES == tuple(SOURCES)
+    assert options.PLACEMENT_QUEUES == QUEUES
     assert options.ASI_TRACE_START == ASI_TRACE_START
     assert options.CompactionOptions is CompactionOptions
     assert options.GenerateOptions is GenerateOptions
