@@ -26,13 +26,14 @@ import math
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fleetaudit import asi_trace
@@ -56,41 +57,24 @@ Progress = Callable[[str], None]
 _STRING = {"BYTE_ARRAY"}
 _NUMBER = {"DOUBLE", "FLOAT", "INT32", "INT64"}
 _BOOL = {"BOOLEAN", "BYTE_ARRAY", "INT32", "INT64"}
-_POD_TYPES = {
-    **dict.fromkeys(
-        (
-            "pod_id",
-            "workload_id",
-            "server_id",
-            "cluster_id",
-            "state_public",
-            "priority_class",
-            "job_type_public",
-            "model_type_public",
-        ),
-        _STRING,
-    ),
-    **dict.fromkeys(
-        (
-            "gpu_request",
-            "cpu_request_cores",
-            "used_gpu_hours",
-            "avg_gpu_sm_util",
-            "schedule_delay_sec",
-        ),
-        _NUMBER,
-    ),
-    "is_genai_request": _BOOL,
-    "ready_status": _BOOL,
-}
-_SERVER_TYPES = {
-    "server_id": _STRING,
-    "cluster_id": _STRING,
-    "asw_id": _STRING,
-    "gpu_spec_public": _STRING,
-    "gpu_count": _NUMBER,
-    "cpu_capacity_cores": _NUMBER,
-}
+
+def _physical_types(schema: pa.Schema, columns: Sequence[str]) -> dict[str, set[str]]:
+    """The Parquet physical types each read column may have, from the release's schema."""
+    kinds: dict[str, set[str]] = {}
+    for name in columns:
+        kind = schema.field(name).type
+        kinds[name] = (
+            _STRING if pa.types.is_string(kind) else _BOOL if pa.types.is_boolean(kind) else _NUMBER
+        )
+    return kinds
+
+
+# the columns the adapter reads: asi_trace names them once, its schemas type them
+_POD_TYPES = _physical_types(asi_trace.POD_SCHEMA, asi_trace.POD_COLUMNS)
+_SERVER_TYPES = _physical_types(
+    asi_trace.SERVER_SCHEMA,
+    ("server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_count", "cpu_capacity_cores"),
+)
 
 
 def parse_days(text: str | None) -> tuple[int, int] | None:
