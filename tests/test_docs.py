@@ -171,3 +171,15 @@ def test_schemas_reject_what_a_reader_could_not_use(document_id: str, bad: dict[
 def test_readme_cites_no_document_a_user_does_not_have() -> None:
     for path in (REPO / "README.md", REFERENCE):
         assert not re.search(r"\bSPEC\b|§", path.read_text(encoding="utf-8")), path.name
+
+
+def test_the_package_doctests_are_collected() -> None:
+    """Docstring examples run as tests of their own (one place: --doctest-modules over the
+    package), so no test module runs doctest.testmod again."""
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")  # no tomllib on 3.10
+    assert re.search(r'^addopts = \[.*"--doctest-modules"', pyproject, re.M)
+    assert re.search(r'^testpaths = \[.*"fleetaudit"', pyproject, re.M)
+    with_examples = [
+        p for p in (REPO / "fleetaudit").rglob("*.py") if ">>> " in p.read_text(encoding="utf-8")
+    ]
+    assert len(with_examples) >= 20

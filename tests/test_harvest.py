@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 import math
 from datetime import datetime, timedelta
@@ -251,9 +250,6 @@ def test_errors_name_the_option() -> None:
     with pytest.raises(harvest.UsageError, match="empty"):
         replay_harvest(ONE_NODE, FULL, NO_SLEEPS, HarvestOptions(), h(2), h(2))
 
-
-def test_doctests() -> None:
-    assert doctest.testmod(harvest).failed == 0
 
 
 # --------------------------------------------------------------- sleeps from telemetry

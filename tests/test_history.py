@@ -4,7 +4,6 @@ occupancy timeline it is built on."""
 
 from __future__ import annotations
 
-import doctest
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -511,7 +510,3 @@ def test_timeline_reads_like_occupancy_at(node_rows, alloc_rows, probe):
 
 # ---------------------------------------------------------------------- doctests
 
-
-def test_doctests():
-    failures, _ = doctest.testmod(fleetaudit.history)
-    assert failures == 0

@@ -321,15 +321,6 @@ def test_summary_notes(loaded: tuple[Path, api.IngestResult]) -> None:
     assert "69.2 GPU-hours used" in result.notes[3] and "71.0 requested" in result.notes[3]
 
 
-def test_doctests() -> None:
-    import doctest
-
-    from fleetaudit.ingest import asi2026, labels
-
-    assert doctest.testmod(asi2026).failed == 0
-    assert doctest.testmod(labels).failed == 0
-
-
 @st.composite
 def _node_runs(draw: st.DrawFn) -> list[tuple[str, int, int, float]]:
     """Runs on one 8-GPU node that never ask for more than 8 GPUs at once."""

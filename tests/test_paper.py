@@ -214,9 +214,3 @@ def test_cli_errors_are_one_line(tmp_path: Path, args: list[str], message: str) 
 def test_cli_paper_help() -> None:
     result = _invoke("paper", "--help")
     assert result.exit_code == 0 and "--days" in result.stdout and "--json" in result.stdout
-
-
-def test_doctests() -> None:
-    import doctest
-
-    assert doctest.testmod(paper_mod).failed == 0
