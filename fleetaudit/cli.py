@@ -1135,6 +1135,7 @@ def generate(
         typer.Option(
             "--days",
             help=f"Days of allocations before the export time (default {GenerateOptions.days:g}; "
+            f"slurm: default {SlurmGenerateOptions.days:g}; "
             f"alibaba-gpu-v2026: days written, default {ASI_RELEASE_DAYS}).",
         ),
     ] = None,
@@ -1147,7 +1148,7 @@ def generate(
             "--format",
             help="parquet or csv; kubernetes: one kubectl JSON snapshot at the export time; "
             "prometheus: Parquet tables and the telemetry as dcgm-exporter query_range JSON "
-            "files in OUT/prometheus; slurm: a Slurm cluster's exports (sacct.psv, nodes.txt, "
+            "files in FOLDER/prometheus; slurm: a Slurm cluster's exports (sacct.psv, nodes.txt, "
             "topology.conf); alibaba-gpu-v2026: the ASI release's own layout (--nodes servers "
             "over --days whole days from day 109, the paper week).",
         ),
