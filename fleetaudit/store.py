@@ -39,6 +39,13 @@ if TYPE_CHECKING:  # the rollup's scans stream Arrow batches; a store's reads ne
 SCHEMA_VERSION = 1
 _DEFAULT_MEMORY_LIMIT = "3GB"  # DuckDB's, unless $FLEETAUDIT_MEMORY_LIMIT says otherwise
 _MEMORY = re.compile(r"\d+(\.\d+)?\s*[KMGT]i?B")
+
+
+def _bound_memory(con: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB spills to disk beyond $FLEETAUDIT_MEMORY_LIMIT (default 3GB): RSS <= 4 GiB."""
+    limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", _DEFAULT_MEMORY_LIMIT)
+    if _MEMORY.fullmatch(limit):
+        con.execute(f"SET memory_limit = '{limit}'")
 DEFAULT_DB = "fleetaudit.duckdb"
 # DuckDB types whose polars type :meth:`Store.small_frame` spells as ``.pl()`` would.
 _PLAIN_TYPES: dict[str, Any] = {
@@ -326,10 +333,7 @@ def open_store(
     con = _connect(path, read_only and existed, lock_timeout, on_wait)
     try:
         con.execute("SET TimeZone = 'UTC'")
-        limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", _DEFAULT_MEMORY_LIMIT)
-        if _MEMORY.fullmatch(limit):
-            # bounded memory: DuckDB spills to disk beyond this (benchmarks: RSS <= 4 GiB)
-            con.execute(f"SET memory_limit = '{limit}'")
+        _bound_memory(con)
         if not read_only:
             _create_schema(con)
         con.execute(load_sql("create_scenario_macro"))
@@ -356,9 +360,7 @@ class ScanEngine:
     def __init__(self) -> None:
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
-        limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", "3GB")
-        if _MEMORY.fullmatch(limit):
-            self.con.execute(f"SET memory_limit = '{limit}'")
+        _bound_memory(self.con)
 
     def close(self) -> None:
         self.con.close()
