@@ -168,9 +168,123 @@ def test_schemas_reject_what_a_reader_could_not_use(document_id: str, bad: dict[
     assert list(Draft202012Validator(_schema(document_id)).iter_errors(bad))
 
 
-def test_readme_cites_no_document_a_user_does_not_have() -> None:
-    for path in (REPO / "README.md", REFERENCE):
-        assert not re.search(r"\bSPEC\b|§", path.read_text(encoding="utf-8")), path.name
+# ------------------------------------------------------------------ the prose docs
+
+README = REPO / "README.md"
+PAGES = sorted(
+    [README, REPO / "benchmarks" / "README.md", *(REPO / "docs").rglob("*.md")],
+    key=lambda p: p.relative_to(REPO).as_posix(),
+)
+LINK = re.compile(r"(?<!!)\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)\)")
+
+
+def _prose(path: Path) -> str:
+    """The page without its fenced code blocks (a `[x](y)` in a shell example is no link)."""
+    return re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.M | re.S)
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but - and _ dropped, spaces -."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    return {_anchor(m) for m in re.findall(r"^#{1,6} (.+)$", _prose(path), re.M)}
+
+
+def _links(path: Path) -> list[str]:
+    return [
+        target
+        for target in LINK.findall(_prose(path))
+        if not re.match(r"[a-z][a-z0-9+.-]*:", target)  # https:, mailto: ...
+    ]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_relative_link_resolves(page: Path) -> None:
+    broken = []
+    for target in _links(page):
+        file_part, _, anchor = target.partition("#")
+        resolved = (page.parent / file_part).resolve() if file_part else page
+        if not resolved.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and (resolved.suffix != ".md" or anchor not in _anchors(resolved)):
+            broken.append(f"{target}: no heading with that anchor")
+    assert not broken, f"{page.relative_to(REPO)}: " + "; ".join(broken)
+
+
+@pytest.mark.parametrize(
+    ("heading", "anchor"),
+    [
+        ("Compaction over time (`--over`)", "compaction-over-time---over"),
+        ("CPU- and memory-bound nodes", "cpu--and-memory-bound-nodes"),
+        ("A nightly report from cron", "a-nightly-report-from-cron"),
+    ],
+)
+def test_anchors_are_spelled_as_github_spells_them(heading: str, anchor: str) -> None:
+    assert _anchor(heading) == anchor
+
+
+def test_the_link_check_finds_a_broken_link(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Title\n\n[ok](page.md#title) [gone](nowhere.md) [web](https://example.com)\n"
+        "```sh\necho [not](a-link.md)\n```\n",
+        encoding="utf-8",
+    )
+    assert _links(page) == ["page.md#title", "nowhere.md"]
+    assert _anchors(page) == {"title"}
+
+
+@pytest.mark.parametrize("page", [*PAGES, REFERENCE], ids=lambda p: p.relative_to(REPO).as_posix())
+def test_docs_cite_no_document_a_user_does_not_have(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    assert not re.search(r"\bSPEC\b|§", text), page.relative_to(REPO).as_posix()
+    assert "README Semantics" not in text and 'README, "Semantics"' not in text, page.name
+
+
+def test_every_docs_page_is_reachable_from_the_map() -> None:
+    """docs/index.md links every page, so the lead (and a reader) finds where a topic goes."""
+    index = REPO / "docs" / "index.md"
+    linked = {(index.parent / t.partition("#")[0]).resolve() for t in _links(index)}
+    pages = {p.resolve() for p in (REPO / "docs").rglob("*.md") if p != index}
+    assert not sorted(str(p.relative_to(REPO)) for p in pages - linked)
+
+
+def _section(text: str, heading: str) -> str:
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match, f"README has no section {heading!r}"
+    return match.group(1)
+
+
+def test_the_quickstart_is_the_two_commands_ci_runs() -> None:
+    quickstart = _section(README.read_text(encoding="utf-8"), "Quickstart")
+    blocks = re.findall(r"^```sh\n(.*?)^```", quickstart, re.M | re.S)
+    assert blocks == ["pip install . && fleetaudit demo\n", "pip install '.[test]' && pytest\n"]
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert blocks[1].strip() in ci  # .ci/run runs the second one verbatim
+
+
+def test_the_readme_keeps_the_cron_line_ci_runs() -> None:
+    """.ci/cron-line takes the first schedule line of the README's crontab block."""
+    cron = _section(README.read_text(encoding="utf-8"), "A nightly report from cron")
+    block = re.findall(r"^```crontab\n(.*?)^```", cron, re.M | re.S)
+    assert len(block) == 1
+    schedule = [line for line in block[0].splitlines() if re.match(r"[0-9*]", line)]
+    assert len(schedule) == 1 and "report --quiet" in schedule[0]
+
+
+@pytest.mark.parametrize(
+    "path", command_paths(leaves_only=True), ids=lambda p: " ".join(p)
+)
+def test_every_command_has_a_row_and_a_page(path: tuple[str, ...]) -> None:
+    """The README's commands table names every registered command, linking its page."""
+    commands = _section(README.read_text(encoding="utf-8"), "Commands")
+    row = re.search(rf"^\| `{re.escape(' '.join(path))}[ `].*$", commands, re.M)
+    assert row, f"the README's commands table has no row for {' '.join(path)}"
+    pages = re.findall(r"\]\((docs/[^)#]+\.md)\)", row.group(0))
+    assert pages and all((REPO / p).is_file() for p in pages), row.group(0)
 
 
 def test_the_package_doctests_are_collected() -> None:
