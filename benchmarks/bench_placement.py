@@ -9,8 +9,8 @@ markdown table per pod list: allocated % / fragmented % / failed requests per
 policy at arrival 50..max %, mean over the seeds. The default pod list is timed
 as a whole (target: 5 policies x 10 seeds up to 130% in < 60 s on 2 cores).
 
-The frame builders follow the README's alibaba adapter: a pod with num_gpu 1
-and gpu_milli < 1000 asks for a gpu_milli / 1000 share, any other pod for
+The frame builders follow the alibaba adapter (docs/formats/alibaba-gpu-v2023.md): a
+pod with num_gpu 1 and gpu_milli < 1000 asks for a gpu_milli / 1000 share, any other pod for
 num_gpu whole GPUs; gpu_spec is the allowed model set; cpus and memory_gib are
 the pod's totals; the list's row order is the arrival order.
 """

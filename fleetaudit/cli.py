@@ -336,8 +336,8 @@ def ingest(
         typer.Option(
             "--priority-map",
             help="kubernetes, slurm: a file of NAME = high|low lines mapping site priority names "
-            "(Kubernetes priority class or value, Slurm QOS or partition); see the README for "
-            "what an unnamed one becomes.",
+            "(Kubernetes priority class or value, Slurm QOS or partition); see "
+            "docs/formats/slurm.md for what an unnamed one becomes.",
         ),
     ] = None,
     snapshot_time: Annotated[

@@ -321,7 +321,7 @@ def _pct(value: float | None) -> float | None:
 
 
 def paper_document(result: PaperResult) -> dict[str, Any]:
-    """``fleetaudit paper --json`` (fleetaudit.paper/1; README, "The paper view")."""
+    """``fleetaudit paper --json`` (fleetaudit.paper/1; docs/paper.md)."""
     from fleetaudit.paper import DIFFERENCES
     from fleetaudit.paper_api import PAPER_SCHEMA
 

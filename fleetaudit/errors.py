@@ -11,7 +11,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Exit codes of ``fleetaudit`` (README, "Exit codes")."""
+    """Exit codes of ``fleetaudit`` (docs/operations.md, "Exit codes")."""
 
     OK = 0
     INTERNAL = 1

@@ -6,7 +6,7 @@ day/hour columns in the files) and ``asi_opensource_job_execution_summary``,
 with the release's column types (:mod:`fleetaudit.asi_trace`): ids are 32-hex
 salted-hash-like strings, counts and requests are doubles.
 
-The fleet, per server (README, "Generator"):
+The fleet, per server (docs/generate.md):
 
 - a GPU model bucket (some written with a suffix, ``H20-96G``), 8 GPUs (16 for
   ``XPU-A``), CPU cores by model, a cluster and an access switch (ASW) of 32

@@ -2,7 +2,7 @@
 
 `write_query_range(out, nodes, telemetry)` turns the native telemetry that
 :mod:`fleetaudit.generate` wrote into what an operator exports with the PromQL
-of the README (section "Prometheus / DCGM"): one ``query_range`` response per
+of docs/formats/prometheus.md: one ``query_range`` response per
 metric and day, ``<metric>.<YYYY-MM-DD>.json`` in ``out``, series without
 ``__name__`` as ``avg_over_time`` returns them. Every GPU of every node
 reports at every step, as dcgm-exporter does: a GPU without an allocation

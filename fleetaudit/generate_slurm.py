@@ -1,7 +1,7 @@
 """A deterministic synthetic Slurm cluster's exports: sacct history, scontrol node list, topology.conf.
 
 ``fleetaudit generate OUT --format slurm`` writes what an operator of a Slurm GPU
-cluster would hand over (README, "The slurm format"), for the ingest benchmark and
+cluster would hand over (docs/formats/slurm.md), for the ingest benchmark and
 the end-to-end tests:
 
 - ``nodes.txt``: ``scontrol -d -o show node``, 8 GPUs per node, typed GRES (``h100``

@@ -6,7 +6,7 @@ mutated), the sleep intervals derived from telemetry
 (:func:`sleep_intervals`) and a frozen :class:`HarvestOptions`, and returns a
 :class:`HarvestResult`. One run is deterministic in its seed.
 
-Model (README, "Harvesting"):
+Model (docs/harvesting.md):
 
 - Capacity is SPEC §2's occupancy, per node: whole GPUs plus the GPUs that the
   fractional parts fill when packed first-fit-decreasing

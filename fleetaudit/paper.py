@@ -4,7 +4,7 @@ Input is the per-server-hour record of the window (one row per server in
 ``server_hourly`` per hour, with its pods' sums; :func:`server_hour_record`'s
 columns), built from the ``asi_pod_hourly`` and ``asi_server_hourly`` tables
 that ``ingest --format alibaba-gpu-v2026`` keeps. Every figure follows the
-paper's ``build_aggregates.py`` (README, "The paper view"):
+paper's ``build_aggregates.py`` (docs/paper.md):
 
 - a server-hour's ``residual`` is the HP standby GPU-hours LP work did not
   backfill: ``max(hp_standby - lp_alloc, 0)``; ``Other`` priority counts nowhere;

@@ -169,7 +169,7 @@ def _telemetry(
     """Telemetry per allocation, per node and instant, and the seconds of one sample.
 
     A store that holds rolled-up rows weighs each row by its ``samples``; the
-    raw cadence comes from their ``sample_interval_s`` (README, Rollup).
+    raw cadence comes from their ``sample_interval_s`` (docs/rollup.md).
     """
     rolled = ROLLED_COLUMNS <= {c.lower() for c in store.column_types("telemetry")}
     cadence = None

@@ -316,7 +316,7 @@ def test_removing_an_allocation_never_lowers_instances(fleet, shape, data) -> No
     drop = data.draw(st.integers(0, allocations.height - 1))
     fewer = allocations.filter(pl.int_range(pl.len()) != drop)
     if shape.is_share and shape.duration_s:
-        return  # a partly filled GPU counts only on a steady node: not monotone (README)
+        return  # a partly filled GPU counts only on a steady node: not monotone (docs/shapes.md)
     assert _eval((nodes, fewer), shape, T).instances >= _eval(fleet, shape, T).instances
 
 

@@ -433,7 +433,7 @@ def _csv_line_rejects(store: Store, table: schema.Table, source: Source, ingest_
     how many.
 
     DuckDB reports a line short by several fields once per missing field; they are
-    one bad line here, with the reason in the README's words. Also fills
+    one bad line here, with the reason in docs/ingest.md's words. Also fills
     CSV_BAD_ROWS (e: the bad data row, k: its rank), which the numbered scan uses
     to count skipped lines back into row numbers.
     """

@@ -2,7 +2,7 @@
 
 Maps ``openb_node_list_*.csv`` onto ``nodes`` and one ``openb_pod_list_*.csv``
 onto ``requests`` (pods have no node, so they are requests). The mapped
-columns then pass the same validation as native files. README, "Semantics":
+columns then pass the same validation as native files. docs/formats/alibaba-gpu-v2023.md:
 
 - ``gpu_milli / 1000`` is a GPU share when ``num_gpu`` is 1 and ``gpu_milli``
   is below 1000; otherwise the pod asks for ``num_gpu`` whole GPUs, as one pod.

@@ -17,7 +17,7 @@ columns the mapping needs, into staged Parquet files beside the store:
 
 The staged files then load in the one ingest transaction like native files, so
 the validation, the rejects and the idempotent re-ingest are the native ones.
-README, "The alibaba-gpu-v2026 trace", states every mapping rule.
+docs/formats/alibaba-gpu-v2026.md states every mapping rule.
 """
 
 from __future__ import annotations
@@ -543,7 +543,8 @@ def _nodes(servers: pl.DataFrame, t_last: int, trace_start: datetime) -> pl.Data
 
 
 class _Colouring:
-    """GPU indices per node, kept across days (README: synthesised GPU indices).
+    """GPU indices per node, kept across days (synthesised GPU indices: see
+    docs/formats/alibaba-gpu-v2026.md).
 
     Allocations are placed at their start in order of (GPUs descending,
     alloc_id), after the allocations ending then are released: whole GPUs take

@@ -8,7 +8,7 @@ frames that pass the same validation as native files, so a pod on an unknown
 node or an unknown quantity becomes a reject row with its reason.
 
 Several files taken at different times are snapshots of one cluster. The rules
-(README, "Semantics", "Kubernetes snapshots") in short:
+(docs/formats/kubernetes.md) in short:
 
 - a file's snapshot time is the newest node heartbeat in it, ``--snapshot-time``
   when given, or (for a file without nodes) the time of the call's one snapshot

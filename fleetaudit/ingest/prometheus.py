@@ -4,7 +4,7 @@ Reads Prometheus ``/api/v1/query_range`` JSON responses (one file per metric
 and time chunk, any number of them) and the text exposition formats of a
 dcgm-exporter scrape (Prometheus text and OpenMetrics, parsed by
 prometheus-client). query_range files are parsed by DuckDB (``read_json`` and
-``unnest``): no Python loop runs per sample. README, "Semantics":
+``unnest``): no Python loop runs per sample. docs/formats/prometheus.md:
 
 - one telemetry row per (node, GPU index, instant). ``sm_active`` is
   DCGM_FI_PROF_SM_ACTIVE, else DCGM_FI_PROF_GR_ENGINE_ACTIVE, else

@@ -17,7 +17,7 @@ Python (:mod:`~fleetaudit.ingest.tres`, :mod:`~fleetaudit.ingest.hostlist`,
 :class:`~fleetaudit.ingest.labels.PriorityMap`) and joined back, so a
 million-line history is not a Python loop per line. Rows that cannot be mapped
 (a bad hostlist, TRES string or time) become rejects with the sacct field and
-the reason. The mapping rules are in README.md, "Semantics", "The slurm format".
+the reason. The mapping rules are in docs/formats/slurm.md.
 """
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ def _load_parsable(store: Store, path: Path, relation: str) -> None:
         if name.lower() not in index:
             raise InputError(
                 str(path),
-                "required sacct field missing (see README: the sacct command)",
+                "required sacct field missing (see docs/formats/slurm.md: the sacct command)",
                 column=name,
             )
     columns = ", ".join(

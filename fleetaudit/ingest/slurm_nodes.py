@@ -1,7 +1,7 @@
 """Slurm's node inventory (``scontrol -d -o show node``, text or ``--json``) as native nodes.
 
-One node per line (text) or per ``nodes[]`` object (JSON). README, "Semantics",
-"The slurm format":
+One node per line (text) or per ``nodes[]`` object (JSON). docs/formats/slurm.md,
+"Mapping":
 
 - gpus: the node's ``gres/gpu`` in CfgTRES (JSON: ``tres``); without it, the
   GPUs of its Gres. The model is the Gres type (``gpu:h100:8``), through the

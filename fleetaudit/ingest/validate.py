@@ -7,7 +7,7 @@ each rejected row, the first column at fault and why. Values never enter the
 SQL text: they are bound parameters; names enter only through
 :func:`~fleetaudit.store.quote_identifier`-style quoting.
 
-Checks, in column order, first failure wins (README, "Semantics"):
+Checks, in column order, first failure wins (docs/ingest.md):
 missing required value, unparsable, not finite, not an integer, negative,
 above 1 (fractions), unknown enum value; then per table: unknown node, gpus
 above the node's GPUs (allocations), gpu_index beyond the node's GPUs
