@@ -978,7 +978,7 @@ def whatif_compaction(
     """
     from fleetaudit.compaction_api import CompactionRun
     from fleetaudit.compaction_api import whatif_compaction as run_compaction
-    from fleetaudit.contract import compaction_document
+    from fleetaudit.compaction_api import compaction_document
 
     options = replace(
         _COMPACTION, depth=depth, rounds=rounds, partition_nodes=partition_nodes,
@@ -1091,7 +1091,7 @@ def whatif_harvesting(
       fleetaudit whatif harvesting --since 7d
       fleetaudit whatif harvesting --policy spotgpu --policy newest --kill-after 2m --json
     """
-    from fleetaudit.contract import harvesting_document
+    from fleetaudit.harvest_api import harvesting_document
     from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
 
     durations = {

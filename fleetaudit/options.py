@@ -11,12 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleetaudit.errors import UsageError
-
-if TYPE_CHECKING:
-    from fleetaudit.harvest import HarvestOptions
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 """Seconds a command waits while another fleetaudit process writes the store."""
@@ -166,26 +163,13 @@ class HarvestRun:
     at: datetime | None = None
     since: timedelta = timedelta(days=7)
     scenario: str | None = None
-    idle_sm: float = 0.05  # these five: the engine's HarvestOptions defaults (a test holds them equal)
+    idle_sm: float = 0.05  # these five are also the engine's HarvestOptions defaults
     idle_for: timedelta = timedelta(seconds=1800)
     eviction_delay_mean: timedelta = timedelta(seconds=13)
     eviction_delay_p95: timedelta = timedelta(seconds=48)
     kill_after: timedelta = timedelta(seconds=60)
     workers: int = 2  # processes for several policies on a large window (1 = in process)
     record: bool = True  # keep the run's document in the store for the report
-
-    def options(self, policy: str) -> HarvestOptions:
-        from fleetaudit.harvest import HarvestOptions  # the engine: numpy, polars
-
-        return HarvestOptions(
-            policy=policy,
-            seed=self.seed,
-            idle_sm=self.idle_sm,
-            idle_for_s=self.idle_for.total_seconds(),
-            eviction_delay_mean_s=self.eviction_delay_mean.total_seconds(),
-            eviction_delay_p95_s=self.eviction_delay_p95.total_seconds(),
-            kill_after_s=self.kill_after.total_seconds(),
-        )
 
     def as_json(self) -> dict[str, Any]:
         """The options as recorded with the run."""
