@@ -976,9 +976,8 @@ def whatif_compaction(
       fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
       fleetaudit shapes --scenario compacted --model H20 --gpus 64
     """
-    from fleetaudit.compaction_api import CompactionRun
+    from fleetaudit.compaction_api import CompactionRun, compaction_document
     from fleetaudit.compaction_api import whatif_compaction as run_compaction
-    from fleetaudit.compaction_api import compaction_document
 
     options = replace(
         _COMPACTION, depth=depth, rounds=rounds, partition_nodes=partition_nodes,
