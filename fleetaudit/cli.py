@@ -113,7 +113,7 @@ def _readable(command: Any, ctx: Any) -> Any:
             param.help = _plain_help(param.help)
     command.help = _plain_help(command.help)
     command.short_help = _plain_help(command.short_help)
-    command._fleetaudit_readable = True  # type: ignore[attr-defined]
+    command._fleetaudit_readable = True
     return command
 
 
@@ -1093,7 +1093,7 @@ def whatif_harvesting(
     from fleetaudit.harvest_api import harvesting_document
     from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
 
-    durations = {
+    durations: dict[str, Any] = {
         field: parse_duration(text, option=option)
         for field, option, text in (
             ("since", "--since", since),
@@ -1519,7 +1519,7 @@ def main() -> None:
     except TyperException as exc:  # typer's click: a bad option, a missing argument
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "fleetaudit"
-        _print_error(f"{exc.format_message()} (see {command} --help)")  # type: ignore[attr-defined]
+        _print_error(f"{exc.format_message()} (see {command} --help)")
         sys.exit(int(ExitCode.INPUT))
     code = code if isinstance(code, int) else 0
     # The command is done: a Ctrl-C from here on has nothing left to stop, and during
@@ -1547,4 +1547,4 @@ def _print_error(message: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -51,7 +51,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -60,6 +60,9 @@ from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import SHARE_UNITS, micro_units, optional_column, switch_domains
 from fleetaudit.options import VICTIM_POLICIES, HarvestRun
 from fleetaudit.times import epoch_us, to_utc
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 __all__ = [
     "POLICIES",
@@ -261,8 +264,9 @@ def sleep_intervals(
         ...  sleep_intervals(samples, allocs, t0, t0 + timedelta(hours=3)).rows()]
         [(45, 75)]
     """
-    out_schema = {"alloc_id": pl.String, "sleep_start": pl.Datetime("us"),
-                  "sleep_end": pl.Datetime("us")}  # fmt: skip
+    out_schema: dict[str, PolarsDataType] = {
+        "alloc_id": pl.String, "sleep_start": pl.Datetime("us"), "sleep_end": pl.Datetime("us")
+    }
     sleepers = allocations.filter(
         (pl.col("priority") == "high") & pl.col("sleepable").fill_null(False)
     ).select(
@@ -382,7 +386,7 @@ def _ints(values: object) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
 
-def _offsets(counts: list[int]) -> np.ndarray:
+def _offsets(counts: list[int] | np.ndarray) -> np.ndarray:
     off = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=off[1:])
     return off

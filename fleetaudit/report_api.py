@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -46,6 +46,9 @@ from fleetaudit.shapes import (
 )
 from fleetaudit.store import Store
 from fleetaudit.times import iso, to_utc
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 REPORT_SCHEMA = "fleetaudit.report/1"
 
@@ -486,7 +489,7 @@ def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.Data
     Each request adds its GPUs to the instants of its wait, by cumulative sums over the
     sorted instants (no request x instant product).
     """
-    schema = {"instant": pl.Datetime("us"), "gpu_model": pl.String, "queued_gpus": pl.Float64}
+    schema: dict[str, PolarsDataType] = {"instant": pl.Datetime("us"), "gpu_model": pl.String, "queued_gpus": pl.Float64}
     epoch = datetime(1970, 1, 1)
     times = np.array(sorted((to_utc(t) - epoch).total_seconds() for t in instants))
     frames = []
@@ -791,8 +794,10 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
         out["label"] = "one instant"
         if isinstance(over, dict):
             out["label"] = "over time"
-            partial = over.get("partial_nodes") if isinstance(over.get("partial_nodes"), dict) else {}
-            migration = over.get("migration") if isinstance(over.get("migration"), dict) else {}
+            partial = over.get("partial_nodes")
+            partial = partial if isinstance(partial, dict) else {}
+            migration = over.get("migration")
+            migration = migration if isinstance(migration, dict) else {}
             out["over_time"] = {
                 "start": over.get("start"),
                 "end": over.get("end"),
