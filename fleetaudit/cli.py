@@ -31,13 +31,18 @@ from fleetaudit.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.options import (
     ASI_RELEASE_DAYS,
     ASI_TRACE_START,
+    DEFAULT_DB,
     DEFAULT_LOCK_TIMEOUT,
+    REJECTS_LIMIT,
+    REPORT_SINCE,
+    REPORT_STEP,
     VICTIM_POLICIES,
     CompactionOptions,
     GenerateOptions,
     HarvestRun,
     OverTimeOptions,
     SlurmGenerateOptions,
+    duration_text,
 )
 from fleetaudit.options import INGEST_FORMATS as FORMATS
 from fleetaudit.options import PLACEMENT_POLICIES as POLICIES
@@ -293,7 +298,7 @@ def ingest(
     ] = None,
     fmt: Annotated[
         str, typer.Option("--format", help=f"Input format: {' or '.join(FORMATS)}.")
-    ] = "native",
+    ] = FORMATS[0],
     strict: Annotated[
         bool,
         typer.Option(
@@ -364,7 +369,7 @@ def ingest(
             "scaled to 0..1. Repeat for several.",
         ),
     ] = None,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -437,7 +442,7 @@ def ingest(
 @handled
 def status(
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -468,13 +473,13 @@ def rejects(
     ] = None,
     limit: Annotated[
         int, typer.Option("--limit", help="Show at most this many rows (0: all).", metavar="N")
-    ] = 100,
+    ] = REJECTS_LIMIT,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="Print the JSON document (fleetaudit.rejects/1) only."),
     ] = False,
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -526,7 +531,7 @@ def state(
         ),
     ] = None,
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -678,7 +683,7 @@ def shapes(
         typer.Option("--json", help="Print the JSON document (fleetaudit.shapes/1) only."),
     ] = False,
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -799,7 +804,7 @@ def whatif_placement(
         bool, typer.Option("--json", help="Print the JSON document (fleetaudit.placement/1) only.")
     ] = False,
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -883,7 +888,7 @@ def whatif_compaction(
         typer.Option(
             "--min-remaining", help="Allocations whose known end is within this are not moved."
         ),
-    ] = "1h",
+    ] = duration_text(_COMPACTION.min_remaining_s),
     state_gib_per_gpu: Annotated[
         float,
         typer.Option("--state-gib-per-gpu", help="State a move transfers per GPU (GiB)."),
@@ -893,7 +898,7 @@ def whatif_compaction(
     ] = _COMPACTION.bandwidth_gbps,
     warmup: Annotated[
         str, typer.Option("--warmup", help="Fixed pause of a move on top of its transfer.")
-    ] = "60s",
+    ] = duration_text(_COMPACTION.warmup_s),
     exact: Annotated[
         bool,
         typer.Option(
@@ -916,7 +921,7 @@ def whatif_compaction(
     ] = None,
     every: Annotated[
         str, typer.Option("--every", help="With --over: time between compaction rounds.")
-    ] = "1h",
+    ] = duration_text(_OVER_TIME.every_s),
     moves_per_hour: Annotated[
         float,
         typer.Option("--moves-per-hour", help="With --over: GPUs that may move per hour (migration budget)."),
@@ -953,7 +958,7 @@ def whatif_compaction(
     ] = None,
 
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -1073,7 +1078,7 @@ def whatif_harvesting(
         bool, typer.Option("--json", help="Print the JSON document (fleetaudit.harvesting/1) only.")
     ] = False,
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -1157,7 +1162,7 @@ def generate(
     ] = SlurmGenerateOptions.jobs,
     telemetry_step: Annotated[
         str, typer.Option("--telemetry-step", help="Telemetry sampling step (e.g. 5m).")
-    ] = "5m",
+    ] = duration_text(GenerateOptions.telemetry_step_s),
     telemetry_days: Annotated[
         float,
         typer.Option(
@@ -1280,7 +1285,7 @@ def rollup(
     ],
     interval: Annotated[
         str, typer.Option("--interval", help="Length of one rolled-up interval: 15m, 1h, 1d.")
-    ] = f"{DEFAULT_INTERVAL_S // 3600}h",
+    ] = duration_text(DEFAULT_INTERVAL_S),
     engine: EngineOption = "duckdb",
     master: MasterOption = None,
     fmt: Annotated[
@@ -1321,10 +1326,10 @@ def report(
     at: WindowEndOption = None,
     since: Annotated[
         str, typer.Option("--since", help="The window's length, ending at --at: 90m, 6h, 7d.")
-    ] = "7d",
+    ] = duration_text(REPORT_SINCE),
     step: Annotated[
         str, typer.Option("--step", help="Sampling step of the schedulable figures.")
-    ] = "15m",
+    ] = duration_text(REPORT_STEP),
     scenario: ScenarioOption = None,
     demand: Annotated[
         str | None,
@@ -1357,7 +1362,7 @@ def report(
             "writes --html or --json is kept anyway).",
         ),
     ] = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -1432,7 +1437,7 @@ def paper(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the fleetaudit.paper/1 document.")
     ] = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -1465,7 +1470,7 @@ def paper(
 @app.command()
 @handled
 def demo(
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:

@@ -18,6 +18,34 @@ from fleetaudit.errors import UsageError
 DEFAULT_LOCK_TIMEOUT = 30.0
 """Seconds a command waits while another fleetaudit process writes the store."""
 
+DEFAULT_DB = "fleetaudit.duckdb"
+"""The store's file when neither ``--db`` nor ``$FLEETAUDIT_DB`` names one."""
+
+REJECTS_LIMIT = 100
+"""Rows ``fleetaudit rejects`` shows unless ``--limit`` says otherwise (0: all)."""
+
+REPORT_SINCE = timedelta(days=7)
+"""``fleetaudit report --since``: the window's length."""
+
+REPORT_STEP = timedelta(minutes=15)
+"""``fleetaudit report --step``: the sampling step of its schedulable figures."""
+
+
+def duration_text(value: float | timedelta) -> str:
+    """A default duration as the command line spells it: in the largest unit that divides it,
+    and in seconds below two minutes (``parse_duration`` reads it back).
+
+    >>> [duration_text(s) for s in (60, 90, 300, 3600, 5400, 604800)]
+    ['60s', '90s', '5m', '1h', '90m', '7d']
+    >>> duration_text(timedelta(minutes=15))
+    '15m'
+    """
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= max(size, 120) and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
 INGEST_FORMATS = (
     "native",
     "alibaba-gpu-v2023",

@@ -36,6 +36,7 @@ from fleetaudit.api import (
 from fleetaudit.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.errors import StoreError, UsageError
 from fleetaudit.history import MAX_INSTANTS, evaluate_history
+from fleetaudit.options import REPORT_SINCE, REPORT_STEP
 from fleetaudit.shapes import (
     Shape,
     beyond_fleet,
@@ -69,8 +70,8 @@ class ReportOptions:
     """What ``fleetaudit report`` covers (defaults are the command line's)."""
 
     at: datetime | None = None
-    since: timedelta = timedelta(days=7)
-    step: timedelta = timedelta(minutes=15)
+    since: timedelta = REPORT_SINCE
+    step: timedelta = REPORT_STEP
     scenario: str | None = None
     max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
     demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
