@@ -31,11 +31,14 @@ from fleetaudit.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.options import (
     ASI_RELEASE_DAYS,
     ASI_TRACE_START,
+    COMPACTION_ENGINES,
     DEFAULT_DB,
     DEFAULT_LOCK_TIMEOUT,
+    PLACEMENT_QUEUES,
     REJECTS_LIMIT,
     REPORT_SINCE,
     REPORT_STEP,
+    SCAN_ENGINES,
     VICTIM_POLICIES,
     CompactionOptions,
     GenerateOptions,
@@ -788,7 +791,7 @@ def whatif_placement(
             "--queue",
             help="By-time replay: fifo (strict arrival order) or backfill (later requests start when the head does not fit).",
         ),
-    ] = "fifo",
+    ] = PLACEMENT_QUEUES[0],
     at: Annotated[
         str | None,
         typer.Option(
@@ -830,7 +833,7 @@ def whatif_placement(
     unknown = [p for p in chosen if p not in POLICIES]
     if unknown:
         raise UsageError(f"--policy: unknown {unknown[0]!r}; use {', '.join(POLICIES)}")
-    if fill is not None and (since is not None or empty or queue != "fifo"):
+    if fill is not None and (since is not None or empty or queue != PLACEMENT_QUEUES[0]):
         raise UsageError("--since, --empty and --queue apply to by-time replay, not to --fill")
     if shuffle and in_order:
         raise UsageError("--shuffle and --in-order: give one of them")
@@ -946,7 +949,7 @@ def whatif_compaction(
             help="Where the partitions run: local (worker processes) or spark (the executors "
             "of a Spark session; needs pip install 'fleetaudit[spark]' and Java 17 or 21).",
         ),
-    ] = "local",
+    ] = COMPACTION_ENGINES[0],
     master: Annotated[
         str | None,
         typer.Option(
@@ -1286,7 +1289,7 @@ def rollup(
     interval: Annotated[
         str, typer.Option("--interval", help="Length of one rolled-up interval: 15m, 1h, 1d.")
     ] = duration_text(DEFAULT_INTERVAL_S),
-    engine: EngineOption = "duckdb",
+    engine: EngineOption = SCAN_ENGINES[0],
     master: MasterOption = None,
     fmt: Annotated[
         str, typer.Option("--format", help=f"Format of the raw files: {', '.join(SOURCES)}.")

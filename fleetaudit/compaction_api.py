@@ -28,11 +28,12 @@ from fleetaudit.api import resolve_at as resolve_instant
 from fleetaudit.compaction import CompactionOptions, CompactionResult, Snapshot
 from fleetaudit.compaction_over_time import OverTimeOptions, OverTimeResult
 from fleetaudit.errors import UsageError
+from fleetaudit.options import COMPACTION_ENGINES
 from fleetaudit.shapes import Shape
 from fleetaudit.shapes_api import shapes_to_evaluate
 from fleetaudit.times import iso
 
-ENGINES = ("local", "spark")  # where the partitions' searches run
+ENGINES = COMPACTION_ENGINES  # where the partitions' searches run
 
 # the options' names on the command line, for errors
 _FLAGS = {
@@ -64,7 +65,7 @@ class CompactionRun:
     save_as: str | None = None
     jobs: int | None = None
     options: CompactionOptions = field(default_factory=CompactionOptions)
-    engine: str = "local"  # local: worker processes; spark: the executors of a Spark session
+    engine: str = ENGINES[0]  # local: worker processes; spark: the executors of a Spark session
     master: str | None = None  # the Spark master (engine spark only)
     over_s: float | None = None  # --over: replay the window [at - over, at] with rounds
     over_time: OverTimeOptions = field(default_factory=OverTimeOptions)

@@ -71,6 +71,12 @@ PLACEMENT_POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
 PLACEMENT_QUEUES = ("fifo", "backfill")
 """``--queue`` values of the by-time replay (fleetaudit.placement.QUEUES, held equal by a test)."""
 
+COMPACTION_ENGINES = ("local", "spark")
+"""``whatif compaction --engine``: where the partitions' searches run (the first is the default)."""
+
+SCAN_ENGINES = ("duckdb", "spark")
+"""``rollup --engine``: the engine that scans the raw telemetry (the first is the default)."""
+
 OVER_TIME_POLICIES = ("recorded", *PLACEMENT_POLICIES)
 """``whatif compaction --over ... --policy`` values: the recorded node, or a placement policy."""
 
@@ -230,7 +236,7 @@ class OverTimeOptions:
     every_s: float = 3600.0
     moves_per_hour: float = 64.0
     policy: str = "recorded"
-    queue: str = "fifo"
+    queue: str = PLACEMENT_QUEUES[0]
     seed: int = 0
     observe_shapes: int = 10
 
