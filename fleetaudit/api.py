@@ -22,7 +22,7 @@ import polars as pl
 from fleetaudit import occupancy
 from fleetaudit.errors import UsageError
 from fleetaudit.fsutil import write_output
-from fleetaudit.options import DEFAULT_LOCK_TIMEOUT
+from fleetaudit.options import DEFAULT_LOCK_TIMEOUT, REJECTS_LIMIT
 from fleetaudit.resources import resource_dir
 from fleetaudit.store import Store, open_store
 from fleetaudit.times import iso, to_utc
@@ -134,7 +134,7 @@ class RejectsResult:
 
 
 def list_rejects(
-    options: StoreOptions, ingest_id: int | None = None, limit: int | None = 100
+    options: StoreOptions, ingest_id: int | None = None, limit: int | None = REJECTS_LIMIT
 ) -> RejectsResult:
     """The rejects of ingest call ``ingest_id`` (default: the newest), at most ``limit``."""
     if limit is not None and limit < 0:

@@ -31,13 +31,21 @@ from fleetaudit.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.options import (
     ASI_RELEASE_DAYS,
     ASI_TRACE_START,
+    COMPACTION_ENGINES,
+    DEFAULT_DB,
     DEFAULT_LOCK_TIMEOUT,
+    PLACEMENT_QUEUES,
+    REJECTS_LIMIT,
+    REPORT_SINCE,
+    REPORT_STEP,
+    SCAN_ENGINES,
     VICTIM_POLICIES,
     CompactionOptions,
     GenerateOptions,
     HarvestRun,
     OverTimeOptions,
     SlurmGenerateOptions,
+    duration_text,
 )
 from fleetaudit.options import INGEST_FORMATS as FORMATS
 from fleetaudit.options import PLACEMENT_POLICIES as POLICIES
@@ -113,7 +121,7 @@ def _readable(command: Any, ctx: Any) -> Any:
             param.help = _plain_help(param.help)
     command.help = _plain_help(command.help)
     command.short_help = _plain_help(command.short_help)
-    command._fleetaudit_readable = True  # type: ignore[attr-defined]
+    command._fleetaudit_readable = True
     return command
 
 
@@ -293,7 +301,7 @@ def ingest(
     ] = None,
     fmt: Annotated[
         str, typer.Option("--format", help=f"Input format: {' or '.join(FORMATS)}.")
-    ] = "native",
+    ] = FORMATS[0],
     strict: Annotated[
         bool,
         typer.Option(
@@ -364,7 +372,7 @@ def ingest(
             "scaled to 0..1. Repeat for several.",
         ),
     ] = None,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -437,7 +445,7 @@ def ingest(
 @handled
 def status(
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -468,13 +476,13 @@ def rejects(
     ] = None,
     limit: Annotated[
         int, typer.Option("--limit", help="Show at most this many rows (0: all).", metavar="N")
-    ] = 100,
+    ] = REJECTS_LIMIT,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="Print the JSON document (fleetaudit.rejects/1) only."),
     ] = False,
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -526,7 +534,7 @@ def state(
         ),
     ] = None,
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -678,7 +686,7 @@ def shapes(
         typer.Option("--json", help="Print the JSON document (fleetaudit.shapes/1) only."),
     ] = False,
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -783,7 +791,7 @@ def whatif_placement(
             "--queue",
             help="By-time replay: fifo (strict arrival order) or backfill (later requests start when the head does not fit).",
         ),
-    ] = "fifo",
+    ] = PLACEMENT_QUEUES[0],
     at: Annotated[
         str | None,
         typer.Option(
@@ -799,7 +807,7 @@ def whatif_placement(
         bool, typer.Option("--json", help="Print the JSON document (fleetaudit.placement/1) only.")
     ] = False,
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -825,7 +833,7 @@ def whatif_placement(
     unknown = [p for p in chosen if p not in POLICIES]
     if unknown:
         raise UsageError(f"--policy: unknown {unknown[0]!r}; use {', '.join(POLICIES)}")
-    if fill is not None and (since is not None or empty or queue != "fifo"):
+    if fill is not None and (since is not None or empty or queue != PLACEMENT_QUEUES[0]):
         raise UsageError("--since, --empty and --queue apply to by-time replay, not to --fill")
     if shuffle and in_order:
         raise UsageError("--shuffle and --in-order: give one of them")
@@ -883,7 +891,7 @@ def whatif_compaction(
         typer.Option(
             "--min-remaining", help="Allocations whose known end is within this are not moved."
         ),
-    ] = "1h",
+    ] = duration_text(_COMPACTION.min_remaining_s),
     state_gib_per_gpu: Annotated[
         float,
         typer.Option("--state-gib-per-gpu", help="State a move transfers per GPU (GiB)."),
@@ -893,7 +901,7 @@ def whatif_compaction(
     ] = _COMPACTION.bandwidth_gbps,
     warmup: Annotated[
         str, typer.Option("--warmup", help="Fixed pause of a move on top of its transfer.")
-    ] = "60s",
+    ] = duration_text(_COMPACTION.warmup_s),
     exact: Annotated[
         bool,
         typer.Option(
@@ -916,7 +924,7 @@ def whatif_compaction(
     ] = None,
     every: Annotated[
         str, typer.Option("--every", help="With --over: time between compaction rounds.")
-    ] = "1h",
+    ] = duration_text(_OVER_TIME.every_s),
     moves_per_hour: Annotated[
         float,
         typer.Option("--moves-per-hour", help="With --over: GPUs that may move per hour (migration budget)."),
@@ -941,7 +949,7 @@ def whatif_compaction(
             help="Where the partitions run: local (worker processes) or spark (the executors "
             "of a Spark session; needs pip install 'fleetaudit[spark]' and Java 17 or 21).",
         ),
-    ] = "local",
+    ] = COMPACTION_ENGINES[0],
     master: Annotated[
         str | None,
         typer.Option(
@@ -953,7 +961,7 @@ def whatif_compaction(
     ] = None,
 
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -976,9 +984,8 @@ def whatif_compaction(
       fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
       fleetaudit shapes --scenario compacted --model H20 --gpus 64
     """
-    from fleetaudit.compaction_api import CompactionRun
+    from fleetaudit.compaction_api import CompactionRun, compaction_document
     from fleetaudit.compaction_api import whatif_compaction as run_compaction
-    from fleetaudit.contract import compaction_document
 
     options = replace(
         _COMPACTION, depth=depth, rounds=rounds, partition_nodes=partition_nodes,
@@ -1074,7 +1081,7 @@ def whatif_harvesting(
         bool, typer.Option("--json", help="Print the JSON document (fleetaudit.harvesting/1) only.")
     ] = False,
     as_csv: CsvOption = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -1091,10 +1098,10 @@ def whatif_harvesting(
       fleetaudit whatif harvesting --since 7d
       fleetaudit whatif harvesting --policy spotgpu --policy newest --kill-after 2m --json
     """
-    from fleetaudit.contract import harvesting_document
+    from fleetaudit.harvest_api import harvesting_document
     from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
 
-    durations = {
+    durations: dict[str, Any] = {
         field: parse_duration(text, option=option)
         for field, option, text in (
             ("since", "--since", since),
@@ -1158,7 +1165,7 @@ def generate(
     ] = SlurmGenerateOptions.jobs,
     telemetry_step: Annotated[
         str, typer.Option("--telemetry-step", help="Telemetry sampling step (e.g. 5m).")
-    ] = "5m",
+    ] = duration_text(GenerateOptions.telemetry_step_s),
     telemetry_days: Annotated[
         float,
         typer.Option(
@@ -1281,8 +1288,8 @@ def rollup(
     ],
     interval: Annotated[
         str, typer.Option("--interval", help="Length of one rolled-up interval: 15m, 1h, 1d.")
-    ] = f"{DEFAULT_INTERVAL_S // 3600}h",
-    engine: EngineOption = "duckdb",
+    ] = duration_text(DEFAULT_INTERVAL_S),
+    engine: EngineOption = SCAN_ENGINES[0],
     master: MasterOption = None,
     fmt: Annotated[
         str, typer.Option("--format", help=f"Format of the raw files: {', '.join(SOURCES)}.")
@@ -1322,10 +1329,10 @@ def report(
     at: WindowEndOption = None,
     since: Annotated[
         str, typer.Option("--since", help="The window's length, ending at --at: 90m, 6h, 7d.")
-    ] = "7d",
+    ] = duration_text(REPORT_SINCE),
     step: Annotated[
         str, typer.Option("--step", help="Sampling step of the schedulable figures.")
-    ] = "15m",
+    ] = duration_text(REPORT_STEP),
     scenario: ScenarioOption = None,
     demand: Annotated[
         str | None,
@@ -1358,7 +1365,7 @@ def report(
             "writes --html or --json is kept anyway).",
         ),
     ] = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -1433,7 +1440,7 @@ def paper(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the fleetaudit.paper/1 document.")
     ] = False,
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -1466,7 +1473,7 @@ def paper(
 @app.command()
 @handled
 def demo(
-    db: DbOption = Path("fleetaudit.duckdb"),
+    db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
@@ -1520,7 +1527,7 @@ def main() -> None:
     except TyperException as exc:  # typer's click: a bad option, a missing argument
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "fleetaudit"
-        _print_error(f"{exc.format_message()} (see {command} --help)")  # type: ignore[attr-defined]
+        _print_error(f"{exc.format_message()} (see {command} --help)")
         sys.exit(int(ExitCode.INPUT))
     code = code if isinstance(code, int) else 0
     # The command is done: a Ctrl-C from here on has nothing left to stop, and during
@@ -1548,4 +1555,4 @@ def _print_error(message: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

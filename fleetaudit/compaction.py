@@ -565,7 +565,8 @@ class _Search:
             return False
         return whole + len(_ffd(_key(shares, self.af[a]))) <= self.cap_g[d]
 
-    def _place_on(self, a: int, d: int, record: bool = True) -> None:
+    def _place_on(self, a: int, d: int, record: bool = True) -> bool:
+        """Move allocation a to node d (True: it always lands, for :meth:`_attempt`)."""
         s = self.where[a]
         part = self.part
         for node, sign in ((s, -1), (d, 1)):
@@ -583,6 +584,7 @@ class _Search:
         if record:
             self.moves.append((a, s, d))
             self.log.append((a, s))
+        return True
 
     def _undo_to(self, log_mark: int, move_mark: int) -> None:
         while len(self.log) > log_mark:
@@ -717,7 +719,7 @@ class _Search:
                 continue
             if not self._fits(a, y):
                 continue
-            if self._attempt(lambda a=a: self._place_on(a, y) is None):
+            if self._attempt(lambda a=a: self._place_on(a, y)):
                 return True
             tried += 1
             if tried >= self.part.options.breadth:
@@ -947,7 +949,7 @@ def _solve(part: _Partition) -> _Outcome:
     search.run()
     seconds = time.perf_counter() - started
     bound = _bound(part)
-    exact = None
+    exact: tuple[int | None, str, float] | None = None
     if part.options.exact:
         if len(part.node_ids) > part.options.exact_nodes:
             exact = (None, "too_large", 0.0)
@@ -1034,7 +1036,7 @@ def partitions_table(parts: Sequence[_Partition]) -> pa.Table:
 
 
 def _partition_from_row(row: dict[str, Any]) -> _Partition:
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
     values["shapes"] = tuple(_ShapeSpec(**s) for s in row["shapes"])
     values["options"] = CompactionOptions(**json.loads(row["options"]))
     return _Partition(**values)

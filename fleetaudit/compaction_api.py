@@ -25,14 +25,15 @@ from fleetaudit.api import (
     writing,
 )
 from fleetaudit.api import resolve_at as resolve_instant
-from fleetaudit.compaction import CompactionOptions, CompactionResult
+from fleetaudit.compaction import CompactionOptions, CompactionResult, Snapshot
 from fleetaudit.compaction_over_time import OverTimeOptions, OverTimeResult
-from fleetaudit.contract import compaction_document
 from fleetaudit.errors import UsageError
+from fleetaudit.options import COMPACTION_ENGINES
 from fleetaudit.shapes import Shape
 from fleetaudit.shapes_api import shapes_to_evaluate
+from fleetaudit.times import iso
 
-ENGINES = ("local", "spark")  # where the partitions' searches run
+ENGINES = COMPACTION_ENGINES  # where the partitions' searches run
 
 # the options' names on the command line, for errors
 _FLAGS = {
@@ -64,7 +65,7 @@ class CompactionRun:
     save_as: str | None = None
     jobs: int | None = None
     options: CompactionOptions = field(default_factory=CompactionOptions)
-    engine: str = "local"  # local: worker processes; spark: the executors of a Spark session
+    engine: str = ENGINES[0]  # local: worker processes; spark: the executors of a Spark session
     master: str | None = None  # the Spark master (engine spark only)
     over_s: float | None = None  # --over: replay the window [at - over, at] with rounds
     over_time: OverTimeOptions = field(default_factory=OverTimeOptions)
@@ -236,3 +237,75 @@ def _save(
             options={**asdict(options), "from_scenario": run.scenario, "moves": len(result.moves)},
             at=at,
         )  # fmt: skip
+
+
+COMPACTION_SCHEMA = "fleetaudit.compaction/1"
+BOUND_METHOD = (
+    "per partition: nodes - nodes pinned by immovable GPU work - the fewest other nodes "
+    "whose capacity, largest first, covers the movable GPUs, CPUs and memory that the "
+    "pinned nodes' room cannot (shares as fractions, gangs unconstrained)"
+)
+
+
+def compaction_document(report: CompactionReport) -> dict[str, Any]:
+    """The ``fleetaudit whatif compaction --json`` document (SPEC §4).
+
+    Beyond the SPEC keys: the options, the migration cost, the partitions that
+    hit a budget, every partition's counts, and with ``--exact`` the ILP's
+    optimum and the heuristic's gap to it over the partitions it solved.
+    """
+    result = report.result
+
+    def snapshot(s: Snapshot) -> dict[str, Any]:
+        return {
+            "partial_nodes": s.partial_nodes,
+            "free_nodes": s.free_nodes,
+            "instances": [
+                {"shape": shape.as_json(), "queued": queued, "instances": n}
+                for (shape, n), queued in zip(s.instances, report.queued, strict=True)
+            ],
+        }
+
+    exact = None
+    if report.options.exact:
+        solved = [p for p in result.partitions if p.exact_status in ("optimal", "bound")]
+        optimum = sum(p.exact_free or 0 for p in solved)
+        heuristic = sum(p.after_free for p in solved)
+        exact = {
+            "partitions_solved": len(solved),
+            "free_nodes": optimum,
+            "heuristic_free_nodes": heuristic,
+            "gap": optimum - heuristic,
+            "seconds": round(sum(p.exact_seconds or 0.0 for p in result.partitions), 4),
+            "unsolved": [
+                {"partition": p.index, "status": p.exact_status}
+                for p in result.partitions
+                if p.exact_status not in ("optimal", "bound")
+            ],
+        }
+    return {
+        "schema": COMPACTION_SCHEMA,
+        "at": iso(report.at),
+        "scenario": report.scenario,
+        "partitions": len(result.partitions),
+        "seconds": round(report.seconds, 3),
+        "moves": [m.as_json() for m in result.moves],
+        "before": snapshot(result.before),
+        "after": snapshot(result.after),
+        "bound": {"free_nodes": result.bound_free_nodes, "method": BOUND_METHOD},
+        "budgets_hit": [
+            {"partition": p.index, "gpu_model": p.gpu_model, "budgets": list(p.budgets_hit)}
+            for p in result.budgets_hit
+        ],
+        "migration": result.migration.as_json(),
+        "exact": exact,
+        "by_partition": [p.as_json() for p in result.partitions],
+        "options": {**asdict(report.options)},
+        "saved_as": report.saved,
+        "notes": list(report.notes),
+        "over_time": None
+        if report.over_time is None or report.over_time_options is None
+        else compaction_over_time.over_time_json(
+            report.over_time, report.over_s or 0.0, report.over_time_options
+        ),
+    }

@@ -377,7 +377,7 @@ def _start_probability(
     for rid, kind in zip(ids, kinds, strict=True):
         if kind is not None:
             by_shape.setdefault(kind, []).append(rid)
-    out = []
+    out: list[tuple[float | None, float | None, int]] = []
     for shape in shapes:
         mine = by_shape.get(shape, [])
         if not mine:

@@ -452,10 +452,6 @@ def _seconds(value: float | None) -> str:
     return f"{value:.0f}s"
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
-
-
 def stranded_bar(stranded: dict[str, float] | None, idle: float, width: int = 16) -> Text:
     """A stacked bar of stranded GPUs by cause, scaled to the idle GPUs."""
     if stranded is None:

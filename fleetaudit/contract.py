@@ -6,18 +6,15 @@ breaks a reader bumps the number. Extra keys may be added without a bump.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from fleetaudit.times import iso
 
-# Type names only: a command loads the engine it runs, not all of them (compaction_api
-# and harvest_api also import this module to record their runs).
+# Type names only: a command loads the engine it runs, not all of them. The what-ifs'
+# documents (compaction_api.compaction_document, harvest_api.harvesting_document) sit
+# with the runs that record them, so that nothing below this module imports it.
 if TYPE_CHECKING:
     from fleetaudit.api import RejectsResult
-    from fleetaudit.compaction import Snapshot
-    from fleetaudit.compaction_api import CompactionReport
-    from fleetaudit.harvest_api import HarvestingResult
     from fleetaudit.paper_api import PaperResult
     from fleetaudit.placement_api import PlacementResult
     from fleetaudit.report_api import ReportResult
@@ -173,133 +170,8 @@ def report_document(result: ReportResult) -> dict[str, Any]:
     )
 
 
-COMPACTION_SCHEMA = "fleetaudit.compaction/1"
-BOUND_METHOD = (
-    "per partition: nodes - nodes pinned by immovable GPU work - the fewest other nodes "
-    "whose capacity, largest first, covers the movable GPUs, CPUs and memory that the "
-    "pinned nodes' room cannot (shares as fractions, gangs unconstrained)"
-)
-
-
-def compaction_document(report: CompactionReport) -> dict[str, Any]:
-    """The ``fleetaudit whatif compaction --json`` document (SPEC §4).
-
-    Beyond the SPEC keys: the options, the migration cost, the partitions that
-    hit a budget, every partition's counts, and with ``--exact`` the ILP's
-    optimum and the heuristic's gap to it over the partitions it solved.
-    """
-    from fleetaudit.compaction_over_time import over_time_json
-
-    result = report.result
-
-    def snapshot(s: Snapshot) -> dict[str, Any]:
-        return {
-            "partial_nodes": s.partial_nodes,
-            "free_nodes": s.free_nodes,
-            "instances": [
-                {"shape": shape.as_json(), "queued": queued, "instances": n}
-                for (shape, n), queued in zip(s.instances, report.queued, strict=True)
-            ],
-        }
-
-    exact = None
-    if report.options.exact:
-        solved = [p for p in result.partitions if p.exact_status in ("optimal", "bound")]
-        optimum = sum(p.exact_free or 0 for p in solved)
-        heuristic = sum(p.after_free for p in solved)
-        exact = {
-            "partitions_solved": len(solved),
-            "free_nodes": optimum,
-            "heuristic_free_nodes": heuristic,
-            "gap": optimum - heuristic,
-            "seconds": round(sum(p.exact_seconds or 0.0 for p in result.partitions), 4),
-            "unsolved": [
-                {"partition": p.index, "status": p.exact_status}
-                for p in result.partitions
-                if p.exact_status not in ("optimal", "bound")
-            ],
-        }
-    return {
-        "schema": COMPACTION_SCHEMA,
-        "at": iso(report.at),
-        "scenario": report.scenario,
-        "partitions": len(result.partitions),
-        "seconds": round(report.seconds, 3),
-        "moves": [m.as_json() for m in result.moves],
-        "before": snapshot(result.before),
-        "after": snapshot(result.after),
-        "bound": {"free_nodes": result.bound_free_nodes, "method": BOUND_METHOD},
-        "budgets_hit": [
-            {"partition": p.index, "gpu_model": p.gpu_model, "budgets": list(p.budgets_hit)}
-            for p in result.budgets_hit
-        ],
-        "migration": result.migration.as_json(),
-        "exact": exact,
-        "by_partition": [p.as_json() for p in result.partitions],
-        "options": {**asdict(report.options)},
-        "saved_as": report.saved,
-        "notes": list(report.notes),
-        "over_time": None
-        if report.over_time is None or report.over_time_options is None
-        else over_time_json(report.over_time, report.over_s or 0.0, report.over_time_options),
-    }
-
-
-HARVESTING_SCHEMA = "fleetaudit.harvesting/1"
-
-
 def _round(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(float(value), digits)
-
-
-def harvesting_document(result: HarvestingResult) -> dict[str, Any]:
-    """The ``fleetaudit whatif harvesting --json`` document (SPEC §6).
-
-    Per policy the SPEC's keys, plus: evictions (the preemptions a waking
-    lender caused, already in ``preemptions``), jobs and unfinished_open
-    (open-ended jobs, which cannot finish in the window), the GPU-hours behind
-    the rates, and ``overcommitted`` (events where recorded work alone
-    exceeded a node), ``search_budget_hits`` (node searches cut by the scan
-    budget).
-    """
-    policies = []
-    for r in result.policies:
-        completion = r.completion_s()
-        jobs = r.jobs
-        policies.append(
-            {
-                "policy": r.policy,
-                "allocation_rate_high": _round(r.allocation_rate_high),
-                "allocation_rate": _round(r.allocation_rate),
-                "standby_gpu_hours": _round(r.standby_gpu_hours, 3),
-                "harvested_share": _round(r.harvested_share),
-                "lp_completion_s": {k: _round(v, 1) for k, v in completion.items()},
-                "preemptions": r.preemptions,
-                "forced_kills": r.forced_kills,
-                "lost_gpu_hours": _round(r.lost_gpu_hours, 3),
-                "unfinished": r.unfinished,
-                "evictions": r.evictions,
-                "harvested_gpu_hours": _round(r.harvested_gpu_hours, 3),
-                "healthy_gpu_hours": _round(r.healthy_gpu_hours, 3),
-                "allocated_high_gpu_hours": _round(r.allocated_high_gpu_hours, 3),
-                "allocated_gpu_hours": _round(r.allocated_gpu_hours, 3),
-                "lp_gpu_hours": _round(r.lp_gpu_hours, 3),
-                "jobs": jobs.height,
-                "jobs_in_window": int(jobs["in_window"].sum()),
-                "unfinished_open": int(jobs["need_s"].null_count()),
-                "overcommitted": r.overcommitted,
-                "search_budget_hits": r.budget_hits,
-            }
-        )
-    return {
-        "schema": HARVESTING_SCHEMA,
-        "window": {"start": iso(result.start), "end": iso(result.end)},
-        "scenario": result.scenario,
-        "telemetry": {"samples": result.telemetry_samples, "sleeps": result.sleeps},
-        "options": result.run.as_json(),
-        "policies": policies,
-        "notes": list(result.notes),
-    }
 
 
 def rejects_document(result: RejectsResult) -> dict[str, Any]:

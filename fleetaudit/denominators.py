@@ -515,7 +515,8 @@ def schedulable(
     if timelines is None:
         timelines = window_timelines(nodes, allocations, instants[0], instants[-1], hi)
     everything, high = timelines
-    t0 = epoch_us(min(instants[0], everything["time"].min() or instants[0]))  # type: ignore[type-var]
+    first: datetime = everything["time"].min() or instants[0]  # type: ignore[assignment]
+    t0 = epoch_us(min(instants[0], first))
     offsets = np.asarray([epoch_us(t) - t0 for t in instants], dtype=np.int64)
     last = everything["time"].max() or hi
     stride = max(epoch_us(hi), epoch_us(last)) - t0 + 1  # type: ignore[arg-type]

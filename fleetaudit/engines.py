@@ -11,8 +11,9 @@ import importlib
 from typing import Any
 
 from fleetaudit.errors import UsageError
+from fleetaudit.options import SCAN_ENGINES
 
-ENGINES = ("duckdb", "spark")
+ENGINES = SCAN_ENGINES
 SPARK_EXTRA = "--engine spark needs the spark extra: pip install 'fleetaudit[spark]' (and Java 17 or 21)"
 
 

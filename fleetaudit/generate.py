@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -828,7 +828,7 @@ def _busy_phases(
     return _concat(hp, 3), _concat(win, 3)
 
 
-def _concat(chunks: list[tuple[np.ndarray, ...]], width: int) -> tuple[np.ndarray, ...]:
+def _concat(chunks: Sequence[tuple[np.ndarray, ...]], width: int) -> tuple[np.ndarray, ...]:
     if not chunks:
         return tuple(np.zeros(0, dtype=np.int64) for _ in range(width))
     return tuple(np.concatenate([c[i] for c in chunks]) for i in range(width))

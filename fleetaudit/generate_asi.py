@@ -165,7 +165,8 @@ class _Fleet:
         self.last = np.where(rng.random(n) < 0.01, rng.integers(0, max(hours - 1, 1), n), hours - 1)
         self.last = np.maximum(self.last, self.first)
 
-        slot_server, slot_size = [], []
+        slot_server: list[int] = []
+        slot_size: list[float] = []
         split_of = rng.choice(len(_SPLITS), size=n, p=_SPLIT_WEIGHTS)
         for s in range(n):
             sizes = _SPLITS[split_of[s]] * (2 if self.gpus[s] == 16 else 1)

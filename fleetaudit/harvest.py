@@ -51,15 +51,18 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import SHARE_UNITS, micro_units, optional_column, switch_domains
-from fleetaudit.options import VICTIM_POLICIES
+from fleetaudit.options import VICTIM_POLICIES, HarvestRun
 from fleetaudit.times import epoch_us, to_utc
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 __all__ = [
     "POLICIES",
@@ -98,13 +101,27 @@ class HarvestOptions:
         kill_after_s: a borrower still there this long after the wake is killed.
     """
 
-    policy: str = "spotgpu"
-    seed: int = 0
-    idle_sm: float = 0.05
-    idle_for_s: float = 1800.0
-    eviction_delay_mean_s: float = 13.0
-    eviction_delay_p95_s: float = 48.0
-    kill_after_s: float = 60.0
+    # the defaults are the command's (fleetaudit.options.HarvestRun), in seconds
+    policy: str = VICTIM_POLICIES[0]
+    seed: int = HarvestRun.seed
+    idle_sm: float = HarvestRun.idle_sm
+    idle_for_s: float = HarvestRun.idle_for.total_seconds()
+    eviction_delay_mean_s: float = HarvestRun.eviction_delay_mean.total_seconds()
+    eviction_delay_p95_s: float = HarvestRun.eviction_delay_p95.total_seconds()
+    kill_after_s: float = HarvestRun.kill_after.total_seconds()
+
+    @classmethod
+    def of_run(cls, run: HarvestRun, policy: str) -> HarvestOptions:
+        """The replay options of ``policy`` in the command's run ``run``."""
+        return cls(
+            policy=policy,
+            seed=run.seed,
+            idle_sm=run.idle_sm,
+            idle_for_s=run.idle_for.total_seconds(),
+            eviction_delay_mean_s=run.eviction_delay_mean.total_seconds(),
+            eviction_delay_p95_s=run.eviction_delay_p95.total_seconds(),
+            kill_after_s=run.kill_after.total_seconds(),
+        )
 
 
 @dataclass(frozen=True)
@@ -247,8 +264,9 @@ def sleep_intervals(
         ...  sleep_intervals(samples, allocs, t0, t0 + timedelta(hours=3)).rows()]
         [(45, 75)]
     """
-    out_schema = {"alloc_id": pl.String, "sleep_start": pl.Datetime("us"),
-                  "sleep_end": pl.Datetime("us")}  # fmt: skip
+    out_schema: dict[str, PolarsDataType] = {
+        "alloc_id": pl.String, "sleep_start": pl.Datetime("us"), "sleep_end": pl.Datetime("us")
+    }
     sleepers = allocations.filter(
         (pl.col("priority") == "high") & pl.col("sleepable").fill_null(False)
     ).select(
@@ -368,7 +386,7 @@ def _ints(values: object) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
 
-def _offsets(counts: list[int]) -> np.ndarray:
+def _offsets(counts: list[int] | np.ndarray) -> np.ndarray:
     off = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=off[1:])
     return off

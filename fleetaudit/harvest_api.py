@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from fleetaudit import harvest, jitcache
 from fleetaudit.api import (
@@ -23,6 +24,7 @@ from fleetaudit.api import (
 from fleetaudit.errors import UsageError
 from fleetaudit.options import HarvestRun
 from fleetaudit.parallel import map_processes
+from fleetaudit.times import iso
 
 # numba's cache of the replay is kept per source file (fleetaudit.jitcache)
 KERNEL_SOURCE = Path(harvest.__file__).with_name("harvest_kernel.py")
@@ -80,7 +82,7 @@ def whatif_harvesting(
         end = resolve_at(store, run.at, run.scenario)
         start = end - run.since
         # Checked before the store is read at length.
-        harvest.check_options(run.options(run.policies[0]), start, end)
+        harvest.check_options(harvest.HarvestOptions.of_run(run, run.policies[0]), start, end)
         report("reading allocations and telemetry")
         nodes, allocations = load_frames(store, start, end, run.scenario)
         samples = store.query(
@@ -115,7 +117,7 @@ def whatif_harvesting(
     harvest.warm_up()
     report("preparing the replay")
     prepared = harvest.prepare_replay(
-        nodes, allocations, sleeps, run.options(run.policies[0]), start, end
+        nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]), start, end
     )
     del nodes, allocations, samples  # the prepared arrays hold what the replays need
     workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
@@ -147,9 +149,6 @@ def whatif_harvesting(
         seconds=time.perf_counter() - began,
     )
     if run.record:
-        # Imported here: contract imports this module for its types.
-        from fleetaudit.contract import harvesting_document
-
         record_whatif_run(
             store_options,
             "harvesting",
@@ -163,3 +162,60 @@ def whatif_harvesting(
 
 def _replay_task(args: tuple[harvest.PreparedReplay, str]) -> harvest.HarvestResult:
     return harvest.run_replay(*args)
+
+
+HARVESTING_SCHEMA = "fleetaudit.harvesting/1"
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def harvesting_document(result: HarvestingResult) -> dict[str, Any]:
+    """The ``fleetaudit whatif harvesting --json`` document (SPEC §6).
+
+    Per policy the SPEC's keys, plus: evictions (the preemptions a waking
+    lender caused, already in ``preemptions``), jobs and unfinished_open
+    (open-ended jobs, which cannot finish in the window), the GPU-hours behind
+    the rates, and ``overcommitted`` (events where recorded work alone
+    exceeded a node), ``search_budget_hits`` (node searches cut by the scan
+    budget).
+    """
+    policies = []
+    for r in result.policies:
+        completion = r.completion_s()
+        jobs = r.jobs
+        policies.append(
+            {
+                "policy": r.policy,
+                "allocation_rate_high": _round(r.allocation_rate_high),
+                "allocation_rate": _round(r.allocation_rate),
+                "standby_gpu_hours": _round(r.standby_gpu_hours, 3),
+                "harvested_share": _round(r.harvested_share),
+                "lp_completion_s": {k: _round(v, 1) for k, v in completion.items()},
+                "preemptions": r.preemptions,
+                "forced_kills": r.forced_kills,
+                "lost_gpu_hours": _round(r.lost_gpu_hours, 3),
+                "unfinished": r.unfinished,
+                "evictions": r.evictions,
+                "harvested_gpu_hours": _round(r.harvested_gpu_hours, 3),
+                "healthy_gpu_hours": _round(r.healthy_gpu_hours, 3),
+                "allocated_high_gpu_hours": _round(r.allocated_high_gpu_hours, 3),
+                "allocated_gpu_hours": _round(r.allocated_gpu_hours, 3),
+                "lp_gpu_hours": _round(r.lp_gpu_hours, 3),
+                "jobs": jobs.height,
+                "jobs_in_window": int(jobs["in_window"].sum()),
+                "unfinished_open": int(jobs["need_s"].null_count()),
+                "overcommitted": r.overcommitted,
+                "search_budget_hits": r.budget_hits,
+            }
+        )
+    return {
+        "schema": HARVESTING_SCHEMA,
+        "window": {"start": iso(result.start), "end": iso(result.end)},
+        "scenario": result.scenario,
+        "telemetry": {"samples": result.telemetry_samples, "sleeps": result.sleeps},
+        "options": result.run.as_json(),
+        "policies": policies,
+        "notes": list(result.notes),
+    }

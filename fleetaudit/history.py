@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -64,6 +64,9 @@ from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import block_domains, node_state, occupancy_timeline, switch_domains
 from fleetaudit.shapes import Shape, evaluate, group_key, node_slots
 from fleetaudit.times import epoch_us, from_epoch_us
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 __all__ = [
     "MAX_INSTANTS",
@@ -81,7 +84,11 @@ _QUANTILES = ((50, 100), (90, 100))  # p50, p90 as exact fractions for ceil(q x 
 _POWERS_OF_TWO = 1 << np.arange(62, dtype=np.int64)
 MAX_INSTANTS = 10_000_000
 """A budget: more instants than this is a usage error (a step far too short for the span)."""
-_SERIES_SCHEMA = {"instant": pl.Datetime("us"), "instances": pl.Int64, "wait_s": pl.Float64}
+_SERIES_SCHEMA: dict[str, PolarsDataType] = {
+    "instant": pl.Datetime("us"),
+    "instances": pl.Int64,
+    "wait_s": pl.Float64,
+}
 
 
 # ------------------------------------------------------------------------- results

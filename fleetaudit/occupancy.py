@@ -37,10 +37,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from fleetaudit.times import epoch_us
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 __all__ = [
     "SHARE_UNITS",
@@ -121,7 +125,7 @@ def micro_units(column: str) -> pl.Expr:
 
 
 def optional_column(
-    frame: pl.DataFrame, name: str, dtype: pl.DataType, default: object
+    frame: pl.DataFrame, name: str, dtype: PolarsDataType, default: object
 ) -> pl.Series:
     """A column of ``frame`` cast to ``dtype``, or ``default`` on every row when absent."""
     if name in frame.columns:

@@ -11,15 +11,40 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleetaudit.errors import UsageError
 
-if TYPE_CHECKING:
-    from fleetaudit.harvest import HarvestOptions
-
 DEFAULT_LOCK_TIMEOUT = 30.0
 """Seconds a command waits while another fleetaudit process writes the store."""
+
+DEFAULT_DB = "fleetaudit.duckdb"
+"""The store's file when neither ``--db`` nor ``$FLEETAUDIT_DB`` names one."""
+
+REJECTS_LIMIT = 100
+"""Rows ``fleetaudit rejects`` shows unless ``--limit`` says otherwise (0: all)."""
+
+REPORT_SINCE = timedelta(days=7)
+"""``fleetaudit report --since``: the window's length."""
+
+REPORT_STEP = timedelta(minutes=15)
+"""``fleetaudit report --step``: the sampling step of its schedulable figures."""
+
+
+def duration_text(value: float | timedelta) -> str:
+    """A default duration as the command line spells it: in the largest unit that divides it,
+    and in seconds below two minutes (``parse_duration`` reads it back).
+
+    >>> [duration_text(s) for s in (60, 90, 300, 3600, 5400, 604800)]
+    ['60s', '90s', '5m', '1h', '90m', '7d']
+    >>> duration_text(timedelta(minutes=15))
+    '15m'
+    """
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= max(size, 120) and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 INGEST_FORMATS = (
     "native",
@@ -45,6 +70,12 @@ PLACEMENT_POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
 
 PLACEMENT_QUEUES = ("fifo", "backfill")
 """``--queue`` values of the by-time replay (fleetaudit.placement.QUEUES, held equal by a test)."""
+
+COMPACTION_ENGINES = ("local", "spark")
+"""``whatif compaction --engine``: where the partitions' searches run (the first is the default)."""
+
+SCAN_ENGINES = ("duckdb", "spark")
+"""``rollup --engine``: the engine that scans the raw telemetry (the first is the default)."""
 
 OVER_TIME_POLICIES = ("recorded", *PLACEMENT_POLICIES)
 """``whatif compaction --over ... --policy`` values: the recorded node, or a placement policy."""
@@ -166,26 +197,13 @@ class HarvestRun:
     at: datetime | None = None
     since: timedelta = timedelta(days=7)
     scenario: str | None = None
-    idle_sm: float = 0.05  # these five: the engine's HarvestOptions defaults (a test holds them equal)
+    idle_sm: float = 0.05  # these five are also the engine's HarvestOptions defaults
     idle_for: timedelta = timedelta(seconds=1800)
     eviction_delay_mean: timedelta = timedelta(seconds=13)
     eviction_delay_p95: timedelta = timedelta(seconds=48)
     kill_after: timedelta = timedelta(seconds=60)
     workers: int = 2  # processes for several policies on a large window (1 = in process)
     record: bool = True  # keep the run's document in the store for the report
-
-    def options(self, policy: str) -> HarvestOptions:
-        from fleetaudit.harvest import HarvestOptions  # the engine: numpy, polars
-
-        return HarvestOptions(
-            policy=policy,
-            seed=self.seed,
-            idle_sm=self.idle_sm,
-            idle_for_s=self.idle_for.total_seconds(),
-            eviction_delay_mean_s=self.eviction_delay_mean.total_seconds(),
-            eviction_delay_p95_s=self.eviction_delay_p95.total_seconds(),
-            kill_after_s=self.kill_after.total_seconds(),
-        )
 
     def as_json(self) -> dict[str, Any]:
         """The options as recorded with the run."""
@@ -218,7 +236,7 @@ class OverTimeOptions:
     every_s: float = 3600.0
     moves_per_hour: float = 64.0
     policy: str = "recorded"
-    queue: str = "fifo"
+    queue: str = PLACEMENT_QUEUES[0]
     seed: int = 0
     observe_shapes: int = 10
 

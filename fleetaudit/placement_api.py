@@ -21,6 +21,7 @@ from fleetaudit.api import (
     writing,
 )
 from fleetaudit.errors import UsageError
+from fleetaudit.options import PLACEMENT_QUEUES
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class PlacementRun:
     save_as: str | None = None
     since: timedelta | None = None  # by-time replay window [at - since, at]; None = 1 day
     empty: bool = False  # by-time replay from an empty fleet
-    queue: str = "fifo"  # by-time replay queue: fifo or backfill
+    queue: str = PLACEMENT_QUEUES[0]  # by-time replay queue: fifo or backfill
 
 
 @dataclass(frozen=True)

@@ -50,13 +50,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing
 from fleetaudit.shapes import Evaluation, Shape, group_key
 from fleetaudit.times import epoch_us
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 __all__ = ["Reclaim", "reclaimable"]
 
@@ -222,7 +225,7 @@ def _micro(quantity: pl.Expr) -> pl.Expr:
     return (quantity.cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
 
 
-def _column(frame: pl.DataFrame, name: str, default: Any, dtype: pl.DataType) -> pl.Expr:
+def _column(frame: pl.DataFrame, name: str, default: Any, dtype: PolarsDataType) -> pl.Expr:
     """An optional column, or its default when the frame lacks it."""
     if name in frame.columns:
         return pl.col(name)

@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -36,6 +36,7 @@ from fleetaudit.api import (
 from fleetaudit.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.errors import StoreError, UsageError
 from fleetaudit.history import MAX_INSTANTS, evaluate_history
+from fleetaudit.options import REPORT_SINCE, REPORT_STEP
 from fleetaudit.shapes import (
     Shape,
     beyond_fleet,
@@ -46,6 +47,9 @@ from fleetaudit.shapes import (
 )
 from fleetaudit.store import Store
 from fleetaudit.times import iso, to_utc
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 REPORT_SCHEMA = "fleetaudit.report/1"
 
@@ -66,8 +70,8 @@ class ReportOptions:
     """What ``fleetaudit report`` covers (defaults are the command line's)."""
 
     at: datetime | None = None
-    since: timedelta = timedelta(days=7)
-    step: timedelta = timedelta(minutes=15)
+    since: timedelta = REPORT_SINCE
+    step: timedelta = REPORT_STEP
     scenario: str | None = None
     max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
     demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
@@ -486,7 +490,7 @@ def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.Data
     Each request adds its GPUs to the instants of its wait, by cumulative sums over the
     sorted instants (no request x instant product).
     """
-    schema = {"instant": pl.Datetime("us"), "gpu_model": pl.String, "queued_gpus": pl.Float64}
+    schema: dict[str, PolarsDataType] = {"instant": pl.Datetime("us"), "gpu_model": pl.String, "queued_gpus": pl.Float64}
     epoch = datetime(1970, 1, 1)
     times = np.array(sorted((to_utc(t) - epoch).total_seconds() for t in instants))
     frames = []
@@ -791,8 +795,10 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
         out["label"] = "one instant"
         if isinstance(over, dict):
             out["label"] = "over time"
-            partial = over.get("partial_nodes") if isinstance(over.get("partial_nodes"), dict) else {}
-            migration = over.get("migration") if isinstance(over.get("migration"), dict) else {}
+            partial = over.get("partial_nodes")
+            partial = partial if isinstance(partial, dict) else {}
+            migration = over.get("migration")
+            migration = migration if isinstance(migration, dict) else {}
             out["over_time"] = {
                 "start": over.get("start"),
                 "end": over.get("end"),

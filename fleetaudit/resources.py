@@ -11,7 +11,8 @@ from pathlib import Path
 
 from fleetaudit.errors import FleetAuditError
 
-_PKG = Path(__file__).resolve().parent
+# the package's folder, however deep in it this module sits
+_PKG = Path(__file__).resolve().parents[__name__.count(".") - 1]
 
 
 def resource_dir(name: str) -> Path:

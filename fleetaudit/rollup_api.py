@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from fleetaudit.engines import check_engine, open_engine
 from fleetaudit.errors import InputError, UsageError
 from fleetaudit.fsutil import atomic_path
-from fleetaudit.options import ROLLUP_INTERVAL_S
+from fleetaudit.options import ROLLUP_INTERVAL_S, SCAN_ENGINES
 
 __all__ = [
     "ROLLED_TELEMETRY",
@@ -100,7 +100,7 @@ class RollupOptions:
     """What ``rollup`` runs (defaults are the command line's)."""
 
     interval_s: float = DEFAULT_INTERVAL_S
-    engine: str = "duckdb"
+    engine: str = SCAN_ENGINES[0]
     master: str | None = None
     format: str = "native"
 

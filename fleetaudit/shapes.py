@@ -124,7 +124,7 @@ def duration_class(seconds: float | None) -> float | None:
 def duration_class_expr(column: str = "duration_s") -> pl.Expr:
     """:func:`duration_class` as a polars expression over ``column`` (nulls stay null)."""
     value = pl.col(column).cast(pl.Float64)
-    out = pl.when(value.is_null() | ~(value > 0)).then(None)
+    out: Any = pl.when(value.is_null() | ~(value > 0)).then(None)  # Then, then ChainedThen
     for bound in DURATION_CLASSES_S:
         out = out.when(value <= bound).then(pl.lit(float(bound)))
     return out.otherwise((value / _WEEK_S).ceil() * _WEEK_S).alias(column)

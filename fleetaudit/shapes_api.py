@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -101,7 +102,7 @@ def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
             return pl.col(column).is_null()
         if isinstance(value, float):
             return (pl.col(column) - value).abs() < 1e-9
-        return pl.col(column) == value
+        return pl.col(column).eq(value)
 
     return frame.filter(
         eq("gpu_model", shape.gpu_model),
@@ -276,7 +277,7 @@ def _history(
     shape: Shape,
     at: datetime,
     options: ShapesOptions,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     if options.history is None or requests is None:
         return {}
     series = history_mod.evaluate_history(

@@ -31,6 +31,7 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import QueryError, StoreBusyError, StoreError
+from fleetaudit.options import DEFAULT_DB
 from fleetaudit.resources import load_sql
 
 if TYPE_CHECKING:  # the rollup's scans stream Arrow batches; a store's reads need no pyarrow
@@ -46,7 +47,6 @@ def _bound_memory(con: duckdb.DuckDBPyConnection) -> None:
     limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", _DEFAULT_MEMORY_LIMIT)
     if _MEMORY.fullmatch(limit):
         con.execute(f"SET memory_limit = '{limit}'")
-DEFAULT_DB = "fleetaudit.duckdb"
 # DuckDB types whose polars type :meth:`Store.small_frame` spells as ``.pl()`` would.
 _PLAIN_TYPES: dict[str, Any] = {
     "VARCHAR": pl.String,

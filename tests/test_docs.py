@@ -19,7 +19,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
-from fleetaudit import contract, paper_api, report_api
+from fleetaudit import compaction_api, contract, harvest_api, paper_api, report_api
 from fleetaudit.cli import app
 from tests.conftest import command_paths
 
@@ -76,7 +76,7 @@ def test_cli_reference_is_current() -> None:
 
 DOCUMENT_IDS = sorted(
     value
-    for module in (contract, paper_api, report_api)
+    for module in (contract, compaction_api, harvest_api, paper_api, report_api)
     for name, value in vars(module).items()
     if name.endswith("_SCHEMA") and isinstance(value, str) and value.startswith("fleetaudit.")
 )

@@ -89,7 +89,7 @@ def test_harvest_run_defaults_are_the_engines() -> None:
     """HarvestRun spells the engine's defaults as durations; they must not drift apart."""
     run = HarvestRun()
     for policy in VICTIM_POLICIES:
-        assert run.options(policy) == HarvestOptions(policy=policy)
+        assert HarvestOptions.of_run(run, policy) == HarvestOptions(policy=policy)
     assert run.since == timedelta(days=7)
 
 

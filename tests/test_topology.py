@@ -362,7 +362,7 @@ def test_harvesting_runs_on_a_fleet_with_blocks(tmp_path: Path) -> None:
     )
     doc = cli_json("whatif", "harvesting", "--db", db, "--since", "6h", "--policy", "spotgpu",
                    "--json")
-    assert doc["schema"].startswith("fleetaudit.harvest")
+    assert doc["schema"] == "fleetaudit.harvesting/1"
 
 
 # -- properties: a block holds its switches --------------------------------------------------

@@ -26,7 +26,7 @@ import math
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -440,7 +440,7 @@ def _write_telemetry(
     return written
 
 
-def _run(store: Store, sql: str, params: dict[str, object], where: Path) -> None:
+def _run(store: Store, sql: str, params: Mapping[str, object], where: Path) -> None:
     try:
         store.run(sql, params)
     except QueryError as exc:

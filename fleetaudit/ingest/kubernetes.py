@@ -248,13 +248,13 @@ def read_snapshots(
                 newest = max(newest, events)
         per_file.append((str(path), items, snapshot_time or newest, events))
     if snapshot_time is not None:
-        for kind in ("Pod", "Workload"):
-            listing = [n for n, items, _, _ in per_file if any(i.get("kind") == kind for i in items)]
+        for listed in ("Pod", "Workload"):
+            listing = [n for n, items, _, _ in per_file if any(i.get("kind") == listed for i in items)]
             if len(listing) > 1:
                 raise InputError(
                     listing[1],
                     f"--snapshot-time makes one snapshot, but {len(listing)} documents list "
-                    f"{kind}s ({listing[0]} too): ingest each snapshot in a call of its own",
+                    f"{listed}s ({listing[0]} too): ingest each snapshot in a call of its own",
                 )
     timed = sorted({t for _, _, t, _ in per_file if t is not None})
     if len(timed) == 1:  # documents without heartbeats join it: its time is the latest event
@@ -1254,10 +1254,10 @@ def map_snapshots(
     node_obs: dict[str, _Obs] = {}
     setups: dict[tuple[datetime, str], GpuSetup] = {}
     for snap in snapshots:
-        for name, (file, i, node) in snap.nodes.items():
+        for name, (file, i, node_item) in snap.nodes.items():
             try:
-                values = node_row(node)
-                setups[(snap.time, name)] = gpu_setup(node)
+                values = node_row(node_item)
+                setups[(snap.time, name)] = gpu_setup(node_item)
             except _MALFORMED as exc:
                 values = {"node_id": name, **_malformed("Node", exc)}
             except _Unmappable as bad:
@@ -1296,8 +1296,8 @@ def map_snapshots(
             values.update(health="down", absent_since=gone)
             node_rows.append({**values, "_file": newest_file, "_row": 0})
     latest_setup: dict[str, GpuSetup] = {}
-    for (_t, name), setup in sorted(setups.items(), key=lambda kv: kv[0][0]):
-        latest_setup[name] = setup
+    for (_t, name), newest in sorted(setups.items(), key=lambda kv: kv[0][0]):
+        latest_setup[name] = newest
     for name, before in stored_nodes.items():
         if name not in latest_setup and before.get("gpu_sharing"):
             latest_setup[name] = stored_setup(before)
@@ -1382,8 +1382,8 @@ def map_snapshots(
                     values = mapper.pod_values(pod, pick(spec))
                     gangs.setdefault(values["job_id"], []).append((file, i, pod, values))
             except _MALFORMED as exc:
-                bad = {"alloc_id": uid, "uid": uid, **_malformed("Pod", exc)}
-                alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, bad))
+                malformed = {"alloc_id": uid, "uid": uid, **_malformed("Pod", exc)}
+                alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, malformed))
         for key, members in gangs.items():
             file, i = members[0][0], members[0][1]
             try:
@@ -1432,8 +1432,8 @@ def map_snapshots(
         values = {k: stored.get(k) for k in _ALLOC_SCHEMA}
         devices = int(stored.get("gpu_devices") or 1)
         if devices > 1:  # one pod stored as a row per GPU (uid#0, uid#1, ...): rejoin it
-            base, _, part = str(stored["alloc_id"]).rpartition("#")
-            if part != "0":
+            base, _, index = str(stored["alloc_id"]).rpartition("#")
+            if index != "0":
                 continue
             stored = {**stored, "alloc_id": base}
             for k in ("gpus", "cpus", "memory_gib"):
@@ -1446,7 +1446,7 @@ def map_snapshots(
         alloc_obs.setdefault(stored["alloc_id"], []).append(
             _Obs(newest_file, 0, stored["last_seen"], values)
         )
-    alloc_rows = []
+    alloc_rows: list[dict[str, Any]] = []
     for uid, obs in alloc_obs.items():
         o = _latest(obs)
         v = o.values
@@ -1478,8 +1478,8 @@ def map_snapshots(
         if devices > 1 and not row.get("_reject_reason"):
             # a share on each of N GPUs (HAMi vGPUs, KAI gpu-fraction devices): N rows of
             # one share each, so the share is never packed as one larger share on one GPU
-            for k in range(devices):
-                part = dict(row, alloc_id=f"{uid}#{k}")
+            for device in range(devices):
+                part = dict(row, alloc_id=f"{uid}#{device}")
                 for col in ("gpus", "cpus", "memory_gib"):
                     if row.get(col) is not None:
                         part[col] = row[col] / devices

@@ -37,9 +37,10 @@ import gzip
 import os
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -136,7 +137,7 @@ def _classify(paths: list[Path]) -> list[_Input]:
 def _open_text(path: Path, size: int | None = None) -> str:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+        with opener(path, "rt", encoding="utf-8") as fh:
             return fh.read() if size is None else fh.read(size)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -297,7 +298,7 @@ def _stage_text(store: Store, path: Path, file_no: int) -> None:
             chunks = re.split(r"(?m)^# EOF[ \t]*$\n?", text)
             if chunks and chunks[-1].strip():
                 raise ValueError("text after the last # EOF (a scrape cut short?)")
-            families = (
+            families: Iterable[Any] = (
                 family
                 for chunk in chunks
                 if chunk.strip()

@@ -95,10 +95,10 @@ def classify(path: Path) -> str:
             return "nodes-json"
         jobs = document.get("jobs")
         if isinstance(jobs, list):
-            first = next((j for j in jobs if isinstance(j, dict)), {})
-            if "submit_time" in first or "job_state" in first:
+            first_job = next((j for j in jobs if isinstance(j, dict)), {})
+            if "submit_time" in first_job or "job_state" in first_job:
                 return "squeue-json"
-            if not first:
+            if not first_job:
                 command = " ".join(map(str, (document.get("meta") or {}).get("command") or []))
                 return "squeue-json" if "squeue" in command else "sacct-json"
             return "sacct-json"

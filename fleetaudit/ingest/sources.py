@@ -125,7 +125,7 @@ def native_source(path: Path, table_name: str | None) -> Source:
 def _csv_header(path: Path) -> list[str]:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:  # type: ignore[operator]
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
             header = next(csv.reader(fh), None)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
