@@ -166,11 +166,13 @@ ROLLED_COLUMNS = frozenset({"samples", "sample_interval_s"})
 
 def _telemetry(
     store: Store, start: datetime, end: datetime
-) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    """Telemetry per allocation, per node and instant, and the seconds of one sample.
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any], pl.DataFrame]:
+    """Telemetry per allocation, per node and instant, the seconds of one sample, and
+    the samples per source series.
 
     A store that holds rolled-up rows weighs each row by its ``samples``; the
-    raw cadence comes from their ``sample_interval_s`` (README, Rollup).
+    raw cadence comes from their ``sample_interval_s`` (README, Rollup). Raw rows
+    are counted per allocation and per series in one scan.
     """
     rolled = ROLLED_COLUMNS <= {c.lower() for c in store.column_types("telemetry")}
     cadence = None
@@ -178,12 +180,17 @@ def _telemetry(
         by_alloc = store.query("telemetry_by_alloc_rolled", start=start, end=end)
         by_node = store.query("telemetry_by_node_rolled", start=start, end=end)
         cadence = store.query("telemetry_interval_rolled", start=start, end=end).row(0, named=True)
+        metrics = store.query("telemetry_metrics", start=start, end=end)
     else:
-        by_alloc = store.query("telemetry_by_alloc", start=start, end=end)
+        parts = store.query("telemetry_by_alloc_and_metric", start=start, end=end)
+        by_alloc = parts.filter(pl.col("per_alloc") & pl.col("alloc_id").is_not_null()).select(
+            "alloc_id", "samples", "sm_active_sum"
+        )
+        metrics = parts.filter(~pl.col("per_alloc")).select("metric", "samples")
         by_node = store.query("telemetry_by_node", start=start, end=end)
     if cadence is None or cadence["interval_s"] is None:
         cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
-    return by_alloc, by_node, cadence
+    return by_alloc, by_node, cadence, metrics
 
 
 @dataclass(frozen=True)
@@ -199,9 +206,8 @@ class _WindowTelemetry:
 def _read_telemetry(store: Store, start: datetime, end: datetime) -> _WindowTelemetry:
     """The window's telemetry, read on ``store`` (a connection of its own), then closed."""
     with store:
-        by_alloc, by_node, cadence = _telemetry(store, start, end)
-        sources = den.metric_sources(store.query("telemetry_metrics", start=start, end=end))
-    return _WindowTelemetry(by_alloc, by_node, cadence, sources)
+        by_alloc, by_node, cadence, metrics = _telemetry(store, start, end)
+    return _WindowTelemetry(by_alloc, by_node, cadence, den.metric_sources(metrics))
 
 
 class _Aside:
