@@ -462,6 +462,36 @@ class _SlidingMax:
         return np.maximum(self.level[:, :n], self.level[:, shift : shift + n])
 
 
+def _segment_rows(keys: np.ndarray, stride: int, nodes: int, points: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(keys, rank * stride + points, side="right") - 1`` for every node
+    rank (rows) and point (columns), without a search per cell.
+
+    ``keys`` are ascending ``rank * stride + offset`` with ``0 <= offset < stride``;
+    ``points`` ascending offsets. Each key's row applies from the first point at or
+    after its offset on, so a running maximum along each node's points gives the last
+    key at or before every point; a node's cells before its first key read the row
+    just before it, as the search does.
+
+    >>> keys = np.array([0, 5, 10, 12, 17])  # stride 10: node 0 at 0, 5; node 1 at 0, 2, 7
+    >>> _segment_rows(keys, 10, 2, np.array([0, 4, 5, 9])).tolist()
+    [[0, 0, 1, 1], [2, 3, 3, 4]]
+    """
+    n = len(points)
+    first = np.searchsorted(keys, np.arange(nodes, dtype=np.int64) * stride)
+    cells = np.repeat(first - 1, n).reshape(nodes, n)
+    if len(keys) and n:
+        rank = keys // stride
+        pos = np.searchsorted(points, keys - rank * stride, side="left")
+        inside = pos < n
+        flat = (rank * n + pos)[inside]
+        rows = np.flatnonzero(inside)
+        # keys are sorted, so flat is too: the last row of each cell is its largest
+        last = np.flatnonzero(np.diff(flat, append=flat[-1] + 1 if len(flat) else 0) != 0)
+        cells.ravel()[flat[last]] = rows[last]
+        np.maximum.accumulate(cells, axis=1, out=cells)
+    return cells
+
+
 def _sliding_max(values: np.ndarray, width: int, n: int) -> np.ndarray:
     """out[:, i] = max(values[:, i : i + width]) for i < n (values has n + width - 1 columns)."""
     return _SlidingMax(values).of(width, n)
@@ -521,7 +551,6 @@ def schedulable(
     last = everything["time"].max() or hi
     stride = max(epoch_us(hi), epoch_us(last)) - t0 + 1  # type: ignore[arg-type]
     # keys: node rank x stride + µs since t0, sorted
-    rank_base = np.arange(count, dtype=np.int64) * stride
 
     def keys_of(timeline: pl.DataFrame) -> np.ndarray:
         rank = timeline["node_id"].to_physical().cast(pl.Int64).to_numpy()
@@ -529,9 +558,7 @@ def schedulable(
 
     def at(keys: np.ndarray, shift: int = 0, grid: np.ndarray = offsets) -> np.ndarray:
         """Row of the segment holding each (node, instant + shift), in layout order."""
-        query = rank_base[:, None] + (grid + shift)[None, :]  # sorted: fast searchsorted
-        found = np.searchsorted(keys, query.ravel(), side="right") - 1
-        return found.reshape(count, len(grid))[layout.perm]
+        return _segment_rows(keys, stride, count, grid + shift)[layout.perm]
 
     def units(column: str) -> np.ndarray:
         return (everything[column] * SHARE_UNITS).round().cast(pl.Int64).to_numpy()

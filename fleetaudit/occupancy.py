@@ -416,16 +416,11 @@ def occupancy_at(nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime) -
 # ---------------------------------------------------------------- public: window
 
 
-def _share_packings(
-    overlapping: pl.DataFrame, lo: int, hi: int
-) -> Iterator[tuple[int, int, tuple[int, ...]]]:
-    """Each node's FFD packing of its fractional parts after every change in ``[lo, hi)``.
-
-    Yields (node, time µs, fills in micro-units, descending), in node then time
-    order, once per instant at which the node's fractional parts change.
-    """
+def _share_events(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    """node, time (µs), frac: each fractional part's start (clamped to ``lo``, +frac) and
+    end before ``hi`` (-frac), sorted by node and time."""
     fractional = overlapping.filter(pl.col("frac") > 0)
-    events = pl.concat(
+    return pl.concat(
         [
             fractional.select(
                 "node", pl.max_horizontal("start_us", pl.lit(lo)).alias("time"), "frac"
@@ -435,6 +430,21 @@ def _share_packings(
             ),
         ]
     ).sort("node", "time")
+
+
+def _share_packings(
+    overlapping: pl.DataFrame, lo: int, hi: int
+) -> Iterator[tuple[int, int, tuple[int, ...]]]:
+    """Each node's FFD packing of its fractional parts after every change in ``[lo, hi)``.
+
+    Yields (node, time µs, fills in micro-units, descending), in node then time
+    order, once per instant at which the node's fractional parts change.
+    """
+    return _packings(_share_events(overlapping, lo, hi))
+
+
+def _packings(events: pl.DataFrame) -> Iterator[tuple[int, int, tuple[int, ...]]]:
+    """:func:`_share_packings` of the events of :func:`_share_events`."""
     node_col = events["node"].to_list()
     time_col = events["time"].to_list()
     size_col = events["frac"].to_list()
@@ -462,12 +472,39 @@ def _share_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
 
     Returns node, time (µs), gpus (the change in share GPUs at that time),
     cpus_u = memory_u = 0, so it concatenates with the whole-part events.
+
+    A node whose fractional parts never add up to more than one GPU at once packs
+    them into one GPU whenever it has any (FFD's first GPU takes them all): its
+    steps are counted in bulk. Only the other nodes are packed event by event.
     """
+    events = _share_events(overlapping, lo, hi)
+    changes = (
+        events.lazy()
+        .group_by("node", "time", maintain_order=True)
+        .agg(pl.col("frac").sum().alias("net"), pl.col("frac").sign().sum().alias("parts"))
+        .with_columns(
+            pl.col("net").cum_sum().over("node").alias("total"),
+            pl.col("parts").cum_sum().over("node").alias("active"),
+        )
+        .collect()
+    )
+    packed = changes.filter(pl.col("total") > SHARE_UNITS)["node"].unique()
+    one_gpu = (
+        changes.lazy()
+        .filter(~pl.col("node").is_in(packed.implode()))
+        .select("node", "time", (pl.col("active") > 0).cast(pl.Int64).alias("count"))
+        .with_columns(
+            (pl.col("count") - pl.col("count").shift(1, fill_value=0).over("node")).alias("gpus")
+        )
+        .filter(pl.col("gpus") != 0)
+        .select("node", "time", "gpus")
+        .collect()
+    )
     out_nodes: list[int] = []
     out_times: list[int] = []
     out_deltas: list[int] = []
     last_node, count = -1, 0
-    for node, time, fills in _share_packings(overlapping, lo, hi):
+    for node, time, fills in _packings(events.filter(pl.col("node").is_in(packed.implode()))):
         if node != last_node:
             last_node, count = node, 0
         if len(fills) != count:
@@ -475,13 +512,19 @@ def _share_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
             out_times.append(time)
             out_deltas.append(len(fills) - count)
             count = len(fills)
-    zeros = [0] * len(out_nodes)
-    return pl.DataFrame(
-        {"node": out_nodes, "time": out_times, "gpus": out_deltas, "cpus_u": zeros,
-         "memory_u": zeros},
-        schema={"node": pl.UInt32, "time": pl.Int64, "gpus": pl.Int64, "cpus_u": pl.Int64,
-                "memory_u": pl.Int64},
-    )  # fmt: skip
+    schema = {"node": pl.UInt32, "time": pl.Int64, "gpus": pl.Int64}
+    return (
+        pl.concat(
+            [
+                one_gpu.cast(schema),  # type: ignore[arg-type]
+                pl.DataFrame(
+                    {"node": out_nodes, "time": out_times, "gpus": out_deltas}, schema=schema
+                ),
+            ]
+        )
+        .sort("node", "time")
+        .with_columns(pl.lit(0, dtype=pl.Int64).alias("cpus_u"), pl.lit(0, dtype=pl.Int64).alias("memory_u"))
+    )
 
 
 def _sweep(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:

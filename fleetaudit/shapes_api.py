@@ -11,13 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from fleetaudit import history as history_mod
 from fleetaudit import occupancy
-from fleetaudit import reclaim as reclaim_mod
 from fleetaudit.api import (
     StoreOptions,
     check_scenario,
@@ -28,6 +26,7 @@ from fleetaudit.api import (
     resolve_at,
 )
 from fleetaudit.errors import InputError, UsageError
+from fleetaudit.lazy import LazyModule
 from fleetaudit.shapes import (
     Evaluation,
     Shape,
@@ -41,6 +40,13 @@ from fleetaudit.shapes import (
 )
 from fleetaudit.store import Store
 from fleetaudit.times import parse_duration
+
+if TYPE_CHECKING:
+    from fleetaudit import history as history_mod
+    from fleetaudit import reclaim as reclaim_mod
+else:  # --history and --reclaim only: history imports numpy, a tenth of the start-up
+    history_mod = LazyModule("fleetaudit.history")
+    reclaim_mod = LazyModule("fleetaudit.reclaim")
 
 SHAPE_COLUMNS = (
     "gpu_model", "gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu", "locality", "duration_s",

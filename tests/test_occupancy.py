@@ -605,3 +605,23 @@ def test_cpu_and_memory_bound_nodes_in_state_and_report(tmp_path: Path) -> None:
         "at": "2026-01-01T12:00:00Z",
         "models": {"H20": {"nodes": 2, "cpu_bound_nodes": 1, "memory_bound_nodes": 1, "idle_gpus": 14}},
     }
+
+
+def test_timeline_counts_light_and_packed_share_nodes_alike() -> None:
+    """n1's shares never add up to more than one GPU (counted in bulk: one share GPU
+    while any runs); n3's 0.6 + 0.6 need two GPUs from 01:00 to 02:00 (packed one by one)."""
+    from fleetaudit.occupancy import occupancy_timeline
+
+    allocs = [
+        RefAlloc("n1", 0, 120, 0.25, 1.0, None, True),
+        RefAlloc("n1", 60, 90, 0.5, 1.0, None, False),
+        RefAlloc("n1", 150, None, 1.25, 1.0, None, False),
+        RefAlloc("n3", 0, 120, 0.6, 1.0, None, True),
+        RefAlloc("n3", 60, 180, 0.6, 1.0, None, False),
+    ]
+    timeline = occupancy_timeline(NODES3, to_frame(allocs), DAY, DAY + timedelta(hours=4))
+    steps = [(n, int((t - DAY).total_seconds() // 60), g) for n, t, g, *_ in timeline.rows()]
+    # hand-worked: the GPUs used on each constant segment (minutes after midnight)
+    assert [(m, g) for n, m, g in steps if n == "n1"] == [(0, 1), (60, 1), (90, 1), (120, 0), (150, 2)]
+    assert [(m, g) for n, m, g in steps if n == "n2"] == [(0, 0)]
+    assert [(m, g) for n, m, g in steps if n == "n3"] == [(0, 1), (60, 2), (120, 1), (180, 0)]

@@ -965,3 +965,22 @@ def test_a_larger_fleet_samples_fewer_instants_for_where_it_strands() -> None:
     from fleetaudit.report_api import place_samples
 
     assert place_samples(1) == 48 and place_samples(19_400) == 8 and place_samples(10**9) == 8
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(2, 30),
+    st.data(),
+)
+def test_segment_rows_is_the_search_per_cell(nodes: int, stride: int, data: st.DataObject) -> None:
+    """The ledger's row lookup equals one searchsorted per (node, point), including a node
+    whose first segment starts after some points, and a node without segments."""
+    per_node = [
+        sorted(data.draw(st.sets(st.integers(0, stride - 1), max_size=6))) for _ in range(nodes)
+    ]
+    keys = np.array([r * stride + o for r, offs in enumerate(per_node) for o in offs], dtype=np.int64)
+    points = np.array(sorted(data.draw(st.lists(st.integers(0, stride - 1), max_size=8))), dtype=np.int64)
+    query = np.arange(nodes, dtype=np.int64)[:, None] * stride + points[None, :]
+    expected = np.searchsorted(keys, query.ravel(), side="right").reshape(nodes, len(points)) - 1
+    assert den._segment_rows(keys, stride, nodes, points).tolist() == expected.tolist()

@@ -171,3 +171,53 @@ def test_a_store_made_before_an_optional_column_gets_it(db_path: Path) -> None:
         s.run("ALTER TABLE telemetry DROP COLUMN metric")
     with open_store(db_path) as s:
         assert "metric" in s.column_types("telemetry")
+
+
+def test_export_time_and_data_span_read_every_column_and_the_scenario(db_path: Path) -> None:
+    """Hand-worked: the latest timestamp may be an end_time, a request's start_time, a
+    telemetry sample or a saved scenario's row; the first an allocation's start."""
+    from datetime import datetime
+
+    from fleetaudit.api import data_notes, export_time
+
+    def day(hour: int) -> datetime:
+        return datetime(2026, 1, 1, hour)
+
+    with open_store(db_path) as store:
+        store.run(
+            "INSERT INTO allocations (alloc_id, node_id, gpus, start_time, end_time) VALUES "
+            "('a1', 'n1', 1, $t0, $t6), ('a2', 'n1', 1, $t2, NULL)",
+            {"t0": day(0), "t6": day(6), "t2": day(2)},
+        )
+        store.run(
+            "INSERT INTO requests (request_id, submit_time, start_time, gpus) "
+            "VALUES ('r1', $t1, $t7, 1)",
+            {"t1": day(1), "t7": day(7)},
+        )
+        span = store.query("data_span", scenario=None).row(0)
+        assert (export_time(store), span) == (day(7), (day(0), day(7), 2, 1))
+        store.run("INSERT INTO telemetry (ts, node_id) VALUES ($t8, 'n1')", {"t8": day(8)})
+        assert export_time(store) == day(8)
+        # 'later' moves a1's end to 09:00; 'alone' holds one allocation from 2025-12-31 22:00
+        store.run(
+            "INSERT INTO scenarios VALUES ('later', now()::TIMESTAMP, '', '', $t0, 'recorded'), "
+            "('alone', now()::TIMESTAMP, '', '', $t0, 'empty')",
+            {"t0": day(0)},
+        )
+        store.run(
+            "INSERT INTO scenario_allocations (scenario, removed, alloc_id, node_id, gpus, "
+            "start_time, end_time) VALUES ('later', false, 'a1', 'n1', 1, $t0, $t9), "
+            "('alone', false, 'b1', 'n1', 1, $eve, $t3)",
+            {"t0": day(0), "t9": day(9), "eve": datetime(2025, 12, 31, 22), "t3": day(3)},
+        )
+        assert export_time(store, "later") == day(9)
+        assert export_time(store, "alone") == day(8)  # the telemetry's sample
+        assert store.query("data_span", scenario="later").row(0) == (day(0), day(9), 2, 1)
+        assert store.query("data_span", scenario="alone").row(0) == (
+            datetime(2025, 12, 31, 22), day(8), 1, 1
+        )
+        assert data_notes(store, day(9), day(10), "later") == [
+            "the window lies after all of the data (the data runs from 2026-01-01T00:00:00Z "
+            "to 2026-01-01T09:00:00Z): the last recorded allocations are carried on, and no "
+            "request or telemetry is recorded in it"
+        ]
