@@ -1089,9 +1089,10 @@ def whatif_harvesting(
 
     High priority runs as recorded; low-priority jobs arrive as recorded and run
     wherever their GPU model has room, on lent GPUs too. Victim policies compare
-    side by side. Sleeps come from telemetry; without it nothing sleeps. The
-    first run on a machine compiles the replay (a minute or two, said on stderr),
-    later runs load it.
+    side by side. Sleeps come from telemetry; without it nothing sleeps. An
+    install from a wheel loads the replay compiled when the wheel was built;
+    otherwise the first run on a machine compiles it (a minute or two, said on
+    stderr) and later runs load it.
 
     Examples:
 
