@@ -144,15 +144,15 @@ def _indexes(folder: Path, source: Path) -> list[Path]:
 
 def is_cached(source: Path) -> bool:
     """Whether a cache of ``source``'s current text, by this numba, is there (else the
-    next run compiles). A hint for the "compiling" notice, not a guarantee: numba
-    also recompiles for another Python or CPU."""
+    next run compiles); indexes of earlier texts beside it (numba names a function's
+    files by its line, so an edit leaves them) do not count. A hint for the
+    "compiling" notice, not a guarantee: numba also recompiles for another Python or CPU."""
     try:
         digest = hashlib.sha256(source.read_bytes()).digest()
     except OSError:
         return False
     version = numba_version()
-    indexes = _indexes(cache_folder(source), source)
-    return bool(indexes) and all(_current(p, digest, version) for p in indexes)
+    return any(_current(p, digest, version) for p in _indexes(cache_folder(source), source))
 
 
 def seed(source: Path) -> int:

@@ -8,7 +8,9 @@ tests run as root, who may write anywhere else; chmod otherwise).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -186,3 +188,33 @@ def test_seeding_without_a_prebuilt_folder_copies_nothing(tmp_path: Path) -> Non
     source = tmp_path / "k.py"
     source.write_text("x = 1\n")
     assert jitcache.seed(source) == 0
+
+
+def _index(path: Path, version: str | None, text: bytes) -> None:
+    """A cache index as numba writes it: its version, then (source digest, entries)."""
+    digest = hashlib.sha256(text).digest()
+    path.write_bytes(pickle.dumps(version) + pickle.dumps((digest, {})))
+
+
+@pytest.mark.parametrize(
+    ("indexes", "cached"),
+    [
+        ([], False),
+        ([("k.f-3.py311.nbi", "current", "x = 1\n")], True),
+        ([("k.f-3.py311.nbi", "current", "x = 2\n")], False),  # another text
+        ([("k.f-3.py311.nbi", "0.0.1", "x = 1\n")], False),  # another numba
+        # an edit moved the function: the old line's index stays beside the new one
+        ([("k.f-3.py311.nbi", "current", "x = 2\n"), ("k.f-4.py311.nbi", "current", "x = 1\n")], True),
+    ],
+)
+def test_is_cached_reads_the_indexes_as_numba_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, indexes: list[tuple[str, str, str]], cached: bool
+) -> None:
+    monkeypatch.delenv(jitcache.ENV, raising=False)
+    source = tmp_path / "k.py"
+    source.write_text("x = 1\n")
+    (tmp_path / "__pycache__").mkdir()
+    for name, version, text in indexes:
+        numba = jitcache.numba_version() if version == "current" else version
+        _index(tmp_path / "__pycache__" / name, numba, text.encode())
+    assert jitcache.is_cached(source) is cached
