@@ -270,10 +270,13 @@ def harvest_first(wheel: Path, db: str, work: Path, repeat: int) -> None:
              "--target", str(site), str(wheel)],
             check=True,
         )  # fmt: skip
-        # the installed package first on the path; its dependencies from this interpreter
-        argv = ["env", f"PYTHONPATH={site}", PYTHON, "-m", "fleetaudit", *command]
+        # the installed package on the path (not the checkout in the current folder:
+        # PYTHONSAFEPATH); its dependencies from this interpreter
+        argv = ["env", "PYTHONSAFEPATH=1", f"PYTHONPATH={site}", PYTHON, "-m", "fleetaudit", *command]
         first.append(run(argv))
         second.append(run(argv))
+        if not list((site / "fleetaudit" / "__pycache__").glob("harvest_kernel.*.nbi")):
+            raise SystemExit(f"harvest-first: the runs did not use the install in {site}")
     shutil.rmtree(site, ignore_errors=True)
     one = statistics.median(r.seconds for r in first)
     two = statistics.median(r.seconds for r in second)
