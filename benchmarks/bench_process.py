@@ -1,7 +1,8 @@
 """Commands as a user times them: whole processes, each paired with its physical floor.
 
     python -m benchmarks.bench_process [--nodes 19400] [--days 90] [--repeat 3]
-        [--rows help,ingest,shapes,report,harvest] [--work bench-out/process]
+        [--rows help,ingest,shapes,report,harvest,harvest-first] [--work bench-out/process]
+        [--wheel dist/fleetaudit-....whl]
 
 The engine benchmarks time work inside one Python process; a user times the command,
 start-up and imports included. Each row here runs a `fleetaudit` command as a
@@ -15,6 +16,7 @@ both see the same machine load. It prints the median of each and their ratio:
 | shapes | `fleetaudit shapes --json` (every shape queued at the export time) | a process that reads the active allocations, the nodes and the queued requests at that instant into Arrow |
 | report | `fleetaudit report --since 7d --html --json` | none: wall time and peak RSS |
 | harvest | `fleetaudit whatif harvesting --since 30d` | none: wall time and peak RSS (the compiled replay is loaded once before timing) |
+| harvest-first | `fleetaudit whatif harvesting --since 1d`, the first run of a fresh install of `--wheel` | the second run of that install (the replay's cache loaded) |
 
 Peak RSS and CPU time (user + system) are the child's own (``os.wait4``), not the
 benchmark's: a small launcher process starts each command and reports its figures,
@@ -22,6 +24,11 @@ since Linux counts the memory of the process a child is forked from (here the
 benchmark, which may hold a generated fleet) in the child's peak RSS. On a shared machine the wall times stretch with the load (a process
 gets a slice of a core), the CPU times much less: the ratio of CPU times is the
 steadier figure, and both are printed.
+
+`harvest-first` (only with ``--wheel``, a wheel built by ``pip wheel .``) installs the
+wheel into an empty folder before each pair, so its first run is a fresh install's:
+a ratio near 1 says it compiled nothing (a wheel built with FLEETAUDIT_PREBUILT_JIT=0
+shows the cost of compiling the replay).
 
 `help` has a second floor, `help-typer`: a one-command typer program printing its
 `--help`, the cost of typer's own help rendering (it imports rich's markdown and
@@ -162,6 +169,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rows", default="help,ingest,shapes,report,harvest")
     parser.add_argument("--work", type=Path, default=Path("bench-out/process"))
+    parser.add_argument("--wheel", type=Path, default=None, help="harvest-first: the wheel")
     args = parser.parse_args()
     rows = args.rows.split(",")
 
@@ -241,7 +249,43 @@ def main() -> None:
             None,
             max(1, args.repeat // 3),
         )
+    if "harvest-first" in rows:
+        if args.wheel is None:
+            print("harvest-first: skipped (give --wheel, a wheel built by pip wheel .)")
+        else:
+            harvest_first(args.wheel, db, args.work, max(1, args.repeat // 3))
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+def harvest_first(wheel: Path, db: str, work: Path, repeat: int) -> None:
+    """The first and the second run of a fresh install of ``wheel``, ``repeat`` times."""
+    site = work / "fresh-install"
+    command = ["whatif", "harvesting", "--since", "1d", "--db", db]
+    first: list[Run] = []
+    second: list[Run] = []
+    for _ in range(repeat):
+        shutil.rmtree(site, ignore_errors=True)
+        subprocess.run(
+            [PYTHON, "-m", "pip", "install", "--no-deps", "--quiet",
+             "--target", str(site), str(wheel)],
+            check=True,
+        )  # fmt: skip
+        # the installed package on the path (not the checkout in the current folder:
+        # PYTHONSAFEPATH); its dependencies from this interpreter
+        argv = ["env", "PYTHONSAFEPATH=1", f"PYTHONPATH={site}", PYTHON, "-m", "fleetaudit", *command]
+        first.append(run(argv))
+        second.append(run(argv))
+        if not list((site / "fleetaudit" / "__pycache__").glob("harvest_kernel.*.nbi")):
+            raise SystemExit(f"harvest-first: the runs did not use the install in {site}")
+    shutil.rmtree(site, ignore_errors=True)
+    one = statistics.median(r.seconds for r in first)
+    two = statistics.median(r.seconds for r in second)
+    print(
+        f"harvest-first fleetaudit {one:7.2f} s, CPU {statistics.median(r.cpu_seconds for r in first):6.2f} s"
+        f"   second run {two:6.2f} s, CPU {statistics.median(r.cpu_seconds for r in second):6.2f} s"
+        f"   first / second {one / two:.2f}x wall",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

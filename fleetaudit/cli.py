@@ -5,7 +5,8 @@ Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 (:class:`fleetaudit.errors.ExitCode`): 0 ok, 2 bad input or usage, 75 store busy.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: typer reads every command's parameters at
+# start-up (--help too), and string annotations it would evaluate twice each.
 
 import contextlib
 import functools
@@ -25,6 +26,7 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__, console
+from fleetaudit.lazy import import_with_stand_ins
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.fsutil import is_stdout, write_output
 from fleetaudit.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
@@ -61,6 +63,11 @@ if TYPE_CHECKING:
     from fleetaudit.shapes import Shape
 
 # Placeholders in --help read as words, by option name (else by type); flags show none.
+# typer's help and error renderer imports rich's Markdown (markdown-it, pygments) and
+# Traceback at its top, a third of --help's start-up, for markdown help texts and pretty
+# tracebacks, neither of which this command line uses: they load if ever called.
+import_with_stand_ins("typer.rich_utils", {"rich.markdown": ("Markdown",), "rich.traceback": ("Traceback",)})
+
 METAVARS = {
     "--db": "PATH", "--out": "PATH", "--html": "PATH", "--shapes": "PATH",
     "--topology": "PATH", "--priority-map": "PATH",
@@ -253,7 +260,7 @@ def _main(
     """Audit the capacity of a shared GPU fleet."""
 
 
-def _store(db: Path, lock_timeout: float) -> api.StoreOptions:
+def _store(db: Path, lock_timeout: float) -> "api.StoreOptions":
     from fleetaudit import api
 
     if lock_timeout < 0 or lock_timeout != lock_timeout:
@@ -609,12 +616,12 @@ def _shape_options(
     locality: str | None,
     duration: str | None,
     shapes_file: Path | None,
-) -> tuple[Shape, ...]:
+) -> "tuple[Shape, ...]":
     """The ad-hoc shape (--model/--gpus/...) and those of --shapes FILE; empty: none given."""
     from fleetaudit.shapes import make_shape
     from fleetaudit.shapes_api import read_shapes_file
 
-    adhoc: tuple[Shape, ...] = ()
+    adhoc: "tuple[Shape, ...]" = ()
     if model is not None and gpus is None:
         raise UsageError("--model needs --gpus (the GPUs of one instance)")
     if gpus is not None:
@@ -1089,9 +1096,10 @@ def whatif_harvesting(
 
     High priority runs as recorded; low-priority jobs arrive as recorded and run
     wherever their GPU model has room, on lent GPUs too. Victim policies compare
-    side by side. Sleeps come from telemetry; without it nothing sleeps. The
-    first run on a machine compiles the replay (a minute or two, said on stderr),
-    later runs load it.
+    side by side. Sleeps come from telemetry; without it nothing sleeps. An
+    install from a wheel loads the replay compiled when the wheel was built;
+    otherwise the first run on a machine compiles it (a minute or two, said on
+    stderr) and later runs load it.
 
     Examples:
 
@@ -1412,7 +1420,7 @@ def report(
         )
 
 
-def _write_report(result: ReportResult, html: Path | None, json_path: Path | None) -> None:
+def _write_report(result: "ReportResult", html: Path | None, json_path: Path | None) -> None:
     from fleetaudit.contract import report_document
     from fleetaudit.report import expand_path, write_html
 

@@ -125,8 +125,11 @@ def whatif_harvesting(
         workers = 1
     if workers > 1:
         report(f"replaying {len(run.policies)} policies in {workers} processes")
-        tasks = [(prepared, policy) for policy in run.policies]
-        results = map_processes(_replay_task, tasks, workers)
+        # one task a worker: the prepared replay (hundreds of MiB at fleet scale) is
+        # pickled and sent once per worker, not once per policy
+        tasks = [(prepared, run.policies[k::workers]) for k in range(workers)]
+        done = {r.policy: r for rs in map_processes(_replay_task, tasks, workers) for r in rs}
+        results = [done[policy] for policy in run.policies]
     else:
         results = []
         for i, policy in enumerate(run.policies):
@@ -160,8 +163,11 @@ def whatif_harvesting(
     return result
 
 
-def _replay_task(args: tuple[harvest.PreparedReplay, str]) -> harvest.HarvestResult:
-    return harvest.run_replay(*args)
+def _replay_task(
+    args: tuple[harvest.PreparedReplay, tuple[str, ...]],
+) -> list[harvest.HarvestResult]:
+    prepared, policies = args
+    return [harvest.run_replay(prepared, policy) for policy in policies]
 
 
 HARVESTING_SCHEMA = "fleetaudit.harvesting/1"

@@ -2,7 +2,8 @@
 
 Every function here is compiled by numba (``cache=True``: once per machine,
 about a minute, then loaded from ``__pycache__`` in about a second; where the
-package folder is read-only, from the user's cache folder: :mod:`fleetaudit.jitcache`). The
+package folder is read-only, from the user's cache folder: :mod:`fleetaudit.jitcache`;
+an install from a wheel loads the cache compiled when the wheel was built). The
 replay's state lives in two numba structrefs of arrays and typed lists,
 :class:`Static` (what the record fixes) and :class:`State` (what the replay
 changes), built by :func:`new_static` and :func:`new_state` from the field
@@ -31,10 +32,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fleetaudit.jitcache import ENV, choose_cache_dir
+from fleetaudit.jitcache import ENV, choose_cache_dir, portable_cpu
 
-# Before numba reads its configuration: a read-only package folder caches elsewhere.
+# Before numba reads its configuration: a read-only package folder caches elsewhere
+# (a wheel's cache compiled at build time is copied there), and the replay compiles
+# for the architecture's generic CPU, so that such a cache loads on any machine.
 CACHE_DIR = choose_cache_dir(Path(__file__))
+portable_cpu()
 
 import numpy as np  # noqa: E402
 from numba import njit, types  # noqa: E402

@@ -10,6 +10,16 @@ writable: ``$XDG_CACHE_HOME/fleetaudit`` or ``~/.cache/fleetaudit``, else a
 folder of the user's own in the temporary folder. A ``NUMBA_CACHE_DIR`` the
 user set is kept.
 
+A wheel carries the replay compiled when it was built (``hatch_build.py`` runs
+:func:`build` into the wheel's ``fleetaudit/_jitcache``): :func:`choose_cache_dir`
+copies it into the chosen folder where that folder holds no current cache of the
+source, so the first run of a fresh install loads the replay instead of compiling
+it. numba keys a cache by the source's content (SHA-256), its own version, the
+Python version and the CPU it compiled for; the kernel compiles for a generic CPU of
+the machine's architecture (:data:`CPU_NAME`), so a cache built on one machine of
+that architecture loads on another. Where any key differs (another numba, another
+Python), the run compiles as before and caches its own.
+
 No numba here: this module runs before it is imported.
 """
 
@@ -17,10 +27,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
+import shutil
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 ENV = "NUMBA_CACHE_DIR"
+CPU_ENV = "NUMBA_CPU_NAME"
+CPU_NAME = "generic"  # the architecture's baseline: a cache that loads on any CPU of it
+PREBUILT = "_jitcache"  # the wheel's folder of caches compiled at build time, beside the source
 
 
 def _writable(folder: Path) -> bool:
@@ -58,11 +74,19 @@ def user_cache_candidates() -> list[Path]:
 
 
 def choose_cache_dir(source: Path) -> Path | None:
-    """Set ``NUMBA_CACHE_DIR`` where ``source``'s ``__pycache__`` cannot be written.
+    """Set ``NUMBA_CACHE_DIR`` where ``source``'s ``__pycache__`` cannot be written, and
+    copy the wheel's prebuilt cache there where it holds none of this source (:func:`seed`).
 
     Returns the folder numba will cache into (None: it cannot cache at all, and
     compiles on every run).
     """
+    chosen = _choose(source)
+    if chosen is not None:
+        seed(source)
+    return chosen
+
+
+def _choose(source: Path) -> Path | None:
     given = os.environ.get(ENV)
     if given:
         return Path(given)
@@ -90,14 +114,116 @@ def cache_folder(source: Path) -> Path:
     return Path(given) / f"{os.path.basename(folder)}_{digest}"
 
 
-def is_cached(source: Path) -> bool:
-    """Whether a cache of ``source`` newer than the source is there (else the next
-    run compiles). A hint for the "compiling" notice, not a guarantee: numba also
-    recompiles for another numba or CPU."""
-    folder = cache_folder(source)
+def numba_version() -> str | None:
+    """The installed numba's version, read without importing it."""
     try:
-        stamp = source.stat().st_mtime
-        indexes = list(folder.glob(f"{source.stem}.*.nbi"))
+        return metadata.version("numba")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _current(index: Path, digest: bytes, version: str | None) -> bool:
+    """Whether numba would read the cache index ``index`` for a source of SHA-256
+    ``digest``: numba's index file is the pickled numba version, then the pickled
+    ``(source stamp, entries)``, the stamp being that digest."""
+    try:
+        with index.open("rb") as f:
+            written = pickle.load(f)  # a str: numba's version
+            rest = f.read()
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError):
+        return False
+    return written == version and digest in rest
+
+
+def _indexes(folder: Path, source: Path) -> list[Path]:
+    try:
+        return sorted(folder.glob(f"{source.stem}.*.nbi"))
+    except OSError:
+        return []
+
+
+def is_cached(source: Path) -> bool:
+    """Whether a cache of ``source``'s current text, by this numba, is there (else the
+    next run compiles); indexes of earlier texts beside it (numba names a function's
+    files by its line, so an edit leaves them) do not count. A hint for the
+    "compiling" notice, not a guarantee: numba also recompiles for another Python or CPU."""
+    try:
+        digest = hashlib.sha256(source.read_bytes()).digest()
     except OSError:
         return False
-    return bool(indexes) and all(p.stat().st_mtime >= stamp for p in indexes)
+    version = numba_version()
+    return any(_current(p, digest, version) for p in _indexes(cache_folder(source), source))
+
+
+def seed(source: Path) -> int:
+    """Copy the caches compiled at build time (``PREBUILT`` beside ``source``) into the
+    folder numba reads, for each function whose cache there is missing or not current
+    (another source text, another numba). Returns the files copied.
+
+    A build for another numba or source copies nothing: the run compiles as before.
+    """
+    prebuilt = source.parent / PREBUILT
+    shipped = _indexes(prebuilt, source)
+    if not shipped:
+        return 0
+    try:
+        digest = hashlib.sha256(source.read_bytes()).digest()
+    except OSError:
+        return 0
+    version = numba_version()
+    folder = cache_folder(source)
+    copied = 0
+    for index in shipped:
+        if not _current(index, digest, version) or _current(folder / index.name, digest, version):
+            continue
+        # the index names its data files <function>.<python>.<n>.nbc
+        data = sorted(prebuilt.glob(f"{index.name[: -len('.nbi')]}.*.nbc"))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for path in [*data, index]:  # the index last: it makes the data visible
+                shutil.copyfile(path, folder / path.name)
+                copied += 1
+        except OSError:
+            break  # a folder numba can read but not this process write: compile as before
+    return copied
+
+
+_WARM = "from fleetaudit import harvest; harvest.warm_up()"
+
+
+def build(
+    out: Path, code: str = _WARM, stem: str = "harvest_kernel", path: tuple[str, ...] = ()
+) -> list[Path]:
+    """Compile the harvesting replay into ``out`` as a wheel ships it: every function's
+    cache index and data files, named as numba names them beside the source.
+
+    Runs ``code`` (the replay once: polars, numpy, numba) in a fresh interpreter that
+    imports this fleetaudit (and ``path``) and caches into a scratch folder for the
+    generic CPU; keeps the files of the module ``stem``.
+    """
+    import subprocess
+    import sys
+
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        root = str(Path(__file__).resolve().parents[1])  # this fleetaudit, not an installed one
+        search = os.pathsep.join(p for p in (*path, root, os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, ENV: scratch, CPU_ENV: CPU_NAME, "PYTHONPATH": search}
+        env.pop("NUMBA_CPU_FEATURES", None)
+        subprocess.run([sys.executable, "-c", code], env=env, check=True)
+        written = [p for p in Path(scratch).rglob(f"{stem}.*") if p.suffix in (".nbi", ".nbc")]
+        if not written:
+            raise RuntimeError(f"compiling {stem} wrote no cache files")
+        for file in written:
+            shutil.copyfile(file, out / file.name)
+    return sorted(out.iterdir())
+
+
+def portable_cpu() -> None:
+    """Compile for the architecture's generic CPU (unless the user chose one), so that
+    caches, the wheel's among them, load on any machine of that architecture. Before
+    numba is imported; once it is, its code generator has its CPU already."""
+    import sys
+
+    if CPU_ENV not in os.environ and "numba" not in sys.modules:
+        os.environ[CPU_ENV] = CPU_NAME

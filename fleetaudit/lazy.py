@@ -39,3 +39,61 @@ class LazyModule:
 
     def __repr__(self) -> str:
         return f"<lazy module {self.__dict__['_name']!r}>"
+
+
+def lazy_class(module: str, name: str) -> type:
+    """Stands for the class ``module.name``; imports ``module`` when it is first called,
+    checked against or has an attribute read (a stand-in is a class too, so ``A | B``
+    in another module's annotations still evaluates).
+
+    >>> Fraction = lazy_class("fractions", "Fraction")
+    >>> Fraction(1, 2) + Fraction(1, 2), isinstance(Fraction(1), Fraction)
+    (Fraction(1, 1), True)
+    >>> Fraction.from_float(0.5)
+    Fraction(1, 2)
+    """
+
+    def real() -> Any:
+        return getattr(importlib.import_module(module), name)
+
+    class _Deferred(type):
+        def __getattr__(cls, attr: str) -> Any:
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            return getattr(real(), attr)
+
+        def __instancecheck__(cls, obj: Any) -> bool:
+            return isinstance(obj, real())
+
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            return real()(*args, **kwargs)
+
+    return _Deferred(name, (), {"__module__": module, "__qualname__": name})
+
+
+def import_with_stand_ins(name: str, stand_ins: dict[str, tuple[str, ...]]) -> ModuleType:
+    """Import module ``name`` while the modules in ``stand_ins`` (not yet imported) are
+    stand-ins holding :func:`lazy_class` es of the listed names, then withdraw them:
+    ``name`` keeps the lazy classes and any later import gets the real modules.
+
+    For a third-party module that imports at its top what it uses only on some paths
+    (tests/test_startup.py shows it on typer's help renderer).
+    """
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    placed: dict[str, ModuleType] = {}
+    for module, names in stand_ins.items():
+        if module in sys.modules:
+            continue
+        stand_in = ModuleType(module)
+        for cls in names:
+            setattr(stand_in, cls, lazy_class(module, cls))
+        placed[module] = sys.modules[module] = stand_in
+    try:
+        return importlib.import_module(name)
+    finally:
+        for module, stand_in in placed.items():
+            if sys.modules.get(module) is stand_in:
+                del sys.modules[module]

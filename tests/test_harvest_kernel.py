@@ -115,8 +115,9 @@ def test_worker_processes_replay_as_the_main_process_does(tmp_path) -> None:
     prepared = harvest.prepare_replay(
         nodes, allocations, sleeps, harvest.HarvestOptions(), start, end
     )
-    policies = ("spotgpu", "random")
-    apart = map_processes(harvest_api._replay_task, [(prepared, p) for p in policies], 2)
+    policies = ("spotgpu", "random", "newest")
+    tasks = [(prepared, policies[:1]), (prepared, policies[1:])]  # one worker replays two
+    apart = [r for rs in map_processes(harvest_api._replay_task, tasks, 2) for r in rs]
     for policy, other in zip(policies, apart, strict=True):
         here = harvest.run_replay(prepared, policy)
         assert here.preemptions > 0 and here.standby_gpu_hours > 0

@@ -8,7 +8,9 @@ tests run as root, who may write anywhere else; chmod otherwise).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -22,9 +24,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 KERNEL = """
 from pathlib import Path
-from fleetaudit.jitcache import choose_cache_dir, is_cached
+from fleetaudit.jitcache import choose_cache_dir, is_cached, portable_cpu
 SOURCE = Path(__file__)
 CACHE = choose_cache_dir(SOURCE)
+portable_cpu()
 BEFORE = is_cached(SOURCE)
 from numba import njit
 
@@ -121,3 +124,97 @@ def test_a_writable_package_folder_keeps_numbas_own_place(
     monkeypatch.delenv(jitcache.ENV, raising=False)
     assert jitcache.choose_cache_dir(tmp_path / "k.py") == tmp_path / "__pycache__"
     assert jitcache.ENV not in os.environ
+
+
+# --------------------------------------------------------------- the wheel's prebuilt cache
+
+
+def _prebuilt(package: Path, tmp_path: Path) -> list[Path]:
+    """The tiny kernel compiled as the wheel's build hook compiles the replay, placed where
+    the wheel puts it (kernelpkg/_jitcache)."""
+    built = jitcache.build(
+        tmp_path / "built",
+        code="import kernelpkg.kernel as k; k.twice(21)",
+        stem="kernel",
+        path=(str(package),),
+    )
+    shipped = package / "kernelpkg" / jitcache.PREBUILT
+    shipped.mkdir()
+    for path in built:
+        shutil.copyfile(path, shipped / path.name)
+    return built
+
+
+def test_a_prebuilt_cache_is_loaded_on_the_first_run(package: Path, tmp_path: Path) -> None:
+    built = _prebuilt(package, tmp_path)
+    assert sorted(p.suffix for p in built) == [".nbc", ".nbi"]
+    in_tree = package / "kernelpkg" / "__pycache__"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    # cached before numba loads, and loaded (a hit), not compiled
+    assert _run([], package, env) == [str(in_tree), "True", "1", "None"]
+    assert {p.name for p in built} <= {p.name for p in in_tree.iterdir()}
+
+
+def test_a_read_only_install_copies_it_into_the_users_cache(package: Path, tmp_path: Path) -> None:
+    _prebuilt(package, tmp_path)
+    prefix = _read_only_runner(package / "kernelpkg")
+    cache_home = tmp_path / "xdg"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(cache_home)}
+    folder = str(cache_home / "fleetaudit")
+    assert _run(prefix, package, env) == [folder, "True", "1", folder]
+
+
+def test_a_prebuilt_cache_of_another_source_is_not_used(package: Path, tmp_path: Path) -> None:
+    _prebuilt(package, tmp_path)
+    kernel = package / "kernelpkg" / "kernel.py"
+    kernel.write_text(kernel.read_text().replace("2 * x", "x + x"))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    first = _run([], package, env)
+    assert first[1:3] == ["False", "0"]  # compiled: the shipped cache is of the old text
+    assert _run([], package, env)[1:3] == ["True", "1"]  # and cached its own
+
+
+def test_a_touched_source_of_the_same_text_is_still_cached(package: Path, tmp_path: Path) -> None:
+    """numba keys its cache by the source's text, not its time: neither does the notice."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    _run([], package, env)
+    kernel = package / "kernelpkg" / "kernel.py"
+    later = kernel.stat().st_mtime + 3600
+    os.utime(kernel, (later, later))
+    assert _run([], package, env)[1:3] == ["True", "1"]
+
+
+def test_seeding_without_a_prebuilt_folder_copies_nothing(tmp_path: Path) -> None:
+    source = tmp_path / "k.py"
+    source.write_text("x = 1\n")
+    assert jitcache.seed(source) == 0
+
+
+def _index(path: Path, version: str | None, text: bytes) -> None:
+    """A cache index as numba writes it: its version, then (source digest, entries)."""
+    digest = hashlib.sha256(text).digest()
+    path.write_bytes(pickle.dumps(version) + pickle.dumps((digest, {})))
+
+
+@pytest.mark.parametrize(
+    ("indexes", "cached"),
+    [
+        ([], False),
+        ([("k.f-3.py311.nbi", "current", "x = 1\n")], True),
+        ([("k.f-3.py311.nbi", "current", "x = 2\n")], False),  # another text
+        ([("k.f-3.py311.nbi", "0.0.1", "x = 1\n")], False),  # another numba
+        # an edit moved the function: the old line's index stays beside the new one
+        ([("k.f-3.py311.nbi", "current", "x = 2\n"), ("k.f-4.py311.nbi", "current", "x = 1\n")], True),
+    ],
+)
+def test_is_cached_reads_the_indexes_as_numba_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, indexes: list[tuple[str, str, str]], cached: bool
+) -> None:
+    monkeypatch.delenv(jitcache.ENV, raising=False)
+    source = tmp_path / "k.py"
+    source.write_text("x = 1\n")
+    (tmp_path / "__pycache__").mkdir()
+    for name, version, text in indexes:
+        numba = jitcache.numba_version() if version == "current" else version
+        _index(tmp_path / "__pycache__" / name, numba, text.encode())
+    assert jitcache.is_cached(source) is cached

@@ -125,3 +125,31 @@ def test_small_frame_is_the_arrow_frame(tmp_path: Path, where: str) -> None:
         # a type outside the plain ones falls back to Arrow
         stamped = "SELECT TIMESTAMP '2026-01-01 00:00:00' AS t"
         assert store.small_frame(stamped).equals(store.sql(stamped))
+
+
+def test_help_leaves_typers_markdown_and_traceback_unloaded() -> None:
+    """typer's help renderer imports rich's Markdown and Traceback (markdown-it, pygments)
+    at its top; the command line never renders either, so --help does not load them."""
+    code = (
+        "import io, contextlib\nimport fleetaudit.cli as c\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        c.app(['whatif', 'harvesting', '--help'], prog_name='fleetaudit')\n"
+        "    except SystemExit:\n        pass"
+    )
+    loaded = _modules_after(code)
+    assert not loaded & {"markdown_it", "pygments"}, sorted(loaded & {"markdown_it", "pygments"})
+
+
+def test_the_deferred_classes_are_the_real_ones_when_used() -> None:
+    """The stand-ins are withdrawn after typer's import: a later import gets rich's own
+    module, and typer's names build and match rich's own objects."""
+    code = (
+        "import fleetaudit.cli, sys\nimport typer.rich_utils as r\n"
+        "assert 'rich.markdown' not in sys.modules and 'rich.traceback' not in sys.modules\n"
+        "m = r.Markdown('# title')\nimport rich.markdown, rich.traceback\n"
+        "assert type(m) is rich.markdown.Markdown and isinstance(m, r.Markdown)\n"
+        "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n"
+        "    tb = r.Traceback.from_exception(type(e), e, e.__traceback__)\n"
+        "assert type(tb) is rich.traceback.Traceback"
+    )
+    assert {"markdown_it", "pygments"} <= _modules_after(code)
