@@ -1,0 +1,266 @@
+"""The capacity model: hand-worked nodes and shapes, its three forms against each
+other, and the engines reading one node the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleetaudit.capacity import (
+    SHARE_UNITS,
+    UNBOUNDED,
+    Pod,
+    first_fit_decreasing,
+    free_units,
+    gang_instances,
+    node_arrays,
+    node_index,
+    node_slots,
+    packed_fills,
+    share_room,
+    slot_exprs,
+    slots_array,
+    to_quantity,
+    units_of,
+    usable,
+)
+from fleetaudit.shapes import make_shape
+
+U = SHARE_UNITS
+
+
+# ------------------------------------------------------------------ hand-worked
+
+
+@pytest.mark.parametrize(
+    ("sizes", "fills"),
+    [
+        ([], ()),
+        ([500_000, 500_000], (1_000_000,)),
+        # 0.6 opens a GPU, 0.5 a second, 0.4 joins the first, 0.5 the second
+        ([400_000, 500_000, 600_000, 500_000], (1_000_000, 1_000_000)),
+        # 0.7, 0.7 need two GPUs; 0.3 fills the first
+        ([300_000, 700_000, 700_000], (1_000_000, 700_000)),
+        # decreasing order matters: 0.2 x3 then 0.5 x2 packs as 0.5+0.5, 0.2 x3
+        ([200_000] * 3 + [500_000] * 2, (1_000_000, 600_000)),
+    ],
+)
+def test_packed_fills_by_hand(sizes: list[int], fills: tuple[int, ...]) -> None:
+    assert packed_fills(sizes) == fills
+    assert sorted(first_fit_decreasing(sizes), reverse=True) == list(fills)
+
+
+@pytest.mark.parametrize(
+    ("shape", "pod"),
+    [
+        (make_shape("H20", 8, cpus_per_gpu=16), Pod(0, 8, 128 * U, 0)),
+        (make_shape("H20", 32, gpus_per_pod=8, memory_gib_per_gpu=64), Pod(0, 8, 0, 512 * U)),
+        (make_shape("H20", 0.25, cpus_per_gpu=4), Pod(250_000, 0, 1 * U, 0)),
+    ],
+)
+def test_pod_of_shape(shape: object, pod: Pod) -> None:
+    assert Pod.of(shape) == pod  # type: ignore[arg-type]
+
+
+# (pod, free GPUs over W, free CPUs, free memory, fills, free GPUs at t, over) -> slots
+SLOT_CASES = [
+    # 8 free GPUs take two 4-GPU pods; 24 cores take one pod of 16
+    (Pod(0, 4, 16 * U, 0), 8, 24 * U, None, (), None, False, 1),
+    # no CPU need: GPUs decide; unknown memory is unbounded
+    (Pod(0, 4, 0, 64 * U), 8, 0, UNBOUNDED, (), None, False, 2),
+    # memory decides: 100 GiB free, 64 GiB a pod
+    (Pod(0, 4, 0, 64 * U), 8, 0, 100 * U, (), None, False, 1),
+    # share 0.3: one free GPU (3) + GPUs filled 0.7 (1) and 0.5 (1)
+    (Pod(300_000, 0, 0, 0), 1, None, None, (700_000, 500_000), 1, False, 5),
+    # something starts in W (free now 2, over W 1): the partly filled GPUs take nothing
+    (Pod(300_000, 0, 0, 0), 1, None, None, (700_000, 500_000), 2, False, 3),
+    # over-committed node: the partly filled GPUs take nothing
+    (Pod(300_000, 0, 0, 0), 1, None, None, (700_000, 500_000), 1, True, 3),
+    # share pods also need CPUs: 2.5 cores free, 1 a pod
+    (Pod(250_000, 0, U, 0), 1, 2_500_000, None, (), 1, False, 2),
+]
+
+
+@pytest.mark.parametrize(
+    ("pod", "free_window", "cpus", "memory", "fills", "free_now", "over", "slots"), SLOT_CASES
+)
+def test_node_slots_by_hand(
+    pod: Pod,
+    free_window: int,
+    cpus: int | None,
+    memory: int | None,
+    fills: tuple[int, ...],
+    free_now: int | None,
+    over: bool,
+    slots: int,
+) -> None:
+    got = node_slots(pod, free_window, cpus, memory, fills=fills, free_gpus=free_now, over=over)
+    assert got == slots
+
+
+def test_unbounded_is_one_value() -> None:
+    assert units_of(None) == units_of(float("inf")) == UNBOUNDED
+    assert to_quantity(UNBOUNDED) == float("inf")
+    assert free_units(UNBOUNDED, 10**12) == UNBOUNDED
+    # a pod that needs no CPU has unbounded CPU slots, the same value
+    out = slots_array(Pod(0, 1, 0, 0), np.array([3]), np.array([0]), np.array([0]))
+    assert out["cpu_slots"].tolist() == [UNBOUNDED]
+    # a few unbounded amounts add up within int64
+    assert 2 * UNBOUNDED - 1 <= np.iinfo(np.int64).max
+
+
+def test_gang_instances() -> None:
+    assert gang_instances(11, 4) == (2, 3)
+    assert gang_instances(3, 4) == (0, 3)
+
+
+def test_share_room_reads_over_and_steady() -> None:
+    assert share_room(250_000, [1_000_000, 500_000, 250_000]) == 5
+    assert share_room(250_000, [500_000], over=True) == 0
+    assert share_room(250_000, [500_000], steady=False) == 0
+
+
+def test_node_index_null_health_is_usable_and_unknown_memory_unbounded() -> None:
+    nodes = pl.DataFrame(
+        {
+            "node_id": ["n2", "n1", "n3"],
+            "gpu_model": ["H20"] * 3,
+            "gpus": [8, 8, 4],
+            "cpus": [64.0, 64.0, 32.0],
+            "memory_gib": [None, 256.0, 128.0],
+            "switch_id": ["n1", None, "n1"],
+            "health": [None, "healthy", "cordoned"],
+        }
+    )
+    index = node_index(nodes)
+    assert index["node_id"].to_list() == ["n1", "n2", "n3"]
+    assert index["usable"].to_list() == [True, True, False]
+    assert index["memory_u"].to_list() == [256 * U, UNBOUNDED, 128 * U]
+    # node n1 (no switch) and switch n1 are two domains
+    assert index["domain"].to_list() == ["node n1", "switch n1", "switch n1"]
+    arrays = node_arrays(nodes)
+    assert arrays.usable.tolist() == [True, True, False]
+    assert [usable(h) for h in nodes["health"].to_list()] == [True, True, False]
+
+
+def test_node_index_without_optional_columns() -> None:
+    nodes = pl.DataFrame({"node_id": ["a"], "gpu_model": ["H20"], "gpus": [8], "cpus": [8.0]})
+    index = node_index(nodes)
+    assert index.row(0, named=True) == {
+        "node": 0, "node_id": "a", "gpu_model": "H20", "domain": "node a",
+        "block_domain": "node a", "usable": True, "gpus": 8, "cpus_u": 8 * U,
+        "memory_u": UNBOUNDED,
+    }  # fmt: skip
+
+
+# ------------------------------------------------- the three forms of one rule
+
+
+@st.composite
+def _nodes_and_pod(draw: st.DrawFn) -> tuple[Pod, list[dict[str, object]]]:
+    share = draw(st.sampled_from([0, 100_000, 250_000, 300_000, 500_000, 700_000]))
+    pod = Pod(
+        share=share,
+        gpus=0 if share else draw(st.sampled_from([1, 2, 4, 8])),
+        cpus=draw(st.sampled_from([0, 500_000, 4 * U, 16 * U])),
+        memory=draw(st.sampled_from([0, U, 64 * U])),
+    )
+    rows = []
+    for _ in range(draw(st.integers(1, 8))):
+        gpus = draw(st.integers(0, 8))
+        fills = sorted(
+            draw(st.lists(st.integers(1, 100).map(lambda x: x * 10_000), max_size=4)),
+            reverse=True,
+        )
+        used = draw(st.integers(0, gpus + 2))
+        free_now = max(gpus - used - len(fills), 0)
+        rows.append(
+            {
+                "free_gpus": free_now,
+                "free_gpus_window": draw(st.integers(0, free_now)),
+                # CPUs and memory in micro-units, as the engines hold them
+                "cpus": draw(st.integers(0, 64 * U)),
+                "memory": draw(st.one_of(st.none(), st.integers(0, 512 * U))),
+                "fills": fills,
+                "over": used + len(fills) > gpus,
+            }
+        )
+    return pod, rows
+
+
+@settings(max_examples=150, deadline=None)
+@given(_nodes_and_pod())
+def test_frame_array_and_python_forms_agree(case: tuple[Pod, list[dict[str, object]]]) -> None:
+    pod, rows = case
+    expected = [
+        node_slots(
+            pod,
+            r["free_gpus_window"],  # type: ignore[arg-type]
+            r["cpus"],  # type: ignore[arg-type]
+            r["memory"],  # type: ignore[arg-type]
+            fills=r["fills"],  # type: ignore[arg-type]
+            free_gpus=r["free_gpus"],  # type: ignore[arg-type]
+            over=bool(r["over"]),
+        )
+        for r in rows
+    ]
+    # the frame form: quantities as node_state holds them (Float64, null memory unknown)
+    state = pl.DataFrame(
+        {
+            "free_gpus": [r["free_gpus"] for r in rows],
+            "free_gpus_window": [r["free_gpus_window"] for r in rows],
+            "free_cpus_window": [to_quantity(r["cpus"]) for r in rows],  # type: ignore[arg-type]
+            "free_memory_gib_window": [
+                None if r["memory"] is None else to_quantity(r["memory"])  # type: ignore[arg-type]
+                for r in rows
+            ],
+            "share_fills": [[f / U for f in r["fills"]] for r in rows],  # type: ignore[attr-defined]
+            "over": [r["over"] for r in rows],
+        },
+        schema_overrides={
+            "free_memory_gib_window": pl.Float64,
+            "share_fills": pl.List(pl.Float64),
+            "free_gpus": pl.Int64,
+            "free_gpus_window": pl.Int64,
+        },
+    )
+    exprs = slot_exprs(pod, over=pl.col("over"))
+    framed = state.select(pl.min_horizontal(*exprs.values()).alias("slots"))["slots"].to_list()
+    assert framed == expected
+    # the array form: room already zero where it does not count
+    room = np.array(
+        [
+            share_room(
+                pod.share,
+                r["fills"],  # type: ignore[arg-type]
+                steady=r["free_gpus"] == r["free_gpus_window"],
+                over=bool(r["over"]),
+            )
+            if pod.share
+            else 0
+            for r in rows
+        ]
+    )
+    arrays = slots_array(
+        pod,
+        np.array([r["free_gpus_window"] for r in rows]),
+        np.array([r["cpus"] for r in rows]),
+        np.array([UNBOUNDED if r["memory"] is None else r["memory"] for r in rows]),
+        room=room if pod.share else None,
+    )
+    assert arrays["slots"].tolist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, U), max_size=12))
+def test_packing_keeps_every_share_and_no_gpu_overflows(sizes: list[int]) -> None:
+    fills = packed_fills(sizes)
+    assert sum(fills) == sum(sizes)
+    assert all(0 < f <= U for f in fills)
+    # FFD never uses more than 11/9 OPT + 1 GPUs, and never fewer than the volume needs
+    assert len(fills) >= -(-sum(sizes) // U)
+    # no two GPUs could be merged: FFD leaves at most one GPU at most half full
+    assert sum(1 for f in fills if f <= U // 2) <= 1
