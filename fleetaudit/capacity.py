@@ -45,6 +45,7 @@ __all__ = [
     "NodeArrays",
     "Pod",
     "first_fit_decreasing",
+    "free_array",
     "free_units",
     "gang_instances",
     "micro_units",
@@ -107,6 +108,16 @@ def to_quantity(units: int) -> float:
     (31.1, inf)
     """
     return float("inf") if units >= UNBOUNDED else units / SHARE_UNITS
+
+
+def free_array(capacity: np.ndarray, used: np.ndarray) -> np.ndarray:
+    """:func:`free_units` over int64 arrays.
+
+    >>> free_array(np.array([8, 8, UNBOUNDED]), np.array([3, 9, 5])).tolist() == [5, 0, UNBOUNDED]
+    True
+    """
+    capacity = np.asarray(capacity, dtype=np.int64)
+    return np.where(capacity >= UNBOUNDED, UNBOUNDED, np.maximum(capacity - used, 0))
 
 
 def free_units(capacity: int, used: int) -> int:
@@ -246,8 +257,9 @@ def node_index(nodes: pl.DataFrame) -> pl.DataFrame:
     gpu_model (String), domain (the switch domain,
     :func:`switch_domains`), block_domain
     (:func:`block_domains`), usable (Boolean,
-    :func:`usable`), gpus (Int64, null = 0), cpus_u (Int64 micro-cores, null =
-    0), memory_u (Int64 micro-GiB, :data:`UNBOUNDED` when unknown).
+    :func:`usable`), gpus (Int64, null = 0), cpus_u (Int64 micro-cores) and
+    memory_u (Int64 micro-GiB): a dimension the node does not declare (null, or
+    no such column) is :data:`UNBOUNDED`, as free capacity reads it.
 
     >>> nodes = pl.DataFrame({"node_id": ["b", "a"], "gpu_model": ["H20", "H20"],
     ...     "gpus": [8, 4], "cpus": [64.0, 32.0], "memory_gib": [None, 512.0],
@@ -267,17 +279,17 @@ def node_index(nodes: pl.DataFrame) -> pl.DataFrame:
             BLOCK_DOMAIN: block_domains(frame),
             "usable": frame.select(usable_expr(frame)).to_series(),
             "gpus": optional_column(frame, "gpus", pl.Int64, 0).fill_null(0),
-            "cpus_u": frame.select(
-                micro_units("cpus").fill_null(0) if "cpus" in frame.columns else pl.lit(0)
-            ).to_series(),
-            "memory_u": frame.select(
-                micro_units("memory_gib").fill_null(UNBOUNDED)
-                if "memory_gib" in frame.columns
-                else pl.lit(UNBOUNDED, dtype=pl.Int64)
-            ).to_series(),
+            "cpus_u": _capacity_units(frame, "cpus"),
+            "memory_u": _capacity_units(frame, "memory_gib"),
         },
         schema_overrides={"gpus": pl.Int64, "cpus_u": pl.Int64, "memory_u": pl.Int64},
     ).with_row_index("node")
+
+
+def _capacity_units(frame: pl.DataFrame, column: str) -> pl.Series:
+    if column not in frame.columns:
+        return pl.Series(column, [UNBOUNDED] * frame.height, dtype=pl.Int64)
+    return frame.select(micro_units(column).fill_null(UNBOUNDED)).to_series()
 
 
 @dataclass(frozen=True)
