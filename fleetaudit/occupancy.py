@@ -50,6 +50,7 @@ from fleetaudit.capacity import (
     packed_fills,
     switch_domain,
     switch_domains,
+    usable_expr,
 )
 from fleetaudit.times import epoch_us
 
@@ -734,7 +735,7 @@ def bound_nodes(state: pl.DataFrame) -> pl.DataFrame:
     ('H20', 2, 1, 1, 14)
     """
     eps = 1e-9
-    healthy = (pl.col("health") == "healthy") & (pl.col("free_gpus") > 0)
+    healthy = usable_expr(state) & (pl.col("free_gpus") > 0)
     cpu = (pl.col("cpus") > 0) & (pl.col("free_cpus") <= eps)
     memory = (pl.col("memory_gib").fill_null(0) > 0) & (
         pl.col("free_memory_gib").fill_null(float("inf")) <= eps
