@@ -501,46 +501,49 @@ def node_slots(
 def slots_array(
     pod: Pod,
     free_gpus_window: np.ndarray,
-    free_cpus: np.ndarray,
-    free_memory: np.ndarray,
+    free_cpus: np.ndarray | None,
+    free_memory: np.ndarray | None,
     room: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`node_slots` over numpy arrays of any (equal) shape.
 
-    Free CPUs and memory are int64 micro-units (:data:`UNBOUNDED` or more:
-    unbounded). ``room`` (share pods only) is :func:`share_room` of each node,
-    already zero where it does not count.
+    Free GPUs, CPUs and memory are integer arrays, >= 0 (as :func:`free_array`
+    gives them); CPUs and memory in micro-units, :data:`UNBOUNDED` (or more)
+    is unbounded. ``room`` (share pods only) is :func:`share_room` of each
+    node, already zero where it does not count. The free units of a dimension
+    the pod does not need are not read (None will do).
 
     Returns:
-        gpu_slots, cpu_slots, memory_slots and slots (their minimum), int64.
+        gpu_slots, cpu_slots, memory_slots and slots (the minimum of the three).
+        A dimension the pod does not need has the scalar :data:`UNBOUNDED` as its
+        slots (it broadcasts), so it costs no array and no pass.
 
     >>> out = slots_array(Pod(0, 4, 16_000_000, 0), np.array([8, 8, 3]),
     ...     np.array([24_000_000, 64_000_000, 64_000_000]), np.array([UNBOUNDED] * 3))
-    >>> out["slots"].tolist(), out["cpu_slots"].tolist()
-    ([1, 2, 0], [1, 4, 4])
+    >>> out["slots"].tolist(), out["cpu_slots"].tolist(), int(out["memory_slots"]) == UNBOUNDED
+    ([1, 2, 0], [1, 4, 4], True)
     """
-    free_gpus_window = np.asarray(free_gpus_window, dtype=np.int64)
+    free_gpus_window = np.asarray(free_gpus_window)
     if pod.share:
-        gpu = free_gpus_window * (SHARE_UNITS // pod.share)
+        gpu = free_gpus_window.astype(np.int64) * (SHARE_UNITS // pod.share)
         if room is not None:
             gpu = gpu + room
     else:
         gpu = free_gpus_window // pod.gpus
-
-    def by(free: np.ndarray, need: int) -> np.ndarray:
+    out: dict[str, np.ndarray] = {"gpu_slots": gpu}
+    slots = gpu
+    dimensions = (("cpu_slots", free_cpus, pod.cpus), ("memory_slots", free_memory, pod.memory))
+    for name, free, need in dimensions:
+        if need <= 0 or free is None:
+            if need > 0:
+                raise ValueError(f"slots_array: {name} needs the free units of that dimension")
+            out[name] = np.int64(UNBOUNDED)  # type: ignore[assignment]
+            continue
         free = np.asarray(free, dtype=np.int64)
-        if need <= 0:
-            return np.full(free.shape, UNBOUNDED, dtype=np.int64)
-        return np.where(free >= UNBOUNDED, UNBOUNDED, np.maximum(free, 0) // need)
-
-    cpu = by(free_cpus, pod.cpus)
-    memory = by(free_memory, pod.memory)
-    return {
-        "gpu_slots": gpu,
-        "cpu_slots": cpu,
-        "memory_slots": memory,
-        "slots": np.minimum(gpu, np.minimum(cpu, memory)),
-    }
+        out[name] = np.where(free >= UNBOUNDED, UNBOUNDED, free // need)
+        slots = np.minimum(slots, out[name])
+    out["slots"] = slots
+    return out
 
 
 def slot_exprs(

@@ -107,7 +107,7 @@ def test_unbounded_is_one_value() -> None:
     assert free_units(UNBOUNDED, 10**12) == UNBOUNDED
     # a pod that needs no CPU has unbounded CPU slots, the same value
     out = slots_array(Pod(0, 1, 0, 0), np.array([3]), np.array([0]), np.array([0]))
-    assert out["cpu_slots"].tolist() == [UNBOUNDED]
+    assert out["cpu_slots"] == UNBOUNDED
     # a few unbounded amounts add up within int64
     assert 2 * UNBOUNDED - 1 <= np.iinfo(np.int64).max
 
