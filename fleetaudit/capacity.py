@@ -277,7 +277,7 @@ def node_index(nodes: pl.DataFrame) -> pl.DataFrame:
             "gpu_model": optional_column(frame, "gpu_model", pl.String, None),
             SWITCH_DOMAIN: switch_domains(frame),
             BLOCK_DOMAIN: block_domains(frame),
-            "usable": frame.select(usable_expr(frame)).to_series(),
+            "usable": frame.with_columns(usable_expr(frame).alias("_usable"))["_usable"],
             "gpus": optional_column(frame, "gpus", pl.Int64, 0).fill_null(0),
             "cpus_u": _capacity_units(frame, "cpus"),
             "memory_u": _capacity_units(frame, "memory_gib"),

@@ -147,8 +147,11 @@ def test_node_index_null_health_is_usable_and_unknown_memory_unbounded() -> None
 
 
 def test_node_index_without_optional_columns() -> None:
-    nodes = pl.DataFrame({"node_id": ["a"], "gpu_model": ["H20"], "gpus": [8], "cpus": [8.0]})
+    nodes = pl.DataFrame(
+        {"node_id": ["b", "a"], "gpu_model": ["H20"] * 2, "gpus": [4, 8], "cpus": [4.0, 8.0]}
+    )
     index = node_index(nodes)
+    assert index.height == 2
     assert index.row(0, named=True) == {
         "node": 0, "node_id": "a", "gpu_model": "H20", "domain": "node a",
         "block_domain": "node a", "usable": True, "gpus": 8, "cpus_u": 8 * U,
