@@ -43,6 +43,7 @@ from fleetaudit.capacity import (
     BLOCK_DOMAIN,
     SHARE_UNITS,
     SWITCH_DOMAIN,
+    UNBOUNDED,
     block_domains,
     first_fit_decreasing,
     micro_units,
@@ -50,6 +51,7 @@ from fleetaudit.capacity import (
     packed_fills,
     switch_domain,
     switch_domains,
+    to_quantity,
     usable_expr,
 )
 from fleetaudit.times import epoch_us
@@ -627,7 +629,8 @@ def node_state(
     W is ``{at}`` without a duration (or with a zero one) and
     ``[at, at + duration)`` with one. Free capacity is capacity minus
     occupancy, floored at 0 (an over-committed node has nothing free); a null
-    ``memory_gib`` (unknown) is unbounded, so its free memory is ``inf``.
+    ``memory_gib`` (unknown) is unbounded, so its free memory is ``inf``
+    (:data:`fleetaudit.capacity.UNBOUNDED` as a quantity).
 
     Args:
         nodes: the nodes frame; all its columns are kept.
@@ -703,7 +706,7 @@ def node_state(
     )
     quantities = ["free_cpus", "free_memory_gib", "free_cpus_window", "free_memory_gib_window"]
     free_capacity = _divided(free_units, quantities, SHARE_UNITS).with_columns(
-        pl.col("free_memory_gib", "free_memory_gib_window").fill_null(float("inf"))
+        pl.col("free_memory_gib", "free_memory_gib_window").fill_null(to_quantity(UNBOUNDED))
     )
     return (
         nodes.with_columns(
@@ -738,7 +741,7 @@ def bound_nodes(state: pl.DataFrame) -> pl.DataFrame:
     healthy = usable_expr(state) & (pl.col("free_gpus") > 0)
     cpu = (pl.col("cpus") > 0) & (pl.col("free_cpus") <= eps)
     memory = (pl.col("memory_gib").fill_null(0) > 0) & (
-        pl.col("free_memory_gib").fill_null(float("inf")) <= eps
+        pl.col("free_memory_gib").fill_null(to_quantity(UNBOUNDED)) <= eps
     )
     return (
         state.filter(healthy & (cpu | memory))

@@ -32,11 +32,13 @@ from fleetaudit import schema
 from fleetaudit.errors import UsageError
 from fleetaudit.capacity import (
     BLOCK_DOMAIN,
+    UNBOUNDED,
     Pod,
     block_domains,
     over_committed,
     slot_exprs,
     switch_domains,
+    to_quantity,
     usable_expr,
 )
 
@@ -494,7 +496,7 @@ def nearest_misses(evaluation: Evaluation, state: pl.DataFrame, limit: int = 5) 
         (
             (
                 (pl.col("slots") + 1) * p * shape.memory_gib_per_gpu
-                - pl.col("free_memory_gib_window").fill_null(float("inf"))
+                - pl.col("free_memory_gib_window").fill_null(to_quantity(UNBOUNDED))
             ).clip(lower_bound=0)
         ).alias("lacks_memory_gib"),
         pl.col("interval").alias("busy_in_window_gpus"),

@@ -267,3 +267,146 @@ def test_packing_keeps_every_share_and_no_gpu_overflows(sizes: list[int]) -> Non
     assert len(fills) >= -(-sum(sizes) // U)
     # no two GPUs could be merged: FFD leaves at most one GPU at most half full
     assert sum(1 for f in fills if f <= U // 2) <= 1
+
+
+# ---------------------------------------- the engines read one node the same way
+#
+# Before the capacity model, each engine had its own reading of these nodes:
+# shapes, denominators and the console took a null health for unhealthy while
+# compaction, placement and harvesting took it for healthy; compaction offered
+# share room on the partly filled GPUs of a node the record over-commits,
+# which shapes, history and reclaim did not. Each test below failed then.
+
+from datetime import datetime, timedelta  # noqa: E402
+
+from fleetaudit import compaction, console, denominators, history, occupancy, shapes  # noqa: E402
+from fleetaudit.harvest import HarvestOptions, replay_harvest  # noqa: E402
+from fleetaudit.options import CompactionOptions  # noqa: E402
+from tests.conftest import ALLOC_SCHEMA, NODE_SCHEMA  # noqa: E402
+
+T0 = datetime(2026, 1, 1)
+
+
+def _fleet(health: str | None, memory: float | None = 512.0) -> pl.DataFrame:
+    """Three 8-GPU H20 nodes on switch s1; n1's health and memory are the case's."""
+    return pl.DataFrame(
+        [
+            ("n1", "H20", 8, 64.0, memory, "s1", health),
+            ("n2", "H20", 8, 64.0, 512.0, "s1", "healthy"),
+            ("n3", "H20", 8, 64.0, 512.0, "s1", "down"),
+        ],
+        schema=NODE_SCHEMA,
+        orient="row",
+    )
+
+
+def _allocations(*rows: tuple[str, str, float, str]) -> pl.DataFrame:
+    """(alloc_id, node_id, gpus, priority), 4 CPUs and no memory a GPU, from T0 - 1h on."""
+    return pl.DataFrame(
+        [
+            (a, a, node, gpus, 4.0 * max(gpus, 1), None, priority, T0 - timedelta(hours=1),
+             None, None, False)
+            for a, node, gpus, priority in rows
+        ],
+        schema=ALLOC_SCHEMA,
+        orient="row",
+    )  # fmt: skip
+
+
+BUSY = _allocations(("a1", "n1", 2.0, "low"), ("a2", "n2", 4.0, "high"))
+
+
+def _shapes_reading(nodes: pl.DataFrame) -> object:
+    e = shapes.evaluate(occupancy.node_state(nodes, BUSY, T0), make_shape("H20", 8))
+    return e.instances, e.ledger.as_json()
+
+
+def _compaction_reading(nodes: pl.DataFrame) -> object:
+    result = compaction.compact(nodes, BUSY, T0, [make_shape("H20", 8)], CompactionOptions())
+    return result.before, result.after
+
+
+def _denominators_reading(nodes: pl.DataFrame) -> object:
+    return denominators.physical(nodes, BUSY, T0, T0 + timedelta(hours=2)).to_dicts()
+
+
+def _console_reading(nodes: pl.DataFrame) -> object:
+    return console.state_by_model(occupancy.node_state(nodes, BUSY, T0)).to_dicts()
+
+
+def _harvest_reading(nodes: pl.DataFrame) -> object:
+    sleeps = pl.DataFrame(
+        schema={"alloc_id": pl.String, "sleep_start": pl.Datetime("us"),
+                "sleep_end": pl.Datetime("us")}
+    )  # fmt: skip
+    result = replay_harvest(nodes, BUSY, sleeps, HarvestOptions(), T0, T0 + timedelta(hours=2))
+    return result.healthy_gpu_hours
+
+
+@pytest.mark.parametrize(
+    "reading",
+    [_shapes_reading, _compaction_reading, _denominators_reading, _console_reading,
+     _harvest_reading],
+    ids=["shapes", "compaction", "denominators", "console", "harvest"],
+)  # fmt: skip
+def test_a_null_health_reads_healthy_in_every_engine(reading: object) -> None:
+    assert reading(_fleet(None)) == reading(_fleet("healthy"))  # type: ignore[operator]
+
+
+def test_a_null_health_counts_healthy_by_hand() -> None:
+    # n1 (null health) and n2 are usable, n3 is down: 8 unhealthy GPUs, 10 idle,
+    # and n1's 6 free GPUs take no 8-GPU pod, n2's 4 neither: no instance
+    instances, ledger = _shapes_reading(_fleet(None))  # type: ignore[misc]
+    assert instances == 0
+    assert ledger["unhealthy"] == 8 and ledger["idle"] == 10
+    assert ledger["stranded"]["fragment"] == 10
+    hours = _denominators_reading(_fleet(None))[0]  # type: ignore[index]
+    assert hours["healthy_gpu_hours"] == 2 * 16
+
+
+def test_unknown_memory_is_unbounded_in_shapes_compaction_and_history() -> None:
+    # n1 declares no memory; a pod of 8 GPUs x 64 GiB needs 512 GiB: n1 takes
+    # one (unbounded), n2 has 512 GiB but 4 GPUs busy; n3 is down
+    nodes = _fleet("healthy", memory=None)
+    idle = _allocations(("a2", "n2", 4.0, "high"))
+    shape = make_shape("H20", 8, memory_gib_per_gpu=64)
+    slots = shapes.node_slots(occupancy.node_state(nodes, idle, T0), shape)
+    assert dict(zip(slots["node_id"], slots["slots"], strict=True)) == {"n1": 1, "n2": 0}
+    assert slots["memory_slots"][0] == UNBOUNDED
+    (part,) = compaction._partitions(nodes, idle, T0, [shape], CompactionOptions())
+    search = compaction._Search(part)
+    assert dict(zip(part.node_ids, search.node_slots[0], strict=True)) == {"n1": 1, "n2": 0}
+    assert part.memory[0] == UNBOUNDED
+    series = history.evaluate_history(nodes, idle, shape, T0, timedelta(hours=1),
+                                      timedelta(minutes=30)).series  # fmt: skip
+    assert series["instances"].to_list() == [1, 1, 1]
+
+
+def test_an_over_committed_node_offers_no_share_room_in_any_engine() -> None:
+    # n1 has 8 GPUs; 7 whole GPUs and shares of 0.5 and 0.7 take 9 at t (the
+    # record over-commits it): its partly filled GPUs are not all real, so a
+    # 0.25-GPU shape finds no slot there, in shapes, compaction and history alike
+    nodes = _fleet("healthy")
+    over = _allocations(
+        ("w", "n1", 7.0, "high"), ("s1", "n1", 0.5, "high"), ("s2", "n1", 0.7, "high"),
+        ("x", "n2", 8.0, "high"),
+    )  # fmt: skip
+    shape = make_shape("H20", 0.25)
+    state = occupancy.node_state(nodes, over, T0)
+    assert state.filter(pl.col("node_id") == "n1")["gpus_used"].item() == 9
+    slots = shapes.node_slots(state, shape)
+    assert slots["slots"].to_list() == [0, 0]
+    (part,) = compaction._partitions(nodes, over, T0, [shape], CompactionOptions())
+    assert compaction._Search(part).node_slots[0] == [0, 0]
+    series = history.evaluate_history(nodes, over, shape, T0, timedelta(hours=1),
+                                      timedelta(minutes=30)).series  # fmt: skip
+    assert series["instances"].to_list() == [0, 0, 0]
+    # the same node with 10 GPUs is not over-committed: 1 free GPU (4 pods) and the
+    # room of the GPUs filled 0.7 (1 pod) and 0.5 (2 pods)
+    roomy = nodes.with_columns(
+        pl.when(pl.col("node_id") == "n1").then(10).otherwise(pl.col("gpus")).alias("gpus")
+    )
+    slots = shapes.node_slots(occupancy.node_state(roomy, over, T0), shape)
+    assert slots["slots"].to_list() == [7, 0]
+    (part,) = compaction._partitions(roomy, over, T0, [shape], CompactionOptions())
+    assert compaction._Search(part).node_slots[0] == [7, 0]
