@@ -10,8 +10,9 @@ can disagree on it. It owns:
   frames of float quantities it reads as ``inf`` (:func:`to_quantity`);
 - the node index (:func:`node_index`, and :func:`node_arrays` for numpy
   engines): node order (by node_id), model, switch and block domain (the one
-  domain key: :func:`switch_domains`, :func:`block_domains`), health (a null health is ``healthy``, the
-  inputs' default; :func:`usable`) and capacity in units;
+  domain key: :func:`switch_domains`, :func:`block_domains`), health (a null
+  health is ``healthy``, the inputs' default: :func:`usable`) and capacity in
+  units;
 - the size of a pod of a shape in those units (:class:`Pod`);
 - first-fit-decreasing share packing (:func:`first_fit_decreasing`,
   :func:`packed_fills`);
@@ -36,14 +37,16 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
-
 __all__ = [
     "BLOCK_DOMAIN",
+    "HEALTHY",
     "SHARE_UNITS",
     "SWITCH_DOMAIN",
     "UNBOUNDED",
     "NodeArrays",
     "Pod",
+    "ShapeLike",
+    "block_domains",
     "first_fit_decreasing",
     "free_array",
     "free_units",
@@ -75,6 +78,7 @@ declare (a null ``memory_gib``), the free units left of it, and the slots of a
 dimension a pod does not need. Sums of a few of them stay within int64."""
 
 HEALTHY = "healthy"
+"""The health of a node that takes work; a null health means it (the inputs' default)."""
 
 
 # ----------------------------------------------------------------------- units

@@ -232,9 +232,17 @@ def _number(value: float) -> int | float:
 class _ShapeSpec:
     """A shape as the search counts it on one model's nodes."""
 
-    pod: Pod  # one pod in units (the capacity model's)
+    share: int  # capacity.Pod's fields, flat for the Arrow rows of partitions_table
+    per_pod: int
+    cpus: int
+    memory: int
     pods: int  # k
     group: str  # switch, block, any or node
+
+    @property
+    def pod(self) -> Pod:
+        """One pod in units: the capacity model's :class:`~fleetaudit.capacity.Pod`."""
+        return Pod(self.share, self.per_pod, self.cpus, self.memory)
 
 
 @dataclass(frozen=True)
@@ -267,7 +275,8 @@ def _units(column: str) -> pl.Expr:
 
 
 def _shape_spec(shape: Shape) -> _ShapeSpec:
-    return _ShapeSpec(pod=Pod.of(shape), pods=shape.pods, group=shape.locality)
+    pod = Pod.of(shape)
+    return _ShapeSpec(pod.share, pod.gpus, pod.cpus, pod.memory, shape.pods, shape.locality)
 
 
 def _movable_rows(at: datetime, options: CompactionOptions) -> pl.Expr:
@@ -440,6 +449,7 @@ class _Search:
         self.free_nodes = 0
         self.partial = 0
         shapes = part.shapes
+        self.pods = [spec.pod for spec in shapes]
         self.node_slots = [[0] * n for _ in shapes]
         self.group_of = [self._groups(s) for s in shapes]
         self.group_slots = [[0] * (max(g) + 1 if g else 0) for g in self.group_of]
@@ -484,7 +494,7 @@ class _Search:
             self.status[i] = status
         over = occupied > self.cap_g[i]
         for s, spec in enumerate(self.part.shapes):
-            slots = node_slots(spec.pod, free_g, free_c, free_m, fills=fills, over=over)
+            slots = node_slots(self.pods[s], free_g, free_c, free_m, fills=fills, over=over)
             old_slots = self.node_slots[s][i]
             if slots == old_slots:
                 continue

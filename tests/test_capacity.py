@@ -410,3 +410,15 @@ def test_an_over_committed_node_offers_no_share_room_in_any_engine() -> None:
     assert slots["slots"].to_list() == [7, 0]
     (part,) = compaction._partitions(roomy, over, T0, [shape], CompactionOptions())
     assert compaction._Search(part).node_slots[0] == [7, 0]
+
+
+def test_compaction_partitions_keep_their_pods_through_arrow_rows() -> None:
+    # the Arrow rows (partitions_table, as --engine spark ships them) carry each
+    # shape's pod flat; read back, the search counts the same pods
+    nodes = _fleet("healthy")
+    shapes_ = [make_shape("H20", 0.25), make_shape("H20", 16, gpus_per_pod=8, cpus_per_gpu=4)]
+    parts = compaction._partitions(nodes, BUSY, T0, shapes_, CompactionOptions())
+    rows = compaction.partitions_table(parts).to_pylist()
+    again = [compaction._partition_from_row(row) for row in rows]
+    assert again == parts
+    assert [s.pod for s in again[0].shapes] == [Pod.of(s) for s in shapes_]
