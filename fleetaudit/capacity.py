@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import polars as pl
@@ -418,6 +418,9 @@ def first_fit_decreasing(sizes: Iterable[int]) -> list[int]:
     return bins
 
 
+GangSlots = TypeVar("GangSlots", int, np.ndarray, pl.Expr)
+
+
 @lru_cache(maxsize=1 << 16)
 def _packed_desc(sizes_desc: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(sorted(first_fit_decreasing(sizes_desc), reverse=True))
@@ -619,10 +622,17 @@ def over_committed(frame: pl.DataFrame) -> pl.Expr | None:
     return None
 
 
-def gang_instances(slots: int, pods: int) -> tuple[int, int]:
-    """Instances of a gang of ``pods`` pods a domain's slots give, and the slots left.
+def gang_instances(slots: GangSlots, pods: int) -> tuple[GangSlots, GangSlots]:
+    """Instances of a gang of ``pods`` pods that a group's slots give (an instance
+    takes ``pods`` slots of one domain, model or node), and the slots left over.
+
+    The same rule for an int, a numpy array or a polars expression.
 
     >>> gang_instances(11, 4)
     (2, 3)
+    >>> [a.tolist() for a in gang_instances(np.array([3, 8, 9]), 4)]
+    [[0, 2, 2], [3, 0, 1]]
+    >>> pl.select(*(e.alias(n) for e, n in zip(gang_instances(pl.lit(9), 4), "il"))).row(0)
+    (2, 1)
     """
     return slots // pods, slots % pods

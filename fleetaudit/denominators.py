@@ -47,6 +47,7 @@ from fleetaudit.capacity import (
     SHARE_UNITS,
     Pod,
     free_array,
+    gang_instances,
     node_index,
     slots_array,
     usable_expr,
@@ -351,7 +352,6 @@ def _model_block(
         "cpu_memory": ((gpu_slots - slots) * p).sum(axis=0),
     }
     if shape.locality == "node":
-        instances = slots // k
         group_slots = slots
     else:
         if shape.locality == "switch":
@@ -365,8 +365,8 @@ def _model_block(
             group_slots = np.add.reduceat(slots[order], starts, axis=0)
         else:  # any: the model's rows are one group
             group_slots = slots.sum(axis=0, keepdims=True)
-        instances = group_slots // k
-    out["topology"] = ((group_slots - instances * k) * p).sum(axis=0)
+    instances, left = gang_instances(group_slots, k)
+    out["topology"] = (left * p).sum(axis=0)
     count = instances.sum(axis=0)
     out["instances"] = count
     out["usable"] = count * shape.gpus

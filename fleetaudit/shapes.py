@@ -35,6 +35,7 @@ from fleetaudit.capacity import (
     UNBOUNDED,
     Pod,
     block_domains,
+    gang_instances,
     over_committed,
     slot_exprs,
     switch_domains,
@@ -382,13 +383,11 @@ def group_slots(slots: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     """Slots per group (domain, model or node), its instances and its topology-stranded GPUs."""
     k = shape.pods
     key = group_key(shape)
+    instances, left = gang_instances(pl.col("slots"), k)
     return (
         slots.group_by(key)
         .agg(pl.col("slots").sum())
-        .with_columns((pl.col("slots") // k).alias("instances"))
-        .with_columns(
-            ((pl.col("slots") - pl.col("instances") * k) * shape.gpus_per_pod).alias("topology")
-        )
+        .with_columns(instances.alias("instances"), (left * shape.gpus_per_pod).alias("topology"))
         .sort(key)
     )
 
