@@ -32,10 +32,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-import numpy as np
 import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
+# numpy loads when an array form runs: ingest and the command line's start-up
+# import this module (through occupancy) without it.
 
 __all__ = [
     "BLOCK_DOMAIN",
@@ -117,9 +121,12 @@ def to_quantity(units: int) -> float:
 def free_array(capacity: np.ndarray, used: np.ndarray) -> np.ndarray:
     """:func:`free_units` over int64 arrays.
 
+    >>> import numpy as np
     >>> free_array(np.array([8, 8, UNBOUNDED]), np.array([3, 9, 5])).tolist() == [5, 0, UNBOUNDED]
     True
     """
+    import numpy as np
+
     capacity = np.asarray(capacity, dtype=np.int64)
     return np.where(capacity >= UNBOUNDED, UNBOUNDED, np.maximum(capacity - used, 0))
 
@@ -320,6 +327,8 @@ def node_arrays(nodes: pl.DataFrame) -> NodeArrays:
     >>> arrays.node_id, arrays.usable.tolist(), arrays.memory.tolist() == [UNBOUNDED, 64_000_000]
     (['n1', 'n2'], [True, True], True)
     """
+    import numpy as np
+
     index = node_index(nodes)
     return NodeArrays(
         node_id=index["node_id"].to_list(),
@@ -418,7 +427,7 @@ def first_fit_decreasing(sizes: Iterable[int]) -> list[int]:
     return bins
 
 
-GangSlots = TypeVar("GangSlots", int, np.ndarray, pl.Expr)
+GangSlots = TypeVar("GangSlots", int, "np.ndarray", pl.Expr)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -525,11 +534,14 @@ def slots_array(
         A dimension the pod does not need has the scalar :data:`UNBOUNDED` as its
         slots (it broadcasts), so it costs no array and no pass.
 
+    >>> import numpy as np
     >>> out = slots_array(Pod(0, 4, 16_000_000, 0), np.array([8, 8, 3]),
     ...     np.array([24_000_000, 64_000_000, 64_000_000]), np.array([UNBOUNDED] * 3))
     >>> out["slots"].tolist(), out["cpu_slots"].tolist(), int(out["memory_slots"]) == UNBOUNDED
     ([1, 2, 0], [1, 4, 4], True)
     """
+    import numpy as np
+
     free_gpus_window = np.asarray(free_gpus_window)
     if pod.share:
         gpu = free_gpus_window.astype(np.int64) * (SHARE_UNITS // pod.share)
@@ -630,6 +642,7 @@ def gang_instances(slots: GangSlots, pods: int) -> tuple[GangSlots, GangSlots]:
 
     >>> gang_instances(11, 4)
     (2, 3)
+    >>> import numpy as np
     >>> [a.tolist() for a in gang_instances(np.array([3, 8, 9]), 4)]
     [[0, 2, 2], [3, 0, 1]]
     >>> pl.select(*(e.alias(n) for e, n in zip(gang_instances(pl.lit(9), 4), "il"))).row(0)
