@@ -59,6 +59,7 @@ __all__ = [
     "node_arrays",
     "node_index",
     "node_slots",
+    "node_slots_at",
     "optional_column",
     "over_committed",
     "packed_fills",
@@ -512,6 +513,44 @@ def node_slots(
     else:
         gpu = free_gpus_window // pod.gpus
     return min(gpu, _by(free_cpus, pod.cpus), _by(free_memory, pod.memory))
+
+
+def node_slots_at(
+    pod: Pod,
+    capacity: tuple[int, int, int],
+    used_gpus: int,
+    peak: tuple[int, int, int],
+    fills: Iterable[int] = (),
+) -> int:
+    """:func:`node_slots` from a node's capacity and occupancy, in one call (for the
+    engines that track occupancy themselves, in hot loops: reclaim).
+
+    Args:
+        pod: the pod.
+        capacity: the node's GPUs, micro-cores and micro-GiB (:data:`UNBOUNDED`: unknown).
+        used_gpus: GPUs occupied at t (whole GPUs plus those the shares fill).
+        peak: the largest GPUs, micro-cores and micro-GiB occupied over the window.
+        fills: share pods only: the fills of the GPUs holding shares at t.
+
+    >>> node_slots_at(Pod(300_000, 0, 0, 0), (8, UNBOUNDED, UNBOUNDED), 7, (7, 0, 0), [700_000])
+    4
+    >>> node_slots_at(Pod(300_000, 0, 0, 0), (8, UNBOUNDED, UNBOUNDED), 9, (9, 0, 0), [700_000])
+    0
+    """
+    gpus, cpus, memory = capacity
+    free_window = gpus - peak[0] if gpus > peak[0] else 0
+    if pod.share:
+        slots = free_window * (SHARE_UNITS // pod.share)
+        # partly filled GPUs: only where nothing starts in W and the node is not over-committed
+        if used_gpus <= gpus and gpus - used_gpus == free_window:
+            slots += sum(max(SHARE_UNITS - fill, 0) // pod.share for fill in fills)
+    else:
+        slots = free_window // pod.gpus
+    if pod.cpus > 0 and cpus < UNBOUNDED:
+        slots = min(slots, max(cpus - peak[1], 0) // pod.cpus)
+    if pod.memory > 0 and memory < UNBOUNDED:
+        slots = min(slots, max(memory - peak[2], 0) // pod.memory)
+    return slots
 
 
 def slots_array(
