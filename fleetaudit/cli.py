@@ -26,9 +26,9 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__, console
-from fleetaudit.lazy import import_with_stand_ins
 from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.fsutil import is_stdout, write_output
+from fleetaudit.lazy import import_with_stand_ins
 from fleetaudit.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.options import (
     ASI_RELEASE_DAYS,

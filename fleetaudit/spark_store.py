@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-
-from fleetaudit.errors import FleetAuditError, QueryError
-from fleetaudit.spark_sql import spark_sql
-
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
+
+from fleetaudit.errors import FleetAuditError, QueryError
+from fleetaudit.spark_sql import spark_sql
 
 DEFAULT_MASTER = "local[*]"
 
