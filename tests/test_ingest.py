@@ -8,6 +8,8 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -562,9 +564,6 @@ def test_a_few_values_above_1_stay_row_rejects(store: Store, tmp_path: Path) -> 
 def test_parquet_instants_and_workload_labels(store: Store, tmp_path: Path) -> None:
     """Zoned Parquet instants are stored as UTC wall time (an infinite one is out of range);
     labels that are categories, synonyms in any spelling, unknown or blank map by hand."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     write(tmp_path / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H20,8,64\n")
     labels = ["training", " Fine-Tune ", "online.serving", "cpu_only", "Mystery", "", None]
     hour = 3_600_000_000  # microseconds
@@ -577,7 +576,9 @@ def test_parquet_instants_and_workload_labels(store: Store, tmp_path: Path) -> N
             "cpus": [4.0] * (len(labels) + 1),
             "priority": ["high"] * (len(labels) + 1),
             "workload": [*labels, "training"],
-            "start_time": pa.array([start] * (len(labels) + 1), pa.timestamp("us", tz="Asia/Tokyo")),
+            "start_time": pa.array(
+                [start] * (len(labels) + 1), pa.timestamp("us", tz="Asia/Tokyo")
+            ),
             "end_time": pa.array(
                 [start + hour] * len(labels) + [2**63 - 1], pa.timestamp("us", tz="UTC")
             ),
