@@ -8,9 +8,7 @@ columns the mapping needs, into staged Parquet files beside the store:
 - ``nodes`` from ``server_hourly`` (each server's last observed hour);
 - ``allocations``: consecutive pod-hours of one pod on one server with the same
   request, priority, job type and Standby flag collapse into one run; runs still
-  going at a day's last hour are carried into the next day. Only the GPU pod-hours
-  (about 7%) are staged in DuckDB; the CPU-only ones are grouped into runs and
-  summed per server-hour straight from the day's files;
+  going at a day's last hour are carried into the next day;
 - ``telemetry``: one row per GPU and hour from ``avg_gpu_sm_util``, on GPU
   indices synthesised per node (:func:`colour_gpus`);
 - the side tables ``asi_pod_hourly`` (GPU pod-hours, pruned) and
