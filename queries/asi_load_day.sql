@@ -1,6 +1,18 @@
--- One day of the ASI release's GPU pod-hours (gpu_request > 0; about 7% of the rows),
--- pruned and typed (_asi_pods), with the trace hour t. $files: the day's pod partition files.
--- The CPU-only pod-hours are never materialised: they are aggregated straight from the files
--- (asi_cpu_groups, asi_cpu_hours).
+-- One day of the ASI release's pod table, pruned to the adapter's columns, with the trace hour t.
+-- $files: the day's pod partition files. Nulls become 0 where the paper's scripts coerce them.
 CREATE OR REPLACE TEMP TABLE _asi_day AS
-SELECT * FROM _asi_pods($files) WHERE gpu_request > 0
+SELECT
+    CAST(day AS INTEGER) * 24 + CAST(hour AS INTEGER) AS t,
+    pod_id, workload_id, server_id, cluster_id, state_public, priority_class,
+    job_type_public, model_type_public, CAST(is_genai_request AS BOOLEAN) AS is_genai_request,
+    COALESCE(CAST(gpu_request AS DOUBLE), 0) AS gpu_request,
+    COALESCE(CAST(cpu_request_cores AS DOUBLE), 0) AS cpu_request_cores,
+    COALESCE(CAST(used_gpu_hours AS DOUBLE), 0) AS used_gpu_hours,
+    CAST(avg_gpu_sm_util AS DOUBLE) AS avg_gpu_sm_util,
+    CAST(ready_status AS BOOLEAN) AS ready_status,
+    CAST(schedule_delay_sec AS BIGINT) AS schedule_delay_sec,
+    filename AS _file, file_row_number + 1 AS _row
+FROM read_parquet(
+    $files, hive_partitioning = true, hive_types_autocast = false, union_by_name = true,
+    filename = true, file_row_number = true
+)

@@ -1,5 +1,5 @@
--- The day's GPU pod-hours and the GPU runs carried over from the day before (_asi_open), as
--- one view. A run is the consecutive hours of one pod on one server with the same GPU and CPU
+-- The day's pod-hours and the runs carried over from the day before (_asi_open), as one
+-- view. A run is the consecutive hours of one pod on one server with the same GPU and CPU
 -- request, priority, job type and Standby flag (README, "The alibaba-gpu-v2026 trace").
 CREATE OR REPLACE TEMP VIEW _asi_rows AS
 SELECT pod_id, server_id, t, t AS t0, gpu_request, cpu_request_cores, priority_class,
@@ -14,4 +14,3 @@ SELECT pod_id, server_id, t_last, t_start, gpu_request, cpu_request_cores, prior
        job_type_public, standby, gpu_hours, last_state, workload_id, cluster_id,
        model_type_public, is_genai_request, schedule_delay_sec, NULL, TRUE
 FROM _asi_open
-WHERE gpu_request > 0

@@ -298,25 +298,15 @@ def _stage(
         day_end = asi_trace.hour_index(day, 23)
         if server_files:
             _check_schemas(store, server_files, _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
-        day_dir = release.root / POD_TABLE / f"day={day}"
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
-        else:  # every step reads the day's files: a day without pod partitions reads none
-            pod_files = [_empty_pod_partition(folder, day)]
-        files = {"files": [str(f) for f in pod_files]}
-        pod_rows, may_lack_ids = _sql_row(store, load_sql("asi_pod_day_facts"), files, day_dir)
-        totals["pod_rows"] += int(pod_rows)
-        # GPU pod-hours (7%) are materialised; the CPU-only ones are aggregated from the files
-        _run(store, load_sql("asi_load_day"), files, pod_files[0])
-        _run(store, load_sql("asi_cpu_hours"), files, day_dir)
-        _run(store, load_sql("asi_mark_runs"), {}, day_dir)
-        _run(store, load_sql("asi_day_runs"), {}, day_dir)
-        _run(store, load_sql("asi_cpu_groups"), files, day_dir)
-        if store.scalar("SELECT count(*) FROM _asi_cpu_groups WHERE n <> t_last - t_min + 1"):
-            _run(store, load_sql("asi_cpu_runs"), files, day_dir)
+            files = {"files": [str(f) for f in pod_files]}
+            _run(store, load_sql("asi_load_day"), files, pod_files[0])
         else:
-            store.run(load_sql("asi_cpu_unbroken_runs"))
-        store.run("DROP TABLE _asi_cpu_groups")
+            store.run(load_sql("asi_create_empty_day"))
+        totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
+        _run(store, load_sql("asi_mark_runs"), {}, release.root / POD_TABLE / f"day={day}")
+        _run(store, load_sql("asi_day_runs"), {}, release.root / POD_TABLE / f"day={day}")
         params = {
             "trace_start": trace_start,
             "t_first": staged.t_first,
@@ -324,15 +314,21 @@ def _stage(
             "day_end": day_end,
             "last_day": last_day,
         }
-        window = {"day_end": day_end, "last_day": last_day}
-        closed, used, interval = _sql_row(store, load_sql("asi_closed_totals"), window, day_dir)
-        totals["runs"] += int(closed)
-        totals["used"] += float(used or 0.0)
-        totals["interval"] += float(interval or 0.0)
-        if closed:
+        allocations = store.sql(load_sql("asi_closed_allocations"), params)
+        totals["runs"] += allocations.height
+        totals["used"] += float(allocations["gpu_hours"].sum() or 0.0)
+        trace_end = trace_start + timedelta(hours=staged.t_last + 1)
+        held = pl.col("end_time").fill_null(pl.lit(trace_end)) - pl.col("start_time")
+        totals["interval"] += float(
+            allocations.select((pl.col("gpus") * held.dt.total_seconds() / 3600).sum()).item()
+            or 0.0
+        )
+        day_dir = release.root / POD_TABLE / f"day={day}"
+        if allocations.height:
             path = folder / f"allocations-{day}.parquet"
-            _copy(store, load_sql("asi_closed_allocations"), params, path)
+            allocations.write_parquet(path)
             staged.sources.append(_staged_source(path, "allocations", str(day_dir)))
+        del allocations  # the day's frames go as soon as they are staged: memory stays flat
 
         # servers: the day's hours for the side table, and the running last-seen facts
         if server_files:
@@ -362,21 +358,23 @@ def _stage(
 
         # telemetry: colour the day's GPU runs, then one row per GPU-hour
         say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): telemetry")
-        path = folder / f"pod-hours-{day}.parquet"
-        if _copy(store, load_sql("asi_side_pod_hours"), {}, path):
+        pod_side = store.sql(load_sql("asi_side_pod_hours"))
+        if pod_side.height:
+            path = folder / f"pod-hours-{day}.parquet"
+            pod_side.write_parquet(path)
             staged.pod_hours.append(str(path))
+        del pod_side
         runs = store.sql(load_sql("asi_gpu_runs"))
         gpu_hours = store.sql(load_sql("asi_gpu_hours"))
-        if may_lack_ids:
+        rejects = store.sql(load_sql("asi_pod_rejects"))
+        if rejects.height:
             path = folder / f"rejects-{day}.parquet"
-            rejected = _copy(store, load_sql("asi_pod_rejects"), files, path)
-            if rejected:
-                staged.rejects.append(str(path))
-                staged.pod_rejects += rejected
+            rejects.write_parquet(path)
+            staged.rejects.append(str(path))
+            staged.pod_rejects += rejects.height
         store.run(load_sql("asi_carry_open_runs"), {"day_end": day_end, "last_day": last_day})
         store.run("DROP VIEW IF EXISTS _asi_rows")
-        # frees DuckDB's memory for the colouring
-        for scratch in ("_asi_day", "_asi_runs", "_asi_cpu_hours"):
+        for scratch in ("_asi_day", "_asi_runs"):  # frees DuckDB's memory for the colouring
             store.run(f"DROP TABLE IF EXISTS {scratch}")
         where = holders.place_day(runs, day_end)
         del runs
@@ -387,7 +385,7 @@ def _stage(
         if written:
             staged.sources.append(_staged_source(path, "telemetry", str(day_dir)))
 
-    for name in ("_asi_runs", "_asi_open", "_asi_cpu_hours"):
+    for name in ("_asi_runs", "_asi_open"):
         store.run(f"DROP TABLE IF EXISTS {name}")
 
     if servers is None or servers.height == 0:
@@ -447,43 +445,6 @@ def _run(store: Store, sql: str, params: dict[str, object], where: Path) -> None
         store.run(sql, params)
     except QueryError as exc:
         raise InputError(str(where), f"cannot read: {exc.message}") from exc
-
-
-def _sql_row(
-    store: Store, sql: str, params: dict[str, object], where: Path
-) -> tuple[object, ...]:
-    """The one row of a query on the release's files (a read error names ``where``)."""
-    try:
-        return store.sql(sql, params).row(0)
-    except QueryError as exc:
-        raise InputError(str(where), f"cannot read: {exc.message}") from exc
-
-
-def _copy(store: Store, sql: str, params: dict[str, object], path: Path) -> int:
-    """Write a query's rows to the Parquet file ``path``, in the query's order; rows written.
-
-    No file is left when there are no rows.
-    """
-    store.run("SET preserve_insertion_order = true")
-    try:
-        written = store.run(
-            f"COPY ({sql}) TO $_path (FORMAT parquet)", {**params, "_path": str(path)}
-        )
-    except QueryError as exc:
-        raise InputError(str(path.parent), f"cannot write: {exc.message}") from exc
-    finally:
-        store.run("SET preserve_insertion_order = false")
-    if not written:
-        path.unlink(missing_ok=True)
-    return int(written or 0)
-
-
-def _empty_pod_partition(folder: Path, day: int) -> Path:
-    """A pod partition of no rows for a day the release has no pod partition of."""
-    path = folder / "empty" / f"day={day}" / "hour=00" / "part-000.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(asi_trace.POD_SCHEMA.empty_table(), path)
-    return path
 
 
 def _bucket_of(column: str, frame: pl.DataFrame) -> pl.Expr:
