@@ -1,5 +1,7 @@
 -- One day of the ASI release's pod table, pruned to the adapter's columns, with the trace hour t.
 -- $files: the day's pod partition files. Nulls become 0 where the paper's scripts coerce them.
+-- No file name or row number per row (the name is the longest value of a row): asi_pod_rejects reads
+-- them from the files for the few rows without an id.
 CREATE OR REPLACE TEMP TABLE _asi_day AS
 SELECT
     CAST(day AS INTEGER) * 24 + CAST(hour AS INTEGER) AS t,
@@ -10,9 +12,7 @@ SELECT
     COALESCE(CAST(used_gpu_hours AS DOUBLE), 0) AS used_gpu_hours,
     CAST(avg_gpu_sm_util AS DOUBLE) AS avg_gpu_sm_util,
     CAST(ready_status AS BOOLEAN) AS ready_status,
-    CAST(schedule_delay_sec AS BIGINT) AS schedule_delay_sec,
-    filename AS _file, file_row_number + 1 AS _row
+    CAST(schedule_delay_sec AS BIGINT) AS schedule_delay_sec
 FROM read_parquet(
-    $files, hive_partitioning = true, hive_types_autocast = false, union_by_name = true,
-    filename = true, file_row_number = true
+    $files, hive_partitioning = true, hive_types_autocast = false, union_by_name = true
 )

@@ -8,6 +8,8 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -557,3 +559,41 @@ def test_a_few_values_above_1_stay_row_rejects(store: Store, tmp_path: Path) -> 
     write(tmp_path / "telemetry.csv", "\n".join(rows) + "\n")
     result = ingest(store, [tmp_path])
     assert {t.table: t.rejected for t in result.tables}["telemetry"] == 9
+
+
+def test_parquet_instants_and_workload_labels(store: Store, tmp_path: Path) -> None:
+    """Zoned Parquet instants are stored as UTC wall time (an infinite one is out of range);
+    labels that are categories, synonyms in any spelling, unknown or blank map by hand."""
+    write(tmp_path / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H20,8,64\n")
+    labels = ["training", " Fine-Tune ", "online.serving", "cpu_only", "Mystery", "", None]
+    hour = 3_600_000_000  # microseconds
+    start = 1_767_261_600_000_000  # 2026-01-01T10:00Z
+    table = pa.table(
+        {
+            "alloc_id": [f"a{i}" for i in range(len(labels) + 1)],
+            "node_id": ["n1"] * (len(labels) + 1),
+            "gpus": [1.0] * (len(labels) + 1),
+            "cpus": [4.0] * (len(labels) + 1),
+            "priority": ["high"] * (len(labels) + 1),
+            "workload": [*labels, "training"],
+            "start_time": pa.array(
+                [start] * (len(labels) + 1), pa.timestamp("us", tz="Asia/Tokyo")
+            ),
+            "end_time": pa.array(
+                [start + hour] * len(labels) + [2**63 - 1], pa.timestamp("us", tz="UTC")
+            ),
+        }
+    )
+    pq.write_table(table, tmp_path / "allocations.parquet")
+    ingest(store, [tmp_path / "nodes.csv"])
+    result = ingest(store, [tmp_path / "allocations.parquet"])
+    rows = store.sql(
+        "SELECT alloc_id, workload, start_time, end_time FROM allocations ORDER BY alloc_id"
+    ).rows()
+    expected = ["training", "training", "online_inference", "cpu_only", "other", None, None]
+    assert rows == [
+        (f"a{i}", category, datetime(2026, 1, 1, 10), datetime(2026, 1, 1, 11))
+        for i, category in enumerate(expected)
+    ]
+    assert result.rejected == 1
+    assert rejects(store)[0][1:3] == ("end_time", "infinity")

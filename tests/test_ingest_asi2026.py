@@ -371,3 +371,51 @@ def test_gpu_colouring_keeps_whole_gpus_apart_within_capacity(runs: list) -> Non
                 for index, share in colouring.placed[a]:
                     whole[index] += share == 1.0
         assert max(whole) <= 1
+
+
+def _fixture_with(root: Path, pods_at: dict[int, list[dict[str, object]]]) -> Path:
+    for t in (22, 23, 24, 25):
+        day, hour = divmod(t, 24)
+        write_partition(root, SERVER_TABLE, day, hour, table_of(server_rows(t), SERVER_SCHEMA))
+        if t in pods_at:
+            write_partition(root, POD_TABLE, day, hour, table_of(pods_at[t], POD_SCHEMA))
+    return root
+
+
+def test_cpu_only_run_split_by_a_changed_request(tmp_path: Path) -> None:
+    """p-cpu-1 asks 8 CPUs at t = 22, 23 (carried into day 1), 4 at 24, 8 again at 25: its
+    8-CPU hours on day 1 (23 carried, 25) are one group but two runs."""
+    cpus = {22: 8.0, 23: 8.0, 24: 4.0, 25: 8.0}
+    pods_at = {
+        t: [
+            {**row, "cpu_request_cores": cpus[t]}
+            for row in pod_rows(t)
+            if row["pod_id"] == "p-cpu-1"
+        ]
+        for t in cpus
+    }
+    db = tmp_path / "f.duckdb"
+    api.ingest_paths(api.StoreOptions(db), [_fixture_with(tmp_path / "data", pods_at)], OPTIONS)
+    rows = _table(
+        db, "SELECT alloc_id, cpus, workload, start_time, end_time FROM allocations ORDER BY 1"
+    ).rows()
+    assert rows == [
+        ("p-cpu-1@22", 8.0, "cpu_only", ts(22), ts(24)),
+        ("p-cpu-1@24", 4.0, "cpu_only", ts(24), ts(25)),
+        ("p-cpu-1@25", 8.0, "cpu_only", ts(25), None),
+    ]
+
+
+def test_day_without_pod_partitions(tmp_path: Path) -> None:
+    """Day 1 has server hours but no pod partition: day 0's runs end at its end (t = 24)."""
+    pods_at = {t: pod_rows(t) for t in (22, 23)}
+    db = tmp_path / "f.duckdb"
+    api.ingest_paths(api.StoreOptions(db), [_fixture_with(tmp_path / "data", pods_at)], OPTIONS)
+    ends = dict(
+        _table(db, "SELECT alloc_id, end_time FROM allocations ORDER BY 1").rows()
+    )
+    assert ends["p-cpu-1@22"] == ts(24)
+    assert ends["p-train-1@22"] == ts(24)
+    servers = _table(db, "SELECT t, count(*) AS n FROM asi_server_hourly GROUP BY t ORDER BY t")
+    assert servers.rows() == [(22, 4), (23, 4), (24, 4), (25, 3)]
+    assert _table(db, "SELECT max(t) AS t FROM asi_pod_hourly")["t"][0] == 23

@@ -366,8 +366,13 @@ def _stage(
         del pod_side
         runs = store.sql(load_sql("asi_gpu_runs"))
         gpu_hours = store.sql(load_sql("asi_gpu_hours"))
-        rejects = store.sql(load_sql("asi_pod_rejects"))
-        if rejects.height:
+        without_id = "SELECT count(*) FROM _asi_day WHERE pod_id IS NULL OR server_id IS NULL"
+        rejects = (
+            store.sql(load_sql("asi_pod_rejects"), {"files": [str(f) for f in pod_files]})
+            if pod_files and store.scalar(without_id)
+            else None
+        )
+        if rejects is not None and rejects.height:
             path = folder / f"rejects-{day}.parquet"
             rejects.write_parquet(path)
             staged.rejects.append(str(path))
