@@ -562,6 +562,8 @@ def state(
         console.print_csv(frame if duration else frame.drop("idle_window"))
     elif not to_stdout:  # stdout holds the file alone
         console.render_state(result.state, iso(result.at) or "", duration)
+    for text in result.notes:  # on stderr, like those of shapes and report
+        console.note(text)
 
 
 # The shape options of `shapes`, which `whatif compaction` takes too.
