@@ -285,6 +285,7 @@ class StateResult:
     duration: timedelta | None
     scenario: str | None
     state: pl.DataFrame
+    notes: tuple[str, ...] = ()
 
 
 def node_state(
@@ -304,6 +305,7 @@ def node_state(
     with reading(options) as store:
         instant = resolve_at(store, at, scenario)
         frame = state_at(store, instant, duration, scenario)
+        notes = tuple(data_notes(store, instant, instant, scenario))
     if out is not None:
         buffer = io.BytesIO()
         if fmt == "csv":
@@ -313,7 +315,7 @@ def node_state(
         else:
             frame.write_parquet(buffer)
         write_output(out, buffer.getvalue())
-    return StateResult(at=instant, duration=duration, scenario=scenario, state=frame)
+    return StateResult(at=instant, duration=duration, scenario=scenario, state=frame, notes=notes)
 
 
 def output_format(out: Path, given: str | None) -> str:

@@ -569,6 +569,8 @@ def state(
         console.print_csv(frame if duration else frame.drop("idle_window"))
     elif not to_stdout:  # stdout holds the file alone
         console.render_state(result.state, iso(result.at) or "", duration)
+    for text in result.notes:  # on stderr, like those of shapes and report
+        console.note(text)
 
 
 # The shape options of `shapes`, which `whatif compaction` takes too.
@@ -783,7 +785,7 @@ def whatif_placement(
     ] = False,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="By-time replay: the window [at - since, at] (default 1d)."),
+        typer.Option("--since", help="By-time replay: the window [at - since, at) (default 1d)."),
     ] = None,
     empty: Annotated[
         bool,
@@ -820,7 +822,7 @@ def whatif_placement(
 ) -> None:
     """Replay the stored requests onto the nodes under placement policies.
 
-    By time (default): arrivals and departures as recorded over [at - since, at],
+    By time (default): arrivals and departures as recorded over [at - since, at),
     from the state at the window's start (or --empty), waiting requests in a fifo
     or backfill queue; allocated and fragmented GPU % at every 5% of the window.
     --fill is the FGD paper's method: no departures, requests in an order shuffled

@@ -35,19 +35,17 @@ from fleetaudit.times import iso
 
 ENGINES = COMPACTION_ENGINES  # where the partitions' searches run
 
-# the options' names on the command line, for errors
+# the options' names on the command line, for errors; breadth, exact_nodes and
+# exact_time_limit_s have no flag (API callers only): their errors name the field
 _FLAGS = {
     "depth": "--depth",
     "rounds": "--rounds",
-    "breadth": "--breadth",
     "partition_nodes": "--partition-nodes",
     "jobs": "--jobs",
     "min_remaining_s": "--min-remaining",
     "state_gib_per_gpu": "--state-gib-per-gpu",
     "bandwidth_gbps": "--bandwidth-gbps",
     "warmup_s": "--warmup",
-    "exact_nodes": "--exact-nodes",
-    "exact_time_limit_s": "--exact-time-limit",
 }
 
 

@@ -36,7 +36,7 @@ class PlacementRun:
     shuffle: bool = True  # fill mode: the FGD authors' order, shuffled per seed
     at: datetime | None = None
     save_as: str | None = None
-    since: timedelta | None = None  # by-time replay window [at - since, at]; None = 1 day
+    since: timedelta | None = None  # by-time replay window [at - since, at); None = 1 day
     empty: bool = False  # by-time replay from an empty fleet
     queue: str = PLACEMENT_QUEUES[0]  # by-time replay queue: fifo or backfill
 
@@ -70,7 +70,7 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
     """Replay the store's requests onto its nodes under each policy.
 
     By time when ``run.fill_pct`` is None (:func:`placement.simulate_replay`
-    over [at - since, at]), else fill mode.
+    over [at - since, at)), else fill mode.
     """
     if run.fill_pct is None:
         return _whatif_replay(store_options, run)

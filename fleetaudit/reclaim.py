@@ -13,12 +13,14 @@ Contract:
   never below 0, and reported apart from usable capacity. The baseline is
   re-derived from ``evaluation.slots`` so that a count capped for display
   (``Evaluation.with_instances``) does not inflate it.
-- Eviction units: a sleepable container alone (it is put to sleep and loses
-  no work); otherwise a low-priority job, i.e. every active low-priority,
-  non-sleepable allocation sharing its ``job_id`` (a gang cannot keep running
-  with a member gone). A unit's allocations on nodes the shape cannot use are
-  victims too: they add nothing but are lost all the same.
-- Lost work of an allocation, in GPU-hours: 0 when sleepable; else
+- Eviction units: a high-priority sleepable container alone (it is put to
+  sleep and loses no work); otherwise a low-priority job, i.e. every active
+  low-priority allocation sharing its ``job_id``, sleepable or not (a gang
+  cannot keep running with a member gone; low-priority work is preemptible
+  anyway, and only high priority sleeps in ``whatif harvesting`` too). A
+  unit's allocations on nodes the shape cannot use are victims too: they add
+  nothing but are lost all the same.
+- Lost work of an allocation, in GPU-hours: 0 when put to sleep; else
   gpus x ((t - start_time) mod checkpoint_interval_s), or gpus x (t - start_time)
   when checkpoint_interval_s is null or 0 (counted in ``without_checkpoint``).
   A unit loses the sum of its allocations'. CPU-only work loses 0 GPU-hours.
@@ -79,7 +81,8 @@ class Reclaim:
         instances: instances that eviction adds to the evaluation's (never below 0).
         lost_gpu_hours: the work the victims lose (sleeping containers lose none).
         victims: alloc_ids evicted or put to sleep, sorted.
-        slept: victims that are sleepable containers (put to sleep, nothing lost).
+        slept: victims that are high-priority sleepable containers (put to sleep,
+            nothing lost).
         without_checkpoint: low-priority victims with no checkpoint_interval_s,
             whose loss is all their work since start.
     """
@@ -212,10 +215,16 @@ class _Units:
 
 
 def _candidates(allocations: pl.DataFrame, t: int) -> pl.DataFrame:
-    """Active candidates at t: alloc_id, job_id, node_id, sleepable, gpus_u, lost_us, checkpointed."""
+    """Active candidates at t: alloc_id, job_id, node_id, sleepable, gpus_u, lost_us, checkpointed.
+
+    ``sleepable`` is true for the candidates put to sleep: high-priority ones only.
+    """
     start = pl.col("start_time").dt.epoch("us")
     end = pl.col("end_time").dt.epoch("us")
-    sleepable = _flag(allocations, "sleepable")
+    low = (pl.col("priority") == "low").fill_null(False)
+    # only high-priority warm containers sleep, as in whatif harvesting; low-priority
+    # work is preemptible anyway: sleepable or not, it is evicted with its job
+    sleepable = _flag(allocations, "sleepable") & ~low
     checkpoint = _micro(_column(allocations, "checkpoint_interval_s", None, pl.Float64))
     checkpointed = checkpoint.fill_null(0) > 0
     since = pl.lit(t, dtype=pl.Int64) - start
@@ -223,7 +232,7 @@ def _candidates(allocations: pl.DataFrame, t: int) -> pl.DataFrame:
         allocations.lazy()
         .filter(
             (start <= t) & (end.is_null() | (end > t)),
-            (pl.col("priority") == "low").fill_null(False) | sleepable,
+            low | sleepable,
         )
         .select(
             pl.col("alloc_id").cast(pl.String),

@@ -105,6 +105,8 @@ class Cell:
     free_gpus: int
     gpus: int
     shade: str
+    label: str = ""  # the domain's name as it fits the cell (cell_label)
+    lone: bool = False  # a node without a switch: its own domain
 
 
 @dataclass(frozen=True)
@@ -286,6 +288,29 @@ HEAT_LEGEND = (
 )
 
 
+HEAT_LABEL_CHARS, HEAT_LABEL_TAIL = 12, 8
+
+
+def cell_label(domain: str) -> tuple[str, bool]:
+    """A switch domain's name as its heat-map cell shows it, and whether it is a lone node.
+
+    The level (``switch `` or ``node ``) is dropped: the heading says the cells are
+    switch domains, and a node without a switch is set in italics instead. A name
+    longer than the cell keeps its head and its last characters, where numbered
+    names differ (the tooltip holds the whole key).
+
+    >>> cell_label("switch sw-0011"), cell_label("switch cluster-east-leaf-0101")
+    (('sw-0011', False), ('clu…eaf-0101', False))
+    >>> cell_label("node n4")
+    ('n4', True)
+    """
+    level, _, name = domain.partition(" ")
+    if len(name) > HEAT_LABEL_CHARS:
+        head = HEAT_LABEL_CHARS - 1 - HEAT_LABEL_TAIL
+        name = name[:head] + "…" + name[-HEAT_LABEL_TAIL:]
+    return name, level == "node"
+
+
 def _heatmap(domains: pl.DataFrame, columns: int = HEAT_COLUMNS) -> tuple[tuple[Cell, ...], int]:
     """Cells in pixels: each model starts a new row under its name (a label row)."""
     cells: list[Cell] = []
@@ -296,6 +321,7 @@ def _heatmap(domains: pl.DataFrame, columns: int = HEAT_COLUMNS) -> tuple[tuple[
         for i, row in enumerate(group.iter_rows(named=True)):
             healthy = row["gpus"] - row["unhealthy_gpus"]
             share = row["free_gpus"] / healthy if healthy else None
+            label, lone = cell_label(row["domain"])
             cells.append(
                 Cell(
                     x=(i % columns) * (HEAT_W + 2),
@@ -305,6 +331,8 @@ def _heatmap(domains: pl.DataFrame, columns: int = HEAT_COLUMNS) -> tuple[tuple[
                     free_gpus=int(row["free_gpus"]),
                     gpus=int(row["gpus"]),
                     shade=_shade(share),
+                    label=label,
+                    lone=lone,
                 )
             )
         y += ((group.height + columns - 1) // columns) * (HEAT_H + 2) + 6

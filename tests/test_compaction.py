@@ -652,3 +652,47 @@ def test_the_partition_rows_carry_every_field_of_a_partition() -> None:
     from fleetaudit.compaction import PARTITION_SCHEMA, _Partition
 
     assert set(PARTITION_SCHEMA.names) == {f.name for f in fields(_Partition)}
+
+
+def _compaction_flags() -> set[str]:
+    import typer
+
+    from fleetaudit.cli import app
+
+    group = typer.main.get_command(app)
+    command = group.commands["whatif"].commands["compaction"]  # type: ignore[attr-defined]
+    return {opt for param in command.params for opt in param.opts}
+
+
+def test_every_flag_an_options_error_names_exists_on_the_command() -> None:
+    from fleetaudit.compaction_api import _FLAGS
+
+    flags = _compaction_flags()
+    assert {"--depth", "--rounds", "--jobs", "--warmup"} <= flags  # the command was found
+    assert sorted(f for f in _FLAGS.values() if f not in flags) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"depth": 0}, "--depth: must be 1 or more"),
+        ({"warmup_s": -1.0}, "--warmup: must be 0 or more"),
+        ({"bandwidth_gbps": 0.0}, "--bandwidth-gbps: must be above 0"),
+        # no flag sets these (API callers only): the error names the field
+        ({"breadth": 0}, "breadth: must be 1 or more"),
+        ({"exact_nodes": 0}, "exact_nodes: must be 1 or more"),
+        ({"exact_time_limit_s": -1.0}, "exact_time_limit_s: must be 0 or more"),
+    ],
+)
+def test_an_options_error_names_what_the_caller_can_change(
+    change: dict[str, Any], message: str
+) -> None:
+    from dataclasses import replace
+
+    from fleetaudit.compaction_api import CompactionRun, _checked
+    from fleetaudit.errors import UsageError
+
+    run = CompactionRun(jobs=1, options=replace(CompactionOptions(), **change))
+    with pytest.raises(UsageError) as caught:
+        _checked(run)
+    assert str(caught.value) == message

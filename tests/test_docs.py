@@ -51,6 +51,15 @@ def test_every_registered_command_has_help(path: tuple[str, ...]) -> None:
     assert len(summary) > 20, f"{' '.join(path)}: the help says too little: {summary!r}"
 
 
+@pytest.mark.parametrize("path", COMMAND_PATHS, ids=lambda p: " ".join(p) or "fleetaudit")
+def test_windows_ending_at_at_are_half_open_in_the_help(path: tuple[str, ...]) -> None:
+    """Every replay and report excludes ``at`` itself (a request submitted at ``at``
+    is not replayed): the help must not say ``[at - since, at]``."""
+    text = " ".join(_help(path).replace("│", " ").split())
+    assert "at - since, at]" not in text
+    assert "[at, at + duration]" not in text
+
+
 def _reference() -> str:
     parts = [
         "# Command-line reference\n",

@@ -259,6 +259,44 @@ def test_a_sleepable_member_of_a_job_sleeps_alone() -> None:
     assert result.lost_gpu_hours == 0.0
 
 
+def test_only_high_priority_sleepable_work_sleeps() -> None:
+    # As in whatif harvesting, only a high-priority warm container is put to sleep;
+    # low-priority work is preemptible anyway: marked sleepable or not, it is
+    # evicted with its job and loses its work since the last checkpoint.
+    nodes, allocations = frames(
+        [node("n1"), node("n2"), node("n3")],
+        [
+            alloc("ls", "n1", 8, job="j", sleepable=True, start=hours_before(1.5)),
+            alloc("lg", "n2", 2, job="j", start=hours_before(1.5)),
+            alloc("hs", "n3", 8, job="svc", priority="high", sleepable=True),
+        ],
+    )
+    _, result = run(nodes, allocations, make_shape("H20", 8))
+    # every node frees up: 3 instances; only hs sleeps
+    assert (result.instances, result.victims, result.slept) == (3, ("hs", "lg", "ls"), 1)
+    # job j: (8 + 2) GPUs x 30 min since the hourly checkpoint; hs loses nothing
+    assert result.lost_gpu_hours == pytest.approx(5.0)
+    assert result.without_checkpoint == 0
+
+
+def test_a_low_priority_sleepable_member_drags_its_job() -> None:
+    # ls (low, sleepable) shares job j with lg on the A10 node: evicting ls for the
+    # H20 shape loses lg too, as for any low-priority gang
+    nodes, allocations = frames(
+        [node("n1"), node("n2", model="A10")],
+        [
+            alloc("ls", "n1", 4, job="j", sleepable=True, checkpoint=None, start=hours_before(2)),
+            alloc("lg", "n2", 2, job="j", checkpoint=None, start=hours_before(2)),
+            alloc("h1", "n1", 0.5, priority="high"),
+        ],
+    )
+    _, result = run(nodes, allocations, make_shape("H20", 4))
+    assert (result.instances, result.victims, result.slept) == (1, ("lg", "ls"), 0)
+    # no checkpoint: (4 + 2) GPUs x 2 h
+    assert result.lost_gpu_hours == pytest.approx(12.0)
+    assert result.without_checkpoint == 2
+
+
 def test_a_cheaper_but_useless_victim_is_released() -> None:
     # Switch shape of 2 pods x 4 GPUs. Greedy takes the cheap c (n1 then holds
     # one pod) and then e (n2: two pods), which alone gives the instance: c is
@@ -455,6 +493,9 @@ def _candidates(allocations: pl.DataFrame) -> pl.DataFrame:
         pl.col("start_time") <= T,
         pl.col("end_time").is_null() | (pl.col("end_time") > T),
         (pl.col("priority") == "low") | pl.col("sleepable"),
+    ).with_columns(
+        # put to sleep: high-priority sleepable containers only
+        (pl.col("sleepable") & (pl.col("priority") == "high")).alias("sleeps")
     )
 
 
@@ -462,7 +503,7 @@ def _lost_gpu_hours(rows: pl.DataFrame) -> float:
     """A plain reference for the lost work of a set of allocations."""
     total = 0.0
     for r in rows.iter_rows(named=True):
-        if r["sleepable"]:
+        if r["sleeps"]:
             continue
         since = (T - r["start_time"]).total_seconds()
         if r["checkpoint_interval_s"]:
@@ -497,9 +538,9 @@ def test_reclaim_properties(fleet: tuple[pl.DataFrame, pl.DataFrame], shape: Sha
     chosen = candidates.filter(pl.col("alloc_id").is_in(sorted(victims)))
     assert result.lost_gpu_hours <= _lost_gpu_hours(candidates) + 1e-9
     assert result.lost_gpu_hours == pytest.approx(_lost_gpu_hours(chosen), abs=1e-9)
-    assert result.slept == chosen["sleepable"].sum()
-    # a low-priority victim drags its whole job (its sleepable members sleep alone)
-    gang = candidates.filter(~pl.col("sleepable")).with_columns(
+    assert result.slept == chosen["sleeps"].sum()
+    # a low-priority victim drags its whole job (its sleeping members sleep alone)
+    gang = candidates.filter(~pl.col("sleeps")).with_columns(
         pl.coalesce("job_id", "alloc_id").alias("job")
     )
     hit = set(gang.filter(pl.col("alloc_id").is_in(sorted(victims)))["job"])
@@ -508,7 +549,7 @@ def test_reclaim_properties(fleet: tuple[pl.DataFrame, pl.DataFrame], shape: Sha
         return  # partial GPUs count only on steady nodes: not monotone, no minimality
     # no victim unit is useless: releasing any one of them loses the target
     units = {("job", j) for j in hit} | {
-        ("alloc", a) for a in chosen.filter(pl.col("sleepable"))["alloc_id"]
+        ("alloc", a) for a in chosen.filter(pl.col("sleeps"))["alloc_id"]
     }
     for kind, key in units:
         released = set(gang.filter(pl.col("job") == key)["alloc_id"]) if kind == "job" else {key}

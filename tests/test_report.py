@@ -434,8 +434,8 @@ def test_hostile_ids_render_escaped(tmp_path: Path) -> None:
     assert f"<figcaption>M{escaped}</figcaption>" in page
     assert f"<title>M{escaped}: usable</title>" in page
     assert f'<text class="label" x="0" y="13">M{escaped}</text>' in page
-    # the domain, spelled as every command spells domains ("switch s1"), cut to fit its cell
-    assert "switch s&lt;sc…</text>" in page
+    # the switch's name, cut in the middle to fit its cell (head and tail escaped)
+    assert '<text x="4" y="31">s&lt;s…ript&gt;&amp;&#34;&#39;</text>' in page
     assert f"<title>switch s{escaped} (M{escaped}): 6 of 8 GPUs free</title>" in page
     assert f"<td>1</td><td>switch s{escaped}</td><td>M{escaped}</td>" in page  # where it strands
     assert "M<script>" in result.stdout  # the terminal prints the data as it is, no markup
@@ -984,3 +984,60 @@ def test_segment_rows_is_the_search_per_cell(nodes: int, stride: int, data: st.D
     query = np.arange(nodes, dtype=np.int64)[:, None] * stride + points[None, :]
     expected = np.searchsorted(keys, query.ravel(), side="right").reshape(nodes, len(points)) - 1
     assert den._segment_rows(keys, stride, nodes, points).tolist() == expected.tolist()
+HEAT_LABELS = DATA / "heatmap_labels"
+_CELL_LABEL = re.compile(  # a cell's first line: its label, not its "free" figure
+    r'<text x="\d+" y="\d+"( font-style="italic")?>(?!\d+/\d+ free)([^<]*)</text>'
+)
+
+
+def test_heatmap_labels_tell_the_cells_apart(tmp_path: Path) -> None:
+    """Switches sw-0011..13 (cut to "switch sw-0…" once), two long switch names that
+    differ only at the end, and two nodes without a switch (their own domains)."""
+    db, html = tmp_path / "labels.duckdb", tmp_path / "labels.html"
+    assert invoke("ingest", HEAT_LABELS, "--db", db).exit_code == 0
+    result = invoke(
+        "report", "--db", db, "--at", "2026-01-01T12:00:00Z", "--since", "6h", "--step", "1h",
+        "--html", html,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    page = html.read_text()
+    cells = _CELL_LABEL.findall(page)
+    # domains in their order (lone nodes sort first); a lone node's name in italics
+    assert cells == [
+        (' font-style="italic"', "gpu…ode-0017"),
+        (' font-style="italic"', "n9"),
+        ("", "clu…eaf-0101"),
+        ("", "clu…eaf-0102"),
+        ("", "sw-0011"),
+        ("", "sw-0012"),
+        ("", "sw-0013"),
+    ]
+    # the full name stays in the cell's tooltip
+    assert "<title>switch cluster-east-leaf-0102 (H20): 0 of 8 GPUs free</title>" in page
+    assert "<title>switch sw-0011 (H20): 4 of 8 GPUs free</title>" in page
+    assert "<title>node gpu-node-0017 (H20): 8 of 8 GPUs free</title>" in page
+
+
+@pytest.mark.parametrize(
+    ("domain", "label", "lone"),
+    [
+        ("switch sw-0011", "sw-0011", False),
+        ("node n4", "n4", True),
+        ("switch abcdefghijkl", "abcdefghijkl", False),  # 12 characters fit
+        ("switch abcdefghijklm", "abc…fghijklm", False),
+        ("node rack12-gpu-node-007", "rac…node-007", True),
+    ],
+)
+def test_heatmap_cell_label(domain: str, label: str, lone: bool) -> None:
+    from fleetaudit.report import cell_label
+
+    assert cell_label(domain) == (label, lone)
+
+
+@given(st.sampled_from(["switch ", "node "]), st.text(min_size=1, max_size=40))
+def test_a_cell_label_fits_and_keeps_the_tail(level: str, name: str) -> None:
+    from fleetaudit.report import cell_label
+
+    label, lone = cell_label(level + name)
+    assert len(label) <= 12 and lone == (level == "node ")
+    assert label == name if len(name) <= 12 else label.endswith(name[-8:])

@@ -105,3 +105,30 @@ def test_fill_on_a_store_without_requests_says_so(tmp_path: Path) -> None:
     assert code == 2
     assert "the store holds no requests to feed" in " ".join(output.split())
     assert "ask for no GPUs" not in output
+
+
+@pytest.mark.parametrize(
+    ("at", "note"),
+    [
+        # the data runs from 2025-12-25 (a3 starts) to 2026-01-02 (a10 starts)
+        ("2025-12-01T00:00:00Z", "--at 2025-12-01T00:00:00Z is before all of the data (the data runs from 2025-12-25"),
+        ("2026-01-05T00:00:00Z", "--at 2026-01-05T00:00:00Z is after all of the data (the data runs from 2025-12-25"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("extra", [(), ("--csv",), ("--duration", "6h")])
+def test_state_at_an_instant_outside_the_data_says_so(
+    hand_db: Path, at: str, note: str, extra: tuple[str, ...]
+) -> None:
+    """The same note as shapes and report give (on stderr, so --csv stays clean)."""
+    result = runner.invoke(app, ["state", "--db", str(hand_db), "--at", at, *extra])
+    assert result.exit_code == 0, result.output
+    assert note in " ".join(result.stderr.split())
+    assert "note:" not in result.stdout
+
+
+def test_state_inside_the_data_gives_no_note(hand_db: Path) -> None:
+    code, output = run("state", "--db", hand_db, "--at", "2025-12-30T00:00:00Z")
+    assert code == 0, output
+    assert "note:" not in output
+    code, output = run("state", "--db", hand_db, "--at", "2026-01-05T00:00:00Z", "--quiet")
+    assert code == 0 and "note:" not in output
