@@ -38,6 +38,7 @@ import polars as pl
 
 if TYPE_CHECKING:
     import numpy as np
+    from polars._typing import PolarsDataType
 # numpy loads when an array form runs: ingest and the command line's start-up
 # import this module (through occupancy) without it.
 
@@ -147,7 +148,7 @@ def free_units(capacity: int, used: int) -> int:
 
 
 def optional_column(
-    frame: pl.DataFrame, name: str, dtype: pl.DataType, default: object
+    frame: pl.DataFrame, name: str, dtype: PolarsDataType, default: object
 ) -> pl.Series:
     """A column of ``frame`` cast to ``dtype``, or ``default`` on every row when absent."""
     if name in frame.columns:
@@ -595,7 +596,7 @@ def slots_array(
         if need <= 0 or free is None:
             if need > 0:
                 raise ValueError(f"slots_array: {name} needs the free units of that dimension")
-            out[name] = np.int64(UNBOUNDED)  # type: ignore[assignment]
+            out[name] = np.int64(UNBOUNDED)
             continue
         free = np.asarray(free, dtype=np.int64)
         out[name] = np.where(free >= UNBOUNDED, UNBOUNDED, free // need)
