@@ -113,7 +113,7 @@ def test_every_command_gives_the_same_json_whatever_order_the_store_returns(
     api.ingest_paths(api.StoreOptions(tmp_path / f"{source.name}.duckdb"), [source])
     expected = _documents(source, tmp_path, commands)
     query = Store.query
-    for seed in (1, 2, 3):
+    for seed in (1, 2):
 
         def shuffled(self: Store, name: str, /, **params: Any) -> pl.DataFrame:
             frame = query(self, name, **params)
