@@ -8,7 +8,7 @@ Generates the fleet once (Parquet, no telemetry) into a store in --work, then
 times one over-time run ending at the export time (target < 10 min for 7 days
 of hourly rounds at ASI scale). It prints the time split into the two replays'
 rounds (the searches) and the rest, the rounds, moves, the time-averaged partial
-nodes with and without compaction and the peak RSS.
+nodes with and without compaction, the CPU time and the peak RSS.
 """
 
 from __future__ import annotations
@@ -24,6 +24,12 @@ from fleetaudit import compaction
 from fleetaudit.compaction_api import CompactionRun, whatif_compaction
 from fleetaudit.compaction_over_time import OverTimeOptions
 from fleetaudit.generate import GenerateOptions
+
+
+def _cpu_s() -> float:
+    """User + system seconds of this process and its finished worker processes."""
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(u.ru_utime + u.ru_stime for u in usage)
 
 
 def main() -> None:
@@ -62,6 +68,7 @@ def main() -> None:
             moves_per_hour=args.moves_per_hour, queue=args.queue,
         ),  # fmt: skip
     )
+    cpu_before = _cpu_s()
     started = time.perf_counter()
     report = whatif_compaction(store, run)
     seconds = time.perf_counter() - started
@@ -83,8 +90,9 @@ def main() -> None:
         f"({'-' if reduction is None else f'{reduction:+.1f}%'}, paper -20.2%); "
         f"arrived {over.arrived:,}, started {over.started[0]:,} / {over.started[1]:,}"
     )
+    cpu = _cpu_s() - cpu_before
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"  peak RSS {peak:,.0f} MiB")
+    print(f"  CPU (user + sys, worker processes included) {cpu:.1f} s; peak RSS {peak:,.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -260,8 +260,45 @@ def load_frames(
     """Nodes and the allocations active at some instant of [start, end)."""
     check_scenario(store, scenario)
     nodes = store.query("nodes")
-    allocations = store.query("allocations_overlapping", start=start, end=end, scenario=scenario)
-    return nodes, allocations
+    frames = [store.query("allocations_overlapping", start=start, end=end, scenario=scenario)]
+    return nodes, by_alloc_id(frames)
+
+
+def by_alloc_id(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The allocations frame ``frames`` holds, in alloc_id order (rows sharing an
+    alloc_id: by all their columns), so that no figure depends on the order in which
+    the store returned its rows; it is taken out of ``frames``.
+
+    The query leaves the order open: sorting 9.4 M rows in DuckDB, or with
+    ``DataFrame.sort`` (which gathers every column at once), peaks at about twice
+    the frame. Here the permutation and the columns gathered so far are extra, and
+    the frame is released as it goes (hence the list: no caller keeps a reference).
+    """
+    allocations = frames.pop()
+    if allocations.height < 2:
+        return allocations
+    order = allocations["alloc_id"].arg_sort(nulls_last=True)
+    ids = allocations["alloc_id"].gather(order)
+    if ids.slice(1).eq_missing(ids.slice(0, ids.len() - 1)).any():
+        order = allocations.select(
+            pl.arg_sort_by(allocations.columns, nulls_last=True, maintain_order=True)
+        ).to_series()
+    elif order.equals(pl.int_range(allocations.height, dtype=order.dtype, eager=True)):
+        return allocations
+    del ids
+    columns = []
+    for name in allocations.columns:  # the store's buffers go with the last column
+        columns.append(allocations.get_column(name).gather(order))
+        allocations = allocations.drop(name)
+    return pl.DataFrame(columns)
+    order = allocations["alloc_id"].arg_sort(nulls_last=True)
+    if order.equals(pl.Series(range(allocations.height), dtype=order.dtype)):
+        return allocations
+    columns = []
+    for name in allocations.columns:  # each column freed once gathered
+        columns.append(allocations.get_column(name).gather(order))
+        allocations = allocations.drop(name)
+    return pl.DataFrame(columns)
 
 
 def state_at(

@@ -318,14 +318,15 @@ def _partitions(
         (pl.len().over("_job") > 1).alias("_gang"),
         _movable_rows(at, options).alias("_movable"),
     ).join(scope.select("node_id"), on="node_id", how="semi")
-    by_node = {
-        node_id: rows
-        for (node_id,), rows in active.select(
-            "node_id", "alloc_id", _units("gpus").alias("g"), _units("cpus").alias("c"),
-            _units("memory_gib").alias("m"), pl.col("memory_gib").is_not_null().alias("mk"),
-            "_movable", "_gang",
-        ).partition_by("node_id", as_dict=True, maintain_order=True).items()
-    }  # fmt: skip
+    # node_id -> its rows (alloc_id, g, c, m, mk, _movable, _gang), in the frame's order:
+    # one pass over the rows (a frame per node cost a query per node and round)
+    by_node: dict[str, list[tuple[Any, ...]]] = {}
+    for node_id, *row in active.select(
+        "node_id", "alloc_id", _units("gpus").alias("g"), _units("cpus").alias("c"),
+        _units("memory_gib").alias("m"), pl.col("memory_gib").is_not_null().alias("mk"),
+        "_movable", "_gang",
+    ).iter_rows():  # fmt: skip
+        by_node.setdefault(node_id, []).append(tuple(row))
     out: list[_Partition] = []
     for (model,), model_nodes in scope.partition_by(
         "gpu_model", as_dict=True, maintain_order=True
@@ -352,7 +353,7 @@ def _partition(
     index: int,
     model: str,
     rows: list[dict[str, Any]],
-    by_node: dict[str, pl.DataFrame],
+    by_node: dict[str, list[tuple[Any, ...]]],
     specs: tuple[_ShapeSpec, ...],
     options: CompactionOptions,
 ) -> _Partition:
@@ -364,18 +365,15 @@ def _partition(
     for i, row in enumerate(rows):
         domain_index.setdefault(row["domain"], len(domain_index))
         block_index.setdefault(row[BLOCK_DOMAIN], len(block_index))
-        frame = by_node.get(row["node_id"])
-        if frame is None:
-            continue
-        for a in frame.iter_rows(named=True):
-            alloc["id"].append(a["alloc_id"])
+        for alloc_id, g, c, m, mk, mov, gang in by_node.get(row["node_id"], ()):
+            alloc["id"].append(alloc_id)
             alloc["node"].append(i)
-            alloc["g"].append(a["g"])
-            alloc["c"].append(a["c"])
-            alloc["m"].append(a["m"])
-            alloc["mk"].append(bool(a["mk"]))
-            alloc["mov"].append(bool(a["_movable"]))
-            alloc["gang"].append(bool(a["_gang"]))
+            alloc["g"].append(g)
+            alloc["c"].append(c)
+            alloc["m"].append(m)
+            alloc["mk"].append(bool(mk))
+            alloc["mov"].append(bool(mov))
+            alloc["gang"].append(bool(gang))
     return _Partition(
         index=index,
         gpu_model=model,

@@ -40,7 +40,7 @@ from fleetaudit import compaction, occupancy, placement
 from fleetaudit.compaction import CompactionOptions, Migration, Move
 from fleetaudit.errors import UsageError
 from fleetaudit.options import OverTimeOptions
-from fleetaudit.shapes import Shape, evaluate, make_shape
+from fleetaudit.shapes import Shape, group_slots, make_shape, node_slots
 from fleetaudit.times import epoch_us, from_epoch_us
 
 __all__ = [
@@ -199,8 +199,27 @@ def _side(nodes: pl.DataFrame, view: placement.ReplayView, frame: pl.DataFrame, 
     instances: tuple[int, ...] = ()
     if shapes:
         state = occupancy.node_state(nodes, frame, at)
-        instances = tuple(evaluate(state, s).instances for s in shapes)
+        instances = tuple(_instances(state, s) for s in shapes)
     return Side(free, partial, instances, view.queued)
+
+
+def _instances(state: pl.DataFrame, shape: Shape) -> int:
+    """:func:`fleetaudit.shapes.evaluate`'s instances, without the GPU ledger it adds."""
+    return int(group_slots(node_slots(state, shape), shape)["instances"].sum())
+
+
+def moved(frame: pl.DataFrame, moves: Sequence[Move]) -> pl.DataFrame:
+    """``frame`` (a replay's work at a tick) after ``moves``: each moved row on its last
+    destination. The replay's view lists the same rows, in the same order, after the
+    moves (a move changes where work runs, not its GPUs, CPUs or memory), so this
+    spares building the frame from the replay's state again."""
+    if not moves:
+        return frame
+    where = {m.alloc_id: m.destination for m in moves}
+    return frame.with_columns(
+        pl.col("alloc_id").replace_strict(where, default=pl.col("node_id"), return_dtype=pl.String)
+        .alias("node_id")
+    )  # fmt: skip
 
 
 def recorded_nodes(allocations: pl.DataFrame, requests: pl.DataFrame) -> dict[str, str]:
@@ -314,7 +333,7 @@ def compact_over_time(
             applied.append(m)
         after = before
         if applied:
-            after = _side(nodes, view, view.allocations(t), at, observed)
+            after = _side(nodes, view, moved(frame, applied), at, observed)
         rounds.append(
             Tick(at, before, before, after, len(result.moves), sum(m.gpus for m in result.moves),
                  tuple(applied), cut, frame if keep_frames else None)  # fmt: skip

@@ -120,6 +120,19 @@ def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     ).filter(_class_eq(frame, shape))
 
 
+def _of_shapes(frame: pl.DataFrame, shapes: Sequence[Shape]) -> pl.DataFrame:
+    """The requests of ``frame`` that some shape of ``shapes`` stands for, in their order.
+
+    The window's requests are read before the allocations and cut down to these
+    at once: a 90-day window at ASI scale holds 9 M of them.
+    """
+    if not shapes:
+        return frame.clear()
+    indexed = frame.with_row_index("_row")
+    rows = pl.concat([_same_shape(indexed, shape)["_row"] for shape in shapes])
+    return indexed.filter(pl.col("_row").is_in(rows.implode())).drop("_row")
+
+
 def _class_eq(frame: pl.DataFrame, shape: Shape) -> pl.Expr:
     wanted = duration_class(shape.duration_s)
     classed = duration_class_expr("duration_s")
@@ -238,12 +251,15 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         start = at - (options.history or timedelta(0))
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
-        nodes, allocations = load_frames(store, start, end, options.scenario)
         requests = (
-            store.query("requests_submitted_between", start=start, end=at)
+            _of_shapes(
+                store.query("requests_submitted_between", start=start, end=at),
+                [shape for shape, _ in pairs],
+            )
             if options.history is not None
             else None
         )
+        nodes, allocations = load_frames(store, start, end, options.scenario)
     states: dict[float | None, pl.DataFrame] = {}
     reports = []
     notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)

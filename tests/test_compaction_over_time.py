@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from fleetaudit import compaction_over_time as cot
 from fleetaudit.cli import app
 from fleetaudit.compaction import CompactionOptions, Move, compact
 from fleetaudit.compaction_over_time import (
@@ -23,6 +24,8 @@ from fleetaudit.compaction_over_time import (
 )
 from fleetaudit.compaction_replay import replay_ledger
 from fleetaudit.errors import UsageError
+from fleetaudit.shapes import make_shape
+from fleetaudit.times import epoch_us
 from tests.test_compaction import T, fleets, make_allocations, make_nodes
 
 DATA = Path(__file__).parent / "data" / "overtime"
@@ -372,3 +375,40 @@ def test_a_destinations_shares_are_packed_before_a_whole_gpu_moves_in() -> None:
     tick = result.ticks[1]
     assert (moves(tick), tick.cut) == ([("m", "a", "y")], "whole")
     assert (tick.after.free_nodes, tick.after.partial_nodes) == (1, 0)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets(max_nodes=6), arrivals(), st.sampled_from([1, 2, 5, 8]),
+       st.sampled_from(["fifo", "backfill"]))  # fmt: skip
+def test_a_rounds_state_after_its_moves_is_the_replays_own(fleet, requests, budget, queue) -> None:
+    """The state observed after a round's moves (the round's frame with the moved rows on
+    their destinations) is the frame the replay's view builds after them, row for row."""
+    nodes, allocations = fleet
+    assume(nodes.filter(pl.col("health") == "healthy")["gpus"].sum() > 0)
+    allocations = allocations.with_columns(pl.lit(T0 - H).alias("start_time"))
+    side = cot._side
+    seen = []
+
+    def checked_side(nodes, view, frame, at, shapes):  # type: ignore[no-untyped-def]
+        rebuilt = view.allocations(epoch_us(at))
+        assert frame.equals(rebuilt), (frame, rebuilt)
+        seen.append(frame)
+        return side(nodes, view, frame, at, shapes)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cot, "_side", checked_side)
+        result = compact_over_time(
+            nodes, allocations, requests, T0, T0 + 3 * H, (make_shape(None, 1),),
+            CompactionOptions(),
+            OverTimeOptions(every_s=1800, moves_per_hour=budget, queue=queue, policy="best-fit"),
+        )  # fmt: skip
+    applied = sum(1 for t in result.ticks if t.moves)
+    assert len(seen) == 2 * len(result.ticks) + applied  # without, before, and after moves
+
+
+def test_moved_puts_each_moved_row_on_its_last_destination() -> None:
+    frame = pl.DataFrame({"alloc_id": ["a1", "a2", "a3"], "node_id": ["n1", "n1", "n2"]})
+    got = cot.moved(frame, [_move(1, "a1", "n1", "n2", 1.0), _move(2, "a3", "n2", "n3", 1.0),
+                            _move(3, "a1", "n2", "n4", 1.0)])  # fmt: skip
+    assert got["node_id"].to_list() == ["n4", "n1", "n3"]
+    assert cot.moved(frame, []) is frame
