@@ -35,8 +35,11 @@ class PrebuiltReplayHook(BuildHookInterface):  # type: ignore[type-arg]
         finally:
             sys.path.remove(self.root)
         out = Path(tempfile.mkdtemp(prefix="fleetaudit-jit-"))
+        # the caches sit beside the kernel's source, wherever the package keeps it
+        kernel = next(Path(self.root, "fleetaudit").rglob("harvest_kernel.py"))
+        beside = kernel.parent.relative_to(self.root).as_posix()
         for path in jitcache.build(out):
-            build_data["force_include"][str(path)] = f"fleetaudit/{jitcache.PREBUILT}/{path.name}"
+            build_data["force_include"][str(path)] = f"{beside}/{jitcache.PREBUILT}/{path.name}"
         # numba's cache is for this Python: the wheel says so (any OS of this architecture
         # would load it, but pip picks wheels by tag and numba's are per platform anyway)
         build_data["pure_python"] = False

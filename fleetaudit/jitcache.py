@@ -206,7 +206,8 @@ def build(
 
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
-        root = str(Path(__file__).resolve().parents[1])  # this fleetaudit, not an installed one
+        # the folder that holds this fleetaudit package (not an installed one), at any depth
+        root = str(Path(__file__).resolve().parents[len(__name__.split(".")) - 1])
         search = os.pathsep.join(p for p in (*path, root, os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, ENV: scratch, CPU_ENV: CPU_NAME, "PYTHONPATH": search}
         env.pop("NUMBA_CPU_FEATURES", None)
