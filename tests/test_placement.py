@@ -16,6 +16,7 @@ from fleetaudit.errors import UsageError
 from fleetaudit.placement import (
     POLICIES,
     PlacementOptions,
+    Replay,
     fill_curves,
     fleet_fragmentation,
     replay_curves,
@@ -732,12 +733,10 @@ def random_replay_case(rng: random.Random) -> tuple[pl.DataFrame, pl.DataFrame, 
 
 @pytest.mark.parametrize("queue", ["backfill", "fifo"])
 @pytest.mark.parametrize("policy", POLICIES)
-def test_replay_backfill_precheck_gives_the_reference_results(policy, queue, monkeypatch) -> None:
+def test_replay_backfill_precheck_gives_the_reference_results(policy, queue) -> None:
     # The reference: the plain queue that retries every waiting shape (fifo: the
     # head) at every departure. The pre-check that skips shapes the freed nodes
     # cannot host must give exactly its starts, nodes and GPUs.
-    from fleetaudit import placement
-
     rng = random.Random(policy)
     waited = 0
     for case in range(60):
@@ -746,10 +745,10 @@ def test_replay_backfill_precheck_gives_the_reference_results(policy, queue, mon
         empty = case % 4 == 0
         results = []
         for precheck in (False, True):
-            monkeypatch.setattr(placement, "_BACKFILL_PRECHECK", precheck)
-            results.append(
-                simulate_replay(nodes, allocations, requests, options, *WINDOW, empty, queue)
+            replay = Replay(
+                nodes, allocations, requests, options, *WINDOW, empty, queue, precheck=precheck
             )
+            results.append(replay.run())
         reference, fast = results
         assert fast.allocations.equals(reference.allocations), case
         assert fast.waits.equals(reference.waits), case
