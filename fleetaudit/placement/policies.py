@@ -56,6 +56,10 @@ class _Run:
         self.best_key = self.state.free_total * _CPU_KEY + np.minimum(self.state.cpu, _CPU_KEY - 1)
         gpuless = fleet.gpus == 0
         self.gpuless: np.ndarray | None = gpuless if gpuless.any() else None
+        # A single pod placed ``among`` a few nodes is checked and chosen on those
+        # nodes only (the same node as over a whole-fleet mask; False: the mask, the
+        # reference the replay's tests compare to).
+        self.narrow = False
 
     def resync(self) -> None:
         """Recompute every derived array after the state was set in bulk."""
@@ -124,6 +128,47 @@ class _Run:
             n = int(np.where(fullest, self.best_key, np.iinfo(np.int64).max).argmin())
             return n, -1
         return self._choose_fgd(r, ok)
+
+    def fits(self, r: int, nodes: np.ndarray) -> np.ndarray:
+        """Which of ``nodes`` (node indices) can take one pod of r now (a mask over them)."""
+        w, st = self.workload, self.state
+        ok = (
+            w.model_ok[w.allowed[r], nodes]
+            & (st.cpu[nodes] >= w.cpu[r])
+            & (st.memory[nodes] >= w.memory[r])
+        )
+        if w.count[r]:
+            if w.share[r] < _U:
+                ok &= st.largest[nodes] >= w.share[r]
+            else:
+                ok &= st.whole[nodes] >= w.count[r]
+        return ok
+
+    def _choose_in(self, r: int, nodes: np.ndarray, ok: np.ndarray) -> tuple[int, int]:
+        """:meth:`_choose` on ``nodes`` (ascending node indices) where ``ok`` (a mask over
+        them): the same node as :meth:`_choose` with that mask over the whole fleet."""
+        idx = nodes[ok]
+        if not len(idx):
+            return -1, -1
+        if self.gpuless is not None and not self.workload.count[r]:
+            cpu_nodes = idx[self.gpuless[idx]]
+            if len(cpu_nodes):
+                idx = cpu_nodes
+        policy = self.policy
+        if policy == "first-fit":
+            return int(idx[0]), -1
+        if policy == "random":
+            return int(idx[self.rng.integers(len(idx))]), -1
+        if policy == "best-fit":
+            return int(idx[self.best_key[idx].argmin()]), -1
+        if policy == "topology":
+            fill = self.state.group_used / np.maximum(self.fleet.group_gpus, 1)
+            node_fill = fill[self.fleet.group[idx]]
+            fullest = idx[node_fill == node_fill.max()]
+            return int(fullest[self.best_key[fullest].argmin()]), -1
+        full = np.zeros(len(self.fleet.node_ids), dtype=bool)
+        full[idx] = True
+        return self._choose_fgd(r, full)
 
     def _choose_fgd(self, r: int, ok: np.ndarray) -> tuple[int, int]:
         q = int(self.workload.key[r])
@@ -289,6 +334,9 @@ class _Run:
         node can take it, so only these are checked.
         """
         w = self.workload
+        if among is not None and self.narrow and w.pods[r] == 1:
+            n, value = self._choose_in(r, among, self.fits(r, among))
+            return None if n < 0 else [(0, n, self._apply(r, n, value))]
         placed: list[tuple[int, int, list[int]]] = []
         within = self.gang_hosts(r)
         if within is not None and not within.any():

@@ -408,6 +408,12 @@ class Replay:
     where the nodes freed at that instant could now host it (see :meth:`retry`);
     off, every waiting shape (fifo: the head) is tried everywhere, the plain
     reference the pre-check must give the same results as.
+
+    ``memo`` (default on, with the pre-check): within one retry pass, a pod shape
+    that no freed node can take is not tried again (the pass only takes room), a
+    waiting request that cannot start on a freed node is skipped before the
+    policy runs, and a single pod is checked and chosen on the freed nodes only.
+    Off: the engine as it was before, which the tests compare it to.
     """
 
     def __init__(
@@ -423,6 +429,7 @@ class Replay:
         *,
         prefer: Mapping[str, str] | None = None,
         precheck: bool = True,
+        memo: bool = True,
     ) -> None:
         _check_replay(options, start, end, queue)
         fleet = _prepare_fleet(nodes)
@@ -447,7 +454,7 @@ class Replay:
         duration = np.where(np.isnan(duration_s), -1, np.round(np.nan_to_num(duration_s) * 1e6))
         self.options, self.queue, self.empty = options, queue, empty
         self.start, self.end = start, end
-        self.precheck = precheck
+        self.precheck, self.memo = precheck, memo and precheck
         self.fleet, self.workload = fleet, workload
         self.start_us, self.end_us = start_us, end_us
         self.submit = submit
@@ -456,6 +463,13 @@ class Replay:
         self.classes = classes = _replay_classes(workload)
 
         self.engine = run = _Run(fleet, workload, options.policy, options.seed)
+        run.narrow = self.memo
+        # requests whose pods are equal (what fits one pod fits the other)
+        self.pod_shape = (
+            _row_ids(np.column_stack([workload.share, workload.count, workload.cpu,
+                                      workload.memory, workload.allowed]))
+            if len(classes) else np.zeros(0, dtype=np.int64)
+        )  # fmt: skip
         # (time, seq, departure: >= 0 pod group, < 0 record)
         self.heap: list[tuple[int, int, int]] = []
         self.records: list[_Recorded] = []
@@ -603,7 +617,12 @@ class Replay:
         share, count = w.share[reps][:, None], w.count[reps][:, None]
         ok &= (count == 0) | (share >= _U) | (st.largest[freed][None, :] >= share)
         ok &= (count == 0) | (share < _U) | (st.whole[freed][None, :] >= count)
-        keep = ok.any(axis=1) | self.gang[reps]
+        keep = ok.any(axis=1)
+        if not self.memo:
+            keep |= self.gang[reps]
+        # (memo: a gang kept in one domain needs a domain whose room, in pods of its
+        # shape, reaches its size; since its last try only freed nodes gained room, and
+        # a freed node that takes none of its pods left its domain's room no higher.)
         return set(cls[keep].tolist())
 
     def retry(self, t: int, freed: list[int]) -> None:
@@ -619,6 +638,8 @@ class Replay:
                 self.freed_room.clear()
                 self.freed_domain_nodes.clear()
                 head = fifo[0]
+                if self.memo and not self.engine.fits(head, nodes).any():
+                    return  # no freed node takes one of its pods: no room was gained for it
                 if self.gang[head] and self._freed_domains_room(head, nodes) < int(
                     workload.pods[head]
                 ):
@@ -640,10 +661,23 @@ class Replay:
         else:
             heads = [(q[0][0], c) for c, q in waiting.items()]
         heapq.heapify(heads)
+        memo, engine, pod_shape = self.memo, self.engine, self.pod_shape
+        no_room: set[int] = set()  # this pass: pod shapes no freed node can take
         while heads:
             _, c = heapq.heappop(heads)
             q = waiting[c]
             r = q[0][1]
+            if memo:
+                # r's shape failed at its last try, and since then only the freed nodes
+                # gained room: a single pod fits only there, a gang needs room in pods
+                # (the fleet's, or a domain's) that only they can have raised. With
+                # none of them able to take one pod, it fails again.
+                shape = int(pod_shape[r])
+                if shape in no_room:
+                    continue
+                if not engine.fits(r, nodes).any():
+                    no_room.add(shape)
+                    continue
             if (
                 precheck
                 and c in self.hopeless
