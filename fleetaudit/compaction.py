@@ -60,8 +60,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -69,17 +68,20 @@ import polars as pl
 import pyarrow as pa
 
 from fleetaudit import occupancy
-from fleetaudit.occupancy import (
+from fleetaudit.capacity import (
     BLOCK_DOMAIN,
     SHARE_UNITS,
-    block_domains,
-    first_fit_decreasing,
+    UNBOUNDED,
+    Pod,
     micro_units,
-    switch_domains,
+    node_index,
+    node_slots,
+    packed_fills,
 )
 from fleetaudit.options import CompactionOptions
 from fleetaudit.parallel import map_processes
 from fleetaudit.shapes import Shape, evaluate
+from fleetaudit.times import epoch_us
 
 __all__ = [
     "CompactionOptions",
@@ -93,7 +95,6 @@ __all__ = [
 ]
 
 _U = SHARE_UNITS
-_BIG = 1 << 62  # unbounded memory, unbounded slots
 _EJECT_PER_NODE = 2  # ejections (one allocation, else a pair) tried on one destination
 _GIB_BITS = 8 * 1024**3 / 1e9  # gigabits in one GiB
 
@@ -231,12 +232,17 @@ def _number(value: float) -> int | float:
 class _ShapeSpec:
     """A shape as the search counts it on one model's nodes."""
 
-    share: int  # micro-GPUs of a share pod; 0 for whole-GPU pods
-    per_pod: int  # GPUs per pod (whole shapes)
-    cpus: int  # micro-cores per pod (0: unbounded)
-    memory: int  # micro-GiB per pod (0: unbounded)
+    share: int  # capacity.Pod's fields, flat for the Arrow rows of partitions_table
+    per_pod: int
+    cpus: int
+    memory: int
     pods: int  # k
     group: str  # switch, block, any or node
+
+    @property
+    def pod(self) -> Pod:
+        """One pod in units: the capacity model's :class:`~fleetaudit.capacity.Pod`."""
+        return Pod(self.share, self.per_pod, self.cpus, self.memory)
 
 
 @dataclass(frozen=True)
@@ -248,7 +254,7 @@ class _Partition:
     node_ids: tuple[str, ...]
     gpus: tuple[int, ...]
     cpus: tuple[int, ...]
-    memory: tuple[int, ...]  # _BIG when unknown
+    memory: tuple[int, ...]  # UNBOUNDED when unknown
     domain: tuple[int, ...]
     domains: int
     block: tuple[int, ...]  # each node's block domain, numbered within the partition
@@ -269,32 +275,13 @@ def _units(column: str) -> pl.Expr:
 
 
 def _shape_spec(shape: Shape) -> _ShapeSpec:
-    p = shape.gpus_per_pod
-    return _ShapeSpec(
-        share=round(shape.gpus * _U) if shape.is_share else 0,
-        per_pod=0 if shape.is_share else round(p),
-        cpus=round(p * shape.cpus_per_gpu * _U),
-        memory=round(p * shape.memory_gib_per_gpu * _U),
-        pods=shape.pods,
-        group=shape.locality,
-    )
-
-
-def _healthy_gpu_nodes(nodes: pl.DataFrame) -> pl.DataFrame:
-    return nodes.filter(
-        (pl.col("health").fill_null("healthy") == "healthy") & (pl.col("gpus").fill_null(0) > 0)
-    )
-
-
-def _epoch_us(at: datetime) -> int:
-    if at.tzinfo is not None:
-        at = at.astimezone(timezone.utc).replace(tzinfo=None)
-    return (at - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+    pod = Pod.of(shape)
+    return _ShapeSpec(pod.share, pod.gpus, pod.cpus, pod.memory, shape.pods, shape.locality)
 
 
 def _movable_rows(at: datetime, options: CompactionOptions) -> pl.Expr:
     """GPU-holding rows whose known end_time is not within ``min_remaining_s`` of t."""
-    horizon = _epoch_us(at + timedelta(seconds=options.min_remaining_s))
+    horizon = epoch_us(at + timedelta(seconds=options.min_remaining_s))
     end = pl.col("end_time").dt.epoch("us")
     ends_soon = end.is_not_null() & (end < horizon)
     return (pl.col("gpus").fill_null(0) > 0) & ~ends_soon
@@ -313,18 +300,14 @@ def _partitions(
     (its switch domains in order), so a block is never split and the search's
     per-partition block counts add up to the fleet's.
     """
-    healthy = _healthy_gpu_nodes(nodes)
     blocks = any(s.locality == "block" for s in shapes)
     unit = BLOCK_DOMAIN if blocks else "domain"
+    # usable nodes with GPUs, from the capacity model's node index
     scope = (
-        healthy
-        .with_columns(
-            pl.col("node_id").cast(pl.String),
-            switch_domains(healthy),
-            block_domains(healthy),
-        )
+        node_index(nodes)
+        .filter(pl.col("usable") & (pl.col("gpus") > 0))
         .sort("gpu_model", *([BLOCK_DOMAIN] if blocks else []), "domain", "node_id")
-    )  # fmt: skip
+    )
     active = occupancy.active_at(allocations, at).with_columns(
         pl.col("node_id").cast(pl.String),
         pl.coalesce(pl.col("job_id").cast(pl.String), pl.col("alloc_id").cast(pl.String)).alias(
@@ -393,14 +376,13 @@ def _partition(
             alloc["mk"].append(bool(a["mk"]))
             alloc["mov"].append(bool(a["_movable"]))
             alloc["gang"].append(bool(a["_gang"]))
-    memory = [_BIG if r["memory_gib"] is None else round(float(r["memory_gib"]) * _U) for r in rows]
     return _Partition(
         index=index,
         gpu_model=model,
         node_ids=tuple(r["node_id"] for r in rows),
         gpus=tuple(int(r["gpus"]) for r in rows),
-        cpus=tuple(round(float(r["cpus"] or 0) * _U) for r in rows),
-        memory=tuple(memory),
+        cpus=tuple(r["cpus_u"] for r in rows),
+        memory=tuple(r["memory_u"] for r in rows),
         domain=tuple(domain_index[r["domain"]] for r in rows),
         domains=len(domain_index),
         block=tuple(block_index[r[BLOCK_DOMAIN]] for r in rows),
@@ -418,17 +400,6 @@ def _partition(
 
 
 # ------------------------------------------------------------------ the search
-
-
-@lru_cache(maxsize=1 << 16)
-def _ffd(shares: tuple[int, ...]) -> tuple[int, ...]:
-    """FFD fills of a multiset of shares (any order), descending."""
-    return tuple(sorted(first_fit_decreasing(shares), reverse=True))
-
-
-def _key(shares: list[int], extra: int = 0) -> tuple[int, ...]:
-    items = [*shares, extra] if extra else shares
-    return tuple(sorted(items, reverse=True))
 
 
 _FREE, _PARTIAL, _FULL = 0, 1, 2
@@ -478,6 +449,7 @@ class _Search:
         self.free_nodes = 0
         self.partial = 0
         shapes = part.shapes
+        self.pods = [spec.pod for spec in shapes]
         self.node_slots = [[0] * n for _ in shapes]
         self.group_of = [self._groups(s) for s in shapes]
         self.group_slots = [[0] * (max(g) + 1 if g else 0) for g in self.group_of]
@@ -501,7 +473,7 @@ class _Search:
 
     def _refresh(self, i: int) -> None:
         """Recompute node i's derived values and the partition's running counts."""
-        fills = _ffd(_key(self.shares[i]))
+        fills = packed_fills(self.shares[i])
         occupied = self.whole[i] + len(fills)
         self.dom_used[self.dom[i]] += occupied - self.used[i]
         self.used[i] = occupied
@@ -520,8 +492,9 @@ class _Search:
             self.free_nodes += (status == _FREE) - (old == _FREE)
             self.partial += (status == _PARTIAL) - (old == _PARTIAL)
             self.status[i] = status
+        over = occupied > self.cap_g[i]
         for s, spec in enumerate(self.part.shapes):
-            slots = self._slots(spec, free_g, free_c, free_m, fills)
+            slots = node_slots(self.pods[s], free_g, free_c, free_m, fills=fills, over=over)
             old_slots = self.node_slots[s][i]
             if slots == old_slots:
                 continue
@@ -534,18 +507,6 @@ class _Search:
                 self.measure[s] += after - before
             else:
                 self.measure[s] += after // spec.pods - before // spec.pods
-
-    @staticmethod
-    def _slots(
-        spec: _ShapeSpec, free_g: int, free_c: int, free_m: int, fills: tuple[int, ...]
-    ) -> int:
-        if spec.share:
-            gpu = free_g * (_U // spec.share) + sum((_U - f) // spec.share for f in fills)
-        else:
-            gpu = free_g // spec.per_pod
-        cpu = free_c // spec.cpus if spec.cpus else _BIG
-        mem = free_m // spec.memory if spec.memory else _BIG
-        return min(gpu, cpu, mem)
 
     def _fits(self, a: int, d: int, without: tuple[int, ...] = ()) -> bool:
         """Whether allocation a fits node d now (optionally with the allocations ``without`` gone)."""
@@ -563,7 +524,8 @@ class _Search:
                 shares.remove(self.af[b])
         if cpu > self.cap_c[d] or mem > self.cap_m[d] or whole > self.cap_g[d]:
             return False
-        return whole + len(_ffd(_key(shares, self.af[a]))) <= self.cap_g[d]
+        extra = self.af[a]
+        return whole + len(packed_fills([*shares, extra] if extra else shares)) <= self.cap_g[d]
 
     def _place_on(self, a: int, d: int, record: bool = True) -> None:
         s = self.where[a]
@@ -889,7 +851,7 @@ def _exact(
         cpu_cap = max(part.cpus[i] - fixed[i][1], current[i][1])
         rows.append(([v for v, _ in gpu_terms[i]], [c for _, c in gpu_terms[i]], -np.inf, gpu_cap))
         rows.append(([v for v, _ in cpu_terms[i]], [c for _, c in cpu_terms[i]], -np.inf, cpu_cap))
-        if part.memory[i] < _BIG:
+        if part.memory[i] < UNBOUNDED:
             mem_cap = max(part.memory[i] - fixed[i][2], current[i][2])
             rows.append(
                 ([v for v, _ in mem_terms[i]], [c for _, c in mem_terms[i]], -np.inf, mem_cap)

@@ -23,7 +23,7 @@ nodes with GPUs, and the instances of the given shapes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from fleetaudit import occupancy
-from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing, switch_domain
+from fleetaudit.capacity import SHARE_UNITS, switch_domain, usable, usable_expr
 from fleetaudit.shapes import Shape, evaluate
 from fleetaudit.times import to_utc
 
@@ -65,6 +65,26 @@ class LedgerReplay:
     allocations: pl.DataFrame = field(repr=False)
 
 
+
+def _gpus_holding(shares: Iterable[int]) -> int:
+    """GPUs that shares (micro-GPUs) occupy, packed first-fit-decreasing.
+
+    Written here on purpose, apart from :mod:`fleetaudit.capacity`'s packing: the
+    replay checks the search's ledger, so it must not share the code it checks.
+
+    >>> _gpus_holding([400_000, 500_000, 600_000, 500_000]), _gpus_holding([700_000] * 3)
+    (2, 3)
+    """
+    free: list[int] = []  # room left on each opened GPU, in opening order
+    for size in sorted(shares, reverse=True):
+        slot = next((i for i, room in enumerate(free) if room >= size), None)
+        if slot is None:
+            free.append(SHARE_UNITS - size)
+        else:
+            free[slot] -= size
+    return len(free)
+
+
 def _micro(value: Any) -> int:
     return 0 if value is None else round(float(value) * SHARE_UNITS)
 
@@ -73,7 +93,7 @@ def _counts(
     nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime, shapes: Sequence[Shape]
 ) -> Counts:
     state = occupancy.node_state(nodes, allocations, at)
-    scope = state.filter((pl.col("health") == "healthy") & (pl.col("gpus") > 0))
+    scope = state.filter(usable_expr(state) & (pl.col("gpus") > 0))
     free = scope.filter(pl.col("gpus_used") == 0).height
     partial = scope.filter(
         (pl.col("gpus_used") > 0) & (pl.col("gpus_used") < pl.col("gpus"))
@@ -151,7 +171,7 @@ def replay_ledger(
         if target == source:
             raise LedgerError(step, f"{alloc_id} moves onto its own node")
         for node_id in (source, target):
-            if node_rows[node_id].get("health") != "healthy":
+            if not usable(node_rows[node_id].get("health")):
                 raise LedgerError(step, f"{node_id} is not healthy")
         if node_rows[source]["gpu_model"] != node_rows[target]["gpu_model"]:
             raise LedgerError(step, f"{source} and {target} are of different GPU models")
@@ -166,7 +186,7 @@ def replay_ledger(
         held = [rows[a] for a in on_node.get(target, set())] + [row]
         gpus = [_micro(r["gpus"]) for r in held]
         whole = sum(g // SHARE_UNITS for g in gpus)
-        shares = len(first_fit_decreasing(g % SHARE_UNITS for g in gpus if g % SHARE_UNITS))
+        shares = _gpus_holding(g % SHARE_UNITS for g in gpus if g % SHARE_UNITS)
         node = node_rows[target]
         if whole + shares > int(node["gpus"]):
             raise LedgerError(step, f"{target} cannot hold {alloc_id}'s GPUs")

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleetaudit.capacity import usable_expr
 from fleetaudit.charts import sparkline
 from fleetaudit.fsutil import stream_fd
 from fleetaudit.lazy import LazyModule
@@ -1349,7 +1350,7 @@ def status_frame(summary: StoreSummary) -> pl.DataFrame:
 
 def state_by_model(state: pl.DataFrame) -> pl.DataFrame:
     """``state``'s table (and ``state --csv``): GPUs by status per model, free and partial nodes."""
-    healthy = pl.col("health") == "healthy"
+    healthy = usable_expr(state)
     # capped at the node's GPUs, so the identity holds on over-committed nodes too
     used = pl.min_horizontal("gpus_used", "gpus")
     high = pl.min_horizontal("gpus_used_high", used)

@@ -42,15 +42,19 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from fleetaudit.history import _range_max as range_max  # the sweep's sparse-table maximum
-from fleetaudit.history import nearest_rank
-from fleetaudit.occupancy import (
+from fleetaudit.capacity import (
     BLOCK_DOMAIN,
     SHARE_UNITS,
-    block_domains,
-    occupancy_timeline,
-    switch_domains,
+    Pod,
+    free_array,
+    gang_instances,
+    node_index,
+    slots_array,
+    usable_expr,
 )
+from fleetaudit.history import _range_max as range_max  # the sweep's sparse-table maximum
+from fleetaudit.history import nearest_rank
+from fleetaudit.occupancy import occupancy_timeline
 from fleetaudit.shapes import CAUSES, Shape
 from fleetaudit.times import epoch_us
 
@@ -68,7 +72,6 @@ SPLIT = (*CAUSES, "unqueued")
 """The stranded causes of the report's idle split (SPEC §3's four, plus unqueued)."""
 LEDGER = ("installed", "unhealthy", "allocated_high", "allocated_low", "idle", "usable", *SPLIT)
 _ONE_US = timedelta(microseconds=1)
-_BIG = 1 << 40  # "unbounded" slots, as shapes.node_slots
 _QUANTILES = ((50, 100), (90, 100))
 _CHUNK_CELLS = 4_000_000
 """(node, instant) cells of one chunk of the schedulable sweep: its working arrays
@@ -154,7 +157,7 @@ def physical(
         .join(high, on="node_id", how="left")
         .with_columns(pl.col("all_us", "high_us").fill_null(0))
     )
-    healthy = pl.col("health") == "healthy"
+    healthy = usable_expr(per_node)
     return (
         per_node.group_by("gpu_model")
         .agg(
@@ -187,7 +190,7 @@ def tenant_hours(
     return (
         _overlap(allocations, start, end)
         .join(nodes.select(pl.col("node_id").cast(pl.String), "health"), on="node_id")
-        .filter(pl.col("health") == "healthy")
+        .filter(usable_expr())
         .group_by("tenant")
         .agg(
             (pl.col("alloc_gpu_s").filter(pl.col("priority") == "high").sum() / 3600).alias(
@@ -292,20 +295,16 @@ class _Layout:
     block: np.ndarray  # row -> index of its (model, block domain): not contiguous runs
     gpus: np.ndarray
     cpus_u: np.ndarray
-    mem_u: np.ndarray  # -1: unknown memory (unbounded)
-    healthy: np.ndarray
+    mem_u: np.ndarray  # capacity.UNBOUNDED: unknown memory
+    healthy: np.ndarray  # capacity.usable
 
 
 def _layout(nodes: pl.DataFrame) -> _Layout:
-    ranked = nodes.with_row_index("rank").with_columns(
-        switch_domains(nodes),
-        block_domains(nodes),
-    )
-    ordered = ranked.sort("gpu_model", "domain", "node_id")
+    # the capacity model's node index: rank is the position in node_id order
+    ordered = node_index(nodes).rename({"node": "rank"}).sort("gpu_model", "domain", "node_id")
     models = ordered["gpu_model"].unique(maintain_order=True).to_list()
     model_codes = ordered["gpu_model"].rle_id().to_numpy()
     starts = np.flatnonzero(np.r_[True, np.diff(model_codes) != 0])
-    mem = (ordered["memory_gib"].cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
     return _Layout(
         models=models,
         model_start=np.r_[starts, ordered.height].astype(np.int64),
@@ -315,10 +314,10 @@ def _layout(nodes: pl.DataFrame) -> _Layout:
         .to_series()
         .cast(pl.Int64)
         .to_numpy(),
-        gpus=ordered["gpus"].cast(pl.Int64).to_numpy(),
-        cpus_u=(ordered["cpus"].cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64).to_numpy(),
-        mem_u=mem.fill_null(-1).to_numpy(),
-        healthy=(ordered["health"] == "healthy").to_numpy(),
+        gpus=ordered["gpus"].to_numpy(),
+        cpus_u=ordered["cpus_u"].to_numpy(),
+        mem_u=ordered["memory_u"].to_numpy(),
+        healthy=ordered["usable"].to_numpy(),
     )
 
 
@@ -336,28 +335,23 @@ def _model_block(
 ) -> dict[str, np.ndarray]:
     """A whole-GPU shape on one model's rows at every instant: instances, usable, causes.
 
-    The arithmetic of :func:`fleetaudit.shapes.node_slots` and
-    :func:`fleetaudit.shapes.group_slots` on (nodes, instants) arrays. Unhealthy
-    rows have no free GPU, so they add nothing, as ineligible nodes do.
+    The capacity model's slot count (:func:`fleetaudit.capacity.slots_array`)
+    and :func:`fleetaudit.shapes.group_slots` on (nodes, instants) arrays.
+    Unhealthy rows have no free GPU, so they add nothing, as ineligible nodes do.
     """
     p = round(shape.gpus_per_pod)
     k = shape.pods
     fg = free_w["gpus"][rows]
-    gpu_slots = fg // p
-    slots = gpu_slots
-    for column, per_gpu in (("cpus", shape.cpus_per_gpu), ("memory", shape.memory_gib_per_gpu)):
-        need = round(p * per_gpu * SHARE_UNITS)
-        if need > 0:
-            free = free_w[column][rows]
-            bound = np.where(free < 0, _BIG, free // need)  # -1: unknown memory, unbounded
-            slots = np.minimum(slots, bound)
+    # free_w holds only the dimensions some shape needs (slots_array reads no other)
+    cpus, memory = (free_w[c][rows] if c in free_w else None for c in ("cpus", "memory"))
+    counted = slots_array(Pod.of(shape), fg, cpus, memory)
+    gpu_slots, slots = counted["gpu_slots"], counted["slots"]
     out = {
         "interval": (free_now[rows] - fg).sum(axis=0),
         "fragment": (fg - gpu_slots * p).sum(axis=0),
         "cpu_memory": ((gpu_slots - slots) * p).sum(axis=0),
     }
     if shape.locality == "node":
-        instances = slots // k
         group_slots = slots
     else:
         if shape.locality == "switch":
@@ -371,8 +365,8 @@ def _model_block(
             group_slots = np.add.reduceat(slots[order], starts, axis=0)
         else:  # any: the model's rows are one group
             group_slots = slots.sum(axis=0, keepdims=True)
-        instances = group_slots // k
-    out["topology"] = ((group_slots - instances * k) * p).sum(axis=0)
+    instances, left = gang_instances(group_slots, k)
+    out["topology"] = (left * p).sum(axis=0)
     count = instances.sum(axis=0)
     out["instances"] = count
     out["usable"] = count * shape.gpus
@@ -646,11 +640,10 @@ def schedulable(
             free_w: dict[str, np.ndarray] = {}
             for column, peak in peaks.items():
                 cap = capacity[column][:, None]
-                free = np.maximum(cap - peak, 0)
                 if column == "gpus":
-                    free = np.where(healthy, free, 0).astype(np.int32)
-                elif column == "memory":
-                    free = np.where(cap < 0, -1, free)
+                    free = np.where(healthy, np.maximum(cap - peak, 0), 0).astype(np.int32)
+                else:  # an undeclared dimension stays unbounded (capacity.UNBOUNDED)
+                    free = free_array(cap, peak)
                 free_w[column] = free
             del peaks
             for i in members:

@@ -10,7 +10,7 @@ Model (README, "Harvesting"):
 
 - Capacity is SPEC §2's occupancy, per node: whole GPUs plus the GPUs that the
   fractional parts fill when packed first-fit-decreasing
-  (:func:`fleetaudit.occupancy.first_fit_decreasing`), CPUs and memory plainly.
+  (:func:`fleetaudit.capacity.first_fit_decreasing`), CPUs and memory plainly.
   A null ``memory_gib`` is unbounded.
 - High-priority allocations run exactly as recorded: on their node, from
   start_time to end_time. So do low-priority allocations without GPUs (they do
@@ -57,7 +57,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import SHARE_UNITS, micro_units, optional_column, switch_domains
+from fleetaudit.capacity import SHARE_UNITS, micro_units, node_arrays, optional_column
 from fleetaudit.options import VICTIM_POLICIES
 from fleetaudit.times import epoch_us, to_utc
 
@@ -79,7 +79,6 @@ POLICIES = VICTIM_POLICIES
 _POLICY_CODES = {p: i for i, p in enumerate(POLICIES)}  # harvest_kernel's SPOTGPU .. RANDOM
 
 _U = SHARE_UNITS
-_UNBOUNDED = 1 << 62
 _Z95 = 1.6448536269514722  # the standard normal's 95th percentile
 _PROGRESS_SLICES = 50  # the replay reports progress this often when asked to
 
@@ -422,18 +421,16 @@ def prepare_replay(
     check_options(options, start, end)
 
     lo, hi = epoch_us(start), epoch_us(end)
-    # ---- nodes, sorted by node_id
-    frame = nodes.with_columns(pl.col("node_id").cast(pl.String)).sort("node_id")
-    node_ids: list[str] = frame["node_id"].to_list()
+    # ---- nodes, sorted by node_id: the capacity model's node index
+    fleet = node_arrays(nodes)
+    node_ids: list[str] = fleet.node_id
     n = len(node_ids)
-    models = frame["gpu_model"].cast(pl.String).fill_null("").to_list()
+    models = [m or "" for m in fleet.gpu_model]
     model_names = sorted(set(models))
     model_index = {m: i for i, m in enumerate(model_names)}
     model = [model_index[m] for m in models]
-    mem = optional_column(frame, "memory_gib", pl.Float64, None).to_list()
-    health = optional_column(frame, "health", pl.String, "healthy").to_list()
-    healthy = [h is None or h == "healthy" for h in health]
-    domain = switch_domains(frame).to_list()
+    healthy = fleet.usable.tolist()
+    domain = fleet.domain
     groups: dict[tuple[int, str], int] = {}
     group = [groups.setdefault((model[i], domain[i]), len(groups)) for i in range(n)]
     group_members: list[list[int]] = [[] for _ in groups]
@@ -609,10 +606,10 @@ def prepare_replay(
 
     static = dict(  # noqa: C408 (the kernel constructor's keywords)
         model=_ints(model),
-        gpus=frame["gpus"].cast(pl.Int64).fill_null(0).to_numpy().astype(np.int64),
-        cpus=_ints((optional_column(frame, "cpus", pl.Float64, 0.0).fill_null(0.0) * _U).round()),
-        mem=_ints([_UNBOUNDED if x is None else round(x * _U) for x in mem]),
-        healthy=np.asarray(healthy, dtype=np.bool_),
+        gpus=fleet.gpus,
+        cpus=fleet.cpus,
+        mem=fleet.memory,
+        healthy=fleet.usable,
         group=_ints(group),
         group_off=_offsets([len(x) for x in group_members]),
         group_nodes=_ints([i for x in group_members for i in x]),

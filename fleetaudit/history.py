@@ -33,13 +33,13 @@ tests compare against, series for series):
    a node's segments whose ends move forward with i. The maxima are evaluated
    only where that run changes, by a sparse-table range maximum processed one
    level at a time (O(segments) memory).
-4. Each (node, sample index where its state changes) gets its slots from
-   :func:`shapes.node_slots` itself: slots = min(GPU, CPU, memory slots), each
-   factor a function of its own free capacity, so node_slots runs on
-   node_state-like rows holding each distinct factor input once (a few hundred
-   rows for millions of changes) and every change looks its factors up. Share
-   shapes (per-GPU fills, "partly filled GPUs count only if nothing starts in
-   W") and CPU/memory bounds are thus the predicate's own code.
+4. Each (node, sample index where its state changes) gets its slots from the
+   capacity model the predicate uses (:func:`fleetaudit.capacity.slots_array`,
+   the array form of the rule :func:`shapes.node_slots` applies to frames):
+   slots = min(GPU, CPU, memory slots) over the free capacity in W; a share
+   shape's partly filled GPUs count by :func:`fleetaudit.capacity.share_room`
+   of the fills at t (computed once per distinct fills), only where nothing
+   starts in W and the node is not over-committed.
 5. Slot deltas are summed per group (:func:`shapes.group_key`: domain and model
    for ``switch``, block domain and model for ``block``, model for ``any``, node
    for ``node``) with a cumulative sum;
@@ -60,6 +60,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from fleetaudit.capacity import (
+    SHARE_UNITS,
+    Pod,
+    free_array,
+    micro_units,
+    node_index,
+    share_room,
+    slots_array,
+)
 from fleetaudit.errors import UsageError
 from fleetaudit.occupancy import block_domains, node_state, occupancy_timeline, switch_domains
 from fleetaudit.shapes import Shape, evaluate, group_key, node_slots
@@ -386,11 +395,6 @@ def _eligible_nodes(nodes: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     return nodes.filter(pl.col("node_id").is_in(keep.implode()))
 
 
-def _units(values: pl.Series) -> pl.Series:
-    """Quantities in integer micro-units, as occupancy counts them (null stays null)."""
-    return (values.cast(pl.Float64) * _MICRO).round().cast(pl.Int64)
-
-
 def _merged_unique(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """The sorted distinct values of two sorted arrays.
 
@@ -445,8 +449,7 @@ def _swept_instances(
     start = timeline["time"].dt.epoch("us").to_numpy()
     occupied = np.empty((timeline.height, 3), dtype=np.int64)
     occupied[:, 0] = timeline["gpus_used"].to_numpy()
-    occupied[:, 1] = _units(timeline["cpus_used"]).to_numpy()
-    occupied[:, 2] = _units(timeline["memory_used"]).to_numpy()
+    occupied[:, 1:] = timeline.select(micro_units("cpus_used"), micro_units("memory_used")).to_numpy()
     fills = timeline["share_fills"] if shape.is_share else None
     del timeline
     # (node, sample index) keys order as one int64: node x stride + index.
@@ -541,25 +544,6 @@ def _window_changes(
     return keys, _range_max(occupied, first, last)
 
 
-def _dense(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The sorted distinct values and each value's position among them."""
-    distinct = np.sort(pl.Series(values).unique().to_numpy())
-    return distinct, np.searchsorted(distinct, values)
-
-
-def _free_units(capacity: pl.Series, rows: np.ndarray, used: np.ndarray) -> np.ndarray:
-    """Free micro-units as node_state floors them; -1 where the capacity is unknown."""
-    units = _units(capacity)
-    known = units.is_not_null().to_numpy()[rows]
-    free = np.maximum(units.fill_null(0).to_numpy()[rows] - used, 0)
-    return np.where(known, free, -1)
-
-
-def _quantity(units: np.ndarray) -> pl.Series:
-    """Micro-units back to the Float64 node_state holds (numpy's exact division; -1 = null)."""
-    return pl.Series(np.where(units < 0, np.nan, units / _MICRO), nan_to_null=True)
-
-
 def _slots(
     eligible: pl.DataFrame,
     shape: Shape,
@@ -569,64 +553,41 @@ def _slots(
     fills: pl.Series | None,
     now_at: np.ndarray,
 ) -> np.ndarray:
-    """Slots of each (node, change) row, by shapes.node_slots.
+    """Slots of each (node, change) row: the capacity model's count
+    (:func:`fleetaudit.capacity.slots_array`) on the node's free capacity over W.
 
-    slots = min(GPU slots, CPU slots, memory slots) (SPEC §3), each factor a
-    function of its own free capacity over W (GPU slots of a share shape also
-    read the free GPUs and share fills at t), and every row is of an eligible
-    node. So node_slots runs once per distinct value of each factor's input,
-    on node_state-like rows of one eligible node, and each row looks its
-    factors up: millions of rows, a few hundred distinct states.
+    A share shape's partly filled GPUs take pods by
+    :func:`fleetaudit.capacity.share_room` of the fills at t, computed once per
+    distinct fills (millions of rows, a few hundred distinct fills), and only
+    where nothing starts in W and the node is not over-committed.
     """
-    capacity = eligible["gpus"].cast(pl.Int64).to_numpy()[row_node]
+    index = node_index(eligible)
+    if not index["node_id"].equals(eligible["node_id"].cast(pl.String)):
+        raise AssertionError("history: eligible nodes are not in node_id order")
+    capacity = index["gpus"].to_numpy()[row_node]
     free_window = np.maximum(capacity - peak[:, 0], 0)
-    free_now = np.maximum(capacity - used_now, 0)
-    if fills is None:
-        # whole-GPU slots read the window alone (free GPUs at t make the
-        # ledger's interval), so the window's value keys the GPU factor
-        gpu_key = free_window
-    else:
-        radix = int(max(free_window.max(initial=0), free_now.max(initial=0))) + 1
-        fills_code = fills.rank("dense").cast(pl.Int64).to_numpy()[now_at]
-        # an over-committed node's partly filled GPUs take nothing (shapes.node_slots)
-        over = (used_now > capacity).astype(np.int64)
-        gpu_key = ((fills_code * radix + free_now) * radix + free_window) * 2 + over
-    gpu_states, gpu_of_row = _dense(gpu_key)
-    cpu_states, cpu_of_row = _dense(_free_units(eligible["cpus"], row_node, peak[:, 1]))
-    memory_states, memory_of_row = _dense(_free_units(eligible["memory_gib"], row_node, peak[:, 2]))
-
-    # one row holding each GPU state, for its free GPUs and fills
-    holder = np.zeros(len(gpu_states), dtype=np.int64)
-    holder[gpu_of_row] = np.arange(len(gpu_key))
-    size = max(len(gpu_states), len(cpu_states), len(memory_states))
-
-    def padded(values: np.ndarray) -> np.ndarray:
-        # probe rows beyond a factor's distinct states repeat its first one
-        return np.concatenate([values, np.repeat(values[:1], size - len(values))])
-
-    probe: dict[str, Any] = {
-        "node_id": np.arange(size, dtype=np.int64),
-        "gpu_model": eligible["gpu_model"].gather([0] * size),
-        "health": eligible["health"].gather([0] * size),
-        "domain": eligible["domain"].gather([0] * size),
-        "free_gpus": padded(free_now[holder]),
-        "free_gpus_window": padded(free_window[holder]),
-        "free_cpus_window": _quantity(padded(cpu_states)),
-        "free_memory_gib_window": _quantity(padded(memory_states)),
-    }
-    if fills is not None:
-        probe["share_fills"] = fills.gather(padded(now_at[holder]))
-        probe["gpus_used"] = padded(used_now[holder])
-        probe["gpus"] = padded(capacity[holder])
-    factors = node_slots(pl.DataFrame(probe), shape)
-    if factors.height != size:
-        raise AssertionError("history: node_slots dropped a probe row of an eligible node")
-    gpu_slots = factors["gpu_slots"].cast(pl.Int64).to_numpy()[: len(gpu_states)]
-    cpu_slots = factors["cpu_slots"].cast(pl.Int64).to_numpy()[: len(cpu_states)]
-    memory_slots = factors["memory_slots"].cast(pl.Int64).to_numpy()[: len(memory_states)]
-    return np.minimum(
-        gpu_slots[gpu_of_row], np.minimum(cpu_slots[cpu_of_row], memory_slots[memory_of_row])
-    )
+    pod = Pod.of(shape)
+    room = None
+    if fills is not None and pod.share:
+        codes = fills.rank("dense").cast(pl.Int64).to_numpy()
+        distinct = (
+            pl.DataFrame({"code": codes, "fills": fills})
+            .unique("code", keep="first")
+            .sort("code")
+        )
+        room_of_code = np.zeros(int(codes.max(initial=0)) + 1, dtype=np.int64)
+        for code, values in distinct.iter_rows():
+            room_of_code[code] = share_room(pod.share, [round(f * SHARE_UNITS) for f in values])
+        free_now = np.maximum(capacity - used_now, 0)
+        counts = (free_now == free_window) & ~(used_now > capacity)
+        room = np.where(counts, room_of_code[codes[now_at]], 0)
+    return slots_array(
+        pod,
+        free_window,
+        free_array(index["cpus_u"].to_numpy()[row_node], peak[:, 1]),
+        free_array(index["memory_u"].to_numpy()[row_node], peak[:, 2]),
+        room,
+    )["slots"]
 
 
 def _fleet_instances(

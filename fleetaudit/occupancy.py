@@ -34,12 +34,26 @@ loop, over plain lists, with the packing of a multiset of share sizes memoised.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from functools import lru_cache
 
 import polars as pl
 
+from fleetaudit.capacity import (
+    BLOCK_DOMAIN,
+    SHARE_UNITS,
+    SWITCH_DOMAIN,
+    UNBOUNDED,
+    block_domains,
+    first_fit_decreasing,
+    micro_units,
+    optional_column,
+    packed_fills,
+    switch_domain,
+    switch_domains,
+    to_quantity,
+    usable_expr,
+)
 from fleetaudit.times import epoch_us
 
 __all__ = [
@@ -61,155 +75,12 @@ __all__ = [
     "switch_domains",
 ]
 
-SHARE_UNITS = 1_000_000
-"""Micro-units per GPU (and per CPU core, per GiB) used for exact arithmetic."""
-
 _FILLS_DTYPE = pl.List(pl.Float64)
 _COUNTS = ("gpus_used", "gpus_used_high")
 _QUANTITIES = ("cpus_used", "cpus_used_high", "memory_used", "memory_used_high")
 
 
-# --------------------------------------------------------------------------- FFD
-
-
-def first_fit_decreasing(sizes: Iterable[int]) -> list[int]:
-    """Pack share sizes first-fit-decreasing into GPUs of capacity ``SHARE_UNITS``.
-
-    Args:
-        sizes: share sizes in micro-units, each in ``(0, SHARE_UNITS]``, in any
-            order.
-
-    Returns:
-        The fill of each GPU used, in micro-units, in the order the GPUs were
-        opened. ``len(result)`` is the number of GPUs the shares occupy.
-
-    Example:
-        >>> first_fit_decreasing([400_000, 500_000, 600_000, 500_000])
-        [1000000, 1000000]
-        >>> first_fit_decreasing([300_000, 700_000, 700_000])
-        [1000000, 700000]
-    """
-    bins: list[int] = []
-    for size in sorted(sizes, reverse=True):
-        for i, fill in enumerate(bins):
-            if fill + size <= SHARE_UNITS:
-                bins[i] = fill + size
-                break
-        else:
-            bins.append(size)
-    return bins
-
-
-@lru_cache(maxsize=1 << 16)
-def _packed_fills(sizes_desc: tuple[int, ...]) -> tuple[int, ...]:
-    """FFD fills, sorted descending, of a multiset given as a descending tuple.
-
-    FFD's result depends only on the multiset of sizes (equal sizes are
-    interchangeable), so it is memoised on that multiset: fleets repeat the
-    same few share mixes on thousands of nodes and instants.
-    """
-    return tuple(sorted(first_fit_decreasing(sizes_desc), reverse=True))
-
-
 # ------------------------------------------------------------------ preparation
-
-
-def micro_units(column: str) -> pl.Expr:
-    """A quantity column in integer micro-units (null stays null): how every engine
-    counts GPUs, CPUs and memory exactly."""
-    return (pl.col(column).cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
-
-
-def optional_column(
-    frame: pl.DataFrame, name: str, dtype: pl.DataType, default: object
-) -> pl.Series:
-    """A column of ``frame`` cast to ``dtype``, or ``default`` on every row when absent."""
-    if name in frame.columns:
-        return frame[name].cast(dtype)
-    return pl.Series(name, [default] * frame.height, dtype=dtype)
-
-
-BLOCK_DOMAIN = "block_domain"
-"""The column :func:`block_domains` fills: the domain of ``block`` locality."""
-
-SWITCH_DOMAIN = "domain"
-"""The column :func:`switch_domains` fills: the domain of ``switch`` locality."""
-
-_BLOCK, _SWITCH, _NODE = "block ", "switch ", "node "
-"""The prefixes that name a domain's level, so keys of two levels never collide."""
-
-
-def switch_domain(switch_id: str | None, node_id: str) -> str:
-    """The ``switch`` locality domain of one node: the one definition.
-
-    A switch domain is the node's switch; a node without one is a domain by
-    itself. The key names its level (``switch s1``, ``node n1``), so a switch
-    and a node of the same name never share a domain, and the keys sort as the
-    plain names do within a level (every lone node before every switch).
-    :func:`switch_domains` is the same key for a frame.
-
-    >>> switch_domain("leaf1", "n2"), switch_domain(None, "leaf1")
-    ('switch leaf1', 'node leaf1')
-    """
-    return _SWITCH + switch_id if switch_id is not None else _NODE + node_id
-
-
-def _switch_key(switch: pl.Expr, node: pl.Expr) -> pl.Expr:
-    return (
-        pl.when(switch.is_not_null())
-        .then(pl.lit(_SWITCH) + switch)
-        .otherwise(pl.lit(_NODE) + node)
-    )
-
-
-def switch_domains(frame: pl.DataFrame) -> pl.Series:
-    """The ``switch`` locality domain of each node of ``frame`` (column ``domain``).
-
-    Each row's key is :func:`switch_domain` of its switch_id and node_id; a
-    frame without ``switch_id`` has every node a domain by itself.
-
-    >>> nodes = pl.DataFrame({"node_id": ["leaf1", "n2", "n3"],
-    ...     "switch_id": [None, "leaf1", "leaf1"]})
-    >>> switch_domains(nodes).to_list()
-    ['node leaf1', 'switch leaf1', 'switch leaf1']
-    """
-    node = frame["node_id"].cast(pl.String)
-    switch = optional_column(frame, "switch_id", pl.String, None)
-    return (
-        pl.DataFrame({"n": node, "s": switch})
-        .select(_switch_key(pl.col("s"), pl.col("n")).alias(SWITCH_DOMAIN))
-        .to_series()
-    )
-
-
-def block_domains(frame: pl.DataFrame) -> pl.Series:
-    """The ``block`` locality domain of each node of ``frame``: the one definition.
-
-    A block domain is the node's ``block_id``; a node without one is in its
-    switch's domain (a block holds at least its switch), and a node without
-    either is a domain by itself. The key names its level (``block b1``,
-    ``switch s1``, ``node n1``), so a block, a switch and a node of the same
-    name never share a domain. A frame without ``block_id`` (an older store) has
-    no blocks.
-
-    >>> nodes = pl.DataFrame({"node_id": ["a", "b", "c", "d"],
-    ...     "switch_id": ["s1", "s1", "s2", None], "block_id": ["b1", "b1", None, None]})
-    >>> block_domains(nodes).to_list()
-    ['block b1', 'block b1', 'switch s2', 'node d']
-    """
-    node = frame["node_id"].cast(pl.String)
-    switch = optional_column(frame, "switch_id", pl.String, None)
-    block = optional_column(frame, "block_id", pl.String, None)
-    return (
-        pl.DataFrame({"n": node, "s": switch, "b": block})
-        .select(
-            pl.when(pl.col("b").is_not_null())
-            .then(pl.lit(_BLOCK) + pl.col("b"))
-            .otherwise(_switch_key(pl.col("s"), pl.col("n")))
-            .alias(BLOCK_DOMAIN)
-        )
-        .to_series()
-    )
 
 
 def _divided(frame: pl.DataFrame, columns: Sequence[str], divisor: int) -> pl.DataFrame:
@@ -291,7 +162,7 @@ def _pack(items: pl.DataFrame, key: str) -> pl.DataFrame:
         j = i
         while j < n and key_col[j] == key_col[i]:
             j += 1
-        fills = _packed_fills(tuple(frac_col[i:j]))
+        fills = packed_fills(frac_col[i:j])
         gpu_keys.extend([key_col[i]] * len(fills))
         gpu_fills.extend(fill / SHARE_UNITS for fill in fills)
         i = j
@@ -450,7 +321,7 @@ def _share_packings(
             else:
                 active.remove(-size)
             i += 1
-        yield node, time, _packed_fills(tuple(sorted(active, reverse=True)))
+        yield node, time, packed_fills(active)
 
 
 def _share_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
@@ -758,7 +629,8 @@ def node_state(
     W is ``{at}`` without a duration (or with a zero one) and
     ``[at, at + duration)`` with one. Free capacity is capacity minus
     occupancy, floored at 0 (an over-committed node has nothing free); a null
-    ``memory_gib`` (unknown) is unbounded, so its free memory is ``inf``.
+    ``memory_gib`` (unknown) is unbounded, so its free memory is ``inf``
+    (:data:`fleetaudit.capacity.UNBOUNDED` as a quantity).
 
     Args:
         nodes: the nodes frame; all its columns are kept.
@@ -834,7 +706,7 @@ def node_state(
     )
     quantities = ["free_cpus", "free_memory_gib", "free_cpus_window", "free_memory_gib_window"]
     free_capacity = _divided(free_units, quantities, SHARE_UNITS).with_columns(
-        pl.col("free_memory_gib", "free_memory_gib_window").fill_null(float("inf"))
+        pl.col("free_memory_gib", "free_memory_gib_window").fill_null(to_quantity(UNBOUNDED))
     )
     return (
         nodes.with_columns(
@@ -866,10 +738,10 @@ def bound_nodes(state: pl.DataFrame) -> pl.DataFrame:
     ('H20', 2, 1, 1, 14)
     """
     eps = 1e-9
-    healthy = (pl.col("health") == "healthy") & (pl.col("free_gpus") > 0)
+    healthy = usable_expr(state) & (pl.col("free_gpus") > 0)
     cpu = (pl.col("cpus") > 0) & (pl.col("free_cpus") <= eps)
     memory = (pl.col("memory_gib").fill_null(0) > 0) & (
-        pl.col("free_memory_gib").fill_null(float("inf")) <= eps
+        pl.col("free_memory_gib").fill_null(to_quantity(UNBOUNDED)) <= eps
     )
     return (
         state.filter(healthy & (cpu | memory))

@@ -20,6 +20,7 @@ from fleetaudit.api import (
     save_scenario,
     writing,
 )
+from fleetaudit.capacity import usable_expr
 from fleetaudit.errors import UsageError
 
 
@@ -92,7 +93,7 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
         workers=min(os.cpu_count() or 1, 2),
     )
     curves = placement.fill_curves(nodes, requests, options, run.policies)
-    gpus = int(nodes.filter(pl.col("health") == "healthy")["gpus"].sum())
+    gpus = int(nodes.filter(usable_expr(nodes))["gpus"].sum())
     saved_policy = None
     if run.save_as is not None:
         saved_policy = run.policies[0]
@@ -147,7 +148,7 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
     curves = placement.replay_curves(
         nodes, allocations, requests, options, start, at, run.empty, run.queue, run.policies
     )
-    gpus = int(nodes.filter(pl.col("health") == "healthy")["gpus"].sum())
+    gpus = int(nodes.filter(usable_expr(nodes))["gpus"].sum())
     saved_policy = None
     if run.save_as is not None:
         saved_policy = run.policies[0]

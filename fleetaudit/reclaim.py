@@ -49,19 +49,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Any
 
 import polars as pl
 
-from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing
+from fleetaudit.capacity import (
+    SHARE_UNITS,
+    UNBOUNDED,
+    Pod,
+    free_units,
+    node_slots,
+    packed_fills,
+)
 from fleetaudit.shapes import Evaluation, Shape, group_key
 from fleetaudit.times import epoch_us
 
 __all__ = ["Reclaim", "reclaimable"]
 
 _US_PER_HOUR = 3_600 * 1_000_000
-_BIG = 1 << 40  # "unbounded" slots, as in shapes
 
 
 @dataclass(frozen=True)
@@ -103,27 +108,6 @@ class Reclaim:
 # ------------------------------------------------------------------ per-node slots
 
 
-@dataclass(frozen=True)
-class _Need:
-    """One pod of the shape, in integer units (0 = that dimension is unbounded)."""
-
-    share: int  # micro-GPUs of a share shape; 0 for whole-GPU shapes
-    gpus: int  # whole GPUs per pod (whole-GPU shapes)
-    cpus: int  # micro-cores per pod
-    memory: int  # micro-GiB per pod
-
-    @classmethod
-    def of(cls, shape: Shape) -> _Need:
-        p = shape.gpus_per_pod
-        # the same roundings as shapes.node_slots, so both count the same slots
-        return cls(
-            share=round(shape.gpus * SHARE_UNITS) if shape.is_share else 0,
-            gpus=0 if shape.is_share else round(p),
-            cpus=max(round(p * shape.cpus_per_gpu * SHARE_UNITS), 0),
-            memory=max(round(p * shape.memory_gib_per_gpu * SHARE_UNITS), 0),
-        )
-
-
 # A row is one allocation overlapping W on a node: (whole GPUs, fractional
 # micro-GPUs, micro-cores, micro-GiB, unit index). Tuples keep the hot loop cheap.
 _Row = tuple[int, int, int, int, int]
@@ -134,29 +118,23 @@ class _Node:
     """An eligible node that hosts a candidate: its capacity and its allocations over W."""
 
     gpus: int
-    cpus: int | None  # micro-units; None = unknown, i.e. unbounded
-    memory: int | None
+    cpus: int  # micro-units; capacity.UNBOUNDED when unknown
+    memory: int
     now: tuple[_Row, ...]  # active at t
     events: tuple[tuple[int, int, _Row], ...]  # (time, +1 start / -1 end, row) inside (t, t_end)
     group: int
 
 
-@lru_cache(maxsize=1 << 16)
-def _fills(sizes_desc: tuple[int, ...]) -> tuple[int, ...]:
-    """FFD fills of a multiset of shares; memoised, as fleets repeat a few share mixes."""
-    return tuple(first_fit_decreasing(sizes_desc))
-
-
 def _share_gpus(fracs: list[int]) -> int:
-    return len(_fills(tuple(sorted(fracs, reverse=True)))) if fracs else 0
+    return len(packed_fills(fracs)) if fracs else 0
 
 
-def _node_slots(node: _Node, evicted: list[bool], need: _Need) -> int:
-    """Slots of ``need`` on ``node`` with the ``evicted`` units gone (SPEC §2-3, exact).
+def _node_slots(node: _Node, evicted: list[bool], pod: Pod) -> int:
+    """Slots of ``pod`` on ``node`` with the ``evicted`` units gone (SPEC §2-3, exact).
 
-    Mirrors node_state + shapes.node_slots for one node: occupancy at t with
-    the shares packed FFD, the peak of each dimension over W, free = capacity
-    - peak floored at 0, slots = min over GPUs, CPUs and memory.
+    The occupancy of node_state for one node (at t with the shares packed FFD,
+    the peak of each dimension over W), then the capacity model's slot count
+    (:func:`fleetaudit.capacity.node_slots`), as shapes.node_slots counts it.
     """
     whole = cpus = memory = 0
     fracs: list[int] = []
@@ -167,7 +145,7 @@ def _node_slots(node: _Node, evicted: list[bool], need: _Need) -> int:
             memory += m
             if f:
                 fracs.append(f)
-    fills_now = _fills(tuple(sorted(fracs, reverse=True))) if fracs else ()
+    fills_now = packed_fills(fracs) if fracs else ()
     used_now = whole + len(fills_now)
     peak_gpus, peak_cpus, peak_memory = used_now, cpus, memory
     events = node.events
@@ -191,34 +169,22 @@ def _node_slots(node: _Node, evicted: list[bool], need: _Need) -> int:
         peak_gpus = max(peak_gpus, whole + _share_gpus(fracs))
         peak_cpus = max(peak_cpus, cpus)
         peak_memory = max(peak_memory, memory)
-    free_now = max(node.gpus - used_now, 0)
-    free_window = max(node.gpus - peak_gpus, 0)
-    if need.share:
-        gpu_slots = free_window * (SHARE_UNITS // need.share)
-        # a partly filled GPU counts only where nothing starts in W, and not on a node
-        # the record over-commits (as in shapes)
-        if free_window == free_now and used_now <= node.gpus:
-            gpu_slots += sum(max(SHARE_UNITS - fill, 0) // need.share for fill in fills_now)
-    else:
-        gpu_slots = free_window // need.gpus
-    return min(
-        gpu_slots,
-        _by(node.cpus, peak_cpus, need.cpus),
-        _by(node.memory, peak_memory, need.memory),
+    return node_slots(
+        pod,
+        free_units(node.gpus, peak_gpus),
+        free_units(node.cpus, peak_cpus),
+        free_units(node.memory, peak_memory),
+        fills=fills_now,
+        free_gpus=free_units(node.gpus, used_now),
+        over=used_now > node.gpus,
     )
-
-
-def _by(capacity: int | None, peak: int, need: int) -> int:
-    if need <= 0 or capacity is None:
-        return _BIG
-    return max(capacity - peak, 0) // need
 
 
 # ---------------------------------------------------------------------- preparation
 
 
 def _micro(quantity: pl.Expr) -> pl.Expr:
-    """A quantity in integer micro-units, rounded as occupancy rounds it (null stays null)."""
+    """A quantity in integer micro-units, as capacity.micro_units rounds it (null stays null)."""
     return (quantity.cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
 
 
@@ -402,8 +368,10 @@ def _nodes(
         .select(
             pl.col("node_id").cast(pl.String),
             pl.col("gpus").cast(pl.Int64).fill_null(0),
-            _micro(pl.col("cpus")).alias("cpus_u"),
-            _micro(_column(nodes, "memory_gib", None, pl.Float64)).alias("memory_u"),
+            _micro(pl.col("cpus")).fill_null(UNBOUNDED).alias("cpus_u"),
+            _micro(_column(nodes, "memory_gib", None, pl.Float64))
+            .fill_null(UNBOUNDED)
+            .alias("memory_u"),
         )
         .filter(pl.col("node_id").is_in(touched))
         .unique("node_id", keep="first", maintain_order=True)
@@ -441,14 +409,14 @@ class _Search:
     ) -> None:
         self.nodes = nodes
         self.units = units
-        self.need = _Need.of(shape)
+        self.pod = Pod.of(shape)
         self.k = shape.pods
         self.evicted = [False] * (len(units.members) + 1)  # the last: never evicted
         self.sums = list(sums)
         self.slots: dict[str, int] = {}
         for node_id, node in nodes.items():
             # start from this engine's own baseline so every delta is self-consistent
-            slots = _node_slots(node, self.evicted, self.need)
+            slots = _node_slots(node, self.evicted, self.pod)
             self.sums[node.group] += slots - slots_of[node_id]
             self.slots[node_id] = slots
         self.instances = sum(s // self.k for s in self.sums)
@@ -466,7 +434,7 @@ class _Search:
         undo = []
         for node_id in self.units.nodes[unit]:
             undo.append((node_id, self.slots[node_id]))
-            self._set(node_id, _node_slots(self.nodes[node_id], self.evicted, self.need))
+            self._set(node_id, _node_slots(self.nodes[node_id], self.evicted, self.pod))
         return undo
 
     def undo(self, unit: int, evicted: bool, undo: list[tuple[str, int]]) -> None:
@@ -480,7 +448,7 @@ class _Search:
         sums = list(self.sums)
         live = set()
         for node_id, node in self.nodes.items():
-            slots = _node_slots(node, evicted, self.need)
+            slots = _node_slots(node, evicted, self.pod)
             sums[node.group] += slots - self.slots[node_id]
             if slots > self.slots[node_id]:
                 live.add(node_id)

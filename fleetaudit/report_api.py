@@ -33,6 +33,7 @@ from fleetaudit.api import (
     resolve_at,
     writing,
 )
+from fleetaudit.capacity import usable_expr
 from fleetaudit.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.errors import StoreError, UsageError
 from fleetaudit.history import MAX_INSTANTS, evaluate_history
@@ -448,7 +449,7 @@ def stranded_places(
 def _unqueued_by_domain(state: pl.DataFrame) -> pl.DataFrame:
     """A model no shape may use: the free GPUs of its healthy nodes, per domain."""
     return (
-        state.filter(pl.col("health") == "healthy")
+        state.filter(usable_expr(state))
         .group_by("domain")
         .agg(pl.col("free_gpus").sum().cast(pl.Float64).alias("unqueued"))
     )
@@ -588,7 +589,7 @@ def _tenants(
 def _domains(state: pl.DataFrame) -> pl.DataFrame:
     """Free GPUs per switch domain in the node state at the window's end (healthy nodes),
     for the heatmap."""
-    healthy = pl.col("health") == "healthy"
+    healthy = usable_expr(state)
     return (
         state.group_by("domain")
         .agg(

@@ -30,12 +30,21 @@ import polars as pl
 
 from fleetaudit import schema
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import BLOCK_DOMAIN, block_domains, switch_domains
+from fleetaudit.capacity import (
+    BLOCK_DOMAIN,
+    UNBOUNDED,
+    Pod,
+    block_domains,
+    gang_instances,
+    over_committed,
+    slot_exprs,
+    switch_domains,
+    to_quantity,
+    usable_expr,
+)
 
 LOCALITIES = ("any", "switch", "block", "node")
 CAUSES = ("interval", "fragment", "cpu_memory", "topology")
-_MICRO = 1_000_000
-_BIG = 1 << 40  # "unbounded" slots
 
 
 def _number(value: float) -> int | float:
@@ -313,7 +322,7 @@ def _eligible(state: pl.DataFrame, shape: Shape) -> pl.Expr:
     in_model = (
         pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
     )
-    return in_model & (pl.col("health") == "healthy")
+    return in_model & usable_expr(state)
 
 
 def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
@@ -334,47 +343,16 @@ def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     if shape.locality == "block":
         eligible = eligible.with_columns(block_domains(eligible))
         domains.append(BLOCK_DOMAIN)
-    cpu_need = p * shape.cpus_per_gpu
-    mem_need = p * shape.memory_gib_per_gpu
-
-    def by(column: str, need: float) -> pl.Expr:
-        if need <= 0:
-            return pl.lit(_BIG, dtype=pl.Int64)
-        free = pl.col(column)
-        # polars evaluates both branches: a non-strict cast keeps inf from failing
-        slots = ((free * _MICRO).round() // round(need * _MICRO)).cast(pl.Int64, strict=False)
-        unbounded = free.is_null() | free.is_infinite()
-        return pl.when(unbounded).then(pl.lit(_BIG, dtype=pl.Int64)).otherwise(slots)
-
-    if shape.is_share:
-        g = round(shape.gpus * _MICRO)
-        per_gpu = _MICRO // g
-        partial = (
-            pl.col("share_fills")
-            .list.eval(
-                ((_MICRO - (pl.element() * _MICRO).round().cast(pl.Int64)) // g).clip(lower_bound=0)
-            )
-            .list.sum()
-        )
-        # With a duration, a partly filled GPU counts only where nothing starts in W; and
-        # on a node the record over-commits (its shares pack onto more GPUs than it has)
-        # the partly filled GPUs are not all real: none of them takes more.
-        steady = pl.col("free_gpus_window") == pl.col("free_gpus")
-        if {"gpus_used", "gpus"} <= set(eligible.columns):
-            steady = steady & (pl.col("gpus_used") <= pl.col("gpus"))
-        gpu_slots = pl.col("free_gpus_window") * per_gpu + pl.when(steady).then(partial).otherwise(
-            0
-        )
-    else:
-        gpu_slots = (pl.col("free_gpus_window") // round(p)).cast(pl.Int64)
+    # the slot count is the capacity model's (fleetaudit.capacity.node_slots): with a
+    # duration, a partly filled GPU counts only where nothing starts in W, and not on a
+    # node the record over-commits
+    exprs = slot_exprs(Pod.of(shape), over=over_committed(eligible))
     frame = eligible.select(
         "node_id",
         "gpu_model",
         *domains,
         "free_gpus",
-        gpu_slots.cast(pl.Int64).alias("gpu_slots"),
-        by("free_cpus_window", cpu_need).alias("cpu_slots"),
-        by("free_memory_gib_window", mem_need).alias("memory_slots"),
+        *exprs.values(),
         (pl.col("free_gpus") - pl.col("free_gpus_window")).alias("interval"),
         "free_gpus_window",
     ).with_columns(
@@ -405,13 +383,11 @@ def group_slots(slots: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     """Slots per group (domain, model or node), its instances and its topology-stranded GPUs."""
     k = shape.pods
     key = group_key(shape)
+    instances, left = gang_instances(pl.col("slots"), k)
     return (
         slots.group_by(key)
         .agg(pl.col("slots").sum())
-        .with_columns((pl.col("slots") // k).alias("instances"))
-        .with_columns(
-            ((pl.col("slots") - pl.col("instances") * k) * shape.gpus_per_pod).alias("topology")
-        )
+        .with_columns(instances.alias("instances"), (left * shape.gpus_per_pod).alias("topology"))
         .sort(key)
     )
 
@@ -447,7 +423,7 @@ def ledger(
         pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
     )
     scope = state.filter(in_model)
-    healthy = pl.col("health") == "healthy"
+    healthy = usable_expr(scope)
     used = pl.min_horizontal("gpus_used", "gpus")
     high = pl.min_horizontal("gpus_used_high", used)
     sums = scope.select(
@@ -519,7 +495,7 @@ def nearest_misses(evaluation: Evaluation, state: pl.DataFrame, limit: int = 5) 
         (
             (
                 (pl.col("slots") + 1) * p * shape.memory_gib_per_gpu
-                - pl.col("free_memory_gib_window").fill_null(float("inf"))
+                - pl.col("free_memory_gib_window").fill_null(to_quantity(UNBOUNDED))
             ).clip(lower_bound=0)
         ).alias("lacks_memory_gib"),
         pl.col("interval").alias("busy_in_window_gpus"),
