@@ -1,8 +1,9 @@
 """The placement engine's fleet: node arrays, domains, and the free units of a run.
 
-Fleet model. Only healthy nodes take work, and only they count in the fleet's
+Fleet model. Only usable nodes (healthy, or a null health: the capacity model's
+rule) take work, and only they count in the fleet's
 GPUs. Every node keeps the free share of each of its GPUs in integer
-micro-units (:data:`~fleetaudit.occupancy.SHARE_UNITS` per GPU), its free CPUs
+micro-units (:data:`~fleetaudit.capacity.SHARE_UNITS` per GPU), its free CPUs
 and free memory (micro-units too; a null ``memory_gib`` is unbounded). Sharing
 is per GPU: a share pod (0 < gpus < 1) needs ONE GPU with that share left; a
 whole-GPU pod of p GPUs needs p fully free GPUs on one node.
@@ -15,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from fleetaudit.occupancy import SHARE_UNITS, block_domains, optional_column, switch_domains
+from fleetaudit.capacity import SHARE_UNITS, UNBOUNDED, node_arrays
 
 _U = SHARE_UNITS
-_UNBOUNDED = np.int64(1) << np.int64(60)  # free memory of a node with unknown memory
+_UNBOUNDED = np.int64(UNBOUNDED)  # free memory of a node with unknown memory
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class _Fleet:
     cpus: np.ndarray  # (N,) micro-cores
     memory: np.ndarray  # (N,) micro-GiB, _UNBOUNDED when unknown
     domain: np.ndarray  # (N,) switch-domain index
-    block: np.ndarray  # (N,) block-domain index (occupancy.block_domains)
+    block: np.ndarray  # (N,) block-domain index (capacity.block_domains)
     group: np.ndarray  # (N,) (domain, model) group index
     group_gpus: np.ndarray  # (groups,) GPU units of each group
     width: int  # GPUs of the widest node (columns of the share matrix)
@@ -60,23 +61,26 @@ def _units(values: np.ndarray) -> np.ndarray:
 
 
 def _prepare_fleet(nodes: pl.DataFrame) -> _Fleet:
-    frame = nodes
-    if "health" in frame.columns:
-        frame = frame.filter(pl.col("health").is_null() | (pl.col("health") == "healthy"))
-    frame = frame.sort(pl.col("node_id").cast(pl.String))
-    node_ids = frame["node_id"].cast(pl.String).to_list()
-    model_names = frame["gpu_model"].cast(pl.String).fill_null("").to_list()
+    # The capacity model's node index: node_id order, the usable nodes (healthy or a
+    # null health), units, and the switch and block domain keys (a node with no
+    # switch is a domain by itself).
+    arrays = node_arrays(nodes)
+    keep = np.flatnonzero(arrays.usable)
+    node_ids = [arrays.node_id[i] for i in keep]
+    model_names = [arrays.gpu_model[i] or "" for i in keep]
     models = sorted(set(model_names))
-    model = np.array([models.index(m) for m in model_names], dtype=np.int64)
-    gpus = frame["gpus"].cast(pl.Int64).fill_null(0).to_numpy().astype(np.int64)
-    cpus = _units(frame["cpus"].cast(pl.Float64).fill_null(0.0).to_numpy())
-    memory_f = optional_column(frame, "memory_gib", pl.Float64, None).to_numpy()
-    memory = np.where(np.isnan(memory_f), _UNBOUNDED, _units(np.nan_to_num(memory_f)))
-    # A node with no switch is a domain by itself (SPEC §1).
-    domains = switch_domains(frame).to_list()
-    domain_names = sorted(set(domains))
-    domain = np.array([domain_names.index(d) for d in domains], dtype=np.int64)
-    _, block = np.unique(block_domains(frame).to_numpy(), return_inverse=True)
+    number = {m: i for i, m in enumerate(models)}
+    model = np.array([number[m] for m in model_names], dtype=np.int64)
+    gpus = arrays.gpus[keep]
+    cpus = arrays.cpus[keep]
+    memory = arrays.memory[keep]
+    _, domain = np.unique(
+        np.array([arrays.domain[i] for i in keep], dtype=str), return_inverse=True
+    )
+    domain = domain.reshape(-1).astype(np.int64)
+    _, block = np.unique(
+        np.array([arrays.block_domain[i] for i in keep], dtype=str), return_inverse=True
+    )
     pairs = domain * max(len(models), 1) + model
     _, group = np.unique(pairs, return_inverse=True)
     group = group.reshape(-1).astype(np.int64)

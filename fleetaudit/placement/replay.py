@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from fleetaudit.capacity import first_fit_decreasing, optional_column
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import first_fit_decreasing, optional_column
 from fleetaudit.parallel import map_processes as _map_runs
 from fleetaudit.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids
 from fleetaudit.placement.policies import POLICIES, _Run

@@ -4,7 +4,7 @@ Requests. ``gpus`` is the request's GPU demand; ``gpus_per_pod`` (default
 min(gpus, 8)) splits it into k = gpus / gpus_per_pod pods, placed
 all-or-nothing (with ``locality`` ``switch`` every pod stays in the first
 pod's switch domain, with ``block`` in its block domain
-(:func:`fleetaudit.occupancy.block_domains`), with ``node`` on its node). A
+(:func:`fleetaudit.capacity.block_domains`), with ``node`` on its node). A
 pod's CPUs are ``cpus / k`` when ``cpus`` is given, else ``cpus_per_gpu`` x its GPUs (memory alike).
 ``gpu_model`` is one model, several joined by ``|``, or empty for any.
 
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from fleetaudit.capacity import optional_column
 from fleetaudit.errors import UsageError
-from fleetaudit.occupancy import optional_column
 from fleetaudit.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids, _State, _units
 
 LOCALITIES = ("any", "switch", "node", "block")  # indices are stored: append only
