@@ -32,10 +32,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-import numpy as np
 import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
+# numpy loads when an array form runs: ingest and the command line's start-up
+# import this module (through occupancy) without it.
 
 __all__ = [
     "BLOCK_DOMAIN",
@@ -55,6 +59,7 @@ __all__ = [
     "node_arrays",
     "node_index",
     "node_slots",
+    "node_slots_at",
     "optional_column",
     "over_committed",
     "packed_fills",
@@ -117,9 +122,12 @@ def to_quantity(units: int) -> float:
 def free_array(capacity: np.ndarray, used: np.ndarray) -> np.ndarray:
     """:func:`free_units` over int64 arrays.
 
+    >>> import numpy as np
     >>> free_array(np.array([8, 8, UNBOUNDED]), np.array([3, 9, 5])).tolist() == [5, 0, UNBOUNDED]
     True
     """
+    import numpy as np
+
     capacity = np.asarray(capacity, dtype=np.int64)
     return np.where(capacity >= UNBOUNDED, UNBOUNDED, np.maximum(capacity - used, 0))
 
@@ -320,6 +328,8 @@ def node_arrays(nodes: pl.DataFrame) -> NodeArrays:
     >>> arrays.node_id, arrays.usable.tolist(), arrays.memory.tolist() == [UNBOUNDED, 64_000_000]
     (['n1', 'n2'], [True, True], True)
     """
+    import numpy as np
+
     index = node_index(nodes)
     return NodeArrays(
         node_id=index["node_id"].to_list(),
@@ -418,7 +428,7 @@ def first_fit_decreasing(sizes: Iterable[int]) -> list[int]:
     return bins
 
 
-GangSlots = TypeVar("GangSlots", int, np.ndarray, pl.Expr)
+GangSlots = TypeVar("GangSlots", int, "np.ndarray", pl.Expr)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -505,6 +515,44 @@ def node_slots(
     return min(gpu, _by(free_cpus, pod.cpus), _by(free_memory, pod.memory))
 
 
+def node_slots_at(
+    pod: Pod,
+    capacity: tuple[int, int, int],
+    used_gpus: int,
+    peak: tuple[int, int, int],
+    fills: Iterable[int] = (),
+) -> int:
+    """:func:`node_slots` from a node's capacity and occupancy, in one call (for the
+    engines that track occupancy themselves, in hot loops: reclaim).
+
+    Args:
+        pod: the pod.
+        capacity: the node's GPUs, micro-cores and micro-GiB (:data:`UNBOUNDED`: unknown).
+        used_gpus: GPUs occupied at t (whole GPUs plus those the shares fill).
+        peak: the largest GPUs, micro-cores and micro-GiB occupied over the window.
+        fills: share pods only: the fills of the GPUs holding shares at t.
+
+    >>> node_slots_at(Pod(300_000, 0, 0, 0), (8, UNBOUNDED, UNBOUNDED), 7, (7, 0, 0), [700_000])
+    4
+    >>> node_slots_at(Pod(300_000, 0, 0, 0), (8, UNBOUNDED, UNBOUNDED), 9, (9, 0, 0), [700_000])
+    0
+    """
+    gpus, cpus, memory = capacity
+    free_window = gpus - peak[0] if gpus > peak[0] else 0
+    if pod.share:
+        slots = free_window * (SHARE_UNITS // pod.share)
+        # partly filled GPUs: only where nothing starts in W and the node is not over-committed
+        if used_gpus <= gpus and gpus - used_gpus == free_window:
+            slots += sum(max(SHARE_UNITS - fill, 0) // pod.share for fill in fills)
+    else:
+        slots = free_window // pod.gpus
+    if pod.cpus > 0 and cpus < UNBOUNDED:
+        slots = min(slots, max(cpus - peak[1], 0) // pod.cpus)
+    if pod.memory > 0 and memory < UNBOUNDED:
+        slots = min(slots, max(memory - peak[2], 0) // pod.memory)
+    return slots
+
+
 def slots_array(
     pod: Pod,
     free_gpus_window: np.ndarray,
@@ -525,11 +573,14 @@ def slots_array(
         A dimension the pod does not need has the scalar :data:`UNBOUNDED` as its
         slots (it broadcasts), so it costs no array and no pass.
 
+    >>> import numpy as np
     >>> out = slots_array(Pod(0, 4, 16_000_000, 0), np.array([8, 8, 3]),
     ...     np.array([24_000_000, 64_000_000, 64_000_000]), np.array([UNBOUNDED] * 3))
     >>> out["slots"].tolist(), out["cpu_slots"].tolist(), int(out["memory_slots"]) == UNBOUNDED
     ([1, 2, 0], [1, 4, 4], True)
     """
+    import numpy as np
+
     free_gpus_window = np.asarray(free_gpus_window)
     if pod.share:
         gpu = free_gpus_window.astype(np.int64) * (SHARE_UNITS // pod.share)
@@ -630,6 +681,7 @@ def gang_instances(slots: GangSlots, pods: int) -> tuple[GangSlots, GangSlots]:
 
     >>> gang_instances(11, 4)
     (2, 3)
+    >>> import numpy as np
     >>> [a.tolist() for a in gang_instances(np.array([3, 8, 9]), 4)]
     [[0, 2, 2], [3, 0, 1]]
     >>> pl.select(*(e.alias(n) for e, n in zip(gang_instances(pl.lit(9), 4), "il"))).row(0)

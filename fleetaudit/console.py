@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleetaudit.capacity import usable_expr
 from fleetaudit.charts import sparkline
 from fleetaudit.fsutil import stream_fd
 from fleetaudit.lazy import LazyModule
@@ -29,7 +28,7 @@ from fleetaudit.times import iso
 if TYPE_CHECKING:
     import polars as pl
 
-    from fleetaudit import compaction_over_time, denominators, occupancy, paper, report_api
+    from fleetaudit import capacity, compaction_over_time, denominators, occupancy, paper, report_api
     from fleetaudit.api import RejectsResult, StoreSummary
     from fleetaudit.compaction_api import CompactionReport
     from fleetaudit.generate import GenerateResult
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     from fleetaudit.shapes_api import ShapeReport, ShapesResult
 else:
     pl = LazyModule("polars")
+    capacity = LazyModule("fleetaudit.capacity")
     compaction_over_time = LazyModule("fleetaudit.compaction_over_time")
     denominators = LazyModule("fleetaudit.denominators")
     occupancy = LazyModule("fleetaudit.occupancy")
@@ -1350,7 +1350,7 @@ def status_frame(summary: StoreSummary) -> pl.DataFrame:
 
 def state_by_model(state: pl.DataFrame) -> pl.DataFrame:
     """``state``'s table (and ``state --csv``): GPUs by status per model, free and partial nodes."""
-    healthy = usable_expr(state)
+    healthy = capacity.usable_expr(state)
     # capped at the node's GPUs, so the identity holds on over-committed nodes too
     used = pl.min_horizontal("gpus_used", "gpus")
     high = pl.min_horizontal("gpus_used_high", used)

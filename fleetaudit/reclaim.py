@@ -57,8 +57,7 @@ from fleetaudit.capacity import (
     SHARE_UNITS,
     UNBOUNDED,
     Pod,
-    free_units,
-    node_slots,
+    node_slots_at,
     packed_fills,
 )
 from fleetaudit.shapes import Evaluation, Shape, group_key
@@ -125,16 +124,12 @@ class _Node:
     group: int
 
 
-def _share_gpus(fracs: list[int]) -> int:
-    return len(packed_fills(fracs)) if fracs else 0
-
-
 def _node_slots(node: _Node, evicted: list[bool], pod: Pod) -> int:
     """Slots of ``pod`` on ``node`` with the ``evicted`` units gone (SPEC §2-3, exact).
 
     The occupancy of node_state for one node (at t with the shares packed FFD,
     the peak of each dimension over W), then the capacity model's slot count
-    (:func:`fleetaudit.capacity.node_slots`), as shapes.node_slots counts it.
+    (:func:`fleetaudit.capacity.node_slots_at`), as shapes.node_slots counts it.
     """
     whole = cpus = memory = 0
     fracs: list[int] = []
@@ -166,18 +161,15 @@ def _node_slots(node: _Node, evicted: list[bool], pod: Pod) -> int:
                     fracs.append(f)
                 else:
                     fracs.remove(f)
-        peak_gpus = max(peak_gpus, whole + _share_gpus(fracs))
+        used = whole + len(packed_fills(fracs)) if fracs else whole
+        if used > peak_gpus:
+            peak_gpus = used
         peak_cpus = max(peak_cpus, cpus)
         peak_memory = max(peak_memory, memory)
-    return node_slots(
-        pod,
-        free_units(node.gpus, peak_gpus),
-        free_units(node.cpus, peak_cpus),
-        free_units(node.memory, peak_memory),
-        fills=fills_now,
-        free_gpus=free_units(node.gpus, used_now),
-        over=used_now > node.gpus,
-    )
+    return node_slots_at(
+        pod, (node.gpus, node.cpus, node.memory), used_now,
+        (peak_gpus, peak_cpus, peak_memory), fills_now,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------- preparation

@@ -19,6 +19,7 @@ from fleetaudit.capacity import (
     node_arrays,
     node_index,
     node_slots,
+    node_slots_at,
     packed_fills,
     share_room,
     slot_exprs,
@@ -422,3 +423,34 @@ def test_compaction_partitions_keep_their_pods_through_arrow_rows() -> None:
     again = [compaction._partition_from_row(row) for row in rows]
     assert again == parts
     assert [s.pod for s in again[0].shapes] == [Pod.of(s) for s in shapes_]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _nodes_and_pod(),
+    st.integers(0, 8),
+    st.one_of(st.just(UNBOUNDED), st.integers(0, 64 * U)),
+    st.one_of(st.just(UNBOUNDED), st.integers(0, 512 * U)),
+    st.data(),
+)
+def test_slots_from_occupancy_agree_with_slots_from_free_capacity(
+    case: tuple[Pod, list[dict[str, object]]], gpus: int, cpus: int, memory: int, data: st.DataObject
+) -> None:
+    pod, _ = case
+    fills = data.draw(st.lists(st.integers(1, 100).map(lambda x: x * 10_000), max_size=3))
+    used = data.draw(st.integers(0, gpus + 2))
+    peak = (
+        data.draw(st.integers(used, gpus + 3)),
+        data.draw(st.integers(0, 70 * U)),
+        data.draw(st.integers(0, 600 * U)),
+    )
+    expected = node_slots(
+        pod,
+        free_units(gpus, peak[0]),
+        free_units(cpus, peak[1]),
+        free_units(memory, peak[2]),
+        fills=fills,
+        free_gpus=free_units(gpus, used),
+        over=used > gpus,
+    )
+    assert node_slots_at(pod, (gpus, cpus, memory), used, peak, fills) == expected
