@@ -16,6 +16,7 @@ from fleetaudit.errors import UsageError
 from fleetaudit.placement import (
     POLICIES,
     PlacementOptions,
+    Replay,
     fill_curves,
     fleet_fragmentation,
     replay_curves,
@@ -693,6 +694,8 @@ def random_replay_case(rng: random.Random) -> tuple[pl.DataFrame, pl.DataFrame, 
          rng.choice([None, 32.0, 64.0]), rng.choice(["s1", "s2", "s3"]))
         for i in range(rng.randint(2, 9))
     ]  # fmt: skip
+    if rng.random() < 0.3:  # a node without GPUs, where pods without GPUs go first
+        node_rows.append(("z-cpu", "cpu", 0, 8.0, None, "s1"))
     nodes = make_nodes(*node_rows)
     rows = []
     for i in range(rng.randint(5, 40)):
@@ -732,12 +735,11 @@ def random_replay_case(rng: random.Random) -> tuple[pl.DataFrame, pl.DataFrame, 
 
 @pytest.mark.parametrize("queue", ["backfill", "fifo"])
 @pytest.mark.parametrize("policy", POLICIES)
-def test_replay_backfill_precheck_gives_the_reference_results(policy, queue, monkeypatch) -> None:
+def test_replay_backfill_precheck_gives_the_reference_results(policy, queue) -> None:
     # The reference: the plain queue that retries every waiting shape (fifo: the
     # head) at every departure. The pre-check that skips shapes the freed nodes
-    # cannot host must give exactly its starts, nodes and GPUs.
-    from fleetaudit import placement
-
+    # cannot host must give exactly its starts, nodes and GPUs, with the pass's
+    # memo of pod shapes no freed node takes (memo) and without it.
     rng = random.Random(policy)
     waited = 0
     for case in range(60):
@@ -745,19 +747,19 @@ def test_replay_backfill_precheck_gives_the_reference_results(policy, queue, mon
         options = PlacementOptions(policy=policy, seed=case)
         empty = case % 4 == 0
         results = []
-        for precheck in (False, True):
-            monkeypatch.setattr(placement, "_BACKFILL_PRECHECK", precheck)
-            results.append(
-                simulate_replay(nodes, allocations, requests, options, *WINDOW, empty, queue)
-            )
-        reference, fast = results
-        assert fast.allocations.equals(reference.allocations), case
-        assert fast.waits.equals(reference.waits), case
+        for precheck, memo in ((False, False), (True, False), (True, True)):
+            replay = Replay(nodes, allocations, requests, options, *WINDOW, empty, queue,
+                            precheck=precheck, memo=memo)  # fmt: skip
+            results.append(replay.run())
+        reference = results[0]
         waited += int((reference.waits["wait_s"].fill_null(1.0) > 0).sum())
-        assert fast.curve.equals(reference.curve), case
-        assert (fast.started, fast.failed, fast.rejected) == (
-            reference.started, reference.failed, reference.rejected
-        ), case  # fmt: skip
+        for fast in results[1:]:
+            assert fast.allocations.equals(reference.allocations), case
+            assert fast.waits.equals(reference.waits), case
+            assert fast.curve.equals(reference.curve), case
+            assert (fast.started, fast.failed, fast.rejected) == (
+                reference.started, reference.failed, reference.rejected
+            ), case  # fmt: skip
     assert waited > 100  # the cases exercise the queue
 
 
@@ -837,3 +839,44 @@ def test_shuffle_and_in_order_exclude_each_other(tmp_path: Path) -> None:
         app, ["whatif", "placement", "--db", str(db), "--fill", "50", "--shuffle", "--in-order"]
     )
     assert both.exit_code == 2 and "--in-order" in both.stderr
+
+
+# -- the replay's memo against the engine before it, on generated fleets ------------------
+
+
+@pytest.fixture(scope="module", params=[120, 400], ids=lambda n: f"{n}-nodes")
+def generated_frames(request, tmp_path_factory):
+    """Nodes, allocations and requests of a generated fleet (2 days), and its last day."""
+    from fleetaudit.api import StoreOptions, ingest_paths, load_frames, reading, resolve_at
+    from fleetaudit.generate import GenerateOptions, generate_fleet
+
+    out = tmp_path_factory.mktemp(f"fleet{request.param}")
+    generate_fleet(out / "data", GenerateOptions(nodes=request.param, days=2.0, telemetry_days=0))
+    options = StoreOptions(out / "store.duckdb")
+    ingest_paths(options, [out / "data"])
+    with reading(options) as store:
+        at = resolve_at(store, None)
+        start = at - timedelta(days=1)
+        nodes, allocations = load_frames(store, start, at)
+        requests = store.query("requests_all")
+    return nodes, allocations, requests, start, at
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("queue", ["backfill", "fifo"])
+@pytest.mark.parametrize("policy", ["best-fit", "topology"])
+def test_replay_memo_gives_the_same_replay_on_generated_fleets(generated_frames, policy, queue):
+    # Every start (node, GPUs, time), every wait and failure and the curve, frame by frame.
+    nodes, allocations, requests, start, at = generated_frames
+    options = PlacementOptions(policy=policy)
+    before, after = (
+        Replay(nodes, allocations, requests, options, start, at, False, queue, memo=memo).run()
+        for memo in (False, True)
+    )
+    assert before.started > 100 and before.failed > 0  # the queue is at work
+    assert after.allocations.equals(before.allocations)
+    assert after.waits.equals(before.waits)
+    assert after.curve.equals(before.curve)
+    assert (after.started, after.failed, after.rejected) == (
+        before.started, before.failed, before.rejected
+    )  # fmt: skip
