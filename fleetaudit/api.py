@@ -283,7 +283,7 @@ def by_alloc_id(frames: list[pl.DataFrame]) -> pl.DataFrame:
         order = allocations.select(
             pl.arg_sort_by(allocations.columns, nulls_last=True, maintain_order=True)
         ).to_series()
-    elif order.equals(pl.int_range(allocations.height, dtype=order.dtype, eager=True)):
+    elif order.equals(pl.int_range(allocations.height, eager=True).cast(order.dtype)):
         return allocations
     del ids
     columns = []

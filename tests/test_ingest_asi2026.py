@@ -8,13 +8,18 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetaudit import api
-from fleetaudit.asi_trace import POD_SCHEMA, POD_TABLE, SERVER_SCHEMA, SERVER_TABLE, table_of
-from fleetaudit.asi_trace import write_partition
+from fleetaudit.asi_trace import (
+    POD_SCHEMA,
+    POD_TABLE,
+    SERVER_SCHEMA,
+    SERVER_TABLE,
+    table_of,
+    write_partition,
+)
 from fleetaudit.errors import InputError
 from fleetaudit.ingest import IngestOptions
 from fleetaudit.ingest.asi2026 import parse_days

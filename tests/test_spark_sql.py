@@ -58,8 +58,9 @@ def test_a_query_that_is_not_portable_is_a_clear_error() -> None:
 
 
 def test_exact_quantile_stays_exact() -> None:
-    from fleetaudit.spark_sql import FleetSpark
     import sqlglot
+
+    from fleetaudit.spark_sql import FleetSpark
 
     text = sqlglot.transpile("SELECT quantile_cont(x, 0.5) FROM t", read="duckdb", write=FleetSpark)[0]
     assert text == "SELECT PERCENTILE(x, 0.5) FROM t"

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -21,9 +21,12 @@ from fleetaudit.placement.policies import POLICIES, _Run
 from fleetaudit.placement.workload import LOCALITIES, PlacementOptions, _prepare_workload, _Workload
 from fleetaudit.times import epoch_us, from_epoch_us
 
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
 QUEUES = ("fifo", "backfill")
 _NEVER = np.iinfo(np.int64).max
-_REPLAY_CURVE = {
+_REPLAY_CURVE: dict[str, PolarsDataType] = {
     "instant": pl.Datetime("us"), "instant_pct": pl.Float64, "allocated_pct": pl.Float64,
     "fragmented_pct": pl.Float64, "queued": pl.Int64, "started": pl.Int64, "failed": pl.Int64,
 }  # fmt: skip
@@ -281,9 +284,9 @@ class ReplayView:
                 elif count:
                     whole[n] = whole.get(n, 0) + len(used_gpus)
         used = fleet.gpus - (st.free == _U).sum(axis=1)  # GPUs holding anything
-        for n, units in shares.items():
+        for n, node_shares in shares.items():
             # share-holding GPUs as packed, not as laid out
-            used[n] = whole.get(n, 0) + len(first_fit_decreasing(units))
+            used[n] = whole.get(n, 0) + len(first_fit_decreasing(node_shares))
         has = fleet.gpus > 0
         free = has & (used == 0)
         partial = has & (used > 0) & (used < fleet.gpus)
@@ -294,7 +297,7 @@ class ReplayView:
         allocation holds (the occupancy's packing), updating each holder's GPU."""
         run, st = self._run, self._run.state
         w = run.workload
-        holders: list[tuple[int, object, int]] = []  # (units, holder, position)
+        holders: list[tuple[int, _Recorded | int, int]] = []  # (units, holder, position)
         whole: set[int] = set()
         for i in self._live_records:
             rec = self._records[i]
@@ -319,7 +322,7 @@ class ReplayView:
         width = st.free.shape[1]
         gpus = [x for x in range(int(run.fleet.gpus[d])) if x not in whole]
         left = dict.fromkeys(gpus, _U)
-        placed: list[tuple[int, object, int, int]] = []
+        placed: list[tuple[int, _Recorded | int, int, int]] = []
         for units, holder, pos in sorted(holders, key=lambda h: -h[0]):
             gpu = next((x for x in gpus if left[x] >= units), -1)
             if gpu < 0:
@@ -330,11 +333,11 @@ class ReplayView:
             if isinstance(holder, _Recorded):
                 holder.gpus[pos] = gpu
             else:
-                r, pods = self._groups[holder]  # type: ignore[index]
+                r, pods = self._groups[holder]
                 pods = list(pods)
                 pod, n, _ = pods[pos]
                 pods[pos] = (pod, n, [gpu])
-                self._groups[holder] = (r, pods)  # type: ignore[index]
+                self._groups[holder] = (r, pods)
         row = np.zeros(width, dtype=np.int64)
         for x in gpus:
             row[x] = left[x]

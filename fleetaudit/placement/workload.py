@@ -306,7 +306,7 @@ def _workload_shapes(
         first = np.full(int(inverse.max()) + 1, len(rows), dtype=np.int64)
         np.minimum.at(first, inverse, np.arange(len(rows)))
         uniq = rows[first]
-        freq = np.bincount(inverse, weights=weights)
+        freq: np.ndarray = np.bincount(inverse, weights=weights)
         # Most popular first; equal counts in shape order, so the cut is stable.
         order = np.lexsort((*uniq.T[::-1], -freq))
         uniq, freq = uniq[order], freq[order]
@@ -314,7 +314,7 @@ def _workload_shapes(
         cut = int(np.searchsorted(cumulative, options.frag_popularity * freq.sum() - 1e-9)) + 1
         uniq, freq = uniq[:cut], freq[:cut] / freq[:cut].sum()
     else:
-        uniq, freq = np.zeros((0, 4), np.int64), np.zeros(0)
+        uniq, freq = np.zeros((0, 4), np.int64), np.zeros(0, np.float64)
     gpu = uniq[:, 2] > 0
     shares, share_of = np.unique(uniq[gpu, 1], return_inverse=True)
     return _Shapes(
