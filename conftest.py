@@ -11,8 +11,8 @@ from importlib.util import find_spec
 collect_ignore = [
     path
     for path, needs in (
-        ("fleetaudit/spark_sql.py", "sqlglot"),
-        ("fleetaudit/spark_store.py", "pyspark"),
+        ("fleetaudit/model/spark_sql.py", "sqlglot"),
+        ("fleetaudit/model/spark_store.py", "pyspark"),
     )
     if find_spec(needs) is None
 ]

@@ -1,8 +1,8 @@
-"""Build hook: the wheel carries the harvesting replay compiled (fleetaudit/_jitcache).
+"""Build hook: the wheel carries the harvesting replay compiled (fleetaudit/whatif/_jitcache, beside the kernel).
 
 numba compiles the replay on its first run, a minute or two; a wheel built here
 ships that cache, and the first run of a fresh install loads it
-(:mod:`fleetaudit.jitcache`). The build needs numba, numpy and polars (they are
+(:mod:`fleetaudit.core.jitcache`). The build needs numba, numpy and polars (they are
 in ``[build-system] requires``) and compiles once, for the architecture's generic CPU
 and this Python. ``FLEETAUDIT_PREBUILT_JIT=0`` builds without it (an install then
 compiles on its first replay, as an editable install always does).
@@ -31,7 +31,7 @@ class PrebuiltReplayHook(BuildHookInterface):  # type: ignore[type-arg]
             return
         sys.path.insert(0, self.root)
         try:
-            from fleetaudit import jitcache
+            from fleetaudit.core import jitcache
         finally:
             sys.path.remove(self.root)
         out = Path(tempfile.mkdtemp(prefix="fleetaudit-jit-"))

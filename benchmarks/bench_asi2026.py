@@ -26,8 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-from fleetaudit.asi_trace import PAPER_DAYS
-from fleetaudit.generate_asi import AsiReleaseOptions, generate_release
+from fleetaudit.inputs.asi_trace import PAPER_DAYS
+from fleetaudit.inputs.generate_asi import AsiReleaseOptions, generate_release
 
 
 def _child(args: list[str]) -> tuple[float, float, float]:

@@ -34,11 +34,12 @@ from pathlib import Path
 import polars as pl
 
 from benchmarks.fleets import generated_store
-from fleetaudit import compaction, occupancy
 from fleetaudit.api import StoreOptions, load_frames, reading, resolve_at
-from fleetaudit.compaction import CompactionOptions
-from fleetaudit.compaction_api import CompactionRun, whatif_compaction
-from fleetaudit.generate import GenerateOptions
+from fleetaudit.api.compaction_api import CompactionRun, whatif_compaction
+from fleetaudit.inputs.generate import GenerateOptions
+from fleetaudit.model import occupancy
+from fleetaudit.whatif import compaction
+from fleetaudit.whatif.compaction import CompactionOptions
 
 PAPER_PARTIAL_REDUCTION = 20.2  # % fewer partially occupied nodes after IPC (ASI, OSDI 2026)
 

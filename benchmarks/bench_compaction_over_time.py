@@ -20,10 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.fleets import generated_store
-from fleetaudit import compaction
-from fleetaudit.compaction_api import CompactionRun, whatif_compaction
-from fleetaudit.compaction_over_time import OverTimeOptions
-from fleetaudit.generate import GenerateOptions
+from fleetaudit.api.compaction_api import CompactionRun, whatif_compaction
+from fleetaudit.inputs.generate import GenerateOptions
+from fleetaudit.whatif import compaction
+from fleetaudit.whatif.compaction_over_time import OverTimeOptions
 
 
 def _cpu_s() -> float:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fleetaudit.generate import TABLES, GenerateOptions, GenerateResult, generate_fleet
+from fleetaudit.inputs.generate import TABLES, GenerateOptions, GenerateResult, generate_fleet
 
 
 def _peak_mib(who: int) -> float:

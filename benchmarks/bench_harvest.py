@@ -24,11 +24,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from fleetaudit import api
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.harvest import POLICIES
-from fleetaudit.harvest_api import HarvestRun, whatif_harvesting
-from fleetaudit.ingest import IngestOptions
-from fleetaudit.times import parse_duration
+from fleetaudit.api.harvest_api import HarvestRun, whatif_harvesting
+from fleetaudit.core.times import parse_duration
+from fleetaudit.inputs.generate import GenerateOptions
+from fleetaudit.inputs.ingest import IngestOptions
+from fleetaudit.whatif.harvest import POLICIES
 
 _HISTORY_DAYS = 3.0  # allocations before the window, so it opens on a running fleet
 

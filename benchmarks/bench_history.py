@@ -4,7 +4,7 @@ Run from the repository root:
 
     python -m benchmarks.bench_history [--nodes 19400] [--days 90] [--step 5m] [--work DIR]
 
-It generates the fleet once with ``fleetaudit.generate`` (Parquet, no
+It generates the fleet once with ``fleetaudit.inputs.generate`` (Parquet, no
 telemetry) and caches it under ``--work`` (default ``bench-out/history``).
 The shapes are the ones an operator would audit on the biggest model (most
 installed GPUs): the most common queued 8-GPU x 16-CPU node shape and the most
@@ -39,13 +39,13 @@ from typing import Any
 
 import polars as pl
 
-from fleetaudit.errors import UsageError
-from fleetaudit.generate import GenerateOptions, generate_fleet
-from fleetaudit.history import calibrate, evaluate_history, evaluate_history_naive
-from fleetaudit.occupancy import node_state
-from fleetaudit.schema import TABLES, Kind
-from fleetaudit.shapes import Shape, evaluate, make_shape
-from fleetaudit.times import parse_duration, to_utc
+from fleetaudit.core.errors import UsageError
+from fleetaudit.core.times import parse_duration, to_utc
+from fleetaudit.inputs.generate import GenerateOptions, generate_fleet
+from fleetaudit.model.history import calibrate, evaluate_history, evaluate_history_naive
+from fleetaudit.model.occupancy import node_state
+from fleetaudit.model.schema import TABLES, Kind
+from fleetaudit.model.shapes import Shape, evaluate, make_shape
 
 _POLARS_TYPES = {
     Kind.TEXT: pl.String,

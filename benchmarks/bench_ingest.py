@@ -44,8 +44,8 @@ def _reference(db: str, file: str, fmt: str, q: Any) -> None:
 
 
 def _ours(db: str, nodes: str, file: str, q: Any) -> None:
-    from fleetaudit.ingest import ingest
-    from fleetaudit.store import open_store
+    from fleetaudit.inputs.ingest import ingest
+    from fleetaudit.model.store import open_store
 
     store = open_store(Path(db))
     ingest(store, [Path(nodes)])
@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--formats", default="parquet,csv")
     args = parser.parse_args()
 
-    from fleetaudit.generate import GenerateOptions, generate_fleet
+    from fleetaudit.inputs.generate import GenerateOptions, generate_fleet
 
     work: Path = args.work
     report: dict[str, Any] = {"nodes": args.nodes, "days": args.days, "cpus": os.cpu_count()}

@@ -29,8 +29,8 @@ def _peak_rss_mib() -> float:
 
 
 def _ingest(db: str, snapshot: str, priority_map: str, q: Any) -> None:
-    from fleetaudit.ingest import IngestOptions, ingest
-    from fleetaudit.store import open_store
+    from fleetaudit.inputs.ingest import IngestOptions, ingest
+    from fleetaudit.model.store import open_store
 
     store = open_store(Path(db))
     options = IngestOptions(format="kubernetes", priority_map=Path(priority_map))
@@ -56,8 +56,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("bench-out/kubernetes"))
     args = parser.parse_args()
 
-    from fleetaudit.generate import GenerateOptions
-    from fleetaudit.generate_kubernetes import write_kubectl
+    from fleetaudit.inputs.generate import GenerateOptions
+    from fleetaudit.inputs.generate_kubernetes import write_kubectl
 
     shutil.rmtree(args.work, ignore_errors=True)
     started = time.perf_counter()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import polars as pl
 
-from fleetaudit.placement import POLICIES, PlacementOptions, fill_curves
+from fleetaudit.whatif.placement import POLICIES, PlacementOptions, fill_curves
 
 TRACE = "alibaba-gpu-v2023"
 VARIANTS = ("default", "gpushare40", "multigpu50", "gpuspec33")

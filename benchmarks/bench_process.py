@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.fleets import generated_store
-from fleetaudit.generate import GenerateOptions
+from fleetaudit.inputs.generate import GenerateOptions
 
 PYTHON = sys.executable
 FLEETAUDIT = [PYTHON, "-m", "fleetaudit"]

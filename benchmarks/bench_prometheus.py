@@ -24,8 +24,8 @@ from typing import Any
 
 
 def _ingest(db: str, files: list[str], q: Any) -> None:
-    from fleetaudit.ingest import IngestOptions, ingest
-    from fleetaudit.store import open_store
+    from fleetaudit.inputs.ingest import IngestOptions, ingest
+    from fleetaudit.model.store import open_store
 
     store = open_store(Path(db))
     before = os.times()
@@ -63,9 +63,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from fleetaudit import api
-    from fleetaudit.generate import GenerateOptions
-    from fleetaudit.ingest import ingest
-    from fleetaudit.store import open_store
+    from fleetaudit.inputs.generate import GenerateOptions
+    from fleetaudit.inputs.ingest import ingest
+    from fleetaudit.model.store import open_store
 
     fleet = args.work / f"fleet-{args.nodes}n-{args.days:g}d"
     dump = fleet / "prometheus"

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from benchmarks.fleets import generated_store
 from fleetaudit.api import load_frames, reading, resolve_at
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.placement import PlacementOptions, Replay, ReplayResult
+from fleetaudit.inputs.generate import GenerateOptions
+from fleetaudit.whatif.placement import PlacementOptions, Replay, ReplayResult
 
 
 def _cpu() -> float:

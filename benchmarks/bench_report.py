@@ -23,15 +23,15 @@ from pathlib import Path
 
 from benchmarks.fleets import generated_store
 from fleetaudit.api import StoreOptions
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.times import parse_duration
+from fleetaudit.core.times import parse_duration
+from fleetaudit.inputs.generate import GenerateOptions
 
 
 def _measure(db: Path, since: str, step: str) -> None:
     """In the child: time the report's stages on ``db`` and print one JSON line."""
-    from fleetaudit.contract import report_document
-    from fleetaudit.report import render_html
-    from fleetaudit.report_api import ReportOptions, build_report
+    from fleetaudit.api.report_api import ReportOptions, build_report
+    from fleetaudit.outputs.contract import report_document
+    from fleetaudit.outputs.report import render_html
 
     options = ReportOptions(since=parse_duration(since), step=parse_duration(step))
     started = time.perf_counter()

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from benchmarks.fleets import generated_store
 from fleetaudit import api
-from fleetaudit import denominators as den
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.report import render_html
-from fleetaudit.report_api import ReportOptions, build_report, queued_gpus, stranded_places
-from fleetaudit.times import parse_duration
+from fleetaudit.api.report_api import ReportOptions, build_report, queued_gpus, stranded_places
+from fleetaudit.core.times import parse_duration
+from fleetaudit.inputs.generate import GenerateOptions
+from fleetaudit.model import denominators as den
+from fleetaudit.outputs.report import render_html
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from benchmarks.fleets import generated_store
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes
+from fleetaudit.api.shapes_api import ShapesOptions, evaluate_shapes
+from fleetaudit.inputs.generate import GenerateOptions
 
 
 def main() -> None:

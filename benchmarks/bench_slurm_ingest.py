@@ -23,8 +23,8 @@ from typing import Any
 
 
 def _ingest(db: str, folder: str, q: Any) -> None:
-    from fleetaudit.ingest import IngestOptions, ingest
-    from fleetaudit.store import open_store
+    from fleetaudit.inputs.ingest import IngestOptions, ingest
+    from fleetaudit.model.store import open_store
 
     store = open_store(Path(db))
     started, cpu = time.perf_counter(), time.process_time()
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("bench-out/slurm"))
     args = parser.parse_args()
 
-    from fleetaudit.generate_slurm import SlurmGenerateOptions, generate_slurm
+    from fleetaudit.inputs.generate_slurm import SlurmGenerateOptions, generate_slurm
 
     folder = args.work / f"cluster-{args.nodes}-{args.jobs}"
     if not (folder / "sacct.psv").is_file():

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import polars as pl
 
-from fleetaudit import occupancy
-from fleetaudit.ingest import IngestOptions, ingest
-from fleetaudit.shapes import evaluate, make_shape
-from fleetaudit.store import open_store
+from fleetaudit.inputs.ingest import IngestOptions, ingest
+from fleetaudit.model import occupancy
+from fleetaudit.model.shapes import evaluate, make_shape
+from fleetaudit.model.store import open_store
 
 LEAF = 16  # nodes a leaf switch: 128 GPUs, too few for the 256-GPU gang
 BLOCK = 16  # leaves a block: 2,048 GPUs

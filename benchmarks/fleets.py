@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from fleetaudit.api import StoreOptions, ingest_paths
-from fleetaudit.generate import GenerateOptions, generate_fleet
+from fleetaudit.inputs.generate import GenerateOptions, generate_fleet
 
 
 def generated_store(work: Path, name: str, options: GenerateOptions) -> StoreOptions:

@@ -2,7 +2,7 @@
 
 Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 ``$FLEETAUDIT_DB``). Errors become one line on stderr and an exit code
-(:class:`fleetaudit.errors.ExitCode`): 0 ok, 2 bad input or usage, 75 store busy.
+(:class:`fleetaudit.core.errors.ExitCode`): 0 ok, 2 bad input or usage, 75 store busy.
 """
 
 # No ``from __future__ import annotations``: typer reads every command's parameters at
@@ -25,12 +25,12 @@ from rich.markup import escape
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from fleetaudit import __version__, console
-from fleetaudit.errors import ExitCode, FleetAuditError, UsageError
-from fleetaudit.fsutil import is_stdout, write_output
-from fleetaudit.lazy import import_with_stand_ins
-from fleetaudit.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
-from fleetaudit.options import (
+from fleetaudit import __version__
+from fleetaudit.core.errors import ExitCode, FleetAuditError, UsageError
+from fleetaudit.core.fsutil import is_stdout, write_output
+from fleetaudit.core.lazy import import_with_stand_ins
+from fleetaudit.core.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
+from fleetaudit.core.options import (
     ASI_RELEASE_DAYS,
     ASI_TRACE_START,
     COMPACTION_ENGINES,
@@ -49,18 +49,19 @@ from fleetaudit.options import (
     SlurmGenerateOptions,
     duration_text,
 )
-from fleetaudit.options import INGEST_FORMATS as FORMATS
-from fleetaudit.options import PLACEMENT_POLICIES as POLICIES
-from fleetaudit.options import ROLLUP_INTERVAL_S as DEFAULT_INTERVAL_S
-from fleetaudit.options import ROLLUP_SOURCES as SOURCES
-from fleetaudit.times import iso, parse_duration, parse_instant
+from fleetaudit.core.options import INGEST_FORMATS as FORMATS
+from fleetaudit.core.options import PLACEMENT_POLICIES as POLICIES
+from fleetaudit.core.options import ROLLUP_INTERVAL_S as DEFAULT_INTERVAL_S
+from fleetaudit.core.options import ROLLUP_SOURCES as SOURCES
+from fleetaudit.core.times import iso, parse_duration, parse_instant
+from fleetaudit.outputs import console
 
 # The engines (polars, numpy, duckdb, numba: most of a start-up) are imported in
 # the command that runs them, so `fleetaudit --help` and usage errors stay fast.
 if TYPE_CHECKING:
     from fleetaudit import api
-    from fleetaudit.report_api import ReportResult
-    from fleetaudit.shapes import Shape
+    from fleetaudit.api.report_api import ReportResult
+    from fleetaudit.model.shapes import Shape
 
 # Placeholders in --help read as words, by option name (else by type); flags show none.
 # typer's help and error renderer imports rich's Markdown (markdown-it, pygments) and
@@ -406,7 +407,7 @@ def ingest(
       fleetaudit ingest --format prometheus dcgm/
     """
     from fleetaudit import api
-    from fleetaudit.ingest import IngestOptions, asi2026
+    from fleetaudit.inputs.ingest import IngestOptions, asi2026
 
     traces = ("alibaba-gpu-v2023", "alibaba-gpu-v2026")
     if fmt not in traces and trace_start is not None:
@@ -501,7 +502,7 @@ def rejects(
       fleetaudit rejects --ingest 3 --limit 0 --csv > rejects-3.csv
     """
     from fleetaudit import api
-    from fleetaudit.contract import rejects_document
+    from fleetaudit.outputs.contract import rejects_document
 
     _one_format(as_json=as_json, as_csv=as_csv)
     result = api.list_rejects(_store(db, lock_timeout), ingest_id, limit)
@@ -620,8 +621,8 @@ def _shape_options(
     shapes_file: Path | None,
 ) -> "tuple[Shape, ...]":
     """The ad-hoc shape (--model/--gpus/...) and those of --shapes FILE; empty: none given."""
-    from fleetaudit.shapes import make_shape
-    from fleetaudit.shapes_api import read_shapes_file
+    from fleetaudit.api.shapes_api import read_shapes_file
+    from fleetaudit.model.shapes import make_shape
 
     adhoc: "tuple[Shape, ...]" = ()
     if model is not None and gpus is None:
@@ -710,8 +711,8 @@ def shapes(
       fleetaudit shapes --model H20 --gpus 256 --cpus-per-gpu 16 --explain
       fleetaudit shapes --reclaim --history 7d --step 5m --deadline 1h --csv
     """
-    from fleetaudit.contract import shapes_document
-    from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes
+    from fleetaudit.api.shapes_api import ShapesOptions, evaluate_shapes
+    from fleetaudit.outputs.contract import shapes_document
 
     adhoc = _shape_options(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
@@ -834,9 +835,9 @@ def whatif_placement(
       fleetaudit whatif placement --since 1d --queue backfill
       fleetaudit whatif placement --fill 90 --seeds 5 --policy fgd --policy best-fit
     """
-    from fleetaudit.contract import placement_document
-    from fleetaudit.placement_api import PlacementRun
-    from fleetaudit.placement_api import whatif_placement as run_placement
+    from fleetaudit.api.placement_api import PlacementRun
+    from fleetaudit.api.placement_api import whatif_placement as run_placement
+    from fleetaudit.outputs.contract import placement_document
 
     chosen = tuple(policy) if policy else POLICIES
     unknown = [p for p in chosen if p not in POLICIES]
@@ -993,8 +994,8 @@ def whatif_compaction(
       fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
       fleetaudit shapes --scenario compacted --model H20 --gpus 64
     """
-    from fleetaudit.compaction_api import CompactionRun, compaction_document
-    from fleetaudit.compaction_api import whatif_compaction as run_compaction
+    from fleetaudit.api.compaction_api import CompactionRun, compaction_document
+    from fleetaudit.api.compaction_api import whatif_compaction as run_compaction
 
     options = replace(
         _COMPACTION, depth=depth, rounds=rounds, partition_nodes=partition_nodes,
@@ -1108,8 +1109,8 @@ def whatif_harvesting(
       fleetaudit whatif harvesting --since 7d
       fleetaudit whatif harvesting --policy spotgpu --policy newest --kill-after 2m --json
     """
-    from fleetaudit.harvest_api import harvesting_document
-    from fleetaudit.harvest_api import whatif_harvesting as run_harvesting
+    from fleetaudit.api.harvest_api import harvesting_document
+    from fleetaudit.api.harvest_api import whatif_harvesting as run_harvesting
 
     durations: dict[str, Any] = {
         field: parse_duration(text, option=option)
@@ -1221,7 +1222,7 @@ def generate(
         console.render_generate(cluster)  # type: ignore[arg-type]
         return
     if fmt == "alibaba-gpu-v2026":
-        from fleetaudit.generate_asi import AsiReleaseOptions
+        from fleetaudit.inputs.generate_asi import AsiReleaseOptions
 
         whole = AsiReleaseOptions.days if days is None else days
         if whole != int(whole):
@@ -1319,8 +1320,8 @@ def rollup(
       fleetaudit rollup lake/telemetry/ --out rolled/ && fleetaudit ingest rolled/
       fleetaudit rollup lake/telemetry/ --out rolled/ --interval 15m --engine spark
     """
-    from fleetaudit.rollup_api import RollupOptions
-    from fleetaudit.rollup_api import rollup as run_rollup
+    from fleetaudit.api.rollup_api import RollupOptions
+    from fleetaudit.api.rollup_api import rollup as run_rollup
 
     options = RollupOptions(
         interval_s=parse_duration(interval, option="--interval").total_seconds(),
@@ -1392,7 +1393,7 @@ def report(
       fleetaudit report --html 'reports/{date}.html' --json 'reports/{date}.json'
       fleetaudit report --json - | jq '.fleet'
     """
-    from fleetaudit.report_api import ReportOptions, build_report, record_report
+    from fleetaudit.api.report_api import ReportOptions, build_report, record_report
 
     to_stdout = _check_outputs(
         **{"--html": html, "--json": json_path, "--csv": Path("-") if as_csv else None}
@@ -1423,8 +1424,8 @@ def report(
 
 
 def _write_report(result: "ReportResult", html: Path | None, json_path: Path | None) -> None:
-    from fleetaudit.contract import report_document
-    from fleetaudit.report import expand_path, write_html
+    from fleetaudit.outputs.contract import report_document
+    from fleetaudit.outputs.report import expand_path, write_html
 
     if json_path is not None:
         target = expand_path(json_path, result.generated_at)
@@ -1467,9 +1468,9 @@ def paper(
       fleetaudit paper
       fleetaudit paper --days 109-115 --json > asi-paper-week.json
     """
-    from fleetaudit.contract import paper_document
-    from fleetaudit.ingest import asi2026
-    from fleetaudit.paper_api import PaperOptions, build_paper
+    from fleetaudit.api.paper_api import PaperOptions, build_paper
+    from fleetaudit.inputs.ingest import asi2026
+    from fleetaudit.outputs.contract import paper_document
 
     options = PaperOptions(days=asi2026.parse_days(days))
     with console.progress_status("computing the paper's figures"):
@@ -1498,9 +1499,9 @@ def demo(
       fleetaudit demo --db /tmp/sample.duckdb
     """
     from fleetaudit import api
-    from fleetaudit.report import write_html
-    from fleetaudit.report_api import ReportOptions, build_report
-    from fleetaudit.shapes_api import ShapesOptions, evaluate_shapes
+    from fleetaudit.api.report_api import ReportOptions, build_report
+    from fleetaudit.api.shapes_api import ShapesOptions, evaluate_shapes
+    from fleetaudit.outputs.report import write_html
 
     with console.progress_status("ingesting the sample fleet") as progress:
         result = api.run_demo(_store(db, lock_timeout), progress)

@@ -1,4 +1,4 @@
--- The store's own tables (the four input tables are created from fleetaudit/schema.py).
+-- The store's own tables (the four input tables are created from fleetaudit/model/schema.py).
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR, value VARCHAR);
 CREATE TABLE IF NOT EXISTS rejects (
     ingest_id BIGINT, file VARCHAR, "table" VARCHAR, "row" BIGINT,

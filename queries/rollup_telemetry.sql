@@ -5,7 +5,7 @@
 -- Rows that native ingest would reject (a required value missing, a fraction outside
 -- 0..1, a negative gpu_index) are left out, and rollup_telemetry_skipped counts them.
 -- ts is the interval's first sample, so (node_id, gpu_index, ts) stays a key.
--- Portable: runs on DuckDB as written and on Spark through fleetaudit.spark_sql.
+-- Portable: runs on DuckDB as written and on Spark through fleetaudit.model.spark_sql.
 -- Output: ts (TIMESTAMP), node_id (VARCHAR), gpu_index (BIGINT), alloc_id (VARCHAR),
 --   sm_active (DOUBLE: mean), mem_used (DOUBLE: mean of the samples that have one),
 --   samples (BIGINT), sample_interval_s (DOUBLE: (last - first) / (samples - 1),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fleetaudit.asi_trace import (
+from fleetaudit.inputs.asi_trace import (
     POD_SCHEMA,
     POD_TABLE,
     SERVER_SCHEMA,

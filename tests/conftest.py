@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from fleetaudit.store import Store, open_store
+from fleetaudit.model.store import Store, open_store
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-# The nodes frame as the store hands it to the algorithms (fleetaudit.schema NODES).
+# The nodes frame as the store hands it to the algorithms (fleetaudit.model.schema NODES).
 NODE_SCHEMA = {
     "node_id": pl.String,
     "gpu_model": pl.String,

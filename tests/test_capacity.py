@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetaudit.capacity import (
+from fleetaudit.model.capacity import (
     SHARE_UNITS,
     UNBOUNDED,
     Pod,
@@ -28,7 +28,7 @@ from fleetaudit.capacity import (
     units_of,
     usable,
 )
-from fleetaudit.shapes import make_shape
+from fleetaudit.model.shapes import make_shape
 
 U = SHARE_UNITS
 
@@ -280,9 +280,11 @@ def test_packing_keeps_every_share_and_no_gpu_overflows(sizes: list[int]) -> Non
 
 from datetime import datetime, timedelta  # noqa: E402
 
-from fleetaudit import compaction, console, denominators, history, occupancy, shapes  # noqa: E402
-from fleetaudit.harvest import HarvestOptions, replay_harvest  # noqa: E402
-from fleetaudit.options import CompactionOptions  # noqa: E402
+from fleetaudit.core.options import CompactionOptions  # noqa: E402
+from fleetaudit.model import denominators, history, occupancy, shapes
+from fleetaudit.outputs import console
+from fleetaudit.whatif import compaction  # noqa: E402
+from fleetaudit.whatif.harvest import HarvestOptions, replay_harvest  # noqa: E402
 from tests.conftest import ALLOC_SCHEMA, NODE_SCHEMA  # noqa: E402
 
 T0 = datetime(2026, 1, 1)

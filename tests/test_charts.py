@@ -1,4 +1,4 @@
-"""fleetaudit.charts and the report's charts: SVG points worked by hand.
+"""fleetaudit.outputs.charts and the report's charts: SVG points worked by hand.
 
 The chart box is 600 x 160 (report.CHART_W, CHART_H); y grows downwards, so a value
 v on an axis topped at T sits at y = 160 - 160 * v / T.
@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetaudit import charts
-from fleetaudit.denominators import SPLIT
-from fleetaudit.report import _over_time
-from fleetaudit.report_api import queued_gpus, recoverable_view
+from fleetaudit.api.report_api import queued_gpus, recoverable_view
+from fleetaudit.model.denominators import SPLIT
+from fleetaudit.outputs import charts
+from fleetaudit.outputs.report import _over_time
 
 T0 = datetime(2026, 3, 1)
 STEP = timedelta(hours=1)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from fleetaudit import __version__, api
 from fleetaudit.cli import app
-from fleetaudit.store import open_store
+from fleetaudit.model.store import open_store
 from tests.conftest import write
 
 runner = CliRunner()

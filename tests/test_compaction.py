@@ -12,10 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetaudit.compaction import CompactionOptions, CompactionResult, _exact, _partitions, compact
-from fleetaudit.compaction_replay import LedgerError, replay_ledger
-from fleetaudit.occupancy import SHARE_UNITS, first_fit_decreasing
-from fleetaudit.shapes import Shape, make_shape
+from fleetaudit.model.occupancy import SHARE_UNITS, first_fit_decreasing
+from fleetaudit.model.shapes import Shape, make_shape
+from fleetaudit.whatif.compaction import (
+    CompactionOptions,
+    CompactionResult,
+    _exact,
+    _partitions,
+    compact,
+)
+from fleetaudit.whatif.compaction_replay import LedgerError, replay_ledger
 
 T = datetime(2026, 1, 1, 12)
 SOON = T + timedelta(minutes=30)  # within the default --min-remaining of 1h
@@ -611,7 +617,7 @@ def test_cli_errors_are_one_line_and_exit_2(tiny_db, args, message) -> None:
 @pytest.mark.slow
 def test_generated_fleet_in_processes_equals_in_process_and_replays(tmp_path) -> None:
     """A generated fleet above the process threshold: the same ledger with 1 or 2 workers."""
-    from fleetaudit.generate import GenerateOptions, generate_fleet
+    from fleetaudit.inputs.generate import GenerateOptions, generate_fleet
 
     out = tmp_path / "fleet"
     generate_fleet(out, GenerateOptions(nodes=1_200, days=1.0, telemetry_days=0))
@@ -649,7 +655,7 @@ def test_the_partition_rows_carry_every_field_of_a_partition() -> None:
     (a field added to the partition and not to the rows broke --engine spark)."""
     from dataclasses import fields
 
-    from fleetaudit.compaction import PARTITION_SCHEMA, _Partition
+    from fleetaudit.whatif.compaction import PARTITION_SCHEMA, _Partition
 
     assert set(PARTITION_SCHEMA.names) == {f.name for f in fields(_Partition)}
 
@@ -665,7 +671,7 @@ def _compaction_flags() -> set[str]:
 
 
 def test_every_flag_an_options_error_names_exists_on_the_command() -> None:
-    from fleetaudit.compaction_api import _FLAGS
+    from fleetaudit.api.compaction_api import _FLAGS
 
     flags = _compaction_flags()
     assert {"--depth", "--rounds", "--jobs", "--warmup"} <= flags  # the command was found
@@ -689,8 +695,8 @@ def test_an_options_error_names_what_the_caller_can_change(
 ) -> None:
     from dataclasses import replace
 
-    from fleetaudit.compaction_api import CompactionRun, _checked
-    from fleetaudit.errors import UsageError
+    from fleetaudit.api.compaction_api import CompactionRun, _checked
+    from fleetaudit.core.errors import UsageError
 
     run = CompactionRun(jobs=1, options=replace(CompactionOptions(), **change))
     with pytest.raises(UsageError) as caught:

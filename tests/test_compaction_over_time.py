@@ -13,19 +13,19 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from fleetaudit import compaction_over_time as cot
 from fleetaudit.cli import app
-from fleetaudit.compaction import CompactionOptions, Move, compact
-from fleetaudit.compaction_over_time import (
+from fleetaudit.core.errors import UsageError
+from fleetaudit.core.times import epoch_us
+from fleetaudit.model.shapes import make_shape
+from fleetaudit.whatif import compaction_over_time as cot
+from fleetaudit.whatif.compaction import CompactionOptions, Move, compact
+from fleetaudit.whatif.compaction_over_time import (
     OverTimeOptions,
     OverTimeResult,
     affordable_prefix,
     compact_over_time,
 )
-from fleetaudit.compaction_replay import replay_ledger
-from fleetaudit.errors import UsageError
-from fleetaudit.shapes import make_shape
-from fleetaudit.times import epoch_us
+from fleetaudit.whatif.compaction_replay import replay_ledger
 from tests.test_compaction import T, fleets, make_allocations, make_nodes
 
 DATA = Path(__file__).parent / "data" / "overtime"

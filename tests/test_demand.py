@@ -1,4 +1,4 @@
-"""The window's demand (fleetaudit.demand) and the report's use of it, worked by hand.
+"""The window's demand (fleetaudit.model.demand) and the report's use of it, worked by hand.
 
 tests/data/demand/README.md says what each request is for; the window is
 [2026-01-01T00:00Z, 2026-01-02T00:00Z].
@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from fleetaudit import api
+from fleetaudit.api.report_api import ReportOptions, build_report
 from fleetaudit.cli import app
-from fleetaudit.demand import window_demand
-from fleetaudit.errors import UsageError
-from fleetaudit.report_api import ReportOptions, build_report
-from fleetaudit.shapes import duration_class
-from fleetaudit.store import open_store
+from fleetaudit.core.errors import UsageError
+from fleetaudit.model.demand import window_demand
+from fleetaudit.model.shapes import duration_class
+from fleetaudit.model.store import open_store
 
 from .conftest import DATA
 

@@ -19,8 +19,9 @@ import pytest
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
-from fleetaudit import compaction_api, contract, harvest_api, paper_api, report_api
+from fleetaudit.api import compaction_api, harvest_api, paper_api, report_api
 from fleetaudit.cli import app
+from fleetaudit.outputs import contract
 from tests.conftest import command_paths
 
 REPO = Path(__file__).resolve().parent.parent

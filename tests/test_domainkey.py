@@ -20,15 +20,15 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from fleetaudit.cli import app
-from fleetaudit.compaction import CompactionOptions, compact
-from fleetaudit.compaction_replay import LedgerError, replay_ledger
-from fleetaudit.denominators import schedulable
-from fleetaudit.harvest import HarvestOptions, replay_harvest
-from fleetaudit.history import evaluate_history
-from fleetaudit.occupancy import block_domains, node_state, switch_domain, switch_domains
-from fleetaudit.placement import PlacementOptions, simulate_replay
-from fleetaudit.reclaim import reclaimable
-from fleetaudit.shapes import evaluate, make_shape
+from fleetaudit.model.denominators import schedulable
+from fleetaudit.model.history import evaluate_history
+from fleetaudit.model.occupancy import block_domains, node_state, switch_domain, switch_domains
+from fleetaudit.model.shapes import evaluate, make_shape
+from fleetaudit.whatif.compaction import CompactionOptions, compact
+from fleetaudit.whatif.compaction_replay import LedgerError, replay_ledger
+from fleetaudit.whatif.harvest import HarvestOptions, replay_harvest
+from fleetaudit.whatif.placement import PlacementOptions, simulate_replay
+from fleetaudit.whatif.reclaim import reclaimable
 from tests.conftest import DATA
 from tests.test_compaction import T, make_allocations, make_nodes, run
 

@@ -19,9 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from fleetaudit.cli import app
-from fleetaudit.errors import UsageError
-from fleetaudit.fsutil import atomic_path, stream_fd, write_output
-from fleetaudit.store import open_store
+from fleetaudit.core.errors import UsageError
+from fleetaudit.core.fsutil import atomic_path, stream_fd, write_output
+from fleetaudit.model.store import open_store
 from tests.conftest import command_paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -479,8 +479,11 @@ def test_the_harvesting_replay_says_when_it_compiles(
     monkeypatch: pytest.MonkeyPatch, tiny_db: Path
 ) -> None:
     """The notice depends on the cache's state, not on a terminal (cron, pipes see it)."""
-    from fleetaudit import api, harvest, harvest_api, jitcache
-    from fleetaudit.harvest_api import HarvestRun
+    from fleetaudit import api
+    from fleetaudit.api import harvest_api
+    from fleetaudit.api.harvest_api import HarvestRun
+    from fleetaudit.core import jitcache
+    from fleetaudit.whatif import harvest
 
     monkeypatch.setattr(harvest, "warm_up", _stop)  # the replay itself is not the point
     said: list[str] = []

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetaudit.generate import TABLES, GenerateOptions, GenerateResult, generate_fleet
+from fleetaudit.inputs.generate import TABLES, GenerateOptions, GenerateResult, generate_fleet
 
 END = datetime(2026, 5, 1, tzinfo=timezone.utc)
 EPS = 1e-9

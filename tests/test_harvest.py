@@ -13,11 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from fleetaudit import api, harvest, occupancy
+from fleetaudit import api
+from fleetaudit.api.harvest_api import HarvestRun, whatif_harvesting
 from fleetaudit.cli import app
-from fleetaudit.harvest import HarvestOptions, replay_harvest, sleep_intervals
-from fleetaudit.harvest_api import HarvestRun, whatif_harvesting
-from fleetaudit.store import open_store
+from fleetaudit.model import occupancy
+from fleetaudit.model.store import open_store
+from fleetaudit.whatif import harvest
+from fleetaudit.whatif.harvest import HarvestOptions, replay_harvest, sleep_intervals
 from tests.conftest import ALLOC_SCHEMA, NODE_SCHEMA, write
 
 T0 = datetime(2026, 1, 1)

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from numba.typed import List
 from polars.testing import assert_frame_equal
 
-from fleetaudit import harvest, harvest_api, harvest_kernel, occupancy
-from fleetaudit.parallel import map_processes
+from fleetaudit.api import harvest_api
+from fleetaudit.core.parallel import map_processes
+from fleetaudit.model import occupancy
+from fleetaudit.whatif import harvest, harvest_kernel
 
 U = occupancy.SHARE_UNITS
 
@@ -94,7 +96,7 @@ def test_a_prepared_replay_serves_every_policy() -> None:
 @pytest.mark.slow
 def test_worker_processes_replay_as_the_main_process_does(tmp_path) -> None:
     """A generated fleet with telemetry: every frame the same in 2 workers and in process."""
-    from fleetaudit.generate import GenerateOptions, generate_fleet
+    from fleetaudit.inputs.generate import GenerateOptions, generate_fleet
 
     out = tmp_path / "fleet"
     generate_fleet(out, GenerateOptions(nodes=150, days=3.0, telemetry_days=1.0,

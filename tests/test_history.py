@@ -1,4 +1,4 @@
-"""Tests for fleetaudit.history: the tiny golden, hand-worked waits and percentiles,
+"""Tests for fleetaudit.model.history: the tiny golden, hand-worked waits and percentiles,
 the sweep against per-instant evaluation (hypothesis), calibration, and the
 occupancy timeline it is built on."""
 
@@ -13,17 +13,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import fleetaudit.history
-from fleetaudit.errors import UsageError
-from fleetaudit.history import (
+import fleetaudit.model.history
+from fleetaudit.core.errors import UsageError
+from fleetaudit.model.history import (
     History,
     calibrate,
     evaluate_history,
     evaluate_history_naive,
     nearest_rank,
 )
-from fleetaudit.occupancy import occupancy_at, occupancy_timeline
-from fleetaudit.shapes import make_shape
+from fleetaudit.model.occupancy import occupancy_at, occupancy_timeline
+from fleetaudit.model.shapes import make_shape
 from tests.conftest import NODE_SCHEMA
 
 TINY = Path(__file__).parent / "data" / "tiny"
@@ -450,7 +450,7 @@ def test_calibrate_by_hand():
     )
     calibration = calibrate(history, requests)
     # actual waits: 20 min, 2.5 h, 0, 1 min; predicted: 1h, 2h, 1h, censored
-    assert calibration == fleetaudit.history.Calibration(
+    assert calibration == fleetaudit.model.history.Calibration(
         started=4,
         actual_wait_p50_s=60.0,
         actual_wait_p90_s=9000.0,

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetaudit.errors import InputError
-from fleetaudit.ingest import IngestOptions, ingest
-from fleetaudit.store import Store, open_store
+from fleetaudit.core.errors import InputError
+from fleetaudit.inputs.ingest import IngestOptions, ingest
+from fleetaudit.model.store import Store, open_store
 from tests.conftest import DATA, write
 
 NODES = """

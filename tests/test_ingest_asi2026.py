@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetaudit import api
-from fleetaudit.asi_trace import (
+from fleetaudit.core.errors import InputError
+from fleetaudit.inputs.asi_trace import (
     POD_SCHEMA,
     POD_TABLE,
     SERVER_SCHEMA,
@@ -20,11 +21,10 @@ from fleetaudit.asi_trace import (
     table_of,
     write_partition,
 )
-from fleetaudit.errors import InputError
-from fleetaudit.ingest import IngestOptions
-from fleetaudit.ingest.asi2026 import parse_days
-from fleetaudit.ingest.labels import asi_bucket
-from fleetaudit.store import open_store
+from fleetaudit.inputs.ingest import IngestOptions
+from fleetaudit.inputs.ingest.asi2026 import parse_days
+from fleetaudit.inputs.ingest.labels import asi_bucket
+from fleetaudit.model.store import open_store
 from tests.asi_fixture import pod_rows, server_rows, write_fixture
 
 START = datetime(2026, 1, 1)
@@ -351,7 +351,7 @@ def test_gpu_colouring_keeps_whole_gpus_apart_within_capacity(runs: list) -> Non
     (Shares spread over several GPUs can leave too few GPUs wholly free; a whole GPU then
     goes onto the least-loaded shared one, so a GPU may carry one whole GPU plus shares.)
     """
-    from fleetaudit.ingest.asi2026 import _Colouring
+    from fleetaudit.inputs.ingest.asi2026 import _Colouring
 
     colouring = _Colouring()
     colouring.capacity["n"] = 8.0

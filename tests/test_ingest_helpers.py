@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from fleetaudit.errors import InputError
-from fleetaudit.ingest.hostlist import HostlistError, expand_hostlist
-from fleetaudit.ingest.labels import PriorityMap, canonical_model
-from fleetaudit.ingest.topology_conf import (
+from fleetaudit.core.errors import InputError
+from fleetaudit.inputs.ingest.hostlist import HostlistError, expand_hostlist
+from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model
+from fleetaudit.inputs.ingest.topology_conf import (
     TopologyConfError,
     looks_like_topology_conf,
     parse_topology_conf,

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from fleetaudit import api
 from fleetaudit.cli import app
-from fleetaudit.errors import InputError
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.ingest import IngestOptions, ingest, prometheus
-from fleetaudit.store import Store, open_store
+from fleetaudit.core.errors import InputError
+from fleetaudit.inputs.generate import GenerateOptions
+from fleetaudit.inputs.ingest import IngestOptions, ingest, prometheus
+from fleetaudit.model.store import Store, open_store
 from tests.conftest import DATA, write
 
 PROM = DATA / "prometheus"

@@ -31,13 +31,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from fleetaudit.cli import app
-from fleetaudit.errors import InputError, UsageError
-from fleetaudit.ingest import IngestOptions, ingest
-from fleetaudit.ingest.labels import PriorityMap
-from fleetaudit.ingest.slurm import classify, priority_of
-from fleetaudit.ingest.slurm_nodes import health_of, split_node_line
-from fleetaudit.ingest.tres import TresError, parse_count, parse_gres, parse_tres
-from fleetaudit.store import Store, open_store
+from fleetaudit.core.errors import InputError, UsageError
+from fleetaudit.inputs.ingest import IngestOptions, ingest
+from fleetaudit.inputs.ingest.labels import PriorityMap
+from fleetaudit.inputs.ingest.slurm import classify, priority_of
+from fleetaudit.inputs.ingest.slurm_nodes import health_of, split_node_line
+from fleetaudit.inputs.ingest.tres import TresError, parse_count, parse_gres, parse_tres
+from fleetaudit.model.store import Store, open_store
 from tests.conftest import DATA, write
 
 SLURM = DATA / "slurm"

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from fleetaudit import jitcache
+from fleetaudit.core import jitcache
 
 REPO = Path(__file__).resolve().parents[1]
 
 KERNEL = """
 from pathlib import Path
-from fleetaudit.jitcache import choose_cache_dir, is_cached, portable_cpu
+from fleetaudit.core.jitcache import choose_cache_dir, is_cached, portable_cpu
 SOURCE = Path(__file__)
 CACHE = choose_cache_dir(SOURCE)
 portable_cpu()

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from fleetaudit.cli import app
-from fleetaudit.errors import InputError
-from fleetaudit.ingest import IngestOptions, ingest
-from fleetaudit.ingest.kubernetes import (
+from fleetaudit.core.errors import InputError
+from fleetaudit.inputs.ingest import IngestOptions, ingest
+from fleetaudit.inputs.ingest.kubernetes import (
     GpuSetup,
     effective_request,
     gpu_setup,
@@ -31,7 +31,7 @@ from fleetaudit.ingest.kubernetes import (
     pod_gpus,
     switch_id,
 )
-from fleetaudit.store import Store, open_store
+from fleetaudit.model.store import Store, open_store
 from tests.conftest import DATA, write
 
 K8S = DATA / "kubernetes"
@@ -265,8 +265,8 @@ def test_priority_map_and_tenant_label(store: Store, tmp_path: Path) -> None:
 
 
 def test_volcano_preemptable_pods_are_low_unless_mapped(tmp_path: Path) -> None:
-    from fleetaudit.ingest.kubernetes import KubernetesOptions, _Mapper
-    from fleetaudit.ingest.labels import PriorityMap
+    from fleetaudit.inputs.ingest.kubernetes import KubernetesOptions, _Mapper
+    from fleetaudit.inputs.ingest.labels import PriorityMap
 
     meta = {"annotations": {"volcano.sh/preemptable": "true"}}
     assert _Mapper(KubernetesOptions()).priority("train", 50, meta) == "low"
@@ -278,9 +278,9 @@ def test_volcano_preemptable_pods_are_low_unless_mapped(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("name", "priority"), [("spot", "low"), ("Preemptible", "low"),
                                                 ("low-priority", "low"), ("prod", "high")])
 def test_unmapped_names_default_alike_for_kubernetes_and_slurm(name: str, priority: str) -> None:
-    from fleetaudit.ingest.kubernetes import KubernetesOptions, _Mapper
-    from fleetaudit.ingest.labels import PriorityMap
-    from fleetaudit.ingest.slurm import priority_of
+    from fleetaudit.inputs.ingest.kubernetes import KubernetesOptions, _Mapper
+    from fleetaudit.inputs.ingest.labels import PriorityMap
+    from fleetaudit.inputs.ingest.slurm import priority_of
 
     assert _Mapper(KubernetesOptions()).priority(name, None, {}) == priority
     assert priority_of(name, "gpu", PriorityMap()) == priority
@@ -772,7 +772,7 @@ def test_pods_alone_use_the_stored_mig_setup(store: Store, tmp_path: Path) -> No
 
 
 def test_a_bound_gpu_pod_that_counts_nothing_is_a_reject(tmp_path: Path) -> None:
-    from fleetaudit.ingest.kubernetes import KubernetesOptions, map_snapshots, read_snapshots
+    from fleetaudit.inputs.ingest.kubernetes import KubernetesOptions, map_snapshots, read_snapshots
 
     # a node stored as MIG single without its product: the device's share is unknown
     stored = {

@@ -1,4 +1,4 @@
-"""Tests for fleetaudit.occupancy: the hand-worked tiny fleet, FFD cases, window
+"""Tests for fleetaudit.model.occupancy: the hand-worked tiny fleet, FFD cases, window
 edges, and a differential check against a per-node pure-Python reference."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetaudit.occupancy import (
+from fleetaudit.model.occupancy import (
     SHARE_UNITS,
     active_at,
     first_fit_decreasing,
@@ -264,8 +264,8 @@ def test_aware_instant_is_converted_to_utc():
 
 
 def test_epoch_microseconds_by_hand():
-    """The one conversion every engine uses (fleetaudit.times)."""
-    from fleetaudit.times import epoch_us, from_epoch_us
+    """The one conversion every engine uses (fleetaudit.core.times)."""
+    from fleetaudit.core.times import epoch_us, from_epoch_us
 
     assert epoch_us(datetime(1970, 1, 1, 0, 0, 1, 5)) == 1_000_005
     assert epoch_us(datetime(1969, 12, 31, 23, 59, 59)) == -1_000_000
@@ -582,8 +582,9 @@ def test_cpu_and_memory_bound_nodes_in_state_and_report(tmp_path: Path) -> None:
     """tests/data/bound: c1 is CPU-bound (8 idle GPUs), c2 memory-bound (6 idle GPUs)."""
     from typer.testing import CliRunner
 
-    from fleetaudit import api, occupancy
+    from fleetaudit import api
     from fleetaudit.cli import app
+    from fleetaudit.model import occupancy
 
     bound = Path(__file__).parent / "data" / "bound"
     db = tmp_path / "bound.duckdb"
@@ -610,7 +611,7 @@ def test_cpu_and_memory_bound_nodes_in_state_and_report(tmp_path: Path) -> None:
 def test_timeline_counts_light_and_packed_share_nodes_alike() -> None:
     """n1's shares never add up to more than one GPU (counted in bulk: one share GPU
     while any runs); n3's 0.6 + 0.6 need two GPUs from 01:00 to 02:00 (packed one by one)."""
-    from fleetaudit.occupancy import occupancy_timeline
+    from fleetaudit.model.occupancy import occupancy_timeline
 
     allocs = [
         RefAlloc("n1", 0, 120, 0.25, 1.0, None, True),

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetaudit.resources import resource_dir
-from fleetaudit.store import Store
+from fleetaudit.core.resources import resource_dir
+from fleetaudit.model.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 QUERIES = sorted((REPO / "queries").glob("*.sql"))

@@ -8,12 +8,12 @@ import polars as pl
 import pytest
 
 from fleetaudit import api
-from fleetaudit import paper as paper_mod
-from fleetaudit.contract import paper_document
-from fleetaudit.errors import UsageError
-from fleetaudit.ingest import IngestOptions
-from fleetaudit.paper_api import PaperOptions, build_paper
-from fleetaudit.store import open_store
+from fleetaudit.api.paper_api import PaperOptions, build_paper
+from fleetaudit.core.errors import UsageError
+from fleetaudit.inputs.ingest import IngestOptions
+from fleetaudit.model import paper as paper_mod
+from fleetaudit.model.store import open_store
+from fleetaudit.outputs.contract import paper_document
 from tests.asi_fixture import write_fixture
 
 OPTIONS = IngestOptions(format="alibaba-gpu-v2026")

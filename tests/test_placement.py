@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetaudit.errors import UsageError
-from fleetaudit.placement import (
+from fleetaudit.core.errors import UsageError
+from fleetaudit.whatif.placement import (
     POLICIES,
     PlacementOptions,
     Replay,
@@ -665,8 +665,8 @@ def test_whatif_placement_replays_by_time_when_no_fill_is_given(tmp_path: Path) 
     from typer.testing import CliRunner
 
     from fleetaudit.api import StoreOptions
+    from fleetaudit.api.placement_api import PlacementRun, whatif_placement
     from fleetaudit.cli import app
-    from fleetaudit.placement_api import PlacementRun, whatif_placement
 
     tiny = Path(__file__).parent / "data" / "tiny"
     db = tmp_path / "tiny.duckdb"
@@ -848,7 +848,7 @@ def test_shuffle_and_in_order_exclude_each_other(tmp_path: Path) -> None:
 def generated_frames(request, tmp_path_factory):
     """Nodes, allocations and requests of a generated fleet (2 days), and its last day."""
     from fleetaudit.api import StoreOptions, ingest_paths, load_frames, reading, resolve_at
-    from fleetaudit.generate import GenerateOptions, generate_fleet
+    from fleetaudit.inputs.generate import GenerateOptions, generate_fleet
 
     out = tmp_path_factory.mktemp(f"fleet{request.param}")
     generate_fleet(out / "data", GenerateOptions(nodes=request.param, days=2.0, telemetry_days=0))

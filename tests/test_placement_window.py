@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fleetaudit.placement import (
+from fleetaudit.whatif.placement import (
     _U,
     PlacementOptions,
     _fragmentation,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetaudit.ingest.quantity import QuantityError, parse_quantity, try_quantity
+from fleetaudit.inputs.ingest.quantity import QuantityError, parse_quantity, try_quantity
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Tests for fleetaudit.reclaim: the hand-worked tiny fleet, hand-made fleets for
+"""Tests for fleetaudit.whatif.reclaim: the hand-worked tiny fleet, hand-made fleets for
 gangs, useless victims, checkpoints and windows, and properties on random fleets
 checked against the predicate itself (node_state + evaluate)."""
 
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetaudit.occupancy import node_state
-from fleetaudit.reclaim import Reclaim, _prepare, reclaimable
-from fleetaudit.shapes import Evaluation, Shape, evaluate, make_shape, node_slots
+from fleetaudit.model.occupancy import node_state
+from fleetaudit.model.shapes import Evaluation, Shape, evaluate, make_shape, node_slots
+from fleetaudit.whatif.reclaim import Reclaim, _prepare, reclaimable
 from tests.conftest import ALLOC_SCHEMA, NODE_SCHEMA
 
 TINY = Path(__file__).parent / "data" / "tiny"

@@ -26,14 +26,15 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import fleetaudit
-from fleetaudit import api, occupancy
-from fleetaudit import denominators as den
+from fleetaudit import api
+from fleetaudit.api.report_api import ReportOptions, build_report
 from fleetaudit.cli import app
-from fleetaudit.contract import report_document
-from fleetaudit.report import ReportContext, render_html
-from fleetaudit.report_api import ReportOptions, build_report
-from fleetaudit.resources import resource_dir
-from fleetaudit.shapes import CAUSES, evaluate, make_shape
+from fleetaudit.core.resources import resource_dir
+from fleetaudit.model import denominators as den
+from fleetaudit.model import occupancy
+from fleetaudit.model.shapes import CAUSES, evaluate, make_shape
+from fleetaudit.outputs.contract import report_document
+from fleetaudit.outputs.report import ReportContext, render_html
 
 from .conftest import DATA, NODE_SCHEMA, write
 
@@ -550,7 +551,7 @@ def test_bad_input_is_one_line_and_exit_2(hand_db: Path, tmp_path: Path) -> None
 def test_failed_write_leaves_no_file(
     hand_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import fleetaudit.report as report_module
+    import fleetaudit.outputs.report as report_module
 
     def broken(_: Any) -> str:
         raise OSError("disk full")
@@ -962,7 +963,7 @@ def test_where_it_strands_by_switch_domain_by_hand(hand: Any) -> None:
 
 
 def test_a_larger_fleet_samples_fewer_instants_for_where_it_strands() -> None:
-    from fleetaudit.report_api import place_samples
+    from fleetaudit.api.report_api import place_samples
 
     assert place_samples(1) == 48 and place_samples(19_400) == 8 and place_samples(10**9) == 8
 
@@ -1029,14 +1030,14 @@ def test_heatmap_labels_tell_the_cells_apart(tmp_path: Path) -> None:
     ],
 )
 def test_heatmap_cell_label(domain: str, label: str, lone: bool) -> None:
-    from fleetaudit.report import cell_label
+    from fleetaudit.outputs.report import cell_label
 
     assert cell_label(domain) == (label, lone)
 
 
 @given(st.sampled_from(["switch ", "node "]), st.text(min_size=1, max_size=40))
 def test_a_cell_label_fits_and_keeps_the_tail(level: str, name: str) -> None:
-    from fleetaudit.report import cell_label
+    from fleetaudit.outputs.report import cell_label
 
     label, lone = cell_label(level + name)
     assert len(label) <= 12 and lone == (level == "node ")

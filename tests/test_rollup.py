@@ -15,11 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from fleetaudit import api, engines
+from fleetaudit import api
+from fleetaudit.api.report_api import ReportOptions, build_report
+from fleetaudit.api.rollup_api import ROLLED_TELEMETRY, RollupOptions, rollup
 from fleetaudit.cli import app
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.report_api import ReportOptions, build_report
-from fleetaudit.rollup_api import ROLLED_TELEMETRY, RollupOptions, rollup
+from fleetaudit.inputs.generate import GenerateOptions
+from fleetaudit.model import engines
 
 DATA = Path(__file__).parent / "data" / "rollup"
 RAW_TYPES = {
@@ -258,7 +259,7 @@ def test_engine_spark_without_the_extra_names_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A missing pyspark (or Java-less machine's missing extra) is one line naming the extra."""
-    monkeypatch.setitem(__import__("sys").modules, "fleetaudit.spark_store", None)
+    monkeypatch.setitem(__import__("sys").modules, "fleetaudit.model.spark_store", None)
     raw = raw_parquet(tmp_path / "raw")
     result = runner.invoke(
         app, ["rollup", str(raw), "--out", str(tmp_path / "out"), "--engine", "spark"]

@@ -14,8 +14,8 @@ import polars as pl
 import pytest
 
 from fleetaudit import api
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.ingest import IngestOptions
+from fleetaudit.inputs.generate import GenerateOptions
+from fleetaudit.inputs.ingest import IngestOptions
 
 FULL = os.environ.get("FLEETAUDIT_SCALE") == "full"
 NODES, DAYS = (19_400, 90.0) if FULL else (600, 10.0)
@@ -49,7 +49,7 @@ def test_generated_fleet_harvests(tmp_path: Path) -> None:
     Which policy loses least is a fleet-scale effect (at 200 nodes over 3 days the
     runs diverge too early to rank them); benchmarks/README.md reports it.
     """
-    from fleetaudit.harvest_api import HarvestRun, whatif_harvesting
+    from fleetaudit.api.harvest_api import HarvestRun, whatif_harvesting
 
     nodes = 19_400 if FULL else 200
     out = tmp_path / "fleet"

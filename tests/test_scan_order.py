@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from fleetaudit import api
 from fleetaudit.cli import app
-from fleetaudit.store import Store
+from fleetaudit.model.store import Store
 from tests.conftest import DATA
 
 runner = CliRunner()

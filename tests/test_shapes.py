@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from fleetaudit import occupancy
 from fleetaudit.cli import app
-from fleetaudit.errors import UsageError
-from fleetaudit.shapes import CAUSES, evaluate, make_shape, nearest_misses
+from fleetaudit.core.errors import UsageError
+from fleetaudit.model import occupancy
+from fleetaudit.model.shapes import CAUSES, evaluate, make_shape, nearest_misses
 from tests.conftest import DATA, write
 
 runner = CliRunner()

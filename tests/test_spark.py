@@ -20,11 +20,12 @@ pytest.importorskip("pyspark", reason="pyspark comes with the spark extra: pip i
 if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
     pytest.skip("Spark needs Java 17 or 21 (no java on PATH, no JAVA_HOME)", allow_module_level=True)
 
-from fleetaudit import api, compaction_api  # noqa: E402
-from fleetaudit.compaction import CompactionOptions  # noqa: E402
-from fleetaudit.compaction_api import CompactionRun  # noqa: E402
-from fleetaudit.generate import GenerateOptions  # noqa: E402
-from fleetaudit.rollup_api import ROLLED_TELEMETRY, RollupOptions, rollup  # noqa: E402
+from fleetaudit import api  # noqa: E402
+from fleetaudit.api import compaction_api
+from fleetaudit.api.compaction_api import CompactionRun  # noqa: E402
+from fleetaudit.api.rollup_api import ROLLED_TELEMETRY, RollupOptions, rollup  # noqa: E402
+from fleetaudit.inputs.generate import GenerateOptions  # noqa: E402
+from fleetaudit.whatif.compaction import CompactionOptions  # noqa: E402
 from tests.test_rollup import RAW_TYPES, expected, raw_parquet, read_csv, rows_sorted  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -33,7 +34,7 @@ MASTER = "local[2]"
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[object]:
-    from fleetaudit.spark_store import SparkEngine
+    from fleetaudit.model.spark_store import SparkEngine
 
     engine = SparkEngine(MASTER)
     # tiny inputs: compiling whole-stage code costs more than it saves

@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("sqlglot", reason="sqlglot comes with the spark extra: pip install '.[spark]'")
 
-from fleetaudit.resources import load_sql  # noqa: E402
-from fleetaudit.rollup_api import SOURCES  # noqa: E402
-from fleetaudit.spark_sql import NotPortableError, portable_problems, spark_sql  # noqa: E402
+from fleetaudit.api.rollup_api import SOURCES  # noqa: E402
+from fleetaudit.core.resources import load_sql  # noqa: E402
+from fleetaudit.model.spark_sql import NotPortableError, portable_problems, spark_sql  # noqa: E402
 
 SPARK_QUERIES = sorted(
     {o.query for s in SOURCES.values() for o in s.outputs} | {s.counts for s in SOURCES.values()}
@@ -60,7 +60,7 @@ def test_a_query_that_is_not_portable_is_a_clear_error() -> None:
 def test_exact_quantile_stays_exact() -> None:
     import sqlglot
 
-    from fleetaudit.spark_sql import FleetSpark
+    from fleetaudit.model.spark_sql import FleetSpark
 
     text = sqlglot.transpile("SELECT quantile_cont(x, 0.5) FROM t", read="duckdb", write=FleetSpark)[0]
     assert text == "SELECT PERCENTILE(x, 0.5) FROM t"

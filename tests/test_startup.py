@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from fleetaudit import options
-from fleetaudit.compaction import CompactionOptions
-from fleetaudit.generate import GenerateOptions
-from fleetaudit.generate_slurm import SlurmGenerateOptions
-from fleetaudit.harvest import POLICIES as VICTIM_POLICIES
-from fleetaudit.harvest import HarvestOptions
-from fleetaudit.harvest_api import HarvestRun
-from fleetaudit.ingest import FORMATS
-from fleetaudit.ingest.alibaba import DEFAULT_TRACE_START
-from fleetaudit.ingest.asi2026 import DEFAULT_TRACE_START as ASI_TRACE_START
-from fleetaudit.placement import POLICIES, QUEUES
-from fleetaudit.rollup_api import SOURCES
+from fleetaudit.api.harvest_api import HarvestRun
+from fleetaudit.api.rollup_api import SOURCES
+from fleetaudit.core import options
+from fleetaudit.inputs.generate import GenerateOptions
+from fleetaudit.inputs.generate_slurm import SlurmGenerateOptions
+from fleetaudit.inputs.ingest import FORMATS
+from fleetaudit.inputs.ingest.alibaba import DEFAULT_TRACE_START
+from fleetaudit.inputs.ingest.asi2026 import DEFAULT_TRACE_START as ASI_TRACE_START
+from fleetaudit.whatif.compaction import CompactionOptions
+from fleetaudit.whatif.harvest import POLICIES as VICTIM_POLICIES
+from fleetaudit.whatif.harvest import HarvestOptions
+from fleetaudit.whatif.placement import POLICIES, QUEUES
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("polars", "numpy", "duckdb", "numba", "pyarrow", "jinja2", "scipy")
@@ -43,7 +43,7 @@ def _modules_after(code: str) -> set[str]:
     "code",
     [
         "import fleetaudit.cli",
-        "import fleetaudit.options",
+        "import fleetaudit.core.options",
         # --help of the program and of a command: typer exits 0 after printing
         "import sys, io, contextlib\nimport fleetaudit.cli as c\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
@@ -71,7 +71,7 @@ def test_a_command_still_imports_its_engine() -> None:
 
 
 def test_the_light_names_are_the_engines_names() -> None:
-    """The command line declares from fleetaudit.options what the engines accept."""
+    """The command line declares from fleetaudit.core.options what the engines accept."""
     assert options.INGEST_FORMATS == FORMATS
     assert options.ALIBABA_TRACE_START == DEFAULT_TRACE_START
     assert options.PLACEMENT_POLICIES == POLICIES
@@ -110,7 +110,7 @@ def test_ingest_loads_no_arrow(tmp_path: Path) -> None:
 @pytest.mark.parametrize("where", ["", "WHERE false"], ids=["rows", "empty"])
 def test_small_frame_is_the_arrow_frame(tmp_path: Path, where: str) -> None:
     """Store.small_frame gives the frame Store.sql gives: names, types, nulls, order."""
-    from fleetaudit.store import open_store
+    from fleetaudit.model.store import open_store
 
     with open_store(tmp_path / "s.duckdb") as store:
         text = (

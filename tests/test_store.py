@@ -13,9 +13,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from fleetaudit.errors import StoreBusyError, StoreError
-from fleetaudit.ingest import ingest
-from fleetaudit.store import open_store
+from fleetaudit.core.errors import StoreBusyError, StoreError
+from fleetaudit.inputs.ingest import ingest
+from fleetaudit.model.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,8 +84,8 @@ def test_sigkill_during_ingest_keeps_the_committed_state(
         """
         import sys
         from pathlib import Path
-        from fleetaudit.store import open_store
-        from fleetaudit.ingest import ingest
+        from fleetaudit.model.store import open_store
+        from fleetaudit.inputs.ingest import ingest
         s = open_store(Path(sys.argv[1]))
         ingest(s, [Path(sys.argv[2])], progress=lambda msg: print(msg, flush=True))
         print("finished", flush=True)

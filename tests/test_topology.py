@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from fleetaudit import occupancy
 from fleetaudit.cli import app
-from fleetaudit.errors import InputError
-from fleetaudit.ingest import IngestOptions, ingest
-from fleetaudit.ingest.topology import deal_switches, read_topology
-from fleetaudit.shapes import evaluate, make_shape
-from fleetaudit.store import Store, open_store
+from fleetaudit.core.errors import InputError
+from fleetaudit.inputs.ingest import IngestOptions, ingest
+from fleetaudit.inputs.ingest.topology import deal_switches, read_topology
+from fleetaudit.model import occupancy
+from fleetaudit.model.shapes import evaluate, make_shape
+from fleetaudit.model.store import Store, open_store
 from tests.conftest import write
 from tests.test_shapes import T, fleets
 

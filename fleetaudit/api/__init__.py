@@ -1,0 +1,604 @@
+"""The library surface the command line calls.
+
+Each function opens the store, reads what it needs as polars frames, hands
+them to the pure algorithm modules and returns a frozen result. Nothing here
+prints; :mod:`fleetaudit.outputs.console` renders results.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from fleetaudit.core.errors import UsageError
+from fleetaudit.core.fsutil import write_output
+from fleetaudit.core.options import DEFAULT_LOCK_TIMEOUT, REJECTS_LIMIT
+from fleetaudit.core.resources import resource_dir
+from fleetaudit.core.times import iso, to_utc
+from fleetaudit.model import occupancy
+from fleetaudit.model.store import Store, open_store
+
+if TYPE_CHECKING:  # imported where used: a read-only command loads no ingest or generator
+    from fleetaudit.inputs import generate as generator
+    from fleetaudit.inputs import generate_slurm
+    from fleetaudit.inputs.generate_asi import AsiReleaseOptions, AsiReleaseResult
+    from fleetaudit.inputs.ingest import IngestOptions, IngestResult
+
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """Where the store is and how long to wait for another writer's lock."""
+
+    db: Path
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    # told once, after a second of waiting, that another process holds the lock
+    on_wait: Callable[[str], None] | None = field(default=None, compare=False)
+
+
+@contextmanager
+def writing(options: StoreOptions) -> Iterator[Store]:
+    """The store opened for writing; a store this call created is removed if the call fails."""
+    store = open_store(options.db, lock_timeout=options.lock_timeout, on_wait=options.on_wait)
+    try:
+        yield store
+    except BaseException:
+        store.close()
+        if store.created:
+            _remove_store_files(options.db)
+        raise
+    store.close()
+
+
+@contextmanager
+def reading(options: StoreOptions) -> Iterator[Store]:
+    """The store opened for reading (it must exist)."""
+    store = open_store(
+        options.db, read_only=True, lock_timeout=options.lock_timeout, on_wait=options.on_wait
+    )
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _remove_store_files(db: Path) -> None:
+    for path in (db, db.with_name(db.name + ".wal")):
+        if path.exists():
+            os.remove(path)
+
+
+# -- ingest ----------------------------------------------------------------------------
+
+
+def ingest_paths(
+    options: StoreOptions,
+    paths: Sequence[Path],
+    ingest_options: IngestOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> IngestResult:
+    """Ingest ``paths`` into the store in one transaction (see :mod:`fleetaudit.inputs.ingest`)."""
+    from fleetaudit.inputs.ingest import IngestOptions, ingest
+
+    with writing(options) as store:
+        return ingest(store, paths, ingest_options or IngestOptions(), progress)
+
+
+# -- what the store holds --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    """What a store holds: rows per table, capacity per model, the export time."""
+
+    db: Path
+    tables: pl.DataFrame  # table, rows, first, last
+    models: pl.DataFrame  # gpu_model, nodes, gpus, healthy_gpus, domains
+    export_time: datetime | None
+    queued: int
+    scenarios: pl.DataFrame  # name, created_at, command, at, base, options
+
+
+def summarize(options: StoreOptions) -> StoreSummary:
+    """Summarise the store at ``options.db``."""
+    with reading(options) as store:
+        at = export_time(store)
+        queued = 0 if at is None else store.query("queued_requests_at", at=at).height
+        return StoreSummary(
+            db=options.db,
+            tables=store.query("store_tables"),
+            models=store.query("fleet_by_model"),
+            export_time=at,
+            queued=queued,
+            scenarios=store.query("scenario_names"),
+        )
+
+
+@dataclass(frozen=True)
+class RejectsResult:
+    """The rows one ingest call rejected (``fleetaudit rejects``)."""
+
+    db: Path
+    ingest_id: int | None  # None: the store has had no ingest
+    total: int  # rejects of that ingest
+    rejects: pl.DataFrame  # ingest_id, file, table, row, column, value, reason (at most limit)
+
+
+def list_rejects(
+    options: StoreOptions, ingest_id: int | None = None, limit: int | None = REJECTS_LIMIT
+) -> RejectsResult:
+    """The rejects of ingest call ``ingest_id`` (default: the newest), at most ``limit``."""
+    if limit is not None and limit < 0:
+        raise UsageError("--limit: must be 0 (all) or more")
+    with reading(options) as store:
+        counts = store.query("rejects_count", ingest_id=ingest_id).row(0, named=True)
+        if ingest_id is not None and not counts["found"]:
+            raise UsageError(
+                f"--ingest: {options.db} has no ingest #{ingest_id} "
+                f"(the newest is #{counts['latest'] or 0})"
+            )
+        chosen = ingest_id if ingest_id is not None else counts["latest"]
+        frame = store.query("rejects_of_ingest", ingest_id=chosen, limit=limit or None)
+    return RejectsResult(
+        db=options.db,
+        ingest_id=None if chosen is None else int(chosen),
+        total=int(counts["total"]),
+        rejects=frame,
+    )
+
+
+def export_time(store: Store, scenario: str | None = None) -> datetime | None:
+    """The latest timestamp in the data (SPEC §2), or None for an empty store."""
+    value = store.query("export_time", scenario=scenario)["at"][0]
+    if "snapshot_time" in store.column_types("nodes"):
+        # a snapshot is an export of its own moment, later than its last event
+        snapshot = store.query("snapshot_export_time")["at"][0]
+        if snapshot is not None and (value is None or snapshot > value):
+            value = snapshot
+    return None if value is None else to_utc(value)
+
+
+def _span(value: timedelta) -> str:
+    hours = value.total_seconds() / 3600
+    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} h"
+
+
+def data_notes(
+    store: Store, start: datetime, end: datetime, scenario: str | None = None
+) -> list[str]:
+    """Sanity notes on what the data covers: an inventory-only store, a window (or an
+    instant, when ``start == end``) before, after or longer than the data."""
+    span = store.query("data_span", scenario=scenario).row(0, named=True)
+    notes = []
+    if not span["allocations"]:
+        notes.append(
+            "the store holds no allocations: every GPU reads free, and --at gives a snapshot "
+            "of the inventory"
+        )
+    if span["first"] is None:
+        return notes
+    first, last = to_utc(span["first"]), to_utc(span["last"])
+    data = f"the data runs from {iso(first)} to {iso(last)}"
+    if start == end:
+        if end < first:
+            notes.append(f"--at {iso(end)} is before all of the data ({data})")
+        elif end > last:
+            notes.append(
+                f"--at {iso(end)} is after all of the data ({data}): the last recorded "
+                "allocations are carried on"
+            )
+        return notes
+    if end <= first:
+        notes.append(f"the window lies before all of the data ({data}): its figures are empty")
+    elif start >= last:
+        notes.append(
+            f"the window lies after all of the data ({data}): the last recorded allocations "
+            "are carried on, and no request or telemetry is recorded in it"
+        )
+    elif start < first and end >= last:
+        notes.append(
+            f"the window ({_span(end - start)}) is longer than the data ({_span(last - first)}; "
+            f"{data}): its rates count the time without data"
+        )
+    else:
+        if start < first:
+            notes.append(
+                f"the window starts {_span(first - start)} before the data ({data}): "
+                "its rates count the time without data"
+            )
+        if end > last:
+            notes.append(
+                f"the window ends {_span(end - last)} after the data ({data}): the last "
+                "recorded allocations are carried on"
+            )
+    return notes
+
+
+def holds_requests(store: Store) -> bool:
+    """Whether the store holds any request."""
+    return store.row_count("requests") > 0
+
+
+# -- the time model over the store -------------------------------------------------------
+
+
+def resolve_at(store: Store, at: datetime | None, scenario: str | None = None) -> datetime:
+    """``--at`` or, by default, the export time."""
+    if at is not None:
+        return to_utc(at)
+    found = export_time(store, scenario)
+    if found is None:
+        raise UsageError(
+            f"{store.path}: the store holds no allocations, requests or telemetry yet; "
+            "give --at TIME for a snapshot of the inventory"
+        )
+    return found
+
+
+def check_scenario(store: Store, scenario: str | None) -> None:
+    """Fail with the names on offer when ``scenario`` is not saved."""
+    if scenario is None:
+        return
+    names = store.query("scenario_names")["name"].to_list()
+    if scenario not in names:
+        offer = ", ".join(names) if names else "none saved yet (a what-if saves one with --save-as)"
+        raise UsageError(f"--scenario: no scenario named {scenario!r}; scenarios: {offer}")
+
+
+def load_frames(
+    store: Store, start: datetime, end: datetime, scenario: str | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Nodes and the allocations active at some instant of [start, end)."""
+    check_scenario(store, scenario)
+    nodes = store.query("nodes")
+    frames = [store.query("allocations_overlapping", start=start, end=end, scenario=scenario)]
+    return nodes, by_alloc_id(frames)
+
+
+def by_alloc_id(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The allocations frame ``frames`` holds, in alloc_id order (rows sharing an
+    alloc_id: by all their columns), so that no figure depends on the order in which
+    the store returned its rows; it is taken out of ``frames``.
+
+    The query leaves the order open: sorting 9.4 M rows in DuckDB, or with
+    ``DataFrame.sort`` (which gathers every column at once), peaks at about twice
+    the frame. Here the permutation and the columns gathered so far are extra, and
+    the frame is released as it goes (hence the list: no caller keeps a reference).
+    """
+    allocations = frames.pop()
+    if allocations.height < 2:
+        return allocations
+    order = allocations["alloc_id"].arg_sort(nulls_last=True)
+    ids = allocations["alloc_id"].gather(order)
+    if ids.slice(1).eq_missing(ids.slice(0, ids.len() - 1)).any():
+        order = allocations.select(
+            pl.arg_sort_by(allocations.columns, nulls_last=True, maintain_order=True)
+        ).to_series()
+    elif order.equals(pl.int_range(allocations.height, eager=True).cast(order.dtype)):
+        return allocations
+    del ids
+    columns = []
+    for name in allocations.columns:  # the store's buffers go with the last column
+        columns.append(allocations.get_column(name).gather(order))
+        allocations = allocations.drop(name)
+    return pl.DataFrame(columns)
+    order = allocations["alloc_id"].arg_sort(nulls_last=True)
+    if order.equals(pl.Series(range(allocations.height), dtype=order.dtype)):
+        return allocations
+    columns = []
+    for name in allocations.columns:  # each column freed once gathered
+        columns.append(allocations.get_column(name).gather(order))
+        allocations = allocations.drop(name)
+    return pl.DataFrame(columns)
+
+
+def state_at(
+    store: Store,
+    at: datetime | None = None,
+    duration: timedelta | None = None,
+    scenario: str | None = None,
+) -> pl.DataFrame:
+    """The state of every node at ``at`` (and its free capacity over [at, at + duration))."""
+    instant = resolve_at(store, at, scenario)
+    end = instant + (duration or timedelta(0)) + timedelta(microseconds=1)
+    nodes, allocations = load_frames(store, instant, end, scenario)
+    return occupancy.node_state(nodes, allocations, instant, duration)
+
+
+@dataclass(frozen=True)
+class StateResult:
+    """The per-node state at an instant (:func:`fleetaudit.model.occupancy.node_state`)."""
+
+    at: datetime
+    duration: timedelta | None
+    scenario: str | None
+    state: pl.DataFrame
+    notes: tuple[str, ...] = ()
+
+
+def node_state(
+    options: StoreOptions,
+    at: datetime | None = None,
+    duration: timedelta | None = None,
+    scenario: str | None = None,
+    out: Path | None = None,
+    out_format: str | None = None,
+) -> StateResult:
+    """The state of every node at ``at``; also written to ``out`` if given.
+
+    ``out_format`` is ``csv`` or ``parquet``; by default the suffix of ``out``
+    says which (``-``, a device or a FIFO need it given).
+    """
+    fmt = None if out is None else output_format(out, out_format)
+    with reading(options) as store:
+        instant = resolve_at(store, at, scenario)
+        frame = state_at(store, instant, duration, scenario)
+        notes = tuple(data_notes(store, instant, instant, scenario))
+    if out is not None:
+        buffer = io.BytesIO()
+        if fmt == "csv":
+            frame.with_columns(
+                pl.col(pl.List(pl.Float64)).list.eval(pl.element().cast(pl.Utf8)).list.join("|")
+            ).write_csv(buffer)
+        else:
+            frame.write_parquet(buffer)
+        write_output(out, buffer.getvalue())
+    return StateResult(at=instant, duration=duration, scenario=scenario, state=frame, notes=notes)
+
+
+def output_format(out: Path, given: str | None) -> str:
+    """The format of an ``--out`` file: ``given``, else the file's suffix (.csv, .parquet)."""
+    if given is not None:
+        if given.lower() not in ("csv", "parquet"):
+            raise UsageError(f"--out-format: {given!r} is not csv or parquet")
+        return given.lower()
+    suffix = Path(str(out)).suffix.lower()
+    if suffix in (".csv", ".parquet"):
+        return suffix[1:]
+    raise UsageError(f"--out: {out} must end in .csv or .parquet, or give --out-format")
+
+
+def save_scenario(
+    store: Store,
+    name: str,
+    allocations: pl.DataFrame,
+    *,
+    base: str,
+    command: str,
+    options: dict[str, Any],
+    at: datetime,
+) -> None:
+    """Save an allocation state as scenario ``name`` (replacing one of that name).
+
+    Args:
+        allocations: rows in the allocations columns, plus ``removed`` (bool) on
+            base ``recorded``; they override recorded rows by alloc_id.
+        base: ``recorded`` or ``empty`` (the rows are the whole state).
+    """
+    if base not in ("recorded", "empty"):
+        raise ValueError(f"unknown scenario base {base!r}")
+    frame = allocations
+    if "removed" not in frame.columns:
+        frame = frame.with_columns(pl.lit(False).alias("removed"))
+    frame = frame.select(
+        pl.lit(name).alias("scenario"),
+        "removed",
+        "alloc_id",
+        "job_id",
+        "node_id",
+        "gpus",
+        "cpus",
+        "memory_gib",
+        "priority",
+        "workload",
+        "tenant",
+        "start_time",
+        "end_time",
+        "checkpoint_interval_s",
+        "sleepable",
+    )
+    with store.transaction():
+        store.execute("delete_scenario_rows", name=name)
+        store.execute("delete_scenario", name=name)
+        store.execute(
+            "insert_scenario",
+            name=name,
+            command=command,
+            options=json.dumps(options, default=str, sort_keys=True),
+            at=at,
+            base=base,
+        )
+        store.register_frame("_fa_scenario_rows", frame)
+        store.run("INSERT INTO scenario_allocations SELECT * FROM _fa_scenario_rows")
+
+
+# -- recorded what-if runs -------------------------------------------------------------
+
+WHATIF_KINDS = ("compaction", "harvesting")
+
+
+def record_whatif_run(
+    options: StoreOptions,
+    kind: str,
+    *,
+    at: datetime,
+    scenario: str | None,
+    run_options: dict[str, Any],
+    document: dict[str, Any],
+) -> None:
+    """Keep a what-if's ``--json`` document in the store, so ``report`` can show it.
+
+    Args:
+        kind: one of :data:`WHATIF_KINDS`.
+        run_options: the options it ran with (JSON-serialisable; datetimes become text).
+        document: the SPEC document the run printed.
+    """
+    if kind not in (*WHATIF_KINDS, "compaction_over_time"):
+        raise ValueError(f"unknown what-if kind {kind!r}")
+    with writing(options) as store:
+        store.execute(
+            "insert_whatif_run",
+            kind=kind,
+            at=at,
+            scenario=scenario,
+            options=json.dumps(run_options, default=str, sort_keys=True),
+            document=json.dumps(document, default=str),
+        )
+
+
+@dataclass(frozen=True)
+class WhatifRun:
+    """The newest recorded run of one what-if kind."""
+
+    kind: str
+    created_at: datetime
+    at: datetime
+    scenario: str | None
+    options: dict[str, Any]
+    document: dict[str, Any]
+    stale: bool  # an ingest landed after the run
+
+
+def latest_whatif_runs(store: Store) -> dict[str, WhatifRun]:
+    """The newest run of each what-if kind recorded in ``store`` (kind -> run)."""
+    if "whatif_runs" not in store.table_names():  # a store written before runs were kept
+        return {}
+    return {
+        row["kind"]: WhatifRun(
+            kind=row["kind"],
+            created_at=to_utc(row["created_at"]),
+            at=to_utc(row["at"]),
+            scenario=row["scenario"],
+            options=json.loads(row["options"]),
+            document=json.loads(row["document"]),
+            stale=bool(row["stale"]),
+        )
+        for row in store.query("latest_whatif_runs").iter_rows(named=True)
+    }
+
+
+# -- generator and demo ------------------------------------------------------------------
+
+
+def _generate_prometheus(
+    out: Path,
+    options: generator.GenerateOptions,
+    progress: Callable[[str, float], None] | None,
+) -> generator.GenerateResult:
+    from fleetaudit.inputs import generate as generator
+    from fleetaudit.inputs import generate_prometheus as prometheus_dump
+
+    native = generator.generate_fleet(out, replace(options, format="parquet"), progress=progress)
+    dump = out / "prometheus"
+    say = (lambda msg: progress(msg, 1.0)) if progress is not None else None
+    _files, samples = prometheus_dump.write_query_range(
+        dump, native.files["nodes"], native.files["telemetry"], say
+    )
+    native.files["telemetry"].unlink()
+    return replace(
+        native,
+        files={**native.files, "telemetry": dump},
+        rows={**native.rows, "telemetry": samples},
+    )
+
+
+def generate_fleet(
+    out: Path,
+    options: generator.GenerateOptions,
+    progress: Callable[[str, float], None] | None = None,
+) -> generator.GenerateResult:
+    """Write a synthetic ASI-like fleet (see :mod:`fleetaudit.inputs.generate`).
+
+    ``format="kubernetes"`` writes it as one kubectl JSON snapshot
+    (:mod:`fleetaudit.inputs.generate_kubernetes`); ``format="prometheus"`` writes nodes,
+    allocations and requests as Parquet and the telemetry as a dcgm-exporter
+    query_range dump in ``out/prometheus`` (see :mod:`fleetaudit.inputs.generate_prometheus`).
+    """
+    from fleetaudit.inputs import generate as generator
+    from fleetaudit.inputs import generate_kubernetes
+
+    formats = (*generator.FORMATS, "kubernetes", "prometheus")
+    if options.format not in formats:
+        raise UsageError(f"format must be one of {', '.join(formats)}; got {options.format!r}")
+    try:
+        if options.format == "kubernetes":
+            return generate_kubernetes.write_kubectl(out, options, progress=progress)
+        if options.format == "prometheus":
+            return _generate_prometheus(out, options, progress)
+        return generator.generate_fleet(out, options, progress=progress)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the fleet: {exc.strerror or exc}") from exc
+
+
+def generate_slurm_cluster(
+    out: Path, options: generate_slurm.SlurmGenerateOptions
+) -> generate_slurm.SlurmGenerateResult:
+    """Write a synthetic Slurm cluster's exports (see :mod:`fleetaudit.inputs.generate_slurm`)."""
+    from fleetaudit.inputs import generate_slurm
+
+    try:
+        return generate_slurm.generate_slurm(out, options)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the cluster: {exc.strerror or exc}") from exc
+
+def generate_release(
+    out: Path,
+    options: AsiReleaseOptions,
+    progress: Callable[[str, float], None] | None = None,
+) -> AsiReleaseResult:
+    """Write a generated fleet in the ASI 2026 release's layout (:mod:`fleetaudit.inputs.generate_asi`)."""
+    from fleetaudit.inputs import generate_asi
+
+    try:
+        return generate_asi.generate_release(out, options, progress=progress)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the release: {exc.strerror or exc}") from exc
+
+
+def sample_data_dir() -> Path:
+    """The bundled sample fleet."""
+    return resource_dir("sample_data")
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """The demo's ingest, what the store then holds, and the state at the export time."""
+
+    ingest: IngestResult
+    summary: StoreSummary
+    state: StateResult
+
+
+def run_demo(options: StoreOptions, progress: Callable[[str], None] | None = None) -> DemoResult:
+    """Ingest the bundled sample fleet into the store and summarise it.
+
+    Refuses a store that holds data from other files, so the sample is never
+    merged into a real fleet by a stray FLEETAUDIT_DB.
+    """
+    if options.db.exists():
+        with reading(options) as store:
+            loaded = store.sql("SELECT files FROM ingests")["files"].to_list()
+        names = {Path(f).name for files in loaded for f in json.loads(files)}
+        sample = {p.name for p in sample_data_dir().iterdir()}
+        if not names <= sample:
+            raise UsageError(
+                f"{options.db}: the store holds other data than the sample fleet; "
+                "run the demo with --db demo.duckdb"
+            )
+    result = ingest_paths(options, [sample_data_dir()], None, progress)
+    return DemoResult(ingest=result, summary=summarize(options), state=node_state(options))

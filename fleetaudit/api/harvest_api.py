@@ -1,0 +1,228 @@
+"""``fleetaudit whatif harvesting``: read the store, derive sleeps, replay each policy, record the run.
+
+Orchestration only; the engine is :mod:`fleetaudit.whatif.harvest`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from fleetaudit.api import (
+    StoreOptions,
+    load_frames,
+    reading,
+    record_whatif_run,
+    resolve_at,
+)
+from fleetaudit.core import jitcache
+from fleetaudit.core.errors import UsageError
+from fleetaudit.core.options import HarvestRun
+from fleetaudit.core.parallel import map_processes
+from fleetaudit.core.times import iso
+from fleetaudit.whatif import harvest
+
+# numba's cache of the replay is kept per source file (fleetaudit.core.jitcache)
+KERNEL_SOURCE = Path(harvest.__file__).with_name("harvest_kernel.py")
+
+# Replays of fewer allocations and pods than this run in process: spawning a
+# worker (a fresh interpreter importing polars and loading the compiled
+# replay) costs more than the replay saves.
+_PARALLEL_FROM_ROWS = 50_000
+
+
+@dataclass(frozen=True)
+class HarvestingResult:
+    """Every policy's replay of one window, and what the telemetry held."""
+
+    start: datetime
+    end: datetime
+    scenario: str | None
+    run: HarvestRun
+    telemetry_samples: int  # telemetry rows in the window
+    sleeps: int  # sleep intervals derived from them
+    policies: tuple[harvest.HarvestResult, ...]
+    notes: tuple[str, ...]
+    seconds: float
+
+
+def whatif_harvesting(
+    store_options: StoreOptions,
+    run: HarvestRun,
+    progress: Callable[[str], None] | None = None,
+    notice: Callable[[str], None] | None = None,
+) -> HarvestingResult:
+    """Replay [at - since, at) under each victim policy and record the run in the store.
+
+    Args:
+        store_options: the store.
+        run: policies, window and the sleep and eviction figures.
+        progress: called with a short status line while it runs.
+        notice: told once, before it starts, when the replay is compiled in this run.
+
+    Raises:
+        UsageError: an unknown policy or scenario, an empty window, bad figures.
+    """
+    began = time.perf_counter()
+    if not run.policies:
+        raise UsageError("--policy: give at least one policy")
+    for policy in run.policies:
+        if policy not in harvest.POLICIES:
+            raise UsageError(f"--policy: unknown {policy!r}; use {', '.join(harvest.POLICIES)}")
+    if len(set(run.policies)) != len(run.policies):
+        raise UsageError("--policy: each policy once")
+    if run.since <= timedelta(0):
+        raise UsageError("--since: give a positive duration (e.g. 7d)")
+    report = progress or (lambda _msg: None)
+    with reading(store_options) as store:
+        end = resolve_at(store, run.at, run.scenario)
+        start = end - run.since
+        # Checked before the store is read at length.
+        harvest.check_options(harvest.HarvestOptions.of_run(run, run.policies[0]), start, end)
+        report("reading allocations and telemetry")
+        nodes, allocations = load_frames(store, start, end, run.scenario)
+        samples = store.query(
+            "sleepable_telemetry_between", start=start, end=end, scenario=run.scenario
+        )
+        coverage = store.query("telemetry_samples_between", start=start, end=end)
+    telemetry_samples = int(coverage["samples"][0])
+    sleeps = harvest.sleep_intervals(
+        samples, allocations, start, end, run.idle_sm, run.idle_for.total_seconds()
+    )
+    notes: list[str] = []
+    if telemetry_samples == 0:
+        notes.append(
+            "no telemetry in the window: nothing sleeps, so no standby capacity is lent "
+            "and only free capacity is harvested"
+        )
+    elif samples.is_empty():
+        notes.append("the telemetry in the window covers no sleepable allocation: nothing sleeps")
+    report("loading the compiled replay (a machine's first run compiles it: about a minute)")
+    if notice is not None:
+        cache = jitcache.choose_cache_dir(KERNEL_SOURCE)
+        if cache is None:
+            notice(
+                "compiling the harvesting replay (a minute or two): no writable cache "
+                f"folder, so every run compiles; set {jitcache.ENV} to a folder to keep it"
+            )
+        elif not jitcache.is_cached(KERNEL_SOURCE):
+            notice(
+                "compiling the harvesting replay, once per machine (a minute or two); "
+                f"later runs load it from {cache}"
+            )
+    harvest.warm_up()
+    report("preparing the replay")
+    prepared = harvest.prepare_replay(
+        nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]), start, end
+    )
+    del nodes, allocations, samples  # the prepared arrays hold what the replays need
+    workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
+    if prepared.names.n_fixed + prepared.names.n_pods < _PARALLEL_FROM_ROWS:
+        workers = 1
+    if workers > 1:
+        report(f"replaying {len(run.policies)} policies in {workers} processes")
+        # one task a worker: the prepared replay (hundreds of MiB at fleet scale) is
+        # pickled and sent once per worker, not once per policy
+        tasks = [(prepared, run.policies[k::workers]) for k in range(workers)]
+        done = {r.policy: r for rs in map_processes(_replay_task, tasks, workers) for r in rs}
+        results = [done[policy] for policy in run.policies]
+    else:
+        results = []
+        for i, policy in enumerate(run.policies):
+
+            def step(share: float, policy: str = policy, i: int = i) -> None:
+                report(
+                    f"replaying {policy} ({i + 1} of {len(run.policies)}): {share:.0%} of the window"
+                )
+
+            results.append(harvest.run_replay(prepared, policy, progress=step))
+    result = HarvestingResult(
+        start=start,
+        end=end,
+        scenario=run.scenario,
+        run=run,
+        telemetry_samples=telemetry_samples,
+        sleeps=sleeps.height,
+        policies=tuple(results),
+        notes=tuple(notes),
+        seconds=time.perf_counter() - began,
+    )
+    if run.record:
+        record_whatif_run(
+            store_options,
+            "harvesting",
+            at=end,
+            scenario=run.scenario,
+            run_options=run.as_json(),
+            document=harvesting_document(result),
+        )
+    return result
+
+
+def _replay_task(
+    args: tuple[harvest.PreparedReplay, tuple[str, ...]],
+) -> list[harvest.HarvestResult]:
+    prepared, policies = args
+    return [harvest.run_replay(prepared, policy) for policy in policies]
+
+
+HARVESTING_SCHEMA = "fleetaudit.harvesting/1"
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def harvesting_document(result: HarvestingResult) -> dict[str, Any]:
+    """The ``fleetaudit whatif harvesting --json`` document (SPEC §6).
+
+    Per policy the SPEC's keys, plus: evictions (the preemptions a waking
+    lender caused, already in ``preemptions``), jobs and unfinished_open
+    (open-ended jobs, which cannot finish in the window), the GPU-hours behind
+    the rates, and ``overcommitted`` (events where recorded work alone
+    exceeded a node), ``search_budget_hits`` (node searches cut by the scan
+    budget).
+    """
+    policies = []
+    for r in result.policies:
+        completion = r.completion_s()
+        jobs = r.jobs
+        policies.append(
+            {
+                "policy": r.policy,
+                "allocation_rate_high": _round(r.allocation_rate_high),
+                "allocation_rate": _round(r.allocation_rate),
+                "standby_gpu_hours": _round(r.standby_gpu_hours, 3),
+                "harvested_share": _round(r.harvested_share),
+                "lp_completion_s": {k: _round(v, 1) for k, v in completion.items()},
+                "preemptions": r.preemptions,
+                "forced_kills": r.forced_kills,
+                "lost_gpu_hours": _round(r.lost_gpu_hours, 3),
+                "unfinished": r.unfinished,
+                "evictions": r.evictions,
+                "harvested_gpu_hours": _round(r.harvested_gpu_hours, 3),
+                "healthy_gpu_hours": _round(r.healthy_gpu_hours, 3),
+                "allocated_high_gpu_hours": _round(r.allocated_high_gpu_hours, 3),
+                "allocated_gpu_hours": _round(r.allocated_gpu_hours, 3),
+                "lp_gpu_hours": _round(r.lp_gpu_hours, 3),
+                "jobs": jobs.height,
+                "jobs_in_window": int(jobs["in_window"].sum()),
+                "unfinished_open": int(jobs["need_s"].null_count()),
+                "overcommitted": r.overcommitted,
+                "search_budget_hits": r.budget_hits,
+            }
+        )
+    return {
+        "schema": HARVESTING_SCHEMA,
+        "window": {"start": iso(result.start), "end": iso(result.end)},
+        "scenario": result.scenario,
+        "telemetry": {"samples": result.telemetry_samples, "sleeps": result.sleeps},
+        "options": result.run.as_json(),
+        "policies": policies,
+        "notes": list(result.notes),
+    }

@@ -1,0 +1,173 @@
+"""``fleetaudit paper``: read the ASI side tables, compute the paper's figures and fleetaudit's own.
+
+Orchestration only: the paper's figures are :mod:`fleetaudit.model.paper`, fleetaudit's
+are :mod:`fleetaudit.model.denominators` (physical GPU-hours) and :mod:`fleetaudit.model.shapes`
+(the reference shapes and the 128/256-GPU gangs), on the native tables that the
+same ingest wrote. The JSON document is :func:`fleetaudit.outputs.contract.paper_document`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from fleetaudit.api import StoreOptions, load_frames, reading
+from fleetaudit.core.errors import UsageError
+from fleetaudit.inputs.asi_trace import FORMAT, PAPER_DAYS
+from fleetaudit.model import denominators as den
+from fleetaudit.model import occupancy
+from fleetaudit.model import paper as paper_mod
+from fleetaudit.model.shapes import evaluate, make_shape
+
+PAPER_SCHEMA = "fleetaudit.paper/1"
+_LEDGER_KEYS = ("idle", "usable", "fragment", "cpu_memory", "other")
+
+
+@dataclass(frozen=True)
+class PaperOptions:
+    """What ``fleetaudit paper`` covers.
+
+    ``days``: the trace days (inclusive); None is the paper week 109-115 where
+    the store holds any of it, else every day it holds. ``fleet``: also compute
+    fleetaudit's own figures (the native ledgers) for the same window.
+    """
+
+    days: tuple[int, int] | None = None
+    fleet: bool = True
+
+
+@dataclass(frozen=True)
+class PaperResult:
+    """The paper's figures and fleetaudit's beside them, over one window."""
+
+    trace_start: datetime
+    days: tuple[int, int]
+    t_first: int
+    t_last: int
+    figures: paper_mod.PaperFigures
+    fleet_allocation: dict[str, dict[str, Any]]  # model -> allocation_rate_high, allocation_rate
+    fleet_instants: tuple[datetime, ...]  # where the shapes were evaluated
+    fleet_idle: dict[tuple[int, int], dict[str, float]]  # shape -> ledger means
+    fleet_gangs: dict[tuple[str, int], dict[str, float]]  # (model, gang) -> instances means
+    notes: tuple[str, ...]
+
+    @property
+    def start(self) -> datetime:
+        return self.trace_start + timedelta(hours=self.t_first)
+
+    @property
+    def end(self) -> datetime:
+        return self.trace_start + timedelta(hours=self.t_last + 1)
+
+
+def _window(
+    trace: dict[str, Any], days: tuple[int, int] | None
+) -> tuple[tuple[int, int], int, int]:
+    t_min, t_max = int(trace["t_min"]), int(trace["t_max"])
+    if days is None:
+        week = (PAPER_DAYS[0] * 24, PAPER_DAYS[1] * 24 + 23)
+        if week[0] <= t_max and week[1] >= t_min:
+            days = PAPER_DAYS
+        else:
+            days = (t_min // 24, t_max // 24)
+    lo, hi = max(days[0] * 24, t_min), min(days[1] * 24 + 23, t_max)
+    if lo > hi:
+        raise UsageError(
+            f"--days {days[0]}-{days[1]}: the store holds trace days "
+            f"{t_min // 24}-{t_max // 24} only"
+        )
+    return days, lo, hi
+
+
+def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOptions()) -> PaperResult:
+    """The paper view over the window of ``options``."""
+    with reading(store_options) as store:
+        if "asi_trace" not in store.table_names():
+            raise UsageError(
+                f"{store_options.db}: the store holds no {FORMAT} trace; "
+                f"run `fleetaudit ingest --format {FORMAT} ROOT` first"
+            )
+        rows = store.query("asi_trace_window")
+        if rows.height == 0 or rows["t_min"][0] is None:
+            raise UsageError(f"{store_options.db}: the {FORMAT} ingest holds no server-hour")
+        trace = rows.row(0, named=True)
+        days, lo, hi = _window(trace, options.days)
+        record = store.query("paper_server_hours", lo=lo, hi=hi)
+        histogram = store.query("paper_cpu_gpu_ratio", lo=lo, hi=hi)
+        trace_start: datetime = trace["trace_start"]
+        start = trace_start + timedelta(hours=lo)
+        end = trace_start + timedelta(hours=hi + 1)
+        nodes = allocations = None
+        if options.fleet:
+            nodes, allocations = load_frames(store, start, end)
+    figures = paper_mod.paper_figures(record, histogram, lo, hi)
+    notes: list[str] = []
+    fleet_allocation: dict[str, dict[str, Any]] = {}
+    instants: list[datetime] = []
+    idle: dict[tuple[int, int], dict[str, float]] = {}
+    gangs: dict[tuple[str, int], dict[str, float]] = {}
+    if nodes is not None and allocations is not None and nodes.height:
+        for row in den.physical(nodes, allocations, start, end).iter_rows(named=True):
+            healthy = row["healthy_gpu_hours"]
+            fleet_allocation[row["gpu_model"]] = {
+                "allocation_rate_high": row["allocated_high_gpu_hours"] / healthy
+                if healthy
+                else None,
+                "allocation_rate": row["allocated_gpu_hours"] / healthy if healthy else None,
+            }
+        snapshot_hours = [
+            t for t in range(lo, hi + 1) if t % 24 in paper_mod.SLOT_HOURS
+        ] or [hi]
+        if snapshot_hours == [hi]:
+            notes.append(
+                "the window has no hour 10: fleetaudit's shapes are evaluated at its last hour"
+            )
+        instants = [trace_start + timedelta(hours=t) for t in snapshot_hours]
+        idle, gangs = _fleet_shapes(nodes, allocations, instants)
+    return PaperResult(
+        trace_start=trace_start,
+        days=(lo // 24, hi // 24),
+        t_first=lo,
+        t_last=hi,
+        figures=figures,
+        fleet_allocation=fleet_allocation,
+        fleet_instants=tuple(instants),
+        fleet_idle=idle,
+        fleet_gangs=gangs,
+        notes=tuple(notes),
+    )
+
+
+def _fleet_shapes(
+    nodes: pl.DataFrame, allocations: pl.DataFrame, instants: list[datetime]
+) -> tuple[dict[tuple[int, int], dict[str, float]], dict[tuple[str, int], dict[str, float]]]:
+    """fleetaudit's ledger of each reference shape and the gangs' instances, mean over instants."""
+    idle: dict[tuple[int, int], dict[str, float]] = {}
+    gangs: dict[tuple[str, int], dict[str, float]] = {}
+    pooled = "|".join(paper_mod.ASW_MODELS)
+    for at in instants:
+        state = occupancy.node_state(nodes, allocations, at)
+        for g, c in paper_mod.REFERENCE_SHAPES:
+            ledger = evaluate(state, make_shape(None, g, g, c / g, 0.0, "node")).ledger
+            acc = idle.setdefault((g, c), dict.fromkeys(_LEDGER_KEYS, 0.0))
+            stranded = ledger.stranded or {}
+            acc["idle"] += ledger.idle / len(instants)
+            acc["usable"] += ledger.usable / len(instants)
+            acc["fragment"] += stranded.get("fragment", 0.0) / len(instants)
+            acc["cpu_memory"] += stranded.get("cpu_memory", 0.0) / len(instants)
+            acc["other"] += (
+                stranded.get("interval", 0.0) + stranded.get("topology", 0.0)
+            ) / len(instants)
+        for model in (*paper_mod.ASW_MODELS, paper_mod.HETEROGENEOUS):
+            models = pooled if model == paper_mod.HETEROGENEOUS else model
+            if not state.filter(pl.col("gpu_model").is_in(models.split("|"))).height:
+                continue
+            for size in paper_mod.GANGS:
+                acc = gangs.setdefault((model, size), {"switch": 0.0, "any": 0.0})
+                for locality in ("switch", "any"):
+                    shape = make_shape(models, size, 1, paper_mod.CPU_PER_SLOT, 0.0, locality)
+                    acc[locality] += evaluate(state, shape).instances / len(instants)
+    return idle, gangs

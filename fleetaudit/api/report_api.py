@@ -1,0 +1,971 @@
+"""``fleetaudit report``: read the store, compute the three denominators, return a result.
+
+Orchestration only: the figures are :mod:`fleetaudit.model.denominators`; the HTML is
+:mod:`fleetaudit.outputs.report`, the JSON :mod:`fleetaudit.outputs.contract`, the terminal
+:mod:`fleetaudit.outputs.console`. The store is opened for reading; recording the
+report's headline figures for the next report's trend (:func:`record_report`)
+opens it for writing afterwards, once the files are written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from fleetaudit.api import (
+    StoreOptions,
+    WhatifRun,
+    check_scenario,
+    data_notes,
+    holds_requests,
+    latest_whatif_runs,
+    load_frames,
+    reading,
+    resolve_at,
+    writing,
+)
+from fleetaudit.core.errors import StoreError, UsageError
+from fleetaudit.core.options import REPORT_SINCE, REPORT_STEP
+from fleetaudit.core.times import iso, to_utc
+from fleetaudit.model import denominators as den
+from fleetaudit.model import occupancy
+from fleetaudit.model.capacity import usable_expr
+from fleetaudit.model.demand import WEIGHTS, WindowDemand, window_demand
+from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
+from fleetaudit.model.shapes import (
+    Shape,
+    beyond_fleet,
+    group_key,
+    group_slots,
+    make_shape,
+    node_slots,
+)
+from fleetaudit.model.store import Store, open_store
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
+REPORT_SCHEMA = "fleetaudit.report/1"
+
+HEADLINES: tuple[tuple[str, str, str], ...] = (
+    ("physical", "allocation_rate_high", "allocation rate, high priority"),
+    ("physical", "allocation_rate", "allocation rate, high + low"),
+    ("physical", "healthy_gpu_hours_per_hour", "healthy GPU-hours per hour"),
+    ("schedulable", "idle_gpu_hours_per_hour", "idle GPU-hours per hour"),
+    ("schedulable", "usable_gpu_hours_per_hour", "usable GPU-hours per hour"),
+    ("schedulable", "stranded_total_gpu_hours_per_hour", "stranded GPU-hours per hour"),
+    ("productive", "productive_rate", "SM-active rate"),
+)
+"""(denominator, key, label) of the fleet figures whose change the trend shows."""
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What ``fleetaudit report`` covers (defaults are the command line's)."""
+
+    at: datetime | None = None
+    since: timedelta = REPORT_SINCE
+    step: timedelta = REPORT_STEP
+    scenario: str | None = None
+    max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
+    demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
+    generated_at: datetime | None = None  # the clock, injectable for tests
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """Every figure of one report (SPEC §7); the three renderers read only this."""
+
+    generated_at: datetime
+    start: datetime
+    end: datetime
+    step_s: float
+    scenario: str | None
+    fleet: dict[str, Any]
+    models: dict[str, dict[str, Any]]
+    tenants: dict[str, dict[str, Any]]
+    shapes: tuple[den.ShapeOutlook, ...]
+    shapes_left_out: int
+    neighbour: dict[str, Any]
+    telemetry: dict[str, Any]
+    whatifs: dict[str, WhatifRun]
+    previous: dict[str, Any] | None
+    trend: tuple[dict[str, Any], ...]
+    notes: tuple[str, ...]
+    steps: pl.DataFrame = field(repr=False)  # instant, gpu_model, ledger GPUs, best
+    domains: pl.DataFrame = field(repr=False)  # domain, gpu_model, nodes, gpus, free_gpus at t
+    demand: dict[str, Any] = field(default_factory=dict)  # which demand, see _demand_summary
+    rejects: dict[str, int] = field(default_factory=dict)  # rows rejected at ingest, per table
+    bound: dict[str, dict[str, int]] = field(default_factory=dict)  # per model, at the end
+    # every recorded report of the same scenario, window length and step, oldest first:
+    # created_at, at, figures (the headline keys); the trend chart adds this one last
+    history: tuple[dict[str, Any], ...] = ()
+    # domain, gpu_model, the stranded causes' GPU-hours and their total, largest first,
+    # estimated from up to PLACE_SAMPLES of the window's instants (see stranded_places)
+    places: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
+    places_instants: int = 0
+    # instant, gpu_model (null: any model), queued_gpus: the GPUs of the requests waiting
+    # at each instant (submitted by it, not started), for the over-time charts
+    queued: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
+
+    def headline(self) -> dict[str, float | None]:
+        """The fleet's headline figures (recorded for the next report's trend): rates, and
+        GPU-hours per hour of the window, so windows of other lengths compare like for like."""
+        hours = (self.end - self.start) / timedelta(hours=1)
+        return {
+            f"{part}.{key}": _get(self.fleet[part], key, hours) for part, key, _label in HEADLINES
+        }
+
+
+def _get(figures: dict[str, Any], key: str, hours: float) -> float | None:
+    if key.endswith("_per_hour"):
+        total = _get(figures, key.removesuffix("_per_hour"), hours)
+        return None if total is None or hours <= 0 else total / hours
+    if key == "stranded_total_gpu_hours":
+        return float(sum(figures["stranded_gpu_hours"].values()))
+    value = figures.get(key)
+    return None if value is None else float(value)
+
+
+def _rate(part: float, whole: float) -> float | None:
+    return part / whole if whole > 0 else None
+
+
+def _physical(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "installed_gpu_hours": row["installed_gpu_hours"],
+        "healthy_gpu_hours": row["healthy_gpu_hours"],
+        "allocated_high_gpu_hours": row["allocated_high_gpu_hours"],
+        "allocated_gpu_hours": row["allocated_gpu_hours"],
+        "allocation_rate_high": _rate(row["allocated_high_gpu_hours"], row["healthy_gpu_hours"]),
+        "allocation_rate": _rate(row["allocated_gpu_hours"], row["healthy_gpu_hours"]),
+    }
+
+
+def _schedulable(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "idle_gpu_hours": row["idle_gpu_hours"],
+        "usable_gpu_hours": row["usable_gpu_hours"],
+        "stranded_gpu_hours": {c: row[f"{c}_gpu_hours"] for c in den.SPLIT},
+        "unhealthy_gpu_hours": row["unhealthy_gpu_hours"],
+        "allocated_gpu_hours": row["allocated_high_gpu_hours"] + row["allocated_low_gpu_hours"],
+    }
+
+
+def _sum_rows(frame: pl.DataFrame) -> dict[str, Any]:
+    numeric = [c for c, t in frame.schema.items() if t.is_numeric()]
+    return frame.select(pl.col(numeric).sum()).row(0, named=True)
+
+
+# Columns of rolled-up telemetry (fleetaudit rollup): a row stands for `samples` raw samples.
+ROLLED_COLUMNS = frozenset({"samples", "sample_interval_s"})
+
+
+def _telemetry(
+    store: Store, start: datetime, end: datetime
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any], pl.DataFrame]:
+    """Telemetry per allocation, per node and instant, the seconds of one sample, and
+    the samples per source series.
+
+    A store that holds rolled-up rows weighs each row by its ``samples``; the
+    raw cadence comes from their ``sample_interval_s`` (docs/rollup.md). Raw rows
+    are counted per allocation and per series in one scan.
+    """
+    rolled = ROLLED_COLUMNS <= {c.lower() for c in store.column_types("telemetry")}
+    cadence = None
+    if rolled:
+        by_alloc = store.query("telemetry_by_alloc_rolled", start=start, end=end)
+        by_node = store.query("telemetry_by_node_rolled", start=start, end=end)
+        cadence = store.query("telemetry_interval_rolled", start=start, end=end).row(0, named=True)
+        metrics = store.query("telemetry_metrics", start=start, end=end)
+    else:
+        parts = store.query("telemetry_by_alloc_and_metric", start=start, end=end)
+        by_alloc = parts.filter(pl.col("per_alloc") & pl.col("alloc_id").is_not_null()).select(
+            "alloc_id", "samples", "sm_active_sum"
+        )
+        metrics = parts.filter(~pl.col("per_alloc")).select("metric", "samples")
+        by_node = store.query("telemetry_by_node", start=start, end=end)
+    if cadence is None or cadence["interval_s"] is None:
+        cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
+    return by_alloc, by_node, cadence, metrics
+
+
+@dataclass(frozen=True)
+class _WindowTelemetry:
+    """What the productive figures read from the telemetry of the window."""
+
+    by_alloc: pl.DataFrame
+    by_node: pl.DataFrame
+    cadence: dict[str, Any]
+    sources: list[dict[str, Any]]
+
+
+def _read_telemetry(store: Store, start: datetime, end: datetime) -> _WindowTelemetry:
+    """The window's telemetry, read on ``store`` (a connection of its own), then closed."""
+    with store:
+        by_alloc, by_node, cadence, metrics = _telemetry(store, start, end)
+    return _WindowTelemetry(by_alloc, by_node, cadence, den.metric_sources(metrics))
+
+
+class _Aside:
+    """``function(*args)`` run in a thread of its own while the caller goes on.
+
+    The telemetry scans are DuckDB's work, which runs without the GIL: read aside,
+    they take the second core while the caller computes the ledger in Python (a
+    fifth of the report's CPU time on a fleet with telemetry). :meth:`result`
+    waits, then returns the value or raises the exception.
+    """
+
+    def __init__(self, function: Callable[..., Any], *args: Any) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(function, args), name="fleetaudit-aside", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        try:
+            self._value = function(*args)
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportResult:
+    """Compute the report over ``[at - since, at)`` (sampled at ``step``)."""
+    asides: list[_Aside] = []
+    try:
+        return _build_report(store_options, options, asides)
+    except Exception:
+        for aside in asides:  # no reader of the store outlives the call
+            aside.wait()
+        raise
+
+
+def _build_report(
+    store_options: StoreOptions, options: ReportOptions, asides: list[_Aside]
+) -> ReportResult:
+    if options.step <= timedelta(0):
+        raise UsageError("--step: must be longer than 0s")
+    if options.since <= timedelta(0):
+        raise UsageError("--since: must be longer than 0s")
+    if options.since // options.step + 1 > MAX_INSTANTS:
+        raise UsageError(f"--step: {options.step} over {options.since} gives too many instants")
+    notes: list[str] = []
+    with reading(store_options) as store:
+        check_scenario(store, options.scenario)
+        end = resolve_at(store, options.at, options.scenario)
+        start = end - options.since
+        # the telemetry is read on a second connection, opened while this one holds the
+        # store, so both read the same state
+        reader = open_store(
+            store_options.db, read_only=True, lock_timeout=store_options.lock_timeout
+        )
+        telemetry_aside = _Aside(_read_telemetry, reader, start, end)
+        asides.append(telemetry_aside)
+        notes.extend(data_notes(store, start, end, options.scenario))
+        if not holds_requests(store):
+            notes.append(
+                "the store holds no requests: no shape is evaluated, and every idle GPU "
+                "counts as unqueued"
+            )
+        requests = store.query("requests_in_window", start=start, end=end)
+        demand = window_demand(requests, start, end, options.demand)
+        queued = queued_gpus(requests, den.window_instants(end, options.since, options.step))
+        del requests
+        if demand.no_gpu:
+            notes.append(
+                f"{demand.no_gpu} request(s) of the window's demand ask for no GPU "
+                "and are not GPU shapes"
+            )
+        chosen = demand.shapes[: options.max_shapes]
+        pairs = [(d.shape, d.queued) for d in chosen]
+        left_out = len(demand.shapes) - len(chosen)
+        summary = _demand_summary(demand, options.max_shapes)
+        if left_out:
+            share = summary["not_evaluated_share"]
+            notes.append(
+                f"{left_out} lighter shape(s) beyond the budget of {options.max_shapes} "
+                "are not evaluated at every step"
+                + ("" if share is None else f" ({share:.1%} of the demand)")
+            )
+        longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
+        horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
+        nodes, allocations = load_frames(store, start, horizon, options.scenario)
+        rejects: dict[str, int] = {}
+        if "rejects" in store.table_names():
+            for row in store.query("rejects_by_table").iter_rows(named=True):
+                rejects[row["table"]] = int(row["rejected"])
+        whatifs = latest_whatif_runs(store)
+        # The recoverable-capacity section reads the latest over-time compaction run
+        # when there is one, else the one-instant run.
+        over_time_run = whatifs.pop("compaction_over_time", None)
+        if over_time_run is not None:
+            whatifs["compaction"] = replace(over_time_run, kind="compaction")
+        previous = _previous(store, options.scenario, options.since, options.step)
+        history = _history(store, options.scenario, options.since, options.step)
+    if nodes.height == 0:
+        raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
+    notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
+    instants = den.window_instants(end, options.since, options.step)
+    share_outlook = {}
+    for i, (shape, _count) in enumerate(pairs):
+        if shape.is_share:
+            h = evaluate_history(nodes, allocations, shape, end, options.since, options.step)
+            share_outlook[i] = (h.p_start, h.wait_p50_s, h.wait_p90_s)
+    timelines = den.window_timelines(nodes, allocations, start, end, horizon)
+    sched = den.schedulable(
+        nodes, allocations, pairs, instants, options.since, share_outlook, timelines
+    )
+    places, sampled_instants = stranded_places(
+        nodes, allocations, sched.steps, [s for s, _ in pairs], options.since
+    )
+    physical = den.physical(nodes, allocations, start, end, timelines)
+    del timelines
+    sampled = den.sampled_hours(sched.steps, options.since, ["gpu_model"])
+    window_telemetry: _WindowTelemetry = telemetry_aside.result()
+    by_alloc, by_node = window_telemetry.by_alloc, window_telemetry.by_node
+    cadence, sources = window_telemetry.cadence, window_telemetry.sources
+    interval = cadence["interval_s"]
+    samples = int(by_alloc["samples"].sum() or 0) + int(by_node["samples"].sum() or 0)
+    if interval is None and samples > 0:
+        interval = options.step.total_seconds()
+        notes.append(
+            "no GPU has two telemetry samples in the window; each sample counts as one --step"
+        )
+    prod = den.productive(nodes, allocations, start, end, by_alloc, by_node, interval)
+    models = {}
+    by_model = den.productive_by(prod.allocations, "gpu_model")
+    for row in physical.join(sampled, on="gpu_model", how="left").iter_rows(named=True):
+        model = row["gpu_model"]
+        models[model] = {
+            "physical": _physical(row),
+            "schedulable": _schedulable(row),
+            "productive": by_model.get(model) or den.productive_figures(prod.allocations.clear()),
+        }
+    fleet = {
+        "physical": _physical(_sum_rows(physical)),
+        "schedulable": _schedulable(_sum_rows(sampled.drop("gpu_model"))),
+        "productive": den.productive_figures(prod.allocations),
+    }
+    tenants = _tenants(nodes, allocations, start, end, prod, fleet)
+    coverage = fleet["productive"]["coverage"]
+    telemetry = {
+        "metric": den.PRODUCTIVE_METRIC,
+        "column": "telemetry.sm_active",
+        "interval_s": interval,
+        "samples": prod.samples,
+        "interval_from_gpus": int(cadence["series"] or 0),
+        "coverage": coverage,
+        "unattributed_gpu_hours": prod.unattributed_gpu_s / 3600,
+        "sources": sources,
+        "upper_bound": any(src["upper_bound"] for src in sources),
+    }
+    for src in sources:
+        if src["upper_bound"]:
+            notes.append(
+                f"{src['share']:.0%} of the telemetry samples read SM activity from "
+                f"{src['metric']} ({den.UPPER_BOUND_METRICS[src['metric']]}): "
+                "the productive rates are upper bounds"
+            )
+    if prod.samples == 0:
+        notes.append("no telemetry in the window: the productive figures are empty")
+    if rejects:
+        notes.append(
+            f"the store's ingests rejected {sum(rejects.values()):,} row(s) ("
+            + ", ".join(f"{table} {n:,}" for table, n in rejects.items())
+            + "); the figures leave them out, and the rejects table says why"
+        )
+    end_state = occupancy.node_state(nodes, allocations, end)
+    bound = {
+        r.pop("gpu_model"): r for r in occupancy.bound_nodes(end_state).iter_rows(named=True)
+    }
+    generated = to_utc(options.generated_at or datetime.now(timezone.utc)).replace(microsecond=0)
+    outlooks = tuple(
+        replace(o, requests=d.requests, demand_weight=d.weight)
+        for o, d in zip(sched.shapes, chosen, strict=True)
+    )
+    result = ReportResult(
+        generated_at=generated,
+        start=start,
+        end=end,
+        step_s=options.step.total_seconds(),
+        scenario=options.scenario,
+        fleet=fleet,
+        models=models,
+        tenants=tenants,
+        shapes=outlooks,
+        shapes_left_out=left_out,
+        neighbour=den.neighbour_indicator(prod.allocations),
+        telemetry=telemetry,
+        whatifs=whatifs,
+        previous=previous,
+        trend=(),
+        notes=tuple(notes),
+        steps=sched.steps,
+        domains=_domains(end_state),
+        demand=summary,
+        rejects=rejects,
+        bound=bound,
+        history=history,
+        queued=queued,
+        places=places,
+        places_instants=sampled_instants,
+    )
+    return _with_trend(result)
+
+
+PLACE_SAMPLES = 48
+"""At most this many of the window's instants (evenly spread, both ends) attribute the
+stranded GPUs to their switch domains; each costs a node state per shape duration."""
+PLACE_NODE_INSTANTS = 120_000
+"""A budget of (node, sampled instant) pairs: a larger fleet gets fewer sampled instants
+(19,400 nodes: 8), never fewer than PLACE_MIN_SAMPLES."""
+PLACE_MIN_SAMPLES = 8
+
+
+def place_samples(nodes: int) -> int:
+    """Sampled instants for the stranded places of a fleet of ``nodes`` nodes.
+
+    >>> [place_samples(n) for n in (12, 2_500, 4_000, 19_400)]
+    [48, 48, 30, 8]
+    """
+    return max(PLACE_MIN_SAMPLES, min(PLACE_SAMPLES, PLACE_NODE_INSTANTS // max(nodes, 1)))
+
+
+PLACE_CAUSES = den.SPLIT
+
+
+def stranded_places(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    steps: pl.DataFrame,
+    shapes: Sequence[Shape],
+    span: timedelta,
+    samples: int | None = None,
+) -> tuple[pl.DataFrame, int]:
+    """Stranded GPU-hours per switch domain (a node without a switch is its own domain)
+    and cause, and how many of the window's instants they are estimated from.
+
+    At each sampled instant every model's idle GPUs are split by the shape that split
+    them in ``steps`` (its ``best``), evaluated as ``shapes`` does on that model's nodes,
+    so a domain's figures at an instant add up to the model's in ``steps``. A group of
+    an ``any`` or ``block`` shape spans domains: its topology-stranded GPUs go to its
+    domains in proportion to their pod slots. A model that no shape may use has all
+    its free GPUs unqueued. GPU-hours are the mean over the sampled instants times the
+    window's hours, as the schedulable figures are.
+    """
+    columns = ["domain", "gpu_model", *PLACE_CAUSES]
+    empty = pl.DataFrame(
+        schema={
+            **dict.fromkeys(columns, pl.Float64),
+            "domain": pl.String,
+            "gpu_model": pl.String,
+            "stranded_gpu_hours": pl.Float64,
+        }
+    )
+    instants = steps["instant"].unique().sort().to_list()
+    if not instants or nodes.height == 0:
+        return empty, 0
+    samples = place_samples(nodes.height) if samples is None else samples
+    last = len(instants) - 1
+    picks = sorted({round(i) for i in np.linspace(0, last, min(samples, len(instants)))})
+    parts: list[pl.DataFrame] = []
+    for index in picks:
+        at = instants[index]
+        states: dict[float, pl.DataFrame] = {}  # node state per shape duration
+        for model, shape_index in (
+            steps.filter(pl.col("instant") == at).select("gpu_model", "best").iter_rows()
+        ):
+            shape = None if shape_index is None else shapes[shape_index]
+            duration = 0.0 if shape is None else shape.duration_s or 0.0
+            if duration not in states:
+                window = timedelta(seconds=duration) if duration else None
+                states[duration] = occupancy.node_state(nodes, allocations, at, window)
+            on_model = states[duration].filter(pl.col("gpu_model") == model)
+            part = (
+                _unqueued_by_domain(on_model)
+                if shape is None
+                else _causes_by_domain(on_model, shape)
+            )
+            if part.height:
+                parts.append(part.with_columns(pl.lit(model).alias("gpu_model")))
+    if not parts:
+        return empty, len(picks)
+    hours = span / timedelta(hours=1) / len(picks)
+    every = pl.concat(parts, how="diagonal_relaxed")
+    every = every.with_columns(
+        *(pl.lit(0.0).alias(c) for c in PLACE_CAUSES if c not in every.columns)
+    )
+    frame = (
+        every.group_by("domain", "gpu_model")
+        .agg(*(pl.col(c).fill_null(0.0).sum() * hours for c in PLACE_CAUSES))
+        .select(columns)
+    )
+    frame = frame.with_columns(pl.sum_horizontal(*PLACE_CAUSES).alias("stranded_gpu_hours"))
+    return (
+        frame.filter(pl.col("stranded_gpu_hours") > 0).sort(
+            ["stranded_gpu_hours", "gpu_model", "domain"], descending=[True, False, False]
+        ),
+        len(picks),
+    )
+
+
+def _unqueued_by_domain(state: pl.DataFrame) -> pl.DataFrame:
+    """A model no shape may use: the free GPUs of its healthy nodes, per domain."""
+    return (
+        state.filter(usable_expr(state))
+        .group_by("domain")
+        .agg(pl.col("free_gpus").sum().cast(pl.Float64).alias("unqueued"))
+    )
+
+
+def _causes_by_domain(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
+    """The shape's stranded GPUs on one model's nodes, per domain and cause.
+
+    A group's topology-stranded GPUs go to its nodes by their pod slots: a node or
+    switch group is one domain, so this only spreads the groups of any and block."""
+    slots = node_slots(state, shape)
+    if slots.height == 0:
+        return pl.DataFrame()
+    key = group_key(shape)
+    groups = group_slots(slots, shape).select(
+        *key, pl.col("slots").alias("group_slots"), "topology"
+    )
+    share = (
+        pl.when(pl.col("group_slots") > 0)
+        .then(pl.col("slots") / pl.col("group_slots"))
+        .otherwise(1 / pl.len().over(key))
+    )
+    return (
+        slots.join(groups, on=key, how="left")
+        .with_columns((pl.col("topology") * share).alias("topology"))
+        .group_by("domain")
+        .agg(pl.col("interval", "fragment", "cpu_memory", "topology").sum().cast(pl.Float64))
+    )
+
+
+def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.DataFrame:
+    """GPUs of the requests waiting at each instant (``submit_time <= t < start_time``,
+    or never started), per requested model (null: any model).
+
+    Each request adds its GPUs to the instants of its wait, by cumulative sums over the
+    sorted instants (no request x instant product).
+    """
+    schema: dict[str, PolarsDataType] = {"instant": pl.Datetime("us"), "gpu_model": pl.String, "queued_gpus": pl.Float64}
+    epoch = datetime(1970, 1, 1)
+    times = np.array(sorted((to_utc(t) - epoch).total_seconds() for t in instants))
+    frames = []
+    if len(times) and requests.height:
+        waiting = requests.filter(pl.col("gpus") > 0).select(
+            "gpu_model",
+            pl.col("gpus").cast(pl.Float64),
+            pl.col("submit_time").dt.epoch("us").cast(pl.Float64) / 1e6,
+            pl.col("start_time").dt.epoch("us").cast(pl.Float64) / 1e6,
+        )
+        for (model,), group in waiting.group_by(["gpu_model"], maintain_order=True):
+            first = np.searchsorted(times, group["submit_time"].to_numpy(), side="left")
+            ends = group["start_time"].fill_null(np.inf).to_numpy()
+            last = np.searchsorted(times, ends, side="left")  # first instant it no longer waits
+            delta = np.zeros(len(times) + 1)
+            gpus = group["gpus"].to_numpy()
+            np.add.at(delta, first, gpus)
+            np.add.at(delta, last, -gpus)
+            frames.append(
+                pl.DataFrame(
+                    {
+                        "instant": [epoch + timedelta(seconds=float(t)) for t in times],
+                        "gpu_model": [model] * len(times),
+                        "queued_gpus": np.cumsum(delta)[:-1],
+                    },
+                    schema=schema,
+                )
+            )
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(frames).sort("instant", "gpu_model", nulls_last=True)
+
+
+def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
+    """Which demand the report used, and how much of it the shape budget evaluates."""
+    return {
+        "mode": demand.mode,
+        "asked": demand.asked,
+        "weight": WEIGHTS[demand.mode],
+        "requests": demand.requests,
+        "no_gpu_requests": demand.no_gpu,
+        "shapes": len(demand.shapes),
+        "evaluated": min(len(demand.shapes), budget),
+        "not_evaluated_share": demand.left_out_share(budget),
+    }
+
+
+def describe_demand(demand: dict[str, Any]) -> str:
+    """One line: which demand the schedulable figures evaluate."""
+    if not demand:
+        return ""
+    how = {
+        "waited": "the requests that waited in the window, ranked by GPU-hours waited",
+        "submitted": "the requests submitted in the window, ranked by GPU-hours requested",
+        "queued": "the requests queued at the window's end, most queued first",
+    }[demand["mode"]]
+    text = (
+        f"demand: {demand['mode']} ({how}): {demand['requests']:,} GPU request(s) "
+        f"in {demand['shapes']:,} shape(s)"
+    )
+    if demand["asked"] is None and demand["mode"] == "submitted":
+        text += "; no request waited in the window"
+    if demand["shapes"] > demand["evaluated"]:
+        share = demand["not_evaluated_share"]
+        text += f"; the {demand['evaluated']} heaviest evaluated"
+        if share is not None:
+            text += f", {share:.1%} of the demand not evaluated"
+    return text
+
+
+def _tenants(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    prod: den.Productive,
+    fleet: dict[str, Any],
+) -> dict[str, dict[str, Any]]:
+    """Per known tenant: allocated GPU-hours (shares as fractions), share, productive."""
+    hours = den.tenant_hours(allocations, nodes, start, end)
+    total = float(hours["allocated_gpu_hours"].sum() or 0)
+    out = {}
+    by_tenant = den.productive_by(prod.allocations, "tenant")
+    empty = den.productive_figures(prod.allocations.clear())
+    for row in hours.filter(pl.col("tenant").is_not_null()).iter_rows(named=True):
+        tenant = row["tenant"]
+        out[tenant] = {
+            "physical": {
+                "allocated_high_gpu_hours": row["allocated_high_gpu_hours"],
+                "allocated_gpu_hours": row["allocated_gpu_hours"],
+                "share_of_allocated": _rate(row["allocated_gpu_hours"], total),
+            },
+            "productive": by_tenant.get(tenant) or empty,
+        }
+    del fleet
+    return out
+
+
+def _domains(state: pl.DataFrame) -> pl.DataFrame:
+    """Free GPUs per switch domain in the node state at the window's end (healthy nodes),
+    for the heatmap."""
+    healthy = usable_expr(state)
+    return (
+        state.group_by("domain")
+        .agg(
+            pl.col("gpu_model").unique().sort().str.join("|").alias("gpu_model"),
+            pl.len().alias("nodes"),
+            pl.col("gpus").sum().alias("gpus"),
+            pl.col("gpus").filter(~healthy).sum().alias("unhealthy_gpus"),
+            pl.col("free_gpus").filter(healthy).sum().alias("free_gpus"),
+        )
+        .sort("gpu_model", "domain")
+    )
+
+
+def _previous(
+    store: Store, scenario: str | None, since: timedelta, step: timedelta
+) -> dict[str, Any] | None:
+    """The newest recorded report of the same state, window length and step."""
+    if "reports" not in store.table_names():  # a store written before reports were kept
+        return None
+    rows = store.query(
+        "previous_report",
+        scenario=scenario,
+        span_s=since.total_seconds(),
+        step_s=step.total_seconds(),
+    )
+    if rows.height == 0:
+        return None
+    row = rows.row(0, named=True)
+    return {
+        "created_at": to_utc(row["created_at"]),
+        "at": to_utc(row["at"]),
+        "start": to_utc(row["start"]),
+        "end": to_utc(row["end"]),
+        "figures": json.loads(row["figures"]),
+    }
+
+
+def _history(
+    store: Store, scenario: str | None, since: timedelta, step: timedelta
+) -> tuple[dict[str, Any], ...]:
+    """Every recorded report of the same state, window length and step, oldest first."""
+    if "reports" not in store.table_names():
+        return ()
+    rows = store.query(
+        "report_history",
+        scenario=scenario,
+        span_s=since.total_seconds(),
+        step_s=step.total_seconds(),
+    )
+    return tuple(
+        {
+            "created_at": to_utc(row["created_at"]),
+            "at": to_utc(row["at"]),
+            "figures": json.loads(row["figures"]),
+        }
+        for row in rows.iter_rows(named=True)
+    )
+
+
+def trend_series(result: ReportResult) -> list[dict[str, Any]]:
+    """The headline figures of every recorded report of this window length and step, then
+    this report's: one point per report, oldest first (created_at, at, figures)."""
+    points = [dict(h) for h in result.history]
+    points.append(
+        {"created_at": result.generated_at, "at": result.end, "figures": result.headline()}
+    )
+    return points
+
+
+TREND_RATES = (
+    ("physical.allocation_rate_high", "allocation rate, high"),
+    ("physical.allocation_rate", "allocation rate, high + low"),
+    ("usable_share", "usable share of idle"),
+    ("productive.productive_rate", "SM-active rate"),
+)
+"""The headline rates drawn across the recorded reports (usable_share: usable / idle)."""
+
+
+def _rate_of(figures: dict[str, Any], key: str) -> float | None:
+    if key == "usable_share":
+        idle = figures.get("schedulable.idle_gpu_hours_per_hour")
+        usable = figures.get("schedulable.usable_gpu_hours_per_hour")
+        return None if not idle or usable is None else usable / idle
+    value = figures.get(key)
+    return None if value is None else float(value)
+
+
+def trend_rates(result: ReportResult) -> tuple[tuple[str, str, list[float | None]], ...]:
+    """(key, label, the rate at every recorded report of this window length and step and
+    at this one, oldest first) for each of :data:`TREND_RATES`."""
+    series = trend_series(result)
+    return tuple(
+        (key, label, [_rate_of(p["figures"], key) for p in series]) for key, label in TREND_RATES
+    )
+
+
+def _with_trend(result: ReportResult) -> ReportResult:
+    if result.previous is None:
+        return result
+    before = result.previous["figures"]
+    trend = []
+    for part, key, label in HEADLINES:
+        name = f"{part}.{key}"
+        value = result.headline()[name]
+        old = before.get(name)
+        trend.append(
+            {
+                "figure": name,
+                "label": label,
+                "value": value,
+                "previous": old,
+                "change": None if value is None or old is None else value - old,
+            }
+        )
+    return ReportResult(**{**result.__dict__, "trend": tuple(trend)})
+
+
+def record_report(store_options: StoreOptions, result: ReportResult) -> str | None:
+    """Keep the report's headline figures in the store, for the next report's trend.
+
+    Returns None when recorded, else why not (a store this user cannot write: the
+    report itself stands).
+    """
+    db = store_options.db
+    if not os.access(db, os.W_OK) or not os.access(db.resolve().parent, os.W_OK):
+        return f"{db} is read-only for this user"
+    try:
+        _record(store_options, result)
+    except StoreError as exc:  # not StoreBusyError: a busy store is retried by the user
+        return str(exc)
+    return None
+
+
+def _record(store_options: StoreOptions, result: ReportResult) -> None:
+    with writing(store_options) as store:
+        store.execute(
+            "insert_report",
+            generated_at=result.generated_at,
+            at=result.end,
+            start=result.start,
+            end=result.end,
+            step_s=result.step_s,
+            scenario=result.scenario,
+            figures=json.dumps(result.headline(), sort_keys=True),
+        )
+
+
+def describe_run(run: WhatifRun) -> str:
+    """When a what-if ran and on what, in one line (its options are in the JSON)."""
+    text = f"ran {iso(run.created_at.replace(microsecond=0))} at {iso(run.at)}"
+    if run.scenario:
+        text += f" on scenario {run.scenario}"
+    if run.stale:
+        text += " (stale: data was ingested after it ran)"
+    return text
+
+
+_HARVEST_KEYS = (
+    "policy", "allocation_rate_high", "allocation_rate", "standby_gpu_hours", "harvested_share",
+    "lp_completion_s", "preemptions", "forced_kills", "lost_gpu_hours", "unfinished",
+)  # fmt: skip
+
+
+def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
+    """The figures of a stored what-if document, read defensively (absent keys stay absent).
+
+    Returns created_at, at, scenario, options, stale, ran (one line), schema,
+    and for compaction partial_nodes/free_nodes before and after, bound_free_nodes,
+    moves and migration (freed_gpus, pause_gpu_hours, payback_s, gpus_moved); label
+    (``over time`` or ``one instant``) and, for an over-time run, over_time (the
+    window's time-averaged figures); for harvesting the window and one row per policy.
+    """
+    doc = run.document if isinstance(run.document, dict) else {}
+    out: dict[str, Any] = {
+        "created_at": iso(run.created_at),
+        "at": iso(run.at),
+        "scenario": run.scenario,
+        "options": run.options,
+        "stale": run.stale,
+        "ran": describe_run(run),
+        "schema": doc.get("schema"),
+    }
+    if run.kind == "compaction":
+        for side in ("before", "after"):
+            part = doc.get(side)
+            if isinstance(part, dict):
+                out[side] = {
+                    k: part[k] for k in ("partial_nodes", "free_nodes", "instances") if k in part
+                }
+        bound = doc.get("bound")
+        if isinstance(bound, dict) and "free_nodes" in bound:
+            out["bound_free_nodes"] = bound["free_nodes"]
+        if isinstance(doc.get("moves"), list):
+            out["moves"] = len(doc["moves"])
+        migration = doc.get("migration")
+        if isinstance(migration, dict):
+            keys = ("freed_gpus", "pause_gpu_hours", "payback_s", "gpus_moved")
+            out["migration"] = {k: migration[k] for k in keys if k in migration}
+        over = doc.get("over_time")
+        out["label"] = "one instant"
+        if isinstance(over, dict):
+            out["label"] = "over time"
+            partial = over.get("partial_nodes")
+            partial = partial if isinstance(partial, dict) else {}
+            migration = over.get("migration")
+            migration = migration if isinstance(migration, dict) else {}
+            out["over_time"] = {
+                "start": over.get("start"),
+                "end": over.get("end"),
+                "every_s": over.get("every_s"),
+                "moves_per_hour": over.get("moves_per_hour"),
+                "partial_nodes_without": partial.get("without"),
+                "partial_nodes_with": partial.get("with"),
+                "reduction_pct": partial.get("reduction_pct"),
+                "paper_reduction_pct": partial.get("paper_reduction_pct"),
+                "free_nodes": over.get("free_nodes"),
+                "earlier": over.get("earlier"),
+                "migration_gpu_hours": migration.get("pause_gpu_hours"),
+                "gpus_moved": migration.get("gpus_moved"),
+            }
+    else:
+        if isinstance(doc.get("window"), dict):
+            out["window"] = doc["window"]
+        policies = doc.get("policies")
+        if isinstance(policies, list):
+            out["policies"] = [
+                {k: p[k] for k in _HARVEST_KEYS if k in p} for p in policies if isinstance(p, dict)
+            ]
+    return out
+
+
+def _shape_label(shape: object) -> str:
+    """A stored document's shape as ``shapes`` labels it; read defensively."""
+    if not isinstance(shape, dict):
+        return str(shape)
+    keys = ("gpu_model", "gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu",
+            "locality", "duration_s")  # fmt: skip
+    try:
+        return make_shape(**{k: shape[k] for k in keys if k in shape}).label()
+    except (UsageError, TypeError, ValueError):
+        return ", ".join(f"{k} {v}" for k, v in shape.items())
+
+
+def _shape_key(shape: object) -> str:
+    return json.dumps(shape, sort_keys=True, default=str)
+
+
+def recoverable_view(summary: dict[str, Any]) -> dict[str, Any]:
+    """What a stored compaction run recovers, in a planner's terms: GPUs and nodes freed,
+    instances gained per shape, and the pause it costs. Missing figures stay None."""
+    before, after = summary.get("before", {}), summary.get("after", {})
+    migration = summary.get("migration", {})
+
+    def number(value: object) -> float | None:
+        return (
+            float(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+            else None
+        )
+
+    def shown(value: object) -> object:
+        """A number as a float, anything else (a document's odd value) as text, or None."""
+        return value if value is None or number(value) is None else number(value)
+
+    free_before, free_after = number(before.get("free_nodes")), number(after.get("free_nodes"))
+    gained = []
+    then = {
+        _shape_key(i.get("shape")): number(i.get("instances"))
+        for i in before.get("instances", []) or []
+        if isinstance(i, dict)
+    }
+    for item in after.get("instances", []) or []:
+        if not isinstance(item, dict):
+            continue
+        now, was = number(item.get("instances")), then.get(_shape_key(item.get("shape")))
+        gained.append(
+            {
+                "shape": _shape_label(item.get("shape")),
+                "before": was,
+                "after": now,
+                "gained": None if now is None or was is None else now - was,
+            }
+        )
+    return {
+        "freed_gpus": shown(migration.get("freed_gpus")),
+        "freed_nodes": None
+        if free_before is None or free_after is None
+        else free_after - free_before,
+        "free_before": shown(before.get("free_nodes")),
+        "free_after": shown(after.get("free_nodes")),
+        "bound_free_nodes": shown(summary.get("bound_free_nodes")),
+        "moves": shown(summary.get("moves")),
+        "pause_gpu_hours": shown(migration.get("pause_gpu_hours")),
+        "payback_s": number(migration.get("payback_s")),
+        # the shapes that gained most first, then the document's order
+        "instances": tuple(sorted(gained, key=lambda i: -(i["gained"] or 0))),
+    }

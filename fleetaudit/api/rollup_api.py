@@ -1,0 +1,240 @@
+"""``fleetaudit rollup``: raw telemetry in Parquet rolled up into compact native tables.
+
+A fleet's raw per-minute telemetry is far larger than what fleetaudit's engines
+need. ``rollup`` scans it where it lies, on DuckDB (the default) or on Spark
+(``--engine spark``), and writes per (node, GPU, allocation, interval) one row
+with the means of ``sm_active`` and ``mem_used`` and the number of samples, as
+native Parquet that ``fleetaudit ingest FOLDER`` loads. ``report`` then computes
+the productive denominator from those rows as it does from the raw samples.
+
+The formats rollup reads are :class:`RollupSource` entries of :data:`SOURCES`:
+a logical table the queries read, the columns its files must have, and the
+queries (in ``queries/``, run on both engines) that write each native table.
+Another raw format plugs in as another entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fleetaudit.core.errors import InputError, UsageError
+from fleetaudit.core.fsutil import atomic_path
+from fleetaudit.core.options import ROLLUP_INTERVAL_S, SCAN_ENGINES
+from fleetaudit.model.engines import check_engine, open_engine
+
+__all__ = [
+    "ROLLED_TELEMETRY",
+    "SOURCES",
+    "RollupOptions",
+    "RollupOutput",
+    "RollupResult",
+    "RollupSource",
+    "rollup",
+]
+
+DEFAULT_INTERVAL_S = ROLLUP_INTERVAL_S
+
+# The rolled-up telemetry table: the native telemetry columns plus two the report reads.
+ROLLED_TELEMETRY = pa.schema(
+    [
+        ("ts", pa.timestamp("us")),
+        ("node_id", pa.string()),
+        ("gpu_index", pa.int64()),
+        ("alloc_id", pa.string()),
+        ("sm_active", pa.float64()),
+        ("mem_used", pa.float64()),
+        ("samples", pa.int64()),
+        ("sample_interval_s", pa.float64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class RollupOutput:
+    """One native table a source rolls up into: ``<table>.parquet`` from ``query``."""
+
+    table: str
+    query: str
+    schema: pa.Schema
+
+
+@dataclass(frozen=True)
+class RollupSource:
+    """A raw format that ``rollup`` reads.
+
+    ``view`` is the logical table its queries read; ``required`` the columns its
+    files must hold (a hive partition key counts); ``counts`` a query giving one
+    row of ``rows`` and ``skipped`` (rows the outputs leave out).
+    """
+
+    name: str
+    view: str
+    required: tuple[str, ...]
+    timestamps: tuple[str, ...]
+    numbers: tuple[str, ...]
+    outputs: tuple[RollupOutput, ...]
+    counts: str
+
+
+SOURCES: dict[str, RollupSource] = {
+    "native": RollupSource(
+        name="native",
+        view="raw_telemetry",
+        required=("ts", "node_id", "gpu_index", "sm_active"),
+        timestamps=("ts",),
+        numbers=("gpu_index", "sm_active", "mem_used"),
+        outputs=(RollupOutput(table="telemetry", query="rollup_telemetry", schema=ROLLED_TELEMETRY),),
+        counts="rollup_telemetry_skipped",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class RollupOptions:
+    """What ``rollup`` runs (defaults are the command line's)."""
+
+    interval_s: float = DEFAULT_INTERVAL_S
+    engine: str = SCAN_ENGINES[0]
+    master: str | None = None
+    format: str = "native"
+
+    def check(self) -> None:
+        check_engine(self.engine, self.master)
+        if self.format not in SOURCES:
+            raise UsageError(f"--format: {self.format!r} is not one of {', '.join(SOURCES)}")
+        if not self.interval_s >= 1 or self.interval_s != int(self.interval_s):
+            raise UsageError("--interval: must be a whole number of seconds, 1s or more")
+
+
+@dataclass(frozen=True)
+class RollupResult:
+    """What a rollup read and wrote."""
+
+    engine: str
+    format: str
+    interval_s: float
+    files: int  # raw Parquet files read
+    rows: int  # raw rows
+    skipped: int  # raw rows left out (native ingest would reject them)
+    written: dict[str, tuple[Path, int]] = field(default_factory=dict)  # table -> (file, rows)
+    seconds: float = 0.0
+
+
+# Tables of a native export folder that are not telemetry: a folder's top-level
+# nodes/allocations/requests.parquet are not read as raw telemetry.
+_OTHER_TABLES = frozenset({"nodes", "allocations", "requests", "rejects"})
+
+
+def find_parquet(paths: list[Path]) -> tuple[list[Path], bool]:
+    """The Parquet files under ``paths``, and whether they sit in hive partition folders.
+
+    A folder is searched recursively; names starting with ``.`` or ``_`` (Spark's
+    ``_SUCCESS``, temporary files) and the other native tables at its top are skipped.
+    """
+    files: list[Path] = []
+    hive = False
+    for path in paths:
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            found = sorted(
+                p for p in path.rglob("*.parquet")
+                if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
+                and not (p.parent == path and p.stem.lower() in _OTHER_TABLES)
+            )  # fmt: skip
+            if not found:
+                raise InputError(str(path), "holds no .parquet files")
+            hive = hive or any("=" in part for f in found for part in f.relative_to(path).parts[:-1])
+            files.extend(found)
+        else:
+            raise InputError(str(path), "no such file or folder")
+    return files, hive
+
+
+def _hive_keys(file: Path) -> set[str]:
+    return {part.split("=", 1)[0] for part in file.parts[:-1] if "=" in part}
+
+
+def check_files(files: list[Path], source: RollupSource) -> None:
+    """Each file is Parquet and holds the source's required columns, timestamps as timestamps."""
+    for file in files:
+        try:
+            found = pq.read_schema(file)
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(str(file), f"not a readable Parquet file: {exc}") from exc
+        names = {n.lower(): n for n in found.names}
+        for column in source.required:
+            if column not in names and column not in _hive_keys(file):
+                raise InputError(str(file), "missing required column", column=column)
+        for column in source.timestamps:
+            if column in names and not pa.types.is_timestamp(found.field(names[column]).type):
+                raise InputError(
+                    str(file),
+                    f"must be a Parquet timestamp, not {found.field(names[column]).type}",
+                    column=column,
+                )
+        for column in source.numbers:
+            kind = found.field(names[column]).type if column in names else None
+            if kind is not None and not (
+                pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)
+            ):
+                raise InputError(str(file), f"must be a number, not {kind}", column=column)
+
+
+def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult:
+    """Roll the raw telemetry under ``paths`` up into native tables in the folder ``out``.
+
+    Every output file is written whole or not at all (a temporary file, then a rename).
+    """
+    started = time.perf_counter()
+    options.check()
+    source = SOURCES[options.format]
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out: {out} is a file; give a folder")
+    files, hive = find_parquet(paths)
+    check_files(files, source)
+    created = not out.exists()
+    try:
+        written, counts = _run(files, hive, out, source, options)
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # a folder this call made stays only with its tables in it
+        raise
+    return RollupResult(
+        engine=options.engine,
+        format=options.format,
+        interval_s=options.interval_s,
+        files=len(files),
+        rows=int(counts["rows"] or 0),
+        skipped=int(counts["skipped"] or 0),
+        written=written,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _run(
+    files: list[Path], hive: bool, out: Path, source: RollupSource, options: RollupOptions
+) -> tuple[dict[str, tuple[Path, int]], dict[str, int]]:
+    interval_us = int(options.interval_s * 1_000_000)
+    written: dict[str, tuple[Path, int]] = {}
+    with open_engine(options.engine, options.master) as engine:
+        engine.register_parquet(source.view, files, hive)
+        counts = pa.Table.from_batches(list(engine.batches(source.counts))).to_pylist()[0]
+        with contextlib.ExitStack() as renames:  # every table lands, or none
+            for output in source.outputs:
+                target = out / f"{output.table}.parquet"
+                tmp = renames.enter_context(atomic_path(target))
+                rows = 0
+                with pq.ParquetWriter(tmp, output.schema, compression="zstd") as writer:
+                    for batch in engine.batches(output.query, interval_us=interval_us):
+                        table = pa.Table.from_batches([batch]).select(output.schema.names)
+                        writer.write_table(table.cast(output.schema))
+                        rows += batch.num_rows
+                written[output.table] = (target, rows)
+    return written, counts

@@ -1,0 +1,497 @@
+"""``fleetaudit ingest``: load input files into the store, all or nothing.
+
+One call is one transaction. Tables load in :data:`schema.INGEST_ORDER` so
+allocations and telemetry see the nodes of the same call. Each file streams
+through DuckDB once (:mod:`fleetaudit.inputs.ingest.validate`); rows that break the
+schema go to ``rejects`` with file, row, column and reason. Then, per table,
+rows of this call supersede earlier rows of this call with the same key (the
+last one wins) and replace stored rows with the same key (idempotent re-ingest).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from fleetaudit.core.errors import InputError, QueryError
+from fleetaudit.core.lazy import LazyModule
+from fleetaudit.core.options import INGEST_FORMATS
+from fleetaudit.inputs.ingest.labels import PriorityMap
+from fleetaudit.inputs.ingest.sources import (
+    CSV_BAD_ROWS,
+    CSV_ERRORS,
+    Source,
+    expand_paths,
+    native_source,
+)
+from fleetaudit.inputs.ingest.topology import (
+    TopologySummary,
+    apply_topology,
+    read_topology,
+    reapply_topology,
+)
+from fleetaudit.inputs.ingest.validate import plan_load, q
+from fleetaudit.model import schema
+from fleetaudit.model.store import Store
+
+# Each format's adapter loads when a call reads that format (pyarrow, the JSON and
+# text parsers), so a native ingest pays for none of them.
+if TYPE_CHECKING:
+    from fleetaudit.inputs.ingest import alibaba, asi2026, kubernetes, prometheus, slurm
+else:
+    alibaba = LazyModule("fleetaudit.inputs.ingest.alibaba")
+    asi2026 = LazyModule("fleetaudit.inputs.ingest.asi2026")
+    kubernetes = LazyModule("fleetaudit.inputs.ingest.kubernetes")
+    prometheus = LazyModule("fleetaudit.inputs.ingest.prometheus")
+    slurm = LazyModule("fleetaudit.inputs.ingest.slurm")
+
+FORMATS = INGEST_FORMATS  # native, alibaba-gpu-v2023, alibaba-gpu-v2026, kubernetes, prometheus, slurm
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """Options of one ingest call (defaults are the command line's)."""
+
+    table: str | None = None
+    format: str = "native"
+    strict: bool = False
+    trace_start: datetime | None = None  # None: the format's default
+    topology: Path | None = None
+    timezone: str = "UTC"  # slurm: the zone of sacct's local times
+    priority_map: Path | None = None  # kubernetes, slurm: site priorities -> high|low
+    snapshot_time: datetime | None = None  # kubernetes: the time of every file of the call
+    tenant_label: str | None = None  # kubernetes: the pod label naming the tenant
+    days: tuple[int, int] | None = None  # alibaba-gpu-v2026: the days read (None: all)
+    percent: tuple[str, ...] = ()  # fraction columns given in percent: scaled by 1/100
+
+
+PERCENT_MIN_ROWS = 10
+PERCENT_MIN_SHARE = 0.10
+"""A fraction column fails its file as "looks like percent" when at least this many of its
+values, and this share of them, are above 1, and every value lies within 0..100."""
+
+
+@dataclass(frozen=True)
+class TableSummary:
+    """What one ingest call did to one table."""
+
+    table: str
+    files: int = 0
+    read: int = 0  # rows read from the files
+    new: int = 0  # keys the store did not hold
+    replaced: int = 0  # stored rows replaced by a row with the same key
+    superseded: int = 0  # rows of this call overtaken by a later row with the same key
+    rejected: int = 0
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """The outcome of a committed ingest call."""
+
+    ingest_id: int
+    files: tuple[str, ...]
+    tables: tuple[TableSummary, ...]
+    rejects: pl.DataFrame = field(
+        repr=False
+    )  # the first rejects (file, row, column, value, reason)
+    topology: TopologySummary | None = None  # what --topology did to the call's nodes
+    notes: tuple[str, ...] = ()  # what the adapter decided (snapshot times, objects ignored)
+
+    @property
+    def rejected(self) -> int:
+        return sum(t.rejected for t in self.tables)
+
+
+def plan_sources(
+    store: Store,
+    paths: Sequence[Path],
+    options: IngestOptions,
+    progress: Progress | None = None,
+    staged: asi2026.Staged | None = None,
+) -> list[Source]:
+    """The sources an ingest call reads, in load order; fails before anything is written.
+
+    For alibaba-gpu-v2026 they are the files ``staged`` (:func:`asi2026.stage_release`).
+    """
+    if options.format not in FORMATS:
+        raise InputError(
+            ", ".join(str(p) for p in paths),
+            f"unknown --format {options.format!r}; use {' or '.join(FORMATS)}",
+        )
+    if options.table is not None and options.table not in schema.TABLES:
+        raise InputError(
+            "--table", f"no table named {options.table!r}; use one of {', '.join(schema.TABLES)}"
+        )
+    fractions = sorted({c.name for t in schema.TABLES.values() for c in t.columns if c.at_most_one})
+    for column in options.percent:
+        if column not in fractions:
+            raise InputError(
+                "--percent",
+                f"{column!r} is not a fraction column; use one of {', '.join(fractions)}",
+            )
+    if options.format == "alibaba-gpu-v2023":
+        sources = alibaba.trace_sources(
+            store, list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
+        )
+    elif options.format == "alibaba-gpu-v2026":
+        if staged is None:
+            raise ValueError("alibaba-gpu-v2026 sources are the staged files; stage them first")
+        sources = list(staged.sources)
+    elif options.format == "slurm":
+        sources = slurm.slurm_sources(
+            store,
+            list(paths),
+            timezone=options.timezone,
+            priority_map=PriorityMap.read(options.priority_map),
+            strict=options.strict,
+        )
+    elif options.format == "kubernetes":
+        sources = kubernetes.snapshot_sources(
+            store,
+            list(paths),
+            kubernetes.KubernetesOptions(
+                snapshot_time=options.snapshot_time,
+                priority_map=PriorityMap.read(options.priority_map),
+                tenant_label=options.tenant_label,
+            ),
+        )
+    elif options.format == "prometheus":
+        sources = prometheus.telemetry_sources(store, list(paths), progress)
+    else:
+        sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
+    order = {name: i for i, name in enumerate(schema.INGEST_ORDER)}
+    return sorted(sources, key=lambda s: order[s.table])  # stable: file order within a table
+
+
+def ingest(
+    store: Store,
+    paths: Sequence[Path],
+    options: IngestOptions = IngestOptions(),
+    progress: Progress | None = None,
+) -> IngestResult:
+    """Load ``paths`` into ``store`` in one transaction.
+
+    Raises:
+        InputError: a file cannot be read, a required column is missing, or
+            (with ``options.strict``) a row was rejected. Nothing is written.
+    """
+    say = progress or (lambda _msg: None)
+    with ExitStack() as stack:
+        staged = None
+        if options.format == "prometheus":
+            stack.enter_context(store.memory_capped(prometheus.MEMORY_LIMIT))
+            stack.callback(prometheus.drop_staging, store)  # its staged samples
+        elif options.format == "slurm":
+            stack.callback(slurm.release, store)  # its temporary copies of the exports
+        elif options.format == "alibaba-gpu-v2026":
+            stack.enter_context(asi2026.bounded_memory(store))
+            staged = asi2026.stage_release(
+                store,
+                list(paths),
+                stack.enter_context(asi2026.staging_folder(store)),
+                trace_start=options.trace_start or asi2026.DEFAULT_TRACE_START,
+                days=options.days,
+                progress=say,
+            )
+        return _ingest(store, paths, options, say, staged)
+
+
+def _ingest(
+    store: Store,
+    paths: Sequence[Path],
+    options: IngestOptions,
+    say: Progress,
+    staged: asi2026.Staged | None,
+) -> IngestResult:
+    sources = plan_sources(store, paths, options, say, staged)
+    topology = read_topology(options.topology) if options.topology is not None else None
+    topology_summary: TopologySummary | None = None
+    started = _utc_now()
+    # DuckDB cannot estimate a CSV's rows and may build the node lookup's hash
+    # table on the 10 M-row file side instead of the nodes (3x slower, GiBs).
+    with store.optimizer_disabled("build_side_probe_side"), store.transaction():
+        ingest_id = int(store.scalar("SELECT COALESCE(max(ingest_id), 0) + 1 FROM ingests"))
+        summaries: list[TableSummary] = []
+        for table_name in schema.INGEST_ORDER:
+            mine = [s for s in sources if s.table == table_name]
+            if mine:
+                summaries.append(
+                    _load_table(
+                        store, schema.table(table_name), mine, ingest_id, say, options.percent
+                    )
+                )
+            if table_name == "nodes" and mine:
+                # nodes an earlier --topology placed keep its levels (unless this one moves them)
+                reapply_topology(store, ingest_id)
+            if table_name == "nodes" and topology is not None:
+                # one place for every format: the call's nodes, as loaded and validated
+                say(f"nodes: applying the topology of {topology.file}")
+                topology_summary = apply_topology(store, topology, ingest_id)
+        if staged is not None:
+            say("alibaba-gpu-v2026: side tables")
+            staged.load_side_tables(store, ingest_id)
+            summaries = [
+                replace(s, read=s.read + staged.pod_rejects, rejected=s.rejected + staged.pod_rejects)
+                if s.table == "allocations"
+                else s
+                for s in summaries
+            ]
+        rejects = store.small_frame(
+            'SELECT file, "table", "row", "column", value, reason FROM rejects '
+            "WHERE ingest_id = $id ORDER BY rowid LIMIT 20",  # load order
+            {"id": ingest_id},
+        )
+        total_rejected = sum(s.rejected for s in summaries)
+        if options.strict and total_rejected:
+            first = rejects.row(0, named=True)
+            raise InputError(
+                str(first["file"]),
+                f"{first['reason']} ({total_rejected} row(s) rejected; --strict writes nothing)",
+                row=int(first["row"]),
+                column=str(first["column"]),
+            )
+        store.run(
+            "INSERT INTO ingests VALUES ($id, $started, $finished, $format, $files, $summary)",
+            {
+                "id": ingest_id,
+                "started": started,
+                "finished": _utc_now(),
+                "format": options.format,
+                "files": json.dumps([s.file for s in sources]),
+                "summary": json.dumps([asdict(s) for s in summaries]),
+            },
+        )
+    return IngestResult(
+        ingest_id=ingest_id,
+        files=tuple(dict.fromkeys(s.file for s in sources)),
+        tables=tuple(summaries),
+        rejects=rejects,
+        topology=topology_summary,
+        notes=tuple(
+            dict.fromkeys(
+                [*(n for s in sources for n in s.notes), *(staged.summary if staged else ())]
+            )
+        ),
+    )
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _load_table(
+    store: Store,
+    table: schema.Table,
+    sources: list[Source],
+    ingest_id: int,
+    say: Progress,
+    percent: Sequence[str] = (),
+) -> TableSummary:
+    name = q(table.name)
+    had_rows = store.row_count(table.name) > 0
+    read = rejected = 0
+    for i, source in enumerate(sources, 1):
+        say(f"{table.name}: reading {source.file} ({i}/{len(sources)})")
+        read_, rejected_ = _load_file(store, table, source, ingest_id, percent)
+        read += read_
+        rejected += rejected_
+
+    say(f"{table.name}: merging")
+    keys = ", ".join(q(k) for k in table.key)
+    params = {"id": ingest_id}
+    loaded = int(store.scalar(f"SELECT count(*) FROM {name} WHERE _ingest_id = $id", params))
+    # GROUP BY beats count(DISTINCT ...) and hashing in DuckDB for string keys
+    distinct = int(
+        store.scalar(
+            f"SELECT count(*) FROM (SELECT {keys} FROM {name} WHERE _ingest_id = $id GROUP BY {keys})",
+            params,
+        )
+    )
+    superseded = loaded - distinct
+    if superseded:
+        # the last row of the call wins: row ids grow in load order
+        store.run(
+            f"DELETE FROM {name} WHERE _ingest_id = $id AND rowid NOT IN "
+            f"(SELECT max(rowid) FROM {name} WHERE _ingest_id = $id GROUP BY {keys})",
+            params,
+        )
+    replaced = 0
+    if had_rows:
+        match = " AND ".join(f"{name}.{q(k)} = fresh.{q(k)}" for k in table.key)
+        replaced = int(
+            store.scalar(
+                f"SELECT count(*) FROM {name} JOIN (SELECT {keys} FROM {name} WHERE _ingest_id = $id) "
+                f"AS fresh ON {match} WHERE {name}._ingest_id <> $id",
+                params,
+            )
+        )
+        if replaced:
+            store.run(
+                f"DELETE FROM {name} USING (SELECT {keys} FROM {name} WHERE _ingest_id = $id) "
+                f"AS fresh WHERE {match} AND {name}._ingest_id <> $id",
+                params,
+            )
+    return TableSummary(
+        table=table.name,
+        files=len(sources),
+        read=read,
+        new=distinct - replaced,
+        replaced=replaced,
+        superseded=superseded,
+        rejected=rejected,
+    )
+
+
+def _load_file(
+    store: Store, table: schema.Table, source: Source, ingest_id: int, percent: Sequence[str] = ()
+) -> tuple[int, int]:
+    """Load one file; returns (rows read, rows rejected)."""
+    fractions = [
+        c.name for c in table.columns if c.at_most_one and c.name not in percent
+    ]  # checked for values that look like percent
+    before = _fraction_stats(store, table, fractions, ingest_id, rejected_too=False)
+    try:
+        columns = store.describe(source.select, source.params)
+    except QueryError as exc:
+        raise InputError(source.file, f"cannot read: {exc.message}") from exc
+    plan = plan_load(
+        table,
+        source.file,
+        source.select,
+        source.numbered,
+        columns,
+        store.column_types(table.name),
+        adapter_rejects=source.adapter_rejects,
+        percent=frozenset(percent),
+    )
+    for name, sql_type in plan.new_columns:
+        store.add_column(table.name, name, sql_type)
+    params = {**source.params, "ingest_id": ingest_id}
+    tagged = {"ingest_id": ingest_id}
+    try:
+        if source.csv:
+            store.run(f"DROP TABLE IF EXISTS {CSV_ERRORS}")
+            store.run(f"DROP TABLE IF EXISTS {CSV_ERRORS}_scans")
+        read = store.run(plan.load, params) or 0
+        bad_lines = _csv_line_rejects(store, table, source, ingest_id) if source.csv else 0
+        after = _fraction_stats(store, table, fractions, ingest_id, rejected_too=True)
+        _check_not_percent(source.file, before, after)
+        rejected = int(
+            store.scalar(
+                f"SELECT count(*) FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged
+            )
+        )
+        if rejected:
+            store.run(plan.rejects, {**params, "file": source.file})
+            store.run(f"DELETE FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged)
+    except QueryError as exc:
+        raise InputError(source.file, f"cannot read: {exc.message}") from exc
+    return read + bad_lines, rejected + bad_lines
+
+
+def _fraction_stats(
+    store: Store, table: schema.Table, columns: list[str], ingest_id: int, rejected_too: bool
+) -> dict[str, tuple[int, int, int]]:
+    """Per fraction column: (values, values above 1, values outside 0..100) among this
+    call's rows, with its rejected rows (tagged -ingest_id until deleted) if asked."""
+    if not columns:
+        return {}
+    parts = ", ".join(
+        f"count({q(c)}), count(*) FILTER ({q(c)} > 1), "
+        f"count(*) FILTER ({q(c)} < 0 OR {q(c)} > 100 OR NOT isfinite({q(c)}))"
+        for c in columns
+    )
+    row = store.sql(
+        f"SELECT {parts} FROM {q(table.name)} WHERE _ingest_id IN ($id, $tagged)",
+        {"id": ingest_id, "tagged": -ingest_id if rejected_too else ingest_id},
+    ).row(0)
+    return {c: (int(row[3 * i] or 0), int(row[3 * i + 1] or 0), int(row[3 * i + 2] or 0))
+            for i, c in enumerate(columns)}  # fmt: skip
+
+
+def _check_not_percent(
+    file: str, before: dict[str, tuple[int, int, int]], after: dict[str, tuple[int, int, int]]
+) -> None:
+    """Fail the file when a fraction column's values look like percent (see PERCENT_MIN_*)."""
+    for column, now in after.items():
+        values, above, outside = (a - b for a, b in zip(now, before[column], strict=True))
+        if outside == 0 and above >= PERCENT_MIN_ROWS and above >= PERCENT_MIN_SHARE * values:
+            raise InputError(
+                file,
+                f"{above:,} of {values:,} values are above 1 and all lie within 0..100: "
+                f"the column looks like percent; give --percent {column} to scale it to 0..1",
+                column=column,
+            )
+
+
+def _csv_line_rejects(store: Store, table: schema.Table, source: Source, ingest_id: int) -> int:
+    """Record the lines DuckDB's CSV reader could not split, one reject per line; returns
+    how many.
+
+    DuckDB reports a line short by several fields once per missing field; they are
+    one bad line here, with the reason in docs/ingest.md's words. Also fills
+    CSV_BAD_ROWS (e: the bad data row, k: its rank), which the numbered scan uses
+    to count skipped lines back into row numbers.
+    """
+    store.run(
+        f"CREATE OR REPLACE TEMP TABLE {CSV_BAD_ROWS} AS SELECT e, row_number() OVER (ORDER BY e) "
+        f"AS k FROM (SELECT DISTINCT line - 1 AS e FROM {CSV_ERRORS}) AS bad"
+    )
+    bad = int(store.scalar(f"SELECT count(*) FROM {CSV_BAD_ROWS}"))
+    if bad:
+        lines = store.sql(
+            f"SELECT line - 1 AS row, any_value(csv_line) AS value, "
+            f"list(DISTINCT lower(error_type)) AS kinds FROM {CSV_ERRORS} GROUP BY line ORDER BY line"
+        )
+        header = list(source.params.get("columns", {}))
+        rows = [
+            _bad_line(header, r["row"], r["value"], r["kinds"]) for r in lines.iter_rows(named=True)
+        ]
+        frame = pl.DataFrame(
+            rows,
+            schema={"row": pl.Int64, "column": pl.String, "value": pl.String, "reason": pl.String},
+            orient="row",
+        )
+        store.register_frame("_fa_bad_lines", frame)
+        store.run(
+            "INSERT INTO rejects SELECT $ingest_id, $file, $table, \"row\", \"column\", value, "
+            "reason FROM _fa_bad_lines ORDER BY \"row\"",
+            {"ingest_id": ingest_id, "file": source.file, "table": table.name},
+        )
+        store.unregister("_fa_bad_lines")
+    return bad
+
+
+def _bad_line(
+    header: list[str], row: int, text: str | None, kinds: list[str]
+) -> tuple[int, str | None, str | None, str]:
+    """One reject for a line that cannot be split: (row, column, value, reason).
+
+    >>> _bad_line(["a", "b", "c"], 4, "1", ["missing columns"])
+    (4, 'b', '1', 'the line has 1 field(s); the header has 3')
+    >>> _bad_line(["a"], 2, '1,"x,y",3', ["too many columns"])
+    (2, None, '1,"x,y",3', 'the line has 3 field(s); the header has 1')
+    """
+    fields = None
+    if text is not None:
+        try:
+            fields = len(next(csv.reader([text]), []))
+        except csv.Error:
+            fields = None
+    if fields is not None and fields != len(header) and (
+        "missing columns" in kinds or "too many columns" in kinds
+    ):
+        column = header[fields] if fields < len(header) else None
+        return row, column, text, f"the line has {fields} field(s); the header has {len(header)}"
+    kind = " and ".join(sorted(kinds)) or "unreadable"
+    return row, None, text, f"the line cannot be split into fields ({kind})"

@@ -1,0 +1,746 @@
+"""``--format alibaba-gpu-v2026``: the ASI GPU trace of 2026 (OSDI'26), streamed by day.
+
+ROOT is the release's data folder (``asi_opensource_pod_hourly/day=D/hour=HH/
+*.parquet`` and ``asi_opensource_server_hourly/...``). Before the ingest
+transaction, the release is reduced one day at a time, reading only the
+columns the mapping needs, into staged Parquet files beside the store:
+
+- ``nodes`` from ``server_hourly`` (each server's last observed hour);
+- ``allocations``: consecutive pod-hours of one pod on one server with the same
+  request, priority, job type and Standby flag collapse into one run; runs still
+  going at a day's last hour are carried into the next day;
+- ``telemetry``: one row per GPU and hour from ``avg_gpu_sm_util``, on GPU
+  indices synthesised per node (:func:`colour_gpus`);
+- the side tables ``asi_pod_hourly`` (GPU pod-hours, pruned) and
+  ``asi_server_hourly`` (server-hours with the HP CPU-only pods' totals), which
+  ``fleetaudit paper`` reads.
+
+The staged files then load in the one ingest transaction like native files, so
+the validation, the rejects and the idempotent re-ingest are the native ones.
+docs/formats/alibaba-gpu-v2026.md states every mapping rule.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fleetaudit.core.errors import InputError, QueryError
+from fleetaudit.core.options import ASI_TRACE_START
+from fleetaudit.core.resources import load_sql
+from fleetaudit.inputs import asi_trace
+from fleetaudit.inputs.asi_trace import FORMAT, POD_TABLE, SERVER_TABLE
+from fleetaudit.inputs.ingest.labels import asi_bucket
+from fleetaudit.inputs.ingest.sources import Source
+from fleetaudit.model.store import Store
+
+__all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "colour_gpus", "parse_days"]
+
+DEFAULT_TRACE_START = ASI_TRACE_START  # a Thursday: day 109 is Monday 2026-04-20
+_EPS = 1e-9
+STAGING_MEMORY = "1536MB"  # DuckDB's limit while the release is reduced (spills beyond it)
+
+Progress = Callable[[str], None]
+
+# physical Parquet types each read column may have
+_STRING = {"BYTE_ARRAY"}
+_NUMBER = {"DOUBLE", "FLOAT", "INT32", "INT64"}
+_BOOL = {"BOOLEAN", "BYTE_ARRAY", "INT32", "INT64"}
+
+def _physical_types(schema: pa.Schema, columns: Sequence[str]) -> dict[str, set[str]]:
+    """The Parquet physical types each read column may have, from the release's schema."""
+    kinds: dict[str, set[str]] = {}
+    for name in columns:
+        kind = schema.field(name).type
+        kinds[name] = (
+            _STRING if pa.types.is_string(kind) else _BOOL if pa.types.is_boolean(kind) else _NUMBER
+        )
+    return kinds
+
+
+# the columns the adapter reads: asi_trace names them once, its schemas type them
+_POD_TYPES = _physical_types(asi_trace.POD_SCHEMA, asi_trace.POD_COLUMNS)
+_SERVER_TYPES = _physical_types(
+    asi_trace.SERVER_SCHEMA,
+    ("server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_count", "cpu_capacity_cores"),
+)
+
+
+def parse_days(text: str | None) -> tuple[int, int] | None:
+    """``--days``: ``109-115``, or one day ``109``; None means every day.
+
+    >>> parse_days("109-115"), parse_days("7"), parse_days(None)
+    ((109, 115), (7, 7), None)
+    """
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
+    if m is None:
+        raise InputError("--days", f"expected A-B or A (day numbers), got {text!r}")
+    first = int(m.group(1))
+    last = int(m.group(2)) if m.group(2) is not None else first
+    if last < first:
+        raise InputError("--days", f"the range {text!r} ends before it starts")
+    return first, last
+
+
+@dataclass(frozen=True)
+class Release:
+    """The partitions of a release folder within the --days window."""
+
+    root: Path
+    pods: dict[tuple[int, int], list[Path]]
+    servers: dict[tuple[int, int], list[Path]]
+
+    @property
+    def days(self) -> list[int]:
+        return sorted({d for d, _ in self.servers} | {d for d, _ in self.pods})
+
+    @property
+    def hours(self) -> list[int]:
+        keys = set(self.servers) | set(self.pods)
+        return sorted(asi_trace.hour_index(d, h) for d, h in keys)
+
+
+def find_release(paths: list[Path], days: tuple[int, int] | None) -> Release:
+    """The release under the one ROOT given; fails with what was expected."""
+    if len(paths) != 1:
+        raise InputError(
+            ", ".join(str(p) for p in paths),
+            f"{FORMAT} takes one folder: the release's data folder",
+        )
+    root = paths[0]
+    expected = (
+        f"expected the {FORMAT} release's data folder, holding "
+        f"{POD_TABLE}/day=D/hour=HH/*.parquet and {SERVER_TABLE}/day=D/hour=HH/*.parquet"
+    )
+    if not root.is_dir():
+        raise InputError(str(root), f"no such folder; {expected}")
+    if not (root / SERVER_TABLE).is_dir() and (root / "data" / SERVER_TABLE).is_dir():
+        root = root / "data"
+    if not (root / SERVER_TABLE).is_dir() or not (root / POD_TABLE).is_dir():
+        raise InputError(str(root), f"not the release layout; {expected}")
+    pods = asi_trace.list_partitions(root, POD_TABLE)
+    servers = asi_trace.list_partitions(root, SERVER_TABLE)
+    if not servers:
+        raise InputError(
+            str(root / SERVER_TABLE), f"no day=D/hour=HH/*.parquet partition; {expected}"
+        )
+    for (d, h) in list(pods) + list(servers):
+        if h > 23:
+            bad = root / (POD_TABLE if (d, h) in pods else SERVER_TABLE) / f"day={d}"
+            raise InputError(str(bad), f"hour={h} is not an hour of the day (00-23)")
+    if days is not None:
+        lo, hi = days
+        pods = {k: v for k, v in pods.items() if lo <= k[0] <= hi}
+        servers = {k: v for k, v in servers.items() if lo <= k[0] <= hi}
+        if not servers:
+            raise InputError(str(root), f"no server_hourly partition within --days {lo}-{hi}")
+    return Release(root, pods, servers)
+
+
+@dataclass
+class Staged:
+    """The reduced release, staged as Parquet; what the transaction loads."""
+
+    root: Path
+    folder: Path
+    trace_start: datetime
+    t_first: int
+    t_last: int
+    sources: list[Source] = field(default_factory=list)
+    pod_hours: list[str] = field(default_factory=list)
+    server_hours: list[str] = field(default_factory=list)
+    rejects: list[str] = field(default_factory=list)
+    pod_rejects: int = 0
+    summary: list[str] = field(default_factory=list)
+
+    def load_side_tables(self, store: Store, ingest_id: int) -> None:
+        """Inside the ingest transaction: the side tables and the pod-hour rejects."""
+        store.run(load_sql("asi_create_side_tables"))
+        window = {"lo": self.t_first, "hi": self.t_last}
+        for table, files in (
+            ("asi_pod_hourly", self.pod_hours),
+            ("asi_server_hourly", self.server_hours),
+        ):
+            store.run(f"DELETE FROM {table} WHERE t BETWEEN $lo AND $hi", window)
+            if files:
+                store.run(
+                    f"INSERT INTO {table} SELECT *, $id FROM read_parquet($files)",
+                    {"files": files, "id": ingest_id},
+                )
+        store.run("DELETE FROM asi_trace")
+        store.run(
+            "INSERT INTO asi_trace VALUES ($start, $lo, $hi, $id)",
+            {"start": self.trace_start, **window, "id": ingest_id},
+        )
+        if self.rejects:
+            store.run(
+                "INSERT INTO rejects SELECT $id, file, 'allocations', \"row\", \"column\", value, "
+                "reason FROM read_parquet($files)",
+                {"files": self.rejects, "id": ingest_id},
+            )
+
+
+def _check_schemas(
+    store: Store, files: list[Path], wanted: dict[str, set[str]], required: tuple[str, ...]
+) -> None:
+    """Every file has the columns read, with a usable type; else name the file."""
+    try:
+        rows = store.sql(
+            "SELECT file_name, name, type FROM parquet_schema($files)",
+            {"files": [str(f) for f in files]},
+        )
+    except QueryError as exc:
+        raise InputError(str(files[0].parent), f"cannot read: {exc.message}") from exc
+    by_file: dict[str, dict[str, str | None]] = {str(f): {} for f in files}
+    for file_name, name, kind in rows.iter_rows():
+        by_file.setdefault(file_name, {})[name] = kind
+    for file_name, columns in by_file.items():
+        for name, allowed in wanted.items():
+            if name not in columns:
+                reason = (
+                    "required column missing"
+                    if name in required
+                    else "column missing (the release's schema has it)"
+                )
+                raise InputError(file_name, f"wrong schema: {reason}", column=name)
+            if columns[name] not in allowed:
+                kind = "a string" if allowed is _STRING else "a number"
+                kind = "a boolean" if allowed is _BOOL else kind
+                raise InputError(
+                    file_name,
+                    f"wrong schema: type {columns[name]} where the release has {kind}",
+                    column=name,
+                )
+
+
+@contextmanager
+def staging_folder(store: Store) -> Iterator[Path]:
+    """A scratch folder beside the store (the staged days can be large), removed after.
+
+    Folders left by an earlier call on the same store that was killed are removed
+    first: the caller holds the store's write lock, so no other call is using them.
+    """
+    db = store.path.resolve()
+    prefix = f".{db.name}.asi-staging-"
+    for stale in db.parent.glob(prefix + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=db.parent))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def stage_release(
+    store: Store,
+    paths: list[Path],
+    folder: Path,
+    *,
+    trace_start: datetime,
+    days: tuple[int, int] | None,
+    progress: Progress | None = None,
+) -> Staged:
+    """Reduce the release day by day into ``folder``; the sources and side tables to load."""
+    say = progress or (lambda _m: None)
+    release = find_release(paths, days)
+    store.run("SET enable_progress_bar = false")
+    store.run("SET preserve_insertion_order = false")
+    try:
+        return _stage(store, release, folder, trace_start, say)
+    finally:
+        store.run("RESET preserve_insertion_order")
+
+
+@contextmanager
+def bounded_memory(store: Store) -> Iterator[None]:
+    """DuckDB at STAGING_MEMORY for the whole call (staging and loading), then as before.
+
+    Python's frames of one day need room beside DuckDB's buffers; DuckDB spills beyond.
+    """
+    limit = store.scalar("SELECT current_setting('memory_limit')")
+    store.run(f"SET memory_limit = '{STAGING_MEMORY}'")
+    try:
+        yield
+    finally:
+        store.run(f"SET memory_limit = '{limit}'")
+
+
+def _stage(
+    store: Store, release: Release, folder: Path, trace_start: datetime, say: Progress
+) -> Staged:
+    hours = release.hours
+    staged = Staged(release.root, folder, trace_start, hours[0], hours[-1])
+    store.run(load_sql("asi_create_open_runs"))
+    holders = _Colouring()
+    servers: pl.DataFrame | None = None
+    day_list = release.days
+    totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0, "over": 0}
+    for i, day in enumerate(day_list):
+        say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): reading")
+        pod_files = [f for (d, _h), fs in sorted(release.pods.items()) if d == day for f in fs]
+        server_files = [
+            f for (d, _h), fs in sorted(release.servers.items()) if d == day for f in fs
+        ]
+        last_day = i == len(day_list) - 1
+        day_end = asi_trace.hour_index(day, 23)
+        if server_files:
+            _check_schemas(store, server_files, _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
+        if pod_files:
+            _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
+            files = {"files": [str(f) for f in pod_files]}
+            _run(store, load_sql("asi_load_day"), files, pod_files[0])
+        else:
+            store.run(load_sql("asi_create_empty_day"))
+        totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
+        _run(store, load_sql("asi_mark_runs"), {}, release.root / POD_TABLE / f"day={day}")
+        _run(store, load_sql("asi_day_runs"), {}, release.root / POD_TABLE / f"day={day}")
+        params = {
+            "trace_start": trace_start,
+            "t_first": staged.t_first,
+            "t_last": staged.t_last,
+            "day_end": day_end,
+            "last_day": last_day,
+        }
+        allocations = store.sql(load_sql("asi_closed_allocations"), params)
+        totals["runs"] += allocations.height
+        totals["used"] += float(allocations["gpu_hours"].sum() or 0.0)
+        trace_end = trace_start + timedelta(hours=staged.t_last + 1)
+        held = pl.col("end_time").fill_null(pl.lit(trace_end)) - pl.col("start_time")
+        totals["interval"] += float(
+            allocations.select((pl.col("gpus") * held.dt.total_seconds() / 3600).sum()).item()
+            or 0.0
+        )
+        day_dir = release.root / POD_TABLE / f"day={day}"
+        if allocations.height:
+            path = folder / f"allocations-{day}.parquet"
+            allocations.write_parquet(path)
+            staged.sources.append(_staged_source(path, "allocations", str(day_dir)))
+        del allocations  # the day's frames go as soon as they are staged: memory stays flat
+
+        # servers: the day's hours for the side table, and the running last-seen facts
+        if server_files:
+            server_day = store.sql(
+                load_sql("asi_server_day"), {"files": [str(f) for f in server_files]}
+            )
+            gpus_now = dict(
+                server_day.sort("t")
+                .group_by("server_id")
+                .agg(pl.col("gpu_count").last())
+                .iter_rows()
+            )
+            holders.capacity.update({k: v for k, v in gpus_now.items() if v is not None})
+            side = server_day.with_columns(_bucket_of("gpu_spec_public", server_day)).select(
+                "t", "server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_model",
+                "gpu_count", "cpu_capacity_cores", "cpu_only_hp_cpu",
+                pl.col("cpu_only_hp_rows").cast(pl.Int64),
+            )  # fmt: skip
+            path = folder / f"server-hours-{day}.parquet"
+            side.write_parquet(path)
+            staged.server_hours.append(str(path))
+            servers = _merge_servers(servers, server_day.drop("requested_gpus"))
+            totals["over"] += server_day.filter(
+                pl.col("requested_gpus") > pl.col("gpu_count") + _EPS
+            ).height
+            del server_day, side
+
+        # telemetry: colour the day's GPU runs, then one row per GPU-hour
+        say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): telemetry")
+        pod_side = store.sql(load_sql("asi_side_pod_hours"))
+        if pod_side.height:
+            path = folder / f"pod-hours-{day}.parquet"
+            pod_side.write_parquet(path)
+            staged.pod_hours.append(str(path))
+        del pod_side
+        runs = store.sql(load_sql("asi_gpu_runs"))
+        gpu_hours = store.sql(load_sql("asi_gpu_hours"))
+        without_id = "SELECT count(*) FROM _asi_day WHERE pod_id IS NULL OR server_id IS NULL"
+        rejects = (
+            store.sql(load_sql("asi_pod_rejects"), {"files": [str(f) for f in pod_files]})
+            if pod_files and store.scalar(without_id)
+            else None
+        )
+        if rejects is not None and rejects.height:
+            path = folder / f"rejects-{day}.parquet"
+            rejects.write_parquet(path)
+            staged.rejects.append(str(path))
+            staged.pod_rejects += rejects.height
+        store.run(load_sql("asi_carry_open_runs"), {"day_end": day_end, "last_day": last_day})
+        store.run("DROP VIEW IF EXISTS _asi_rows")
+        for scratch in ("_asi_day", "_asi_runs"):  # frees DuckDB's memory for the colouring
+            store.run(f"DROP TABLE IF EXISTS {scratch}")
+        where = holders.place_day(runs, day_end)
+        del runs
+        path = folder / f"telemetry-{day}.parquet"
+        written = _write_telemetry(path, gpu_hours, where, trace_start)
+        del gpu_hours, where
+        totals["telemetry"] += written
+        if written:
+            staged.sources.append(_staged_source(path, "telemetry", str(day_dir)))
+
+    for name in ("_asi_runs", "_asi_open"):
+        store.run(f"DROP TABLE IF EXISTS {name}")
+
+    if servers is None or servers.height == 0:
+        raise InputError(str(release.root / SERVER_TABLE), "the server partitions hold no server")
+    nodes = _nodes(servers, staged.t_last, trace_start)
+    path = folder / "nodes.parquet"
+    nodes.write_parquet(path)
+    staged.sources.insert(0, _staged_source(path, "nodes", str(release.root / SERVER_TABLE)))
+    changed = int(servers.filter(pl.col("changes") > 0).height)
+    staged.summary = [
+        f"{FORMAT}: days {day_list[0]}-{day_list[-1]}, hours t={staged.t_first}..{staged.t_last} "
+        f"cover {_iso(trace_start, staged.t_first)} to {_iso(trace_start, staged.t_last + 1)} "
+        f"(export time {_iso(trace_start, staged.t_last)})",
+        f"{FORMAT}: {totals['pod_rows']:,} pod-hours -> {totals['runs']:,} allocation runs, "
+        f"{totals['telemetry']:,} telemetry rows; {nodes.height:,} servers"
+        + (f" ({changed} changed model, GPUs or ASW: the last value is kept)" if changed else ""),
+        f"{FORMAT}: {totals['over']:,} server-hours request more GPUs than the server has "
+        "(low-priority work on a sleeping pod's GPUs); kept as recorded",
+        f"{FORMAT}: reconciliation: {totals['used']:,.1f} GPU-hours used (used_gpu_hours) vs "
+        f"{totals['interval']:,.1f} requested over whole hours (the allocations' intervals)",
+    ]
+    return staged
+
+
+TELEMETRY_CHUNKS = 8  # the day's GPU-hours are joined to their GPUs in this many node groups
+
+
+def _write_telemetry(
+    path: Path, gpu_hours: pl.DataFrame, where: pl.DataFrame, trace_start: datetime
+) -> int:
+    """Write the day's telemetry, one node group at a time (bounded memory); rows written."""
+    if gpu_hours.height == 0 or where.height == 0:
+        return 0
+    group = pl.col("node_id").hash(seed=7) % TELEMETRY_CHUNKS
+    written = 0
+    writer: pq.ParquetWriter | None = None
+    try:
+        for k in range(TELEMETRY_CHUNKS):
+            chunk = telemetry_rows(
+                gpu_hours.filter(group == k), where.filter(group == k), trace_start
+            )
+            if chunk.height == 0:
+                continue
+            table = chunk.to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+            written += chunk.height
+    finally:
+        if writer is not None:
+            writer.close()
+    return written
+
+
+def _run(store: Store, sql: str, params: Mapping[str, object], where: Path) -> None:
+    try:
+        store.run(sql, params)
+    except QueryError as exc:
+        raise InputError(str(where), f"cannot read: {exc.message}") from exc
+
+
+def _bucket_of(column: str, frame: pl.DataFrame) -> pl.Expr:
+    """``gpu_model``: the model bucket of each spelling (mapped once per distinct spelling)."""
+    spellings = frame[column].unique().to_list()
+    mapping = {raw: asi_bucket(raw) for raw in spellings if raw is not None}
+    return pl.col(column).replace_strict(mapping, default=None, return_dtype=pl.String).alias(
+        "gpu_model"
+    )
+
+
+def _iso(trace_start: datetime, t: int) -> str:
+    return (trace_start + timedelta(hours=t)).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def _staged_source(path: Path, table: str, reported: str) -> Source:
+    """A staged file as a source; rejects name ``reported`` (the release folder).
+
+    A staged file with a ``_row`` column (allocations: the run's first hour t)
+    numbers its rows by it; the others by their position.
+    """
+    select = "SELECT * FROM read_parquet($path)"
+    if "_row" in pl.read_parquet_schema(path):
+        return Source(reported, table, select, select, {"path": str(path)})
+    numbered = (
+        "SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS _row "
+        "FROM read_parquet($path, file_row_number = true)"
+    )
+    return Source(reported, table, select, numbered, {"path": str(path)})
+
+
+def _merge_servers(known: pl.DataFrame | None, day: pl.DataFrame) -> pl.DataFrame:
+    """Each server's last observed facts, first and last hour, and attribute changes."""
+    facts = ["cluster_id", "asw_id", "gpu_spec_public", "gpu_count", "cpu_capacity_cores"]
+    day = day.sort("t")
+    per = day.group_by("server_id").agg(
+        pl.col("t").min().alias("first_t"),
+        pl.col("t").max().alias("last_t"),
+        *[pl.col(c).last() for c in facts],
+        *[pl.col(c).first().alias(f"first_{c}") for c in facts],
+        (pl.struct(facts).n_unique() - 1).alias("changes"),
+    )
+    if known is None:
+        return per.drop([f"first_{c}" for c in facts])
+    joined = known.join(per, on="server_id", how="full", coalesce=True, suffix="_new")
+    differs = pl.any_horizontal(
+        *[pl.col(c).ne_missing(pl.col(f"first_{c}")) for c in facts]
+    ) & pl.col("first_t_new").is_not_null() & pl.col("first_t").is_not_null()
+    return joined.select(
+        "server_id",
+        pl.min_horizontal("first_t", "first_t_new").alias("first_t"),
+        pl.max_horizontal("last_t", "last_t_new").alias("last_t"),
+        *[
+            pl.when(pl.col("last_t_new").is_not_null())
+            .then(pl.col(f"{c}_new"))
+            .otherwise(pl.col(c))
+            .alias(c)
+            for c in facts
+        ],
+        (
+            pl.col("changes").fill_null(0)
+            + pl.col("changes_new").fill_null(0)
+            + differs.cast(pl.Int64)
+        ).alias("changes"),
+    )
+
+
+def _nodes(servers: pl.DataFrame, t_last: int, trace_start: datetime) -> pl.DataFrame:
+    start = pl.lit(trace_start)
+    return (
+        servers.sort("server_id")
+        .with_columns(_bucket_of("gpu_spec_public", servers).alias("model"))
+        .select(
+            pl.col("server_id").alias("node_id"),
+            pl.col("model").alias("gpu_model"),
+            pl.col("gpu_count").fill_nan(0.0).fill_null(0.0).alias("gpus"),
+            pl.col("cpu_capacity_cores").alias("cpus"),
+            pl.lit(None, dtype=pl.Float64).alias("memory_gib"),
+            pl.when(pl.col("asw_id").is_not_null())
+            .then(pl.format("{}/{}", pl.col("cluster_id").fill_null(""), "asw_id"))
+            .alias("switch_id"),
+            pl.when(pl.col("last_t") == t_last)
+            .then(pl.lit("healthy"))
+            .otherwise(pl.lit("down"))
+            .alias("health"),
+            pl.when(pl.col("gpu_spec_public") != pl.col("model"))
+            .then(pl.col("gpu_spec_public"))
+            .alias("gpu_spec_public"),
+            "cluster_id",
+            "asw_id",
+            (start + pl.duration(hours=pl.col("first_t"))).alias("first_seen"),
+            (start + pl.duration(hours=pl.col("last_t"))).alias("last_seen"),
+            pl.lit("server_hourly").alias("source"),
+        )
+    )
+
+
+class _Colouring:
+    """GPU indices per node, kept across days (synthesised GPU indices: see
+    docs/formats/alibaba-gpu-v2026.md).
+
+    Allocations are placed at their start in order of (GPUs descending,
+    alloc_id), after the allocations ending then are released: whole GPUs take
+    the lowest free indices; a fractional part goes first-fit into a GPU already
+    shared, else the lowest free one. When too few are free (standby lending:
+    LP work on a sleeping container's GPUs), indices held only by sleepable
+    allocations are borrowed, then any others, lowest load first.
+    """
+
+    def __init__(self) -> None:
+        self.capacity: dict[str, float] = {}
+        self.load: dict[str, list[float]] = {}
+        self.holders: dict[str, list[list[str]]] = {}
+        self.sleepy: dict[str, bool] = {}
+        self.held: dict[str, tuple[str, list[tuple[int, float]]]] = {}
+        self.placed: dict[str, list[tuple[int, float]]] = {}  # the day's placements
+
+    def _release(self, alloc_id: str) -> None:
+        node, places = self.held.pop(alloc_id)
+        for index, share in places:
+            self.load[node][index] -= share
+            self.holders[node][index].remove(alloc_id)
+        self.sleepy.pop(alloc_id, None)
+
+    def _place(self, node: str, alloc_id: str, gpus: float, sleepable: bool) -> None:
+        cap = self.capacity.get(node)
+        if cap is None or not math.isfinite(cap) or gpus > cap + _EPS or cap < 1:
+            return  # unknown node or above the node: the allocation is a reject
+        n = int(cap)
+        load = self.load.setdefault(node, [0.0] * n)
+        holders = self.holders.setdefault(node, [[] for _ in range(n)])
+        if len(load) < n:
+            load.extend([0.0] * (n - len(load)))
+            holders.extend([] for _ in range(n - len(holders)))
+        whole = int(math.floor(gpus + _EPS))
+        frac = gpus - whole if gpus - whole > _EPS else 0.0
+        chosen: list[int] = []
+
+        def pick(count: int) -> None:
+            free = [i for i in range(n) if load[i] <= _EPS and i not in chosen]
+            got = free[:count]
+            if len(got) < count:
+                lent = [
+                    i
+                    for i in range(n)
+                    if i not in chosen
+                    and i not in got
+                    and holders[i]
+                    and all(self.sleepy.get(a, False) for a in holders[i])
+                ]
+                got += lent[: count - len(got)]
+            if len(got) < count:
+                rest = sorted(
+                    (i for i in range(n) if i not in chosen and i not in got),
+                    key=lambda i: (load[i], i),
+                )
+                got += rest[: count - len(got)]
+            chosen.extend(got)
+
+        pick(whole)
+        places = [(i, 1.0) for i in chosen]
+        if frac:
+            shared = [
+                i
+                for i in range(n)
+                if i not in chosen and _EPS < load[i] < 1 - _EPS and load[i] + frac <= 1 + _EPS
+            ]
+            if shared:
+                chosen.append(shared[0])
+            else:
+                pick(1)
+            places.append((chosen[-1], frac))
+        for index, share in places:
+            load[index] += share
+            holders[index].append(alloc_id)
+        self.held[alloc_id] = (node, places)
+        self.sleepy[alloc_id] = sleepable
+        self.placed[alloc_id] = places
+
+    def _rows(
+        self, alloc_id: str, places: list[tuple[int, float]], gpus_of: dict[str, float]
+    ) -> list[tuple[str, int, float, bool, float]]:
+        sleepy, gpus = self.sleepy[alloc_id], gpus_of[alloc_id]
+        return [(alloc_id, i, share, sleepy, gpus) for i, share in places]
+
+    def place_day(self, runs: pl.DataFrame, day_end: int) -> pl.DataFrame:
+        """Place the day's runs in time order; where each run of the day sits.
+
+        Returns node_id, alloc_id, gpu_index, share, sleepable, gpus: one row per GPU a
+        run of the day holds (whole GPUs share 1).
+        """
+        self.placed = {}
+        events: dict[int, tuple[list[str], list[tuple[str, str, float, bool]]]] = {}
+        gpus_of: dict[str, float] = {}
+        columns: dict[str, list[object]] = {
+            k: [] for k in ("node_id", "alloc_id", "gpu_index", "share", "sleepable", "gpus")
+        }
+
+        def keep(alloc_id: str) -> None:
+            node, places = self.held[alloc_id]
+            for index, share in places:
+                columns["node_id"].append(node)
+                columns["alloc_id"].append(alloc_id)
+                columns["gpu_index"].append(index)
+                columns["share"].append(share)
+                columns["sleepable"].append(self.sleepy[alloc_id])
+                columns["gpus"].append(gpus_of[alloc_id])
+
+        for node, alloc_id, t_start, t_last, gpus, sleepable in runs.iter_rows():
+            gpus_of[alloc_id] = gpus
+            if alloc_id not in self.held:
+                events.setdefault(t_start, ([], []))[1].append((node, alloc_id, gpus, sleepable))
+            if t_last < day_end:
+                events.setdefault(t_last + 1, ([], []))[0].append(alloc_id)
+        # runs held from an earlier day that no longer appear ended at the day's start
+        for alloc_id in [a for a in self.held if a not in gpus_of]:
+            self._release(alloc_id)
+        for t in sorted(events):
+            ending, starting = events[t]
+            for alloc_id in ending:
+                if alloc_id in self.held and alloc_id in gpus_of:
+                    keep(alloc_id)  # before the release: its telemetry rows are before t
+                    self._release(alloc_id)
+            for node, alloc_id, gpus, sleepable in starting:
+                self._place(node, alloc_id, gpus, sleepable)
+        for alloc_id in self.held:
+            if alloc_id in gpus_of:
+                keep(alloc_id)
+        return pl.DataFrame(columns, schema=_WHERE_SCHEMA)
+
+    def telemetry(
+        self, runs: pl.DataFrame, gpu_hours: pl.DataFrame, day_end: int, trace_start: datetime
+    ) -> pl.DataFrame:
+        """Place the day's runs in time order; the day's telemetry rows."""
+        return telemetry_rows(gpu_hours, self.place_day(runs, day_end), trace_start)
+
+
+_WHERE_SCHEMA = {
+    "node_id": pl.String,
+    "alloc_id": pl.String,
+    "gpu_index": pl.Int64,
+    "share": pl.Float64,
+    "sleepable": pl.Boolean,
+    "gpus": pl.Float64,
+}
+
+
+def telemetry_rows(
+    gpu_hours: pl.DataFrame, where: pl.DataFrame, trace_start: datetime
+) -> pl.DataFrame:
+    """One row per GPU and hour from the pod-hours' SM (node_id, t, alloc_id, ratio)."""
+    if where.height == 0 or gpu_hours.height == 0:
+        return _EMPTY_TELEMETRY
+    rows = gpu_hours.join(where.drop("node_id"), on="alloc_id", how="inner").with_columns(
+        pl.len().over("node_id", "gpu_index", "t").alias("n")
+    )
+    alone = rows.filter(pl.col("n") == 1).select(
+        "node_id", "gpu_index", "t", pl.col("ratio").alias("sm_active"), "alloc_id"
+    )
+    # a GPU several allocations hold in one hour: one row, sm = min(1, sum of share x ratio),
+    # attributed to the largest non-sleepable holder
+    shared = (
+        rows.filter(pl.col("n") > 1)
+        .sort(["sleepable", "gpus", "alloc_id"], descending=[False, True, False])
+        .group_by("node_id", "gpu_index", "t", maintain_order=True)
+        .agg(
+            pl.min_horizontal(pl.lit(1.0), (pl.col("share") * pl.col("ratio")).sum()).alias(
+                "sm_active"
+            ),
+            pl.col("alloc_id").first(),
+        )
+    )
+    return pl.concat([alone, shared], how="vertical").select(
+        (pl.lit(trace_start) + pl.duration(hours=pl.col("t"))).alias("ts"),
+        "node_id",
+        "gpu_index",
+        "sm_active",
+        pl.lit(None, dtype=pl.Float64).alias("mem_used"),
+        "alloc_id",
+        pl.lit(3600, dtype=pl.Int64).alias("interval_s"),
+    )
+
+
+_EMPTY_TELEMETRY = pl.DataFrame(
+    schema={
+        "ts": pl.Datetime("us"),
+        "node_id": pl.String,
+        "gpu_index": pl.Int64,
+        "sm_active": pl.Float64,
+        "mem_used": pl.Float64,
+        "alloc_id": pl.String,
+        "interval_s": pl.Int64,
+    }
+)

@@ -1,0 +1,1572 @@
+"""``--format kubernetes``: kubectl JSON snapshots (Nodes, Pods, Kueue Workloads).
+
+Each input is a ``kubectl get ... -o json`` document (a ``List`` or a single
+object) or a folder of ``*.json`` documents. Objects of kind Node, Pod and
+Workload (kueue.x-k8s.io) are mapped onto ``nodes``, ``allocations`` and
+``requests``; other kinds are ignored and counted. The mapped rows are polars
+frames that pass the same validation as native files, so a pod on an unknown
+node or an unknown quantity becomes a reject row with its reason.
+
+Several files taken at different times are snapshots of one cluster. The rules
+(docs/formats/kubernetes.md) in short:
+
+- a file's snapshot time is the newest node heartbeat in it, ``--snapshot-time``
+  when given, or (for a file without nodes) the time of the call's one snapshot
+  with nodes;
+- a pod's attributes come from the newest snapshot that lists it; it ends at
+  its last container's finish, or, when a later snapshot no longer lists it, at
+  the last snapshot that did (``end_censored``);
+- a pending pod, gang or Workload is a request; a later snapshot that sees it
+  bound or admitted gives its start; one that no longer lists it closes it at
+  its last sighting (``left_queue = vanished``).
+
+The state these rules need is kept in the store as extra columns
+(``last_seen``, ``first_seen``, ``end_censored``, ``snapshot_time``), so
+ingesting the snapshots one call at a time or all in one call gives the same
+store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from fleetaudit.core.errors import InputError, UsageError
+from fleetaudit.core.times import parse_instant
+from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
+from fleetaudit.inputs.ingest.quantity import QuantityError, parse_quantity
+from fleetaudit.inputs.ingest.sources import Source, expand_paths
+from fleetaudit.model.store import Store
+
+FORMAT = "kubernetes"
+KINDS = ("Node", "Pod", "Workload")
+_GIB = Decimal(2**30)
+
+# GPU feature discovery and provider labels, in the order they are tried.
+MODEL_LABELS = (
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "aliyun.accelerator/nvidia_name",
+)
+# Topology label families, top level first, each level one key or its
+# alternatives; the first family (in this order) with a label on the node gives
+# switch_id: the path of its levels present, down to the lowest.
+TOPOLOGY_FAMILIES: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (
+        ("network.topology.nvidia.com/core", "network.topology.nvidia.com/datacenter"),
+        ("network.topology.nvidia.com/spine",),
+        ("network.topology.nvidia.com/leaf", "network.topology.nvidia.com/block"),
+    ),
+    tuple((f"fabric.topograph.run/tier-{i}",) for i in range(5, -1, -1)),
+    tuple((f"topology.k8s.aws/network-node-layer-{i}",) for i in range(1, 5)),
+    (("cloud.google.com/gce-topology-block",), ("cloud.google.com/gce-topology-subblock",)),
+    (
+        ("oci.oraclecloud.com/rdma.hpc_island_id",),
+        ("oci.oraclecloud.com/rdma.network_block_id",),
+        ("oci.oraclecloud.com/rdma.local_block_id",),
+    ),
+)
+# Gang markers, in precedence order: (where, key).
+GANG_MARKERS: tuple[tuple[str, str], ...] = (
+    ("annotation", "scheduling.k8s.io/group-name"),
+    ("annotation", "scheduling.volcano.sh/group-name"),
+    ("label", "kueue.x-k8s.io/pod-group-name"),
+    ("annotation", "kueue.x-k8s.io/workload"),
+    ("label", "scheduling.x-k8s.io/pod-group"),
+    ("annotation", "pod-group-name"),
+    ("label", "jobset.sigs.k8s.io/jobset-name"),
+    ("label", "training.kubeflow.org/job-name"),
+    ("label", "leaderworkerset.sigs.k8s.io/name"),
+)
+_HAMI_RESOURCES = frozenset(
+    {"nvidia.com/gpucores", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage"}
+)
+_PREEMPTABLE = "volcano.sh/preemptable"
+_KUEUE_GATE = "kueue.x-k8s.io/admission"
+_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+_HOSTNAME = "kubernetes.io/hostname"
+_MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+)g\.[0-9a-z.]+$")
+_MIG_PRODUCT = re.compile(r"-MIG-(\d+)g\.", re.IGNORECASE)
+_TRAINING_OWNERS = {
+    "Job",
+    "JobSet",
+    "PyTorchJob",
+    "MPIJob",
+    "TFJob",
+    "XGBoostJob",
+    "PaddleJob",
+    "TrainJob",
+    "RayJob",
+}
+_SERVING_OWNERS = {"ReplicaSet", "Deployment", "StatefulSet", "LeaderWorkerSet", "DaemonSet"}
+
+
+@dataclass(frozen=True)
+class KubernetesOptions:
+    """Options of ``--format kubernetes``."""
+
+    snapshot_time: datetime | None = None  # naive UTC
+    priority_map: PriorityMap = field(default_factory=PriorityMap)
+    tenant_label: str | None = None
+
+
+# -- reading -------------------------------------------------------------------
+
+
+@dataclass
+class _Snapshot:
+    time: datetime
+    files: list[str] = field(default_factory=list)
+    nodes: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
+    pods: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
+    workloads: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
+
+
+def json_files(paths: Iterable[Path]) -> list[Path]:
+    """The files named, and the ``*.json`` files inside each folder named (sorted)."""
+    return expand_paths(paths, lambda p: p.suffix == ".json", "kubectl JSON file (*.json)")
+
+
+_EXPECTED = (
+    "expected kubectl JSON (kubectl get nodes,pods -A -o json: a List or one object with a kind)"
+)
+
+
+def read_document(path: Path) -> list[dict[str, Any]]:
+    """The objects of one kubectl JSON document, in file order."""
+    try:
+        with path.open("rb") as fh:
+            doc = json.load(fh)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), f"cannot read: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"not JSON (line {exc.lineno}): {_EXPECTED}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
+        raise InputError(str(path), _EXPECTED)
+    if doc["kind"] == "List" or (doc["kind"].endswith("List") and "items" in doc):
+        items = doc.get("items")
+        if not isinstance(items, list):
+            raise InputError(str(path), f"a List without items: {_EXPECTED}")
+        return [item if isinstance(item, dict) else {} for item in items]
+    return [doc]
+
+
+_TIMES: dict[str, datetime | None] = {}  # times repeat across pods: parse each once
+
+
+def _time(text: object) -> datetime | None:
+    """An RFC 3339 time of the API (``2026-03-01T10:00:04Z``) as naive UTC, else None."""
+    if not isinstance(text, str) or not text:
+        return None
+    if text in _TIMES:
+        return _TIMES[text]
+    try:
+        t: datetime | None = parse_instant(text)
+    except UsageError:
+        t = None
+    if len(_TIMES) < 200_000:
+        _TIMES[text] = t
+    return t
+
+
+def _heartbeat(node: Mapping[str, Any]) -> datetime | None:
+    times = [_time(c.get("lastHeartbeatTime")) for c in _conditions(node)]
+    return max((t for t in times if t is not None), default=None)
+
+
+def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    status = obj.get("status")
+    conds = status.get("conditions") if isinstance(status, dict) else None
+    return [c for c in conds if isinstance(c, dict)] if isinstance(conds, list) else []
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in _conditions(obj):
+        if c.get("type") == kind:
+            return c
+    return None
+
+
+def _event_times(item: Mapping[str, Any]) -> list[datetime]:
+    """The times an object records of things that happened (creation, transitions, finishes).
+
+    ``deletionTimestamp`` is left out: it lies in the future by the grace period.
+    """
+    texts: list[object] = []
+    meta = item.get("metadata")
+    if isinstance(meta, dict):
+        texts.append(meta.get("creationTimestamp"))
+    status = item.get("status")
+    if isinstance(status, dict):
+        texts.append(status.get("startTime"))
+        for c in _conditions(item):
+            texts.extend((c.get("lastTransitionTime"), c.get("lastHeartbeatTime")))
+        for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+            statuses = status.get(key)
+            for cs in statuses if isinstance(statuses, list) else []:
+                if not isinstance(cs, dict):
+                    continue
+                for which in ("state", "lastState"):
+                    states = cs.get(which)
+                    for state in states.values() if isinstance(states, dict) else []:
+                        if isinstance(state, dict):
+                            texts.extend((state.get("startedAt"), state.get("finishedAt")))
+    return [t for text in texts if (t := _time(text)) is not None]
+
+
+def read_snapshots(
+    files: list[Path], snapshot_time: datetime | None
+) -> tuple[list[_Snapshot], list[str]]:
+    """Group the files' objects into snapshots (oldest first); also the notes to show.
+
+    A document with node heartbeats is a snapshot at the newest time it records (a
+    heartbeat, or a creation, transition or finish after it: node leases refresh the
+    heartbeat only every few minutes). A document without one joins the call's one
+    snapshot with heartbeats (and moves it later when it records a later event).
+    """
+    ignored: Counter[str] = Counter()
+    per_file: list[tuple[str, list[dict[str, Any]], datetime | None, datetime | None]] = []
+    for path in files:
+        items = read_document(path)
+        beats = [_heartbeat(item) for item in items if item.get("kind") == "Node"]
+        newest = max((b for b in beats if b is not None), default=None)
+        events = None
+        if snapshot_time is None:
+            events = max((t for item in items for t in _event_times(item)), default=None)
+            if newest is not None and events is not None:
+                newest = max(newest, events)
+        per_file.append((str(path), items, snapshot_time or newest, events))
+    if snapshot_time is not None:
+        for listed in ("Pod", "Workload"):
+            listing = [n for n, items, _, _ in per_file if any(i.get("kind") == listed for i in items)]
+            if len(listing) > 1:
+                raise InputError(
+                    listing[1],
+                    f"--snapshot-time makes one snapshot, but {len(listing)} documents list "
+                    f"{listed}s ({listing[0]} too): ingest each snapshot in a call of its own",
+                )
+    timed = sorted({t for _, _, t, _ in per_file if t is not None})
+    if len(timed) == 1:  # documents without heartbeats join it: its time is the latest event
+        joined = max(
+            (e for _, _, t, e in per_file if t is None and e is not None), default=timed[0]
+        )
+        if joined > timed[0]:
+            per_file = [(n, i, joined, e) for n, i, _, e in per_file]
+            timed = [joined]
+    notes: list[str] = []
+    snapshots: dict[datetime, _Snapshot] = {}
+    for name, items, t, _ in per_file:
+        if t is None:
+            if len(timed) != 1:
+                raise InputError(
+                    name,
+                    "no node heartbeat to time this snapshot: export nodes with it "
+                    "(kubectl get nodes,pods -A -o json) or give --snapshot-time",
+                )
+            t = timed[0]
+        snap = snapshots.setdefault(t, _Snapshot(t))
+        snap.files.append(name)
+        for i, item in enumerate(items, 1):
+            kind = item.get("kind")
+            meta = item.get("metadata")
+            if not isinstance(meta, dict):
+                meta = {}
+            if kind == "Node" and meta.get("name"):
+                snap.nodes[str(meta["name"])] = (name, i, item)
+            elif kind == "Pod" and (meta.get("uid") or meta.get("name")):
+                uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}")
+                snap.pods[uid] = (name, i, item)
+            elif kind == "Workload" and str(item.get("apiVersion", "")).startswith(
+                "kueue.x-k8s.io"
+            ):
+                uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name')}")
+                snap.workloads[uid] = (name, i, item)
+            else:
+                ignored[str(kind or "no kind")] += 1
+    if ignored:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(ignored.items()))
+        notes.append(f"ignored {sum(ignored.values())} object(s) of other kinds ({kinds})")
+    for t in sorted(snapshots):
+        how = "--snapshot-time" if snapshot_time else "newest heartbeat or event"
+        notes.append(f"snapshot {t.isoformat()}Z ({how}): {', '.join(snapshots[t].files)}")
+    return [snapshots[t] for t in sorted(snapshots)], notes
+
+
+# -- resources -----------------------------------------------------------------
+
+
+class _Unmappable(Exception):
+    def __init__(self, column: str, value: str, reason: str) -> None:
+        super().__init__(reason)
+        self.column, self.value, self.reason = column, value, reason
+
+
+_PARSED: dict[object, Decimal] = {}  # quantities repeat ("8", "64Gi"): parse each once
+
+
+def _quantity(value: object, what: str, column: str) -> Decimal:
+    try:
+        found = _PARSED.get(value) if isinstance(value, str) else None
+        if found is None:
+            found = parse_quantity(value)
+            if isinstance(value, str) and len(_PARSED) < 100_000:
+                _PARSED[value] = found
+        return found
+    except QuantityError:
+        raise _Unmappable(column, str(value), f"unknown quantity {value!r} ({what})") from None
+
+
+def _column_of(resource: str) -> str:
+    return {"cpu": "cpus", "memory": "memory_gib"}.get(resource, "gpus")
+
+
+def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
+    """Requests of one container; a key only in limits takes the limit (as Kubernetes does)."""
+    if not res:
+        return {}
+    requests = res.get("requests") or {}
+    limits = res.get("limits") or {}
+    out: dict[str, Decimal] = {}
+    for key in {*limits, *requests}:
+        raw = requests.get(key, limits.get(key))
+        found = _PARSED.get(raw) if isinstance(raw, str) else None
+        out[key] = (
+            found if found is not None else _quantity(raw, f"{key} of {what}", _column_of(key))
+        )
+    return out
+
+
+def _add(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, Decimal(0)) + v
+    return out
+
+
+def _max(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = max(out.get(k, Decimal(0)), v)
+    return out
+
+
+def effective_request(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """A pod's effective request per resource (Kubernetes' rules for init and sidecar containers).
+
+    ``max(max_i(init_i + sidecars started before i), sidecars + containers) + overhead``;
+    pod-level ``spec.resources`` replaces the containers' cpu and memory when set.
+    """
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    for c in spec.get("initContainers") or []:
+        res = _resources(c.get("resources"), f"init container {c.get('name')}")
+        if c.get("restartPolicy") == "Always":
+            sidecars = _add(sidecars, res)
+        else:
+            init_peak = _max(init_peak, _add(res, sidecars))
+    running = dict(sidecars)
+    for c in spec.get("containers") or []:
+        running = _add(running, _resources(c.get("resources"), f"container {c.get('name')}"))
+    total = _max(init_peak, running)
+    pod_level = spec.get("resources")
+    if pod_level:
+        for key, value in _resources(pod_level, "pod resources").items():
+            if key in ("cpu", "memory"):
+                total[key] = value
+    overhead = spec.get("overhead") or {}
+    for key, raw in overhead.items():
+        total[key] = total.get(key, Decimal(0)) + _quantity(raw, f"{key} overhead", _column_of(key))
+    return total
+
+
+# -- nodes ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuSetup:
+    """How a node's GPUs are exposed, to turn a pod's GPU resources into physical GPUs."""
+
+    physical: int = 0
+    sharing: str = "none"  # none|time-slicing|mps|mig-single|mig-mixed|hami|gpushare
+    replicas: int = 1  # time-slicing/MPS replicas, HAMi split count
+    slices: int = 7  # MIG compute slices of one GPU
+    mig_g: int = 0  # MIG single: slices of each device
+    gpu_memory_mib: float | None = None  # per physical GPU
+    gpushare_unit: Decimal | None = None  # aliyun.com/gpu-mem per physical GPU
+    mig_per_gpu: int = 0  # MIG single: devices on each physical GPU
+
+
+_MIG_PROFILE = re.compile(r"-MIG-(\d+)g\.(\d+)gb", re.IGNORECASE)
+_MIG_MIXED = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+_GPU_GB = re.compile(r"(\d+)GB", re.IGNORECASE)
+_GPU_GB_OF = {"A30": 24}  # products whose name carries no memory size
+
+
+def mig_devices_per_gpu(g: int, profile_gb: int, gpu_gb: float | None, slices: int) -> int:
+    """Devices of one MIG profile ``Ng.Mgb`` that fit on one GPU.
+
+    A GPU has ``slices`` compute slices and 8 memory slices (4 on A30); the profile takes
+    N compute slices and M / (GPU memory / memory slices) memory slices, so ``1g.20gb``
+    on an 80 GB H100 fits 4 times (memory bound), not 7. Unknown GPU memory: compute only.
+    """
+    by_compute = max(1, slices // max(g, 1))
+    if not gpu_gb:
+        return by_compute
+    memory_slices = 4 if slices == 4 else 8
+    profile_slices = max(1, round(profile_gb * memory_slices / gpu_gb))
+    return max(1, min(by_compute, memory_slices // profile_slices))
+
+
+def _product_gb(product: str) -> int | None:
+    """A GPU's memory in GB from its product name (``NVIDIA-H100-80GB-HBM3-MIG-...``)."""
+    head = product[: m.start()] if (m := _MIG_PROFILE.search(product)) else product
+    size = _GPU_GB.search(head)
+    if size:
+        return int(size.group(1))
+    return next((gb for name, gb in _GPU_GB_OF.items() if name in head.upper()), None)
+
+
+def _int_label(labels: Mapping[str, Any], key: str) -> int | None:
+    try:
+        return int(str(labels[key]))
+    except (KeyError, ValueError):
+        return None
+
+
+def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
+    """The physical GPUs of a node and how they are shared (never the replica-inflated count)."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    status = node.get("status") or {}
+    capacity = status.get("capacity") or {}
+
+    def cap(key: str) -> Decimal | None:
+        if key not in capacity:
+            return None
+        return _quantity(capacity[key], f"capacity {key}", "gpus")
+
+    product = str(labels.get("nvidia.com/gpu.product", ""))
+    count = _int_label(labels, "nvidia.com/gpu.count")
+    replicas = _int_label(labels, "nvidia.com/gpu.replicas") or 1
+    strategy = str(labels.get("nvidia.com/gpu.sharing-strategy", "none")).lower()
+    memory = _int_label(labels, "nvidia.com/gpu.memory")
+    gpu = cap("nvidia.com/gpu")
+    slices = 4 if "A30" in product.upper() else 7
+    mig = _MIG_PRODUCT.search(product)
+    if mig and labels.get("nvidia.com/mig.strategy", "single") == "single":
+        g = int(mig.group(1))
+        profile = _MIG_PROFILE.search(product)
+        per_gpu = mig_devices_per_gpu(
+            g, int(profile.group(2)) if profile else 0, _product_gb(product), slices
+        )
+        physical = math.ceil((gpu or Decimal(count or 0)) / per_gpu)
+        return GpuSetup(physical, "mig-single", 1, slices, g, None, None, per_gpu)
+    mig_types = [(int(m.group(1)), cap(k)) for k in capacity if (m := _MIG_RESOURCE.match(k))]
+    if mig_types:
+        physical = (
+            count
+            if count is not None
+            else math.ceil(sum(g * (n or 0) for g, n in mig_types) / slices)
+        )
+        return GpuSetup(physical, "mig-mixed", 1, slices, 0, memory)
+    if "hami.io/node-nvidia-register" in annotations:
+        physical = count if count is not None else int((gpu or 0) / 10)
+        split = int((gpu or 0) / physical) if physical else 1
+        return GpuSetup(physical, "hami", max(split, 1), slices, 0, memory)
+    gpushare = cap("aliyun.com/gpu-count")
+    if gpushare is not None:
+        mem = cap("aliyun.com/gpu-mem")
+        unit = mem / gpushare if mem is not None and gpushare else None
+        return GpuSetup(int(gpushare), "gpushare", 1, slices, 0, memory, unit)
+    shared = cap("nvidia.com/gpu.shared")
+    if (
+        strategy in ("time-slicing", "mps")
+        or replicas > 1
+        or product.upper().endswith("-SHARED")
+        or shared
+    ):
+        exposed = shared or gpu or Decimal(0)
+        if count is None:
+            count = int(exposed / replicas)
+        elif replicas <= 1 and count:
+            replicas = max(1, int(exposed / count))
+        sharing = strategy if strategy in ("time-slicing", "mps") else "time-slicing"
+        return GpuSetup(count, sharing, replicas, slices, 0, memory)
+    physical = int(gpu) if gpu is not None else (count or 0)
+    return GpuSetup(physical, "none", 1, slices, 0, memory)
+
+
+def stored_setup(row: Mapping[str, Any]) -> GpuSetup:
+    """The GPU setup of a node row an earlier call stored (its extra columns)."""
+    product = str(row.get("gpu_model_raw") or "")
+    per_gpu = int(row.get("gpu_mig_per_gpu") or 0)
+    mig = _MIG_PRODUCT.search(product)
+    unit = row.get("gpushare_unit")
+    return GpuSetup(
+        int(row.get("gpus") or 0),
+        str(row.get("gpu_sharing") or "none"),
+        int(row.get("gpu_replicas") or 1),
+        4 if "A30" in product.upper() else 7,
+        int(mig.group(1)) if mig else 0,
+        row.get("gpu_memory_mib"),
+        Decimal(str(unit)) if unit else None,
+        per_gpu,
+    )
+
+
+def _taint_keys(node: Mapping[str, Any]) -> set[str]:
+    return {str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or []}
+
+
+def node_health(node: Mapping[str, Any]) -> str:
+    """down, cordoned, degraded or healthy, in that precedence."""
+    taints = _taint_keys(node)
+    ready = _condition(node, "Ready")
+    if (ready is not None and ready.get("status") != "True") or taints & {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    }:
+        return "down"
+    if (node.get("spec") or {}).get(
+        "unschedulable"
+    ) or "node.kubernetes.io/unschedulable" in taints:
+        return "cordoned"
+    status = node.get("status") or {}
+    cap = (status.get("capacity") or {}).get("nvidia.com/gpu")
+    alloc = (status.get("allocatable") or {}).get("nvidia.com/gpu")
+    if (
+        cap is not None
+        and alloc is not None
+        and _quantity(cap, "capacity nvidia.com/gpu", "gpus")
+        > _quantity(alloc, "allocatable nvidia.com/gpu", "gpus")
+    ):
+        return "degraded"
+    for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"):
+        c = _condition(node, kind)
+        if c is not None and c.get("status") == "True":
+            return "degraded"
+    if taints & {
+        "node.kubernetes.io/memory-pressure",
+        "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/pid-pressure",
+        "node.kubernetes.io/network-unavailable",
+    }:
+        return "degraded"
+    return "healthy"
+
+
+def switch_id(labels: Mapping[str, Any]) -> str | None:
+    """The path of topology labels down to the leaf level (``blockA/sb3``), or None."""
+    path = _topology_path(labels)
+    return "/".join(path) if path else None
+
+
+def block_id(labels: Mapping[str, Any]) -> str | None:
+    """The path of topology labels down to the level above the leaf (``blockA``), or None."""
+    path = _topology_path(labels)
+    return "/".join(path[:-1]) if len(path) > 1 else None
+
+
+def _topology_path(labels: Mapping[str, Any]) -> list[str]:
+    """The values of the first topology label family found, top level first."""
+    for family in TOPOLOGY_FAMILIES:
+        present = []
+        for level in family:
+            value = next((labels[k] for k in level if labels.get(k) not in (None, "")), None)
+            if value is not None:
+                present.append(str(value))
+        if present:
+            return present
+    return []
+
+
+def node_model(labels: Mapping[str, Any], gpus: int) -> str:
+    for key in MODEL_LABELS:
+        model = canonical_model(labels.get(key))
+        if model:
+            return model
+    return "unknown" if gpus > 0 else "CPU"
+
+
+def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = node.get("status") or {}
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    capacity = status.get("capacity") or {}
+    setup = gpu_setup(node)
+    row: dict[str, Any] = {
+        "node_id": str(meta.get("name")),
+        "gpu_model": node_model(labels, setup.physical),
+        "gpus": setup.physical,
+        "switch_id": switch_id(labels),
+        "block_id": block_id(labels),
+        "gpu_sharing": setup.sharing,
+        "gpu_replicas": setup.replicas,
+        "gpu_model_raw": next((str(labels[k]) for k in MODEL_LABELS if labels.get(k)), None),
+        "nvlink_domain": labels.get("nvidia.com/gpu.clique"),
+        "capacity_gpu_units": None,
+        # what a later call needs to turn the pods of this node into physical GPUs
+        "gpu_mig_per_gpu": setup.mig_per_gpu or None,
+        "gpu_memory_mib": setup.gpu_memory_mib,
+        "gpushare_unit": float(setup.gpushare_unit) if setup.gpushare_unit else None,
+    }
+    if "nvidia.com/gpu" in capacity:
+        row["capacity_gpu_units"] = float(
+            _quantity(capacity["nvidia.com/gpu"], "capacity nvidia.com/gpu", "gpus")
+        )
+    row["cpus"] = float(_quantity(alloc.get("cpu", "0"), "allocatable cpu", "cpus"))
+    row["memory_gib"] = float(
+        _quantity(alloc.get("memory", "0"), "allocatable memory", "memory_gib") / _GIB
+    )
+    row["health"] = node_health(node)
+    return row
+
+
+# -- pods ----------------------------------------------------------------------
+
+
+def pod_gpus(
+    request: Mapping[str, Decimal], annotations: Mapping[str, Any], setup: GpuSetup | None
+) -> tuple[float, str | None]:
+    """A pod's GPUs as physical GPUs (shares below 1), and the resource it named."""
+    setup = setup or GpuSetup()
+    total = Decimal(0)
+    names: list[str] = []
+    for key, n in request.items():
+        if not n:
+            continue
+        m = _MIG_RESOURCE.match(key)
+        if m:
+            sized = _MIG_MIXED.match(key)
+            gpu_gb = setup.gpu_memory_mib / 1024 if setup.gpu_memory_mib else None
+            if sized and gpu_gb:  # one device is 1/devices-per-GPU of its GPU
+                per_gpu = mig_devices_per_gpu(
+                    int(sized.group(1)), int(sized.group(2)), gpu_gb, setup.slices
+                )
+                total += n / per_gpu
+            else:
+                total += n * int(m.group(1)) / setup.slices
+            names.append(key)
+    whole = request.get("nvidia.com/gpu") or Decimal(0)
+    shared = request.get("nvidia.com/gpu.shared") or Decimal(0)
+    if shared:
+        total += shared / max(setup.replicas, 1)
+        names.append("nvidia.com/gpu.shared")
+    if whole:
+        names.append("nvidia.com/gpu")
+        if setup.sharing == "mig-single":
+            if setup.mig_per_gpu:  # one device is 1/devices-per-GPU of its GPU
+                total += whole / setup.mig_per_gpu
+            else:
+                total += whole * setup.mig_g / setup.slices
+        elif setup.sharing in ("time-slicing", "mps"):
+            total += whole / max(setup.replicas, 1)
+        elif setup.sharing == "hami" or not _HAMI_RESOURCES.isdisjoint(request):
+            cores = request.get("nvidia.com/gpucores")
+            mem = request.get("nvidia.com/gpumem")
+            pct = request.get("nvidia.com/gpumem-percentage")
+            if cores:
+                share = cores / 100
+            elif mem and setup.gpu_memory_mib:
+                share = mem / Decimal(setup.gpu_memory_mib)
+            elif pct:
+                share = pct / 100
+            else:
+                share = Decimal(1) / max(setup.replicas, 1)
+            total += whole * min(share, Decimal(1))
+        else:
+            total += whole
+    gpushare = request.get("aliyun.com/gpu-mem")
+    if gpushare:
+        names.append("aliyun.com/gpu-mem")
+        if setup.gpushare_unit:
+            total += min(gpushare / setup.gpushare_unit, Decimal(1))
+        else:
+            raise _Unmappable(
+                "gpus", str(gpushare), "aliyun.com/gpu-mem on a node without aliyun.com/gpu-count"
+            )
+    if request.get("aliyun.com/gpu-count"):
+        total += request["aliyun.com/gpu-count"]
+        names.append("aliyun.com/gpu-count")
+    fraction = annotations.get("gpu-fraction")
+    if fraction is not None and not total:
+        try:
+            share = Decimal(str(fraction))
+        except ArithmeticError:
+            raise _Unmappable(
+                "gpus", str(fraction), f"gpu-fraction {fraction!r} is not a number"
+            ) from None
+        devices = Decimal(str(annotations.get("gpu-fraction-num-devices", "1")))
+        total += share * devices
+        names.append("gpu-fraction")
+    return float(total), ("+".join(names) or None)
+
+
+def pod_devices(
+    request: Mapping[str, Decimal], annotations: Mapping[str, Any], setup: GpuSetup | None
+) -> int:
+    """GPUs a pod's share is spread over: N for N HAMi vGPUs or KAI ``gpu-fraction``
+    devices below a whole GPU each (each on its own GPU), else 1."""
+    setup = setup or GpuSetup()
+    whole = request.get("nvidia.com/gpu") or Decimal(0)
+    if whole > 1 and whole == int(whole) and (
+        setup.sharing == "hami" or not _HAMI_RESOURCES.isdisjoint(request)
+    ):
+        return int(whole)
+    fraction = annotations.get("gpu-fraction")
+    if fraction is not None and not whole:
+        try:
+            devices = Decimal(str(annotations.get("gpu-fraction-num-devices", "1")))
+            if Decimal(str(fraction)) < 1 and devices > 1 and devices == int(devices):
+                return int(devices)
+        except ArithmeticError:
+            return 1
+    return 1
+
+
+def job_id(meta: Mapping[str, Any], uid: str) -> str:
+    """The gang a pod belongs to (namespace/name of its first marker), or its own UID."""
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    ns = meta.get("namespace", "")
+    for where, key in GANG_MARKERS:
+        value = (annotations if where == "annotation" else labels).get(key)
+        if value:
+            if key == "leaderworkerset.sigs.k8s.io/name":
+                index = labels.get("leaderworkerset.sigs.k8s.io/group-index", "0")
+                return f"{ns}/{value}/{index}"
+            return f"{ns}/{value}"
+    return uid
+
+
+def workload_kind(gpus: float, owner: str | None) -> str:
+    if gpus <= 0:
+        return "cpu_only"
+    if owner in _SERVING_OWNERS:
+        return "online_inference"
+    if owner in _TRAINING_OWNERS:
+        return "training"
+    if owner == "Notebook":
+        return "development"
+    return "other"
+
+
+def _owner(meta: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    owners = meta.get("ownerReferences") or []
+    for o in owners:
+        if o.get("controller"):
+            return o.get("kind"), o.get("name")
+    if owners:
+        return owners[0].get("kind"), owners[0].get("name")
+    return None, None
+
+
+def _finished(pod: Mapping[str, Any]) -> datetime | None:
+    status = pod.get("status") or {}
+    times = []
+    for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+        for cs in status.get(key) or []:
+            t = _time(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+            if t is not None:
+                times.append(t)
+    return max(times, default=None)
+
+
+def _bind_time(pod: Mapping[str, Any]) -> datetime | None:
+    sched = _condition(pod, "PodScheduled")
+    if sched is not None and sched.get("status") == "True":
+        t = _time(sched.get("lastTransitionTime"))
+        if t is not None:
+            return t
+    status = pod.get("status") or {}
+    return _time(status.get("startTime")) or _time(
+        (pod.get("metadata") or {}).get("creationTimestamp")
+    )
+
+
+def _selected_models(spec: Mapping[str, Any]) -> str | None:
+    """GPU models a pod asks for through nodeSelector or required node affinity."""
+    found: set[str] = set()
+    selector = spec.get("nodeSelector") or {}
+    for key in MODEL_LABELS:
+        if selector.get(key):
+            found.add(canonical_model(str(selector[key])) or "")
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    for term in affinity.get("nodeSelectorTerms") or []:
+        for expr in term.get("matchExpressions") or []:
+            if expr.get("key") in MODEL_LABELS and expr.get("operator") == "In":
+                found.update(canonical_model(str(v)) or "" for v in expr.get("values") or [])
+    found.discard("")
+    return "|".join(sorted(found)) or None
+
+
+# -- mapping -------------------------------------------------------------------
+
+
+@dataclass
+class _Obs:
+    """One row as one snapshot sees it: its file, item number, time and values."""
+
+    file: str
+    row: int
+    time: datetime
+    values: dict[str, Any]
+
+
+class _Mapper:
+    def __init__(self, options: KubernetesOptions) -> None:
+        self.options = options
+
+    def priority(
+        self, class_name: object, value: object, meta: Mapping[str, Any] | None = None
+    ) -> str:
+        """The map's word for the class (else the value); else low if Volcano may preempt it."""
+        found = self.options.priority_map.lookup(class_name, value)
+        if found is not None:
+            return found
+        for where in ("annotations", "labels"):
+            marks = (meta or {}).get(where) or {}
+            if str(marks.get(_PREEMPTABLE, "")).lower() == "true":
+                return "low"
+        return default_priority(class_name)
+
+    def tenant(self, meta: Mapping[str, Any]) -> str | None:
+        if self.options.tenant_label:
+            found = (meta.get("labels") or {}).get(self.options.tenant_label)
+            if found:
+                return str(found)
+        return meta.get("namespace")
+
+    def pod_values(self, pod: Mapping[str, Any], setup: GpuSetup | None) -> dict[str, Any]:
+        """The values shared by a pod's allocation and request rows."""
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        annotations = meta.get("annotations") or {}
+        uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name')}")
+        owner_kind, owner_name = _owner(meta)
+        values: dict[str, Any] = {
+            "uid": uid,
+            "job_id": job_id(meta, uid),
+            "namespace": meta.get("namespace"),
+            "pod": meta.get("name"),
+            "priority": self.priority(spec.get("priorityClassName"), spec.get("priority"), meta),
+            "priority_class": spec.get("priorityClassName"),
+            "tenant": self.tenant(meta),
+            "owner_kind": owner_kind,
+            "owner_name": owner_name,
+            "created": _time(meta.get("creationTimestamp")),
+        }
+        try:
+            request = effective_request(spec)
+            gpus, resource = pod_gpus(request, annotations, setup)
+            values["gpus"] = gpus
+            values["gpu_resource"] = resource
+            values["gpu_devices"] = pod_devices(request, annotations, setup)
+            values["cpus"] = float(request.get("cpu", Decimal(0)))
+            values["memory_gib"] = float(request.get("memory", Decimal(0)) / _GIB)
+        except _Unmappable as bad:
+            values.update(gpus=None, gpu_resource=None, cpus=None, memory_gib=None)
+            values["_reject_reason"], values["_reject_column"] = bad.reason, bad.column
+            values["_reject_value"] = bad.value
+        values["workload"] = workload_kind(values["gpus"] or 0, owner_kind)
+        return values
+
+
+# A field of an unexpected type (a list where kubectl writes an object, ...)
+_MALFORMED = (AttributeError, TypeError, ValueError, KeyError, IndexError, ArithmeticError)
+
+
+def _malformed(kind: str, exc: Exception) -> dict[str, str]:
+    """The reject columns of an object that is not shaped as kubectl writes a ``kind``."""
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return {
+        "_reject_reason": f"malformed {kind}: a field has an unexpected type ({detail})",
+        "_reject_column": {"Node": "node_id", "Pod": "alloc_id"}.get(kind, "request_id"),
+    }
+
+
+def _typed(values: list[Any], dtype: Any) -> list[Any]:
+    """A column's values as ``dtype`` holds them: a label of another JSON type becomes text,
+    a number or time that is not one becomes missing (and the row a reject where it is needed).
+    """
+    if dtype == pl.Utf8:
+        kind: Any = str
+    elif dtype == pl.Float64:
+        kind = float
+    elif dtype == pl.Int64:
+        kind = int
+    elif dtype == pl.Boolean:
+        kind = bool
+    else:
+        kind = datetime
+    if all(v is None or type(v) is kind for v in values):
+        return values
+    out: list[Any] = []
+    for v in values:
+        if v is None or type(v) is kind:
+            out.append(v)
+        elif kind is str:
+            out.append(json.dumps(v) if isinstance(v, (list, dict)) else str(v))
+        elif kind is float and isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
+            out.append(float(v))
+        elif kind is int and isinstance(v, int) and not isinstance(v, bool):
+            out.append(v)
+        else:
+            out.append(None)
+    return out
+
+
+def _unchanged(
+    row: Mapping[str, Any], stored: Mapping[str, Any] | None, schema: Mapping[str, Any]
+) -> bool:
+    """Whether ``row`` holds what the store holds for it already."""
+    return stored is not None and all(row.get(k) == stored.get(k) for k in schema)
+
+
+def _latest(obs: list[_Obs]) -> _Obs:
+    return max(obs, key=lambda o: o.time)
+
+
+_NODE_SCHEMA = {
+    "node_id": pl.Utf8,
+    "gpu_model": pl.Utf8,
+    "gpus": pl.Int64,
+    "cpus": pl.Float64,
+    "memory_gib": pl.Float64,
+    "switch_id": pl.Utf8,
+    "block_id": pl.Utf8,
+    "health": pl.Utf8,
+    "gpu_sharing": pl.Utf8,
+    "gpu_replicas": pl.Int64,
+    "gpu_model_raw": pl.Utf8,
+    "nvlink_domain": pl.Utf8,
+    "capacity_gpu_units": pl.Float64,
+    "gpu_mig_per_gpu": pl.Int64,
+    "gpu_memory_mib": pl.Float64,
+    "gpushare_unit": pl.Float64,
+    "snapshot_time": pl.Datetime("us"),
+    "absent_since": pl.Datetime("us"),
+}
+_ALLOC_SCHEMA = {
+    "alloc_id": pl.Utf8,
+    "job_id": pl.Utf8,
+    "node_id": pl.Utf8,
+    "gpus": pl.Float64,
+    "cpus": pl.Float64,
+    "memory_gib": pl.Float64,
+    "priority": pl.Utf8,
+    "workload": pl.Utf8,
+    "tenant": pl.Utf8,
+    "start_time": pl.Datetime("us"),
+    "end_time": pl.Datetime("us"),
+    "namespace": pl.Utf8,
+    "pod": pl.Utf8,
+    "phase": pl.Utf8,
+    "terminating": pl.Boolean,
+    "priority_class": pl.Utf8,
+    "owner_kind": pl.Utf8,
+    "owner_name": pl.Utf8,
+    "gpu_resource": pl.Utf8,
+    "gpu_devices": pl.Int64,
+    "first_seen": pl.Datetime("us"),
+    "last_seen": pl.Datetime("us"),
+    "finished": pl.Boolean,
+    "end_censored": pl.Boolean,
+}
+_REQUEST_SCHEMA = {
+    "request_id": pl.Utf8,
+    "submit_time": pl.Datetime("us"),
+    "start_time": pl.Datetime("us"),
+    "gpu_model": pl.Utf8,
+    "gpus": pl.Float64,
+    "gpus_per_pod": pl.Float64,
+    "cpus_per_gpu": pl.Float64,
+    "memory_gib_per_gpu": pl.Float64,
+    "cpus": pl.Float64,
+    "memory_gib": pl.Float64,
+    "locality": pl.Utf8,
+    "priority": pl.Utf8,
+    "tenant": pl.Utf8,
+    "namespace": pl.Utf8,
+    "name": pl.Utf8,
+    "kind": pl.Utf8,
+    "pods": pl.Int64,
+    "pending_reason": pl.Utf8,
+    "queue": pl.Utf8,
+    "last_seen": pl.Datetime("us"),
+    "left_queue": pl.Utf8,
+}
+_ADAPTER = {
+    "_reject_reason": pl.Utf8,
+    "_reject_column": pl.Utf8,
+    "_reject_value": pl.Utf8,
+    "_file": pl.Utf8,
+    "_row": pl.Int64,
+}
+
+
+def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str, Any]]:
+    """Rows an earlier kubernetes ingest stored (they carry ``marker``) that may still change."""
+    columns = store.column_types(table)
+    if marker not in columns:
+        return []
+    return store.sql(
+        f'SELECT * FROM "{table}" WHERE "{marker}" IS NOT NULL AND ({where})'
+    ).to_dicts()
+
+
+def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> list[dict[str, Any]]:
+    """Stored kubernetes allocations still open, or listed again by this call."""
+    uids = sorted({uid for snap in snapshots for uid in snap.pods})
+    store.register_frame(_UIDS, pl.DataFrame({"uid": uids}, schema={"uid": pl.Utf8}))
+    return _stored(
+        store,
+        "allocations",
+        "last_seen",
+        "end_time IS NULL OR end_censored "
+        f"OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
+    )
+
+
+_UIDS = "_fa_kubernetes_uids"
+
+
+def _stored_latest(store: Store) -> dict[str, datetime]:
+    """The newest snapshot stored that listed pods, and the newest that listed Workloads."""
+    found: dict[str, datetime] = {}
+
+    def keep(kind: str, t: datetime | None) -> None:
+        if t is not None and (kind not in found or t > found[kind]):
+            found[kind] = t
+
+    if "last_seen" in store.column_types("allocations"):
+        keep("Pod", store.scalar("SELECT max(last_seen) FROM allocations"))
+    if {"last_seen", "kind"} <= set(store.column_types("requests")):
+        for kind, t in store.sql(
+            "SELECT kind, max(last_seen) AS t FROM requests WHERE kind IS NOT NULL GROUP BY kind"
+        ).rows():
+            keep(str(kind), t)
+    return found
+
+
+def _request_values(
+    key: str, members: list[dict[str, Any]], pods: list[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """One request from the pending pods of one pod or gang."""
+    first = members[0]
+    per_pod = max((m["gpus"] or 0) for m in members)
+    gpus = sum((m["gpus"] or 0) for m in members)
+    bad = next((m for m in members if m.get("_reject_reason")), None)
+    reasons = []
+    for pod in pods:
+        cond = _condition(pod, "PodScheduled")
+        reason = (cond or {}).get("reason") or (
+            "SchedulingGated" if (pod.get("spec") or {}).get("schedulingGates") else "Pending"
+        )
+        reasons.append(str(reason))
+    annotations = (pods[0].get("metadata") or {}).get("annotations") or {}
+    locality = None
+    if annotations.get(_REQUIRED_TOPOLOGY):
+        locality = "node" if annotations[_REQUIRED_TOPOLOGY] == _HOSTNAME else "switch"
+    elif annotations.get(_PREFERRED_TOPOLOGY):
+        locality = "any"
+    lead = next((m for m in members if (m["gpus"] or 0) == per_pod), first)
+    row: dict[str, Any] = {
+        "request_id": key,
+        "submit_time": min((m["created"] for m in members if m["created"]), default=None),
+        "gpu_model": _selected_models(pods[0].get("spec") or {}),
+        "gpus": gpus,
+        "gpus_per_pod": per_pod if gpus > 0 else None,
+        "cpus_per_gpu": (lead["cpus"] or 0) / per_pod if per_pod else None,
+        "memory_gib_per_gpu": (lead["memory_gib"] or 0) / per_pod if per_pod else None,
+        "cpus": sum((m["cpus"] or 0) for m in members),
+        "memory_gib": sum((m["memory_gib"] or 0) for m in members),
+        "locality": locality,
+        "priority": first["priority"],
+        "tenant": first["tenant"],
+        "namespace": first["namespace"],
+        "name": first["job_id"].split("/", 1)[1] if key != first["uid"] else first["pod"],
+        "kind": "Pod",
+        "pods": len(members),
+        "pending_reason": ",".join(sorted(set(reasons))),
+        "queue": ((pods[0].get("metadata") or {}).get("labels") or {}).get(
+            "kueue.x-k8s.io/queue-name"
+        ),
+    }
+    if bad is not None:
+        row.update({k: bad[k] for k in ("_reject_reason", "_reject_column", "_reject_value")})
+    return row
+
+
+class _SetupPicker:
+    """The GPU setup a pending pod will get: that of the nodes it selects, when they agree.
+
+    The nodes are those matching the pod's ``nodeSelector`` and the GPU models it selects
+    (all nodes with GPUs when it selects none). Nodes shared in different ways give no
+    setup (the pod's GPUs count whole) and the pod is counted in ``ambiguous``.
+    """
+
+    def __init__(self, nodes: list[tuple[Mapping[str, Any] | None, str, GpuSetup | None]]) -> None:
+        self.nodes = [(labels, model, s) for labels, model, s in nodes if s and s.physical]
+        self.ambiguous = 0
+        self._seen: dict[tuple[Any, ...], GpuSetup | None] = {}
+
+    def __call__(self, spec: Mapping[str, Any]) -> GpuSetup | None:
+        selector = spec.get("nodeSelector") or {}
+        selector = selector if isinstance(selector, dict) else {}
+        models = _selected_models(spec)
+        key = (tuple(sorted((str(k), str(v)) for k, v in selector.items())), models)
+        if key in self._seen:
+            found = self._seen[key]
+        else:
+            wanted = set(models.split("|")) if models else None
+            kinds: dict[tuple[Any, ...], GpuSetup] = {}
+            for labels, model, setup in self.nodes:
+                if wanted is not None and model not in wanted:
+                    continue
+                if labels is not None and any(
+                    str(labels.get(k)) != str(v) for k, v in selector.items()
+                ):
+                    continue
+                kinds[(setup.sharing, setup.replicas, setup.mig_g, setup.mig_per_gpu)] = setup
+            found = next(iter(kinds.values())) if len(kinds) == 1 else None
+            if len(kinds) > 1:
+                found = _AMBIGUOUS
+            self._seen[key] = found
+        if found is _AMBIGUOUS:
+            self.ambiguous += 1
+            return None
+        return found
+
+
+_AMBIGUOUS = GpuSetup(-1)
+
+
+def _workload_requests(
+    mapper: _Mapper, wl: Mapping[str, Any], pick: Callable[[Mapping[str, Any]], GpuSetup | None]
+) -> tuple[list[dict[str, Any]], bool, datetime | None]:
+    """A Kueue Workload's requests (one per pod set), whether it is pending, and its admission."""
+    meta = wl.get("metadata") or {}
+    spec = wl.get("spec") or {}
+    uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name')}")
+    admitted = _condition(wl, "Admitted")
+    finished = _condition(wl, "Finished")
+    admitted_at = None
+    if admitted is not None and admitted.get("status") == "True":
+        admitted_at = _time(admitted.get("lastTransitionTime"))
+    pending = (
+        admitted_at is None
+        and not (wl.get("status") or {}).get("admission")
+        and not (finished is not None and finished.get("status") == "True")
+    )
+    if not pending and admitted_at is None:
+        reserved = _condition(wl, "QuotaReserved")
+        admitted_at = _time((reserved or {}).get("lastTransitionTime"))
+    pod_sets = [p for p in spec.get("podSets") or [] if isinstance(p, dict)]
+    rows = []
+    for ps in pod_sets:
+        count = int(ps.get("count", 1) or 0)
+        template = ps.get("template") or {}
+        row: dict[str, Any] = {
+            "request_id": uid if len(pod_sets) == 1 else f"{uid}/{ps.get('name')}",
+            "submit_time": _time(meta.get("creationTimestamp")),
+            "gpu_model": _selected_models(template.get("spec") or {}),
+            "priority": mapper.priority(spec.get("priorityClassName"), spec.get("priority")),
+            "tenant": mapper.tenant(meta),
+            "namespace": meta.get("namespace"),
+            "name": meta.get("name")
+            if len(pod_sets) == 1
+            else f"{meta.get('name')}/{ps.get('name')}",
+            "kind": "Workload",
+            "pods": count,
+            "pending_reason": "not admitted",
+            "queue": spec.get("queueName"),
+        }
+        try:
+            req = effective_request(template.get("spec") or {})
+            per_pod, _ = pod_gpus(
+                req,
+                (template.get("metadata") or {}).get("annotations") or {},
+                pick(template.get("spec") or {}),
+            )
+            cpus = float(req.get("cpu", Decimal(0)))
+            mem = float(req.get("memory", Decimal(0)) / _GIB)
+            row.update(
+                gpus=per_pod * count,
+                gpus_per_pod=per_pod if per_pod > 0 else None,
+                cpus_per_gpu=cpus / per_pod if per_pod else None,
+                memory_gib_per_gpu=mem / per_pod if per_pod else None,
+                cpus=cpus * count,
+                memory_gib=mem * count,
+            )
+        except _Unmappable as bad:
+            row.update(_reject_reason=bad.reason, _reject_column=bad.column, _reject_value=bad.value)
+        topo = ps.get("topologyRequest") or {}
+        if topo.get("required"):
+            row["locality"] = "node" if topo["required"] == _HOSTNAME else "switch"
+        elif topo.get("preferred"):
+            row["locality"] = "any"
+        rows.append(row)
+    return rows, pending, admitted_at
+
+
+def map_snapshots(
+    snapshots: list[_Snapshot],
+    options: KubernetesOptions,
+    stored_nodes: Mapping[str, dict[str, Any]] | None = None,
+    stored_allocations: list[dict[str, Any]] | None = None,
+    stored_requests: list[dict[str, Any]] | None = None,
+    stored_latest: Mapping[str, datetime] | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, pl.DataFrame]:
+    """Map the snapshots (merged with the rows stored by earlier calls) onto the native tables.
+
+    Every frame carries ``_file`` and ``_row`` (the object's place in its file)
+    and, for rows that cannot be mapped, ``_reject_reason``/``_reject_column``/``_reject_value``.
+    """
+    mapper = _Mapper(options)
+    stored_nodes = stored_nodes or {}
+    # a pod (Workload) no longer listed ends only against a later snapshot that lists pods
+    # (Workloads): a snapshot of the nodes alone says nothing about them
+    latest: dict[str, datetime] = dict(stored_latest or {})
+    for snap in snapshots:
+        for kind, listed in (("Pod", snap.pods), ("Workload", snap.workloads)):
+            if listed and (kind not in latest or snap.time > latest[kind]):
+                latest[kind] = snap.time
+    newest_file = snapshots[-1].files[0]
+
+    # nodes: the newest snapshot that lists the node wins
+    node_obs: dict[str, _Obs] = {}
+    setups: dict[tuple[datetime, str], GpuSetup] = {}
+    for snap in snapshots:
+        for name, (file, i, node_item) in snap.nodes.items():
+            try:
+                values = node_row(node_item)
+                setups[(snap.time, name)] = gpu_setup(node_item)
+            except _MALFORMED as exc:
+                values = {"node_id": name, **_malformed("Node", exc)}
+            except _Unmappable as bad:
+                values = {
+                    "node_id": name,
+                    "_reject_reason": bad.reason,
+                    "_reject_column": bad.column,
+                    "_reject_value": bad.value,
+                }
+            values["snapshot_time"] = snap.time
+            node_obs[name] = _Obs(file, i, snap.time, values)
+    # a node that a later snapshot listing nodes no longer lists is gone (scaled away,
+    # deleted): down from then on, so it adds no free capacity
+    listings = sorted(snap.time for snap in snapshots if snap.nodes)
+
+    def absent_since(seen: datetime) -> datetime | None:
+        return next((t for t in listings if t > seen), None)
+
+    node_rows = []
+    for name, o in node_obs.items():
+        before = stored_nodes.get(name)
+        if before is not None and before["snapshot_time"] and before["snapshot_time"] > o.time:
+            continue  # a newer snapshot is stored already
+        gone = absent_since(o.time)
+        values = {**o.values, "absent_since": gone}
+        if gone is not None and not values.get("_reject_reason"):
+            values["health"] = "down"
+        node_rows.append({**values, "_file": o.file, "_row": o.row})
+    for name, before in stored_nodes.items():
+        seen = before.get("snapshot_time")
+        if name in node_obs or seen is None or before.get("absent_since") is not None:
+            continue
+        gone = absent_since(seen)
+        if gone is not None:
+            values = {k: before.get(k) for k in _NODE_SCHEMA}
+            values.update(health="down", absent_since=gone)
+            node_rows.append({**values, "_file": newest_file, "_row": 0})
+    latest_setup: dict[str, GpuSetup] = {}
+    for (_t, name), newest in sorted(setups.items(), key=lambda kv: kv[0][0]):
+        latest_setup[name] = newest
+    for name, before in stored_nodes.items():
+        if name not in latest_setup and before.get("gpu_sharing"):
+            latest_setup[name] = stored_setup(before)
+
+    # allocations and requests from pods, snapshot by snapshot
+    alloc_obs: dict[str, list[_Obs]] = {}
+    pending_obs: dict[str, list[_Obs]] = {}
+    pickers: list[_SetupPicker] = []
+    started: dict[str, list[tuple[datetime, datetime]]] = {}  # key -> (snapshot, start)
+    for snap in snapshots:
+        snap_setups = {name: setups.get((snap.time, name)) for name in snap.nodes}
+        known: list[tuple[Mapping[str, Any] | None, str, GpuSetup | None]] = []
+        for name, (_f, _i, item) in snap.nodes.items():
+            meta = item.get("metadata")
+            labels = meta.get("labels") if isinstance(meta, dict) else None
+            if not isinstance(labels, dict):
+                labels = {}
+            setup = snap_setups.get(name)
+            try:
+                model = node_model(labels, setup.physical if setup else 0)
+            except _MALFORMED:
+                model = ""
+            known.append((labels, model, setup))
+        if not snap.nodes:  # pods alone: the nodes stored by earlier calls (labels not kept)
+            for name, before in stored_nodes.items():
+                known.append((None, str(before.get("gpu_model") or ""), latest_setup.get(name)))
+        pick = _SetupPicker(known)
+        pickers.append(pick)
+        gangs: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
+        bound_jobs: dict[str, datetime] = {}  # gang -> its latest bind
+        for uid, (file, i, pod) in snap.pods.items():
+            try:
+                spec = pod.get("spec") or {}
+                status = pod.get("status") or {}
+                phase = status.get("phase")
+                node = spec.get("nodeName")
+                meta = pod.get("metadata") or {}
+                terminal = phase in ("Succeeded", "Failed")
+                if node:
+                    setup = snap_setups.get(node) or latest_setup.get(node)
+                    values = mapper.pod_values(pod, setup)
+                    bound = _bind_time(pod) or snap.time
+                    key = values["job_id"]
+                    if key not in bound_jobs or bound > bound_jobs[key]:
+                        bound_jobs[key] = bound
+                    if values.get("gpu_resource") and not values.get("_reject_reason"):
+                        if not values["gpus"]:  # named GPUs, none counted: never silent
+                            values.update(
+                                _reject_reason=f"{values['gpu_resource']} on node {node} "
+                                "counts no physical GPU (node GPU sharing unknown)",
+                                _reject_column="gpus",
+                                _reject_value=values["gpu_resource"],
+                            )
+                    held = values.get("_reject_reason") or any(
+                        values[k] for k in ("gpus", "cpus", "memory_gib")
+                    )
+                    if not held:
+                        continue
+                    finish = _finished(pod) if terminal else None
+                    if terminal and finish is None:
+                        finish = max(
+                            (
+                                t
+                                for c in _conditions(pod)
+                                if (t := _time(c.get("lastTransitionTime")))
+                            ),
+                            default=snap.time,
+                        )
+                    values.update(
+                        alloc_id=uid,
+                        node_id=node,
+                        start_time=_bind_time(pod),
+                        phase=phase,
+                        terminating=bool(meta.get("deletionTimestamp")),
+                        finish=finish,
+                    )
+                    alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, values))
+                elif not terminal:
+                    gates = [g.get("name") for g in spec.get("schedulingGates") or []]
+                    if _KUEUE_GATE in gates and snap.workloads:
+                        continue  # its Workload is the request
+                    values = mapper.pod_values(pod, pick(spec))
+                    gangs.setdefault(values["job_id"], []).append((file, i, pod, values))
+            except _MALFORMED as exc:
+                malformed = {"alloc_id": uid, "uid": uid, **_malformed("Pod", exc)}
+                alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, malformed))
+        for key, members in gangs.items():
+            file, i = members[0][0], members[0][1]
+            try:
+                row = _request_values(key, [m[3] for m in members], [m[2] for m in members])
+            except _MALFORMED as exc:
+                row = {"request_id": key, "kind": "Pod", **_malformed("Pod", exc)}
+            pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
+        for key, bound in bound_jobs.items():
+            if key not in gangs:  # else part of the gang still waits
+                started.setdefault(key, []).append((snap.time, bound))
+        for uid, (file, i, wl) in snap.workloads.items():
+            try:
+                rows, pending, admitted_at = _workload_requests(mapper, wl, pick)
+            except _MALFORMED as exc:
+                rows, pending, admitted_at = (
+                    [{"request_id": uid, "kind": "Workload", **_malformed("Workload", exc)}],
+                    True,
+                    None,
+                )
+            for row in rows:
+                key = row["request_id"]
+                if pending:
+                    pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
+                else:
+                    started.setdefault(key, []).append((snap.time, admitted_at or snap.time))
+                    # an admitted Workload is a request that has started: stored closed,
+                    # so an older snapshot ingested later cannot reopen it
+                    row.update(
+                        start_time=admitted_at or snap.time,
+                        left_queue="started",
+                        pending_reason=None,
+                    )
+                    pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
+
+    ambiguous = sum(p.ambiguous for p in pickers)
+    if ambiguous and notes is not None:
+        notes.append(
+            f"{ambiguous} pending pod(s) or Workload pod set(s) may land on nodes whose GPUs "
+            "are shared in different ways: their GPUs count as whole GPUs"
+        )
+
+    # merge with the rows earlier calls stored, then decide ends and starts; a stored row
+    # that comes out unchanged is not written again (it is no row of this call's files)
+    stored_alloc: dict[str, dict[str, Any]] = {}
+    for stored in stored_allocations or []:
+        values = {k: stored.get(k) for k in _ALLOC_SCHEMA}
+        devices = int(stored.get("gpu_devices") or 1)
+        if devices > 1:  # one pod stored as a row per GPU (uid#0, uid#1, ...): rejoin it
+            base, _, index = str(stored["alloc_id"]).rpartition("#")
+            if index != "0":
+                continue
+            stored = {**stored, "alloc_id": base}
+            for k in ("gpus", "cpus", "memory_gib"):
+                if values.get(k) is not None:
+                    values[k] = values[k] * devices
+        stored_alloc[stored["alloc_id"]] = dict(values)
+        values["uid"] = stored["alloc_id"]
+        values["finish"] = stored["end_time"] if stored.get("finished") else None
+        values["first_seen"] = stored.get("first_seen")
+        alloc_obs.setdefault(stored["alloc_id"], []).append(
+            _Obs(newest_file, 0, stored["last_seen"], values)
+        )
+    alloc_rows: list[dict[str, Any]] = []
+    for uid, obs in alloc_obs.items():
+        o = _latest(obs)
+        v = o.values
+        finishes = [x.values["finish"] for x in obs if x.values.get("finish")]
+        first_seen = min(x.values.get("first_seen") or x.time for x in obs)
+        row = {k: v.get(k) for k in _ALLOC_SCHEMA}
+        row.update(
+            alloc_id=uid,
+            first_seen=first_seen,
+            last_seen=o.time,
+            finished=bool(finishes),
+            end_censored=False,
+        )
+        if finishes:
+            row["end_time"] = max(finishes)
+        elif o.time < latest["Pod"]:
+            # never before its start (a clock ahead of the snapshot's, or a coarse time)
+            start = row.get("start_time")
+            end = max(o.time, start) if isinstance(start, datetime) else o.time
+            row["end_time"], row["end_censored"] = end, True
+        else:
+            row["end_time"] = None
+        for k in ("_reject_reason", "_reject_column", "_reject_value"):
+            row[k] = v.get(k)
+        row["_file"], row["_row"] = o.file, o.row
+        if o.row == 0 and _unchanged(row, stored_alloc.get(uid), _ALLOC_SCHEMA):
+            continue
+        devices = int(row.get("gpu_devices") or 1)
+        if devices > 1 and not row.get("_reject_reason"):
+            # a share on each of N GPUs (HAMi vGPUs, KAI gpu-fraction devices): N rows of
+            # one share each, so the share is never packed as one larger share on one GPU
+            for device in range(devices):
+                part = dict(row, alloc_id=f"{uid}#{device}")
+                for col in ("gpus", "cpus", "memory_gib"):
+                    if row.get(col) is not None:
+                        part[col] = row[col] / devices
+                alloc_rows.append(part)
+        else:
+            alloc_rows.append(row)
+
+    stored_request: dict[str, dict[str, Any]] = {}
+    for stored in stored_requests or []:
+        values = {k: stored.get(k) for k in _REQUEST_SCHEMA}
+        stored_request[stored["request_id"]] = values
+        pending_obs.setdefault(stored["request_id"], []).append(
+            _Obs(newest_file, 0, stored["last_seen"], values)
+        )
+    request_rows = []
+    for key, obs in pending_obs.items():
+        o = _latest(obs)
+        row = {k: o.values.get(k) for k in _REQUEST_SCHEMA}
+        row.update(request_id=key, last_seen=o.time, left_queue=None, start_time=None)
+        later = sorted(x for x in started.get(key, []) if x[0] > o.time)
+        if later:  # the first later snapshot that saw it bound or admitted
+            row["start_time"], row["left_queue"] = later[0][1], "started"
+        elif o.values.get("start_time") is not None:  # stored, already closed
+            row["start_time"], row["left_queue"] = (
+                o.values["start_time"],
+                o.values.get("left_queue"),
+            )
+        elif o.time < latest.get(
+            row["kind"] or "Pod", o.time
+        ):  # a later snapshot no longer lists it
+            row["start_time"], row["left_queue"] = o.time, "vanished"
+        if (
+            row["start_time"] is not None
+            and row["submit_time"]
+            and row["start_time"] < row["submit_time"]
+        ):
+            row["start_time"] = row["submit_time"]  # bound before the clock of the creator said
+        for k in ("_reject_reason", "_reject_column", "_reject_value"):
+            row[k] = o.values.get(k)
+        row["_file"], row["_row"] = o.file, o.row
+        if o.row == 0 and _unchanged(row, stored_request.get(key), _REQUEST_SCHEMA):
+            continue
+        request_rows.append(row)
+
+    def frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
+        full = {**schema, **_ADAPTER}
+        columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
+        return pl.DataFrame(columns, schema=full)
+
+    return {
+        "nodes": frame(node_rows, _NODE_SCHEMA),
+        "allocations": frame(alloc_rows, _ALLOC_SCHEMA),
+        "requests": frame(request_rows, _REQUEST_SCHEMA),
+    }
+
+
+_VIEW = "_fa_kubernetes_{table}"
+
+
+def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions) -> list[Source]:
+    """The sources of one kubernetes ingest call, one per (table, file), carrying the notes."""
+    files = json_files(paths)
+    snapshots, notes = read_snapshots(files, options.snapshot_time)
+    if not snapshots:
+        raise InputError(", ".join(str(p) for p in paths), "no kubectl JSON object to read")
+    stored_nodes = {r["node_id"]: r for r in _stored(store, "nodes", "snapshot_time", "TRUE")}
+    frames = map_snapshots(
+        snapshots,
+        options,
+        stored_nodes=stored_nodes,
+        stored_allocations=_stored_allocations(store, snapshots),
+        stored_requests=_stored(store, "requests", "last_seen", "TRUE"),
+        stored_latest=_stored_latest(store),
+        notes=notes,
+    )
+    sources: list[Source] = []
+    order = [str(f) for f in files]
+    for table, data in frames.items():
+        view = _VIEW.format(table=table)
+        store.register_frame(view, data)
+        for file in [f for f in order if f in set(data["_file"].to_list())]:
+            select = f"SELECT * EXCLUDE (_file, _row) FROM {view} WHERE _file = $file ORDER BY _row"
+            numbered = f"SELECT * EXCLUDE (_file) FROM {view} WHERE _file = $file ORDER BY _row"
+            sources.append(
+                Source(
+                    file, table, select, numbered, {"file": file}, notes=tuple(notes),
+                    adapter_rejects=True,
+                )
+            )
+    return sources

@@ -1,0 +1,171 @@
+"""Input files as DuckDB sources: which table a file feeds and how to scan it.
+
+A :class:`Source` is a SELECT that DuckDB streams (never a Python loop per
+row), plus a second form that numbers the rows, used only to report rejects.
+CSV and JSON Lines are read as text and parsed by the validation; Parquet keeps
+its types.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetaudit.core.errors import InputError
+from fleetaudit.model import schema
+
+_SUFFIXES: dict[str, str] = {
+    ".csv": "csv",
+    ".csv.gz": "csv",
+    ".parquet": "parquet",
+    ".jsonl": "jsonl",
+    ".jsonl.gz": "jsonl",
+    ".ndjson": "jsonl",
+    ".ndjson.gz": "jsonl",
+}
+
+# Columns come from the header (read here), so DuckDB never guesses; lines with
+# the wrong number of fields are kept aside in CSV_ERRORS (store_rejects) on the
+# loading scan, and skipped on the numbered scan, which counts them back in.
+CSV_ERRORS = "_fa_csv_errors"
+CSV_BAD_ROWS = "_fa_csv_bad_rows"
+_CSV_OPTIONS = (
+    "columns = $columns, auto_detect = false, header = true, delim = ',', quote = '\"', "
+    "escape = '\"', strict_mode = true, compression = 'auto'"
+)
+_CSV = (
+    f"read_csv($path, {_CSV_OPTIONS}, store_rejects = true, "
+    f"rejects_table = '{CSV_ERRORS}', rejects_scan = '{CSV_ERRORS}_scans')"
+)
+_CSV_SKIPPING = f"read_csv($path, {_CSV_OPTIONS}, ignore_errors = true)"
+_PARQUET = "read_parquet($path)"
+_PARQUET_NUMBERED = "read_parquet($path, file_row_number = true)"
+_JSONL = (
+    "read_json($path, format = 'newline_delimited', records = true, sample_size = -1, "
+    "compression = 'auto')"
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A scan of one input file for one table.
+
+    ``select`` yields the file's columns; ``numbered`` yields them plus ``_row``
+    (1-based data row: the header is not counted). ``params`` binds both.
+    """
+
+    file: str
+    table: str
+    select: str
+    numbered: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    csv: bool = False  # lines with a wrong field count land in CSV_ERRORS
+    adapter_rejects: bool = False  # the scan's _reject_* columns reject rows (validate.py)
+
+    notes: tuple[str, ...] = ()  # what an adapter decided, shown after the ingest
+
+
+def split_suffix(path: Path) -> tuple[str, str | None]:
+    """A file's stem and its format, from its suffix (``nodes.csv.gz`` -> nodes, csv)."""
+    name = path.name
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)], _SUFFIXES[suffix]
+    return path.stem, None
+
+
+def is_table_file(path: Path) -> bool:
+    """Whether ``path`` has the suffix of a readable table file."""
+    return path.is_file() and split_suffix(path)[1] is not None
+
+
+def native_source(path: Path, table_name: str | None) -> Source:
+    """The source for a native table file; the table is ``table_name`` or the file's stem."""
+    stem, fmt = split_suffix(path)
+    if fmt is None:
+        raise InputError(
+            str(path),
+            "unknown format; use .csv, .csv.gz, .parquet or .jsonl (JSON Lines)",
+        )
+    name = table_name or stem
+    if name not in schema.TABLES:
+        raise InputError(
+            str(path),
+            f"no table named {name!r}; name the file after a table "
+            f"({', '.join(schema.TABLES)}) or pass --table",
+        )
+    params: dict[str, Any] = {"path": str(path)}
+    if fmt == "csv":
+        params["columns"] = dict.fromkeys(_csv_header(path), "VARCHAR")
+        select = f"SELECT * FROM {_CSV}"
+        # data row = good-row rank + the bad lines before it (CSV_BAD_ROWS: e, k)
+        numbered = (
+            f"SELECT * EXCLUDE (_r), _r + (SELECT count(*) FROM {CSV_BAD_ROWS} AS b "
+            f"WHERE b.e - b.k < s._r) AS _row "
+            f"FROM (SELECT *, row_number() OVER () AS _r FROM {_CSV_SKIPPING}) AS s"
+        )
+        return Source(str(path), name, select, numbered, params, csv=True)
+    elif fmt == "parquet":
+        select = f"SELECT * FROM {_PARQUET}"
+        numbered = (
+            f"SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS _row "
+            f"FROM {_PARQUET_NUMBERED}"
+        )
+    else:
+        select = f"SELECT * FROM {_JSONL}"
+        numbered = f"SELECT *, row_number() OVER () AS _row FROM {_JSONL}"
+    return Source(file=str(path), table=name, select=select, numbered=numbered, params=params)
+
+
+def _csv_header(path: Path) -> list[str]:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
+            header = next(csv.reader(fh), None)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(str(path), f"cannot read: {reason}") from exc
+    if not header or not any(h.strip() for h in header):
+        raise InputError(str(path), "cannot read: no header line (an empty file?)")
+    seen: set[str] = set()
+    for name in header:
+        if not name.strip():
+            raise InputError(str(path), "cannot read: an empty column name in the header")
+        if name in seen:
+            raise InputError(str(path), "cannot read: the header names it twice", column=name)
+        seen.add(name)
+    return header
+
+
+def expand_paths(
+    paths: Iterable[Path],
+    keep: Callable[[Path], bool] = is_table_file,
+    what: str = "table file (.csv, .csv.gz, .parquet, .jsonl)",
+) -> list[Path]:
+    """Files named, and the files inside each folder named that ``keep`` accepts (sorted,
+    hidden ones left out): one rule for every format.
+
+    Raises:
+        InputError: a path that does not exist, or a folder without such a file.
+    """
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(
+                p
+                for p in path.iterdir()
+                if p.is_file() and not p.name.startswith(".") and keep(p)
+            )
+            if not inside:
+                raise InputError(str(path), f"folder holds no {what}")
+            files.extend(inside)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise InputError(str(path), "no such file or folder")
+    return files

@@ -1,0 +1,691 @@
+"""Capacity: the one model of what a node holds and what a pod of a shape takes.
+
+Every engine (occupancy, shapes, history, denominators, compaction, reclaim,
+harvesting, placement) counts capacity through this module, so no two of them
+can disagree on it. It owns:
+
+- the units: GPUs, CPUs and memory as integer micro-units (:data:`SHARE_UNITS`
+  per GPU, core or GiB; :func:`micro_units`), and the one "unbounded" value
+  :data:`UNBOUNDED` (a node of unknown memory; a pod that needs no CPU). In
+  frames of float quantities it reads as ``inf`` (:func:`to_quantity`);
+- the node index (:func:`node_index`, and :func:`node_arrays` for numpy
+  engines): node order (by node_id), model, switch and block domain (the one
+  domain key: :func:`switch_domains`, :func:`block_domains`), health (a null
+  health is ``healthy``, the inputs' default: :func:`usable`) and capacity in
+  units;
+- the size of a pod of a shape in those units (:class:`Pod`);
+- first-fit-decreasing share packing (:func:`first_fit_decreasing`,
+  :func:`packed_fills`);
+- the slot count of a pod on a node (:func:`node_slots` for one node,
+  :func:`slot_exprs` for a polars frame, :func:`slots_array` for numpy arrays:
+  one rule in three forms, tested against each other), including the
+  over-committed-node rule (:func:`share_room`), and the instances a domain's
+  slots give a gang (:func:`gang_instances`).
+
+The compiled harvesting kernel and the compaction ledger replay keep packings
+of their own on purpose: they are independent checks of this module (the
+kernel takes its node arrays from :func:`node_arrays`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
+    from polars._typing import PolarsDataType
+# numpy loads when an array form runs: ingest and the command line's start-up
+# import this module (through occupancy) without it.
+
+__all__ = [
+    "BLOCK_DOMAIN",
+    "HEALTHY",
+    "SHARE_UNITS",
+    "SWITCH_DOMAIN",
+    "UNBOUNDED",
+    "NodeArrays",
+    "Pod",
+    "ShapeLike",
+    "block_domains",
+    "first_fit_decreasing",
+    "free_array",
+    "free_units",
+    "gang_instances",
+    "micro_units",
+    "node_arrays",
+    "node_index",
+    "node_slots",
+    "node_slots_at",
+    "optional_column",
+    "over_committed",
+    "packed_fills",
+    "share_room",
+    "slot_exprs",
+    "slots_array",
+    "switch_domain",
+    "switch_domains",
+    "to_quantity",
+    "units_of",
+    "usable",
+    "usable_expr",
+]
+
+SHARE_UNITS = 1_000_000
+"""Micro-units per GPU (and per CPU core, per GiB) used for exact arithmetic."""
+
+UNBOUNDED = 1 << 62
+"""The one "unbounded" amount of units: the capacity of a dimension a node does not
+declare (a null ``memory_gib``), the free units left of it, and the slots of a
+dimension a pod does not need. Sums of a few of them stay within int64."""
+
+HEALTHY = "healthy"
+"""The health of a node that takes work; a null health means it (the inputs' default)."""
+
+
+# ----------------------------------------------------------------------- units
+
+
+def micro_units(column: str) -> pl.Expr:
+    """A quantity column in integer micro-units (null stays null): how every engine
+    counts GPUs, CPUs and memory exactly.
+
+    >>> pl.DataFrame({"x": [0.9, None, 2.5]}).select(micro_units("x"))["x"].to_list()
+    [900000, None, 2500000]
+    """
+    return (pl.col(column).cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
+
+
+def units_of(quantity: float | None) -> int:
+    """One capacity quantity in micro-units; unknown (None) or infinite is :data:`UNBOUNDED`.
+
+    >>> units_of(0.9), units_of(None) == UNBOUNDED, units_of(float("inf")) == UNBOUNDED
+    (900000, True, True)
+    """
+    if quantity is None or quantity == float("inf"):
+        return UNBOUNDED
+    return round(float(quantity) * SHARE_UNITS)
+
+
+def to_quantity(units: int) -> float:
+    """Micro-units back to the quantity a frame holds; :data:`UNBOUNDED` reads as ``inf``.
+
+    >>> to_quantity(31_100_000), to_quantity(UNBOUNDED)
+    (31.1, inf)
+    """
+    return float("inf") if units >= UNBOUNDED else units / SHARE_UNITS
+
+
+def free_array(capacity: np.ndarray, used: np.ndarray) -> np.ndarray:
+    """:func:`free_units` over int64 arrays.
+
+    >>> import numpy as np
+    >>> free_array(np.array([8, 8, UNBOUNDED]), np.array([3, 9, 5])).tolist() == [5, 0, UNBOUNDED]
+    True
+    """
+    import numpy as np
+
+    capacity = np.asarray(capacity, dtype=np.int64)
+    return np.where(capacity >= UNBOUNDED, UNBOUNDED, np.maximum(capacity - used, 0))
+
+
+def free_units(capacity: int, used: int) -> int:
+    """Free units of a dimension: capacity - used floored at 0; unbounded stays unbounded.
+
+    >>> free_units(8, 3), free_units(8, 9), free_units(UNBOUNDED, 5) == UNBOUNDED
+    (5, 0, True)
+    """
+    if capacity >= UNBOUNDED:
+        return UNBOUNDED
+    return max(capacity - used, 0)
+
+
+# ------------------------------------------------------------------ node index
+
+
+def optional_column(
+    frame: pl.DataFrame, name: str, dtype: PolarsDataType, default: object
+) -> pl.Series:
+    """A column of ``frame`` cast to ``dtype``, or ``default`` on every row when absent."""
+    if name in frame.columns:
+        return frame[name].cast(dtype)
+    return pl.Series(name, [default] * frame.height, dtype=dtype)
+
+
+BLOCK_DOMAIN = "block_domain"
+"""The column :func:`block_domains` fills: the domain of ``block`` locality."""
+
+SWITCH_DOMAIN = "domain"
+"""The column :func:`switch_domains` fills: the domain of ``switch`` locality."""
+
+_BLOCK, _SWITCH, _NODE = "block ", "switch ", "node "
+"""The prefixes that name a domain's level, so keys of two levels never collide."""
+
+
+def switch_domain(switch_id: str | None, node_id: str) -> str:
+    """The ``switch`` locality domain of one node: the one definition.
+
+    A switch domain is the node's switch; a node without one is a domain by
+    itself. The key names its level (``switch s1``, ``node n1``), so a switch
+    and a node of the same name never share a domain, and the keys sort as the
+    plain names do within a level (every lone node before every switch).
+    :func:`switch_domains` is the same key for a frame.
+
+    >>> switch_domain("leaf1", "n2"), switch_domain(None, "leaf1")
+    ('switch leaf1', 'node leaf1')
+    """
+    return _SWITCH + switch_id if switch_id is not None else _NODE + node_id
+
+
+def _switch_key(switch: pl.Expr, node: pl.Expr) -> pl.Expr:
+    return (
+        pl.when(switch.is_not_null())
+        .then(pl.lit(_SWITCH) + switch)
+        .otherwise(pl.lit(_NODE) + node)
+    )
+
+
+def switch_domains(frame: pl.DataFrame) -> pl.Series:
+    """The ``switch`` locality domain of each node of ``frame`` (column ``domain``).
+
+    Each row's key is :func:`switch_domain` of its switch_id and node_id; a
+    frame without ``switch_id`` has every node a domain by itself.
+
+    >>> nodes = pl.DataFrame({"node_id": ["leaf1", "n2", "n3"],
+    ...     "switch_id": [None, "leaf1", "leaf1"]})
+    >>> switch_domains(nodes).to_list()
+    ['node leaf1', 'switch leaf1', 'switch leaf1']
+    """
+    node = frame["node_id"].cast(pl.String)
+    switch = optional_column(frame, "switch_id", pl.String, None)
+    return (
+        pl.DataFrame({"n": node, "s": switch})
+        .select(_switch_key(pl.col("s"), pl.col("n")).alias(SWITCH_DOMAIN))
+        .to_series()
+    )
+
+
+def block_domains(frame: pl.DataFrame) -> pl.Series:
+    """The ``block`` locality domain of each node of ``frame``: the one definition.
+
+    A block domain is the node's ``block_id``; a node without one is in its
+    switch's domain (a block holds at least its switch), and a node without
+    either is a domain by itself. The key names its level (``block b1``,
+    ``switch s1``, ``node n1``), so a block, a switch and a node of the same
+    name never share a domain. A frame without ``block_id`` (an older store) has
+    no blocks.
+
+    >>> nodes = pl.DataFrame({"node_id": ["a", "b", "c", "d"],
+    ...     "switch_id": ["s1", "s1", "s2", None], "block_id": ["b1", "b1", None, None]})
+    >>> block_domains(nodes).to_list()
+    ['block b1', 'block b1', 'switch s2', 'node d']
+    """
+    node = frame["node_id"].cast(pl.String)
+    switch = optional_column(frame, "switch_id", pl.String, None)
+    block = optional_column(frame, "block_id", pl.String, None)
+    return (
+        pl.DataFrame({"n": node, "s": switch, "b": block})
+        .select(
+            pl.when(pl.col("b").is_not_null())
+            .then(pl.lit(_BLOCK) + pl.col("b"))
+            .otherwise(_switch_key(pl.col("s"), pl.col("n")))
+            .alias(BLOCK_DOMAIN)
+        )
+        .to_series()
+    )
+
+
+
+def usable(health: str | None) -> bool:
+    """Whether a node of this health takes work: ``healthy``, or null (the inputs'
+    default health).
+
+    >>> [usable(h) for h in ("healthy", None, "degraded", "down")]
+    [True, True, False, False]
+    """
+    return health is None or health == HEALTHY
+
+
+def usable_expr(frame: pl.DataFrame | None = None) -> pl.Expr:
+    """:func:`usable` as a polars expression over ``health``; a frame without that
+    column (when given) has every node usable.
+
+    >>> frame = pl.DataFrame({"health": ["healthy", None, "down"]})
+    >>> frame.select(usable_expr())["health"].to_list()
+    [True, True, False]
+    """
+    if frame is not None and "health" not in frame.columns:
+        return pl.lit(True).alias("health")
+    return pl.col("health").cast(pl.String).fill_null(HEALTHY) == HEALTHY
+
+
+def node_index(nodes: pl.DataFrame) -> pl.DataFrame:
+    """The fleet's node index: one row per node, in node_id order.
+
+    Columns: node (UInt32, 0..n-1, the row's position), node_id (String),
+    gpu_model (String), domain (the switch domain,
+    :func:`switch_domains`), block_domain
+    (:func:`block_domains`), usable (Boolean,
+    :func:`usable`), gpus (Int64, null = 0), cpus_u (Int64 micro-cores) and
+    memory_u (Int64 micro-GiB): a dimension the node does not declare (null, or
+    no such column) is :data:`UNBOUNDED`, as free capacity reads it.
+
+    >>> nodes = pl.DataFrame({"node_id": ["b", "a"], "gpu_model": ["H20", "H20"],
+    ...     "gpus": [8, 4], "cpus": [64.0, 32.0], "memory_gib": [None, 512.0],
+    ...     "switch_id": ["s", None], "health": [None, "down"]})
+    >>> index = node_index(nodes)
+    >>> index.select("node", "node_id", "domain", "usable", "gpus", "cpus_u").rows()
+    [(0, 'a', 'node a', False, 4, 32000000), (1, 'b', 'switch s', True, 8, 64000000)]
+    >>> index["memory_u"].to_list() == [512_000_000, UNBOUNDED]
+    True
+    """
+    frame = nodes.with_columns(pl.col("node_id").cast(pl.String)).sort("node_id")
+    return pl.DataFrame(
+        {
+            "node_id": frame["node_id"],
+            "gpu_model": optional_column(frame, "gpu_model", pl.String, None),
+            SWITCH_DOMAIN: switch_domains(frame),
+            BLOCK_DOMAIN: block_domains(frame),
+            "usable": frame.with_columns(usable_expr(frame).alias("_usable"))["_usable"],
+            "gpus": optional_column(frame, "gpus", pl.Int64, 0).fill_null(0),
+            "cpus_u": _capacity_units(frame, "cpus"),
+            "memory_u": _capacity_units(frame, "memory_gib"),
+        },
+        schema_overrides={"gpus": pl.Int64, "cpus_u": pl.Int64, "memory_u": pl.Int64},
+    ).with_row_index("node")
+
+
+def _capacity_units(frame: pl.DataFrame, column: str) -> pl.Series:
+    if column not in frame.columns:
+        return pl.Series(column, [UNBOUNDED] * frame.height, dtype=pl.Int64)
+    return frame.select(micro_units(column).fill_null(UNBOUNDED)).to_series()
+
+
+@dataclass(frozen=True)
+class NodeArrays:
+    """:func:`node_index` as numpy arrays (the form of the numpy and numba engines)."""
+
+    node_id: list[str]
+    gpu_model: list[str | None]
+    domain: list[str]
+    block_domain: list[str]
+    usable: np.ndarray  # bool
+    gpus: np.ndarray  # int64
+    cpus: np.ndarray  # int64 micro-cores
+    memory: np.ndarray  # int64 micro-GiB, UNBOUNDED when unknown
+
+
+def node_arrays(nodes: pl.DataFrame) -> NodeArrays:
+    """The node index as arrays, in node_id order.
+
+    >>> nodes = pl.DataFrame({"node_id": ["n2", "n1"], "gpu_model": ["A", "B"], "gpus": [8, 4],
+    ...     "cpus": [16.0, 8.0], "memory_gib": [64.0, None], "switch_id": [None, None],
+    ...     "health": ["healthy", None]})
+    >>> arrays = node_arrays(nodes)
+    >>> arrays.node_id, arrays.usable.tolist(), arrays.memory.tolist() == [UNBOUNDED, 64_000_000]
+    (['n1', 'n2'], [True, True], True)
+    """
+    import numpy as np
+
+    index = node_index(nodes)
+    return NodeArrays(
+        node_id=index["node_id"].to_list(),
+        gpu_model=index["gpu_model"].to_list(),
+        domain=index[SWITCH_DOMAIN].to_list(),
+        block_domain=index[BLOCK_DOMAIN].to_list(),
+        usable=index["usable"].to_numpy().astype(np.bool_),
+        gpus=index["gpus"].to_numpy().astype(np.int64),
+        cpus=index["cpus_u"].to_numpy().astype(np.int64),
+        memory=index["memory_u"].to_numpy().astype(np.int64),
+    )
+
+
+# ------------------------------------------------------------------------ pods
+
+
+class ShapeLike(Protocol):
+    """What :meth:`Pod.of` reads of a shape (:class:`fleetaudit.model.shapes.Shape`)."""
+
+    @property
+    def gpus(self) -> float: ...
+    @property
+    def gpus_per_pod(self) -> float: ...
+    @property
+    def cpus_per_gpu(self) -> float: ...
+    @property
+    def memory_gib_per_gpu(self) -> float: ...
+    @property
+    def is_share(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Pod:
+    """One pod of a shape in integer units.
+
+    Attributes:
+        share: micro-GPUs of a share pod (0 < gpus < 1); 0 for a whole-GPU pod.
+        gpus: whole GPUs of a whole-GPU pod; 0 for a share pod.
+        cpus: micro-cores (0: the pod needs none; its CPU slots are unbounded).
+        memory: micro-GiB (0: none needed; unbounded slots).
+    """
+
+    share: int
+    gpus: int
+    cpus: int
+    memory: int
+
+    @classmethod
+    def of(cls, shape: ShapeLike) -> Pod:
+        """The pod of ``shape``: p = gpus_per_pod GPUs, p x cpus_per_gpu cores, p x
+        memory_gib_per_gpu GiB, each rounded to units once.
+
+        >>> from fleetaudit.model.shapes import make_shape
+        >>> Pod.of(make_shape("H20", 16, gpus_per_pod=8, cpus_per_gpu=12))
+        Pod(share=0, gpus=8, cpus=96000000, memory=0)
+        >>> Pod.of(make_shape("H20", 0.3))
+        Pod(share=300000, gpus=0, cpus=0, memory=0)
+        """
+        p = shape.gpus_per_pod
+        return cls(
+            share=round(shape.gpus * SHARE_UNITS) if shape.is_share else 0,
+            gpus=0 if shape.is_share else round(p),
+            cpus=max(round(p * shape.cpus_per_gpu * SHARE_UNITS), 0),
+            memory=max(round(p * shape.memory_gib_per_gpu * SHARE_UNITS), 0),
+        )
+
+
+# ------------------------------------------------------------------------- FFD
+
+
+def first_fit_decreasing(sizes: Iterable[int]) -> list[int]:
+    """Pack share sizes first-fit-decreasing into GPUs of capacity ``SHARE_UNITS``.
+
+    Args:
+        sizes: share sizes in micro-units, each in ``(0, SHARE_UNITS]``, in any
+            order.
+
+    Returns:
+        The fill of each GPU used, in micro-units, in the order the GPUs were
+        opened. ``len(result)`` is the number of GPUs the shares occupy.
+
+    Example:
+        >>> first_fit_decreasing([400_000, 500_000, 600_000, 500_000])
+        [1000000, 1000000]
+        >>> first_fit_decreasing([300_000, 700_000, 700_000])
+        [1000000, 700000]
+    """
+    bins: list[int] = []
+    for size in sorted(sizes, reverse=True):
+        for i, fill in enumerate(bins):
+            if fill + size <= SHARE_UNITS:
+                bins[i] = fill + size
+                break
+        else:
+            bins.append(size)
+    return bins
+
+
+GangSlots = TypeVar("GangSlots", int, "np.ndarray", pl.Expr)
+
+
+@lru_cache(maxsize=1 << 16)
+def _packed_desc(sizes_desc: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(sorted(first_fit_decreasing(sizes_desc), reverse=True))
+
+
+def packed_fills(sizes: Iterable[int]) -> tuple[int, ...]:
+    """The FFD fills of a multiset of shares, descending (memoised on the multiset:
+    fleets repeat a few share mixes on thousands of nodes and instants).
+
+    >>> packed_fills([300_000, 700_000, 700_000])
+    (1000000, 700000)
+    >>> packed_fills([])
+    ()
+    """
+    key = tuple(sorted(sizes, reverse=True))
+    return _packed_desc(key) if key else ()
+
+
+# ----------------------------------------------------------------------- slots
+
+
+def share_room(share: int, fills: Iterable[int], *, steady: bool = True, over: bool = False) -> int:
+    """Share pods of ``share`` micro-GPUs the partly filled GPUs still take.
+
+    A partly filled GPU takes more shares only where nothing starts on the node
+    during the window (``steady``: its free GPUs over the window are its free
+    GPUs at t) and where the record does not over-commit the node (``over``:
+    gpus_used > gpus; its shares pack onto more GPUs than it has, so its partly
+    filled GPUs are not all real).
+
+    >>> share_room(300_000, [1_000_000, 700_000, 400_000])
+    3
+    >>> share_room(300_000, [700_000, 400_000], over=True), share_room(300_000, [400_000], steady=False)
+    (0, 0)
+    """
+    if not steady or over:
+        return 0
+    return sum(max(SHARE_UNITS - fill, 0) // share for fill in fills)
+
+
+def _by(free: int | None, need: int) -> int:
+    if need <= 0 or free is None or free >= UNBOUNDED:
+        return UNBOUNDED
+    return max(free, 0) // need
+
+
+def node_slots(
+    pod: Pod,
+    free_gpus_window: int,
+    free_cpus: int | None,
+    free_memory: int | None,
+    *,
+    fills: Sequence[int] = (),
+    free_gpus: int | None = None,
+    over: bool = False,
+) -> int:
+    """Pods of ``pod`` one node takes: min(GPU slots, CPU slots, memory slots).
+
+    Args:
+        pod: the pod.
+        free_gpus_window: whole GPUs free over the window (capacity - peak, >= 0).
+        free_cpus, free_memory: free micro-units over the window; None or
+            :data:`UNBOUNDED` is unbounded.
+        fills: share pods only: the fills (micro-GPUs) of the GPUs holding shares at t.
+        free_gpus: share pods only: whole GPUs free at t (None: the window's).
+        over: share pods only: the node is over-committed at t (gpus_used > gpus).
+
+    >>> node_slots(Pod(0, 4, 16_000_000, 0), 8, 24_000_000, None)
+    1
+    >>> node_slots(Pod(300_000, 0, 0, 0), 1, UNBOUNDED, UNBOUNDED, fills=[700_000, 500_000])
+    5
+    >>> node_slots(Pod(300_000, 0, 0, 0), 1, None, None, fills=[700_000], over=True)
+    3
+    """
+    if pod.share:
+        steady = free_gpus is None or free_gpus == free_gpus_window
+        gpu = free_gpus_window * (SHARE_UNITS // pod.share) + share_room(
+            pod.share, fills, steady=steady, over=over
+        )
+    else:
+        gpu = free_gpus_window // pod.gpus
+    return min(gpu, _by(free_cpus, pod.cpus), _by(free_memory, pod.memory))
+
+
+def node_slots_at(
+    pod: Pod,
+    capacity: tuple[int, int, int],
+    used_gpus: int,
+    peak: tuple[int, int, int],
+    fills: Iterable[int] = (),
+) -> int:
+    """:func:`node_slots` from a node's capacity and occupancy, in one call (for the
+    engines that track occupancy themselves, in hot loops: reclaim).
+
+    Args:
+        pod: the pod.
+        capacity: the node's GPUs, micro-cores and micro-GiB (:data:`UNBOUNDED`: unknown).
+        used_gpus: GPUs occupied at t (whole GPUs plus those the shares fill).
+        peak: the largest GPUs, micro-cores and micro-GiB occupied over the window.
+        fills: share pods only: the fills of the GPUs holding shares at t.
+
+    >>> node_slots_at(Pod(300_000, 0, 0, 0), (8, UNBOUNDED, UNBOUNDED), 7, (7, 0, 0), [700_000])
+    4
+    >>> node_slots_at(Pod(300_000, 0, 0, 0), (8, UNBOUNDED, UNBOUNDED), 9, (9, 0, 0), [700_000])
+    0
+    """
+    gpus, cpus, memory = capacity
+    free_window = gpus - peak[0] if gpus > peak[0] else 0
+    if pod.share:
+        slots = free_window * (SHARE_UNITS // pod.share)
+        # partly filled GPUs: only where nothing starts in W and the node is not over-committed
+        if used_gpus <= gpus and gpus - used_gpus == free_window:
+            slots += sum(max(SHARE_UNITS - fill, 0) // pod.share for fill in fills)
+    else:
+        slots = free_window // pod.gpus
+    if pod.cpus > 0 and cpus < UNBOUNDED:
+        slots = min(slots, max(cpus - peak[1], 0) // pod.cpus)
+    if pod.memory > 0 and memory < UNBOUNDED:
+        slots = min(slots, max(memory - peak[2], 0) // pod.memory)
+    return slots
+
+
+def slots_array(
+    pod: Pod,
+    free_gpus_window: np.ndarray,
+    free_cpus: np.ndarray | None,
+    free_memory: np.ndarray | None,
+    room: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """:func:`node_slots` over numpy arrays of any (equal) shape.
+
+    Free GPUs, CPUs and memory are integer arrays, >= 0 (as :func:`free_array`
+    gives them); CPUs and memory in micro-units, :data:`UNBOUNDED` (or more)
+    is unbounded. ``room`` (share pods only) is :func:`share_room` of each
+    node, already zero where it does not count. The free units of a dimension
+    the pod does not need are not read (None will do).
+
+    Returns:
+        gpu_slots, cpu_slots, memory_slots and slots (the minimum of the three).
+        A dimension the pod does not need has the scalar :data:`UNBOUNDED` as its
+        slots (it broadcasts), so it costs no array and no pass.
+
+    >>> import numpy as np
+    >>> out = slots_array(Pod(0, 4, 16_000_000, 0), np.array([8, 8, 3]),
+    ...     np.array([24_000_000, 64_000_000, 64_000_000]), np.array([UNBOUNDED] * 3))
+    >>> out["slots"].tolist(), out["cpu_slots"].tolist(), int(out["memory_slots"]) == UNBOUNDED
+    ([1, 2, 0], [1, 4, 4], True)
+    """
+    import numpy as np
+
+    free_gpus_window = np.asarray(free_gpus_window)
+    if pod.share:
+        gpu = free_gpus_window.astype(np.int64) * (SHARE_UNITS // pod.share)
+        if room is not None:
+            gpu = gpu + room
+    else:
+        gpu = free_gpus_window // pod.gpus
+    out: dict[str, np.ndarray] = {"gpu_slots": gpu}
+    slots = gpu
+    dimensions = (("cpu_slots", free_cpus, pod.cpus), ("memory_slots", free_memory, pod.memory))
+    for name, free, need in dimensions:
+        if need <= 0 or free is None:
+            if need > 0:
+                raise ValueError(f"slots_array: {name} needs the free units of that dimension")
+            out[name] = np.int64(UNBOUNDED)
+            continue
+        free = np.asarray(free, dtype=np.int64)
+        out[name] = np.where(free >= UNBOUNDED, UNBOUNDED, free // need)
+        slots = np.minimum(slots, out[name])
+    out["slots"] = slots
+    return out
+
+
+def slot_exprs(
+    pod: Pod,
+    *,
+    free_gpus: str = "free_gpus",
+    free_gpus_window: str = "free_gpus_window",
+    free_cpus: str = "free_cpus_window",
+    free_memory: str = "free_memory_gib_window",
+    share_fills: str = "share_fills",
+    over: pl.Expr | None = None,
+) -> dict[str, pl.Expr]:
+    """:func:`node_slots` as polars expressions over a node state frame
+    (:func:`fleetaudit.model.occupancy.node_state`'s columns).
+
+    Free CPUs and memory are Float64 quantities (null or ``inf``: unbounded);
+    ``share_fills`` is List(Float64) of fills in GPUs. ``over`` is the
+    over-committed flag (None: no node is).
+
+    Returns:
+        gpu_slots, cpu_slots, memory_slots (Int64 expressions, so named).
+
+    >>> state = pl.DataFrame({"free_gpus": [1, 1], "free_gpus_window": [1, 1],
+    ...     "free_cpus_window": [8.0, 2.0], "free_memory_gib_window": [None, float("inf")],
+    ...     "share_fills": [[0.7, 0.5], [0.7]]})
+    >>> exprs = slot_exprs(Pod(300_000, 0, 3_000_000, 0))
+    >>> state.select(exprs.values()).rows()
+    [(5, 2, 4611686018427387904), (4, 0, 4611686018427387904)]
+    """
+
+    def by(column: str, need: int) -> pl.Expr:
+        if need <= 0:
+            return pl.lit(UNBOUNDED, dtype=pl.Int64)
+        free = pl.col(column)
+        # polars evaluates both branches: a non-strict cast keeps inf from failing
+        slots = ((free * SHARE_UNITS).round() // need).cast(pl.Int64, strict=False)
+        unbounded = free.is_null() | free.is_infinite()
+        return pl.when(unbounded).then(pl.lit(UNBOUNDED, dtype=pl.Int64)).otherwise(slots)
+
+    if pod.share:
+        room = (
+            pl.col(share_fills)
+            .list.eval(
+                ((SHARE_UNITS - (pl.element() * SHARE_UNITS).round().cast(pl.Int64)) // pod.share)
+                .clip(lower_bound=0)
+            )
+            .list.sum()
+        )
+        steady = pl.col(free_gpus_window) == pl.col(free_gpus)
+        if over is not None:
+            steady = steady & ~over
+        gpu = pl.col(free_gpus_window) * (SHARE_UNITS // pod.share) + pl.when(steady).then(
+            room
+        ).otherwise(0)
+    else:
+        gpu = pl.col(free_gpus_window) // pod.gpus
+    return {
+        "gpu_slots": gpu.cast(pl.Int64).alias("gpu_slots"),
+        "cpu_slots": by(free_cpus, pod.cpus).alias("cpu_slots"),
+        "memory_slots": by(free_memory, pod.memory).alias("memory_slots"),
+    }
+
+
+def over_committed(frame: pl.DataFrame) -> pl.Expr | None:
+    """The over-committed flag (gpus_used > gpus) of a node state frame, or None
+    when the frame lacks those columns (then no node is over-committed)."""
+    if {"gpus_used", "gpus"} <= set(frame.columns):
+        return pl.col("gpus_used") > pl.col("gpus")
+    return None
+
+
+def gang_instances(slots: GangSlots, pods: int) -> tuple[GangSlots, GangSlots]:
+    """Instances of a gang of ``pods`` pods that a group's slots give (an instance
+    takes ``pods`` slots of one domain, model or node), and the slots left over.
+
+    The same rule for an int, a numpy array or a polars expression.
+
+    >>> gang_instances(11, 4)
+    (2, 3)
+    >>> import numpy as np
+    >>> [a.tolist() for a in gang_instances(np.array([3, 8, 9]), 4)]
+    [[0, 2, 2], [3, 0, 1]]
+    >>> pl.select(*(e.alias(n) for e, n in zip(gang_instances(pl.lit(9), 4), "il"))).row(0)
+    (2, 1)
+    """
+    return slots // pods, slots % pods

@@ -1,0 +1,97 @@
+"""One SQL text for two engines: the queries run on DuckDB as written, on Spark transpiled.
+
+The files in ``queries/`` are written in DuckDB's dialect. For ``--engine spark``
+this module translates a query with sqlglot through :class:`FleetSpark`, a small
+subclass of sqlglot's Spark dialect that holds fleetaudit's few overrides, and it
+refuses the constructs whose Spark translation is wrong or approximate, so that
+a query never gives a different answer on the other engine without notice.
+
+Only this module imports sqlglot (part of the ``spark`` extra); it never imports
+pyspark, so the portability check runs without Java.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+
+from fleetaudit.core.errors import FleetAuditError
+from fleetaudit.core.resources import load_sql
+
+__all__ = ["FleetSpark", "NotPortableError", "portable_problems", "spark_sql"]
+
+
+class NotPortableError(FleetAuditError):
+    """A query uses a construct that Spark would run differently, or not at all."""
+
+
+def _anonymous(self: Spark.Generator, node: exp.Anonymous) -> str:
+    name = str(node.this).upper()
+    if name == "EPOCH_US":  # DuckDB's microseconds since the epoch; Spark's unix_micros
+        return self.func("UNIX_MICROS", *node.expressions)
+    return Spark.Generator.anonymous_sql(self, node)
+
+
+class FleetSpark(Spark):
+    """sqlglot's Spark dialect with fleetaudit's overrides."""
+
+    class Generator(Spark.Generator):
+        TRANSFORMS = {  # noqa: RUF012 (sqlglot's own pattern)
+            **Spark.Generator.TRANSFORMS,
+            # DuckDB's quantile_cont(x, q) is exact; Spark rejects PERCENTILE_CONT(x, q)
+            exp.PercentileCont: lambda self, e: self.func("PERCENTILE", e.this, e.expression),
+            exp.Anonymous: _anonymous,
+        }
+
+
+# Constructs that transpile silently wrong (WITHIN GROUP becomes PERCENTILE_APPROX),
+# engine-dependent by design (approx_*), or not at all (paths, COLUMNS, ASOF, samples).
+_DENIED = (
+    (re.compile(r"\bwithin\s+group\b", re.I), "WITHIN GROUP becomes an approximate percentile"),
+    (re.compile(r"\bapprox_\w+\s*\(", re.I), "approx_* results differ by engine"),
+    (re.compile(r"\bcolumns\s*\(", re.I), "COLUMNS(...) has no Spark form"),
+    (re.compile(r"\b(asof|positional)\s+join\b", re.I), "ASOF/POSITIONAL JOIN has no Spark form"),
+    (re.compile(r"\busing\s+sample\b", re.I), "USING SAMPLE differs on Spark"),
+    (re.compile(r"\bread_(parquet|csv|json)\s*\(", re.I), "paths do not belong in queries/"),
+    (re.compile(r"\bhash\s*\(", re.I), "hash() differs by engine"),
+    (re.compile(r"\bmacro\b", re.I), "macros have no Spark form"),
+)
+
+
+def _code(text: str) -> str:
+    """The SQL without its comments (the denylist reads code, not prose)."""
+    return re.sub(r"--[^\n]*", "", text)
+
+
+def portable_problems(text: str) -> list[str]:
+    """Why ``text`` is not portable to Spark; empty when it is."""
+    code = _code(text)
+    problems = [reason for pattern, reason in _DENIED if pattern.search(code)]
+    try:
+        trees = sqlglot.parse(code, read="duckdb")
+        if len(trees) != 1:
+            problems.append("one statement per file")
+        for tree in trees:
+            if tree is not None:
+                tree.sql(dialect=FleetSpark, unsupported_level=sqlglot.ErrorLevel.RAISE)
+    except sqlglot.errors.SqlglotError as exc:
+        problems.append(f"sqlglot: {str(exc).splitlines()[0]}")
+    return problems
+
+
+@cache
+def spark_sql(query_name: str) -> str:
+    """``queries/<query_name>.sql`` in Spark SQL (``$name`` parameters become ``:name``)."""
+    text = load_sql(query_name)
+    problems = portable_problems(text)
+    if problems:
+        raise NotPortableError(
+            f"query {query_name} does not run on Spark unchanged: {'; '.join(problems)}"
+        )
+    return sqlglot.transpile(
+        _code(text), read="duckdb", write=FleetSpark, unsupported_level=sqlglot.ErrorLevel.RAISE
+    )[0]

@@ -1,0 +1,395 @@
+"""The DuckDB store: the only module that imports duckdb.
+
+It owns the schema (created from :mod:`fleetaudit.model.schema`), the write lock
+(a second writer waits up to a timeout, then gets :class:`StoreBusyError`),
+transactions (one ``ingest`` call is one transaction), and running the SQL in
+``queries/`` by name with ``$named`` parameters. Results leave as polars frames.
+
+Tables besides the four input tables:
+
+- ``rejects(ingest_id, file, row, column, value, reason)``: rows that broke the schema;
+- ``ingests(ingest_id, at, files, summary)``: one row per ingest call;
+- ``meta(key, value)``: the store's schema version;
+- ``scenarios(name, created_at, command, options, at, base)`` and
+  ``scenario_allocations``: allocation states saved by a what-if (``--save-as``);
+  ``base`` is ``recorded`` (the rows override recorded allocations by alloc_id)
+  or ``empty`` (the rows are the whole state).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import polars as pl
+
+from fleetaudit.core.errors import QueryError, StoreBusyError, StoreError
+from fleetaudit.core.options import DEFAULT_DB
+from fleetaudit.core.resources import load_sql
+from fleetaudit.model import schema
+
+if TYPE_CHECKING:  # the rollup's scans stream Arrow batches; a store's reads need no pyarrow
+    import pyarrow as pa
+
+SCHEMA_VERSION = 1
+_DEFAULT_MEMORY_LIMIT = "3GB"  # DuckDB's, unless $FLEETAUDIT_MEMORY_LIMIT says otherwise
+_MEMORY = re.compile(r"\d+(\.\d+)?\s*[KMGT]i?B")
+
+
+def _bound_memory(con: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB spills to disk beyond $FLEETAUDIT_MEMORY_LIMIT (default 3GB): RSS <= 4 GiB."""
+    limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", _DEFAULT_MEMORY_LIMIT)
+    if _MEMORY.fullmatch(limit):
+        con.execute(f"SET memory_limit = '{limit}'")
+# DuckDB types whose polars type :meth:`Store.small_frame` spells as ``.pl()`` would.
+_PLAIN_TYPES: dict[str, Any] = {
+    "VARCHAR": pl.String,
+    "BIGINT": pl.Int64,
+    "INTEGER": pl.Int32,
+    "DOUBLE": pl.Float64,
+    "BOOLEAN": pl.Boolean,
+}
+
+
+def quote_identifier(name: str) -> str:
+    """A DuckDB identifier, quoted (the only way names enter generated SQL)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def default_db_path() -> Path:
+    """``$FLEETAUDIT_DB`` or ``./fleetaudit.duckdb``."""
+    return Path(os.environ.get("FLEETAUDIT_DB") or DEFAULT_DB)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether DuckDB stopped a statement because of Ctrl-C (SIGINT)."""
+    return isinstance(exc, duckdb.InterruptException) or (
+        isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted")
+    )
+
+
+@contextmanager
+def _statement() -> Iterator[None]:
+    """DuckDB's failures as :class:`QueryError`; its Ctrl-C as KeyboardInterrupt."""
+    try:
+        yield
+    except (duckdb.Error, RuntimeError) as exc:
+        if _interrupted(exc):
+            raise KeyboardInterrupt from exc
+        if isinstance(exc, duckdb.Error):
+            raise QueryError(_first_line(exc)) from exc
+        raise
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc)
+    return "Could not set lock" in text or "Conflicting lock" in text
+
+
+class Store:
+    """An open fleetaudit database.
+
+    Use :func:`open_store`; close it (or use it as a context manager) to release
+    the lock.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, created: bool) -> None:
+        self.con = con
+        self.path = path
+        self.created = created
+
+    # -- lifecycle -----------------------------------------------------------------
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All statements inside land together or not at all."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            # after Ctrl-C DuckDB may refuse; closing the connection discards it anyway
+            with suppress(duckdb.Error, RuntimeError):
+                self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # -- running SQL ---------------------------------------------------------------
+    def query(self, query_name: str, /, **params: Any) -> pl.DataFrame:
+        """Run ``queries/<query_name>.sql`` and return its result as a polars frame."""
+        return self.sql(load_sql(query_name), params)
+
+    def execute(self, query_name: str, /, **params: Any) -> None:
+        """Run ``queries/<query_name>.sql`` for its effect."""
+        self.run(load_sql(query_name), params)
+
+    def _execute(self, text: str, params: Mapping[str, Any] | None) -> duckdb.DuckDBPyConnection:
+        with _statement():
+            return self.con.execute(text, dict(params or {}))
+
+    def sql(self, text: str, params: Mapping[str, Any] | None = None) -> pl.DataFrame:
+        """Run SQL text (generated from the schema, values only as parameters)."""
+        with _statement():
+            return self.con.sql(text, params=dict(params or {})).pl()
+
+    def small_frame(self, text: str, params: Mapping[str, Any] | None = None) -> pl.DataFrame:
+        """Like :meth:`sql`, for a result of a few rows: built from Python rows, not Arrow.
+
+        Converting through Arrow imports pyarrow and numpy (a third of a second of
+        CPU); a command that reads nothing larger, such as ingest, then never loads them.
+        Column types outside a few plain ones fall back to :meth:`sql`.
+        """
+        try:
+            relation = self.con.sql(text, params=dict(params or {}))
+            dtypes = [_PLAIN_TYPES.get(str(t)) for t in relation.types]
+            if any(d is None for d in dtypes):
+                return relation.pl()
+            rows = relation.fetchall()
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from exc
+        return pl.DataFrame(rows, schema=list(zip(relation.columns, dtypes)), orient="row")
+
+    def run(self, text: str, params: Mapping[str, Any] | None = None) -> int | None:
+        """Run SQL text for its effect; the row count of an INSERT/DELETE, if any."""
+        rows = self._fetchall(text, params)
+        if len(rows) != 1 or len(rows[0]) != 1 or not isinstance(rows[0][0], int):
+            return None
+        return int(rows[0][0])
+
+    def scalar(self, text: str, params: Mapping[str, Any] | None = None) -> Any:
+        rows = self._fetchall(text, params)
+        return rows[0][0] if rows else None
+
+    def _fetchall(self, text: str, params: Mapping[str, Any] | None) -> list[tuple[Any, ...]]:
+        cursor = self._execute(text, params)
+        with _statement():
+            return cursor.fetchall()
+
+    def describe(
+        self, source_sql: str, params: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, str]]:
+        """Column names and DuckDB types of a SELECT, without running it."""
+        rows = self._fetchall(f"DESCRIBE {source_sql}", params)
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def register_frame(self, name: str, frame: pl.DataFrame) -> None:
+        """Make a polars frame readable as the temporary view ``name``."""
+        self.con.register(name, frame.to_arrow())
+
+    def unregister(self, name: str) -> None:
+        """Drop a view made by :meth:`register_frame`."""
+        self.con.unregister(name)
+
+    # -- schema ----------------------------------------------------------------------
+    def column_types(self, table: str) -> dict[str, str]:
+        """The table's columns, name -> DuckDB type, in table order."""
+        rows = self._fetchall(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_name = $t AND table_schema = 'main' ORDER BY ordinal_position",
+            {"t": table},
+        )
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    def add_column(self, table: str, name: str, sql_type: str) -> None:
+        self.run(
+            f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {quote_identifier(name)} {sql_type}"
+        )
+
+    @contextmanager
+    def memory_capped(self, limit: str) -> Iterator[None]:
+        """Run the block with DuckDB's memory limit at ``limit`` (a constant such as
+        ``"1GB"``; DuckDB spills beyond it), unless $FLEETAUDIT_MEMORY_LIMIT sets one."""
+        if os.environ.get("FLEETAUDIT_MEMORY_LIMIT") or not _MEMORY.fullmatch(limit):
+            yield
+            return
+        self.run(f"SET memory_limit = '{limit}'")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET memory_limit = '{_DEFAULT_MEMORY_LIMIT}'")
+
+    @contextmanager
+    def optimizer_disabled(self, name: str) -> Iterator[None]:
+        """Run the block without DuckDB optimizer ``name`` (ignored where DuckDB lacks it)."""
+        try:
+            self.run(f"SET disabled_optimizers = '{name}'")
+        except QueryError:
+            yield
+            return
+        try:
+            yield
+        finally:
+            self.con.execute("RESET disabled_optimizers")
+
+    def row_count(self, table: str) -> int:
+        return int(self.scalar(f"SELECT count(*) FROM {quote_identifier(table)}"))
+
+    def table_names(self) -> set[str]:
+        """The tables of the store's main schema."""
+        return {
+            row[0]
+            for row in self._fetchall(
+                "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'", None
+            )
+        }
+
+
+def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
+    for tbl in schema.TABLES.values():
+        cols = ", ".join(f"{quote_identifier(c.name)} {c.kind.value}" for c in tbl.columns)
+        con.execute(
+            f"CREATE TABLE IF NOT EXISTS {quote_identifier(tbl.name)} "
+            f"({cols}, {quote_identifier(schema.INGEST_ID)} BIGINT)"
+        )
+        for c in tbl.columns:  # a store made before the column existed gains it
+            con.execute(
+                f"ALTER TABLE {quote_identifier(tbl.name)} "
+                f"ADD COLUMN IF NOT EXISTS {quote_identifier(c.name)} {c.kind.value}"
+            )
+    con.execute(load_sql("create_store_tables"))
+    con.execute(
+        "INSERT INTO meta SELECT 'schema_version', $v WHERE NOT EXISTS "
+        "(SELECT 1 FROM meta WHERE key = 'schema_version')",
+        {"v": str(SCHEMA_VERSION)},
+    )
+
+
+WAIT_NOTICE_AFTER = 1.0  # seconds of waiting for the lock before saying so
+
+
+def _connect(
+    path: Path,
+    read_only: bool,
+    lock_timeout: float,
+    on_wait: Callable[[str], None] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    started = time.monotonic()
+    deadline = started + lock_timeout
+    delay = 0.05
+    told = on_wait is None
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            if not _is_lock_error(exc):
+                raise StoreError(f"{path}: cannot open the store: {_first_line(exc)}") from exc
+            now = time.monotonic()
+            if now >= deadline:
+                raise StoreBusyError(
+                    f"{path}: the store is locked by another fleetaudit process; "
+                    f"gave up after {lock_timeout:g} s (raise --lock-timeout or retry later)"
+                ) from exc
+            notice_at = started + WAIT_NOTICE_AFTER
+            if not told and now >= notice_at:
+                told = True
+                on_wait(  # type: ignore[misc]
+                    f"{path}: the store is locked by another fleetaudit process; "
+                    f"waiting up to {lock_timeout:g} s (--lock-timeout)"
+                )
+        wake = min(now + delay, deadline, now + 1.0 if told else notice_at)
+        time.sleep(max(0.0, wake - now))
+        delay = min(delay * 2, 1.0)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def open_store(
+    path: Path,
+    *,
+    read_only: bool = False,
+    lock_timeout: float = 30.0,
+    must_exist: bool = False,
+    on_wait: Callable[[str], None] | None = None,
+) -> Store:
+    """Open (creating when allowed) the store at ``path``.
+
+    Args:
+        path: the DuckDB file.
+        read_only: open without the write lock (several readers may share it).
+        lock_timeout: seconds to wait for another process's lock.
+        must_exist: fail with a clear line instead of creating a new store.
+        on_wait: told once, after a second, that another process holds the lock.
+    """
+    existed = path.exists()
+    if not existed and (must_exist or read_only):
+        raise StoreError(
+            f"{path}: no fleetaudit store here; run `fleetaudit ingest` first (or pass --db)"
+        )
+    con = _connect(path, read_only and existed, lock_timeout, on_wait)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        _bound_memory(con)
+        if not read_only:
+            _create_schema(con)
+        con.execute(load_sql("create_scenario_macro"))
+    except (duckdb.Error, RuntimeError) as exc:
+        con.close()
+        if _interrupted(exc):
+            raise KeyboardInterrupt from exc
+        if not isinstance(exc, duckdb.Error):
+            raise
+        raise StoreError(f"{path}: not a usable fleetaudit store: {_first_line(exc)}") from exc
+    return Store(con, path, created=not existed)
+
+
+class ScanEngine:
+    """DuckDB as a scan engine over Parquet files (``rollup --engine duckdb``).
+
+    An in-memory database, not a store: it registers Parquet files as views
+    and streams the result of a query in ``queries/`` as Arrow record batches.
+    :class:`fleetaudit.model.spark_store.SparkEngine` has the same methods.
+    """
+
+    name = "duckdb"
+
+    def __init__(self) -> None:
+        self.con = duckdb.connect(":memory:")
+        self.con.execute("SET TimeZone = 'UTC'")
+        _bound_memory(self.con)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> ScanEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def register_parquet(self, view: str, files: list[Path], hive: bool) -> None:
+        """Make the Parquet ``files`` readable as the view ``view`` (columns united by name)."""
+        try:
+            relation = self.con.read_parquet(
+                [str(f) for f in files], hive_partitioning=hive, union_by_name=True
+            )
+            relation.create_view(view, replace=True)
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from exc
+
+    def columns(self, view: str) -> dict[str, str]:
+        """The view's columns, name -> DuckDB type."""
+        rows = self.con.execute(f"DESCRIBE {quote_identifier(view)}").fetchall()
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    def batches(self, query_name: str, /, **params: Any) -> Iterator[pa.RecordBatch]:
+        """Run ``queries/<query_name>.sql``; its result, streamed."""
+        try:
+            reader = self.con.sql(load_sql(query_name), params=params).to_arrow_reader(1 << 17)
+            yield from reader
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from exc

@@ -1,0 +1,1548 @@
+"""Terminal rendering (rich). With :mod:`fleetaudit.cli`, the only rich importer.
+
+Data goes to stdout, notes and progress to stderr. Colour only on a terminal;
+rich honours ``NO_COLOR`` and plain pipes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fleetaudit.core.fsutil import stream_fd
+from fleetaudit.core.lazy import LazyModule
+from fleetaudit.core.times import iso
+from fleetaudit.outputs.charts import sparkline
+
+# The engines and polars load when a command renders their results, not when the
+# command line starts (``fleetaudit --help`` stays fast).
+if TYPE_CHECKING:
+    import polars as pl
+
+    from fleetaudit.api import RejectsResult, StoreSummary, report_api
+    from fleetaudit.api.compaction_api import CompactionReport
+    from fleetaudit.api.harvest_api import HarvestingResult
+    from fleetaudit.api.paper_api import PaperResult
+    from fleetaudit.api.placement_api import PlacementResult
+    from fleetaudit.api.report_api import ReportResult
+    from fleetaudit.api.rollup_api import RollupResult
+    from fleetaudit.api.shapes_api import ShapeReport, ShapesResult
+    from fleetaudit.inputs.generate import GenerateResult
+    from fleetaudit.inputs.generate_asi import AsiReleaseResult
+    from fleetaudit.inputs.ingest import IngestResult
+    from fleetaudit.model import capacity, denominators, occupancy, paper
+    from fleetaudit.whatif import compaction_over_time
+else:
+    pl = LazyModule("polars")
+    capacity = LazyModule("fleetaudit.model.capacity")
+    compaction_over_time = LazyModule("fleetaudit.whatif.compaction_over_time")
+    denominators = LazyModule("fleetaudit.model.denominators")
+    occupancy = LazyModule("fleetaudit.model.occupancy")
+    paper = LazyModule("fleetaudit.model.paper")
+    report_api = LazyModule("fleetaudit.api.report_api")
+
+PIPED_WIDTH = 120
+
+
+def output_width(environ: dict[str, str] | None = None, is_tty: bool | None = None) -> int | None:
+    """The width tables are laid out for: ``COLUMNS`` when set, else the terminal's
+    (None: rich asks it), else 120 (cron, pipes: a log reads better wide than wrapped).
+
+    >>> output_width({"COLUMNS": "80"}, False), output_width({}, False), output_width({}, True)
+    (80, 120, None)
+    """
+    env = os.environ if environ is None else environ
+    columns = env.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    tty = sys.stdout.isatty() if is_tty is None else is_tty
+    return None if tty else PIPED_WIDTH
+
+
+# markup=False: ids and models from the data may hold [brackets].
+out = Console(highlight=False, markup=False, width=output_width())
+err = Console(stderr=True, highlight=False, markup=False)
+
+
+def configure(*, quiet: bool = False, data: bool = False) -> None:
+    """Set up the output of one command: its width (``COLUMNS`` as it is now);
+    ``quiet``: print nothing but errors (which the CLI writes itself); ``data``: the
+    command prints machine-readable data only, so its tables stay off stdout."""
+    width = output_width()
+    if width is not None:
+        out.width = width
+    out.quiet = quiet or data
+    err.quiet = quiet
+
+
+def note(message: str) -> None:
+    """A note on stderr (not under --quiet)."""
+    err.print(f"note: {message}", soft_wrap=True)
+
+
+def wrote(path: object) -> None:
+    """Say on stderr that a file was written (not for stdout, not under --quiet)."""
+    if stream_fd(str(path)) is None:
+        err.print(f"wrote {path}", soft_wrap=True)
+
+
+def _cell_width(cell: object) -> int:
+    text = _plain(cell)
+    return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def _table_width(widths: list[int], table: Table) -> int:
+    """The width rich needs for columns this wide: padding and one rule between columns,
+    and the outer edges when shown."""
+    return sum(widths) + 3 * len(widths) - 1 + (2 if table.show_edge else 0)
+
+
+def fit(
+    table: Table, keys: Sequence[str] = (), drop: Sequence[str] = (), fold: Sequence[str] = ()
+) -> Table:
+    """Lay a table out for the output width (``COLUMNS``, the terminal's, or 120 on a pipe).
+
+    Every column keeps its cells whole (numbers, model names, shapes) and folds its
+    header onto more lines; ``fold`` columns (free text) fold their cells too.
+    When that is still too wide, whole columns are left out, the least important
+    first (``drop``, then the rightmost others), never a key column (the first
+    one and those named in ``keys``); a line under the table says which (``--csv``
+    has them all).
+    """
+    width = out.width
+    columns = table.columns
+    key_names = {str(columns[0].header), *keys} if columns else set()
+    needs, natural = [], []
+    for column in columns:
+        head = str(column.header)
+        words = max((cell_len(w) for w in head.split()), default=0)
+        cells = max((_cell_width(c) for c in column._cells), default=0)
+        natural.append(max(cells, cell_len(head)))
+        if head in fold:
+            longest = max(
+                (cell_len(w) for c in column._cells for w in _plain(c).split()), default=0
+            )
+            needs.append(min(max(longest, words), 24))
+        else:
+            needs.append(max(cells, words))
+    if _table_width(natural, table) <= width:
+        return table  # fits as it is
+    order = [n for n in drop if n not in key_names]
+    order += [str(c.header) for c in reversed(columns) if str(c.header) not in key_names]
+    left_out: list[str] = []
+    for name in order:
+        if _table_width(needs, table) <= width:
+            break
+        found = [i for i, c in enumerate(table.columns) if str(c.header) == name]
+        if not found:
+            continue
+        del table.columns[found[0]]
+        del needs[found[0]]
+        left_out.append(name)
+    # Exact widths: rich's own squeezing would cut numbers and names short.
+    spare = max(0, width - _table_width(needs, table))
+    widths = list(needs)
+    for i, column in enumerate(table.columns):  # unfold headers while there is room
+        extra = min(spare, max(0, cell_len(str(column.header)) - widths[i]))
+        widths[i] += extra
+        spare -= extra
+    texts = [i for i, c in enumerate(table.columns) if str(c.header) in fold]
+    while spare > 0 and texts:  # then widen the free-text columns, evenly
+        wanting = [i for i in texts if widths[i] < _natural(table.columns[i])]
+        if not wanting:
+            break
+        for i in wanting[:spare]:
+            widths[i] += 1
+            spare -= 1
+    for column, column_width in zip(table.columns, widths, strict=True):
+        column.width = column_width
+        column.no_wrap = False
+        column.overflow = "fold"
+    if left_out:
+        table.caption = f"left out at {width} columns: {', '.join(left_out)} (--csv has them)"
+        table.caption_justify = "left"
+    return table
+
+
+def _natural(column: Any) -> int:
+    """A column's width with nothing folded."""
+    cells = max((_cell_width(c) for c in column._cells), default=0)
+    return max(cells, cell_len(str(column.header)))
+
+
+def _plain(cell: object) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def show(
+    table: Table, keys: Sequence[str] = (), drop: Sequence[str] = (), fold: Sequence[str] = ()
+) -> None:
+    """Print a table fitted to the output width (see :func:`fit`)."""
+    out.print(fit(table, keys, drop, fold))
+
+
+def _int(value: object) -> str:
+    return "-" if value is None else f"{int(value):,}"  # type: ignore[call-overload]
+
+
+def print_json(document: object) -> None:
+    """A JSON document on stdout, nothing else (scripts parse it)."""
+    sys.stdout.write(json.dumps(document, indent=1) + "\n")
+    sys.stdout.flush()
+
+
+def print_csv(frame: pl.DataFrame) -> None:
+    """A table as CSV on stdout, nothing else (``--csv``); list columns joined by ``|``."""
+    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
+    if lists:
+        frame = frame.with_columns(
+            pl.col(name).list.eval(pl.element().cast(pl.Utf8)).list.join("|") for name in lists
+        )
+    sys.stdout.write(frame.write_csv())
+    sys.stdout.flush()
+
+
+@contextmanager
+def progress_status(first: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr (only on a terminal) whose text the callback updates."""
+    if not err.is_terminal or err.quiet:
+        yield lambda _msg: None
+        return
+    with err.status(first) as status:
+        yield lambda msg: status.update(msg)
+
+
+def render_ingest(result: IngestResult) -> None:
+    table = Table(
+        title=f"ingest #{result.ingest_id}: {len(result.files)} file(s)", title_justify="left"
+    )
+    for column in ("table", "files", "read", "new", "replaced", "superseded", "rejected"):
+        table.add_column(column, justify="left" if column == "table" else "right")
+    for t in result.tables:
+        table.add_row(
+            t.table,
+            _int(t.files),
+            _int(t.read),
+            _int(t.new),
+            _int(t.replaced),
+            _int(t.superseded),
+            _int(t.rejected),
+        )
+    show(table)
+    topo = result.topology
+    if topo is not None:
+        line = (
+            f"topology ({topo.kind}) {topo.file}: {topo.placed:,} node(s) placed in "
+            f"{topo.switches:,} switch(es) and {topo.blocks:,} block(s)"
+        )
+        if topo.missing:
+            line += f"; {topo.missing:,} node(s) not in the file keep their own domain"
+        if topo.unknown:
+            line += f"; {topo.unknown:,} node(s) of the file are not among this call's nodes"
+            if topo.unknown_names:
+                more = ", ..." if topo.unknown > len(topo.unknown_names) else ""
+                line += f" ({', '.join(topo.unknown_names)}{more})"
+        if topo.duplicates:
+            line += f"; {topo.duplicates:,} node(s) named twice (the first kept)"
+        out.print(Text(line))
+    for text in result.notes:  # what the adapter decided: a message, not data
+        note(text)
+    if result.rejected:
+        out.print(
+            f"{result.rejected:,} row(s) rejected; the first of them below, all in the "
+            "store's rejects table (file, row, column, value, reason)."
+        )
+        show(_rejects_table(result.rejects.head(10)), fold=_REJECT_TEXT)
+        if result.rejected > 10:
+            out.print(f"all of them: fleetaudit rejects --ingest {result.ingest_id}")
+
+
+_REJECT_TEXT = ("file", "value", "reason")
+
+
+def _rejects_table(frame: pl.DataFrame) -> Table:
+    table = Table(show_edge=False)
+    for column in ("file", "row", "column", "value", "reason"):
+        # the value (a whole bad line) folds first on a narrow terminal
+        table.add_column(
+            column,
+            justify="right" if column == "row" else "left",
+            overflow="fold",
+            ratio=2 if column in ("value", "reason") else None,
+        )
+    for r in frame.iter_rows(named=True):
+        table.add_row(
+            *(
+                Text("" if r[c] is None else str(r[c]))
+                for c in ("file", "row", "column", "value", "reason")
+            )
+        )
+    return table
+
+
+def render_rejects(result: RejectsResult) -> None:
+    """``fleetaudit rejects``: one ingest call's rejected rows."""
+    if result.ingest_id is None:
+        out.print(f"store {result.db}: no ingest yet")
+        return
+    shown = result.rejects.height
+    more = f", the first {shown:,} below" if shown < result.total else ""
+    out.print(f"ingest #{result.ingest_id}: {result.total:,} row(s) rejected{more}")
+    if shown:
+        show(_rejects_table(result.rejects), fold=_REJECT_TEXT)
+
+
+def render_summary(summary: StoreSummary) -> None:
+    out.print(
+        f"store {summary.db}: export time {iso(summary.export_time) or '-'}, "
+        f"{summary.queued:,} request(s) queued"
+    )
+    tables = Table(title="tables", title_justify="left")
+    for column in ("table", "rows", "first", "last"):
+        tables.add_column(column, justify="right" if column == "rows" else "left")
+    for r in summary.tables.iter_rows(named=True):
+        tables.add_row(r["table"], _int(r["rows"]), iso(r["first"]) or "", iso(r["last"]) or "")
+    show(tables)
+    render_models(summary.models)
+    if summary.scenarios.height:
+        scen = Table(title="scenarios", title_justify="left")
+        for column in ("name", "command", "at", "created"):
+            scen.add_column(column)
+        for r in summary.scenarios.iter_rows(named=True):
+            scen.add_row(r["name"], r["command"], iso(r["at"]) or "", iso(r["created_at"]) or "")
+        show(scen)
+
+
+def render_models(models: pl.DataFrame) -> None:
+    table = Table(title="capacity by GPU model", title_justify="left")
+    for column in ("gpu_model", "nodes", "gpus", "healthy_gpus", "domains"):
+        table.add_column(column, justify="left" if column == "gpu_model" else "right")
+    for r in models.iter_rows(named=True):
+        table.add_row(
+            str(r["gpu_model"]),
+            _int(r["nodes"]),
+            _int(r["gpus"]),
+            _int(r["healthy_gpus"]),
+            _int(r["domains"]),
+        )
+    if models.height:
+        table.add_row(
+            "all",
+            _int(models["nodes"].sum()),
+            _int(models["gpus"].sum()),
+            _int(models["healthy_gpus"].sum()),
+            _int(models["domains"].sum()),
+            style="bold",
+        )
+    show(table)
+
+
+def bound_lines(bound: pl.DataFrame) -> list[str]:
+    """One line per model with CPU- or memory-bound nodes (their idle GPUs cannot take work)."""
+    return [
+        f"cpu/memory-bound: {r['gpu_model']}: {r['nodes']:,} node(s) with idle GPUs have every "
+        f"CPU ({r['cpu_bound_nodes']:,}) or all memory ({r['memory_bound_nodes']:,}) in use; "
+        f"their {r['idle_gpus']:,} idle GPUs cannot take work"
+        for r in bound.iter_rows(named=True)
+    ]
+
+
+def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> None:
+    """The state at an instant per GPU model: GPUs by status, free and partial nodes.
+
+    With a window, also the GPUs idle over all of it (the free interval).
+    """
+    per_model = state_by_model(state)
+    table = Table(title=f"GPUs at {at}", title_justify="left")
+    headers = {
+        "gpu_model": "model",
+        "installed": "installed",
+        "unhealthy": "unhealthy",
+        "high": "alloc high",
+        "low": "alloc low",
+        "idle": "idle",
+        **({"idle_window": f"idle for {window}"} if window else {}),
+        "free_nodes": "free nodes",
+        "partial_nodes": "partial nodes",
+    }
+    for column, header in headers.items():
+        table.add_column(header, justify="left" if column == "gpu_model" else "right", no_wrap=True)
+    for r in per_model.iter_rows(named=True):
+        table.add_row(str(r["gpu_model"]), *(_int(r[c]) for c in list(headers)[1:]))
+    show(table)
+    out.print(
+        "installed = unhealthy + alloc high + alloc low + idle; alloc high is high-priority "
+        "work alone; shares count the GPUs they fill when packed first-fit-decreasing."
+    )
+    for line in bound_lines(occupancy.bound_nodes(state)):
+        out.print(Text(line))
+    over = int(per_model["overcommitted"].sum())
+    if over:
+        err.print(
+            f"note: {over} node(s) hold more GPUs of allocations than they have; "
+            "their allocations are counted up to the node's GPUs"
+        )
+
+
+def render_generate(result: GenerateResult) -> None:
+    table = Table(
+        title=f"generated fleet in {result.out} ({result.gpus:,} GPUs)", title_justify="left"
+    )
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    table.add_column("file")
+    for name, path in result.files.items():
+        table.add_row(name, _int(result.rows.get(name, 0)), str(path))
+    show(table)
+
+
+def render_rollup(result: RollupResult) -> None:
+    seconds = int(result.interval_s)
+    unit = next(
+        u for u, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if seconds % size == 0
+    )
+    size = {"d": 86400, "h": 3600, "m": 60, "s": 1}[unit]
+    out.print(
+        f"rolled up {result.rows:,} raw rows of {result.files:,} file(s) per "
+        f"{seconds // size}{unit} on {result.engine} in {result.seconds:.1f} s",
+        soft_wrap=True,
+    )
+    table = Table()
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    table.add_column("file")
+    for name, (path, rows) in result.written.items():
+        table.add_row(name, _int(rows), str(path))
+    show(table)
+    if result.skipped:
+        err.print(
+            f"note: {result.skipped:,} raw row(s) left out: ingest would reject them "
+            "(a required value missing, a fraction outside 0..1, a negative gpu_index)"
+        )
+
+
+_CAUSE_STYLE = {
+    "interval": "yellow",
+    "fragment": "red",
+    "cpu_memory": "magenta",
+    "topology": "blue",
+}
+_CAUSE_CHAR = {"interval": "i", "fragment": "f", "cpu_memory": "c", "topology": "t"}
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if value >= size:
+            return f"{value / size:.1f}{unit}"
+    return f"{value:.0f}s"
+
+
+def stranded_bar(stranded: dict[str, float] | None, idle: float, width: int = 16) -> Text:
+    """A stacked bar of stranded GPUs by cause, scaled to the idle GPUs."""
+    if stranded is None:
+        return Text("(share shape)", style="dim")
+    bar = Text()
+    if idle <= 0:
+        return bar
+    for cause, style in _CAUSE_STYLE.items():
+        cells = round(width * stranded[cause] / idle)
+        if stranded[cause] > 0 and cells == 0:
+            cells = 1
+        bar.append(_CAUSE_CHAR[cause] * cells, style=f"bold {style}")
+    bar.append(
+        " " + " ".join(f"{_CAUSE_CHAR[c]}{_num(stranded[c])}" for c in _CAUSE_STYLE if stranded[c])
+    )
+    return bar
+
+
+def render_shapes(result: ShapesResult) -> None:
+    """One row per shape: instances, usable GPUs, stranded by cause; reclaim and history if asked."""
+    reports = result.shapes
+    title = f"shapes at {iso(result.at)}" + (
+        f" (scenario {result.scenario})" if result.scenario else ""
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("shape", no_wrap=True)
+    for header in ("queued", "instances", "usable GPUs", "idle GPUs"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("stranded GPUs by cause", no_wrap=True)
+    for r in reports:
+        ledger = r.evaluation.ledger
+        table.add_row(
+            Text(r.evaluation.shape.label()),
+            _int(r.queued),
+            f"{_int(r.instances)}{'+' if r.capped else ''}",
+            _num(ledger.usable),
+            _num(ledger.idle),
+            stranded_bar(ledger.stranded, ledger.idle),
+        )
+    show(
+        table,
+        keys=("queued", "instances"),
+        drop=("stranded GPUs by cause", "idle GPUs", "usable GPUs"),
+    )
+    if not reports:
+        out.print(
+            "no GPU request is queued at this instant; give a shape with --model/--gpus or --shapes"
+        )
+        for text in result.notes:
+            note(text)
+        return
+    out.print(
+        "stranded: i interval (busy during the duration), f fragment (less than a pod), "
+        "c cpu_memory (GPUs without CPUs or memory), t topology (slots no whole instance can use)"
+        + ("; + capped by --max" if any(r.capped for r in reports) else "")
+    )
+    _render_outlook(reports)
+    for r in reports:
+        if r.misses is not None:
+            render_misses(r)
+    for text in result.notes:
+        note(text)
+
+
+def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
+    """Reclaimable capacity, start probability, waits and their calibration, where asked."""
+    with_reclaim = any(r.reclaim is not None for r in reports)
+    with_history = any(r.history is not None for r in reports)
+    if not (with_reclaim or with_history):
+        return
+    table = Table(title="reclaim and start outlook", title_justify="left")
+    table.add_column("shape", no_wrap=True)
+    if with_reclaim:
+        table.add_column("+evict", justify="right", no_wrap=True)
+        table.add_column("lost GPU-h", justify="right", no_wrap=True)
+    if with_history:
+        for header in ("p_start", "wait p50/p90", "in deadline", "started", "real p50/p90"):
+            table.add_column(header, justify="right", no_wrap=True)
+    for r in reports:
+        row: list[str | Text] = [Text(r.evaluation.shape.label())]
+        if with_reclaim:
+            rc = r.reclaim
+            row += ["-", "-"] if rc is None else [_int(rc.instances), f"{rc.lost_gpu_hours:,.2f}"]
+        if with_history:
+            h, cal = r.history, r.calibration
+            row += ["-"] * 3 if h is None else [
+                _pct(h.p_start), f"{_seconds(h.wait_p50_s)}/{_seconds(h.wait_p90_s)}", _pct(h.p_within_deadline),
+            ]  # fmt: skip
+            if cal is None or cal.started == 0:
+                row += ["0", "-"]
+            else:
+                row += [
+                    _int(cal.started),
+                    f"{_seconds(cal.actual_wait_p50_s)}/{_seconds(cal.actual_wait_p90_s)} "
+                    f"(pred. {_seconds(cal.predicted_wait_p50_s)}/{_seconds(cal.predicted_wait_p90_s)})",
+                ]
+        table.add_row(*row)
+    show(table)
+    if with_history:
+        out.print(
+            "+evict: instances that evicting low-priority and sleepable work would add, losing "
+            "lost GPU-h. waits: time to the first step with an instance, '-' censored (none in "
+            "the window). started: requests of the shape submitted in the window that started; "
+            "their real waits beside the predicted ones."
+        )
+
+
+def render_misses(report: ShapeReport) -> None:
+    """The groups that lack least to host one more instance, and what their nodes lack."""
+    misses = report.misses
+    assert misses is not None
+    table = Table(title=f"nearest misses: {report.evaluation.shape.label()}", title_justify="left")
+    for header in (
+        "group",
+        "missing pods",
+        "node",
+        "lacks GPUs",
+        "lacks CPUs",
+        "lacks GiB",
+        "busy in window",
+    ):
+        table.add_column(
+            header, justify="left" if header in ("group", "node") else "right", no_wrap=True
+        )
+    for m in misses.iter_rows(named=True):
+        table.add_row(
+            str(m["group"]),
+            _int(m["missing_pods"]),
+            str(m["node_id"]),
+            _num(m["lacks_gpus"]),
+            _num(m["lacks_cpus"]),
+            _num(m["lacks_memory_gib"]),
+            _num(m["busy_in_window_gpus"]),
+        )
+    if misses.is_empty():
+        out.print(f"nearest misses: {report.evaluation.shape.label()}: no eligible node")
+    else:
+        show(table)
+
+
+_SPARK = "▁▂▃▄▅▆▇█"
+
+
+def _spark(values: list[float], top: float = 100.0) -> str:
+    return "".join(_SPARK[min(len(_SPARK) - 1, max(0, int(v / top * len(_SPARK))))] for v in values)
+
+
+def render_placement(result: PlacementResult) -> None:
+    """Policies side by side: allocated %/fragmented % along the run, failures, a small curve."""
+    if result.mode == "time":
+        key, steps = "instant_pct", [0.0, 25.0, 50.0, 75.0, 100.0]
+        title = (
+            f"placement what-if by time, {iso(result.start)} .. {iso(result.at)}, {result.queue} queue"
+            f"{', from an empty fleet' if result.empty else ''}, {result.gpus:,} GPUs: "
+            "allocated %/fragmented % at % of the window"
+        )
+    else:
+        fill = float(result.fill_pct or 0)
+        key, steps = (
+            "arrived_pct",
+            [s for s in (50.0, 70.0, 90.0, 100.0, 110.0, 130.0) if s <= fill] or [fill],
+        )
+        title = (
+            f"placement what-if, fill to {fill:g}% of {result.gpus:,} GPUs, "
+            f"mean of {result.seeds} seed(s): allocated %/fragmented % at arrival %"
+        )
+    table = Table(title=title, title_justify="left")
+    table.add_column("policy", no_wrap=True)
+    for s in steps:
+        table.add_column(f"{s:g}%", justify="right", no_wrap=True)
+    if result.mode == "time":
+        table.add_column("started", justify="right", no_wrap=True)
+        table.add_column("queued at end", justify="right", no_wrap=True)
+    table.add_column("failed", justify="right", no_wrap=True)
+    table.add_column("allocated (10% steps)", no_wrap=True)
+    for policy, curve in result.curves.items():
+        by = {round(r[key], 6): r for r in curve.iter_rows(named=True)}
+        cells = []
+        for s in steps:
+            r = by.get(round(s, 6))
+            cells.append(
+                "-" if r is None else f"{r['allocated_pct']:.1f}/{r['fragmented_pct']:.1f}"
+            )
+        last = curve.row(-1, named=True) if curve.height else None
+        if result.mode == "time":
+            cells += (
+                ["-", "-"]
+                if last is None
+                else [f"{last['started']:,.0f}", f"{last['queued']:,.0f}"]
+            )
+        table.add_row(
+            policy,
+            *cells,
+            "-" if last is None else f"{last['failed']:,.0f}",
+            _spark(curve["allocated_pct"].to_list()[::2]),  # every 10%
+        )
+    show(
+        table,
+        keys=("failed",),
+        drop=("allocated (10% steps)", "queued at end", "started", "25%", "75%", "70%", "110%"),
+    )
+    out.print(
+        "fragmented: idle GPU capacity the workload's request shapes, weighted by how often "
+        "they occur, cannot use (the FGD paper's measure); failed: requests that found no node"
+        + (
+            " (by time: fit no node at all, or still waiting at the end)."
+            if result.mode == "time"
+            else "."
+        )
+    )
+    if result.saved:
+        out.print(
+            f"saved the final {result.saved_policy} placement as scenario {result.saved!r} "
+            f"(at {iso(result.at)}); read it with --scenario {result.saved}"
+        )
+
+
+# -- report (SPEC §7) --------------------------------------------------------------------
+
+_BAR_WIDTH = 24
+_TENANTS_SHOWN = 20
+_SPARK_REPORTS = 40  # the newest recorded reports a trend sparkline draws
+
+
+def _gh(value: float | None) -> str:
+    """GPU-hours, whole."""
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _pct1(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _share_bar(parts: list[tuple[float, str]], total: float, width: int = _BAR_WIDTH) -> Text:
+    """A bar of ``width`` cells: each part's share of ``total`` (largest remainder), then the rest."""
+    values = [max(v, 0.0) for v, _ in parts]
+    rest = max(total - sum(values), 0.0)
+    exact = [v / total * width if total > 0 else 0.0 for v in [*values, rest]]
+    cells = [int(e) for e in exact]
+    for i in sorted(range(len(exact)), key=lambda i: exact[i] - cells[i], reverse=True):
+        if sum(cells) >= width or total <= 0 or exact[i] == cells[i]:
+            break
+        cells[i] += 1
+    text = Text()
+    for i, (_, style) in enumerate(parts):
+        text.append(("█" if i == 0 else "▒") * cells[i], style=style)
+    text.append("·" * (width - sum(cells[:-1])), style="dim")
+    return text
+
+
+def _bar_width(names: list[str]) -> int:
+    """Bars as wide as fit beside the model names and three percentages (at most 24)."""
+    model = max((cell_len(n) for n in names), default=5)
+    room = out.width - model - 3 * (7 + 3) - 2  # " 100.0%" per bar, padding and rules
+    return max(4, min(_BAR_WIDTH, room // 3))
+
+
+def _denominator_bars(
+    figures: dict[str, object], width: int = _BAR_WIDTH
+) -> tuple[Text, Text, Text]:
+    ph = figures["physical"]
+    sc = figures["schedulable"]
+    pr = figures["productive"]
+    assert isinstance(ph, dict) and isinstance(sc, dict) and isinstance(pr, dict)
+    physical = _share_bar(
+        [
+            (ph["allocated_high_gpu_hours"], "blue"),
+            (ph["allocated_gpu_hours"] - ph["allocated_high_gpu_hours"], "cyan"),
+        ],
+        ph["healthy_gpu_hours"],
+        width,
+    )
+    schedulable = _share_bar([(sc["usable_gpu_hours"], "green")], sc["idle_gpu_hours"], width)
+    productive = _share_bar(
+        [(pr["sm_active_gpu_hours"], "green")], pr["telemetry_gpu_hours"], width
+    )
+    return physical, schedulable, productive
+
+
+def _pct_of(part: float, whole: float) -> str:
+    return "-" if whole <= 0 else f"{100 * part / whole:5.1f}%"
+
+
+def render_report(result: ReportResult) -> None:
+    """The one-screen summary (three denominators per model as aligned bars), then details."""
+    title = f"report {iso(result.start)} .. {iso(result.end)}, step {_seconds(result.step_s)}"
+    if result.scenario:
+        title += f" (scenario {result.scenario})"
+    table = Table(title=title, title_justify="left", show_edge=False)
+    table.add_column("model", no_wrap=True)
+    for header in (
+        "physical: allocated / healthy",
+        "schedulable: usable / idle",
+        "productive: SM-active / sampled allocated",
+    ):
+        table.add_column(header, no_wrap=True)
+    rows = [("fleet", result.fleet), *result.models.items()]
+    bar_width = _bar_width([name for name, _ in rows])
+    for name, figures in rows:
+        ph, sc, pr = figures["physical"], figures["schedulable"], figures["productive"]
+        bars = _denominator_bars(figures, bar_width)
+        table.add_row(
+            Text(name, style="bold" if name == "fleet" else ""),
+            bars[0] + Text(f" {_pct_of(ph['allocated_gpu_hours'], ph['healthy_gpu_hours'])}"),
+            bars[1] + Text(f" {_pct_of(sc['usable_gpu_hours'], sc['idle_gpu_hours'])}"),
+            bars[2] + Text(f" {_pct_of(pr['sm_active_gpu_hours'], pr['telemetry_gpu_hours'])}"),
+        )
+    show(table, keys=tuple(str(c.header) for c in table.columns))  # bars narrow instead
+    fleet = result.fleet["physical"]
+    out.print(
+        f"allocation rate: high {_pct1(fleet['allocation_rate_high'])}, "
+        f"high + low {_pct1(fleet['allocation_rate'])} of healthy GPU-hours; "
+        f"bars: █ high/usable/SM-active, ▒ low priority, · the rest"
+    )
+    pr = result.fleet["productive"]
+    out.print(
+        f"SM-active rate {_pct1(pr['productive_rate'])} of the allocated GPU-hours with "
+        f"telemetry; telemetry covers {_pct1(pr['coverage'])} of allocated GPU-hours"
+    )
+    _render_trend(result)
+    out.print()
+    _render_physical(rows)
+    _render_schedulable(rows, result)
+    _render_productive(rows, result)
+    _render_recoverable(result)
+    for text in result.notes:
+        note(text)
+
+
+def _render_trend(result: ReportResult) -> None:
+    if result.previous is None:
+        out.print("trend: no earlier recorded report of this window length and step")
+        return
+    parts = []
+    for f in result.trend:
+        change = f["change"]
+        if change is None:
+            text = "-"
+        elif "rate" in f["figure"]:
+            text = f"{100 * change:+.1f} pt"
+        else:
+            text = f"{change:+,.1f}"
+        parts.append(f"{f['label']} {text}")
+    out.print(
+        f"since the report of {iso(result.previous['created_at'])} (same window length and step):"
+    )
+    for part in parts:
+        out.print(f"  {part}")
+    rates = report_api.trend_rates(result)
+    count = len(rates[0][2])
+    shown = min(count, _SPARK_REPORTS)
+    out.print(
+        f"trend over {'the last ' if shown < count else ''}{shown} recorded reports "
+        "(this one last):"
+    )
+    width = max(cell_len(label) for _, label, _ in rates)
+    for _key, label, values in rates:
+        out.print(
+            Text(f"  {label:<{width}} {sparkline(values[-shown:])} {_pct1(values[-1])}"),
+            no_wrap=True,
+            overflow="ellipsis",
+        )
+
+
+def _render_physical(rows: list[tuple[str, dict[str, Any]]]) -> None:
+    table = Table(title="physical GPU-hours (exact)", title_justify="left")
+    table.add_column("model", no_wrap=True)
+    for header in ("installed", "healthy", "alloc high", "alloc all", "rate high", "rate all"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, figures in rows:
+        p = figures["physical"]
+        table.add_row(
+            Text(name),
+            _gh(p["installed_gpu_hours"]),
+            _gh(p["healthy_gpu_hours"]),
+            _gh(p["allocated_high_gpu_hours"]),
+            _gh(p["allocated_gpu_hours"]),
+            _pct1(p["allocation_rate_high"]),
+            _pct1(p["allocation_rate"]),
+        )
+    show(table)
+
+
+def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
+
+    instants = result.steps["instant"].n_unique()
+    table = Table(
+        title=f"schedulable GPU-hours (sampled at {instants:,} instants)", title_justify="left"
+    )
+    table.add_column("model", no_wrap=True)
+    for header in ("idle", "usable", *denominators.SPLIT, "unhealthy"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, figures in rows:
+        s = figures["schedulable"]
+        table.add_row(
+            Text(name),
+            _gh(s["idle_gpu_hours"]),
+            _gh(s["usable_gpu_hours"]),
+            *(_gh(s["stranded_gpu_hours"][c]) for c in denominators.SPLIT),
+            _gh(s["unhealthy_gpu_hours"]),
+        )
+    show(table, keys=("idle", "usable"))
+    _render_places(result)
+    shapes = Table(title="demand shapes over the window", title_justify="left")
+    shapes.add_column("shape", no_wrap=True)
+    for header in ("requests", "queued", "p_start", "wait p50", "wait p90", "usable GPU-h as best"):
+        shapes.add_column(header, justify="right", no_wrap=True)
+    for s in result.shapes:
+        shapes.add_row(
+            Text(s.shape.label() + (" (share)" if s.shape.is_share else "")),
+            _int(s.requests if s.requests is not None else s.queued),
+            _int(s.queued),
+            _pct1(s.p_start),
+            _seconds(s.wait_p50_s),
+            _seconds(s.wait_p90_s),
+            _gh(s.usable_gpu_hours),
+        )
+    for line in bound_lines(
+        pl.DataFrame(
+            [{"gpu_model": m, **v} for m, v in result.bound.items()],
+            schema={
+                "gpu_model": pl.String,
+                "nodes": pl.Int64,
+                "cpu_bound_nodes": pl.Int64,
+                "memory_bound_nodes": pl.Int64,
+                "idle_gpus": pl.Int64,
+            },
+        )  # fmt: skip
+    ):
+        out.print(Text(f"{line} (at {iso(result.end)})"))
+    if result.demand:
+        out.print(Text(report_api.describe_demand(result.demand)))
+    if result.shapes:
+        show(
+            shapes,
+            keys=("queued", "p_start"),
+            drop=("usable GPU-h as best", "wait p90", "wait p50"),
+        )
+    else:
+        out.print("no GPU request is in the window's demand: all idle GPUs are unqueued")
+
+
+_PLACES_SHOWN = 20
+
+
+def _render_places(result: ReportResult) -> None:
+    """The switch domains that strand most GPU-hours, by cause, and the rest summed."""
+    places = result.places
+    if places.height == 0:
+        return
+    instants = result.steps["instant"].n_unique()
+    table = Table(
+        title=f"where it strands: stranded GPU-hours by switch domain (estimated from "
+        f"{result.places_instants:,} of {instants:,} instants)",
+        title_justify="left",
+    )
+    table.add_column("domain", no_wrap=True)
+    table.add_column("model", no_wrap=True)
+    for header in ("stranded", *denominators.SPLIT):
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in places.head(_PLACES_SHOWN).iter_rows(named=True):
+        table.add_row(
+            Text(row["domain"]),
+            Text(row["gpu_model"]),
+            _gh(row["stranded_gpu_hours"]),
+            *(_gh(row[c]) for c in denominators.SPLIT),
+        )
+    rest = places.slice(_PLACES_SHOWN)
+    if rest.height:
+        summed = rest.select(pl.col("stranded_gpu_hours", *denominators.SPLIT).sum()).row(0, named=True)
+        table.add_row(
+            Text(f"the other {rest.height:,}", style="italic"),
+            "",
+            _gh(summed["stranded_gpu_hours"]),
+            *(_gh(summed[c]) for c in denominators.SPLIT),
+        )
+    totals = places.select(pl.col(denominators.SPLIT).sum()).row(0, named=True)
+    # on a narrow terminal the causes that strand least go first
+    show(table, keys=("model", "stranded"), drop=sorted(denominators.SPLIT, key=lambda c: totals[c]))
+
+
+def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
+    t = result.telemetry
+    out.print(
+        f"productive: metric {t['metric']} from {t['column']}, {t['samples']:,} samples, "
+        f"each {_seconds(t['interval_s'])} of one GPU (the median gap of "
+        f"{t['interval_from_gpus']:,} GPUs); telemetry covers "
+        f"{_pct1(t['coverage'])} of allocated GPU-hours"
+        + (
+            f"; {t['unattributed_gpu_hours']:,.1f} sampled GPU-hours matched no allocation"
+            if t["unattributed_gpu_hours"]
+            else ""
+        )
+    )
+    named = [src for src in t.get("sources", ()) if src["metric"] is not None]
+    if named:
+        out.print(
+            "sm_active read from: "
+            + ", ".join(
+                f"{src['metric'] or 'sm_active as given'} {_pct1(src['share'])}"
+                + (" (an upper bound)" if src["upper_bound"] else "")
+                for src in t["sources"]
+            )
+        )
+    table = Table(title="productive GPU-hours (telemetry)", title_justify="left")
+    table.add_column("workload / model / tenant", no_wrap=True)
+    for header in ("allocated", "with telemetry", "SM-active", "SM-active rate"):
+        table.add_column(header, justify="right", no_wrap=True)
+
+    def add(name: str, p: dict[str, Any]) -> None:
+        table.add_row(
+            Text(name),
+            _gh(p["allocated_gpu_hours"]),
+            _pct1(p["coverage"]),
+            _gh(p["sm_active_gpu_hours"]),
+            _pct1(p["productive_rate"]),
+        )
+
+    for workload, p in result.fleet["productive"]["workloads"].items():
+        add(workload, p)
+    for name, figures in rows:
+        add(f"model {name}" if name != "fleet" else "all", figures["productive"])
+    by_size = sorted(result.tenants.items(), key=lambda t: -t[1]["physical"]["allocated_gpu_hours"])
+    for tenant, figures in by_size[:_TENANTS_SHOWN]:
+        add(f"tenant {tenant}", figures["productive"])
+    rest = by_size[_TENANTS_SHOWN:]
+    if rest:
+        summed = [f["productive"] for _, f in rest]
+        allocated = sum(p["allocated_gpu_hours"] or 0.0 for p in summed)
+        telemetry = sum(p["telemetry_gpu_hours"] or 0.0 for p in summed)
+        active = sum(p["sm_active_gpu_hours"] or 0.0 for p in summed)
+        add(
+            f"the other {len(rest):,} tenants",
+            {
+                "allocated_gpu_hours": allocated,
+                "coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+                "sm_active_gpu_hours": active,
+                "productive_rate": active / telemetry if telemetry > 0 else None,
+            },
+        )
+    show(table, keys=("allocated", "SM-active rate"), drop=("with telemetry",))
+    nb = result.neighbour
+    drop = "" if nb["drop"] is None else f": a drop of {_pct1(nb['drop'])}"
+    out.print(
+        f"CPU-neighbour indicator: training SM-active {_pct1(nb['with_cpu_neighbour'])} with a "
+        f"CPU-only allocation on its node, {_pct1(nb['without_cpu_neighbour'])} without{drop}"
+    )
+
+
+def _render_recoverable(result: ReportResult) -> None:
+
+    for kind in ("compaction", "harvesting"):
+        run = result.whatifs.get(kind)
+        if run is None:
+            out.print(f"{kind}: not run on this database yet (fleetaudit whatif {kind})")
+            continue
+        summary = report_api.recoverable_summary(run)
+        out.print(f"{kind}: {summary['ran']}")
+        if kind == "compaction" and isinstance(summary.get("over_time"), dict):
+            o = summary["over_time"]
+            reduction = o.get("reduction_pct")
+            out.print(
+                f"  over time, {o.get('start')} .. {o.get('end')}: partially occupied nodes "
+                f"{o.get('partial_nodes_without', '-')} without, {o.get('partial_nodes_with', '-')} "
+                f"with compaction, time-averaged "
+                f"({'-' if reduction is None else f'{reduction:+.1f}%'}; the ASI paper reports "
+                f"{o.get('paper_reduction_pct', compaction_over_time.PAPER_PARTIAL_REDUCTION_PCT)}%); "
+                f"migration {_gh(o.get('migration_gpu_hours'))} GPU-h"
+            )
+        if kind == "compaction":
+            # an over-time run said its window above; a one-instant run says so here
+            instant = f"one instant at {summary['at']}: " if summary.get("label") == "one instant" else ""
+            out.print("  " + instant + compaction_outcome(summary))
+            shapes = report_api.recoverable_view(summary)["instances"]
+            gained = [i for i in shapes if i["gained"]]
+            if gained:
+                out.print(
+                    "  instances gained per shape: "
+                    + ", ".join(f"{i['shape']} {i['gained']:+,.0f}" for i in gained)
+                    + (
+                        f" (the other {len(shapes) - len(gained)} unchanged)"
+                        if len(shapes) > len(gained)
+                        else ""
+                    )
+                )
+        else:
+            for p in summary.get("policies", []):
+                out.print(
+                    f"  {p.get('policy', '-')}: allocation rate high "
+                    f"{_pct1(p.get('allocation_rate_high'))}, all {_pct1(p.get('allocation_rate'))}, "
+                    f"standby {_gh(p.get('standby_gpu_hours'))} GPU-h, harvested "
+                    f"{_pct1(p.get('harvested_share'))}, preemptions {_count(p.get('preemptions'))}, "
+                    f"lost {_gh(p.get('lost_gpu_hours'))} GPU-h, unfinished {_count(p.get('unfinished'))}"
+                )
+            if not summary.get("policies"):
+                out.print("  no policy figures in its document")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _count(value: object) -> str:
+    """A count from a stored document: thousands separators, or the value as it is."""
+    if value is None:
+        return "-"
+    return f"{int(value):,}" if _is_number(value) else str(value)  # type: ignore[call-overload]
+
+
+def compaction_outcome(summary: dict[str, Any]) -> str:
+    """A stored compaction run in one line: GPUs freed, nodes before and after, the pause.
+
+    >>> compaction_outcome({"before": {"partial_nodes": 1200, "free_nodes": 40},
+    ...     "after": {"partial_nodes": 1100, "free_nodes": 52}, "bound_free_nodes": 60,
+    ...     "moves": 1500, "migration": {"freed_gpus": 96, "pause_gpu_hours": 1234.5,
+    ...     "payback_s": 46293.75}})
+    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234 GPU-hours, repaid after 12.9 h of use'
+    """
+    migration = summary.get("migration", {})
+    before, after = summary.get("before", {}), summary.get("after", {})
+    parts = []
+    if "freed_gpus" in migration:
+        parts.append(f"frees {_count(migration['freed_gpus'])} GPUs")
+    nodes = []
+    if "free_nodes" in before or "free_nodes" in after:
+        bound = summary.get("bound_free_nodes")
+        nodes.append(
+            f"free nodes {_count(before.get('free_nodes'))} → {_count(after.get('free_nodes'))}"
+            + ("" if bound is None else f" (at most {_count(bound)})")
+        )
+    if "partial_nodes" in before or "partial_nodes" in after:
+        nodes.append(
+            f"partially occupied {_count(before.get('partial_nodes'))} → "
+            f"{_count(after.get('partial_nodes'))}"
+        )
+    text = ": ".join([*parts[:1], ", ".join(nodes)] if nodes else parts)
+    cost = []
+    if "moves" in summary:
+        cost.append(f"{_count(summary['moves'])} moves")
+    pause = migration.get("pause_gpu_hours")
+    if pause is not None:
+        shown = f"{pause:,.0f}" if _is_number(pause) else str(pause)
+        cost.append(f"a pause of {shown} GPU-hours")
+        if _is_number(migration.get("payback_s")):
+            cost[-1] += f", repaid after {_duration(migration['payback_s'])} of use"
+    if cost:
+        text += ("; " if text else "") + ": ".join(cost)
+    return text or "no figures in its document"
+
+
+def _delta(before: float, after: float) -> str:
+    change = after - before
+    return "0" if change == 0 else f"{change:+,.0f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def render_compaction(report: CompactionReport, worst: int = 5) -> None:
+    """Before/after, instances per shape, moves and their cost, the worst partitions."""
+    result = report.result
+    migration = result.migration
+    for text in report.notes:
+        note(text)
+    table = Table(
+        title=(
+            f"compaction what-if at {iso(report.at)}"
+            + (f" on scenario {report.scenario}" if report.scenario else "")
+            + f": {len(result.partitions)} partition(s), {migration.moves:,} move(s), "
+            f"{migration.gpus_moved:,.4g} GPUs moved, {report.seconds:.1f} s"
+        ),
+        title_justify="left",
+    )
+    for column in ("", "before", "after", "change"):
+        table.add_column(column, justify="left" if not column else "right", no_wrap=not column)
+    before, after = result.before, result.after
+    table.add_row("free nodes", _int(before.free_nodes), _int(after.free_nodes),
+                  _delta(before.free_nodes, after.free_nodes))  # fmt: skip
+    table.add_row("partially occupied nodes", _int(before.partial_nodes),
+                  _int(after.partial_nodes), _delta(before.partial_nodes, after.partial_nodes))  # fmt: skip
+    table.add_row("free nodes: upper bound", "", _int(result.bound_free_nodes), "")
+    for (shape, was), (_, now), queued in zip(
+        before.instances, after.instances, report.queued, strict=True
+    ):
+        table.add_row(f"instances: {shape.label()} ({queued:,} queued)", _int(was), _int(now),
+                      _delta(was, now))  # fmt: skip
+    show(table)
+    if migration.moves:
+        out.print(
+            f"migration: {migration.state_gib:,.0f} GiB of state, {migration.transfer_s:,.0f} s "
+            f"of transfer; pause {migration.pause_gpu_hours:,.2f} GPU-hours against "
+            f"{migration.freed_gpus:,} GPUs freed (pays back after {_duration(migration.payback_s)} "
+            "of use)"
+        )
+    else:
+        out.print("no move improves on the state at t: the ledger is empty.")
+    hit = result.budgets_hit
+    if hit:
+        counts: dict[str, int] = {}
+        for p in hit:
+            for budget in p.budgets_hit:
+                counts[budget] = counts.get(budget, 0) + 1
+        out.print(
+            f"{len(hit)} partition(s) hit a search budget: "
+            + ", ".join(f"{b} ({n})" for b, n in sorted(counts.items()))
+        )
+    solved = [p for p in result.partitions if p.exact_status in ("optimal", "bound")]
+    if report.options.exact:
+        optimum = sum(p.exact_free or 0 for p in solved)
+        heuristic = sum(p.after_free for p in solved)
+        out.print(
+            f"exact (ILP) on {len(solved)} of {len(result.partitions)} partition(s): "
+            f"{optimum:,} free nodes at best, the search found {heuristic:,} "
+            f"(gap {optimum - heuristic:,}), "
+            f"{sum(p.exact_seconds or 0.0 for p in result.partitions):.1f} s"
+        )
+    ranked = sorted(
+        result.partitions,
+        key=lambda p: (-(p.bound_free - p.after_free), -p.after_partial, p.index),
+    )[:worst]
+    if ranked and len(result.partitions) > 1:
+        parts = Table(title="partitions furthest from their bound", title_justify="left")
+        for column in ("partition", "model", "nodes", "free", "bound", "partial", "moves",
+                       "budgets hit", "s"):  # fmt: skip
+            parts.add_column(
+                column, justify="left" if column in ("model", "budgets hit") else "right"
+            )
+        for p in ranked:
+            parts.add_row(
+                str(p.index), p.gpu_model, _int(p.nodes), f"{p.before_free:,} → {p.after_free:,}",
+                _int(p.bound_free), f"{p.before_partial:,} → {p.after_partial:,}", _int(p.moves),
+                ", ".join(p.budgets_hit) or "-", f"{p.seconds:.2f}",
+            )  # fmt: skip
+        show(parts)
+    if report.over_time is not None:
+        _render_over_time(report)
+    if report.saved:
+        out.print(
+            f"saved the compacted state as scenario {report.saved!r}; "
+            f"see what it unlocks with: fleetaudit shapes --scenario {report.saved}"
+        )
+
+
+def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
+    """The window's rounds (a sample of at most ``rows``), then what compaction changed."""
+    over, ot = report.over_time, report.over_time_options
+    if over is None or ot is None:
+        return
+    ticks = over.ticks
+    table = Table(
+        title=(
+            f"compaction over time, {iso(over.start)} .. {iso(over.end)}: a round every "
+            f"{_duration(ot.every_s)}, at most {ot.moves_per_hour:,.4g} GPUs moved per hour, "
+            f"arrivals placed {ot.policy}, queue {ot.queue}"
+        ),
+        title_justify="left",
+    )
+    for column in ("round at", "partial without", "partial with", "free without", "free with",
+                   "queued without", "queued with", "moves", "GPUs moved", "cut"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("round at", "cut") else "right")
+    stride = max(1, -(-len(ticks) // rows))
+    for t in ticks[::stride]:
+        table.add_row(
+            t.at.strftime("%Y-%m-%d %H:%M"), _int(t.without.partial_nodes),
+            f"{t.before.partial_nodes:,} → {t.after.partial_nodes:,}",
+            _int(t.without.free_nodes), f"{t.before.free_nodes:,} → {t.after.free_nodes:,}",
+            _int(t.without.queued), _int(t.before.queued), _int(len(t.moves)),
+            f"{t.gpus_moved:,.4g}", t.cut,
+        )  # fmt: skip
+    out.print(table)
+    if stride > 1:
+        out.print(f"(one round in {stride} of {len(ticks):,} shown; --json has them all)")
+    reduction = over.partial_reduction_pct
+    out.print(
+        f"partially occupied nodes, time-averaged: {over.partial_without:,.1f} without, "
+        f"{over.partial_with:,.1f} with compaction "
+        f"({'-' if reduction is None else f'{reduction:+.1f}%'}; "
+        f"the ASI paper reports {compaction_over_time.PAPER_PARTIAL_REDUCTION_PCT:+.1f}% in production)"
+    )
+    out.print(
+        f"free nodes, time-averaged: {over.free_without:,.1f} without, {over.free_with:,.1f} with"
+    )
+    for shape, (without, with_, arrived) in zip(over.shapes, over.start_probability, strict=True):
+        if arrived:
+            out.print(
+                f"start probability {shape.label()}: {_pct(without)} without, {_pct(with_)} with "
+                f"({arrived:,} arrived)"
+            )
+    e = over.earlier
+    if ot.policy == "recorded":
+        out.print(
+            f"{over.recorded_node:,} of {over.arrived:,} arriving requests have a recorded node "
+            "(an allocation whose job_id is the request_id); the others were placed best-fit"
+        )
+    out.print(
+        f"requests: {over.arrived:,} arrived; started {over.started[0]:,} without, "
+        f"{over.started[1]:,} with; {e['requests']:,} started earlier by "
+        f"{e['hours_total']:,.1f} h in all (mean {_hours(e['hours_mean'])}), "
+        f"{e['only_with_compaction']:,} started only with compaction; "
+        f"{e['later_requests']:,} started later by {e['later_hours_total']:,.1f} h, "
+        f"{e['only_without_compaction']:,} only without"
+    )
+    m = over.migration
+    out.print(
+        f"migration paid: {m.moves:,} moves, {m.gpus_moved:,.4g} GPUs moved, "
+        f"{m.pause_gpu_hours:,.2f} GPU-hours of pause; {over.seconds:.1f} s"
+    )
+    out.print("the one-instant figures above are for the state at the window's end")
+
+
+def _hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f} h"
+
+
+def render_harvesting(result: HarvestingResult) -> None:
+    """Victim policies side by side: rates, standby harvested, completion times, losses."""
+    title = (
+        f"harvesting what-if, {iso(result.start)} .. {iso(result.end)}"
+        + (f" (scenario {result.scenario})" if result.scenario else "")
+        + f": {result.sleeps:,} sleeps from {result.telemetry_samples:,} telemetry rows"
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("policy", no_wrap=True)
+    for header in (
+        "HP",
+        "HP+LP",
+        "standby GPU-h",
+        "harv.",
+        "LP done mean/p50/p90",
+        "preempt",
+        "forced",
+        "lost GPU-h",
+        "unfin.",
+    ):
+        table.add_column(header, justify="right", no_wrap=True)
+    for r in result.policies:
+        c = r.completion_s()
+        table.add_row(
+            r.policy,
+            _pct(r.allocation_rate_high),
+            _pct(r.allocation_rate),
+            f"{r.standby_gpu_hours:,.1f}",
+            _pct(r.harvested_share),
+            f"{_seconds(c['mean'])}/{_seconds(c['p50'])}/{_seconds(c['p90'])}",
+            _int(r.preemptions),
+            _int(r.forced_kills),
+            f"{r.lost_gpu_hours:,.1f}",
+            _int(r.unfinished),
+        )
+    show(
+        table,
+        keys=("HP", "HP+LP", "harv."),
+        drop=("LP done mean/p50/p90", "lost GPU-h", "standby GPU-h", "forced", "unfin."),
+    )
+    out.print(
+        "HP, HP+LP: allocated / healthy GPU-hours, high priority alone and with low priority. "
+        "standby: GPU-hours lent by sleeping allocations; harv.: the share of them "
+        "low-priority work used. LP done: completion time of the low-priority jobs that "
+        "arrived in the window. preempt: evictions for high-priority starts and waking "
+        "lenders; forced: evictions past the kill deadline; unfin.: jobs not done at "
+        "the window's end."
+    )
+    for text in result.notes:
+        note(text)
+
+
+# -- --csv: each command's table as a frame (machine column names, raw values) ----------
+
+
+def ingest_frame(result: IngestResult) -> pl.DataFrame:
+    """``ingest --csv``: per table, files read and rows new, replaced, superseded, rejected."""
+    columns = ("table", "files", "read", "new", "replaced", "superseded", "rejected")
+    return pl.DataFrame(
+        [[getattr(t, c) for c in columns] for t in result.tables],
+        schema=dict.fromkeys(columns, pl.Int64) | {"table": pl.String},
+        orient="row",
+    )
+
+
+def status_frame(summary: StoreSummary) -> pl.DataFrame:
+    """``status --csv``: capacity by GPU model."""
+    return summary.models
+
+
+def state_by_model(state: pl.DataFrame) -> pl.DataFrame:
+    """``state``'s table (and ``state --csv``): GPUs by status per model, free and partial nodes."""
+    healthy = capacity.usable_expr(state)
+    # capped at the node's GPUs, so the identity holds on over-committed nodes too
+    used = pl.min_horizontal("gpus_used", "gpus")
+    high = pl.min_horizontal("gpus_used_high", used)
+    return (
+        state.group_by("gpu_model")
+        .agg(
+            pl.col("gpus").sum().alias("installed"),
+            pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
+            high.filter(healthy).sum().alias("high"),
+            (used - high).filter(healthy).sum().alias("low"),
+            pl.col("free_gpus").filter(healthy).sum().alias("idle"),
+            pl.col("free_gpus_window").filter(healthy).sum().alias("idle_window"),
+            (healthy & (pl.col("gpus_used") == 0)).sum().alias("free_nodes"),
+            (pl.col("gpus_used") > pl.col("gpus")).sum().alias("overcommitted"),
+            (healthy & (pl.col("gpus_used") > 0) & (pl.col("gpus_used") < pl.col("gpus")))
+            .sum()
+            .alias("partial_nodes"),
+        )
+        .sort("installed", "gpu_model", descending=[True, False])
+    )
+
+
+def shapes_frame(result: ShapesResult) -> pl.DataFrame:
+    """``shapes --csv``: per shape, queued, instances, usable and idle GPUs, stranded by cause."""
+    causes: list[str] = []
+    for r in result.shapes:
+        for cause in r.evaluation.ledger.stranded or {}:
+            if cause not in causes:
+                causes.append(cause)
+    rows = []
+    for r in result.shapes:
+        ledger = r.evaluation.ledger
+        stranded = ledger.stranded or {}
+        rows.append(
+            [r.evaluation.shape.label(), r.queued, r.instances, bool(r.capped),
+             ledger.usable, ledger.idle, *(stranded.get(c) for c in causes)]
+        )  # fmt: skip
+    schema: dict[str, Any] = {
+        "shape": pl.String, "queued": pl.Int64, "instances": pl.Int64, "capped": pl.Boolean,
+        "usable_gpus": pl.Float64, "idle_gpus": pl.Float64,
+        **{f"stranded_{c}": pl.Float64 for c in causes},
+    }  # fmt: skip
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def placement_frame(result: PlacementResult) -> pl.DataFrame:
+    """``whatif placement --csv``: every policy's curve, one row per step."""
+    curves = [
+        curve.select(pl.lit(policy).alias("policy"), pl.all())
+        for policy, curve in result.curves.items()
+    ]
+    return pl.concat(curves, how="diagonal_relaxed") if curves else pl.DataFrame()
+
+
+def compaction_frame(report: CompactionReport) -> pl.DataFrame:
+    """``whatif compaction --csv``: the before/after table."""
+    result = report.result
+    before, after = result.before, result.after
+    rows: list[tuple[str, float | None, float | None]] = [
+        ("free_nodes", before.free_nodes, after.free_nodes),
+        ("partial_nodes", before.partial_nodes, after.partial_nodes),
+        ("free_nodes_upper_bound", None, result.bound_free_nodes),
+    ]
+    for (shape, was), (_, now) in zip(before.instances, after.instances, strict=True):
+        rows.append((f"instances: {shape.label()}", was, now))
+    return pl.DataFrame(
+        rows, schema={"figure": pl.String, "before": pl.Float64, "after": pl.Float64},
+        orient="row",
+    )  # fmt: skip
+
+
+def harvesting_frame(result: HarvestingResult) -> pl.DataFrame:
+    """``whatif harvesting --csv``: the victim policies side by side."""
+    rows = []
+    for r in result.policies:
+        c = r.completion_s()
+        rows.append(
+            {"policy": r.policy, "allocation_rate_high": r.allocation_rate_high,
+             "allocation_rate": r.allocation_rate, "standby_gpu_hours": r.standby_gpu_hours,
+             "harvested_share": r.harvested_share, "lp_completion_mean_s": c["mean"],
+             "lp_completion_p50_s": c["p50"], "lp_completion_p90_s": c["p90"],
+             "preemptions": r.preemptions, "forced_kills": r.forced_kills,
+             "lost_gpu_hours": r.lost_gpu_hours, "unfinished": r.unfinished}
+        )  # fmt: skip
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def report_frame(result: ReportResult) -> pl.DataFrame:
+    """``report --csv``: the three denominators, the fleet then each GPU model."""
+    rows = []
+    for name, figures in [("fleet", result.fleet), *result.models.items()]:
+        ph, sc, pr = figures["physical"], figures["schedulable"], figures["productive"]
+        rows.append(
+            {"model": name,
+             "healthy_gpu_hours": ph["healthy_gpu_hours"],
+             "allocated_high_gpu_hours": ph["allocated_high_gpu_hours"],
+             "allocated_gpu_hours": ph["allocated_gpu_hours"],
+             "allocation_rate_high": ph["allocation_rate_high"],
+             "allocation_rate": ph["allocation_rate"],
+             "idle_gpu_hours": sc["idle_gpu_hours"], "usable_gpu_hours": sc["usable_gpu_hours"],
+             "telemetry_gpu_hours": pr["telemetry_gpu_hours"],
+             "sm_active_gpu_hours": pr["sm_active_gpu_hours"]}
+        )  # fmt: skip
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def render_release(result: AsiReleaseResult) -> None:
+    """``generate --format alibaba-gpu-v2026``: what the generated release holds."""
+    out.print(
+        f"generated {result.servers:,} servers over {result.hours:,} hours in {result.root} "
+        f"(the ASI release's layout): {result.pod_rows:,} pod rows "
+        f"({result.gpu_pod_rows:,} GPU pods), {result.server_rows:,} server rows, "
+        f"{result.files:,} files"
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def render_paper(result: PaperResult) -> None:
+    """``fleetaudit paper``: the paper's figures beside fleetaudit's."""
+    f = result.figures
+    out.print(
+        f"ASI paper view: days {result.days[0]}-{result.days[1]}, trace hours "
+        f"{result.t_first}..{result.t_last} ({iso(result.start)} to {iso(result.end)})"
+    )
+    alloc = Table(title="allocation rate (paper: even hours + 23)", title_justify="left")
+    for column in ("model", "paper HP", "paper HP+LP", "fleetaudit high", "fleetaudit high+low"):
+        alloc.add_column(column, justify="left" if column == "model" else "right")
+    for row in f.allocation.iter_rows(named=True):
+        mine = result.fleet_allocation.get(row["gpu_model"]) or {}
+        alloc.add_row(
+            str(row["gpu_model"]),
+            _pct(row["hp"]),
+            _pct(row["hp_lp"]),
+            _pct(mine.get("allocation_rate_high")),
+            _pct(mine.get("allocation_rate")),
+        )
+    out.print(alloc)
+    out.print(Text(f"  {paper.DIFFERENCES['allocation']}", style="dim"))
+    idle = Table(title="idle GPUs per shape (paper: even hours; mean GPUs)", title_justify="left")
+    for column in (
+        "shape", "paper idle", "fractional", "stranded", "insufficient CPU",
+        "fleetaudit idle", "usable", "fragment", "cpu_memory",
+    ):  # fmt: skip
+        idle.add_column(column, justify="left" if column == "shape" else "right")
+    for row in f.idle.iter_rows(named=True):
+        mine = result.fleet_idle.get((row["gpus"], row["cpus"])) or {}
+        idle.add_row(
+            f"{row['gpus']} GPU x {row['cpus']} vCPU",
+            _num(row["total_idle"]),
+            _num(row["fractional"]),
+            _num(row["stranded"]),
+            _num(row["insufficient_cpu"]),
+            _num(mine.get("idle")),
+            _num(mine.get("usable")),
+            _num(mine.get("fragment")),
+            _num(mine.get("cpu_memory")),
+        )
+    out.print(idle)
+    out.print(Text(f"  {paper.DIFFERENCES['idle']}", style="dim"))
+    slots = Table(
+        title="gangs of 1-GPU, 12-vCPU slots (paper: hour 10)", title_justify="left"
+    )
+    for column in (
+        "model", "gang", "paper slots", "across cluster", "within ASW", "fleetaudit any",
+        "fleetaudit switch",
+    ):  # fmt: skip
+        slots.add_column(column, justify="left" if column == "model" else "right")
+    for row in f.slots.iter_rows(named=True):
+        mine = result.fleet_gangs.get((row["gpu_model"], row["gang"])) or {}
+        slots.add_row(
+            str(row["gpu_model"]),
+            str(row["gang"]),
+            _num(row["slots"]),
+            _num(row["across_cluster"]),
+            _num(row["within_asw"]),
+            _num(mine.get("any")),
+            _num(mine.get("switch")),
+        )
+    out.print(slots)
+    out.print(Text(f"  {paper.DIFFERENCES['asw_slots']}", style="dim"))
+    s = f.standby
+    out.print(
+        f"standby: {_num(s['gpu_hours'])} GPU-hours, {_num(s['harvested_gpu_hours'])} harvested "
+        f"by LP ({_pct(s['harvested_share'])}); paper's over-subscription ratio "
+        f"{_pct(s['paper_ratio'])}"
+    )
+    out.print(Text(f"  {paper.DIFFERENCES['standby']}", style="dim"))
+    ratios = ", ".join(
+        f"{job} {_num(v['median'])} (p90 {_num(v['p90'])})"
+        for job, v in f.cpu_gpu_ratio.items()
+        if v["pod_hours"]
+    )
+    out.print(f"requested vCPU per GPU, median by job type: {ratios or '-'}")
+    for text in result.notes:
+        note(text)

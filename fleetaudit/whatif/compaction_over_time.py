@@ -1,0 +1,495 @@
+"""Compaction replayed through a window with a migration budget (issue 19).
+
+Pure functions over the store's ``nodes``, ``allocations`` and ``requests``
+frames. Two by-time replays (:func:`fleetaudit.whatif.placement.simulate_replay`) run
+on the same arrivals, the same policy and the same queue: one without
+compaction, one where the one-instant search (:func:`fleetaudit.whatif.compaction.compact`)
+runs on the current state at every tick and the longest affordable prefix of
+its ledger is applied. Both are observed at the same ticks.
+
+- Ticks: ``start + k * every`` inside [start, end); a tick runs after that
+  instant's departures and arrivals. After a tick's moves the queue is retried
+  on the nodes the moves emptied, so waiting work can start earlier.
+- Budget: ``moves_per_hour`` counts GPUs moved (a share counts as its
+  fraction), ``moves_per_hour * every / 1h`` per tick; an unused budget is not
+  carried over.
+- Cut: the applied prefix is the longest prefix within the budget that ends
+  where a node has just been emptied of GPU work or just filled (or the whole
+  ledger). A prefix that stops half-way through emptying a node pays moves for
+  nothing, so it is not applied. Every prefix of a ledger is valid.
+- A move the engine's per-GPU layout cannot take (shares sit on GPUs in the
+  engine, packed first-fit-decreasing in the search) ends the tick's prefix.
+- Placement of arrivals: ``recorded`` (the default) puts a single-pod request
+  on the node its recorded allocation (job_id = request_id) ran on when that
+  node still has room, and best-fit otherwise (and for gangs); any policy of
+  ``whatif placement`` can be given instead.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from fleetaudit.core.errors import UsageError
+from fleetaudit.core.options import OverTimeOptions
+from fleetaudit.core.times import epoch_us, from_epoch_us
+from fleetaudit.model import occupancy
+from fleetaudit.model.shapes import Shape, group_slots, make_shape, node_slots
+from fleetaudit.whatif import compaction, placement
+from fleetaudit.whatif.compaction import CompactionOptions, Migration, Move
+
+__all__ = [
+    "OverTimeOptions",
+    "OverTimeResult",
+    "PAPER_PARTIAL_REDUCTION_PCT",
+    "Tick",
+    "affordable_prefix",
+    "compact_over_time",
+]
+
+PAPER_PARTIAL_REDUCTION_PCT = -20.2  # ASI (OSDI 2026): partial nodes, compaction in production
+
+
+@dataclass(frozen=True)
+class Side:
+    """The fleet at a tick: free and partial nodes, the shapes' instances, waiting requests."""
+
+    free_nodes: int
+    partial_nodes: int
+    instances: tuple[int, ...]  # per shape, at the tick, without durations
+    queued: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "free_nodes": self.free_nodes,
+            "partial_nodes": self.partial_nodes,
+            "instances": list(self.instances),
+            "queued": self.queued,
+        }
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One compaction round: the fleet without compaction, and with it before and after the moves."""
+
+    at: datetime
+    without: Side
+    before: Side  # with compaction, as churn left it since the last round
+    after: Side  # with compaction, after this round's moves
+    ledger_moves: int  # moves the search proposed (it stops once past the budget)
+    ledger_gpus: float
+    moves: tuple[Move, ...]  # the applied prefix
+    cut: str  # whole, node, budget (nothing affordable), refused (the engine refused a move), empty
+    frame: pl.DataFrame | None = field(default=None, repr=False, compare=False)  # keep_frames
+
+    @property
+    def gpus_moved(self) -> float:
+        return sum(m.gpus for m in self.moves)
+
+
+@dataclass(frozen=True)
+class OverTimeResult:
+    """Both replays observed at every tick, and what compaction changed."""
+
+    start: datetime
+    end: datetime
+    shapes: tuple[Shape, ...]
+    ticks: tuple[Tick, ...]
+    migration: Migration  # over every applied move (freed_gpus: not tracked over time, 0)
+    start_probability: tuple[tuple[float | None, float | None, int], ...]  # without, with, arrived
+    earlier: dict[str, Any]
+    arrived: int
+    recorded_node: int  # arrivals with a recorded node (policy ``recorded``)
+    started: tuple[int, int]  # without, with
+    failed: tuple[int, int]
+    seconds: float
+    final: pl.DataFrame = field(repr=False)  # the work active at the window's end, with compaction
+
+    @property
+    def partial_without(self) -> float:
+        return _mean([t.without.partial_nodes for t in self.ticks])
+
+    @property
+    def partial_with(self) -> float:
+        """Time-averaged: each round counts its state before and after the moves equally."""
+        return _mean([(t.before.partial_nodes + t.after.partial_nodes) / 2 for t in self.ticks])
+
+    @property
+    def partial_reduction_pct(self) -> float | None:
+        base = self.partial_without
+        if not self.ticks or base == 0:
+            return None
+        return 100.0 * (self.partial_with - base) / base
+
+    @property
+    def free_without(self) -> float:
+        return _mean([t.without.free_nodes for t in self.ticks])
+
+    @property
+    def free_with(self) -> float:
+        return _mean([(t.before.free_nodes + t.after.free_nodes) / 2 for t in self.ticks])
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+# ------------------------------------------------------------------ the prefix
+
+
+def affordable_prefix(moves: Sequence[Move], budget: float, allocations: pl.DataFrame,
+                      nodes: pl.DataFrame) -> tuple[int, str]:  # fmt: skip
+    """How many leading moves of a ledger to apply within ``budget`` GPUs, and why it stops.
+
+    The longest prefix whose GPUs fit the budget and that ends where a node has
+    just been emptied of GPU work, or just filled (its allocations' GPUs reach
+    its GPUs), or at the ledger's end. Returns (count, cut): ``whole`` when the
+    ledger fits, ``node`` when cut at such a boundary, ``budget`` when no
+    boundary is affordable (count 0), ``empty`` for an empty ledger.
+    """
+    if not moves:
+        return 0, "empty"
+    capacity = dict(
+        zip(
+            nodes["node_id"].cast(pl.String).to_list(),
+            nodes["gpus"].cast(pl.Float64).fill_null(0.0).to_list(),
+            strict=True,
+        )
+    )
+    held: dict[str, list[float]] = {}  # node -> [GPU-holding allocations, GPUs]
+    for node_id, gpus in allocations.select(
+        pl.col("node_id").cast(pl.String), pl.col("gpus").cast(pl.Float64).fill_null(0.0)
+    ).iter_rows():
+        if gpus > 0:
+            entry = held.setdefault(node_id, [0, 0.0])
+            entry[0] += 1
+            entry[1] += gpus
+    spent = 0.0
+    best = 0
+    for i, m in enumerate(moves):
+        spent += m.gpus
+        if spent > budget + 1e-9:
+            break
+        source = held.setdefault(m.source, [0, 0.0])
+        target = held.setdefault(m.destination, [0, 0.0])
+        source[0] -= 1
+        source[1] -= m.gpus
+        target[0] += 1
+        target[1] += m.gpus
+        emptied = source[0] == 0
+        filled = target[1] >= capacity.get(m.destination, math.inf) - 1e-9
+        if emptied or filled or i == len(moves) - 1:
+            best = i + 1
+    if best == len(moves):
+        return best, "whole"
+    return best, ("node" if best else "budget")
+
+
+# ------------------------------------------------------------------ observing
+
+
+def _side(nodes: pl.DataFrame, view: placement.ReplayView, frame: pl.DataFrame, at: datetime,
+          shapes: Sequence[Shape]) -> Side:  # fmt: skip
+    free, partial = view.gpu_use()
+    instances: tuple[int, ...] = ()
+    if shapes:
+        state = occupancy.node_state(nodes, frame, at)
+        instances = tuple(_instances(state, s) for s in shapes)
+    return Side(free, partial, instances, view.queued)
+
+
+def _instances(state: pl.DataFrame, shape: Shape) -> int:
+    """:func:`fleetaudit.model.shapes.evaluate`'s instances, without the GPU ledger it adds."""
+    return int(group_slots(node_slots(state, shape), shape)["instances"].sum())
+
+
+def moved(frame: pl.DataFrame, moves: Sequence[Move]) -> pl.DataFrame:
+    """``frame`` (a replay's work at a tick) after ``moves``: each moved row on its last
+    destination. The replay's view lists the same rows, in the same order, after the
+    moves (a move changes where work runs, not its GPUs, CPUs or memory), so this
+    spares building the frame from the replay's state again."""
+    if not moves:
+        return frame
+    where = {m.alloc_id: m.destination for m in moves}
+    return frame.with_columns(
+        pl.col("alloc_id").replace_strict(where, default=pl.col("node_id"), return_dtype=pl.String)
+        .alias("node_id")
+    )  # fmt: skip
+
+
+def recorded_nodes(allocations: pl.DataFrame, requests: pl.DataFrame) -> dict[str, str]:
+    """request_id -> the node its only recorded allocation (job_id = request_id) ran on."""
+    if "job_id" not in allocations.columns or allocations.is_empty():
+        return {}
+    jobs = (
+        allocations.select(pl.col("job_id").cast(pl.String), pl.col("node_id").cast(pl.String))
+        .drop_nulls()
+        .group_by("job_id")
+        .agg(pl.col("node_id").first(), pl.len().alias("n"))
+        .filter(pl.col("n") == 1)
+        .join(
+            requests.select(pl.col("request_id").cast(pl.String).alias("job_id")), on="job_id",
+            how="semi",
+        )  # fmt: skip
+    )
+    return dict(zip(jobs["job_id"].to_list(), jobs["node_id"].to_list(), strict=True))
+
+
+def _request_shapes(requests: pl.DataFrame) -> list[Shape | None]:
+    out: list[Shape | None] = []
+    for row in requests.iter_rows(named=True):
+        gpus = row.get("gpus")
+        if gpus is None or gpus <= 0:
+            out.append(None)
+            continue
+        try:
+            out.append(
+                make_shape(
+                    row.get("gpu_model"), float(gpus), row.get("gpus_per_pod"),
+                    row.get("cpus_per_gpu"), row.get("memory_gib_per_gpu"), row.get("locality"),
+                    row.get("duration_s"),
+                )  # fmt: skip
+            )
+        except UsageError:
+            out.append(None)
+    return out
+
+
+# ------------------------------------------------------------------ the replay
+
+
+def compact_over_time(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    requests: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    shapes: Sequence[Shape] = (),
+    options: CompactionOptions | None = None,
+    over_time: OverTimeOptions | None = None,
+    keep_frames: bool = False,
+) -> OverTimeResult:
+    """Replay [start, end) twice on the same arrivals, with and without compaction rounds.
+
+    Args:
+        nodes, allocations, requests: the store's frames (allocations: at least
+            those active in the window; requests: all, those submitted in the
+            window arrive).
+        start, end: the window (naive = UTC).
+        shapes: the objective's shapes (also observed at every tick).
+        options: the one-instant search's options (used at every tick).
+        over_time: ticks, budget, policy and queue.
+        keep_frames: keep each round's input state (``Tick.frame``: the work
+            active at the tick, before its moves), to check the applied moves.
+
+    Returns:
+        The :class:`OverTimeResult`.
+    """
+    started = time.perf_counter()
+    options = options or CompactionOptions()
+    ot = over_time or OverTimeOptions()
+    ot.check()
+    shapes = tuple(shapes)
+    start_us, end_us = epoch_us(start), epoch_us(end)
+    every_us = round(ot.every_s * 1e6)
+    ticks = list(range(start_us, end_us, every_us))
+    prefer = recorded_nodes(allocations, requests) if ot.policy == "recorded" else None
+    policy = "best-fit" if ot.policy == "recorded" else ot.policy
+    popts = placement.PlacementOptions(policy=policy, seed=ot.seed, step_pct=100.0)
+    budget = ot.budget_per_tick
+    # A round applies at most the budget, and the search's ledger within it is the
+    # full search's: it may stop past it. Rounds run in this process (a round is
+    # short, and starting worker processes every round costs more than it saves).
+    per_round = replace(options, jobs=1, stop_after_gpus=budget, count_instances=False)
+    observed = shapes[: ot.observe_shapes]
+
+    without: dict[int, Side] = {}
+
+    def observe(view: placement.ReplayView, t: int) -> None:
+        at = from_epoch_us(t)
+        without[t] = _side(nodes, view, view.allocations(t), at, observed)
+
+    rounds: list[Tick] = []
+    last: list[placement.ReplayView] = []
+
+    def compact_tick(view: placement.ReplayView, t: int) -> None:
+        if not last:
+            last.append(view)
+        at = from_epoch_us(t)
+        frame = view.allocations(t)
+        before = _side(nodes, view, frame, at, observed)
+        result = compaction.compact(nodes, frame, at, shapes, per_round)
+        count, cut = affordable_prefix(result.moves, budget, frame, nodes)
+        applied: list[Move] = []
+        for m in result.moves[:count]:
+            if not view.move(m.alloc_id, m.destination):
+                cut = "refused"
+                break
+            applied.append(m)
+        after = before
+        if applied:
+            after = _side(nodes, view, moved(frame, applied), at, observed)
+        rounds.append(
+            Tick(at, before, before, after, len(result.moves), sum(m.gpus for m in result.moves),
+                 tuple(applied), cut, frame if keep_frames else None)  # fmt: skip
+        )
+
+    base = placement.simulate_replay(
+        nodes, allocations, requests, popts, start, end, empty=False, queue=ot.queue,
+        on_tick=observe, ticks=ticks, prefer=prefer,
+    )  # fmt: skip
+    comp = placement.simulate_replay(
+        nodes, allocations, requests, popts, start, end, empty=False, queue=ot.queue,
+        on_tick=compact_tick, ticks=ticks, prefer=prefer,
+    )  # fmt: skip
+    full = tuple(
+        Tick(r.at, without[epoch_us(r.at)], r.before, r.after, r.ledger_moves, r.ledger_gpus,
+             r.moves, r.cut, r.frame)  # fmt: skip
+        for r in rounds
+    )
+    moves = [m for r in full for m in r.moves]
+    migration = compaction._migration(moves, 0, options)
+    final = last[0].allocations(end_us) if last else allocations.head(0)
+    return OverTimeResult(
+        start=start,
+        end=end,
+        shapes=shapes,
+        ticks=full,
+        migration=migration,
+        start_probability=_start_probability(requests, start, end, shapes, base, comp),
+        earlier=_earlier(base.waits, comp.waits),
+        arrived=base.arrived,
+        recorded_node=sum(1 for rid in base.waits["request_id"].to_list() if rid in (prefer or {})),
+        started=(base.started, comp.started),
+        failed=(base.failed, comp.failed),
+        seconds=time.perf_counter() - started,
+        final=final,
+    )
+
+
+def _start_probability(
+    requests: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    shapes: Sequence[Shape],
+    base: placement.ReplayResult,
+    comp: placement.ReplayResult,
+) -> tuple[tuple[float | None, float | None, int], ...]:
+    """Per shape: the share of its requests arriving in the window that started in it."""
+    if not shapes:
+        return ()
+    arrived = requests.filter(
+        (pl.col("submit_time") >= start) & (pl.col("submit_time") < end)
+    ).with_columns(pl.col("request_id").cast(pl.String))
+    kinds = _request_shapes(arrived)
+    ids = arrived["request_id"].to_list()
+    began = {
+        name: set(w.filter(pl.col("start_time").is_not_null())["request_id"].to_list())
+        for name, w in (("base", base.waits), ("comp", comp.waits))
+    }
+    by_shape: dict[Shape, list[str]] = {}
+    for rid, kind in zip(ids, kinds, strict=True):
+        if kind is not None:
+            by_shape.setdefault(kind, []).append(rid)
+    out: list[tuple[float | None, float | None, int]] = []
+    for shape in shapes:
+        mine = by_shape.get(shape, [])
+        if not mine:
+            out.append((None, None, 0))
+            continue
+        out.append(
+            (
+                sum(rid in began["base"] for rid in mine) / len(mine),
+                sum(rid in began["comp"] for rid in mine) / len(mine),
+                len(mine),
+            )
+        )
+    return tuple(out)
+
+
+def _earlier(base: pl.DataFrame, comp: pl.DataFrame) -> dict[str, Any]:
+    """Requests that started earlier (or only) with compaction, later, and by how much."""
+    both = base.select("request_id", pl.col("start_time").alias("b")).join(
+        comp.select("request_id", pl.col("start_time").alias("c")), on="request_id", how="inner"
+    )
+    delta = (pl.col("b") - pl.col("c")).dt.total_microseconds() / 3.6e9
+    started = both.filter(pl.col("b").is_not_null() & pl.col("c").is_not_null()).with_columns(
+        delta.alias("h")
+    )
+    earlier = started.filter(pl.col("h") > 0)["h"]
+    later = started.filter(pl.col("h") < 0)["h"]
+    return {
+        "requests": earlier.len(),
+        "hours_total": round(float(earlier.sum()), 4),
+        "hours_mean": None if earlier.is_empty() else round(float(earlier.mean()), 4),  # type: ignore[arg-type]
+        "hours_max": None if earlier.is_empty() else round(float(earlier.max()), 4),  # type: ignore[arg-type]
+        "only_with_compaction": both.filter(pl.col("b").is_null() & pl.col("c").is_not_null()).height,
+        "later_requests": later.len(),
+        "later_hours_total": round(abs(float(later.sum())), 4),
+        "only_without_compaction": both.filter(pl.col("b").is_not_null() & pl.col("c").is_null()).height,
+    }
+
+
+def over_time_json(result: OverTimeResult, over_s: float, ot: OverTimeOptions) -> dict[str, Any]:
+    """The ``over_time`` object of the ``fleetaudit.compaction/1`` document."""
+    reduction = result.partial_reduction_pct
+    return {
+        "start": from_epoch_us(epoch_us(result.start)).isoformat(),
+        "end": from_epoch_us(epoch_us(result.end)).isoformat(),
+        "over_s": over_s,
+        "every_s": ot.every_s,
+        "moves_per_hour": ot.moves_per_hour,
+        "budget_unit": "gpus",
+        "policy": ot.policy,
+        "queue": ot.queue,
+        "shapes": [s.as_json() for s in result.shapes],
+        "observed_shapes": min(len(result.shapes), ot.observe_shapes),
+        "ticks": [
+            {
+                "at": t.at.isoformat(),
+                "without": t.without.as_json(),
+                "before": t.before.as_json(),
+                "after": t.after.as_json(),
+                "ledger_moves": t.ledger_moves,
+                "ledger_gpus": compaction._number(t.ledger_gpus),
+                "moves": len(t.moves),
+                "gpus_moved": compaction._number(t.gpus_moved),
+                "cut": t.cut,
+            }
+            for t in result.ticks
+        ],
+        "partial_nodes": {
+            "without": round(result.partial_without, 3),
+            "with": round(result.partial_with, 3),
+            "reduction_pct": None if reduction is None else round(reduction, 2),
+            "paper_reduction_pct": PAPER_PARTIAL_REDUCTION_PCT,
+        },
+        "free_nodes": {"without": round(result.free_without, 3), "with": round(result.free_with, 3)},
+        "start_probability": [
+            {"shape": s.as_json(), "arrived": n, "without": a, "with": b}
+            for s, (a, b, n) in zip(result.shapes, result.start_probability, strict=True)
+        ],
+        "earlier": result.earlier,
+        "requests": {
+            "arrived": result.arrived,
+            "with_recorded_node": result.recorded_node,
+            "started": {"without": result.started[0], "with": result.started[1]},
+            "failed": {"without": result.failed[0], "with": result.failed[1]},
+        },
+        "migration": {**result.migration.as_json(), "gpu_hours": round(result.migration.pause_gpu_hours, 4)},
+        "moves": [
+            {**m.as_json(), "at": t.at.isoformat()} for t in result.ticks for m in t.moves
+        ],
+        "seconds": round(result.seconds, 3),
+    }
+
+
+def window(at: datetime, over_s: float) -> tuple[datetime, datetime]:
+    """The window [at - over, at]."""
+    return at - timedelta(seconds=over_s), at

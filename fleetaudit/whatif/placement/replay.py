@@ -1,0 +1,997 @@
+"""Placement what-if by time: replay a window's arrivals and departures (see :func:`simulate_replay`)."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from fleetaudit.core.errors import UsageError
+from fleetaudit.core.parallel import map_processes as _map_runs
+from fleetaudit.core.times import epoch_us, from_epoch_us
+from fleetaudit.model.capacity import first_fit_decreasing, optional_column
+from fleetaudit.whatif.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids
+from fleetaudit.whatif.placement.policies import POLICIES, _Run
+from fleetaudit.whatif.placement.workload import (
+    LOCALITIES,
+    PlacementOptions,
+    _prepare_workload,
+    _Workload,
+)
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
+QUEUES = ("fifo", "backfill")
+_NEVER = np.iinfo(np.int64).max
+_REPLAY_CURVE: dict[str, PolarsDataType] = {
+    "instant": pl.Datetime("us"), "instant_pct": pl.Float64, "allocated_pct": pl.Float64,
+    "fragmented_pct": pl.Float64, "queued": pl.Int64, "started": pl.Int64, "failed": pl.Int64,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """One by-time replay (see :func:`simulate_replay`).
+
+    Attributes:
+        curve: instant (Datetime µs), instant_pct (0..100 of the window),
+            allocated_pct, fragmented_pct (Float64), queued, started, failed
+            (Int64); one row per ``step_pct``% of the window, 0% and 100%
+            included; each row is the state before that instant's events.
+        allocations: the replayed placement, one row per pod, in start order,
+            after the recorded allocations the replay started from (``recorded``
+            true): alloc_id, job_id, request_id (null for recorded rows),
+            node_id, gpus, gpu_index, cpus, memory_gib, start_time (the actual
+            start), end_time (the departure; null = runs past the window with no
+            known duration), recorded.
+        waits: one row per request that arrived, in arrival order: request_id,
+            submit_time, start_time (null = never started), wait_s (Float64).
+        gpus: the fleet's GPUs (healthy nodes).
+        arrived, started: requests that arrived and started in the window.
+        failed: requests still waiting at the end, plus the rejected ones.
+        rejected: requests that fit no node even of an empty fleet; they fail
+            on arrival and never join the queue.
+    """
+
+    policy: str
+    seed: int
+    queue: str
+    empty: bool
+    start: datetime
+    end: datetime
+    curve: pl.DataFrame
+    allocations: pl.DataFrame
+    waits: pl.DataFrame
+    gpus: int
+    arrived: int
+    started: int
+    failed: int
+    rejected: int
+
+
+@dataclass
+class _Recorded:
+    """A recorded allocation occupying the replay's fleet, and what it took."""
+
+    alloc_id: str
+    job_id: str | None
+    node: int
+    gpus: list[int]
+    units: list[int]
+    cpu: int
+    memory: int
+    start_us: int
+    end_us: int  # _NEVER = no end
+
+
+def _occupy_recorded(
+    run: _Run, allocations: pl.DataFrame, start_us: int, end_us: int
+) -> list[_Recorded]:
+    """Put the allocations active at ``start_us`` on the run's state.
+
+    Per node, in alloc_id order, whole parts take the lowest fully free GPUs;
+    then the fractional parts, largest first, go first-fit onto the GPUs in
+    index order (first-fit-decreasing). Capacity the record oversubscribes is
+    clamped (a part that finds no room takes none); CPUs and memory are
+    subtracted as recorded (they may go negative, and then nothing more fits).
+    """
+    fleet, st = run.fleet, run.state
+    index = {n: i for i, n in enumerate(fleet.node_ids)}
+    start = pl.col("start_time").dt.epoch("us")
+    end = pl.col("end_time").dt.epoch("us")
+    frame = (
+        allocations.with_columns(
+            optional_column(allocations, "job_id", pl.String, None).alias("job_id"),
+            optional_column(allocations, "memory_gib", pl.Float64, None).alias("memory_gib"),
+        )
+        .filter((start <= start_us) & (end.is_null() | (end > start_us)))
+        .select(
+            pl.col("alloc_id").cast(pl.String),
+            pl.col("job_id"),
+            pl.col("node_id").cast(pl.String),
+            (pl.col("gpus").cast(pl.Float64).fill_null(0.0) * _U).round().cast(pl.Int64),
+            (pl.col("cpus").cast(pl.Float64).fill_null(0.0) * _U).round().cast(pl.Int64),
+            (pl.col("memory_gib").fill_null(0.0) * _U).round().cast(pl.Int64),
+            start.alias("start_us"),
+            end.fill_null(_NEVER).alias("end_us"),
+        )
+        .sort("node_id", "alloc_id")
+    )
+    records: list[_Recorded] = []
+    fractional: list[tuple[int, int, int]] = []  # node, -frac, record
+    for alloc_id, job_id, node_id, gpus, cpus, memory, a_start, a_end in frame.iter_rows():
+        n = index.get(node_id)
+        if n is None:
+            continue
+        record = _Recorded(alloc_id, job_id, n, [], [], cpus, memory, a_start, a_end)
+        whole, frac = divmod(gpus, _U)
+        if whole:
+            taken = np.flatnonzero(st.free[n] == _U)[:whole].tolist()
+            st.free[n, taken] = 0
+            record.gpus += taken
+            record.units += [_U] * len(taken)
+        if frac:
+            fractional.append((n, -frac, len(records)))
+        st.cpu[n] -= cpus
+        st.memory[n] -= memory
+        records.append(record)
+    for n, minus_frac, i in sorted(fractional):
+        fits = np.flatnonzero(st.free[n] >= -minus_frac)
+        if len(fits):
+            gpu = int(fits[0])
+            st.free[n, gpu] += minus_frac
+            records[i].gpus.append(gpu)
+            records[i].units.append(-minus_frac)
+    for record in records:
+        st.group_used[fleet.group[record.node]] += sum(record.units)
+    run.resync()
+    return records
+
+
+def _release_recorded(run: _Run, record: _Recorded) -> None:
+    st = run.state
+    n = record.node
+    if record.gpus:
+        np.add.at(st.free[n], record.gpus, record.units)
+    st.cpu[n] += record.cpu
+    st.memory[n] += record.memory
+    st.group_used[run.fleet.group[n]] -= sum(record.units)
+    run._changed(n)
+
+
+def _replay_classes(workload: _Workload) -> np.ndarray:
+    """Requests that fit exactly the same states share a class."""
+    w = workload
+    if not len(w.request_ids):
+        return np.zeros(0, dtype=np.int64)
+    return _row_ids(
+        np.column_stack([w.share, w.count, w.cpu, w.memory, w.allowed, w.pods, w.locality])
+    )
+
+
+def _check_replay(options: PlacementOptions, start: datetime, end: datetime, queue: str) -> None:
+    if options.policy not in POLICIES:
+        raise UsageError(f"unknown policy {options.policy!r}: use one of {', '.join(POLICIES)}")
+    if queue not in QUEUES:
+        raise UsageError(f"unknown queue {queue!r}: use one of {', '.join(QUEUES)}")
+    if not epoch_us(end) > epoch_us(start):
+        raise UsageError("the replay window is empty: its end must come after its start")
+    if not options.step_pct > 0:
+        raise UsageError("the step percentage must be above 0")
+
+
+class ReplayView:
+    """The by-time replay's state at a tick, handed to the ``on_tick`` hook of
+    :func:`simulate_replay` (compaction over time reads and moves work with it).
+
+    Only :meth:`allocations`, :meth:`move`, :attr:`queued` and :meth:`gpu_use` are
+    meant for the hook; moves go through the engine's own per-GPU state.
+    """
+
+    def __init__(self, run: _Run, records: list[_Recorded], groups: list[Any],
+                 group_start: list[int], duration: np.ndarray) -> None:  # fmt: skip
+        self._run, self._records, self._groups = run, records, groups
+        self._group_start, self._duration = group_start, duration
+        self.queued = 0
+        self.freed: list[int] = []
+        self._index: dict[str, tuple[int, int]] | None = None
+        self._seen = 0  # groups indexed by _where
+        self._node_index = {n: i for i, n in enumerate(run.fleet.node_ids)}
+        # ticks come in time order: what ended before one tick stays ended
+        self._live_records = list(range(len(records)))
+        self._live_groups: list[int] = []
+        self._groups_seen = 0
+
+    def _where(self) -> dict[str, tuple[int, int]]:
+        """alloc_id -> (record index, -1) or (group index, pod position)."""
+        if self._index is None:
+            self._index = {rec.alloc_id: (i, -1) for i, rec in enumerate(self._records)}
+        w = self._run.workload
+        for g in range(self._seen, len(self._groups)):
+            r, pods = self._groups[g]
+            rid = w.request_ids[r]
+            for k, (pod, _, _) in enumerate(pods):
+                name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
+                self._index[name] = (g, k)
+        self._seen = len(self._groups)
+        return self._index
+
+    def allocations(self, t_us: int) -> pl.DataFrame:
+        """The work active at ``t_us`` as an allocations frame (alloc_id, job_id,
+        node_id, gpus, cpus, memory_gib, priority, start_time, end_time);
+        replayed pods are ``replay/<request>[/<pod>]`` of job ``<request>``."""
+        fleet, w = self._run.fleet, self._run.workload
+        rows: list[tuple[object, ...]] = []
+        self._live_records = [i for i in self._live_records if self._records[i].end_us > t_us]
+        for i in self._live_records:
+            rec = self._records[i]
+            if rec.start_us <= t_us < rec.end_us:
+                rows.append((rec.alloc_id, rec.job_id or rec.alloc_id, fleet.node_ids[rec.node],
+                             sum(rec.units) / _U, rec.cpu / _U, rec.memory / _U, rec.start_us,
+                             None if rec.end_us == _NEVER else rec.end_us))  # fmt: skip
+        live = self._live_groups
+        live.extend(range(self._groups_seen, len(self._groups)))
+        self._groups_seen = len(self._groups)
+        kept: list[int] = []
+        for g in live:
+            r, pods = self._groups[g]
+            begin, length = self._group_start[g], int(self._duration[r])
+            if length >= 0 and begin + length <= t_us:
+                continue
+            kept.append(g)
+            rid = w.request_ids[r]
+            for pod, n, _ in pods:
+                name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
+                rows.append((name, rid, fleet.node_ids[n], int(w.share[r]) * int(w.count[r]) / _U,
+                             int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin,
+                             None if length < 0 else begin + length))  # fmt: skip
+        self._live_groups = kept
+        return pl.DataFrame(
+            rows,
+            schema={"alloc_id": pl.String, "job_id": pl.String, "node_id": pl.String,
+                    "gpus": pl.Float64, "cpus": pl.Float64, "memory_gib": pl.Float64,
+                    "start_time": pl.Int64, "end_time": pl.Int64},
+            orient="row",
+        ).with_columns(
+            pl.lit("high").alias("priority"),
+            pl.col("start_time").cast(pl.Datetime("us")),
+            pl.col("end_time").cast(pl.Datetime("us")),
+        )  # fmt: skip
+
+    def gpu_use(self) -> tuple[int, int]:
+        """(free nodes, partially occupied nodes) among the healthy nodes with GPUs."""
+        fleet, st, w = self._run.fleet, self._run.state, self._run.workload
+        # GPUs in use as the nodes' occupancy counts them: whole GPUs, plus the GPUs
+        # the node's shares fill when packed first-fit-decreasing
+        shares: dict[int, list[int]] = {}
+        whole: dict[int, int] = {}
+        for i in self._live_records:
+            rec = self._records[i]
+            for units in rec.units:
+                if units < _U:
+                    shares.setdefault(rec.node, []).append(units)
+                else:
+                    whole[rec.node] = whole.get(rec.node, 0) + 1
+        for g in self._live_groups + list(range(self._groups_seen, len(self._groups))):
+            r, pods = self._groups[g]
+            share, count = int(w.share[r]), int(w.count[r])
+            for _, n, used_gpus in pods:
+                if count and share < _U:
+                    shares.setdefault(n, []).append(share)
+                elif count:
+                    whole[n] = whole.get(n, 0) + len(used_gpus)
+        used = fleet.gpus - (st.free == _U).sum(axis=1)  # GPUs holding anything
+        for n, node_shares in shares.items():
+            # share-holding GPUs as packed, not as laid out
+            used[n] = whole.get(n, 0) + len(first_fit_decreasing(node_shares))
+        has = fleet.gpus > 0
+        free = has & (used == 0)
+        partial = has & (used > 0) & (used < fleet.gpus)
+        return int(free.sum()), int(partial.sum())
+
+    def _repack_shares(self, d: int) -> None:
+        """Lay node d's shares out first-fit-decreasing on the GPUs no whole
+        allocation holds (the occupancy's packing), updating each holder's GPU."""
+        run, st = self._run, self._run.state
+        w = run.workload
+        holders: list[tuple[int, _Recorded | int, int]] = []  # (units, holder, position)
+        whole: set[int] = set()
+        for i in self._live_records:
+            rec = self._records[i]
+            if rec.node != d:
+                continue
+            for j, (gpu, units) in enumerate(zip(rec.gpus, rec.units, strict=True)):
+                if units >= _U:
+                    whole.add(gpu)
+                else:
+                    holders.append((units, rec, j))
+        for g in self._live_groups + list(range(self._groups_seen, len(self._groups))):
+            r, pods = self._groups[g]
+            for k, (_, n, used) in enumerate(pods):
+                if n != d or not used:
+                    continue
+                if int(w.share[r]) >= _U:
+                    whole.update(used)
+                else:
+                    holders.append((int(w.share[r]), g, k))
+        if not holders:
+            return
+        width = st.free.shape[1]
+        gpus = [x for x in range(int(run.fleet.gpus[d])) if x not in whole]
+        left = dict.fromkeys(gpus, _U)
+        placed: list[tuple[int, _Recorded | int, int, int]] = []
+        for units, holder, pos in sorted(holders, key=lambda h: -h[0]):
+            gpu = next((x for x in gpus if left[x] >= units), -1)
+            if gpu < 0:
+                return  # cannot happen for a layout that held them; keep it as it is
+            left[gpu] -= units
+            placed.append((units, holder, pos, gpu))
+        for _units, holder, pos, gpu in placed:
+            if isinstance(holder, _Recorded):
+                holder.gpus[pos] = gpu
+            else:
+                r, pods = self._groups[holder]
+                pods = list(pods)
+                pod, n, _ = pods[pos]
+                pods[pos] = (pod, n, [gpu])
+                self._groups[holder] = (r, pods)
+        row = np.zeros(width, dtype=np.int64)
+        for x in gpus:
+            row[x] = left[x]
+        st.free[d] = row
+        run._changed(d)
+
+    def move(self, alloc_id: str, node_id: str) -> bool:
+        """Move active work to ``node_id``, make-before-break on the engine's GPUs.
+
+        False (and nothing changed) when the destination's GPUs, CPUs or memory
+        cannot take it while the source still holds it.
+        """
+        run, fleet, st = self._run, self._run.fleet, self._run.state
+        where = self._where().get(alloc_id)
+        d = self._node_index.get(node_id, -1)
+        if where is None or d < 0:
+            return False
+        i, k = where
+        self._repack_shares(d)
+        if k < 0:
+            rec = self._records[i]
+            if d == rec.node:
+                return False
+            whole = [u for u in rec.units if u == _U]
+            frac = [u for u in rec.units if u < _U]
+            row = st.free[d]
+            full = np.flatnonzero(row == _U)
+            if len(full) < len(whole) or st.cpu[d] < rec.cpu or st.memory[d] < rec.memory:
+                return False
+            taken = full[: len(whole)].tolist()
+            if frac:
+                rest = row.copy()
+                rest[taken] = 0
+                fits = np.flatnonzero(rest >= frac[0])
+                if not len(fits):
+                    return False
+                taken.append(int(fits[0]))
+            units = [_U] * len(whole) + frac
+            np.subtract.at(st.free[d], taken, units)
+            st.cpu[d] -= rec.cpu
+            st.memory[d] -= rec.memory
+            st.group_used[fleet.group[d]] += sum(units)
+            run._changed(d)
+            _release_recorded(run, rec)
+            self.freed.append(rec.node)
+            rec.node, rec.gpus, rec.units = d, taken, units
+            return True
+        r, pods = self._groups[i]
+        pod, n, used = pods[k]
+        if d == n or not run._feasible(r, None, np.array([d], dtype=np.int64))[d]:
+            return False
+        new_used = run._apply(r, d, -1)
+        run._undo(r, n, used)
+        self.freed.append(n)
+        pods = list(pods)
+        pods[k] = (pod, d, new_used)
+        self._groups[i] = (r, pods)
+        return True
+
+
+class Replay:
+    """One by-time replay (see :func:`simulate_replay`): its state and its steps.
+
+    The constructor prepares the fleet, the window's workload and the recorded
+    state at ``start``; :meth:`run` then plays the events in time order (each
+    instant's departures (:meth:`depart`), then the queue's retry
+    (:meth:`retry`), then its arrivals (:meth:`arrive`)) and returns the
+    :class:`ReplayResult`. A replay runs once.
+
+    ``precheck`` (default on): at a departure, a waiting request is tried only
+    where the nodes freed at that instant could now host it (see :meth:`retry`);
+    off, every waiting shape (fifo: the head) is tried everywhere, the plain
+    reference the pre-check must give the same results as.
+
+    ``memo`` (default on, with the pre-check): within one retry pass, a pod shape
+    that no freed node can take is not tried again (the pass only takes room), a
+    waiting request that cannot start on a freed node is skipped before the
+    policy runs, and a single pod is checked and chosen on the freed nodes only.
+    Off: the engine as it was before, which the tests compare it to.
+    """
+
+    def __init__(
+        self,
+        nodes: pl.DataFrame,
+        allocations: pl.DataFrame,
+        requests: pl.DataFrame,
+        options: PlacementOptions,
+        start: datetime,
+        end: datetime,
+        empty: bool,
+        queue: str = "fifo",
+        *,
+        prefer: Mapping[str, str] | None = None,
+        precheck: bool = True,
+        memo: bool = True,
+    ) -> None:
+        _check_replay(options, start, end, queue)
+        fleet = _prepare_fleet(nodes)
+        if fleet.total_gpus == 0:
+            raise UsageError("the fleet has no healthy GPUs to replay onto")
+        frame = requests.sort("submit_time", "request_id", nulls_last=True, maintain_order=True)
+        if "trace_order" in frame.columns:
+            frame = frame.drop("trace_order")
+        start_us, end_us = epoch_us(start), epoch_us(end)
+        submit = frame["submit_time"].dt.epoch("us").fill_null(_NEVER).to_numpy().astype(np.int64)
+        inside = (submit >= start_us) & (submit < end_us)
+        # Only the requests submitted in the window arrive: the workload is theirs (in
+        # the same order), while every request weighs the fragmentation measure.
+        window = frame.filter(pl.Series(inside))
+        submit = submit[inside]
+        # By time, the measure weighs shapes by the GPUs they ask for: requests without
+        # GPUs (most of a serving fleet's) would otherwise make every idle GPU a fragment.
+        workload = _prepare_workload(
+            window, fleet, replace(options, frag_weight="gpus"), weigh=frame
+        )
+        duration_s = optional_column(window, "duration_s", pl.Float64, None).to_numpy()
+        duration = np.where(np.isnan(duration_s), -1, np.round(np.nan_to_num(duration_s) * 1e6))
+        self.options, self.queue, self.empty = options, queue, empty
+        self.start, self.end = start, end
+        self.precheck, self.memo = precheck, memo and precheck
+        self.fleet, self.workload = fleet, workload
+        self.start_us, self.end_us = start_us, end_us
+        self.submit = submit
+        self.duration = duration.astype(np.int64)
+        self.arriving = np.arange(len(submit))
+        self.classes = classes = _replay_classes(workload)
+
+        self.engine = run = _Run(fleet, workload, options.policy, options.seed)
+        run.narrow = self.memo
+        # requests whose pods are equal (what fits one pod fits the other)
+        self.pod_shape = (
+            _row_ids(np.column_stack([workload.share, workload.count, workload.cpu,
+                                      workload.memory, workload.allowed]))
+            if len(classes) else np.zeros(0, dtype=np.int64)
+        )  # fmt: skip
+        # (time, seq, departure: >= 0 pod group, < 0 record)
+        self.heap: list[tuple[int, int, int]] = []
+        self.records: list[_Recorded] = []
+        if not empty:
+            self.records = _occupy_recorded(run, allocations, start_us, end_us)
+            for i, record in enumerate(self.records):
+                if record.end_us < end_us:
+                    self.heap.append((record.end_us, len(self.heap), -1 - i))
+            heapq.heapify(self.heap)
+        self.seq = len(self.heap)
+
+        self.probe: _Run | None = None  # first-fit on an empty fleet: does a class ever fit
+        self.never: dict[int, bool] = {}
+
+        self.started_at = np.full(len(workload.request_ids), -1, dtype=np.int64)
+        # request, pod, node, GPUs, start
+        self.placed: list[tuple[int, int, int, list[int], int]] = []
+        self.groups: list[tuple[int, list[tuple[int, int, list[int]]]]] = []
+        self.group_start: list[int] = []
+        self.started = self.rejected = 0
+
+        self.preferred = np.full(len(workload.request_ids), -1, dtype=np.int64)
+        if prefer:
+            node_index = {n: i for i, n in enumerate(fleet.node_ids)}
+            for r_, rid in enumerate(workload.request_ids):
+                n_ = node_index.get(prefer.get(rid, ""), -1)
+                if n_ >= 0 and workload.pods[r_] == 1:
+                    self.preferred[r_] = n_
+
+        self.fifo: deque[int] = deque()
+        # backfill: class -> (arrival, request)
+        self.waiting: dict[int, deque[tuple[int, int]]] = {}
+        self.queued = 0
+
+        # Backfill pre-check. Every waiting shape failed at its last try (a retry pass
+        # or its arrival), and since then capacity was only taken, except on the nodes
+        # freed at this instant. A single pod (or a gang of locality "any", which starts
+        # iff the fleet's room counted in pods reaches its size) can only fit now on a
+        # freed node: the shapes no freed node can host would fail again, and are
+        # skipped without the policy's evaluation (a failed placement changes nothing
+        # but caches, and draws no random number). A gang kept in one switch domain (or
+        # node) starts iff some domain has room for all of it (_Run.gang_hosts): after
+        # a failure, only the domains of the freed nodes can have gained that room.
+        self.rep = np.zeros(int(classes.max()) + 1 if len(classes) else 0, dtype=np.int64)
+        self.rep[classes] = np.arange(len(classes))
+        self.gang = (workload.pods > 1) & (workload.locality != LOCALITIES.index("any"))
+        self.hopeless: set[int] = set()  # gang classes that found no domain at their last try
+
+        # the domains of a gang kept in one switch domain, or one block domain
+        grouping = {
+            LOCALITIES.index("switch"): fleet.domain,
+            LOCALITIES.index("block"): fleet.block,
+        }
+        self.grouping = grouping
+        self.members = {g: np.argsort(d, kind="stable") for g, d in grouping.items()}
+        self.bounds = {
+            g: np.searchsorted(d[self.members[g]], np.arange(int(d.max()) + 2))
+            for g, d in grouping.items()
+        }
+        self.freed_room: dict[tuple[int, ...], int] = {}  # this pass: pod shape -> most room
+        self.freed_domain_nodes: dict[int, np.ndarray] = {}  # this pass: freed domains' nodes
+
+        self.total = fleet.total_gpus * _U
+        window_us = end_us - start_us
+        steps = math.floor(100 / options.step_pct + 1e-9)
+        self.marks = [min(options.step_pct * i, 100.0) for i in range(steps + 1)]
+        if self.marks[-1] < 100.0:
+            self.marks.append(100.0)
+        self.instants = [start_us + round(window_us * m / 100) for m in self.marks]
+        self.curve: dict[str, list[object]] = {
+            "instant": [], "instant_pct": [], "allocated_pct": [], "fragmented_pct": [],
+            "queued": [], "started": [], "failed": [],
+        }  # fmt: skip
+        self.mark = 0
+        self.view = ReplayView(run, self.records, self.groups, self.group_start, self.duration)
+        self._done = False
+
+    # ---- steps
+
+    def fits_empty(self, r: int) -> bool:
+        """Whether request r fits the empty fleet (first-fit); once per replay class."""
+        c = int(self.classes[r])
+        if c not in self.never:
+            if self.probe is None:
+                self.probe = _Run(self.fleet, self.workload, "first-fit", 0)
+            pods = self.probe.place(r)
+            self.never[c] = pods is None
+            for _, n, used in reversed(pods or []):
+                self.probe._undo(r, n, used)
+        return not self.never[c]
+
+    def try_start(self, r: int, t: int, among: np.ndarray | None = None) -> bool:
+        """Start request r at t if it fits (its recorded node first, when preferred)."""
+        run = self.engine
+        pods = None
+        n_pref = int(self.preferred[r])
+        if n_pref >= 0 and (among is None or n_pref in among):
+            pods = run.place(r, np.array([n_pref], dtype=np.int64))
+        if pods is None:
+            pods = run.place(r, among)
+        if pods is None:
+            return False
+        self.group_start.append(t)
+        self.started_at[r] = t
+        self.started += 1
+        self.placed.extend((r, pod, n, used, t) for pod, n, used in pods)
+        length = int(self.duration[r])
+        if length >= 0 and t + length < self.end_us:
+            heapq.heappush(self.heap, (t + length, self.seq, len(self.groups)))
+            self.seq += 1
+        self.groups.append((r, pods))
+        return True
+
+    def _freed_domains_room(self, r: int, freed: np.ndarray) -> int:
+        """The most pods of r's shape one domain (or node) holding a freed node can take."""
+        w, run = self.workload, self.engine
+        shape = (int(w.locality[r]), int(w.share[r]), int(w.count[r]), int(w.cpu[r]),
+                 int(w.memory[r]), int(w.allowed[r]))  # fmt: skip
+        most = self.freed_room.get(shape)
+        if most is None:
+            if shape[0] in self.grouping:
+                domain, of = self.grouping[shape[0]], self.members[shape[0]]
+                at = self.bounds[shape[0]]
+                if shape[0] not in self.freed_domain_nodes:
+                    domains = np.unique(domain[freed])
+                    self.freed_domain_nodes[shape[0]] = np.concatenate(
+                        [of[at[d] : at[d + 1]] for d in domains]
+                    )
+                nodes = self.freed_domain_nodes[shape[0]]
+                most = int(np.bincount(domain[nodes], weights=run.room(r, nodes)).max())
+            else:
+                most = int(run.room(r, freed).max())
+            self.freed_room[shape] = most
+        return most
+
+    def _candidates(self, freed: np.ndarray) -> set[int]:
+        """The waiting classes worth a try after the nodes ``freed`` got room back."""
+        waiting = self.waiting
+        cls = np.fromiter(waiting, dtype=np.int64, count=len(waiting))
+        reps = self.rep[cls]
+        w, st = self.workload, self.engine.state
+        ok = w.model_ok[w.allowed[reps][:, None], freed[None, :]]
+        ok &= st.cpu[freed][None, :] >= w.cpu[reps][:, None]
+        ok &= st.memory[freed][None, :] >= w.memory[reps][:, None]
+        share, count = w.share[reps][:, None], w.count[reps][:, None]
+        ok &= (count == 0) | (share >= _U) | (st.largest[freed][None, :] >= share)
+        ok &= (count == 0) | (share < _U) | (st.whole[freed][None, :] >= count)
+        keep = ok.any(axis=1)
+        if not self.memo:
+            keep |= self.gang[reps]
+        # (memo: a gang kept in one domain needs a domain whose room, in pods of its
+        # shape, reaches its size; since its last try only freed nodes gained room, and
+        # a freed node that takes none of its pods left its domain's room no higher.)
+        return set(cls[keep].tolist())
+
+    def retry(self, t: int, freed: list[int]) -> None:
+        """Start what waits and now fits, after the nodes ``freed`` got room back at t."""
+        precheck, workload = self.precheck, self.workload
+        if self.queue == "fifo":
+            fifo = self.fifo
+            # Strict FIFO: nothing started since the head failed, so only the nodes
+            # freed now gained room (the same pre-check as backfill, for the head).
+            among = None
+            if precheck and fifo:
+                nodes = np.unique(np.array(freed, dtype=np.int64))
+                self.freed_room.clear()
+                self.freed_domain_nodes.clear()
+                head = fifo[0]
+                if self.memo and not self.engine.fits(head, nodes).any():
+                    return  # no freed node takes one of its pods: no room was gained for it
+                if self.gang[head] and self._freed_domains_room(head, nodes) < int(
+                    workload.pods[head]
+                ):
+                    return
+                among = nodes
+            while fifo and self.try_start(fifo[0], t, among):
+                fifo.popleft()
+                self.queued -= 1
+                among = None  # the others wait untried behind the head
+            return
+        waiting = self.waiting
+        nodes = np.zeros(0, dtype=np.int64)
+        if precheck:
+            nodes = np.unique(np.array(freed, dtype=np.int64))
+            worth = self._candidates(nodes)
+            self.freed_room.clear()
+            self.freed_domain_nodes.clear()
+            heads = [(q[0][0], c) for c, q in waiting.items() if c in worth]
+        else:
+            heads = [(q[0][0], c) for c, q in waiting.items()]
+        heapq.heapify(heads)
+        memo, engine, pod_shape = self.memo, self.engine, self.pod_shape
+        no_room: set[int] = set()  # this pass: pod shapes no freed node can take
+        while heads:
+            _, c = heapq.heappop(heads)
+            q = waiting[c]
+            r = q[0][1]
+            if memo:
+                # r's shape failed at its last try, and since then only the freed nodes
+                # gained room: a single pod fits only there, a gang needs room in pods
+                # (the fleet's, or a domain's) that only they can have raised. With
+                # none of them able to take one pod, it fails again.
+                shape = int(pod_shape[r])
+                if shape in no_room:
+                    continue
+                if not engine.fits(r, nodes).any():
+                    no_room.add(shape)
+                    continue
+            if (
+                precheck
+                and c in self.hopeless
+                and self._freed_domains_room(r, nodes) < int(workload.pods[r])
+            ):
+                continue
+            # A single pod failed at its last try, and since then only the freed
+            # nodes gained room (this pass only takes it): no other node can fit it.
+            if self.try_start(r, t, nodes if precheck else None):
+                q.popleft()
+                self.queued -= 1
+                if q:
+                    heapq.heappush(heads, (q[0][0], c))
+                else:
+                    del waiting[c]
+                self.hopeless.discard(c)
+            elif self.gang[r]:
+                self.hopeless.add(c)
+
+    def arrive(self, r: int, arrival: int, t: int) -> None:
+        """Request r (the ``arrival``-th of the window) arrives at t: start it or queue it."""
+        if not self.fits_empty(r):
+            self.rejected += 1
+            return
+        if self.queue == "fifo":
+            if not self.fifo and self.try_start(r, t):
+                return
+            self.fifo.append(r)
+        else:
+            if self.try_start(r, t):
+                return
+            c = int(self.classes[r])
+            if self.gang[r]:
+                self.hopeless.add(c)
+            self.waiting.setdefault(c, deque()).append((arrival, r))
+        self.queued += 1
+
+    def depart(self, t: int) -> list[int]:
+        """Release everything that ends at t; the nodes freed (with repeats)."""
+        run, heap, records, groups = self.engine, self.heap, self.records, self.groups
+        freed: list[int] = []
+        while heap and heap[0][0] == t:
+            _, _, item = heapq.heappop(heap)
+            if item < 0:
+                _release_recorded(run, records[-1 - item])
+                freed.append(records[-1 - item].node)
+            else:
+                r, pods = groups[item]
+                for _, n, used in reversed(pods):
+                    run._undo(r, n, used)
+                    freed.append(n)
+        return freed
+
+    def sample(self, upto: int) -> None:
+        """Record the curve's points at the instants up to ``upto`` (before its events)."""
+        run, curve, instants = self.engine, self.curve, self.instants
+        while self.mark < len(instants) and instants[self.mark] <= upto:
+            allocated = self.total - int(run.state.free_total.sum())
+            last = self.mark == len(instants) - 1
+            curve["instant"].append(from_epoch_us(instants[self.mark]))
+            curve["instant_pct"].append(self.marks[self.mark])
+            curve["allocated_pct"].append(100.0 * allocated / self.total)
+            curve["fragmented_pct"].append(100.0 * run.fragmentation() / self.total)
+            curve["queued"].append(self.queued)
+            curve["started"].append(self.started)
+            curve["failed"].append(self.rejected + (self.queued if last else 0))
+            self.mark += 1
+
+    def run(
+        self,
+        on_tick: Callable[[ReplayView, int], None] | None = None,
+        ticks: Sequence[int] = (),
+    ) -> ReplayResult:
+        """Play the window's events in time order and return the result (once)."""
+        if self._done:
+            raise RuntimeError("a Replay runs once")
+        self._done = True
+        start_us, end_us, submit, arriving = self.start_us, self.end_us, self.submit, self.arriving
+        heap, view = self.heap, self.view
+        tick_list = [int(x) for x in ticks if start_us <= int(x) < end_us] if on_tick else []
+        k_tick = 0
+        a = 0
+        while True:
+            t_dep = heap[0][0] if heap else _NEVER
+            t_arr = int(submit[arriving[a]]) if a < len(arriving) else _NEVER
+            t_tick = tick_list[k_tick] if k_tick < len(tick_list) else _NEVER
+            t = min(t_dep, t_arr, t_tick)
+            if t >= end_us:
+                break
+            self.sample(t)
+            if t_tick == t and t_dep > t and t_arr > t and on_tick is not None:
+                # a tick runs after its instant's departures and arrivals
+                k_tick += 1
+                view.queued, view.freed = self.queued, []
+                on_tick(view, t)
+                if self.queued and view.freed:
+                    self.retry(t, view.freed)
+                continue
+            if t_dep == t:
+                freed = self.depart(t)
+                if self.queued:
+                    self.retry(t, freed)
+            while a < len(arriving) and int(submit[arriving[a]]) == t:
+                self.arrive(int(arriving[a]), a, t)
+                a += 1
+        self.sample(end_us)
+        fleet, workload = self.fleet, self.workload
+        return ReplayResult(
+            policy=self.options.policy,
+            seed=self.options.seed,
+            queue=self.queue,
+            empty=self.empty,
+            start=self.start,
+            end=self.end,
+            curve=pl.DataFrame(self.curve, schema=_REPLAY_CURVE),
+            allocations=_replay_allocations(
+                fleet, workload, self.records, self.placed, self.duration
+            ),
+            waits=_replay_waits(workload, arriving, submit, self.started_at),
+            gpus=fleet.total_gpus,
+            arrived=len(arriving),
+            started=self.started,
+            failed=self.rejected + self.queued,
+            rejected=self.rejected,
+        )
+
+
+def simulate_replay(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    requests: pl.DataFrame,
+    options: PlacementOptions,
+    start: datetime,
+    end: datetime,
+    empty: bool,
+    queue: str = "fifo",
+    on_tick: Callable[[ReplayView, int], None] | None = None,
+    ticks: Sequence[int] = (),
+    prefer: Mapping[str, str] | None = None,
+) -> ReplayResult:
+    """By-time replay of the requests submitted in [start, end) under ``options.policy``.
+
+    The fleet starts from the allocations active at ``start`` (see
+    :func:`_occupy_recorded` for how they sit on GPUs), or empty when
+    ``empty``; a recorded allocation ending in the window frees its capacity
+    at its end_time. Each request arrives at its submit_time and is placed by
+    the policy (the same scoring and all-or-nothing gang placement as fill
+    mode); a started request departs after ``duration_s`` (null: never, in
+    the window). A request that cannot start waits: ``fifo`` is strict (the
+    head blocks everyone behind it), ``backfill`` starts any waiting request
+    that fits, first-fit in arrival order (a request shape that failed once is
+    not tried again in the same pass: equal requests fit equal states). The
+    queue is retried after every instant with departures. Events run in time
+    order, departures before arrivals at the same instant, arrivals in
+    (submit_time, request_id) order. A request that does not fit even an empty
+    fleet (under first-fit) is rejected on arrival and counts as failed.
+
+    Args:
+        nodes: the nodes frame.
+        allocations: the recorded allocations (alloc_id, node_id, gpus, cpus,
+            start_time, end_time; memory_gib, job_id optional); ignored when
+            ``empty``.
+        requests: the requests frame (as :func:`simulate_fill`, plus
+            submit_time and duration_s); all of them weigh the fragmentation
+            measure, those submitted in the window arrive.
+        options: policy, seed (``random``), step_pct (the curve's step, in % of
+            the window), frag_popularity, frag_cpu_shapes.
+        start, end: the window (naive = UTC).
+        empty: start from an empty fleet.
+        queue: ``fifo`` or ``backfill``.
+        on_tick, ticks: at each instant of ``ticks`` (epoch µs, ascending) in the
+            window, after that instant's events, ``on_tick(view, t)`` may move
+            work (:meth:`ReplayView.move`); the queue is then retried on the
+            nodes it emptied (compaction over time). The result's
+            ``allocations`` keep each pod on the node it started on.
+        prefer: request_id -> node_id: a single-pod request tries that node
+            first (its recorded placement), then the policy.
+
+    Returns:
+        The :class:`ReplayResult`.
+
+    Raises:
+        UsageError: unknown policy or queue, an empty window, no healthy GPU,
+            or unusable requests.
+
+    Example:
+        >>> nodes = pl.DataFrame({"node_id": ["a"], "gpu_model": ["T4"], "gpus": [1],
+        ...                       "cpus": [8.0]})
+        >>> from datetime import timedelta
+        >>> t0 = datetime(2026, 1, 1)
+        >>> requests = pl.DataFrame({"request_id": ["r1", "r2"], "gpus": [1.0, 1.0],
+        ...     "cpus": [1.0, 1.0], "submit_time": [t0, t0], "duration_s": [60.0, 60.0]})
+        >>> none = pl.DataFrame(schema={"alloc_id": pl.String, "node_id": pl.String,
+        ...     "gpus": pl.Float64, "cpus": pl.Float64, "start_time": pl.Datetime("us"),
+        ...     "end_time": pl.Datetime("us")})
+        >>> result = simulate_replay(nodes, none, requests, PlacementOptions(policy="best-fit"),
+        ...                          t0, t0 + timedelta(hours=1), empty=True)
+        >>> result.waits.select("request_id", "wait_s").rows()
+        [('r1', 0.0), ('r2', 60.0)]
+    """
+    return Replay(
+        nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer
+    ).run(on_tick, ticks)
+
+
+def _replay_allocations(
+    fleet: _Fleet,
+    workload: _Workload,
+    records: list[_Recorded],
+    placed: list[tuple[int, int, int, list[int], int]],
+    duration: np.ndarray,
+) -> pl.DataFrame:
+    w = workload
+    rows: list[tuple[object, ...]] = [
+        (rec.alloc_id, rec.job_id, None, fleet.node_ids[rec.node], sum(rec.units) / _U,
+         ",".join(map(str, rec.gpus)), rec.cpu / _U, rec.memory / _U,
+         from_epoch_us(rec.start_us), None if rec.end_us == _NEVER else from_epoch_us(rec.end_us), True)
+        for rec in records
+    ]  # fmt: skip
+    for r, pod, n, used, t in placed:
+        rid = w.request_ids[r]
+        rows.append(
+            (
+                f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}",
+                rid,
+                rid,
+                fleet.node_ids[n],
+                int(w.share[r]) * int(w.count[r]) / _U,
+                ",".join(map(str, used)),
+                int(w.cpu[r]) / _U,
+                int(w.memory[r]) / _U,
+                from_epoch_us(t),
+                None if duration[r] < 0 else from_epoch_us(t + int(duration[r])),
+                False,
+            )
+        )
+    return pl.DataFrame(
+        rows,
+        schema={"alloc_id": pl.String, "job_id": pl.String, "request_id": pl.String,
+                "node_id": pl.String, "gpus": pl.Float64, "gpu_index": pl.String,
+                "cpus": pl.Float64, "memory_gib": pl.Float64,
+                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us"),
+                "recorded": pl.Boolean},
+        orient="row",
+    )  # fmt: skip
+
+
+def _replay_waits(
+    workload: _Workload, arriving: np.ndarray, submit: np.ndarray, started_at: np.ndarray
+) -> pl.DataFrame:
+    begun = started_at[arriving]
+    return pl.DataFrame(
+        {
+            "request_id": [workload.request_ids[r] for r in arriving],
+            "submit_time": [from_epoch_us(int(s)) for s in submit[arriving]],
+            "start_time": [None if b < 0 else from_epoch_us(int(b)) for b in begun],
+            "wait_s": [None if b < 0 else (b - s) / 1e6 for b, s in zip(begun, submit[arriving], strict=True)],
+        },
+        schema={"request_id": pl.String, "submit_time": pl.Datetime("us"),
+                "start_time": pl.Datetime("us"), "wait_s": pl.Float64},
+    )  # fmt: skip
+
+
+def _replay_task(
+    args: tuple[
+        pl.DataFrame, pl.DataFrame, pl.DataFrame, PlacementOptions, datetime, datetime, bool, str
+    ],
+) -> pl.DataFrame:
+    return simulate_replay(*args).curve.drop("instant")
+
+
+def replay_curves(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    requests: pl.DataFrame,
+    options: PlacementOptions,
+    start: datetime,
+    end: datetime,
+    empty: bool,
+    queue: str = "fifo",
+    policies: Sequence[str] = POLICIES,
+) -> dict[str, pl.DataFrame]:
+    """By-time replay curves of several policies, each the mean over ``options.seeds`` seeds.
+
+    Returns:
+        policy -> curve (instant_pct, allocated_pct, fragmented_pct, queued,
+        started, failed; Float64 means over the seeds).
+    """
+    for policy in policies:
+        _check_replay(replace(options, policy=policy), start, end, queue)
+    if options.seeds < 1:
+        raise UsageError("seeds must be at least 1")
+    tasks = [
+        (nodes, allocations, requests, replace(options, policy=policy, seed=options.seed + i),
+         start, end, empty, queue)
+        for policy in policies
+        for i in range(options.seeds)
+    ]  # fmt: skip
+    curves = _map_runs(_replay_task, tasks, options.workers)
+    result: dict[str, pl.DataFrame] = {}
+    for p, policy in enumerate(policies):
+        runs = curves[p * options.seeds : (p + 1) * options.seeds]
+        result[policy] = (
+            pl.concat(runs)
+            .group_by("instant_pct")
+            .agg(pl.exclude("instant_pct").cast(pl.Float64).mean())
+            .sort("instant_pct")
+        )
+    return result
