@@ -1,8 +1,8 @@
 """Nothing a user sees changes: every ``--json`` document, compared with goldens.
 
-The capacity model is being unified under the engines (one module owns the node
-index, pod sizes, share packing and slot counting); this test holds the promise
-that the refactor moves code, not figures. It runs every ``--json`` command on
+Written when the capacity model was unified under the engines and the package
+regrouped into layers, it holds the promise that a refactor moves code, not
+figures. It runs every ``--json`` command on
 
 - the sample store (``sample_data/``): the documents are kept in full under
   ``tests/data/outputs/sample/``, so a failure shows the changed lines;
