@@ -456,3 +456,43 @@ def test_slots_from_occupancy_agree_with_slots_from_free_capacity(
         over=used > gpus,
     )
     assert node_slots_at(pod, (gpus, cpus, memory), used, peak, fills) == expected
+
+
+# ------------------------------------------------------------------ placement's pods
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(
+        st.sampled_from([0.1, 0.25, 0.3, 0.5, 0.75]).map(lambda g: (g, None)),
+        st.tuples(st.integers(1, 8), st.integers(1, 8)).map(lambda t: (float(t[0] * t[1]), float(t[1]))),
+    ),
+    st.sampled_from([0.0, 1.0, 2.5, 12.0, 16.0]),
+    st.sampled_from([0.0, 8.0, 10.5, 96.0]),
+)
+def test_placement_sizes_pods_as_the_capacity_model_does(
+    request_gpus: tuple[float, float | None], cpus_per_gpu: float, memory_gib_per_gpu: float
+) -> None:
+    """placement decomposes millions of requests into pods vectorised (with row-level
+    errors); a request given per-GPU rates gets the capacity model's Pod, unit for unit."""
+    from fleetaudit.model.capacity import Pod
+    from fleetaudit.model.shapes import make_shape
+    from fleetaudit.whatif.placement.workload import _quantities
+
+    gpus, per_pod = request_gpus
+    shape = make_shape("H20", gpus, per_pod, cpus_per_gpu, memory_gib_per_gpu)
+    pod = Pod.of(shape)
+    frame = pl.DataFrame(
+        {
+            "request_id": ["r1"], "gpus": [gpus], "gpus_per_pod": [per_pod],
+            "cpus_per_gpu": [cpus_per_gpu], "memory_gib_per_gpu": [memory_gib_per_gpu],
+            "cpus": [None], "memory_gib": [None],
+        },
+        schema_overrides={"gpus_per_pod": pl.Float64, "cpus": pl.Float64, "memory_gib": pl.Float64},
+    )  # fmt: skip
+    q = _quantities(frame)
+    assert int(q.cpu[0]) == pod.cpus and int(q.memory[0]) == pod.memory
+    if pod.share:
+        assert (int(q.share[0]), int(q.count[0]), int(q.pods[0])) == (pod.share, 1, 1)
+    else:
+        assert int(q.count[0]) == pod.gpus and int(q.pods[0]) * pod.gpus == round(gpus)
