@@ -53,8 +53,8 @@ from fleetaudit.model.capacity import (
     slots_array,
     usable_expr,
 )
+from fleetaudit.model.history import _history as history_of  # waits and percentiles
 from fleetaudit.model.history import _range_max as range_max  # the sweep's sparse-table maximum
-from fleetaudit.model.history import nearest_rank
 from fleetaudit.model.occupancy import occupancy_timeline
 from fleetaudit.model.shapes import CAUSES, Shape
 
@@ -72,7 +72,6 @@ SPLIT = (*CAUSES, "unqueued")
 """The stranded causes of the report's idle split (SPEC §3's four, plus unqueued)."""
 LEDGER = ("installed", "unhealthy", "allocated_high", "allocated_low", "idle", "usable", *SPLIT)
 _ONE_US = timedelta(microseconds=1)
-_QUANTILES = ((50, 100), (90, 100))
 _CHUNK_CELLS = 4_000_000
 """(node, instant) cells of one chunk of the schedulable sweep: its working arrays
 (a few dozen bytes per cell) stay within a few hundred MiB whatever the window."""
@@ -264,22 +263,10 @@ class Schedulable:
     shapes: tuple[ShapeOutlook, ...]
 
 
-def _waits(instances: np.ndarray, step_s: float) -> tuple[float, float | None, float | None]:
-    """p_start and nearest-rank wait p50/p90 (history's definition; censored sorts last)."""
-    n = len(instances)
-    if n == 0:
-        return 0.0, None, None
-    position = np.arange(n)
-    starts_at = np.where(instances >= 1, position, n)
-    next_start = np.minimum.accumulate(starts_at[::-1])[::-1]
-    waits: list[float | None] = [
-        None if s == n else float((s - i) * step_s) for i, s in enumerate(next_start.tolist())
-    ]
-    return (
-        int(np.sum(instances >= 1)) / n,
-        nearest_rank(waits, *_QUANTILES[0]),
-        nearest_rank(waits, *_QUANTILES[1]),
-    )
+def _waits(instances: np.ndarray, step_us: int) -> tuple[float, float | None, float | None]:
+    """p_start and nearest-rank wait p50/p90: history's own (censored sorts last)."""
+    outlook = history_of(np.zeros(len(instances), dtype=np.int64), step_us, instances, None)
+    return outlook.p_start, outlook.wait_p50_s, outlook.wait_p90_s
 
 
 @dataclass(frozen=True)
@@ -531,7 +518,6 @@ def schedulable(
     """
     nodes = nodes.with_columns(pl.col("node_id").cast(pl.String)).sort("node_id")
     n, count = len(instants), nodes.height
-    step_s = (instants[1] - instants[0]).total_seconds() if n > 1 else 0.0
     layout = _layout(nodes)
     whole = [i for i, (s, _) in enumerate(shapes) if not s.is_share]
     longest = max((shapes[i][0].duration_s or 0.0 for i in whole), default=0.0)
@@ -679,7 +665,7 @@ def schedulable(
             del free_w
         del interval_peaks, now, free_now
     for i in whole:
-        outlooks[i] = _waits(per_shape[i]["instances"], step_s)
+        outlooks[i] = _waits(per_shape[i]["instances"], step_us)
     steps = _split(base, per_shape, shapes, instants, layout.models)
     hours = span / timedelta(hours=1) / n
     outs = []
