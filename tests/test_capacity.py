@@ -496,3 +496,36 @@ def test_placement_sizes_pods_as_the_capacity_model_does(
         assert (int(q.share[0]), int(q.count[0]), int(q.pods[0])) == (pod.share, 1, 1)
     else:
         assert int(q.count[0]) == pod.gpus and int(q.pods[0]) * pod.gpus == round(gpus)
+
+
+def test_schedulable_waits_by_hand() -> None:
+    """One 8-GPU node, busy at 0h, 2h-3h and 5h-6h of seven hourly instants: an 8-GPU
+    shape starts at 1h and 4h only, so its waits are 1h, 0, 2h, 1h, 0 and two censored."""
+    from datetime import datetime, timedelta
+
+    from fleetaudit.model.denominators import schedulable
+
+    t0 = datetime(2026, 1, 1)
+    nodes = pl.DataFrame(
+        {"node_id": ["n1"], "gpu_model": ["H20"], "gpus": [8], "cpus": [64.0],
+         "memory_gib": [None], "switch_id": ["s1"], "health": ["healthy"]},
+        schema={"node_id": pl.String, "gpu_model": pl.String, "gpus": pl.Int64,
+                "cpus": pl.Float64, "memory_gib": pl.Float64, "switch_id": pl.String,
+                "health": pl.String},
+    )  # fmt: skip
+    busy = [(0, 1), (2, 4), (5, 7)]
+    allocations = pl.DataFrame(
+        [(f"a{i}", f"j{i}", "n1", 8.0, 1.0, None, "high", t0 + timedelta(hours=s),
+          t0 + timedelta(hours=e)) for i, (s, e) in enumerate(busy)],
+        schema={"alloc_id": pl.String, "job_id": pl.String, "node_id": pl.String,
+                "gpus": pl.Float64, "cpus": pl.Float64, "memory_gib": pl.Float64,
+                "priority": pl.String, "start_time": pl.Datetime("us"),
+                "end_time": pl.Datetime("us")},
+        orient="row",
+    )  # fmt: skip
+    instants = [t0 + timedelta(hours=j) for j in range(7)]
+    shape = make_shape("H20", 8, 8, locality="node")
+    (outlook,) = schedulable(nodes, allocations, [(shape, 1)], instants, timedelta(hours=7)).shapes
+    assert outlook.instants == 7 and outlook.p_start == 2 / 7
+    assert outlook.wait_p50_s == 3600.0  # ceil(3.5) = 4th of 0, 0, 1h, 1h, 2h, inf, inf
+    assert outlook.wait_p90_s is None  # ceil(6.3) = 7th: censored
