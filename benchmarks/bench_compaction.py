@@ -33,10 +33,9 @@ from pathlib import Path
 
 import polars as pl
 
-from benchmarks.fleets import generated_store
+from benchmarks.fleets import bare_fleet_store
 from fleetaudit.api import StoreOptions, load_frames, reading, resolve_at
 from fleetaudit.api.compaction_api import CompactionRun, whatif_compaction
-from fleetaudit.inputs.generate import GenerateOptions
 from fleetaudit.model import occupancy
 from fleetaudit.whatif import compaction
 from fleetaudit.whatif.compaction import CompactionOptions
@@ -45,11 +44,7 @@ PAPER_PARTIAL_REDUCTION = 20.2  # % fewer partially occupied nodes after IPC (AS
 
 
 def _store(args: argparse.Namespace) -> StoreOptions:
-    return generated_store(
-        args.work,
-        f"fleet-{args.nodes}-{args.days:g}",
-        GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0),
-    )
+    return bare_fleet_store(args.work, args.nodes, args.days)
 
 
 def whole_fleet(store: StoreOptions, jobs: int, back: timedelta) -> None:

@@ -14,9 +14,8 @@ import resource
 import time
 from pathlib import Path
 
-from benchmarks.fleets import generated_store
+from benchmarks.fleets import bare_fleet_store
 from fleetaudit.api.shapes_api import ShapesOptions, evaluate_shapes
-from fleetaudit.inputs.generate import GenerateOptions
 
 
 def main() -> None:
@@ -25,11 +24,7 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=90.0)
     parser.add_argument("--work", type=Path, default=Path("bench-out/shapes"))
     args = parser.parse_args()
-    store = generated_store(
-        args.work,
-        f"fleet-{args.nodes}-{args.days:g}",
-        GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0),
-    )
+    store = bare_fleet_store(args.work, args.nodes, args.days)
     for label, options in (
         ("all queued shapes", ShapesOptions()),
         ("all queued shapes --reclaim", ShapesOptions(reclaim=True)),

@@ -33,3 +33,10 @@ def generated_store(work: Path, name: str, options: GenerateOptions) -> StoreOpt
         rows = ", ".join(f"{t.table} {t.read:,}" for t in result.tables)
         print(f"ingested {rows} in {time.perf_counter() - started:.1f} s")
     return StoreOptions(db)
+
+
+def bare_fleet_store(work: Path, nodes: int, days: float) -> StoreOptions:
+    """The store of a generated fleet without telemetry, named ``fleet-NODES-DAYS``."""
+    return generated_store(
+        work, f"fleet-{nodes}-{days:g}", GenerateOptions(nodes=nodes, days=days, telemetry_days=0)
+    )
