@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import resource
 import statistics
 import time
 from datetime import datetime, timedelta
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import polars as pl
 
-from benchmarks.fleets import bare_fleet_store
+from benchmarks.fleets import bare_fleet_store, peak_rss_mib
 from fleetaudit.api import StoreOptions, load_frames, reading, resolve_at
 from fleetaudit.api.compaction_api import CompactionRun, whatif_compaction
 from fleetaudit.model import occupancy
@@ -292,7 +291,7 @@ def main() -> None:
         whole_fleet(store, args.jobs, timedelta(days=1))
     quality(store, args.samples, args.seed, args.ilp_time_limit, args.uncut)
     random_quality(args.samples, args.seed, args.ilp_time_limit)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     print(f"\npeak RSS {peak:,.0f} MiB")
 
 

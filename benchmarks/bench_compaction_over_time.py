@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.fleets import bare_fleet_store
+from benchmarks.fleets import bare_fleet_store, peak_rss_mib
 from fleetaudit.api.compaction_api import CompactionRun, whatif_compaction
 from fleetaudit.whatif import compaction
 from fleetaudit.whatif.compaction_over_time import OverTimeOptions
@@ -86,7 +86,7 @@ def main() -> None:
         f"arrived {over.arrived:,}, started {over.started[0]:,} / {over.started[1]:,}"
     )
     cpu = _cpu_s() - cpu_before
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     print(f"  CPU (user + sys, worker processes included) {cpu:.1f} s; peak RSS {peak:,.0f} MiB")
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from benchmarks.fleets import bare_fleet_store
+from benchmarks.fleets import bare_fleet_store, peak_rss_mib
 from fleetaudit.api import load_frames, reading, resolve_at
 from fleetaudit.whatif.placement import PlacementOptions, Replay, ReplayResult
 
@@ -88,7 +88,7 @@ def main() -> None:
                     and (after.started, after.failed) == (before.started, before.failed)
                 )
                 print(f"{label}: the same replay frame by frame: {'yes' if same else 'NO'}")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     print(f"peak RSS {peak:,.0f} MiB")
 
 

@@ -10,11 +10,10 @@ Generates the fleet once (Parquet, no telemetry), ingests it into a store in
 from __future__ import annotations
 
 import argparse
-import resource
 import time
 from pathlib import Path
 
-from benchmarks.fleets import bare_fleet_store
+from benchmarks.fleets import bare_fleet_store, peak_rss_mib
 from fleetaudit.api.shapes_api import ShapesOptions, evaluate_shapes
 
 
@@ -38,7 +37,7 @@ def main() -> None:
             f"{label}: {len(result.shapes)} shapes, {sum(r.queued for r in result.shapes):,} queued "
             f"requests: best {min(timings):.2f} s, first {timings[0]:.2f} s (target < 2 s)"
         )
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     print(f"peak RSS {peak:,.0f} MiB")
 
 

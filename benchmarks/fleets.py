@@ -10,11 +10,17 @@ generating them again.
 
 from __future__ import annotations
 
+import resource
 import time
 from pathlib import Path
 
 from fleetaudit.api import StoreOptions, ingest_paths
 from fleetaudit.inputs.generate import GenerateOptions, generate_fleet
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far, in MiB (``ru_maxrss`` is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def generated_store(work: Path, name: str, options: GenerateOptions) -> StoreOptions:
