@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import resource
 import statistics
 import time
 from datetime import datetime, timedelta
@@ -33,10 +32,9 @@ from pathlib import Path
 
 import polars as pl
 
-from benchmarks.fleets import generated_store
+from benchmarks.fleets import bare_fleet_store, peak_rss_mib
 from fleetaudit.api import StoreOptions, load_frames, reading, resolve_at
 from fleetaudit.api.compaction_api import CompactionRun, whatif_compaction
-from fleetaudit.inputs.generate import GenerateOptions
 from fleetaudit.model import occupancy
 from fleetaudit.whatif import compaction
 from fleetaudit.whatif.compaction import CompactionOptions
@@ -45,11 +43,7 @@ PAPER_PARTIAL_REDUCTION = 20.2  # % fewer partially occupied nodes after IPC (AS
 
 
 def _store(args: argparse.Namespace) -> StoreOptions:
-    return generated_store(
-        args.work,
-        f"fleet-{args.nodes}-{args.days:g}",
-        GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0),
-    )
+    return bare_fleet_store(args.work, args.nodes, args.days)
 
 
 def whole_fleet(store: StoreOptions, jobs: int, back: timedelta) -> None:
@@ -297,7 +291,7 @@ def main() -> None:
         whole_fleet(store, args.jobs, timedelta(days=1))
     quality(store, args.samples, args.seed, args.ilp_time_limit, args.uncut)
     random_quality(args.samples, args.seed, args.ilp_time_limit)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     print(f"\npeak RSS {peak:,.0f} MiB")
 
 

@@ -19,9 +19,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.fleets import generated_store
+from benchmarks.fleets import bare_fleet_store, peak_rss_mib
 from fleetaudit.api.compaction_api import CompactionRun, whatif_compaction
-from fleetaudit.inputs.generate import GenerateOptions
 from fleetaudit.whatif import compaction
 from fleetaudit.whatif.compaction_over_time import OverTimeOptions
 
@@ -43,11 +42,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--work", type=Path, default=Path("bench-out/overtime"))
     args = parser.parse_args()
-    store = generated_store(
-        args.work,
-        f"fleet-{args.nodes}-{args.days:g}",
-        GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0),
-    )
+    store = bare_fleet_store(args.work, args.nodes, args.days)
     searched = [0.0, 0]
     original = compaction.compact
 
@@ -91,7 +86,7 @@ def main() -> None:
         f"arrived {over.arrived:,}, started {over.started[0]:,} / {over.started[1]:,}"
     )
     cpu = _cpu_s() - cpu_before
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     print(f"  CPU (user + sys, worker processes included) {cpu:.1f} s; peak RSS {peak:,.0f} MiB")
 
 

@@ -26,9 +26,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from benchmarks.fleets import generated_store
+from benchmarks.fleets import bare_fleet_store, peak_rss_mib
 from fleetaudit.api import load_frames, reading, resolve_at
-from fleetaudit.inputs.generate import GenerateOptions
 from fleetaudit.whatif.placement import PlacementOptions, Replay, ReplayResult
 
 
@@ -63,11 +62,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("bench-out/shapes"))
     parser.add_argument("--compare", action="store_true")
     args = parser.parse_args()
-    store = generated_store(
-        args.work,
-        f"fleet-{args.nodes}-{args.days:g}",
-        GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0),
-    )
+    store = bare_fleet_store(args.work, args.nodes, args.days)
     with reading(store) as opened:
         at = resolve_at(opened, None)
         start = at - timedelta(days=args.since_days)
@@ -93,7 +88,7 @@ def main() -> None:
                     and (after.started, after.failed) == (before.started, before.failed)
                 )
                 print(f"{label}: the same replay frame by frame: {'yes' if same else 'NO'}")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     print(f"peak RSS {peak:,.0f} MiB")
 
 

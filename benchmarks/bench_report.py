@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.fleets import generated_store
+from benchmarks.fleets import generated_store, peak_rss_mib
 from fleetaudit.api import StoreOptions
 from fleetaudit.core.times import parse_duration
 from fleetaudit.inputs.generate import GenerateOptions
@@ -53,7 +53,7 @@ def _measure(db: Path, since: str, step: str) -> None:
                 "shapes": len(result.shapes),
                 "shapes_left_out": result.shapes_left_out,
                 "telemetry_samples": result.telemetry["samples"],
-                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "peak_rss_mib": peak_rss_mib(),
                 # CPU seconds (user + system, DuckDB's threads included): steadier than
                 # wall time on a shared machine
                 "cpu_s": resource.getrusage(resource.RUSAGE_SELF).ru_utime

@@ -10,13 +10,11 @@ Generates the fleet once (Parquet, no telemetry), ingests it into a store in
 from __future__ import annotations
 
 import argparse
-import resource
 import time
 from pathlib import Path
 
-from benchmarks.fleets import generated_store
+from benchmarks.fleets import bare_fleet_store, peak_rss_mib
 from fleetaudit.api.shapes_api import ShapesOptions, evaluate_shapes
-from fleetaudit.inputs.generate import GenerateOptions
 
 
 def main() -> None:
@@ -25,11 +23,7 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=90.0)
     parser.add_argument("--work", type=Path, default=Path("bench-out/shapes"))
     args = parser.parse_args()
-    store = generated_store(
-        args.work,
-        f"fleet-{args.nodes}-{args.days:g}",
-        GenerateOptions(nodes=args.nodes, days=args.days, telemetry_days=0),
-    )
+    store = bare_fleet_store(args.work, args.nodes, args.days)
     for label, options in (
         ("all queued shapes", ShapesOptions()),
         ("all queued shapes --reclaim", ShapesOptions(reclaim=True)),
@@ -43,7 +37,7 @@ def main() -> None:
             f"{label}: {len(result.shapes)} shapes, {sum(r.queued for r in result.shapes):,} queued "
             f"requests: best {min(timings):.2f} s, first {timings[0]:.2f} s (target < 2 s)"
         )
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     print(f"peak RSS {peak:,.0f} MiB")
 
 

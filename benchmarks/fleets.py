@@ -10,11 +10,17 @@ generating them again.
 
 from __future__ import annotations
 
+import resource
 import time
 from pathlib import Path
 
 from fleetaudit.api import StoreOptions, ingest_paths
 from fleetaudit.inputs.generate import GenerateOptions, generate_fleet
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far, in MiB (``ru_maxrss`` is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def generated_store(work: Path, name: str, options: GenerateOptions) -> StoreOptions:
@@ -33,3 +39,10 @@ def generated_store(work: Path, name: str, options: GenerateOptions) -> StoreOpt
         rows = ", ".join(f"{t.table} {t.read:,}" for t in result.tables)
         print(f"ingested {rows} in {time.perf_counter() - started:.1f} s")
     return StoreOptions(db)
+
+
+def bare_fleet_store(work: Path, nodes: int, days: float) -> StoreOptions:
+    """The store of a generated fleet without telemetry, named ``fleet-NODES-DAYS``."""
+    return generated_store(
+        work, f"fleet-{nodes}-{days:g}", GenerateOptions(nodes=nodes, days=days, telemetry_days=0)
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -202,7 +203,9 @@ def test_quiet_still_prints_errors(tmp_path: Path) -> None:
 # -- 4. Ctrl-C ------------------------------------------------------------------------------
 
 
-def _hold_lock(db: Path) -> subprocess.Popen[str]:
+@contextlib.contextmanager
+def _lock_held(db: Path) -> Iterator[None]:
+    """Another process holds ``db``'s write lock for the duration of the block."""
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -215,8 +218,13 @@ def _hold_lock(db: Path) -> subprocess.Popen[str]:
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-    return holder
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()  # type: ignore[union-attr]
 
 
 def _interrupt(args: list[str], cwd: Path, after: float, wait_for: str | None = None) -> tuple[int, str]:
@@ -242,15 +250,10 @@ def _interrupt(args: list[str], cwd: Path, after: float, wait_for: str | None = 
 def test_ctrl_c_while_waiting_for_the_lock(tmp_path: Path, tiny_dir: Path, tiny_db: Path) -> None:
     """A real SIGINT: exit 130, one line, and the store keeps what it held."""
     before = invoke("status", "--db", tiny_db).stdout
-    holder = _hold_lock(tiny_db)
-    try:
+    with _lock_held(tiny_db):
         code, stderr = _interrupt(
             ["ingest", str(tiny_dir), "--db", str(tiny_db)], tmp_path, 0.2, wait_for="waiting"
         )
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdout.close()  # type: ignore[union-attr]
     assert code == 130
     assert stderr == "fleetaudit: error: interrupted; the store keeps its last committed state\n"
     assert invoke("status", "--db", tiny_db).stdout == before
@@ -301,13 +304,8 @@ def test_a_query_interrupted_by_ctrl_c_is_a_keyboard_interrupt(tmp_path: Path) -
 
 
 def test_waiting_for_the_lock_is_said_once(tiny_db: Path, tiny_dir: Path) -> None:
-    holder = _hold_lock(tiny_db)
-    try:
+    with _lock_held(tiny_db):
         result = invoke("ingest", tiny_dir, "--db", tiny_db, "--lock-timeout", "1.6")
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdout.close()  # type: ignore[union-attr]
     assert result.exit_code == 75
     lines = result.stderr.splitlines()
     assert lines[0] == (
@@ -318,13 +316,8 @@ def test_waiting_for_the_lock_is_said_once(tiny_db: Path, tiny_dir: Path) -> Non
 
 
 def test_a_short_wait_is_not_said(tiny_db: Path, tiny_dir: Path) -> None:
-    holder = _hold_lock(tiny_db)
-    try:
+    with _lock_held(tiny_db):
         result = invoke("ingest", tiny_dir, "--db", tiny_db, "--lock-timeout", "0.3")
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdout.close()  # type: ignore[union-attr]
     assert result.exit_code == 75
     assert "waiting" not in result.stderr
 

@@ -218,8 +218,8 @@ def test_cli_rollup_then_ingest(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--interval", "0s"], "--interval: must be a whole number of seconds"),
-        (["--interval", "1.5s"], "--interval: must be a whole number of seconds"),
+        (["--interval", "0s"], "--interval: must be a whole number of seconds, 1s or more"),
+        (["--interval", "1.5s"], "--interval: must be a whole number of seconds, 1s or more"),
         (["--engine", "polars"], "--engine: 'polars' is not one of duckdb, spark"),
         (["--master", "local[2]"], "--master: only with --engine spark"),
         (["--format", "csv"], "--format: 'csv' is not one of native"),
@@ -230,8 +230,7 @@ def test_cli_rollup_usage_errors(tmp_path: Path, args: list[str], message: str) 
     out = tmp_path / "out"
     result = runner.invoke(app, ["rollup", str(raw), "--out", str(out), *args])
     assert result.exit_code == 2
-    assert result.stderr.strip() == f"fleetaudit: error: {message}" or message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr == f"fleetaudit: error: {message}\n"
     assert not out.exists()
 
 
