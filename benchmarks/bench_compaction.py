@@ -106,6 +106,9 @@ def quality(store: StoreOptions, samples: int, seed: int, time_limit: float, unc
     ]
     groups.sort(key=lambda f: (f["switch_id"][0], f["gpu_model"][0]))
     print("\n## Search against the exact optimum (25-40 nodes at 85-95% allocation)\n")
+    if not groups:
+        print("(skipped: no switch of this fleet holds 25 healthy nodes of one model; use --nodes 1000 or more)")
+        return
     print(
         "| instant | model | nodes | allocated | search free | ILP free | search / ILP | search s | ILP s | ILP |"
     )
