@@ -110,6 +110,11 @@ def test_churn_refragments_between_rounds_and_the_budget_binds() -> None:
     assert result.partial_without == pytest.approx(10 / 3)
     assert result.partial_with == pytest.approx(3.0)
     assert result.partial_reduction_pct == pytest.approx(-10.0)
+    # free nodes likewise: without (1 + 2 + 2) / 3; with 02:00 starting where 01:00
+    # ended (free 2, partial 3): ((1 + 2) / 2 + (1 + 2) / 2 + (2 + 3) / 2) / 3 = 11 / 6
+    assert (t3.before.free_nodes, t3.before.partial_nodes) == (2, 3)
+    assert result.free_without == pytest.approx(5 / 3)
+    assert result.free_with == pytest.approx(11 / 6)
     # 5 GPUs moved in 3 moves; a move pauses GPUs x (80 GiB x GPUs at 100 Gbit/s + 60 s)
     gib_bits = 8 * 1024**3 / 1e9
     pause = sum(g * (80 * g * gib_bits / 100 + 60) for g in (2, 1, 2))
