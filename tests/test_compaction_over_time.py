@@ -31,6 +31,8 @@ from tests.test_compaction import T, fleets, make_allocations, make_nodes
 DATA = Path(__file__).parent / "data" / "overtime"
 T0 = datetime(2026, 1, 1)
 H = timedelta(hours=1)
+REQUEST_SCHEMA = {"request_id": pl.String, "submit_time": pl.Datetime("us"),
+                  "gpus": pl.Float64, "cpus": pl.Float64, "duration_s": pl.Float64}
 
 
 def read(name: str) -> pl.DataFrame:
@@ -108,6 +110,11 @@ def test_churn_refragments_between_rounds_and_the_budget_binds() -> None:
     assert result.partial_without == pytest.approx(10 / 3)
     assert result.partial_with == pytest.approx(3.0)
     assert result.partial_reduction_pct == pytest.approx(-10.0)
+    # free nodes likewise: without (1 + 2 + 2) / 3; with 02:00 starting where 01:00
+    # ended (free 2, partial 3): ((1 + 2) / 2 + (1 + 2) / 2 + (2 + 3) / 2) / 3 = 11 / 6
+    assert (t3.before.free_nodes, t3.before.partial_nodes) == (2, 3)
+    assert result.free_without == pytest.approx(5 / 3)
+    assert result.free_with == pytest.approx(11 / 6)
     # 5 GPUs moved in 3 moves; a move pauses GPUs x (80 GiB x GPUs at 100 Gbit/s + 60 s)
     gib_bits = 8 * 1024**3 / 1e9
     pause = sum(g * (80 * g * gib_bits / 100 + 60) for g in (2, 1, 2))
@@ -195,10 +202,7 @@ def test_one_round_without_arrivals_equals_the_one_instant_search(seed: int) -> 
     allocations = make_allocations(*(alloc_rows or [("z", "n0", 1)])).with_columns(
         pl.lit(T0 - H).alias("start_time")
     )
-    no_requests = pl.DataFrame(
-        schema={"request_id": pl.String, "submit_time": pl.Datetime("us"), "gpus": pl.Float64,
-                "cpus": pl.Float64, "duration_s": pl.Float64}
-    )  # fmt: skip
+    no_requests = pl.DataFrame(schema=REQUEST_SCHEMA)
     result = over(nodes, allocations, no_requests, 1, moves_per_hour=1000)
     checked(result, nodes, 1000)
     one = compact(nodes, allocations, T0, (), CompactionOptions())
@@ -223,10 +227,9 @@ def arrivals(draw: st.DrawFn) -> pl.DataFrame:
         ))  # fmt: skip
     return pl.DataFrame(
         rows,
-        schema={"request_id": pl.String, "submit_time": pl.Datetime("us"), "gpus": pl.Float64,
-                "cpus": pl.Float64, "duration_s": pl.Float64},
+        schema=REQUEST_SCHEMA,
         orient="row",
-    )  # fmt: skip
+    )
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -366,10 +369,7 @@ def test_a_destinations_shares_are_packed_before_a_whole_gpu_moves_in() -> None:
     allocations = make_allocations(
         ("m", "a", 1), ("p", "y", 0.75, T0 + H / 2), ("b", "y", 0.5), ("c", "y", 0.25)
     ).with_columns(pl.lit(T0 - H).alias("start_time"))
-    no_requests = pl.DataFrame(
-        schema={"request_id": pl.String, "submit_time": pl.Datetime("us"), "gpus": pl.Float64,
-                "cpus": pl.Float64, "duration_s": pl.Float64}
-    )  # fmt: skip
+    no_requests = pl.DataFrame(schema=REQUEST_SCHEMA)
     result = over(nodes, allocations, no_requests, 2, moves_per_hour=8)
     checked(result, nodes, 8)
     tick = result.ticks[1]

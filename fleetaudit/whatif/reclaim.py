@@ -58,8 +58,8 @@ import polars as pl
 from fleetaudit.core.times import epoch_us
 from fleetaudit.model.capacity import (
     SHARE_UNITS,
-    UNBOUNDED,
     Pod,
+    node_index,
     node_slots_at,
     packed_fills,
 )
@@ -367,20 +367,12 @@ def _nodes(
             events[node_id].append((s, 1, row))
         if e is not None and e < t_end:
             events[node_id].append((e, -1, row))
-    capacity = (
-        nodes.lazy()
-        .select(
-            pl.col("node_id").cast(pl.String),
-            pl.col("gpus").cast(pl.Int64).fill_null(0),
-            _micro(pl.col("cpus")).fill_null(UNBOUNDED).alias("cpus_u"),
-            _micro(_column(nodes, "memory_gib", None, pl.Float64))
-            .fill_null(UNBOUNDED)
-            .alias("memory_u"),
-        )
+    # capacity in units as the capacity model reads it (unknown cpus or memory: UNBOUNDED)
+    capacity = node_index(
+        nodes.with_columns(pl.col("node_id").cast(pl.String))
         .filter(pl.col("node_id").is_in(touched))
         .unique("node_id", keep="first", maintain_order=True)
-        .collect()
-    )
+    ).select("node_id", "gpus", "cpus_u", "memory_u")
     return {
         node_id: _Node(
             gpus=gpus,
