@@ -47,7 +47,7 @@ LOCALITIES = ("any", "switch", "block", "node")
 CAUSES = ("interval", "fragment", "cpu_memory", "topology")
 
 
-def _number(value: float) -> int | float:
+def json_number(value: float) -> int | float:
     """An integral float as int (JSON shows 8, not 8.0), else the float."""
     return int(value) if float(value).is_integer() else float(value)
 
@@ -85,8 +85,8 @@ class Shape:
     def as_json(self) -> dict[str, Any]:
         return {
             "gpu_model": self.gpu_model,
-            "gpus": _number(self.gpus),
-            "gpus_per_pod": _number(self.gpus_per_pod),
+            "gpus": json_number(self.gpus),
+            "gpus_per_pod": json_number(self.gpus_per_pod),
             "cpus_per_gpu": float(self.cpus_per_gpu),
             "memory_gib_per_gpu": float(self.memory_gib_per_gpu),
             "locality": self.locality,
@@ -147,7 +147,7 @@ def _duration_label(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
-    return f"{_number(seconds)}s"
+    return f"{json_number(seconds)}s"
 
 
 def make_shape(
@@ -175,7 +175,7 @@ def make_shape(
     ):
         if value is not None and (not math.isfinite(value) or value < 0):
             raise UsageError(
-                f"--{name.replace('_', '-')}: {_number(value)} is negative or not a number"
+                f"--{name.replace('_', '-')}: {json_number(value)} is negative or not a number"
             )
     for name, value, bound in (
         ("gpus", gpus, schema.MAX_GPUS_PER_REQUEST),
@@ -198,14 +198,14 @@ def make_shape(
     if gpus < 1:
         if per_pod != gpus:
             raise UsageError(
-                f"--gpus-per-pod: a share shape ({_number(gpus)} of one GPU) is one pod of {_number(gpus)}"
+                f"--gpus-per-pod: a share shape ({json_number(gpus)} of one GPU) is one pod of {json_number(gpus)}"
             )
     else:
         if per_pod < 1 or not per_pod.is_integer():
-            raise UsageError(f"--gpus-per-pod: {_number(per_pod)} is not a whole number of GPUs")
+            raise UsageError(f"--gpus-per-pod: {json_number(per_pod)} is not a whole number of GPUs")
         if not gpus.is_integer() or gpus % per_pod != 0:
             raise UsageError(
-                f"--gpus: {_number(gpus)} is not a multiple of gpus_per_pod {_number(per_pod)}"
+                f"--gpus: {json_number(gpus)} is not a multiple of gpus_per_pod {json_number(per_pod)}"
             )
     pods = 1 if gpus < 1 else round(gpus / per_pod)
     place = locality or ("node" if pods == 1 else "switch")
@@ -250,13 +250,13 @@ def beyond_fleet(shape: Shape, nodes: pl.DataFrame) -> str | None:
         return f"{label}: no node of its models has a GPU; it can never start"
     if shape.gpus > total:
         return (
-            f"{label} asks for {_number(shape.gpus)} GPUs, more than the {_number(total)} "
+            f"{label} asks for {json_number(shape.gpus)} GPUs, more than the {json_number(total)} "
             "installed on its models; it can never start"
         )
     if shape.gpus_per_pod > largest:
         return (
-            f"{label}: a pod of {_number(shape.gpus_per_pod)} GPUs is larger than any node of "
-            f"its models ({_number(largest)} GPUs); it can never start"
+            f"{label}: a pod of {json_number(shape.gpus_per_pod)} GPUs is larger than any node of "
+            f"its models ({json_number(largest)} GPUs); it can never start"
         )
     if shape.locality == "switch" and shape.pods > 1:
         per_domain = mine.with_columns(switch_domains(mine).alias("_domain"))
@@ -293,15 +293,15 @@ class Ledger:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "installed": _number(self.installed),
-            "unhealthy": _number(self.unhealthy),
-            "allocated_high": _number(self.allocated_high),
-            "allocated_low": _number(self.allocated_low),
-            "idle": _number(self.idle),
-            "usable": _number(self.usable),
+            "installed": json_number(self.installed),
+            "unhealthy": json_number(self.unhealthy),
+            "allocated_high": json_number(self.allocated_high),
+            "allocated_low": json_number(self.allocated_low),
+            "idle": json_number(self.idle),
+            "usable": json_number(self.usable),
             "stranded": None
             if self.stranded is None
-            else {cause: _number(self.stranded[cause]) for cause in CAUSES},
+            else {cause: json_number(self.stranded[cause]) for cause in CAUSES},
         }
 
 

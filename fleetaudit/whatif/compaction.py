@@ -81,7 +81,7 @@ from fleetaudit.model.capacity import (
     node_slots,
     packed_fills,
 )
-from fleetaudit.model.shapes import Shape, evaluate
+from fleetaudit.model.shapes import Shape, evaluate, json_number
 
 __all__ = [
     "CompactionOptions",
@@ -118,9 +118,9 @@ class Move:
             "alloc_id": self.alloc_id,
             "from": self.source,
             "to": self.destination,
-            "gpus": _number(self.gpus),
-            "cpus": _number(self.cpus),
-            "memory_gib": None if self.memory_gib is None else _number(self.memory_gib),
+            "gpus": json_number(self.gpus),
+            "cpus": json_number(self.cpus),
+            "memory_gib": None if self.memory_gib is None else json_number(self.memory_gib),
         }
 
 
@@ -157,7 +157,7 @@ class PartitionResult:
             "after": {"free_nodes": self.after_free, "partial_nodes": self.after_partial},
             "bound_free_nodes": self.bound_free,
             "moves": self.moves,
-            "gpus_moved": _number(self.gpus_moved),
+            "gpus_moved": json_number(self.gpus_moved),
             "budgets_hit": list(self.budgets_hit),
             "seconds": round(self.seconds, 4),
             "exact": None
@@ -194,7 +194,7 @@ class Migration:
     def as_json(self) -> dict[str, Any]:
         return {
             "moves": self.moves,
-            "gpus_moved": _number(self.gpus_moved),
+            "gpus_moved": json_number(self.gpus_moved),
             "state_gib": round(self.state_gib, 3),
             "transfer_s": round(self.transfer_s, 3),
             "pause_gpu_hours": round(self.pause_gpu_hours, 4),
@@ -219,10 +219,6 @@ class CompactionResult:
     @property
     def budgets_hit(self) -> tuple[PartitionResult, ...]:
         return tuple(p for p in self.partitions if p.budgets_hit)
-
-
-def _number(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else float(value)
 
 
 # ------------------------------------------------------------------ preparation

@@ -40,7 +40,7 @@ from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import OverTimeOptions
 from fleetaudit.core.times import epoch_us, from_epoch_us
 from fleetaudit.model import occupancy
-from fleetaudit.model.shapes import Shape, group_slots, make_shape, node_slots
+from fleetaudit.model.shapes import Shape, group_slots, json_number, make_shape, node_slots
 from fleetaudit.whatif import compaction, placement
 from fleetaudit.whatif.compaction import CompactionOptions, Migration, Move
 
@@ -457,9 +457,9 @@ def over_time_json(result: OverTimeResult, over_s: float, ot: OverTimeOptions) -
                 "before": t.before.as_json(),
                 "after": t.after.as_json(),
                 "ledger_moves": t.ledger_moves,
-                "ledger_gpus": compaction._number(t.ledger_gpus),
+                "ledger_gpus": json_number(t.ledger_gpus),
                 "moves": len(t.moves),
-                "gpus_moved": compaction._number(t.gpus_moved),
+                "gpus_moved": json_number(t.gpus_moved),
                 "cut": t.cut,
             }
             for t in result.ticks
