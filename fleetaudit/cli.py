@@ -293,6 +293,24 @@ def _check_outputs(**paths: Path | None) -> bool:
     return bool(to_stdout)
 
 
+def _show(
+    result: Any,
+    as_json: bool,
+    as_csv: bool,
+    document: Callable[[Any], Any],
+    render: Callable[[Any], None],
+    frame: Callable[[Any], Any],
+) -> None:
+    """--json: the document only; else the rendering, and with --csv its table (the
+    console, configured by :func:`handled`, then prints nothing but the CSV)."""
+    if as_json:
+        console.print_json(document(result))
+    else:
+        render(result)
+        if as_csv:
+            console.print_csv(frame(result))
+
+
 def _instant(text: str | None, option: str) -> datetime | None:
     return None if text is None else parse_instant(text, option=option)
 
@@ -730,12 +748,7 @@ def shapes(
     )
     _one_format(as_json=as_json, as_csv=as_csv)
     result = evaluate_shapes(_store(db, lock_timeout), options)
-    if as_json:
-        console.print_json(shapes_document(result))
-    else:
-        console.render_shapes(result)
-        if as_csv:
-            console.print_csv(console.shapes_frame(result))
+    _show(result, as_json, as_csv, shapes_document, console.render_shapes, console.shapes_frame)
 
 
 whatif = typer.Typer(
@@ -857,12 +870,10 @@ def whatif_placement(
     _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying placements"):
         result = run_placement(_store(db, lock_timeout), run)
-    if as_json:
-        console.print_json(placement_document(result))
-    else:
-        console.render_placement(result)
-        if as_csv:
-            console.print_csv(console.placement_frame(result))
+    _show(
+        result, as_json, as_csv, placement_document,
+        console.render_placement, console.placement_frame,
+    )  # fmt: skip
 
 
 _COMPACTION = CompactionOptions()
@@ -1018,12 +1029,10 @@ def whatif_compaction(
     _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("compacting"):
         report = run_compaction(_store(db, lock_timeout), run)
-    if as_json:
-        console.print_json(compaction_document(report))
-    else:
-        console.render_compaction(report)
-        if as_csv:
-            console.print_csv(console.compaction_frame(report))
+    _show(
+        report, as_json, as_csv, compaction_document,
+        console.render_compaction, console.compaction_frame,
+    )  # fmt: skip
 
 
 def _span(duration: timedelta) -> str:
@@ -1130,12 +1139,10 @@ def whatif_harvesting(
     _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying harvesting") as progress:
         result = run_harvesting(_store(db, lock_timeout), run, progress, notice=console.note)
-    if as_json:
-        console.print_json(harvesting_document(result))
-    else:
-        console.render_harvesting(result)
-        if as_csv:
-            console.print_csv(console.harvesting_frame(result))
+    _show(
+        result, as_json, as_csv, harvesting_document,
+        console.render_harvesting, console.harvesting_frame,
+    )  # fmt: skip
 
 
 @app.command()

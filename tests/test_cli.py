@@ -177,6 +177,14 @@ def test_generate_errors_name_the_flag(tmp_path: Path, args, message) -> None:
     assert not (tmp_path / "fleet").exists()
 
 
+def test_generate_into_an_unwritable_folder_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    out = tmp_path / "file" / "fleet"
+    result = invoke("generate", out, "--nodes", "4", "--days", "1", "--format", "csv")
+    assert result.exit_code == 2
+    assert result.stderr == f"fleetaudit: error: {out}: cannot write the fleet: Not a directory\n"
+
+
 def test_demo_in_process(tmp_path: Path) -> None:
     result = invoke("demo", "--db", tmp_path / "demo.duckdb")
     assert result.exit_code == 0, result.output

@@ -511,6 +511,17 @@ def _generate_prometheus(
     )
 
 
+@contextmanager
+def _writing_out(out: Path, what: str) -> Iterator[None]:
+    """Report a generator's bad option (ValueError) or unwritable ``out`` (OSError) as a UsageError."""
+    try:
+        yield
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the {what}: {exc.strerror or exc}") from exc
+
+
 def generate_fleet(
     out: Path,
     options: generator.GenerateOptions,
@@ -529,16 +540,12 @@ def generate_fleet(
     formats = (*generator.FORMATS, "kubernetes", "prometheus")
     if options.format not in formats:
         raise UsageError(f"format must be one of {', '.join(formats)}; got {options.format!r}")
-    try:
+    with _writing_out(out, "fleet"):
         if options.format == "kubernetes":
             return generate_kubernetes.write_kubectl(out, options, progress=progress)
         if options.format == "prometheus":
             return _generate_prometheus(out, options, progress)
         return generator.generate_fleet(out, options, progress=progress)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    except OSError as exc:
-        raise UsageError(f"{out}: cannot write the fleet: {exc.strerror or exc}") from exc
 
 
 def generate_slurm_cluster(
@@ -547,12 +554,9 @@ def generate_slurm_cluster(
     """Write a synthetic Slurm cluster's exports (see :mod:`fleetaudit.inputs.generate_slurm`)."""
     from fleetaudit.inputs import generate_slurm
 
-    try:
+    with _writing_out(out, "cluster"):
         return generate_slurm.generate_slurm(out, options)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    except OSError as exc:
-        raise UsageError(f"{out}: cannot write the cluster: {exc.strerror or exc}") from exc
+
 
 def generate_release(
     out: Path,
@@ -562,12 +566,8 @@ def generate_release(
     """Write a generated fleet in the ASI 2026 release's layout (:mod:`fleetaudit.inputs.generate_asi`)."""
     from fleetaudit.inputs import generate_asi
 
-    try:
+    with _writing_out(out, "release"):
         return generate_asi.generate_release(out, options, progress=progress)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    except OSError as exc:
-        raise UsageError(f"{out}: cannot write the release: {exc.strerror or exc}") from exc
 
 
 def sample_data_dir() -> Path:
