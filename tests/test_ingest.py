@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetaudit.core.errors import InputError
-from fleetaudit.inputs.ingest import IngestOptions, ingest
+from fleetaudit.inputs.ingest import _PREPARE, _SOURCES, FORMATS, IngestOptions, ingest
 from fleetaudit.model.store import Store, open_store
 from tests.conftest import DATA, write
 
@@ -597,3 +597,9 @@ def test_parquet_instants_and_workload_labels(store: Store, tmp_path: Path) -> N
     ]
     assert result.rejected == 1
     assert rejects(store)[0][1:3] == ("end_time", "infinity")
+
+
+def test_every_format_has_one_adapter() -> None:
+    # a format added to INGEST_FORMATS without an adapter would fail here, not at a user's call
+    assert sorted(_SOURCES) == sorted(FORMATS)
+    assert set(_PREPARE) == {"alibaba-gpu-v2026", "slurm", "prometheus"}

@@ -33,6 +33,12 @@ from fleetaudit.inputs.ingest.quantity import QuantityError, parse_quantity, try
         ("1.5Gi", "1610612736"),
         ("8", "8"),
         ("1e-3", "0.001"),
+        ("1Mi", "1048576"),  # 1024^2
+        ("2Ti", "2199023255552"),  # 2 * 1024^4
+        ("1Pi", "1125899906842624"),  # 1024^5
+        ("7Ei", "8070450532247928832"),  # 7 * 2^60, below 2^63 - 1
+        ("3T", "3000000000000"),
+        ("1P", "1000000000000000"),
     ],
 )
 def test_vectors(text: str, value: str) -> None:
@@ -56,6 +62,7 @@ def test_vectors(text: str, value: str) -> None:
         "1Ki2",
         "9e20",
         "9223372037G",
+        "8Ei",  # 2^63, one above the largest quantity
     ],
 )
 def test_rejects_what_kubernetes_rejects(text: str) -> None:

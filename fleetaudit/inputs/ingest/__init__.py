@@ -139,36 +139,7 @@ def plan_sources(
                 "--percent",
                 f"{column!r} is not a fraction column; use one of {', '.join(fractions)}",
             )
-    if options.format == "alibaba-gpu-v2023":
-        sources = alibaba.trace_sources(
-            store, list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
-        )
-    elif options.format == "alibaba-gpu-v2026":
-        if staged is None:
-            raise ValueError("alibaba-gpu-v2026 sources are the staged files; stage them first")
-        sources = list(staged.sources)
-    elif options.format == "slurm":
-        sources = slurm.slurm_sources(
-            store,
-            list(paths),
-            timezone=options.timezone,
-            priority_map=PriorityMap.read(options.priority_map),
-            strict=options.strict,
-        )
-    elif options.format == "kubernetes":
-        sources = kubernetes.snapshot_sources(
-            store,
-            list(paths),
-            kubernetes.KubernetesOptions(
-                snapshot_time=options.snapshot_time,
-                priority_map=PriorityMap.read(options.priority_map),
-                tenant_label=options.tenant_label,
-            ),
-        )
-    elif options.format == "prometheus":
-        sources = prometheus.telemetry_sources(store, list(paths), progress)
-    else:
-        sources = [native_source(p, options.table) for p in expand_paths(list(paths))]
+    sources = _SOURCES[options.format](store, paths, options, progress, staged)
     order = {name: i for i, name in enumerate(schema.INGEST_ORDER)}
     return sorted(sources, key=lambda s: order[s.table])  # stable: file order within a table
 
@@ -187,22 +158,8 @@ def ingest(
     """
     say = progress or (lambda _msg: None)
     with ExitStack() as stack:
-        staged = None
-        if options.format == "prometheus":
-            stack.enter_context(store.memory_capped(prometheus.MEMORY_LIMIT))
-            stack.callback(prometheus.drop_staging, store)  # its staged samples
-        elif options.format == "slurm":
-            stack.callback(slurm.release, store)  # its temporary copies of the exports
-        elif options.format == "alibaba-gpu-v2026":
-            stack.enter_context(asi2026.bounded_memory(store))
-            staged = asi2026.stage_release(
-                store,
-                list(paths),
-                stack.enter_context(asi2026.staging_folder(store)),
-                trace_start=options.trace_start or asi2026.DEFAULT_TRACE_START,
-                days=options.days,
-                progress=say,
-            )
+        prepare = _PREPARE.get(options.format)
+        staged = prepare(store, paths, options, say, stack) if prepare is not None else None
         return _ingest(store, paths, options, say, staged)
 
 
@@ -495,3 +452,111 @@ def _bad_line(
         return row, column, text, f"the line has {fields} field(s); the header has {len(header)}"
     kind = " and ".join(sorted(kinds)) or "unreadable"
     return row, None, text, f"the line cannot be split into fields ({kind})"
+
+
+# -- the format adapters: name -> its sources, and what a call of it sets up first ----------------
+
+
+def _native_sources(
+    store: Store, paths: Sequence[Path], options: IngestOptions, progress: Progress | None,
+    staged: asi2026.Staged | None,
+) -> list[Source]:  # fmt: skip
+    return [native_source(p, options.table) for p in expand_paths(list(paths))]
+
+
+def _alibaba_sources(
+    store: Store, paths: Sequence[Path], options: IngestOptions, progress: Progress | None,
+    staged: asi2026.Staged | None,
+) -> list[Source]:  # fmt: skip
+    return alibaba.trace_sources(
+        store, list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
+    )
+
+
+def _asi2026_sources(
+    store: Store, paths: Sequence[Path], options: IngestOptions, progress: Progress | None,
+    staged: asi2026.Staged | None,
+) -> list[Source]:  # fmt: skip
+    if staged is None:
+        raise ValueError("alibaba-gpu-v2026 sources are the staged files; stage them first")
+    return list(staged.sources)
+
+
+def _slurm_sources(
+    store: Store, paths: Sequence[Path], options: IngestOptions, progress: Progress | None,
+    staged: asi2026.Staged | None,
+) -> list[Source]:  # fmt: skip
+    return slurm.slurm_sources(
+        store,
+        list(paths),
+        timezone=options.timezone,
+        priority_map=PriorityMap.read(options.priority_map),
+        strict=options.strict,
+    )
+
+
+def _kubernetes_sources(
+    store: Store, paths: Sequence[Path], options: IngestOptions, progress: Progress | None,
+    staged: asi2026.Staged | None,
+) -> list[Source]:  # fmt: skip
+    return kubernetes.snapshot_sources(
+        store,
+        list(paths),
+        kubernetes.KubernetesOptions(
+            snapshot_time=options.snapshot_time,
+            priority_map=PriorityMap.read(options.priority_map),
+            tenant_label=options.tenant_label,
+        ),
+    )
+
+
+def _prometheus_sources(
+    store: Store, paths: Sequence[Path], options: IngestOptions, progress: Progress | None,
+    staged: asi2026.Staged | None,
+) -> list[Source]:  # fmt: skip
+    return prometheus.telemetry_sources(store, list(paths), progress)
+
+
+def _prepare_prometheus(
+    store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
+) -> asi2026.Staged | None:
+    stack.enter_context(store.memory_capped(prometheus.MEMORY_LIMIT))
+    stack.callback(prometheus.drop_staging, store)  # its staged samples
+    return None
+
+
+def _prepare_slurm(
+    store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
+) -> asi2026.Staged | None:
+    stack.callback(slurm.release, store)  # its temporary copies of the exports
+    return None
+
+
+def _prepare_asi2026(
+    store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
+) -> asi2026.Staged | None:
+    stack.enter_context(asi2026.bounded_memory(store))
+    return asi2026.stage_release(
+        store,
+        list(paths),
+        stack.enter_context(asi2026.staging_folder(store)),
+        trace_start=options.trace_start or asi2026.DEFAULT_TRACE_START,
+        days=options.days,
+        progress=say,
+    )
+
+
+# one entry per --format (test_ingest checks the keys are INGEST_FORMATS)
+_SOURCES: dict[str, Callable[..., list[Source]]] = {
+    "native": _native_sources,
+    "alibaba-gpu-v2023": _alibaba_sources,
+    "alibaba-gpu-v2026": _asi2026_sources,
+    "slurm": _slurm_sources,
+    "kubernetes": _kubernetes_sources,
+    "prometheus": _prometheus_sources,
+}
+_PREPARE: dict[str, Callable[..., asi2026.Staged | None]] = {
+    "alibaba-gpu-v2026": _prepare_asi2026,
+    "slurm": _prepare_slurm,
+    "prometheus": _prepare_prometheus,
+}
