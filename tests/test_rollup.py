@@ -292,3 +292,12 @@ def test_a_failed_rollup_leaves_nothing(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
     assert f"{tmp_path / 'raw' / 'b.parquet'} column sm_active: must be a number" in result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("interval", [math.inf, math.nan, 0.5, 90.5, 0.0])
+def test_an_interval_that_is_not_whole_seconds_is_a_usage_error(interval: float) -> None:
+    """Through the Python API too: an infinite interval once raised OverflowError."""
+    from fleetaudit.core.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^--interval: must be a whole number of seconds, 1s or more$"):
+        RollupOptions(interval_s=interval).check()

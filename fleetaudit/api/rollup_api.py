@@ -16,6 +16,7 @@ Another raw format plugs in as another entry.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,7 +109,9 @@ class RollupOptions:
         check_engine(self.engine, self.master)
         if self.format not in SOURCES:
             raise UsageError(f"--format: {self.format!r} is not one of {', '.join(SOURCES)}")
-        if not self.interval_s >= 1 or self.interval_s != int(self.interval_s):
+        if not (math.isfinite(self.interval_s) and self.interval_s >= 1) or self.interval_s != int(
+            self.interval_s
+        ):
             raise UsageError("--interval: must be a whole number of seconds, 1s or more")
 
 
