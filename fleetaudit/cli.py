@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -1035,15 +1035,6 @@ def whatif_compaction(
     )  # fmt: skip
 
 
-def _span(duration: timedelta) -> str:
-    """A default duration as the options spell it (7d, 30m, 13s)."""
-    seconds = duration.total_seconds()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"
-
-
 @whatif.command("harvesting")
 @handled
 def whatif_harvesting(
@@ -1057,7 +1048,7 @@ def whatif_harvesting(
     since: Annotated[
         str | None,
         typer.Option(
-            "--since", help=f"The window [at - since, at) to replay ({_span(HarvestRun.since)})."
+            "--since", help=f"The window [at - since, at) to replay ({duration_text(HarvestRun.since)})."
         ),
     ] = None,
     at: WindowEndOption = None,
@@ -1072,28 +1063,28 @@ def whatif_harvesting(
         str | None,
         typer.Option(
             "--idle-for",
-            help=f"A sleepable allocation idle this long sleeps ({_span(HarvestRun.idle_for)}).",
+            help=f"A sleepable allocation idle this long sleeps ({duration_text(HarvestRun.idle_for)}).",
         ),
     ] = None,
     eviction_delay: Annotated[
         str | None,
         typer.Option(
             "--eviction-delay",
-            help=f"Mean delay from a wake to the eviction ({_span(HarvestRun.eviction_delay_mean)}).",
+            help=f"Mean delay from a wake to the eviction ({duration_text(HarvestRun.eviction_delay_mean)}).",
         ),
     ] = None,
     eviction_delay_p95: Annotated[
         str | None,
         typer.Option(
             "--eviction-delay-p95",
-            help=f"95th percentile of that delay ({_span(HarvestRun.eviction_delay_p95)}).",
+            help=f"95th percentile of that delay ({duration_text(HarvestRun.eviction_delay_p95)}).",
         ),
     ] = None,
     kill_after: Annotated[
         str | None,
         typer.Option(
             "--kill-after",
-            help=f"A borrower still there this long is killed: forced ({_span(HarvestRun.kill_after)}).",
+            help=f"A borrower still there this long is killed: forced ({duration_text(HarvestRun.kill_after)}).",
         ),
     ] = None,
     as_json: Annotated[

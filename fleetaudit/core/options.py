@@ -46,6 +46,7 @@ def duration_text(value: float | timedelta) -> str:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
 
+
 INGEST_FORMATS = (
     "native",
     "alibaba-gpu-v2023",
