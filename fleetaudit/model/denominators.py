@@ -53,8 +53,10 @@ from fleetaudit.model.capacity import (
     slots_array,
     usable_expr,
 )
-from fleetaudit.model.history import _history as history_of  # waits and percentiles
-from fleetaudit.model.history import _range_max as range_max  # the sweep's sparse-table maximum
+from fleetaudit.model.history import (  # waits and percentiles; the sweep's sparse-table maximum
+    history_of,
+    range_max,
+)
 from fleetaudit.model.occupancy import occupancy_timeline
 from fleetaudit.model.shapes import CAUSES, Shape
 

@@ -217,7 +217,7 @@ def evaluate_history(
     """
     grid, step_us = _instants(end, span, step, deadline)
     instances = _swept_instances(nodes, allocations, shape, grid, step_us)
-    return _history(grid, step_us, instances, deadline)
+    return history_of(grid, step_us, instances, deadline)
 
 
 def evaluate_history_naive(
@@ -240,7 +240,7 @@ def evaluate_history_naive(
         evaluate(node_state(nodes, allocations, from_epoch_us(t), duration), shape).instances
         for t in grid.tolist()
     ]
-    return _history(grid, step_us, np.asarray(counts, dtype=np.int64), deadline)
+    return history_of(grid, step_us, np.asarray(counts, dtype=np.int64), deadline)
 
 
 def calibrate(history: History, requests: pl.DataFrame) -> Calibration:
@@ -338,7 +338,7 @@ def _censored_as_none(waits: np.ndarray) -> list[float | None]:
     return [None if w != w else float(w) for w in waits.tolist()]  # NaN != NaN
 
 
-def _history(
+def history_of(
     grid: np.ndarray, step_us: int, instances: np.ndarray, deadline: timedelta | None
 ) -> History:
     """Waits, percentiles and shares from the instances at each instant."""
@@ -414,7 +414,7 @@ def _merged_unique(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return merged[np.append(True, merged[1:] != merged[:-1])]
 
 
-def _range_max(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+def range_max(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
     """Row-wise maxima of ``values[first[q]:last[q] + 1]`` for every query q.
 
     A sparse table (level l holds the maxima of 2^l consecutive rows) built one
@@ -548,7 +548,7 @@ def _window_changes(
     del key_hi
     last = np.searchsorted(key_lo, keys, side="right") - 1
     del key_lo
-    return keys, _range_max(occupied, first, last)
+    return keys, range_max(occupied, first, last)
 
 
 def _slots(
