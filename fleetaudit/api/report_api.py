@@ -288,7 +288,8 @@ def _build_report(
             )
         requests = store.query("requests_in_window", start=start, end=end)
         demand = window_demand(requests, start, end, options.demand)
-        queued = queued_gpus(requests, den.window_instants(end, options.since, options.step))
+        instants = den.window_instants(end, options.since, options.step)
+        queued = queued_gpus(requests, instants)
         del requests
         if demand.no_gpu:
             notes.append(
@@ -328,7 +329,6 @@ def _build_report(
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
     notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
-    instants = den.window_instants(end, options.since, options.step)
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):
         if shape.is_share:
