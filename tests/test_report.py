@@ -1042,3 +1042,20 @@ def test_a_cell_label_fits_and_keeps_the_tail(level: str, name: str) -> None:
     label, lone = cell_label(level + name)
     assert len(label) <= 12 and lone == (level == "node ")
     assert label == name if len(name) <= 12 else label.endswith(name[-8:])
+
+
+def test_wait_and_step_texts_by_hand() -> None:
+    """The report's (and the console's) texts of a wait and of a step, worked by hand:
+    a wait is scaled to the largest unit it reaches, to one decimal; a step is written
+    in the largest unit that divides it."""
+    from fleetaudit.outputs import console
+    from fleetaudit.outputs.report import _duration, _wait
+
+    # 5,400 s = 1.5 h; 129,600 s = 1.5 d; 90 s = 1.5 m; 59 s stays seconds
+    for seconds, text in ((5_400, "1.5h"), (129_600, "1.5d"), (90, "1.5m"), (59, "59s")):
+        assert _wait(seconds) == text
+        assert console._seconds(seconds) == text
+    assert _wait(None) == "never in the window" and console._seconds(None) == "-"
+    # 7,200 s = 2 h exactly; 5,400 s is not whole hours but 90 whole minutes; 90 s is neither
+    assert [_duration(s) for s in (7_200, 5_400, 90, 86_400)] == ["2h", "90m", "90s", "1d"]
+    assert _duration(None) == "-"

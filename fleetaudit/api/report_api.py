@@ -288,7 +288,8 @@ def _build_report(
             )
         requests = store.query("requests_in_window", start=start, end=end)
         demand = window_demand(requests, start, end, options.demand)
-        queued = queued_gpus(requests, den.window_instants(end, options.since, options.step))
+        instants = den.window_instants(end, options.since, options.step)
+        queued = queued_gpus(requests, instants)
         del requests
         if demand.no_gpu:
             notes.append(
@@ -310,7 +311,8 @@ def _build_report(
         horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, horizon, options.scenario)
         rejects: dict[str, int] = {}
-        if "rejects" in store.table_names():
+        tables = store.table_names()  # a store written before rejects or reports were kept
+        if "rejects" in tables:
             for row in store.query("rejects_by_table").iter_rows(named=True):
                 rejects[row["table"]] = int(row["rejected"])
         whatifs = latest_whatif_runs(store)
@@ -319,12 +321,14 @@ def _build_report(
         over_time_run = whatifs.pop("compaction_over_time", None)
         if over_time_run is not None:
             whatifs["compaction"] = replace(over_time_run, kind="compaction")
-        previous = _previous(store, options.scenario, options.since, options.step)
-        history = _history(store, options.scenario, options.since, options.step)
+        previous: dict[str, Any] | None = None
+        history: tuple[dict[str, Any], ...] = ()
+        if "reports" in tables:
+            previous = _previous(store, options.scenario, options.since, options.step)
+            history = _history(store, options.scenario, options.since, options.step)
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
     notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
-    instants = den.window_instants(end, options.since, options.step)
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):
         if shape.is_share:
@@ -688,9 +692,8 @@ def _domains(state: pl.DataFrame) -> pl.DataFrame:
 def _previous(
     store: Store, scenario: str | None, since: timedelta, step: timedelta
 ) -> dict[str, Any] | None:
-    """The newest recorded report of the same state, window length and step."""
-    if "reports" not in store.table_names():  # a store written before reports were kept
-        return None
+    """The newest recorded report of the same state, window length and step (the
+    store holds a reports table)."""
     rows = store.query(
         "previous_report",
         scenario=scenario,
@@ -712,9 +715,8 @@ def _previous(
 def _history(
     store: Store, scenario: str | None, since: timedelta, step: timedelta
 ) -> tuple[dict[str, Any], ...]:
-    """Every recorded report of the same state, window length and step, oldest first."""
-    if "reports" not in store.table_names():
-        return ()
+    """Every recorded report of the same state, window length and step, oldest first
+    (the store holds a reports table)."""
     rows = store.query(
         "report_history",
         scenario=scenario,
