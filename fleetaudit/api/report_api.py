@@ -324,8 +324,7 @@ def _build_report(
         previous: dict[str, Any] | None = None
         history: tuple[dict[str, Any], ...] = ()
         if "reports" in tables:
-            previous = _previous(store, options.scenario, options.since, options.step)
-            history = _history(store, options.scenario, options.since, options.step)
+            previous, history = _recorded(store, options.scenario, options.since, options.step)
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
     notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
@@ -689,48 +688,35 @@ def _domains(state: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _previous(
+def _recorded(
     store: Store, scenario: str | None, since: timedelta, step: timedelta
-) -> dict[str, Any] | None:
-    """The newest recorded report of the same state, window length and step (the
-    store holds a reports table)."""
-    rows = store.query(
-        "previous_report",
-        scenario=scenario,
-        span_s=since.total_seconds(),
-        step_s=step.total_seconds(),
-    )
-    if rows.height == 0:
-        return None
-    row = rows.row(0, named=True)
-    return {
-        "created_at": to_utc(row["created_at"]),
-        "at": to_utc(row["at"]),
-        "start": to_utc(row["start"]),
-        "end": to_utc(row["end"]),
-        "figures": json.loads(row["figures"]),
-    }
-
-
-def _history(
-    store: Store, scenario: str | None, since: timedelta, step: timedelta
-) -> tuple[dict[str, Any], ...]:
-    """Every recorded report of the same state, window length and step, oldest first
-    (the store holds a reports table)."""
+) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], ...]]:
+    """The recorded reports of the same state, window length and step (the store holds
+    a reports table): the newest of them (the trend's baseline) and all of them, oldest
+    first (the trend chart), from one read."""
     rows = store.query(
         "report_history",
         scenario=scenario,
         span_s=since.total_seconds(),
         step_s=step.total_seconds(),
-    )
-    return tuple(
+    ).rows(named=True)
+    history = tuple(
         {
             "created_at": to_utc(row["created_at"]),
             "at": to_utc(row["at"]),
             "figures": json.loads(row["figures"]),
         }
-        for row in rows.iter_rows(named=True)
+        for row in rows
     )
+    if not rows:
+        return None, history
+    newest = rows[-1]
+    previous = {
+        **history[-1],
+        "start": to_utc(newest["start"]),
+        "end": to_utc(newest["end"]),
+    }
+    return previous, history
 
 
 def trend_series(result: ReportResult) -> list[dict[str, Any]]:
