@@ -1054,8 +1054,8 @@ def test_wait_and_step_texts_by_hand() -> None:
     # 5,400 s = 1.5 h; 129,600 s = 1.5 d; 90 s = 1.5 m; 59 s stays seconds
     for seconds, text in ((5_400, "1.5h"), (129_600, "1.5d"), (90, "1.5m"), (59, "59s")):
         assert _wait(seconds) == text
-        assert console._seconds(seconds) == text
-    assert _wait(None) == "never in the window" and console._seconds(None) == "-"
+        assert console.seconds_text(seconds) == text
+    assert _wait(None) == "never in the window" and console.seconds_text(None) == "-"
     # 7,200 s = 2 h exactly; 5,400 s is not whole hours but 90 whole minutes; 90 s is neither
     assert [_duration(s) for s in (7_200, 5_400, 90, 86_400)] == ["2h", "90m", "90s", "1d"]
     assert _duration(None) == "-"

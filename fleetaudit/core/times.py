@@ -98,3 +98,18 @@ def iso(value: datetime | None) -> str | None:
     value = to_utc(value)
     spec = "microseconds" if value.microsecond else "seconds"
     return value.isoformat(timespec=spec) + "Z"
+
+
+def seconds_text(seconds: float | None, missing: str = "-") -> str:
+    """A span of seconds in the largest unit it reaches, to one decimal; ``missing``
+    for None (a censored wait, a figure not known).
+
+    >>> [seconds_text(s) for s in (59, 90, 5400, 129600)], seconds_text(None)
+    (['59s', '1.5m', '1.5h', '1.5d'], '-')
+    """
+    if seconds is None:
+        return missing
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"

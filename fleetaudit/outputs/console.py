@@ -20,7 +20,7 @@ from rich.text import Text
 
 from fleetaudit.core.fsutil import stream_fd
 from fleetaudit.core.lazy import LazyModule
-from fleetaudit.core.times import iso
+from fleetaudit.core.times import iso, seconds_text
 from fleetaudit.outputs.charts import sparkline
 
 # The engines and polars load when a command renders their results, not when the
@@ -445,15 +445,6 @@ def _num(value: float | None) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if value >= size:
-            return f"{value / size:.1f}{unit}"
-    return f"{value:.0f}s"
-
-
 def stranded_bar(stranded: dict[str, float] | None, idle: float, width: int = 16) -> Text:
     """A stacked bar of stranded GPUs by cause, scaled to the idle GPUs."""
     if stranded is None:
@@ -540,15 +531,15 @@ def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
         if with_history:
             h, cal = r.history, r.calibration
             row += ["-"] * 3 if h is None else [
-                _pct(h.p_start), f"{_seconds(h.wait_p50_s)}/{_seconds(h.wait_p90_s)}", _pct(h.p_within_deadline),
+                _pct(h.p_start), f"{seconds_text(h.wait_p50_s)}/{seconds_text(h.wait_p90_s)}", _pct(h.p_within_deadline),
             ]  # fmt: skip
             if cal is None or cal.started == 0:
                 row += ["0", "-"]
             else:
                 row += [
                     _int(cal.started),
-                    f"{_seconds(cal.actual_wait_p50_s)}/{_seconds(cal.actual_wait_p90_s)} "
-                    f"(pred. {_seconds(cal.predicted_wait_p50_s)}/{_seconds(cal.predicted_wait_p90_s)})",
+                    f"{seconds_text(cal.actual_wait_p50_s)}/{seconds_text(cal.actual_wait_p90_s)} "
+                    f"(pred. {seconds_text(cal.predicted_wait_p50_s)}/{seconds_text(cal.predicted_wait_p90_s)})",
                 ]
         table.add_row(*row)
     show(table)
@@ -739,7 +730,7 @@ def _pct_of(part: float, whole: float) -> str:
 
 def render_report(result: ReportResult) -> None:
     """The one-screen summary (three denominators per model as aligned bars), then details."""
-    title = f"report {iso(result.start)} .. {iso(result.end)}, step {_seconds(result.step_s)}"
+    title = f"report {iso(result.start)} .. {iso(result.end)}, step {seconds_text(result.step_s)}"
     if result.scenario:
         title += f" (scenario {result.scenario})"
     table = Table(title=title, title_justify="left", show_edge=False)
@@ -867,8 +858,8 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
             _int(s.requests if s.requests is not None else s.queued),
             _int(s.queued),
             _pct1(s.p_start),
-            _seconds(s.wait_p50_s),
-            _seconds(s.wait_p90_s),
+            seconds_text(s.wait_p50_s),
+            seconds_text(s.wait_p90_s),
             _gh(s.usable_gpu_hours),
         )
     for line in bound_lines(
@@ -939,7 +930,7 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
     t = result.telemetry
     out.print(
         f"productive: metric {t['metric']} from {t['column']}, {t['samples']:,} samples, "
-        f"each {_seconds(t['interval_s'])} of one GPU (the median gap of "
+        f"each {seconds_text(t['interval_s'])} of one GPU (the median gap of "
         f"{t['interval_from_gpus']:,} GPUs); telemetry covers "
         f"{_pct1(t['coverage'])} of allocated GPU-hours"
         + (
@@ -1304,7 +1295,7 @@ def render_harvesting(result: HarvestingResult) -> None:
             _pct(r.allocation_rate),
             f"{r.standby_gpu_hours:,.1f}",
             _pct(r.harvested_share),
-            f"{_seconds(c['mean'])}/{_seconds(c['p50'])}/{_seconds(c['p90'])}",
+            f"{seconds_text(c['mean'])}/{seconds_text(c['p50'])}/{seconds_text(c['p90'])}",
             _int(r.preemptions),
             _int(r.forced_kills),
             f"{r.lost_gpu_hours:,.1f}",

@@ -28,7 +28,7 @@ from fleetaudit.api.report_api import (
 )
 from fleetaudit.core.fsutil import write_output
 from fleetaudit.core.resources import resource_dir
-from fleetaudit.core.times import iso
+from fleetaudit.core.times import iso, seconds_text
 from fleetaudit.model.denominators import SPLIT
 from fleetaudit.outputs import charts
 
@@ -610,12 +610,7 @@ def _duration(seconds: float | None) -> str:
 
 def _wait(seconds: float | None) -> str:
     """A wait in the largest unit it reaches, to one decimal; None is a censored wait."""
-    if seconds is None:
-        return "never in the window"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f}{unit}"
-    return f"{seconds:.0f}s"
+    return seconds_text(seconds, missing="never in the window")
 
 
 def _num(value: float | None, digits: int = 0) -> str:
