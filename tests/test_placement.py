@@ -685,6 +685,9 @@ def test_whatif_placement_replays_by_time_when_no_fill_is_given(tmp_path: Path) 
     assert curve["allocated_pct"].max() <= 100.0
     with pytest.raises(UsageError, match="--queue"):
         whatif_placement(StoreOptions(db=db), PlacementRun(queue="lifo"))
+    for fill_pct in (None, 50.0):  # one rule for both modes
+        with pytest.raises(UsageError, match="--seeds: must be 1 or more"):
+            whatif_placement(StoreOptions(db=db), PlacementRun(seeds=0, fill_pct=fill_pct))
 
 
 def random_replay_case(rng: random.Random) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:

@@ -72,12 +72,12 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
     By time when ``run.fill_pct`` is None (:func:`placement.simulate_replay`
     over [at - since, at)), else fill mode.
     """
+    if run.seeds < 1:
+        raise UsageError("--seeds: must be 1 or more")
     if run.fill_pct is None:
         return _whatif_replay(store_options, run)
     if not 0 < run.fill_pct <= 1000:
         raise UsageError("--fill: give a percentage above 0 (e.g. 100)")
-    if run.seeds < 1:
-        raise UsageError("--seeds: must be 1 or more")
     with reading(store_options) as store:
         at = resolve_at(store, run.at)
         nodes = store.query("nodes")
@@ -136,8 +136,6 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         raise UsageError("--since: give a positive duration (e.g. 1d)")
     if run.queue not in placement.QUEUES:
         raise UsageError(f"--queue: use one of {', '.join(placement.QUEUES)}")
-    if run.seeds < 1:
-        raise UsageError("--seeds: must be 1 or more")
     with reading(store_options) as store:
         at = resolve_at(store, run.at)
         start = at - since
