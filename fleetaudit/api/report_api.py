@@ -37,7 +37,7 @@ from fleetaudit.core.options import REPORT_SINCE, REPORT_STEP
 from fleetaudit.core.times import iso, to_utc
 from fleetaudit.model import denominators as den
 from fleetaudit.model import occupancy
-from fleetaudit.model.capacity import usable_expr
+from fleetaudit.model.capacity import SHARE_UNITS, UNBOUNDED, usable_expr
 from fleetaudit.model.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
 from fleetaudit.model.shapes import (
@@ -334,11 +334,13 @@ def _build_report(
             h = evaluate_history(nodes, allocations, shape, end, options.since, options.step)
             share_outlook[i] = (h.p_start, h.wait_p50_s, h.wait_p90_s)
     timelines = den.window_timelines(nodes, allocations, start, end, horizon)
+    # the sweep keeps the free capacity at the instants the stranded places sample
+    picks = place_picks(len(instants), nodes.height)
     sched = den.schedulable(
-        nodes, allocations, pairs, instants, options.since, share_outlook, timelines
+        nodes, allocations, pairs, instants, options.since, share_outlook, timelines, picks
     )
     places, sampled_instants = stranded_places(
-        nodes, allocations, sched.steps, [s for s, _ in pairs], options.since
+        nodes, allocations, sched.steps, [s for s, _ in pairs], options.since, kept=sched.kept
     )
     physical = den.physical(nodes, allocations, start, end, timelines)
     del timelines
@@ -453,6 +455,20 @@ def place_samples(nodes: int) -> int:
     return max(PLACE_MIN_SAMPLES, min(PLACE_SAMPLES, PLACE_NODE_INSTANTS // max(nodes, 1)))
 
 
+def place_picks(instants: int, nodes: int, samples: int | None = None) -> list[int]:
+    """Indices of the instants (of ``instants``, evenly spread, both ends) that the
+    stranded places of a fleet of ``nodes`` nodes sample.
+
+    >>> place_picks(673, 19_400), place_picks(3, 12)
+    ([0, 96, 192, 288, 384, 480, 576, 672], [0, 1, 2])
+    """
+    if instants <= 0:
+        return []
+    samples = place_samples(nodes) if samples is None else samples
+    last = instants - 1
+    return sorted({round(i) for i in np.linspace(0, last, min(samples, instants))})
+
+
 PLACE_CAUSES = den.SPLIT
 
 
@@ -463,6 +479,7 @@ def stranded_places(
     shapes: Sequence[Shape],
     span: timedelta,
     samples: int | None = None,
+    kept: dict[int, den.FreeAt] | None = None,
 ) -> tuple[pl.DataFrame, int]:
     """Stranded GPU-hours per switch domain (a node without a switch is its own domain)
     and cause, and how many of the window's instants they are estimated from.
@@ -474,6 +491,11 @@ def stranded_places(
     domains in proportion to their pod slots. A model that no shape may use has all
     its free GPUs unqueued. GPU-hours are the mean over the sampled instants times the
     window's hours, as the schedulable figures are.
+
+    ``kept``: the free capacity the schedulable sweep kept at the sampled instants
+    (:attr:`fleetaudit.model.denominators.Schedulable.kept`, by instant index); the
+    node states are built from it instead of computed again. Without it (or for an
+    instant it lacks) each is :func:`fleetaudit.model.occupancy.node_state`.
     """
     columns = ["domain", "gpu_model", *PLACE_CAUSES]
     empty = pl.DataFrame(
@@ -487,21 +509,30 @@ def stranded_places(
     instants = steps["instant"].unique().sort().to_list()
     if not instants or nodes.height == 0:
         return empty, 0
-    samples = place_samples(nodes.height) if samples is None else samples
-    last = len(instants) - 1
-    picks = sorted({round(i) for i in np.linspace(0, last, min(samples, len(instants)))})
+    picks = place_picks(len(instants), nodes.height, samples)
+    base: pl.DataFrame | None = None  # node_state's node columns, for the kept arrays
     parts: list[pl.DataFrame] = []
     for index in picks:
         at = instants[index]
-        states: dict[float, pl.DataFrame] = {}  # node state per shape duration
+        free = (kept or {}).get(index)
+        states: dict[float | None, pl.DataFrame] = {}  # node state per shape duration
         for model, shape_index in (
             steps.filter(pl.col("instant") == at).select("gpu_model", "best").iter_rows()
         ):
             shape = None if shape_index is None else shapes[shape_index]
-            duration = 0.0 if shape is None else shape.duration_s or 0.0
-            if duration not in states:
-                window = timedelta(seconds=duration) if duration else None
-                states[duration] = occupancy.node_state(nodes, allocations, at, window)
+            if free is not None:  # None: the free GPUs at the instant alone
+                duration = None if shape is None else shape.duration_s
+                if duration not in states:
+                    if base is None:
+                        base = nodes.with_columns(
+                            pl.col("node_id").cast(pl.String), occupancy.switch_domains(nodes)
+                        ).sort("node_id")
+                    states[duration] = _kept_state(base, free, duration, shape is None)
+            else:
+                duration = 0.0 if shape is None else shape.duration_s or 0.0
+                if duration not in states:
+                    window = timedelta(seconds=duration) if duration else None
+                    states[duration] = occupancy.node_state(nodes, allocations, at, window)
             on_model = states[duration].filter(pl.col("gpu_model") == model)
             part = (
                 _unqueued_by_domain(on_model)
@@ -529,6 +560,30 @@ def stranded_places(
         ),
         len(picks),
     )
+
+
+def _kept_state(
+    base: pl.DataFrame, free: den.FreeAt, duration: float | None, instant_only: bool
+) -> pl.DataFrame:
+    """The node state columns the stranded causes read (free_gpus, and over the shape's
+    window free_gpus_window, free_cpus_window, free_memory_gib_window) from the arrays
+    the sweep kept: ``base`` is the nodes in node_id order with their domain. An
+    unhealthy node reads 0 free GPUs (it is never eligible); a dimension no shape of
+    this duration needs reads unbounded, as an undeclared one does."""
+    columns = [pl.Series("free_gpus", free.now, dtype=pl.Int64)]
+    if not instant_only:
+        window = free.window[duration]
+        columns.append(pl.Series("free_gpus_window", window["gpus"], dtype=pl.Int64))
+        for dimension, name in (("cpus", "free_cpus_window"), ("memory", "free_memory_gib_window")):
+            units = window.get(dimension)
+            if units is None:
+                quantity = np.full(base.height, np.inf)
+            else:  # exactly as node_state divides micro-units back into a quantity
+                quantity = np.where(
+                    units >= UNBOUNDED, np.inf, units.astype(np.float64) / SHARE_UNITS
+                )
+            columns.append(pl.Series(name, quantity, dtype=pl.Float64))
+    return base.with_columns(columns)
 
 
 def _unqueued_by_domain(state: pl.DataFrame) -> pl.DataFrame:

@@ -35,7 +35,8 @@ Productive: see :func:`productive`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -263,6 +264,23 @@ class Schedulable:
     instants: tuple[datetime, ...]
     steps: pl.DataFrame
     shapes: tuple[ShapeOutlook, ...]
+    # the free capacity of every node at the instants the caller asked to keep, by index
+    kept: dict[int, FreeAt] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FreeAt:
+    """Free capacity of every node at one instant of the sweep, in node_id order.
+
+    ``now``: free GPUs at the instant (0 on an unhealthy node). ``window``: per shape
+    duration (``Shape.duration_s``, None: the instant alone), the free capacity over
+    ``[t, t + duration)`` of the dimensions the shapes of that duration need: gpus (0
+    on an unhealthy node), cpus and memory in micro-units (capacity.UNBOUNDED: not
+    declared). The same arrays the ledger counts slots on.
+    """
+
+    now: np.ndarray
+    window: dict[float | None, dict[str, np.ndarray]]
 
 
 def _waits(instances: np.ndarray, step_us: int) -> tuple[float, float | None, float | None]:
@@ -501,6 +519,7 @@ def schedulable(
     span: timedelta,
     share_outlook: dict[int, tuple[float, float | None, float | None]] | None = None,
     timelines: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    keep: Sequence[int] = (),
 ) -> Schedulable:
     """The per-instant ledger of every model and the queued shapes' outlook.
 
@@ -517,6 +536,9 @@ def schedulable(
             shapes are not vectorised here; a missing one reads as never startable).
         timelines: :func:`window_timelines` from at most the first instant, if
             the caller has them.
+        keep: indices of instants whose free capacity per node the result keeps
+            (:attr:`Schedulable.kept`), so that a caller need not compute the node
+            state there again.
     """
     nodes = nodes.with_columns(pl.col("node_id").cast(pl.String)).sort("node_id")
     n, count = len(instants), nodes.height
@@ -617,6 +639,8 @@ def schedulable(
         | {name: np.zeros((n, models)) for name in ("usable", *CAUSES)}
         for i in whole
     }
+    nows: dict[int, np.ndarray] = {}
+    windows: dict[int, dict[float | None, dict[str, np.ndarray]]] = {}
     for first_instant in range(0, n, chunk):
         grid_c = offsets[first_instant : first_instant + chunk]
         width = len(grid_c)
@@ -625,6 +649,10 @@ def schedulable(
         used_now = np.minimum(used_gpus[now], gpus)
         high_now = np.minimum(high_used[at(high_keys, 0, grid_c)], used_now)
         free_now = np.where(healthy, gpus - used_now, 0)
+        keeping = {i: i - first_instant for i in keep if first_instant <= i < first_instant + width}
+        for i, j in keeping.items():
+            windows[i] = {}
+            nows[i] = free_now[:, j].copy()
         for name, values in (
             ("installed", np.broadcast_to(gpus, (count, width))),
             ("unhealthy", np.broadcast_to(np.where(healthy, 0, gpus), (count, width))),
@@ -662,6 +690,8 @@ def schedulable(
                     free = free_array(cap, peak)
                 free_w[column] = free
             del peaks
+            for i, j in keeping.items():
+                windows[i][duration] = {c: v[:, j].copy() for c, v in free_w.items()}
             for i in members:
                 _shape_ledger(shapes[i][0], layout, free_now, free_w, per_shape[i], rows_c)
             del free_w
@@ -686,7 +716,24 @@ def schedulable(
                 usable_gpu_hours=float(best["usable"].sum()) * hours,
             )
         )
-    return Schedulable(instants=tuple(instants), steps=steps, shapes=tuple(outs))
+    kept = {
+        i: FreeAt(
+            now=_by_rank(nows[i], layout),
+            window={
+                d: {c: _by_rank(v, layout) for c, v in columns.items()}
+                for d, columns in windows[i].items()
+            },
+        )
+        for i in nows
+    }
+    return Schedulable(instants=tuple(instants), steps=steps, shapes=tuple(outs), kept=kept)
+
+
+def _by_rank(values: np.ndarray, layout: _Layout) -> np.ndarray:
+    """Per-node values in layout order, put in node_id order."""
+    out = np.empty_like(values)
+    out[layout.perm] = values
+    return out
 
 
 def sampled_hours(steps: pl.DataFrame, span: timedelta, by: list[str]) -> pl.DataFrame:
