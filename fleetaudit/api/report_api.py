@@ -515,23 +515,26 @@ def stranded_places(
     for index in picks:
         at = instants[index]
         free = (kept or {}).get(index)
-        states: dict[float | None, pl.DataFrame] = {}  # node state per shape duration
+        # node state per shape duration ("instant": the free GPUs at the instant alone)
+        states: dict[float | str | None, pl.DataFrame] = {}
         for model, shape_index in (
             steps.filter(pl.col("instant") == at).select("gpu_model", "best").iter_rows()
         ):
             shape = None if shape_index is None else shapes[shape_index]
-            if free is not None:  # None: the free GPUs at the instant alone
-                duration = None if shape is None else shape.duration_s
+            duration: float | str | None
+            if free is not None:
+                duration = "instant" if shape is None else shape.duration_s
                 if duration not in states:
                     if base is None:
                         base = nodes.with_columns(
                             pl.col("node_id").cast(pl.String), occupancy.switch_domains(nodes)
                         ).sort("node_id")
-                    states[duration] = _kept_state(base, free, duration, shape is None)
+                    states[duration] = _kept_state(base, free, shape)
             else:
-                duration = 0.0 if shape is None else shape.duration_s or 0.0
+                seconds = 0.0 if shape is None else shape.duration_s or 0.0
+                duration = seconds
                 if duration not in states:
-                    window = timedelta(seconds=duration) if duration else None
+                    window = timedelta(seconds=seconds) if seconds else None
                     states[duration] = occupancy.node_state(nodes, allocations, at, window)
             on_model = states[duration].filter(pl.col("gpu_model") == model)
             part = (
@@ -562,17 +565,16 @@ def stranded_places(
     )
 
 
-def _kept_state(
-    base: pl.DataFrame, free: den.FreeAt, duration: float | None, instant_only: bool
-) -> pl.DataFrame:
-    """The node state columns the stranded causes read (free_gpus, and over the shape's
-    window free_gpus_window, free_cpus_window, free_memory_gib_window) from the arrays
-    the sweep kept: ``base`` is the nodes in node_id order with their domain. An
-    unhealthy node reads 0 free GPUs (it is never eligible); a dimension no shape of
-    this duration needs reads unbounded, as an undeclared one does."""
+def _kept_state(base: pl.DataFrame, free: den.FreeAt, shape: Shape | None) -> pl.DataFrame:
+    """The node state columns the stranded causes read (free_gpus, and over the window
+    of ``shape`` free_gpus_window, free_cpus_window, free_memory_gib_window; no shape:
+    free_gpus alone) from the arrays the sweep kept: ``base`` is the nodes in node_id
+    order with their domain. An unhealthy node reads 0 free GPUs (it is never
+    eligible); a dimension no shape of this duration needs reads unbounded, as an
+    undeclared one does."""
     columns = [pl.Series("free_gpus", free.now, dtype=pl.Int64)]
-    if not instant_only:
-        window = free.window[duration]
+    if shape is not None:
+        window = free.window[shape.duration_s]
         columns.append(pl.Series("free_gpus_window", window["gpus"], dtype=pl.Int64))
         for dimension, name in (("cpus", "free_cpus_window"), ("memory", "free_memory_gib_window")):
             units = window.get(dimension)

@@ -479,7 +479,9 @@ def _segment_rows(keys: np.ndarray, stride: int, nodes: int, points: np.ndarray)
     """
     n = len(points)
     first = np.searchsorted(keys, np.arange(nodes, dtype=np.int64) * stride)
-    cells = np.repeat(first - 1, n).reshape(nodes, n)
+    # rows fit 32 bits on any fleet this runs on: half the memory of the (node, point) cells
+    index = np.int32 if len(keys) < 2**31 - 1 else np.int64
+    cells = np.repeat((first - 1).astype(index), n).reshape(nodes, n)
     if len(keys) and n:
         rank = keys // stride
         pos = np.searchsorted(points, keys - rank * stride, side="left")
@@ -554,23 +556,33 @@ def schedulable(
     offsets = np.asarray([epoch_us(t) - t0 for t in instants], dtype=np.int64)
     last = everything["time"].max() or hi
     stride = max(epoch_us(hi), epoch_us(last)) - t0 + 1  # type: ignore[arg-type]
-    # keys: node rank x stride + µs since t0, sorted
+    # keys: node's layout row x stride + µs since t0, sorted; a timeline's rows are put
+    # in that order once, so the rows found for (node, instant) cells come in layout order
 
-    def keys_of(timeline: pl.DataFrame) -> np.ndarray:
+    def keys_of(timeline: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """The keys of ``timeline`` (rows sorted by node rank, then time) in layout
+        order, and the permutation of its rows into that order."""
         rank = timeline["node_id"].to_physical().cast(pl.Int64).to_numpy()
-        return rank * stride + (timeline["time"].dt.epoch("us").to_numpy() - t0)
+        offset = timeline["time"].dt.epoch("us").to_numpy() - t0
+        lengths = np.bincount(rank, minlength=count)[layout.perm]  # per layout row
+        begins = np.r_[0, np.cumsum(np.bincount(rank, minlength=count))[:-1]][layout.perm]
+        ends = np.cumsum(lengths)
+        order = np.repeat(begins - (ends - lengths), lengths) + np.arange(len(rank))
+        return np.repeat(np.arange(count, dtype=np.int64) * stride, lengths) + offset[order], order
 
     def at(keys: np.ndarray, shift: int = 0, grid: np.ndarray = offsets) -> np.ndarray:
         """Row of the segment holding each (node, instant + shift), in layout order."""
-        return _segment_rows(keys, stride, count, grid + shift)[layout.perm]
+        return _segment_rows(keys, stride, count, grid + shift)
+
+    keys, order = keys_of(everything)
 
     def units(column: str) -> np.ndarray:
-        return (everything[column] * SHARE_UNITS).round().cast(pl.Int64).to_numpy()
+        return (everything[column] * SHARE_UNITS).round().cast(pl.Int64).to_numpy()[order]
 
-    keys = keys_of(everything)
-    used_gpus = everything["gpus_used"].to_numpy().astype(np.int32)
-    high_keys = keys_of(high)
-    high_used = high["gpus_used"].to_numpy().astype(np.int32)
+    used_gpus = everything["gpus_used"].to_numpy()[order].astype(np.int32)
+    high_keys, high_order = keys_of(high)
+    high_used = high["gpus_used"].to_numpy()[high_order].astype(np.int32)
+    del high_order
     gpus = layout.gpus[:, None].astype(np.int32)
     healthy = layout.healthy[:, None]
     outlooks: dict[int, tuple[float, float | None, float | None]] = dict(share_outlook or {})
@@ -645,7 +657,21 @@ def schedulable(
         grid_c = offsets[first_instant : first_instant + chunk]
         width = len(grid_c)
         rows_c = slice(first_instant, first_instant + width)
-        now = at(keys, 0, grid_c)
+        interval_peaks: dict[str, _SlidingMax] = {}
+        if stepped:
+            grid = grid_c[0] + step_us * np.arange(
+                width - 1 + max(stepped.values()), dtype=np.int64
+            )
+            starts = at(keys, 0, grid)
+            # the instants are the grid's first points: their rows are found already
+            same = np.array_equal(grid[:width], grid_c)
+            now = np.ascontiguousarray(starts[:, :width]) if same else at(keys, 0, grid_c)
+            peaks_of = window_peaks(stepped_columns, starts, at(keys, step_us - 1, grid))
+            del starts
+            interval_peaks = {c: _SlidingMax(v) for c, v in peaks_of.items()}
+            del peaks_of
+        else:
+            now = at(keys, 0, grid_c)
         used_now = np.minimum(used_gpus[now], gpus)
         high_now = np.minimum(high_used[at(high_keys, 0, grid_c)], used_now)
         free_now = np.where(healthy, gpus - used_now, 0)
@@ -662,14 +688,6 @@ def schedulable(
         ):
             base[name][rows_c] = _per_model(values, layout)
         del high_now, used_now
-        interval_peaks: dict[str, _SlidingMax] = {}
-        if stepped:
-            grid = grid_c[0] + step_us * np.arange(
-                width - 1 + max(stepped.values()), dtype=np.int64
-            )
-            peaks_of = window_peaks(stepped_columns, at(keys, 0, grid), at(keys, step_us - 1, grid))
-            interval_peaks = {c: _SlidingMax(v) for c, v in peaks_of.items()}
-            del peaks_of
         for duration in durations:  # ascending durations: each doubling is done once
             members = by_duration[duration]
             columns = needed(members)
