@@ -97,17 +97,41 @@ def window_instants(end: datetime, span: timedelta, step: timedelta) -> list[dat
 def _integral(
     timeline: pl.DataFrame, caps: pl.DataFrame, lo: int, hi: int, name: str
 ) -> pl.DataFrame:
-    """Per node: the integral over [lo, hi) µs of its occupied GPUs, capped at its GPUs."""
-    start = pl.col("time").dt.epoch("us")
-    end = start.shift(-1).over("node_id").fill_null(hi)  # the last segment runs to the end
-    length = (pl.min_horizontal(end, pl.lit(hi)) - pl.max_horizontal(start, pl.lit(lo))).clip(
-        lower_bound=0
+    """Per node: the integral over [lo, hi) µs of its occupied GPUs, capped at its GPUs
+    (a node without a GPU count is not capped).
+
+    On the timeline's arrays (rows by node rank, then time, each node's a contiguous
+    run): each segment runs to the node's next one or to ``hi``; whole GPU-microseconds,
+    summed per run in int64.
+    """
+    if timeline.height == 0:
+        return pl.DataFrame(schema={"node_id": pl.String, name: pl.Int64})
+    ids = timeline["node_id"]
+    rank = ids.to_physical().cast(pl.Int64).to_numpy()
+    start = timeline["time"].dt.epoch("us").to_numpy()
+    same = rank[1:] == rank[:-1]
+    end = np.full(len(start), hi, dtype=np.int64)  # a node's last segment runs to the end
+    end[:-1][same] = start[1:][same]
+    length = np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0, None)
+    enum = ids.dtype  # occupancy_timeline's node_id: an Enum over the sorted node ids
+    if not isinstance(enum, pl.Enum):
+        raise TypeError(f"a timeline's node_id is an Enum, not {enum}")
+    names = pl.Series("node_id", enum.categories, dtype=pl.String)
+    cap = (
+        pl.DataFrame({"node_id": names})
+        .join(caps, on="node_id", how="left", maintain_order="left")["gpus"]
+        .cast(pl.Float64)
+        .to_numpy()[rank]
     )
-    return (
-        timeline.with_columns(pl.col("node_id").cast(pl.String))
-        .join(caps, on="node_id")
-        .group_by("node_id")
-        .agg((pl.min_horizontal("gpus_used", "gpus") * length).sum().alias(name))
+    used = timeline["gpus_used"].to_numpy()
+    capped = np.where(np.isnan(cap), used, np.minimum(used, cap)).astype(np.int64)
+    runs = np.flatnonzero(np.r_[True, ~same])
+    return pl.DataFrame(
+        {
+            "node_id": names.gather(rank[runs]),
+            name: np.add.reduceat(capped * length, runs),
+        },
+        schema={"node_id": pl.String, name: pl.Int64},
     )
 
 
