@@ -248,6 +248,41 @@ class _Aside:
         return self._value
 
 
+@dataclass(frozen=True)
+class _Figures:
+    """The physical figures and the telemetry's productive ones of the window."""
+
+    physical: pl.DataFrame
+    productive: den.Productive
+    telemetry: _WindowTelemetry
+    interval_s: float | None  # the seconds of one telemetry sample
+    step_interval: bool  # no GPU had two samples: each counts as one --step
+
+
+def _physical_and_productive(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    timelines: tuple[pl.DataFrame, pl.DataFrame],
+    telemetry_aside: _Aside,
+    step: timedelta,
+) -> _Figures:
+    """:func:`fleetaudit.model.denominators.physical`, then, once the telemetry is read,
+    :func:`fleetaudit.model.denominators.productive`."""
+    physical = den.physical(nodes, allocations, start, end, timelines)
+    del timelines
+    telemetry: _WindowTelemetry = telemetry_aside.result()
+    by_alloc, by_node = telemetry.by_alloc, telemetry.by_node
+    interval = telemetry.cadence["interval_s"]
+    samples = int(by_alloc["samples"].sum() or 0) + int(by_node["samples"].sum() or 0)
+    step_interval = interval is None and samples > 0
+    if step_interval:
+        interval = step.total_seconds()
+    prod = den.productive(nodes, allocations, start, end, by_alloc, by_node, interval)
+    return _Figures(physical, prod, telemetry, interval, step_interval)
+
+
 def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportResult:
     """Compute the report over ``[at - since, at)`` (sampled at ``step``)."""
     asides: list[_Aside] = []
@@ -334,28 +369,30 @@ def _build_report(
             h = evaluate_history(nodes, allocations, shape, end, options.since, options.step)
             share_outlook[i] = (h.p_start, h.wait_p50_s, h.wait_p90_s)
     timelines = den.window_timelines(nodes, allocations, start, end, horizon)
+    # The physical and productive figures are polars work (no GIL): computed aside, on
+    # the second core, while the schedulable sweep (numpy, one core) runs here.
+    figures_aside = _Aside(
+        _physical_and_productive,
+        nodes, allocations, start, end, timelines, telemetry_aside, options.step,
+    )  # fmt: skip
+    asides.append(figures_aside)
     # the sweep keeps the free capacity at the instants the stranded places sample
     picks = place_picks(len(instants), nodes.height)
     sched = den.schedulable(
         nodes, allocations, pairs, instants, options.since, share_outlook, timelines, picks
     )
+    del timelines
     places, sampled_instants = stranded_places(
         nodes, allocations, sched.steps, [s for s, _ in pairs], options.since, kept=sched.kept
     )
-    physical = den.physical(nodes, allocations, start, end, timelines)
-    del timelines
     sampled = den.sampled_hours(sched.steps, options.since, ["gpu_model"])
-    window_telemetry: _WindowTelemetry = telemetry_aside.result()
-    by_alloc, by_node = window_telemetry.by_alloc, window_telemetry.by_node
-    cadence, sources = window_telemetry.cadence, window_telemetry.sources
-    interval = cadence["interval_s"]
-    samples = int(by_alloc["samples"].sum() or 0) + int(by_node["samples"].sum() or 0)
-    if interval is None and samples > 0:
-        interval = options.step.total_seconds()
+    figures: _Figures = figures_aside.result()
+    physical, prod, interval = figures.physical, figures.productive, figures.interval_s
+    cadence, sources = figures.telemetry.cadence, figures.telemetry.sources
+    if figures.step_interval:
         notes.append(
             "no GPU has two telemetry samples in the window; each sample counts as one --step"
         )
-    prod = den.productive(nodes, allocations, start, end, by_alloc, by_node, interval)
     models = {}
     by_model = den.productive_by(prod.allocations, "gpu_model")
     for row in physical.join(sampled, on="gpu_model", how="left").iter_rows(named=True):
@@ -439,7 +476,8 @@ def _build_report(
 
 PLACE_SAMPLES = 48
 """At most this many of the window's instants (evenly spread, both ends) attribute the
-stranded GPUs to their switch domains; each costs a node state per shape duration."""
+stranded GPUs to their switch domains; each splits every model's idle GPUs node by node
+(on the free capacity the schedulable sweep kept at that instant)."""
 PLACE_NODE_INSTANTS = 120_000
 """A budget of (node, sampled instant) pairs: a larger fleet gets fewer sampled instants
 (19,400 nodes: 8), never fewer than PLACE_MIN_SAMPLES."""
