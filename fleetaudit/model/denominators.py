@@ -63,6 +63,7 @@ from fleetaudit.model.shapes import CAUSES, Shape
 
 __all__ = [
     "SPLIT",
+    "FreeAt",
     "Schedulable",
     "ShapeOutlook",
     "physical",
