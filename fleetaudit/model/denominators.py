@@ -704,9 +704,10 @@ def schedulable(
         for i, j in keeping.items():
             windows[i] = {}
             nows[i] = free_now[:, j].copy()
+        # installed and unhealthy GPUs do not change over the instants: one column each
+        base["installed"][rows_c] = _per_model(gpus, layout)
+        base["unhealthy"][rows_c] = _per_model(np.where(healthy, 0, gpus), layout)
         for name, values in (
-            ("installed", np.broadcast_to(gpus, (count, width))),
-            ("unhealthy", np.broadcast_to(np.where(healthy, 0, gpus), (count, width))),
             ("allocated_high", np.where(healthy, high_now, 0)),
             ("allocated_low", np.where(healthy, used_now - high_now, 0)),
             ("idle", free_now),
