@@ -332,6 +332,51 @@ def test_vectorised_ledger_equals_shapes_evaluate_on_random_fleets(fleet: tuple)
     _differential(nodes, allocations, shapes, instants)
 
 
+def _places_from_the_sweep_equal_node_state(
+    nodes: pl.DataFrame, allocations: pl.DataFrame, shapes: list, instants: list, samples: int
+) -> None:
+    """The stranded places read from the free capacity the sweep kept equal those from
+    a node_state per sampled instant and shape duration, frame for frame."""
+    from fleetaudit.api.report_api import place_picks, stranded_places
+
+    span = instants[-1] - instants[0]
+    picks = place_picks(len(instants), nodes.height, samples)
+    sched = den.schedulable(nodes, allocations, shapes, instants, span, keep=picks)
+    assert sorted(sched.kept) == picks
+    plain = [s for s, _ in shapes]
+    kept = stranded_places(nodes, allocations, sched.steps, plain, span, samples, kept=sched.kept)
+    recomputed = stranded_places(nodes, allocations, sched.steps, plain, span, samples)
+    assert kept[1] == recomputed[1] == len(picks)
+    assert kept[0].equals(recomputed[0]), (kept[0], recomputed[0])
+
+
+@pytest.mark.parametrize("samples", [1, 5, 48])
+def test_stranded_places_from_the_sweep_on_the_hand_fleet(
+    hand_db: Path, samples: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with api.reading(api.StoreOptions(hand_db)) as store:
+        nodes, allocations = api.load_frames(store, datetime(2026, 1, 1), datetime(2026, 1, 3))
+    shapes = [
+        (make_shape("H20", 8), 1),
+        (make_shape("A10", 1, duration_s=7200), 1),
+        (make_shape("A10", 1, memory_gib_per_gpu=100, duration_s=5400), 1),
+        (make_shape("H20|A10", 2, cpus_per_gpu=20), 1),
+        (make_shape(None, 4, 2, locality="switch", duration_s=3 * 3600), 1),
+        (make_shape("H20", 6, 2, locality="any", memory_gib_per_gpu=100), 1),
+    ]
+    instants = den.window_instants(datetime(2026, 1, 2), timedelta(days=1), timedelta(hours=1))
+    monkeypatch.setattr(den, "_CHUNK_CELLS", 26)  # kept instants in several chunks
+    _places_from_the_sweep_equal_node_state(nodes, allocations, shapes, instants, samples)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fleets(), st.integers(1, 9))
+def test_stranded_places_from_the_sweep_on_random_fleets(fleet: tuple, samples: int) -> None:
+    nodes, allocations, shapes = fleet
+    instants = den.window_instants(datetime(2026, 1, 1, 8), timedelta(hours=8), timedelta(hours=1))
+    _places_from_the_sweep_equal_node_state(nodes, allocations, shapes, instants, samples)
+
+
 # -- outputs ---------------------------------------------------------------------------
 
 

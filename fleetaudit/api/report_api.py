@@ -37,7 +37,7 @@ from fleetaudit.core.options import REPORT_SINCE, REPORT_STEP
 from fleetaudit.core.times import iso, to_utc
 from fleetaudit.model import denominators as den
 from fleetaudit.model import occupancy
-from fleetaudit.model.capacity import usable_expr
+from fleetaudit.model.capacity import SHARE_UNITS, UNBOUNDED, usable_expr
 from fleetaudit.model.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
 from fleetaudit.model.shapes import (
@@ -248,6 +248,41 @@ class _Aside:
         return self._value
 
 
+@dataclass(frozen=True)
+class _Figures:
+    """The physical figures and the telemetry's productive ones of the window."""
+
+    physical: pl.DataFrame
+    productive: den.Productive
+    telemetry: _WindowTelemetry
+    interval_s: float | None  # the seconds of one telemetry sample
+    step_interval: bool  # no GPU had two samples: each counts as one --step
+
+
+def _physical_and_productive(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    timelines: tuple[pl.DataFrame, pl.DataFrame],
+    telemetry_aside: _Aside,
+    step: timedelta,
+) -> _Figures:
+    """:func:`fleetaudit.model.denominators.physical`, then, once the telemetry is read,
+    :func:`fleetaudit.model.denominators.productive`."""
+    physical = den.physical(nodes, allocations, start, end, timelines)
+    del timelines
+    telemetry: _WindowTelemetry = telemetry_aside.result()
+    by_alloc, by_node = telemetry.by_alloc, telemetry.by_node
+    interval = telemetry.cadence["interval_s"]
+    samples = int(by_alloc["samples"].sum() or 0) + int(by_node["samples"].sum() or 0)
+    step_interval = interval is None and samples > 0
+    if step_interval:
+        interval = step.total_seconds()
+    prod = den.productive(nodes, allocations, start, end, by_alloc, by_node, interval)
+    return _Figures(physical, prod, telemetry, interval, step_interval)
+
+
 def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportResult:
     """Compute the report over ``[at - since, at)`` (sampled at ``step``)."""
     asides: list[_Aside] = []
@@ -334,26 +369,30 @@ def _build_report(
             h = evaluate_history(nodes, allocations, shape, end, options.since, options.step)
             share_outlook[i] = (h.p_start, h.wait_p50_s, h.wait_p90_s)
     timelines = den.window_timelines(nodes, allocations, start, end, horizon)
+    # The physical and productive figures are polars work (no GIL): computed aside, on
+    # the second core, while the schedulable sweep (numpy, one core) runs here.
+    figures_aside = _Aside(
+        _physical_and_productive,
+        nodes, allocations, start, end, timelines, telemetry_aside, options.step,
+    )  # fmt: skip
+    asides.append(figures_aside)
+    # the sweep keeps the free capacity at the instants the stranded places sample
+    picks = place_picks(len(instants), nodes.height)
     sched = den.schedulable(
-        nodes, allocations, pairs, instants, options.since, share_outlook, timelines
+        nodes, allocations, pairs, instants, options.since, share_outlook, timelines, picks
     )
-    places, sampled_instants = stranded_places(
-        nodes, allocations, sched.steps, [s for s, _ in pairs], options.since
-    )
-    physical = den.physical(nodes, allocations, start, end, timelines)
     del timelines
+    places, sampled_instants = stranded_places(
+        nodes, allocations, sched.steps, [s for s, _ in pairs], options.since, kept=sched.kept
+    )
     sampled = den.sampled_hours(sched.steps, options.since, ["gpu_model"])
-    window_telemetry: _WindowTelemetry = telemetry_aside.result()
-    by_alloc, by_node = window_telemetry.by_alloc, window_telemetry.by_node
-    cadence, sources = window_telemetry.cadence, window_telemetry.sources
-    interval = cadence["interval_s"]
-    samples = int(by_alloc["samples"].sum() or 0) + int(by_node["samples"].sum() or 0)
-    if interval is None and samples > 0:
-        interval = options.step.total_seconds()
+    figures: _Figures = figures_aside.result()
+    physical, prod, interval = figures.physical, figures.productive, figures.interval_s
+    cadence, sources = figures.telemetry.cadence, figures.telemetry.sources
+    if figures.step_interval:
         notes.append(
             "no GPU has two telemetry samples in the window; each sample counts as one --step"
         )
-    prod = den.productive(nodes, allocations, start, end, by_alloc, by_node, interval)
     models = {}
     by_model = den.productive_by(prod.allocations, "gpu_model")
     for row in physical.join(sampled, on="gpu_model", how="left").iter_rows(named=True):
@@ -437,7 +476,8 @@ def _build_report(
 
 PLACE_SAMPLES = 48
 """At most this many of the window's instants (evenly spread, both ends) attribute the
-stranded GPUs to their switch domains; each costs a node state per shape duration."""
+stranded GPUs to their switch domains; each splits every model's idle GPUs node by node
+(on the free capacity the schedulable sweep kept at that instant)."""
 PLACE_NODE_INSTANTS = 120_000
 """A budget of (node, sampled instant) pairs: a larger fleet gets fewer sampled instants
 (19,400 nodes: 8), never fewer than PLACE_MIN_SAMPLES."""
@@ -453,6 +493,20 @@ def place_samples(nodes: int) -> int:
     return max(PLACE_MIN_SAMPLES, min(PLACE_SAMPLES, PLACE_NODE_INSTANTS // max(nodes, 1)))
 
 
+def place_picks(instants: int, nodes: int, samples: int | None = None) -> list[int]:
+    """Indices of the instants (of ``instants``, evenly spread, both ends) that the
+    stranded places of a fleet of ``nodes`` nodes sample.
+
+    >>> place_picks(673, 19_400), place_picks(3, 12)
+    ([0, 96, 192, 288, 384, 480, 576, 672], [0, 1, 2])
+    """
+    if instants <= 0:
+        return []
+    samples = place_samples(nodes) if samples is None else samples
+    last = instants - 1
+    return sorted({round(i) for i in np.linspace(0, last, min(samples, instants))})
+
+
 PLACE_CAUSES = den.SPLIT
 
 
@@ -463,6 +517,7 @@ def stranded_places(
     shapes: Sequence[Shape],
     span: timedelta,
     samples: int | None = None,
+    kept: dict[int, den.FreeAt] | None = None,
 ) -> tuple[pl.DataFrame, int]:
     """Stranded GPU-hours per switch domain (a node without a switch is its own domain)
     and cause, and how many of the window's instants they are estimated from.
@@ -474,6 +529,11 @@ def stranded_places(
     domains in proportion to their pod slots. A model that no shape may use has all
     its free GPUs unqueued. GPU-hours are the mean over the sampled instants times the
     window's hours, as the schedulable figures are.
+
+    ``kept``: the free capacity the schedulable sweep kept at the sampled instants
+    (:attr:`fleetaudit.model.denominators.Schedulable.kept`, by instant index); the
+    node states are built from it instead of computed again. Without it (or for an
+    instant it lacks) each is :func:`fleetaudit.model.occupancy.node_state`.
     """
     columns = ["domain", "gpu_model", *PLACE_CAUSES]
     empty = pl.DataFrame(
@@ -487,21 +547,33 @@ def stranded_places(
     instants = steps["instant"].unique().sort().to_list()
     if not instants or nodes.height == 0:
         return empty, 0
-    samples = place_samples(nodes.height) if samples is None else samples
-    last = len(instants) - 1
-    picks = sorted({round(i) for i in np.linspace(0, last, min(samples, len(instants)))})
+    picks = place_picks(len(instants), nodes.height, samples)
+    base: pl.DataFrame | None = None  # node_state's node columns, for the kept arrays
     parts: list[pl.DataFrame] = []
     for index in picks:
         at = instants[index]
-        states: dict[float, pl.DataFrame] = {}  # node state per shape duration
+        free = (kept or {}).get(index)
+        # node state per shape duration ("instant": the free GPUs at the instant alone)
+        states: dict[float | str | None, pl.DataFrame] = {}
         for model, shape_index in (
             steps.filter(pl.col("instant") == at).select("gpu_model", "best").iter_rows()
         ):
             shape = None if shape_index is None else shapes[shape_index]
-            duration = 0.0 if shape is None else shape.duration_s or 0.0
-            if duration not in states:
-                window = timedelta(seconds=duration) if duration else None
-                states[duration] = occupancy.node_state(nodes, allocations, at, window)
+            duration: float | str | None
+            if free is not None:
+                duration = "instant" if shape is None else shape.duration_s
+                if duration not in states:
+                    if base is None:
+                        base = nodes.with_columns(
+                            pl.col("node_id").cast(pl.String), occupancy.switch_domains(nodes)
+                        ).sort("node_id")
+                    states[duration] = _kept_state(base, free, shape)
+            else:
+                seconds = 0.0 if shape is None else shape.duration_s or 0.0
+                duration = seconds
+                if duration not in states:
+                    window = timedelta(seconds=seconds) if seconds else None
+                    states[duration] = occupancy.node_state(nodes, allocations, at, window)
             on_model = states[duration].filter(pl.col("gpu_model") == model)
             part = (
                 _unqueued_by_domain(on_model)
@@ -529,6 +601,29 @@ def stranded_places(
         ),
         len(picks),
     )
+
+
+def _kept_state(base: pl.DataFrame, free: den.FreeAt, shape: Shape | None) -> pl.DataFrame:
+    """The node state columns the stranded causes read (free_gpus, and over the window
+    of ``shape`` free_gpus_window, free_cpus_window, free_memory_gib_window; no shape:
+    free_gpus alone) from the arrays the sweep kept: ``base`` is the nodes in node_id
+    order with their domain. An unhealthy node reads 0 free GPUs (it is never
+    eligible); a dimension no shape of this duration needs reads unbounded, as an
+    undeclared one does."""
+    columns = [pl.Series("free_gpus", free.now, dtype=pl.Int64)]
+    if shape is not None:
+        window = free.window[shape.duration_s]
+        columns.append(pl.Series("free_gpus_window", window["gpus"], dtype=pl.Int64))
+        for dimension, name in (("cpus", "free_cpus_window"), ("memory", "free_memory_gib_window")):
+            units = window.get(dimension)
+            if units is None:
+                quantity = np.full(base.height, np.inf)
+            else:  # exactly as node_state divides micro-units back into a quantity
+                quantity = np.where(
+                    units >= UNBOUNDED, np.inf, units.astype(np.float64) / SHARE_UNITS
+                )
+            columns.append(pl.Series(name, quantity, dtype=pl.Float64))
+    return base.with_columns(columns)
 
 
 def _unqueued_by_domain(state: pl.DataFrame) -> pl.DataFrame:

@@ -141,8 +141,8 @@ def window_demand(
 
     Args:
         requests: at least the requests that were queued at some instant of the
-            window or submitted in it, with the requests table's columns (SPEC
-            defaults applied).
+            window or submitted in it, with at least the requests table's
+            submit_time, start_time and shape columns (SPEC defaults applied).
     """
     if mode is not None and mode not in DEMAND_MODES:
         raise UsageError(f"--demand: unknown value {mode!r} (expected {', '.join(DEMAND_MODES)})")

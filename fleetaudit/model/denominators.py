@@ -35,7 +35,8 @@ Productive: see :func:`productive`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -62,6 +63,7 @@ from fleetaudit.model.shapes import CAUSES, Shape
 
 __all__ = [
     "SPLIT",
+    "FreeAt",
     "Schedulable",
     "ShapeOutlook",
     "physical",
@@ -96,17 +98,41 @@ def window_instants(end: datetime, span: timedelta, step: timedelta) -> list[dat
 def _integral(
     timeline: pl.DataFrame, caps: pl.DataFrame, lo: int, hi: int, name: str
 ) -> pl.DataFrame:
-    """Per node: the integral over [lo, hi) µs of its occupied GPUs, capped at its GPUs."""
-    start = pl.col("time").dt.epoch("us")
-    end = start.shift(-1).over("node_id").fill_null(hi)  # the last segment runs to the end
-    length = (pl.min_horizontal(end, pl.lit(hi)) - pl.max_horizontal(start, pl.lit(lo))).clip(
-        lower_bound=0
+    """Per node: the integral over [lo, hi) µs of its occupied GPUs, capped at its GPUs
+    (a node without a GPU count is not capped).
+
+    On the timeline's arrays (rows by node rank, then time, each node's a contiguous
+    run): each segment runs to the node's next one or to ``hi``; whole GPU-microseconds,
+    summed per run in int64.
+    """
+    if timeline.height == 0:
+        return pl.DataFrame(schema={"node_id": pl.String, name: pl.Int64})
+    ids = timeline["node_id"]
+    rank = ids.to_physical().cast(pl.Int64).to_numpy()
+    start = timeline["time"].dt.epoch("us").to_numpy()
+    same = rank[1:] == rank[:-1]
+    end = np.full(len(start), hi, dtype=np.int64)  # a node's last segment runs to the end
+    end[:-1][same] = start[1:][same]
+    length = np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0, None)
+    enum = ids.dtype  # occupancy_timeline's node_id: an Enum over the sorted node ids
+    if not isinstance(enum, pl.Enum):
+        raise TypeError(f"a timeline's node_id is an Enum, not {enum}")
+    names = pl.Series("node_id", enum.categories, dtype=pl.String)
+    cap = (
+        pl.DataFrame({"node_id": names})
+        .join(caps, on="node_id", how="left", maintain_order="left")["gpus"]
+        .cast(pl.Float64)
+        .to_numpy()[rank]
     )
-    return (
-        timeline.with_columns(pl.col("node_id").cast(pl.String))
-        .join(caps, on="node_id")
-        .group_by("node_id")
-        .agg((pl.min_horizontal("gpus_used", "gpus") * length).sum().alias(name))
+    used = timeline["gpus_used"].to_numpy()
+    capped = np.where(np.isnan(cap), used, np.minimum(used, cap)).astype(np.int64)
+    runs = np.flatnonzero(np.r_[True, ~same])
+    return pl.DataFrame(
+        {
+            "node_id": names.gather(rank[runs]),
+            name: np.add.reduceat(capped * length, runs),
+        },
+        schema={"node_id": pl.String, name: pl.Int64},
     )
 
 
@@ -263,6 +289,23 @@ class Schedulable:
     instants: tuple[datetime, ...]
     steps: pl.DataFrame
     shapes: tuple[ShapeOutlook, ...]
+    # the free capacity of every node at the instants the caller asked to keep, by index
+    kept: dict[int, FreeAt] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FreeAt:
+    """Free capacity of every node at one instant of the sweep, in node_id order.
+
+    ``now``: free GPUs at the instant (0 on an unhealthy node). ``window``: per shape
+    duration (``Shape.duration_s``, None: the instant alone), the free capacity over
+    ``[t, t + duration)`` of the dimensions the shapes of that duration need: gpus (0
+    on an unhealthy node), cpus and memory in micro-units (capacity.UNBOUNDED: not
+    declared). The same arrays the ledger counts slots on.
+    """
+
+    now: np.ndarray
+    window: dict[float | None, dict[str, np.ndarray]]
 
 
 def _waits(instances: np.ndarray, step_us: int) -> tuple[float, float | None, float | None]:
@@ -461,7 +504,9 @@ def _segment_rows(keys: np.ndarray, stride: int, nodes: int, points: np.ndarray)
     """
     n = len(points)
     first = np.searchsorted(keys, np.arange(nodes, dtype=np.int64) * stride)
-    cells = np.repeat(first - 1, n).reshape(nodes, n)
+    # rows fit 32 bits on any fleet this runs on: half the memory of the (node, point) cells
+    index = np.int32 if len(keys) < 2**31 - 1 else np.int64
+    cells = np.repeat((first - 1).astype(index), n).reshape(nodes, n)
     if len(keys) and n:
         rank = keys // stride
         pos = np.searchsorted(points, keys - rank * stride, side="left")
@@ -501,6 +546,7 @@ def schedulable(
     span: timedelta,
     share_outlook: dict[int, tuple[float, float | None, float | None]] | None = None,
     timelines: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    keep: Sequence[int] = (),
 ) -> Schedulable:
     """The per-instant ledger of every model and the queued shapes' outlook.
 
@@ -517,6 +563,9 @@ def schedulable(
             shapes are not vectorised here; a missing one reads as never startable).
         timelines: :func:`window_timelines` from at most the first instant, if
             the caller has them.
+        keep: indices of instants whose free capacity per node the result keeps
+            (:attr:`Schedulable.kept`), so that a caller need not compute the node
+            state there again.
     """
     nodes = nodes.with_columns(pl.col("node_id").cast(pl.String)).sort("node_id")
     n, count = len(instants), nodes.height
@@ -532,23 +581,33 @@ def schedulable(
     offsets = np.asarray([epoch_us(t) - t0 for t in instants], dtype=np.int64)
     last = everything["time"].max() or hi
     stride = max(epoch_us(hi), epoch_us(last)) - t0 + 1  # type: ignore[arg-type]
-    # keys: node rank x stride + µs since t0, sorted
+    # keys: node's layout row x stride + µs since t0, sorted; a timeline's rows are put
+    # in that order once, so the rows found for (node, instant) cells come in layout order
 
-    def keys_of(timeline: pl.DataFrame) -> np.ndarray:
+    def keys_of(timeline: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """The keys of ``timeline`` (rows sorted by node rank, then time) in layout
+        order, and the permutation of its rows into that order."""
         rank = timeline["node_id"].to_physical().cast(pl.Int64).to_numpy()
-        return rank * stride + (timeline["time"].dt.epoch("us").to_numpy() - t0)
+        offset = timeline["time"].dt.epoch("us").to_numpy() - t0
+        lengths = np.bincount(rank, minlength=count)[layout.perm]  # per layout row
+        begins = np.r_[0, np.cumsum(np.bincount(rank, minlength=count))[:-1]][layout.perm]
+        ends = np.cumsum(lengths)
+        order = np.repeat(begins - (ends - lengths), lengths) + np.arange(len(rank))
+        return np.repeat(np.arange(count, dtype=np.int64) * stride, lengths) + offset[order], order
 
     def at(keys: np.ndarray, shift: int = 0, grid: np.ndarray = offsets) -> np.ndarray:
         """Row of the segment holding each (node, instant + shift), in layout order."""
-        return _segment_rows(keys, stride, count, grid + shift)[layout.perm]
+        return _segment_rows(keys, stride, count, grid + shift)
+
+    keys, order = keys_of(everything)
 
     def units(column: str) -> np.ndarray:
-        return (everything[column] * SHARE_UNITS).round().cast(pl.Int64).to_numpy()
+        return (everything[column] * SHARE_UNITS).round().cast(pl.Int64).to_numpy()[order]
 
-    keys = keys_of(everything)
-    used_gpus = everything["gpus_used"].to_numpy().astype(np.int32)
-    high_keys = keys_of(high)
-    high_used = high["gpus_used"].to_numpy().astype(np.int32)
+    used_gpus = everything["gpus_used"].to_numpy()[order].astype(np.int32)
+    high_keys, high_order = keys_of(high)
+    high_used = high["gpus_used"].to_numpy()[high_order].astype(np.int32)
+    del high_order
     gpus = layout.gpus[:, None].astype(np.int32)
     healthy = layout.healthy[:, None]
     outlooks: dict[int, tuple[float, float | None, float | None]] = dict(share_outlook or {})
@@ -617,31 +676,44 @@ def schedulable(
         | {name: np.zeros((n, models)) for name in ("usable", *CAUSES)}
         for i in whole
     }
+    nows: dict[int, np.ndarray] = {}
+    windows: dict[int, dict[float | None, dict[str, np.ndarray]]] = {}
     for first_instant in range(0, n, chunk):
         grid_c = offsets[first_instant : first_instant + chunk]
         width = len(grid_c)
         rows_c = slice(first_instant, first_instant + width)
-        now = at(keys, 0, grid_c)
+        interval_peaks: dict[str, _SlidingMax] = {}
+        if stepped:
+            grid = grid_c[0] + step_us * np.arange(
+                width - 1 + max(stepped.values()), dtype=np.int64
+            )
+            starts = at(keys, 0, grid)
+            # the instants are the grid's first points: their rows are found already
+            same = np.array_equal(grid[:width], grid_c)
+            now = np.ascontiguousarray(starts[:, :width]) if same else at(keys, 0, grid_c)
+            peaks_of = window_peaks(stepped_columns, starts, at(keys, step_us - 1, grid))
+            del starts
+            interval_peaks = {c: _SlidingMax(v) for c, v in peaks_of.items()}
+            del peaks_of
+        else:
+            now = at(keys, 0, grid_c)
         used_now = np.minimum(used_gpus[now], gpus)
         high_now = np.minimum(high_used[at(high_keys, 0, grid_c)], used_now)
         free_now = np.where(healthy, gpus - used_now, 0)
+        keeping = {i: i - first_instant for i in keep if first_instant <= i < first_instant + width}
+        for i, j in keeping.items():
+            windows[i] = {}
+            nows[i] = free_now[:, j].copy()
+        # installed and unhealthy GPUs do not change over the instants: one column each
+        base["installed"][rows_c] = _per_model(gpus, layout)
+        base["unhealthy"][rows_c] = _per_model(np.where(healthy, 0, gpus), layout)
         for name, values in (
-            ("installed", np.broadcast_to(gpus, (count, width))),
-            ("unhealthy", np.broadcast_to(np.where(healthy, 0, gpus), (count, width))),
             ("allocated_high", np.where(healthy, high_now, 0)),
             ("allocated_low", np.where(healthy, used_now - high_now, 0)),
             ("idle", free_now),
         ):
             base[name][rows_c] = _per_model(values, layout)
         del high_now, used_now
-        interval_peaks: dict[str, _SlidingMax] = {}
-        if stepped:
-            grid = grid_c[0] + step_us * np.arange(
-                width - 1 + max(stepped.values()), dtype=np.int64
-            )
-            peaks_of = window_peaks(stepped_columns, at(keys, 0, grid), at(keys, step_us - 1, grid))
-            interval_peaks = {c: _SlidingMax(v) for c, v in peaks_of.items()}
-            del peaks_of
         for duration in durations:  # ascending durations: each doubling is done once
             members = by_duration[duration]
             columns = needed(members)
@@ -662,6 +734,8 @@ def schedulable(
                     free = free_array(cap, peak)
                 free_w[column] = free
             del peaks
+            for i, j in keeping.items():
+                windows[i][duration] = {c: v[:, j].copy() for c, v in free_w.items()}
             for i in members:
                 _shape_ledger(shapes[i][0], layout, free_now, free_w, per_shape[i], rows_c)
             del free_w
@@ -686,7 +760,24 @@ def schedulable(
                 usable_gpu_hours=float(best["usable"].sum()) * hours,
             )
         )
-    return Schedulable(instants=tuple(instants), steps=steps, shapes=tuple(outs))
+    kept = {
+        i: FreeAt(
+            now=_by_rank(nows[i], layout),
+            window={
+                d: {c: _by_rank(v, layout) for c, v in columns.items()}
+                for d, columns in windows[i].items()
+            },
+        )
+        for i in nows
+    }
+    return Schedulable(instants=tuple(instants), steps=steps, shapes=tuple(outs), kept=kept)
+
+
+def _by_rank(values: np.ndarray, layout: _Layout) -> np.ndarray:
+    """Per-node values in layout order, put in node_id order."""
+    out = np.empty_like(values)
+    out[layout.perm] = values
+    return out
 
 
 def sampled_hours(steps: pl.DataFrame, span: timedelta, by: list[str]) -> pl.DataFrame:
