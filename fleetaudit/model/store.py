@@ -237,6 +237,19 @@ class Store:
     def row_count(self, table: str) -> int:
         return int(self.scalar(f"SELECT count(*) FROM {quote_identifier(table)}"))
 
+    def distinct_count(self, text: str, params: Mapping[str, Any] | None = None) -> int:
+        """How many distinct values the one UBIGINT column of a SELECT holds.
+
+        For millions of 64-bit hashes: DuckDB computes the column in parallel and
+        hands it over as one numpy array (no pyarrow), polars counts its distinct
+        values; a GROUP BY of the same values in DuckDB takes about twice the CPU.
+        """
+        cursor = self._execute(text, params)
+        with _statement():
+            arrays = cursor.fetchnumpy()
+        (column,) = arrays.values()
+        return int(pl.Series(column).n_unique())
+
     def table_names(self) -> set[str]:
         """The tables of the store's main schema."""
         return {
