@@ -23,6 +23,7 @@ floor((1 - fill)/G) on a partly filled one) and has no stranded split.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -337,17 +338,24 @@ def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
         slots, gpu_slots, cpu_slots,
         memory_slots, interval, fragment, cpu_memory (GPUs), sorted by node_id.
     """
+    return _node_slots(state, shape).collect()
+
+
+def _node_slots(state: pl.DataFrame, shape: Shape) -> pl.LazyFrame:
+    """:func:`node_slots`, as a plan."""
     p = shape.gpus_per_pod
-    eligible = state.filter(_eligible(state, shape))
     domains = ["domain"]
+    frame = state.lazy()
     if shape.locality == "block":
-        eligible = eligible.with_columns(block_domains(eligible))
+        # per node, so the same whether computed before or after the filter
+        frame = frame.with_columns(block_domains(state))
         domains.append(BLOCK_DOMAIN)
+    eligible = frame.filter(_eligible(state, shape))
     # the slot count is the capacity model's (fleetaudit.model.capacity.node_slots): with a
     # duration, a partly filled GPU counts only where nothing starts in W, and not on a
     # node the record over-commits
-    exprs = slot_exprs(Pod.of(shape), over=over_committed(eligible))
-    frame = eligible.select(
+    exprs = slot_exprs(Pod.of(shape), over=over_committed(state))
+    slots = eligible.select(
         "node_id",
         "gpu_model",
         *domains,
@@ -359,13 +367,13 @@ def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
         pl.min_horizontal("gpu_slots", "cpu_slots", "memory_slots").alias("slots"),
     )
     if shape.is_share:
-        frame = frame.with_columns(pl.lit(0).alias("fragment"), pl.lit(0.0).alias("cpu_memory"))
+        slots = slots.with_columns(pl.lit(0).alias("fragment"), pl.lit(0.0).alias("cpu_memory"))
     else:
-        frame = frame.with_columns(
+        slots = slots.with_columns(
             (pl.col("free_gpus_window") - pl.col("gpu_slots") * round(p)).alias("fragment"),
             ((pl.col("gpu_slots") - pl.col("slots")) * p).alias("cpu_memory"),
         )
-    return frame.drop("free_gpus_window").sort("node_id")
+    return slots.drop("free_gpus_window").sort("node_id")
 
 
 def group_key(shape: Shape) -> list[str]:
@@ -381,6 +389,11 @@ def group_key(shape: Shape) -> list[str]:
 
 def group_slots(slots: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     """Slots per group (domain, model or node), its instances and its topology-stranded GPUs."""
+    return _group_slots(slots.lazy(), shape).collect()
+
+
+def _group_slots(slots: pl.LazyFrame, shape: Shape) -> pl.LazyFrame:
+    """:func:`group_slots`, as a plan."""
     k = shape.pods
     key = group_key(shape)
     instances, left = gang_instances(pl.col("slots"), k)
@@ -405,10 +418,54 @@ def evaluate(state: pl.DataFrame, shape: Shape) -> Evaluation:
     >>> e.instances, e.ledger.usable, e.ledger.stranded["fragment"]
     (1, 4.0, 5.0)
     """
-    slots = node_slots(state, shape)
-    groups = group_slots(slots, shape)
-    instances = int(groups["instances"].sum())
-    return Evaluation(shape, instances, ledger(state, shape, slots, groups, instances), slots)
+    return evaluate_all([(state, shape)])[0]
+
+
+def evaluate_all(cases: Sequence[tuple[pl.DataFrame, Shape]]) -> list[Evaluation]:
+    """:func:`evaluate` of each (state, shape), in their order.
+
+    The same plans as one :func:`evaluate` per shape, collected together (two rounds
+    for any number of shapes): a call that evaluates every queued shape pays for the
+    work, not for a thousand small collects.
+    """
+    slots = pl.collect_all([_node_slots(state, shape) for state, shape in cases])
+    plans: list[pl.LazyFrame] = []
+    for (state, shape), frame in zip(cases, slots, strict=True):
+        plans.append(_group_slots(frame.lazy(), shape))
+        plans.append(_ledger_sums(state, shape))
+    done = pl.collect_all(plans)
+    evaluations = []
+    for i, ((_, shape), frame) in enumerate(zip(cases, slots, strict=True)):
+        groups, sums = done[2 * i], done[2 * i + 1]
+        instances = int(groups["instances"].sum())
+        evaluations.append(
+            Evaluation(
+                shape, instances, _ledger(sums.row(0, named=True), shape, frame, groups, instances), frame
+            )
+        )
+    return evaluations
+
+
+def _ledger_sums(state: pl.DataFrame, shape: Shape) -> pl.LazyFrame:
+    """The GPUs of the shape's models, one row: installed, unhealthy, allocated_high,
+    allocated_low and idle (allocated GPUs capped at the node's GPUs)."""
+    in_model = (
+        pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
+    )
+    healthy = usable_expr(state)
+    used = pl.min_horizontal("gpus_used", "gpus")
+    high = pl.min_horizontal("gpus_used_high", used)
+    return (
+        state.lazy()
+        .filter(in_model)
+        .select(
+            pl.col("gpus").sum().alias("installed"),
+            pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
+            high.filter(healthy).sum().alias("allocated_high"),
+            (used - high).filter(healthy).sum().alias("allocated_low"),
+            (pl.col("gpus") - used).filter(healthy).sum().alias("idle"),
+        )
+    )
 
 
 def ledger(
@@ -419,20 +476,13 @@ def ledger(
     Allocated GPUs are capped at the node's GPUs so the identity holds even when
     the data over-commits a node.
     """
-    in_model = (
-        pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
-    )
-    scope = state.filter(in_model)
-    healthy = usable_expr(scope)
-    used = pl.min_horizontal("gpus_used", "gpus")
-    high = pl.min_horizontal("gpus_used_high", used)
-    sums = scope.select(
-        pl.col("gpus").sum().alias("installed"),
-        pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
-        high.filter(healthy).sum().alias("allocated_high"),
-        (used - high).filter(healthy).sum().alias("allocated_low"),
-        (pl.col("gpus") - used).filter(healthy).sum().alias("idle"),
-    ).row(0, named=True)
+    sums = _ledger_sums(state, shape).collect().row(0, named=True)
+    return _ledger(sums, shape, slots, groups, instances)
+
+
+def _ledger(
+    sums: dict[str, Any], shape: Shape, slots: pl.DataFrame, groups: pl.DataFrame, instances: int
+) -> Ledger:
     usable = instances * shape.gpus
     stranded: dict[str, float] | None = None
     if not shape.is_share:
