@@ -10,12 +10,13 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
 from fleetaudit.cli import app
 from fleetaudit.core.errors import UsageError
 from fleetaudit.model import occupancy
-from fleetaudit.model.shapes import CAUSES, evaluate, make_shape, nearest_misses
+from fleetaudit.model.shapes import CAUSES, evaluate, evaluate_all, make_shape, nearest_misses
 from tests.conftest import DATA, write
 
 runner = CliRunner()
@@ -291,6 +292,34 @@ shapes_strategy = st.builds(
 )
 PROPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 T = datetime(2026, 1, 1, 10)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleet=fleets(), shapes=st.lists(shapes_strategy, min_size=1, max_size=6))
+def test_evaluating_shapes_together_is_evaluating_each(fleet, shapes) -> None:  # type: ignore[no-untyped-def]
+    """evaluate_all (the states shared by several shapes summed per model, the others
+    alone, the plans collected together) gives each shape's own evaluate, in order."""
+    nodes, allocations = fleet
+    durations = list(dict.fromkeys(s.duration_s for s in shapes))
+    windows = [timedelta(seconds=d) if d else None for d in durations]
+    states = dict(zip(durations, occupancy.node_states(nodes, allocations, T, windows), strict=True))
+    together = evaluate_all([(states[s.duration_s], s) for s in shapes])
+    for shape, batched in zip(shapes, together, strict=True):
+        alone = evaluate(states[shape.duration_s], shape)
+        assert batched.shape == shape
+        assert (batched.instances, batched.ledger) == (alone.instances, alone.ledger)
+        assert_frame_equal(batched.slots, alone.slots)
+
+
+def test_evaluating_shapes_together_by_hand(tiny: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    """The tiny fleet (tests/data/tiny/nodes.csv): H20 holds 48 GPUs, A10 4. A state shared
+    by two shapes and one used by a single shape give each its own models' GPUs."""
+    nodes, allocations = tiny
+    now, hour = occupancy.node_states(nodes, allocations, AT, [None, timedelta(hours=1)])
+    h20, a10, both = make_shape("H20", 1), make_shape("A10", 1), make_shape("A10|H20", 1)
+    got = evaluate_all([(now, h20), (hour, a10), (now, both)])
+    assert [e.ledger.installed for e in got] == [48, 4, 52]
+    assert [e.shape for e in got] == [h20, a10, both]
 
 
 @PROPS

@@ -23,6 +23,7 @@ floor((1 - fill)/G) on a partly filled one) and has no stranded split.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -320,10 +321,7 @@ class Evaluation:
 
 
 def _eligible(state: pl.DataFrame, shape: Shape) -> pl.Expr:
-    in_model = (
-        pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
-    )
-    return in_model & usable_expr(state)
+    return _in_models(shape) & usable_expr(state)
 
 
 def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
@@ -425,47 +423,69 @@ def evaluate_all(cases: Sequence[tuple[pl.DataFrame, Shape]]) -> list[Evaluation
     """:func:`evaluate` of each (state, shape), in their order.
 
     The same plans as one :func:`evaluate` per shape, collected together (two rounds
-    for any number of shapes): a call that evaluates every queued shape pays for the
-    work, not for a thousand small collects.
+    for any number of shapes), and the ledger's sums per GPU model once per state that
+    several shapes share: a call that evaluates every queued shape pays for the work,
+    not for a thousand small collects.
     """
-    slots = pl.collect_all([_node_slots(state, shape) for state, shape in cases])
+    shared = Counter(id(state) for state, _ in cases)
+    by_model: dict[int, int] = {}  # id(state) -> position of its per-model sums
+    sums_of: list[int] = []  # per case: position of its sums (alone, or per model)
     plans: list[pl.LazyFrame] = []
-    for (state, shape), frame in zip(cases, slots, strict=True):
-        plans.append(_group_slots(frame.lazy(), shape))
-        plans.append(_ledger_sums(state, shape))
-    done = pl.collect_all(plans)
+    for state, shape in cases:
+        if shared[id(state)] == 1:  # one shape: its sums alone
+            sums_of.append(len(plans))
+            plans.append(state.lazy().filter(_in_models(shape)).select(_ledger_exprs(state)))
+            continue
+        if id(state) not in by_model:
+            by_model[id(state)] = len(plans)
+            plans.append(state.lazy().group_by("gpu_model").agg(_ledger_exprs(state)))
+        sums_of.append(by_model[id(state)])
+    slots = _collect([_node_slots(state, shape) for state, shape in cases])
+    done = _collect(
+        [*(_group_slots(frame.lazy(), shape) for frame, (_, shape) in zip(slots, cases, strict=True)),
+         *plans]  # fmt: skip
+    )
+    groups, sums = done[: len(cases)], done[len(cases) :]
     evaluations = []
-    for i, ((_, shape), frame) in enumerate(zip(cases, slots, strict=True)):
-        groups, sums = done[2 * i], done[2 * i + 1]
-        instances = int(groups["instances"].sum())
+    for (state, shape), frame, grouped, at in zip(cases, slots, groups, sums_of, strict=True):
+        mine = sums[at] if shared[id(state)] == 1 else sums[at].filter(_in_models(shape))
+        # whole GPUs: per-model sums add up exactly in any order
+        totals = {name: sum(v or 0 for v in mine[name]) for name in _LEDGER_SUMS}
+        instances = int(grouped["instances"].sum())
         evaluations.append(
-            Evaluation(
-                shape, instances, _ledger(sums.row(0, named=True), shape, frame, groups, instances), frame
-            )
+            Evaluation(shape, instances, _ledger(totals, shape, frame, grouped, instances), frame)
         )
     return evaluations
 
 
-def _ledger_sums(state: pl.DataFrame, shape: Shape) -> pl.LazyFrame:
-    """The GPUs of the shape's models, one row: installed, unhealthy, allocated_high,
-    allocated_low and idle (allocated GPUs capped at the node's GPUs)."""
-    in_model = (
-        pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
-    )
+def _collect(plans: list[pl.LazyFrame]) -> list[pl.DataFrame]:
+    """The plans' frames: together for many (one call), one by one for a single shape's
+    few (collect_all's thread pool costs more than it saves there)."""
+    if len(plans) <= 2:
+        return [plan.collect() for plan in plans]
+    return pl.collect_all(plans)
+
+
+_LEDGER_SUMS = ("installed", "unhealthy", "allocated_high", "allocated_low", "idle")
+
+
+def _in_models(shape: Shape) -> pl.Expr:
+    return pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
+
+
+def _ledger_exprs(state: pl.DataFrame) -> list[pl.Expr]:
+    """The ledger's sums (:data:`_LEDGER_SUMS`) over a state's rows: the GPUs installed,
+    unhealthy, allocated high and low and idle (allocated GPUs capped at the node's GPUs)."""
     healthy = usable_expr(state)
     used = pl.min_horizontal("gpus_used", "gpus")
     high = pl.min_horizontal("gpus_used_high", used)
-    return (
-        state.lazy()
-        .filter(in_model)
-        .select(
-            pl.col("gpus").sum().alias("installed"),
-            pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
-            high.filter(healthy).sum().alias("allocated_high"),
-            (used - high).filter(healthy).sum().alias("allocated_low"),
-            (pl.col("gpus") - used).filter(healthy).sum().alias("idle"),
-        )
-    )
+    return [
+        pl.col("gpus").sum().alias("installed"),
+        pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
+        high.filter(healthy).sum().alias("allocated_high"),
+        (used - high).filter(healthy).sum().alias("allocated_low"),
+        (pl.col("gpus") - used).filter(healthy).sum().alias("idle"),
+    ]
 
 
 def ledger(
@@ -476,8 +496,8 @@ def ledger(
     Allocated GPUs are capped at the node's GPUs so the identity holds even when
     the data over-commits a node.
     """
-    sums = _ledger_sums(state, shape).collect().row(0, named=True)
-    return _ledger(sums, shape, slots, groups, instances)
+    sums = state.lazy().filter(_in_models(shape)).select(_ledger_exprs(state)).collect()
+    return _ledger(sums.row(0, named=True), shape, slots, groups, instances)
 
 
 def _ledger(

@@ -305,7 +305,7 @@ def _load_table(
 
 HASHED_KEYS_ROWS = (1_000_000, 20_000_000)
 """Calls that load this many rows into a table (from, up to) check their keys by hash:
-from a million rows on, the hashes save about half a GROUP BY's CPU; the array of hashes
+from a million rows on, the hashes save most of a GROUP BY's CPU; the array of hashes
 (8 bytes a row, held outside DuckDB's memory limit) stays below 160 MB."""
 
 
@@ -315,7 +315,7 @@ def _distinct_keys(
     """The distinct keys among the ``loaded`` rows of this call in table ``name``.
 
     Most calls hold no key twice. Between :data:`HASHED_KEYS_ROWS` rows, distinct 64-bit
-    hashes of the keys prove it (equal keys have equal hashes) for half the CPU of a
+    hashes of the keys prove it (equal keys have equal hashes) for a third of the CPU of a
     GROUP BY of the keys; only when two hashes are equal (a key given twice, or, about
     once in 300,000 calls of 10 M rows, two keys with one hash) does the GROUP BY count them.
     """
