@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 from hypothesis import given, settings
-from polars.testing import assert_frame_equal
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from fleetaudit.model.occupancy import (
     SHARE_UNITS,
