@@ -31,7 +31,7 @@ from fleetaudit.model import occupancy
 from fleetaudit.model.shapes import (
     Evaluation,
     Shape,
-    beyond_fleet,
+    beyond_fleet_all,
     check_models,
     duration_class,
     duration_class_expr,
@@ -264,7 +264,7 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
     windows = [timedelta(seconds=d) if d else None for d in durations]
     states = dict(zip(durations, occupancy.node_states(nodes, allocations, at, windows), strict=True))
     reports = []
-    notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
+    notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
     evaluations = evaluate_all([(states[shape.duration_s], shape) for shape, _ in pairs])
     for (shape, queued), evaluation in zip(pairs, evaluations, strict=True):
         state = states[shape.duration_s]

@@ -241,10 +241,39 @@ def beyond_fleet(shape: Shape, nodes: pl.DataFrame) -> str | None:
     >>> print(beyond_fleet(make_shape("H20", 32), nodes))
     H20 32 GPU (4x8) switch asks for 32 GPUs, more than the 16 installed on its models; it can never start
     """
-    models = shape.models
-    mine = nodes if models is None else nodes.filter(pl.col("gpu_model").is_in(list(models)))
-    total = float(mine["gpus"].sum() or 0)
-    largest = float(mine["gpus"].max() or 0)  # type: ignore[arg-type]
+    return beyond_fleet_all([shape], nodes)[0]
+
+
+def beyond_fleet_all(shapes: Sequence[Shape], nodes: pl.DataFrame) -> list[str | None]:
+    """:func:`beyond_fleet` of each shape, in their order; the inventory's figures are
+    computed once per set of models (and pod size), not once per shape."""
+    inventory: dict[tuple[str, ...] | None, tuple[pl.DataFrame, float, float]] = {}
+    most_pods: dict[tuple[tuple[str, ...] | None, float], int] = {}
+    notes: list[str | None] = []
+    for shape in shapes:
+        models = shape.models
+        if models not in inventory:
+            mine = nodes if models is None else nodes.filter(pl.col("gpu_model").is_in(list(models)))
+            total = float(mine["gpus"].sum() or 0)
+            largest = float(mine["gpus"].max() or 0)  # type: ignore[arg-type]
+            inventory[models] = (mine, total, largest)
+        mine, total, largest = inventory[models]
+        most = None
+        if shape.locality == "switch" and shape.pods > 1 and not shape.is_share:
+            if (models, shape.gpus_per_pod) not in most_pods:
+                per_domain = mine.with_columns(switch_domains(mine).alias("_domain"))
+                per_domain = per_domain.group_by("gpu_model", "_domain").agg(
+                    (pl.col("gpus") // shape.gpus_per_pod).sum().alias("pods")
+                )
+                most_pods[(models, shape.gpus_per_pod)] = int(per_domain["pods"].max() or 0)  # type: ignore[arg-type]
+            most = most_pods[(models, shape.gpus_per_pod)]
+        notes.append(_beyond(shape, total, largest, most))
+    return notes
+
+
+def _beyond(shape: Shape, total: float, largest: float, most: int | None) -> str | None:
+    """:func:`beyond_fleet` from the GPUs installed on the shape's models, their largest
+    node, and (a switch shape of several pods) the most pods one switch domain holds."""
     label = shape.label()
     if shape.is_share:
         if largest >= 1:
@@ -260,17 +289,11 @@ def beyond_fleet(shape: Shape, nodes: pl.DataFrame) -> str | None:
             f"{label}: a pod of {json_number(shape.gpus_per_pod)} GPUs is larger than any node of "
             f"its models ({json_number(largest)} GPUs); it can never start"
         )
-    if shape.locality == "switch" and shape.pods > 1:
-        per_domain = mine.with_columns(switch_domains(mine).alias("_domain"))
-        per_domain = per_domain.group_by("gpu_model", "_domain").agg(
-            (pl.col("gpus") // shape.gpus_per_pod).sum().alias("pods")
+    if most is not None and most < shape.pods:
+        return (
+            f"{label} needs {shape.pods} pods in one switch domain of one model; the largest "
+            f"holds {most}; it can never start"
         )
-        most = int(per_domain["pods"].max() or 0)  # type: ignore[arg-type]
-        if most < shape.pods:
-            return (
-                f"{label} needs {shape.pods} pods in one switch domain of one model; the largest "
-                f"holds {most}; it can never start"
-            )
     return None
 
 
