@@ -316,8 +316,9 @@ def _distinct_keys(
 
     Most calls hold no key twice. Between :data:`HASHED_KEYS_ROWS` rows, distinct 64-bit
     hashes of the keys prove it (equal keys have equal hashes) for a third of the CPU of a
-    GROUP BY of the keys; only when two hashes are equal (a key given twice, or, about
-    once in 300,000 calls of 10 M rows, two keys with one hash) does the GROUP BY count them.
+    GROUP BY of the keys; only when two hashes are equal (a key given twice, or,
+    less than once in 300,000 calls of 10 M rows, two keys with one hash) does the GROUP BY
+    count them.
     """
     low, high = HASHED_KEYS_ROWS
     where = f"FROM {name} WHERE _ingest_id = $id"
