@@ -311,6 +311,63 @@ def test_last_row_of_a_call_wins(store: Store, tmp_path: Path) -> None:
     ]
 
 
+TELEMETRY_HEADER = "node_id,gpu_index,ts,sm_active\n"
+
+
+@pytest.mark.parametrize("check", ["group-by", "hashed", "hash-collision"])
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        # (read, new, superseded) of the telemetry table; its key is node_id, gpu_index, ts
+        (["n1,0,2026-01-01T00:00:00Z,0.5", "n1,1,2026-01-01T00:00:00Z,0.5"], (2, 2, 0)),
+        (
+            [
+                "n1,0,2026-01-01T00:00:00Z,0.1",
+                "n1,0,2026-01-01T00:05:00Z,0.2",
+                "n2,0,2026-01-01T00:00:00Z,0.3",
+                "n1,0,2026-01-01T00:00:00Z,0.4",  # n1/0 at 00:00 again: supersedes the first
+            ],
+            (4, 3, 1),
+        ),
+    ],
+    ids=["distinct", "one-key-twice"],
+)
+def test_key_check_counts_superseded_rows_alike(
+    store: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    check: str,
+    rows: list[str],
+    expected: tuple[int, int, int],
+) -> None:
+    """The hashed check of a call's keys (large calls) counts as the GROUP BY does, also
+    when two distinct keys share a hash (simulated: the hashes' count comes out short)."""
+    from fleetaudit.inputs import ingest as ingest_module
+
+    if check != "group-by":
+        monkeypatch.setattr(ingest_module, "HASHED_KEYS_ROWS", (1, 1000))
+    if check == "hash-collision":
+        real = Store.distinct_count
+        monkeypatch.setattr(Store, "distinct_count", lambda self, *a: real(self, *a) - 1)
+    write(tmp_path / "nodes.csv", NODES)
+    write(tmp_path / "telemetry.csv", TELEMETRY_HEADER + "\n".join(rows) + "\n")
+    result = ingest(store, [tmp_path / "nodes.csv", tmp_path / "telemetry.csv"])
+    telemetry = result.tables[1]
+    assert (telemetry.read, telemetry.new, telemetry.superseded) == expected
+    assert store.row_count("telemetry") == expected[1]
+    if expected[2]:  # the last row of the call wins
+        util = store.scalar(
+            "SELECT sm_active FROM telemetry WHERE node_id = 'n1' AND gpu_index = 0 "
+            "AND ts = TIMESTAMP '2026-01-01 00:00:00'"
+        )
+        assert util == 0.4
+
+
+def test_distinct_count_counts_hashes(store: Store) -> None:
+    assert store.distinct_count("SELECT hash(i % 3) FROM range(10) AS t(i)") == 3
+    assert store.distinct_count("SELECT hash(i, 'x') FROM range(10) AS t(i)") == 10
+
+
 def test_formats_agree(store: Store, tmp_path: Path, tiny_dir: Path) -> None:
     """CSV, gzipped CSV, Parquet and JSON Lines of the same rows load the same."""
     frame = pl.read_csv(tiny_dir / "allocations.csv", infer_schema=False)

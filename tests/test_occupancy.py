@@ -14,12 +14,14 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from fleetaudit.model.occupancy import (
     SHARE_UNITS,
     active_at,
     first_fit_decreasing,
     node_state,
+    node_states,
     occupancy_at,
     occupied_gpu_seconds,
     pack_shares,
@@ -626,3 +628,47 @@ def test_timeline_counts_light_and_packed_share_nodes_alike() -> None:
     assert [(m, g) for n, m, g in steps if n == "n1"] == [(0, 1), (60, 1), (90, 1), (120, 0), (150, 2)]
     assert [(m, g) for n, m, g in steps if n == "n2"] == [(0, 0)]
     assert [(m, g) for n, m, g in steps if n == "n3"] == [(0, 1), (60, 2), (120, 1), (180, 0)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    allocs=ref_allocs,
+    t=st.integers(0, 50),
+    lengths=st.lists(st.none() | st.integers(0, 30), min_size=1, max_size=4),
+)
+def test_node_states_of_several_durations_are_each_durations_state(allocs, t, lengths):
+    """One sweep over the longest window gives each shorter window's state: the same frame
+    as node_state of that duration alone, and its peaks are the reference's."""
+    frame = to_frame(allocs)
+    at = DAY + timedelta(minutes=t)
+    durations = [None if n is None else timedelta(minutes=n) for n in lengths]
+    states = node_states(NODES3, frame, at, durations)
+    assert len(states) == len(durations)
+    for duration, state in zip(durations, states, strict=True):
+        assert_frame_equal(state, node_state(NODES3, frame, at, duration))
+        if duration:
+            capacity = {"n1": 8, "n2": 4, "n3": 8}
+            for node, free in state.select("node_id", "free_gpus_window").rows():
+                peak = ref_peak(on(allocs, node), t, t + duration.seconds // 60)[0]
+                assert free == max(capacity[node] - peak, 0)
+
+
+def test_node_states_by_hand() -> None:
+    """n1 (8 GPUs): 2 GPUs from 0h on, 4 more from 1h to 3h, 6 more from 5h: free over
+    1h, 4h and 6h windows from 0h is 6, 2, 0, and the instant (no duration) is 6."""
+    nodes = make_nodes(("n1", 8, 64.0, None))
+    allocations = make_allocs(
+        [
+            {"node_id": "n1", "gpus": 2.0, "start_time": hour(0), "end_time": None},
+            {"node_id": "n1", "gpus": 4.0, "start_time": hour(1), "end_time": hour(3)},
+            {"node_id": "n1", "gpus": 6.0, "start_time": hour(5), "end_time": hour(7)},
+        ]
+    )
+    hours = [1, 4, None, 6, 4]
+    states = node_states(
+        nodes, allocations, hour(0), [None if h is None else timedelta(hours=h) for h in hours]
+    )
+    assert [s["free_gpus_window"][0] for s in states] == [6, 2, 6, 0, 2]
+    assert [s["free_gpus"][0] for s in states] == [6] * 5
+    with pytest.raises(ValueError, match="negative"):
+        node_states(nodes, allocations, hour(0), [timedelta(hours=1), timedelta(hours=-1)])

@@ -10,12 +10,21 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
 from fleetaudit.cli import app
 from fleetaudit.core.errors import UsageError
 from fleetaudit.model import occupancy
-from fleetaudit.model.shapes import CAUSES, evaluate, make_shape, nearest_misses
+from fleetaudit.model.shapes import (
+    CAUSES,
+    beyond_fleet,
+    beyond_fleet_all,
+    evaluate,
+    evaluate_all,
+    make_shape,
+    nearest_misses,
+)
 from tests.conftest import DATA, write
 
 runner = CliRunner()
@@ -291,6 +300,59 @@ shapes_strategy = st.builds(
 )
 PROPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 T = datetime(2026, 1, 1, 10)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleet=fleets(), shapes=st.lists(shapes_strategy, min_size=1, max_size=6))
+def test_evaluating_shapes_together_is_evaluating_each(fleet, shapes) -> None:  # type: ignore[no-untyped-def]
+    """evaluate_all (the states shared by several shapes summed per model, the others
+    alone, the plans collected together) gives each shape's own evaluate, in order."""
+    nodes, allocations = fleet
+    durations = list(dict.fromkeys(s.duration_s for s in shapes))
+    windows = [timedelta(seconds=d) if d else None for d in durations]
+    states = dict(zip(durations, occupancy.node_states(nodes, allocations, T, windows), strict=True))
+    together = evaluate_all([(states[s.duration_s], s) for s in shapes])
+    for shape, batched in zip(shapes, together, strict=True):
+        alone = evaluate(states[shape.duration_s], shape)
+        assert batched.shape == shape
+        assert (batched.instances, batched.ledger) == (alone.instances, alone.ledger)
+        assert_frame_equal(batched.slots, alone.slots)
+
+
+def test_evaluating_shapes_together_by_hand(tiny: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    """The tiny fleet (tests/data/tiny/nodes.csv): H20 holds 48 GPUs, A10 4. A state shared
+    by two shapes and one used by a single shape give each its own models' GPUs."""
+    nodes, allocations = tiny
+    now, hour = occupancy.node_states(nodes, allocations, AT, [None, timedelta(hours=1)])
+    h20, a10, both = make_shape("H20", 1), make_shape("A10", 1), make_shape("A10|H20", 1)
+    got = evaluate_all([(now, h20), (hour, a10), (now, both)])
+    assert [e.ledger.installed for e in got] == [48, 4, 52]
+    assert [e.shape for e in got] == [h20, a10, both]
+
+
+def test_shapes_beyond_the_fleet_together_by_hand() -> None:
+    """Two H20 nodes of 8 GPUs, one on switch s, one alone: 16 GPUs in two switch domains
+    that hold one pod of 8 or two pods of 4 each. The figures are reused per model set
+    and pod size, so each shape still gets its own."""
+    nodes = pl.DataFrame(
+        {"node_id": ["a", "b"], "gpu_model": ["H20", "H20"], "gpus": [8, 8], "switch_id": ["s", None]}
+    )
+    shapes = [
+        make_shape("H20", 16),  # 2 pods of 8: a domain holds 1
+        make_shape("H20", 16, gpus_per_pod=4),  # 4 pods of 4: a domain holds 2
+        make_shape("H20", 8, gpus_per_pod=4),  # 2 pods of 4: fits in one domain
+        make_shape("H20", 32),
+        make_shape("H20", 16, locality="any"),
+    ]
+    notes = beyond_fleet_all(shapes, nodes)
+    assert notes == [beyond_fleet(shape, nodes) for shape in shapes]
+    assert [n and n.removesuffix("; it can never start") for n in notes] == [
+        "H20 16 GPU (2x8) switch needs 2 pods in one switch domain of one model; the largest holds 1",
+        "H20 16 GPU (4x4) switch needs 4 pods in one switch domain of one model; the largest holds 2",
+        None,
+        "H20 32 GPU (4x8) switch asks for 32 GPUs, more than the 16 installed on its models",
+        None,
+    ]
 
 
 @PROPS

@@ -31,11 +31,11 @@ from fleetaudit.model import occupancy
 from fleetaudit.model.shapes import (
     Evaluation,
     Shape,
-    beyond_fleet,
+    beyond_fleet_all,
     check_models,
     duration_class,
     duration_class_expr,
-    evaluate,
+    evaluate_all,
     make_shape,
     nearest_misses,
 )
@@ -260,15 +260,14 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
             else None
         )
         nodes, allocations = load_frames(store, start, end, options.scenario)
-    states: dict[float | None, pl.DataFrame] = {}
+    durations = list(dict.fromkeys(shape.duration_s for shape, _ in pairs))
+    windows = [timedelta(seconds=d) if d else None for d in durations]
+    states = dict(zip(durations, occupancy.node_states(nodes, allocations, at, windows), strict=True))
     reports = []
-    notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
-    for shape, queued in pairs:
-        if shape.duration_s not in states:
-            window = timedelta(seconds=shape.duration_s) if shape.duration_s else None
-            states[shape.duration_s] = occupancy.node_state(nodes, allocations, at, window)
+    notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
+    evaluations = evaluate_all([(states[shape.duration_s], shape) for shape, _ in pairs])
+    for (shape, queued), evaluation in zip(pairs, evaluations, strict=True):
         state = states[shape.duration_s]
-        evaluation = evaluate(state, shape)
         capped = options.max_instances is not None and evaluation.instances > options.max_instances
         if capped:
             evaluation = evaluation.with_instances(int(options.max_instances or 0))

@@ -65,6 +65,7 @@ __all__ = [
     "first_fit_decreasing",
     "micro_units",
     "node_state",
+    "node_states",
     "occupancy_at",
     "occupancy_timeline",
     "occupied_gpu_seconds",
@@ -436,14 +437,26 @@ def _sweep(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
 
 def _peaks_units(index: pl.DataFrame, overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
     """peak_occupancy over prepared rows, quantities in micro-units."""
+    return _peaks_of(index, _sweep(overlapping, lo, hi), hi)
+
+
+def _peaks_of(index: pl.DataFrame, segments: pl.DataFrame, hi: int) -> pl.DataFrame:
+    """The peaks over ``[lo, hi)`` from the segments of a sweep from ``lo`` to ``hi`` or later.
+
+    A sweep to a later end holds the same segments before ``hi`` (events before ``hi``
+    are the same, and so are the running sums over them), so one sweep over the longest
+    window serves every shorter window from the same instant.
+    """
     maxima = (
-        _sweep(overlapping, lo, hi)
+        segments.lazy()
+        .filter(pl.col("time") < hi)
         .group_by("node")
         .agg(
             pl.col("gpus").max().alias("gpus_peak"),
             pl.col("cpus_u").max().alias("cpus_peak"),
             pl.col("memory_u").max().alias("memory_peak"),
         )
+        .collect()
     )
     return (
         index.join(maxima, on="node", how="left")
@@ -707,37 +720,64 @@ def node_state(
         ...              "free_gpus", "free_gpus_window", "free_cpus_window").rows()
         [('node n1', 3, 3, [1.0], 5, 1, 36.0)]
     """
-    if duration is not None and duration < timedelta(0):
-        raise ValueError(f"duration {duration} is negative")
+    return node_states(nodes, allocations, at, [duration])[0]
+
+
+def node_states(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    at: datetime,
+    durations: Sequence[timedelta | None],
+) -> list[pl.DataFrame]:
+    """:func:`node_state` at ``at`` for each of ``durations``, in their order.
+
+    The state at ``at`` is computed once, and the occupancy over every window from one
+    sweep over the longest: a command that evaluates shapes of several durations pays
+    for one snapshot, not one per duration.
+
+    Raises:
+        ValueError: when a duration is negative.
+    """
+    for duration in durations:
+        if duration is not None and duration < timedelta(0):
+            raise ValueError(f"duration {duration} is negative")
     t = epoch_us(at)
-    window_end = t + 1 if not duration else epoch_us(at + duration)
+    window_ends = [t + 1 if not d else epoch_us(at + d) for d in durations]
+    longest = max(window_ends, default=t + 1)
     index = _index(nodes)
-    overlapping = _overlapping(allocations, index, t, window_end)
+    overlapping = _overlapping(allocations, index, t, longest)
     occupancy = _occupancy_units(index, overlapping.filter(pl.col("start_us") <= t))
-    if window_end == t + 1:
-        peaks = occupancy.select(
-            "node_id",
-            pl.col("gpus_used").alias("gpus_peak"),
-            pl.col("cpus_used").alias("cpus_peak"),
-            pl.col("memory_used").alias("memory_peak"),
-        )
-    else:
-        peaks = _peaks_units(index, overlapping, t, window_end)
+    segments = _sweep(overlapping, t, longest) if longest > t + 1 else None
 
     def free(capacity: str, used: str) -> pl.Expr:
         # clip keeps a null (unknown) capacity null; it becomes inf below
         return (pl.col(capacity) - pl.col(used)).clip(lower_bound=0)
 
-    free_units = (
-        nodes.select(
-            pl.col("node_id").cast(pl.String),
-            pl.col("gpus").cast(pl.Int64).alias("gpus_capacity"),
-            micro_units("cpus").alias("cpus_capacity"),
-            micro_units("memory_gib").alias("memory_capacity"),
-        )
-        .join(occupancy.select("node_id", *_COUNTS, *_QUANTITIES), on="node_id")
-        .join(peaks, on="node_id")
-        .select(
+    at_t = nodes.select(
+        pl.col("node_id").cast(pl.String),
+        pl.col("gpus").cast(pl.Int64).alias("gpus_capacity"),
+        micro_units("cpus").alias("cpus_capacity"),
+        micro_units("memory_gib").alias("memory_capacity"),
+    ).join(occupancy.select("node_id", *_COUNTS, *_QUANTITIES), on="node_id")
+    state_at_t = nodes.with_columns(
+        pl.col("node_id").cast(pl.String),
+        switch_domains(nodes),
+    ).join(_divided(occupancy, _QUANTITIES, SHARE_UNITS), on="node_id", how="left")
+    quantities = ["free_cpus", "free_memory_gib", "free_cpus_window", "free_memory_gib_window"]
+    states: dict[int, pl.DataFrame] = {}
+    for window_end in window_ends:
+        if window_end in states:
+            continue
+        if window_end == t + 1 or segments is None:
+            peaks = occupancy.select(
+                "node_id",
+                pl.col("gpus_used").alias("gpus_peak"),
+                pl.col("cpus_used").alias("cpus_peak"),
+                pl.col("memory_used").alias("memory_peak"),
+            )
+        else:
+            peaks = _peaks_of(index, segments, window_end)
+        free_units = at_t.join(peaks, on="node_id").select(
             "node_id",
             free("gpus_capacity", "gpus_used").alias("free_gpus"),
             free("cpus_capacity", "cpus_used").alias("free_cpus"),
@@ -746,20 +786,13 @@ def node_state(
             free("cpus_capacity", "cpus_peak").alias("free_cpus_window"),
             free("memory_capacity", "memory_peak").alias("free_memory_gib_window"),
         )
-    )
-    quantities = ["free_cpus", "free_memory_gib", "free_cpus_window", "free_memory_gib_window"]
-    free_capacity = _divided(free_units, quantities, SHARE_UNITS).with_columns(
-        pl.col("free_memory_gib", "free_memory_gib_window").fill_null(to_quantity(UNBOUNDED))
-    )
-    return (
-        nodes.with_columns(
-            pl.col("node_id").cast(pl.String),
-            switch_domains(nodes),
+        free_capacity = _divided(free_units, quantities, SHARE_UNITS).with_columns(
+            pl.col("free_memory_gib", "free_memory_gib_window").fill_null(to_quantity(UNBOUNDED))
         )
-        .join(_divided(occupancy, _QUANTITIES, SHARE_UNITS), on="node_id", how="left")
-        .join(free_capacity, on="node_id", how="left")
-        .sort("node_id")
-    )
+        states[window_end] = state_at_t.join(free_capacity, on="node_id", how="left").sort(
+            "node_id"
+        )
+    return [states[window_end] for window_end in window_ends]
 
 
 def bound_nodes(state: pl.DataFrame) -> pl.DataFrame:

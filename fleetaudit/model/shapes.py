@@ -23,6 +23,8 @@ floor((1 - fill)/G) on a partly filled one) and has no stranded split.
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -239,10 +241,39 @@ def beyond_fleet(shape: Shape, nodes: pl.DataFrame) -> str | None:
     >>> print(beyond_fleet(make_shape("H20", 32), nodes))
     H20 32 GPU (4x8) switch asks for 32 GPUs, more than the 16 installed on its models; it can never start
     """
-    models = shape.models
-    mine = nodes if models is None else nodes.filter(pl.col("gpu_model").is_in(list(models)))
-    total = float(mine["gpus"].sum() or 0)
-    largest = float(mine["gpus"].max() or 0)  # type: ignore[arg-type]
+    return beyond_fleet_all([shape], nodes)[0]
+
+
+def beyond_fleet_all(shapes: Sequence[Shape], nodes: pl.DataFrame) -> list[str | None]:
+    """:func:`beyond_fleet` of each shape, in their order; the inventory's figures are
+    computed once per set of models (and pod size), not once per shape."""
+    inventory: dict[tuple[str, ...] | None, tuple[pl.DataFrame, float, float]] = {}
+    most_pods: dict[tuple[tuple[str, ...] | None, float], int] = {}
+    notes: list[str | None] = []
+    for shape in shapes:
+        models = shape.models
+        if models not in inventory:
+            mine = nodes if models is None else nodes.filter(pl.col("gpu_model").is_in(list(models)))
+            total = float(mine["gpus"].sum() or 0)
+            largest = float(mine["gpus"].max() or 0)  # type: ignore[arg-type]
+            inventory[models] = (mine, total, largest)
+        mine, total, largest = inventory[models]
+        most = None
+        if shape.locality == "switch" and shape.pods > 1 and not shape.is_share:
+            if (models, shape.gpus_per_pod) not in most_pods:
+                per_domain = mine.with_columns(switch_domains(mine).alias("_domain"))
+                per_domain = per_domain.group_by("gpu_model", "_domain").agg(
+                    (pl.col("gpus") // shape.gpus_per_pod).sum().alias("pods")
+                )
+                most_pods[(models, shape.gpus_per_pod)] = int(per_domain["pods"].max() or 0)  # type: ignore[arg-type]
+            most = most_pods[(models, shape.gpus_per_pod)]
+        notes.append(_beyond(shape, total, largest, most))
+    return notes
+
+
+def _beyond(shape: Shape, total: float, largest: float, most: int | None) -> str | None:
+    """:func:`beyond_fleet` from the GPUs installed on the shape's models, their largest
+    node, and (a switch shape of several pods) the most pods one switch domain holds."""
     label = shape.label()
     if shape.is_share:
         if largest >= 1:
@@ -258,17 +289,11 @@ def beyond_fleet(shape: Shape, nodes: pl.DataFrame) -> str | None:
             f"{label}: a pod of {json_number(shape.gpus_per_pod)} GPUs is larger than any node of "
             f"its models ({json_number(largest)} GPUs); it can never start"
         )
-    if shape.locality == "switch" and shape.pods > 1:
-        per_domain = mine.with_columns(switch_domains(mine).alias("_domain"))
-        per_domain = per_domain.group_by("gpu_model", "_domain").agg(
-            (pl.col("gpus") // shape.gpus_per_pod).sum().alias("pods")
+    if most is not None and most < shape.pods:
+        return (
+            f"{label} needs {shape.pods} pods in one switch domain of one model; the largest "
+            f"holds {most}; it can never start"
         )
-        most = int(per_domain["pods"].max() or 0)  # type: ignore[arg-type]
-        if most < shape.pods:
-            return (
-                f"{label} needs {shape.pods} pods in one switch domain of one model; the largest "
-                f"holds {most}; it can never start"
-            )
     return None
 
 
@@ -319,10 +344,7 @@ class Evaluation:
 
 
 def _eligible(state: pl.DataFrame, shape: Shape) -> pl.Expr:
-    in_model = (
-        pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
-    )
-    return in_model & usable_expr(state)
+    return _in_models(shape) & usable_expr(state)
 
 
 def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
@@ -337,17 +359,24 @@ def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
         slots, gpu_slots, cpu_slots,
         memory_slots, interval, fragment, cpu_memory (GPUs), sorted by node_id.
     """
+    return _node_slots(state, shape).collect()
+
+
+def _node_slots(state: pl.DataFrame, shape: Shape) -> pl.LazyFrame:
+    """:func:`node_slots`, as a plan."""
     p = shape.gpus_per_pod
-    eligible = state.filter(_eligible(state, shape))
     domains = ["domain"]
+    frame = state.lazy()
     if shape.locality == "block":
-        eligible = eligible.with_columns(block_domains(eligible))
+        # per node, so the same whether computed before or after the filter
+        frame = frame.with_columns(block_domains(state))
         domains.append(BLOCK_DOMAIN)
+    eligible = frame.filter(_eligible(state, shape))
     # the slot count is the capacity model's (fleetaudit.model.capacity.node_slots): with a
     # duration, a partly filled GPU counts only where nothing starts in W, and not on a
     # node the record over-commits
-    exprs = slot_exprs(Pod.of(shape), over=over_committed(eligible))
-    frame = eligible.select(
+    exprs = slot_exprs(Pod.of(shape), over=over_committed(state))
+    slots = eligible.select(
         "node_id",
         "gpu_model",
         *domains,
@@ -359,13 +388,13 @@ def node_slots(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
         pl.min_horizontal("gpu_slots", "cpu_slots", "memory_slots").alias("slots"),
     )
     if shape.is_share:
-        frame = frame.with_columns(pl.lit(0).alias("fragment"), pl.lit(0.0).alias("cpu_memory"))
+        slots = slots.with_columns(pl.lit(0).alias("fragment"), pl.lit(0.0).alias("cpu_memory"))
     else:
-        frame = frame.with_columns(
+        slots = slots.with_columns(
             (pl.col("free_gpus_window") - pl.col("gpu_slots") * round(p)).alias("fragment"),
             ((pl.col("gpu_slots") - pl.col("slots")) * p).alias("cpu_memory"),
         )
-    return frame.drop("free_gpus_window").sort("node_id")
+    return slots.drop("free_gpus_window").sort("node_id")
 
 
 def group_key(shape: Shape) -> list[str]:
@@ -381,6 +410,11 @@ def group_key(shape: Shape) -> list[str]:
 
 def group_slots(slots: pl.DataFrame, shape: Shape) -> pl.DataFrame:
     """Slots per group (domain, model or node), its instances and its topology-stranded GPUs."""
+    return _group_slots(slots.lazy(), shape).collect()
+
+
+def _group_slots(slots: pl.LazyFrame, shape: Shape) -> pl.LazyFrame:
+    """:func:`group_slots`, as a plan."""
     k = shape.pods
     key = group_key(shape)
     instances, left = gang_instances(pl.col("slots"), k)
@@ -405,10 +439,76 @@ def evaluate(state: pl.DataFrame, shape: Shape) -> Evaluation:
     >>> e.instances, e.ledger.usable, e.ledger.stranded["fragment"]
     (1, 4.0, 5.0)
     """
-    slots = node_slots(state, shape)
-    groups = group_slots(slots, shape)
-    instances = int(groups["instances"].sum())
-    return Evaluation(shape, instances, ledger(state, shape, slots, groups, instances), slots)
+    return evaluate_all([(state, shape)])[0]
+
+
+def evaluate_all(cases: Sequence[tuple[pl.DataFrame, Shape]]) -> list[Evaluation]:
+    """:func:`evaluate` of each (state, shape), in their order.
+
+    The same plans as one :func:`evaluate` per shape, collected together (two rounds
+    for any number of shapes), and the ledger's sums per GPU model once per state that
+    several shapes share: a call that evaluates every queued shape pays for the work,
+    not for a thousand small collects.
+    """
+    shared = Counter(id(state) for state, _ in cases)
+    by_model: dict[int, int] = {}  # id(state) -> position of its per-model sums
+    sums_of: list[int] = []  # per case: position of its sums (alone, or per model)
+    plans: list[pl.LazyFrame] = []
+    for state, shape in cases:
+        if shared[id(state)] == 1:  # one shape: its sums alone
+            sums_of.append(len(plans))
+            plans.append(state.lazy().filter(_in_models(shape)).select(_ledger_exprs(state)))
+            continue
+        if id(state) not in by_model:
+            by_model[id(state)] = len(plans)
+            plans.append(state.lazy().group_by("gpu_model").agg(_ledger_exprs(state)))
+        sums_of.append(by_model[id(state)])
+    slots = _collect([_node_slots(state, shape) for state, shape in cases])
+    done = _collect(
+        [*(_group_slots(frame.lazy(), shape) for frame, (_, shape) in zip(slots, cases, strict=True)),
+         *plans]  # fmt: skip
+    )
+    groups, sums = done[: len(cases)], done[len(cases) :]
+    evaluations = []
+    for (state, shape), frame, grouped, at in zip(cases, slots, groups, sums_of, strict=True):
+        mine = sums[at] if shared[id(state)] == 1 else sums[at].filter(_in_models(shape))
+        # whole GPUs: per-model sums add up exactly in any order
+        totals = {name: sum(v or 0 for v in mine[name]) for name in _LEDGER_SUMS}
+        instances = int(grouped["instances"].sum())
+        evaluations.append(
+            Evaluation(shape, instances, _ledger(totals, shape, frame, grouped, instances), frame)
+        )
+    return evaluations
+
+
+def _collect(plans: list[pl.LazyFrame]) -> list[pl.DataFrame]:
+    """The plans' frames: together for many (one call), one by one for a single shape's
+    few (collect_all's thread pool costs more than it saves there)."""
+    if len(plans) <= 2:
+        return [plan.collect() for plan in plans]
+    return pl.collect_all(plans)
+
+
+_LEDGER_SUMS = ("installed", "unhealthy", "allocated_high", "allocated_low", "idle")
+
+
+def _in_models(shape: Shape) -> pl.Expr:
+    return pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
+
+
+def _ledger_exprs(state: pl.DataFrame) -> list[pl.Expr]:
+    """The ledger's sums (:data:`_LEDGER_SUMS`) over a state's rows: the GPUs installed,
+    unhealthy, allocated high and low and idle (allocated GPUs capped at the node's GPUs)."""
+    healthy = usable_expr(state)
+    used = pl.min_horizontal("gpus_used", "gpus")
+    high = pl.min_horizontal("gpus_used_high", used)
+    return [
+        pl.col("gpus").sum().alias("installed"),
+        pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
+        high.filter(healthy).sum().alias("allocated_high"),
+        (used - high).filter(healthy).sum().alias("allocated_low"),
+        (pl.col("gpus") - used).filter(healthy).sum().alias("idle"),
+    ]
 
 
 def ledger(
@@ -419,20 +519,13 @@ def ledger(
     Allocated GPUs are capped at the node's GPUs so the identity holds even when
     the data over-commits a node.
     """
-    in_model = (
-        pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
-    )
-    scope = state.filter(in_model)
-    healthy = usable_expr(scope)
-    used = pl.min_horizontal("gpus_used", "gpus")
-    high = pl.min_horizontal("gpus_used_high", used)
-    sums = scope.select(
-        pl.col("gpus").sum().alias("installed"),
-        pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
-        high.filter(healthy).sum().alias("allocated_high"),
-        (used - high).filter(healthy).sum().alias("allocated_low"),
-        (pl.col("gpus") - used).filter(healthy).sum().alias("idle"),
-    ).row(0, named=True)
+    sums = state.lazy().filter(_in_models(shape)).select(_ledger_exprs(state)).collect()
+    return _ledger(sums.row(0, named=True), shape, slots, groups, instances)
+
+
+def _ledger(
+    sums: dict[str, Any], shape: Shape, slots: pl.DataFrame, groups: pl.DataFrame, instances: int
+) -> Ledger:
     usable = instances * shape.gpus
     stranded: dict[str, float] | None = None
     if not shape.is_share:

@@ -237,6 +237,26 @@ class Store:
     def row_count(self, table: str) -> int:
         return int(self.scalar(f"SELECT count(*) FROM {quote_identifier(table)}"))
 
+    def distinct_count(self, text: str, params: Mapping[str, Any] | None = None) -> int:
+        """How many distinct values the one integer column of a SELECT holds.
+
+        For millions of 64-bit hashes: DuckDB computes the column in parallel and
+        hands it over as one numpy array (no pyarrow), sorted in place and counted
+        where it changes; a GROUP BY of the same values in DuckDB takes about three
+        times the CPU.
+        """
+        import numpy as np
+
+        cursor = self._execute(text, params)
+        with _statement():
+            arrays = cursor.fetchnumpy()
+        (column,) = arrays.values()
+        values = np.asarray(column)
+        if values.size == 0:
+            return 0
+        values.sort()
+        return int(np.count_nonzero(values[1:] != values[:-1])) + 1
+
     def table_names(self) -> set[str]:
         """The tables of the store's main schema."""
         return {
