@@ -424,3 +424,31 @@ def test_day_without_pod_partitions(tmp_path: Path) -> None:
     servers = _table(db, "SELECT t, count(*) AS n FROM asi_server_hourly GROUP BY t ORDER BY t")
     assert servers.rows() == [(22, 4), (23, 4), (24, 4), (25, 3)]
     assert _table(db, "SELECT max(t) AS t FROM asi_pod_hourly")["t"][0] == 23
+
+
+def test_run_strings_skip_nulls_across_the_day_boundary(tmp_path: Path) -> None:
+    """One run of p-cpu-1 over t = 22..25 (carried from day 0 into day 1) whose strings come
+    and go: it keeps the first workload, model type and delay that are not null (t = 24, 23,
+    23) and the last state that is not null (t = 24), whichever day they fall on."""
+    hours = {
+        22: {"workload_id": None, "model_type_public": None, "state_public": "Running",
+             "schedule_delay_sec": None},
+        23: {"workload_id": None, "model_type_public": "rec", "state_public": "Pending",
+             "schedule_delay_sec": 60},
+        24: {"workload_id": "w-a", "model_type_public": "cv", "state_public": "Succeeded",
+             "schedule_delay_sec": 5},
+        25: {"workload_id": "w-b", "model_type_public": "dev", "state_public": None,
+             "schedule_delay_sec": 7},
+    }  # fmt: skip
+    pods_at = {
+        t: [{**row, **values} for row in pod_rows(t) if row["pod_id"] == "p-cpu-1"]
+        for t, values in hours.items()
+    }
+    db = tmp_path / "f.duckdb"
+    api.ingest_paths(api.StoreOptions(db), [_fixture_with(tmp_path / "data", pods_at)], OPTIONS)
+    rows = _table(
+        db,
+        "SELECT alloc_id, workload_id, model_type_public, asi_state, schedule_delay_sec, "
+        "cluster_id, end_time FROM allocations",
+    ).rows()
+    assert rows == [("p-cpu-1@22", "w-a", "rec", "Succeeded", 60, "c1", None)]

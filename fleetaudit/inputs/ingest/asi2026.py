@@ -10,7 +10,7 @@ columns the mapping needs, into staged Parquet files beside the store:
   request, priority, job type and Standby flag collapse into one run; runs still
   going at a day's last hour are carried into the next day;
 - ``telemetry``: one row per GPU and hour from ``avg_gpu_sm_util``, on GPU
-  indices synthesised per node (:func:`colour_gpus`);
+  indices synthesised per node (:class:`_Colouring`);
 - the side tables ``asi_pod_hourly`` (GPU pod-hours, pruned) and
   ``asi_server_hourly`` (server-hours with the HP CPU-only pods' totals), which
   ``fleetaudit paper`` reads.
@@ -45,7 +45,7 @@ from fleetaudit.inputs.ingest.labels import asi_bucket
 from fleetaudit.inputs.ingest.sources import Source
 from fleetaudit.model.store import Store
 
-__all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "colour_gpus", "parse_days"]
+__all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "parse_days"]
 
 DEFAULT_TRACE_START = ASI_TRACE_START  # a Thursday: day 109 is Monday 2026-04-20
 _EPS = 1e-9
