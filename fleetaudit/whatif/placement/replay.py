@@ -209,6 +209,19 @@ class ReplayView:
         self._live_records = list(range(len(records)))
         self._live_groups: list[int] = []
         self._groups_seen = 0
+        self._t: int | None = None  # the instant of the last allocations() call
+        # Per node, the records and pod groups that hold work on it (entries that
+        # ended or moved away are dropped when next read), so that a move or a
+        # count reads the nodes it concerns instead of all the live work.
+        self._node_records: dict[int, set[int]] = {}
+        for i, rec in enumerate(records):
+            self._node_records.setdefault(rec.node, set()).add(i)
+        self._node_groups: dict[int, set[int]] = {}
+        self._nodes_seen = 0  # groups in _node_groups
+        # gpu_use: per node, the state version its count was taken at, and the count
+        # of a node holding shares (the others read the per-GPU state)
+        self._use_version = np.zeros(len(run.fleet.node_ids), dtype=np.int64)
+        self._share_used: dict[int, int] = {}
 
     def _where(self) -> dict[str, tuple[int, int]]:
         """alloc_id -> (record index, -1) or (group index, pod position)."""
@@ -230,6 +243,7 @@ class ReplayView:
         replayed pods are ``replay/<request>[/<pod>]`` of job ``<request>``."""
         fleet, w = self._run.fleet, self._run.workload
         rows: list[tuple[object, ...]] = []
+        self._t = t_us
         self._live_records = [i for i in self._live_records if self._records[i].end_us > t_us]
         for i in self._live_records:
             rec = self._records[i]
@@ -266,32 +280,82 @@ class ReplayView:
             pl.col("end_time").cast(pl.Datetime("us")),
         )  # fmt: skip
 
+    def _live_record(self, i: int) -> bool:
+        """Whether record i is live work (as :meth:`allocations` last pruned them)."""
+        return self._t is None or self._records[i].end_us > self._t
+
+    def _live_group(self, g: int) -> bool:
+        """Whether pod group g is live work (as :meth:`allocations` last pruned them,
+        and every group started since)."""
+        if g >= self._groups_seen or self._t is None:
+            return True
+        length = int(self._duration[self._groups[g][0]])
+        return length < 0 or self._group_start[g] + length > self._t
+
+    def _on_node(self, d: int) -> tuple[list[int], list[int]]:
+        """The live records and pod groups holding work on node d, each ascending."""
+        groups = self._groups
+        for g in range(self._nodes_seen, len(groups)):
+            for _, n, _ in groups[g][1]:
+                self._node_groups.setdefault(n, set()).add(g)
+        self._nodes_seen = len(groups)
+        recs: list[int] = []
+        mine = self._node_records.get(d)
+        if mine:
+            recs = sorted(i for i in mine if self._records[i].node == d and self._live_record(i))
+            mine.intersection_update(recs)
+        held: list[int] = []
+        mine = self._node_groups.get(d)
+        if mine:
+            held = sorted(
+                g for g in mine
+                if self._live_group(g) and any(n == d for _, n, _ in groups[g][1])
+            )  # fmt: skip
+            mine.intersection_update(held)
+        return recs, held
+
     def gpu_use(self) -> tuple[int, int]:
         """(free nodes, partially occupied nodes) among the healthy nodes with GPUs."""
         fleet, st, w = self._run.fleet, self._run.state, self._run.workload
         # GPUs in use as the nodes' occupancy counts them: whole GPUs, plus the GPUs
-        # the node's shares fill when packed first-fit-decreasing
-        shares: dict[int, list[int]] = {}
-        whole: dict[int, int] = {}
-        for i in self._live_records:
-            rec = self._records[i]
-            for units in rec.units:
-                if units < _U:
-                    shares.setdefault(rec.node, []).append(units)
-                else:
-                    whole[rec.node] = whole.get(rec.node, 0) + 1
-        for g in self._live_groups + list(range(self._groups_seen, len(self._groups))):
-            r, pods = self._groups[g]
-            share, count = int(w.share[r]), int(w.count[r])
-            for _, n, used_gpus in pods:
-                if count and share < _U:
-                    shares.setdefault(n, []).append(share)
-                elif count:
-                    whole[n] = whole.get(n, 0) + len(used_gpus)
+        # the node's shares fill when packed first-fit-decreasing. A node's work
+        # changes only with its state's version (a start, a departure or a move
+        # refreshes the node), so only the nodes refreshed since the last count are
+        # read again.
+        changed = np.flatnonzero(st.version != self._use_version)
+        share_used = self._share_used
+        for n in changed.tolist():
+            recs, held = self._on_node(n)
+            shares: list[int] = []
+            whole = 0
+            for i in recs:
+                for units in self._records[i].units:
+                    if units < _U:
+                        shares.append(units)
+                    else:
+                        whole += 1
+            for g in held:
+                r, pods = self._groups[g]
+                share, count = int(w.share[r]), int(w.count[r])
+                if not count:
+                    continue
+                for _, m, used_gpus in pods:
+                    if m != n:
+                        continue
+                    if share < _U:
+                        shares.append(share)
+                    else:
+                        whole += len(used_gpus)
+            if shares:
+                share_used[n] = whole + len(first_fit_decreasing(shares))
+            else:
+                share_used.pop(n, None)
+        self._use_version[changed] = st.version[changed]
         used = fleet.gpus - (st.free == _U).sum(axis=1)  # GPUs holding anything
-        for n, node_shares in shares.items():
+        if share_used:
             # share-holding GPUs as packed, not as laid out
-            used[n] = whole.get(n, 0) + len(first_fit_decreasing(node_shares))
+            at = np.fromiter(share_used, dtype=np.int64, count=len(share_used))
+            used[at] = np.fromiter(share_used.values(), dtype=np.int64, count=len(share_used))
         has = fleet.gpus > 0
         free = has & (used == 0)
         partial = has & (used > 0) & (used < fleet.gpus)
@@ -304,16 +368,15 @@ class ReplayView:
         w = run.workload
         holders: list[tuple[int, _Recorded | int, int]] = []  # (units, holder, position)
         whole: set[int] = set()
-        for i in self._live_records:
+        recs, held = self._on_node(d)
+        for i in recs:
             rec = self._records[i]
-            if rec.node != d:
-                continue
             for j, (gpu, units) in enumerate(zip(rec.gpus, rec.units, strict=True)):
                 if units >= _U:
                     whole.add(gpu)
                 else:
                     holders.append((units, rec, j))
-        for g in self._live_groups + list(range(self._groups_seen, len(self._groups))):
+        for g in held:
             r, pods = self._groups[g]
             for k, (_, n, used) in enumerate(pods):
                 if n != d or not used:
@@ -389,6 +452,7 @@ class ReplayView:
             _release_recorded(run, rec)
             self.freed.append(rec.node)
             rec.node, rec.gpus, rec.units = d, taken, units
+            self._node_records.setdefault(d, set()).add(i)
             return True
         r, pods = self._groups[i]
         pod, n, used = pods[k]
@@ -400,6 +464,8 @@ class ReplayView:
         pods = list(pods)
         pods[k] = (pod, d, new_used)
         self._groups[i] = (r, pods)
+        if i < self._nodes_seen:
+            self._node_groups.setdefault(d, set()).add(i)
         return True
 
 
