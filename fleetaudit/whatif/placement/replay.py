@@ -35,6 +35,10 @@ _REPLAY_CURVE: dict[str, PolarsDataType] = {
     "instant": pl.Datetime("us"), "instant_pct": pl.Float64, "allocated_pct": pl.Float64,
     "fragmented_pct": pl.Float64, "queued": pl.Int64, "started": pl.Int64, "failed": pl.Int64,
 }  # fmt: skip
+_VIEW_CATALOG: dict[str, PolarsDataType] = {
+    "alloc_id": pl.String, "job_id": pl.String, "gpus": pl.Float64, "cpus": pl.Float64,
+    "memory_gib": pl.Float64, "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -206,9 +210,21 @@ class ReplayView:
         self._seen = 0  # groups indexed by _where
         self._node_index = {n: i for i, n in enumerate(run.fleet.node_ids)}
         # ticks come in time order: what ended before one tick stays ended
-        self._live_records = list(range(len(records)))
-        self._live_groups: list[int] = []
-        self._groups_seen = 0
+        self._groups_seen = 0  # groups started before the last allocations() call
+        # Every row the view ever listed: the records, then each started group's pods
+        # in start order; constant columns, and where each row runs now (moves
+        # change it). allocations() keeps the rows live at its instant.
+        self._catalog = pl.DataFrame(schema=_VIEW_CATALOG)
+        self._row_begin = np.zeros(0, dtype=np.int64)  # records: start; pods: no bound
+        self._row_end = np.zeros(0, dtype=np.int64)  # _NEVER = no end
+        self._row_node = np.zeros(0, dtype=np.int64)
+        self._group_row: list[int] = []  # group -> its first row
+        self._node_names = pl.Series("node_id", run.fleet.node_ids, dtype=pl.String)
+        self._catalog_rows(
+            [(rec.alloc_id, rec.job_id or rec.alloc_id, sum(rec.units) / _U, rec.cpu / _U,
+              rec.memory / _U, rec.start_us, rec.end_us, rec.node) for rec in records],
+            records=True,
+        )  # fmt: skip
         self._t: int | None = None  # the instant of the last allocations() call
         # Per node, the records and pod groups that hold work on it (entries that
         # ended or moved away are dropped when next read), so that a move or a
@@ -237,47 +253,57 @@ class ReplayView:
         self._seen = len(self._groups)
         return self._index
 
+    def _catalog_rows(self, rows: list[tuple[Any, ...]], records: bool = False) -> None:
+        """Append rows (alloc_id, job_id, gpus, cpus, memory_gib, begin, end, node); a
+        record is live from its begin, a pod from its start on (the view lists it)."""
+        if not rows:
+            return
+        ids, jobs, gpus, cpus, memory, begin, end, node = zip(*rows, strict=True)
+        end_us = np.array(end, dtype=np.int64)
+        part = pl.DataFrame(
+            {"alloc_id": ids, "job_id": jobs, "gpus": gpus, "cpus": cpus, "memory_gib": memory,
+             "start_time": begin, "end_time": np.where(end_us == _NEVER, 0, end_us)},
+            schema={"alloc_id": pl.String, "job_id": pl.String, "gpus": pl.Float64,
+                    "cpus": pl.Float64, "memory_gib": pl.Float64, "start_time": pl.Int64,
+                    "end_time": pl.Int64},
+        ).with_columns(
+            pl.col("start_time").cast(pl.Datetime("us")),
+            pl.when(pl.Series(end_us != _NEVER)).then(pl.col("end_time"))
+            .cast(pl.Datetime("us")).alias("end_time"),
+        )  # fmt: skip
+        self._catalog = pl.concat([self._catalog, part], rechunk=False)
+        if self._catalog.n_chunks() > 32:
+            self._catalog = self._catalog.rechunk()
+        low = np.array(begin, dtype=np.int64) if records else np.full(len(rows), -_NEVER)
+        self._row_begin = np.concatenate([self._row_begin, low])
+        self._row_end = np.concatenate([self._row_end, end_us])
+        self._row_node = np.concatenate([self._row_node, np.array(node, dtype=np.int64)])
+
     def allocations(self, t_us: int) -> pl.DataFrame:
         """The work active at ``t_us`` as an allocations frame (alloc_id, job_id,
-        node_id, gpus, cpus, memory_gib, priority, start_time, end_time);
+        node_id, gpus, cpus, memory_gib, start_time, end_time, priority);
         replayed pods are ``replay/<request>[/<pod>]`` of job ``<request>``."""
-        fleet, w = self._run.fleet, self._run.workload
-        rows: list[tuple[object, ...]] = []
-        self._t = t_us
-        self._live_records = [i for i in self._live_records if self._records[i].end_us > t_us]
-        for i in self._live_records:
-            rec = self._records[i]
-            if rec.start_us <= t_us < rec.end_us:
-                rows.append((rec.alloc_id, rec.job_id or rec.alloc_id, fleet.node_ids[rec.node],
-                             sum(rec.units) / _U, rec.cpu / _U, rec.memory / _U, rec.start_us,
-                             None if rec.end_us == _NEVER else rec.end_us))  # fmt: skip
-        live = self._live_groups
-        live.extend(range(self._groups_seen, len(self._groups)))
-        self._groups_seen = len(self._groups)
-        kept: list[int] = []
-        for g in live:
+        w = self._run.workload
+        rows: list[tuple[Any, ...]] = []
+        for g in range(len(self._group_row), len(self._groups)):
             r, pods = self._groups[g]
+            self._group_row.append(len(self._row_end) + len(rows))
             begin, length = self._group_start[g], int(self._duration[r])
-            if length >= 0 and begin + length <= t_us:
-                continue
-            kept.append(g)
             rid = w.request_ids[r]
             for pod, n, _ in pods:
                 name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
-                rows.append((name, rid, fleet.node_ids[n], int(w.share[r]) * int(w.count[r]) / _U,
+                rows.append((name, rid, int(w.share[r]) * int(w.count[r]) / _U,
                              int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin,
-                             None if length < 0 else begin + length))  # fmt: skip
-        self._live_groups = kept
-        return pl.DataFrame(
-            rows,
-            schema={"alloc_id": pl.String, "job_id": pl.String, "node_id": pl.String,
-                    "gpus": pl.Float64, "cpus": pl.Float64, "memory_gib": pl.Float64,
-                    "start_time": pl.Int64, "end_time": pl.Int64},
-            orient="row",
-        ).with_columns(
-            pl.lit("high").alias("priority"),
-            pl.col("start_time").cast(pl.Datetime("us")),
-            pl.col("end_time").cast(pl.Datetime("us")),
+                             _NEVER if length < 0 else begin + length, n))  # fmt: skip
+        self._catalog_rows(rows)
+        self._t = t_us
+        self._groups_seen = len(self._groups)
+        live = (self._row_begin <= t_us) & (self._row_end > t_us)
+        return (
+            self._catalog.filter(pl.Series(live))
+            .with_columns(self._node_names.gather(self._row_node[live]))
+            .select("alloc_id", "job_id", "node_id", "gpus", "cpus", "memory_gib", "start_time",
+                    "end_time", pl.lit("high").alias("priority"))
         )  # fmt: skip
 
     def _live_record(self, i: int) -> bool:
@@ -453,6 +479,7 @@ class ReplayView:
             self.freed.append(rec.node)
             rec.node, rec.gpus, rec.units = d, taken, units
             self._node_records.setdefault(d, set()).add(i)
+            self._row_node[i] = d
             return True
         r, pods = self._groups[i]
         pod, n, used = pods[k]
@@ -466,6 +493,8 @@ class ReplayView:
         self._groups[i] = (r, pods)
         if i < self._nodes_seen:
             self._node_groups.setdefault(d, set()).add(i)
+        if i < len(self._group_row):
+            self._row_node[self._group_row[i] + k] = d
         return True
 
 
