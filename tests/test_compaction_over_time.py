@@ -412,3 +412,134 @@ def test_moved_puts_each_moved_row_on_its_last_destination() -> None:
                             _move(3, "a1", "n2", "n4", 1.0)])  # fmt: skip
     assert got["node_id"].to_list() == ["n4", "n1", "n3"]
     assert cot.moved(frame, []) is frame
+
+
+# ------------------------------------------------------------------ the view's per-node state
+
+
+def _scan_live(view: Any) -> tuple[list[int], list[int]]:
+    """The live records and groups, by a scan of everything the replay started (the rule
+    the view applied before it kept per-node state)."""
+    t = view._t
+    records = [i for i, rec in enumerate(view._records) if t is None or rec.end_us > t]
+    groups = []
+    for g, (r, _) in enumerate(view._groups):
+        length = int(view._duration[r])
+        if g >= view._groups_seen or t is None or length < 0 or view._group_start[g] + length > t:
+            groups.append(g)
+    return records, groups
+
+
+def _scan_gpu_use(view: Any) -> tuple[int, int]:
+    """:meth:`ReplayView.gpu_use` by a full scan of the live work."""
+    from fleetaudit.model.capacity import SHARE_UNITS as U
+    from fleetaudit.model.capacity import first_fit_decreasing
+
+    fleet, state, w = view._run.fleet, view._run.state, view._run.workload
+    records, groups = _scan_live(view)
+    shares: dict[int, list[int]] = {}
+    whole: dict[int, int] = {}
+    for i in records:
+        rec = view._records[i]
+        for units in rec.units:
+            if units < U:
+                shares.setdefault(rec.node, []).append(units)
+            else:
+                whole[rec.node] = whole.get(rec.node, 0) + 1
+    for g in groups:
+        r, pods = view._groups[g]
+        for _, n, used in pods:
+            if w.count[r] and w.share[r] < U:
+                shares.setdefault(n, []).append(int(w.share[r]))
+            elif w.count[r]:
+                whole[n] = whole.get(n, 0) + len(used)
+    used_gpus = fleet.gpus - (state.free == U).sum(axis=1)
+    for n, node_shares in shares.items():
+        used_gpus[n] = whole.get(n, 0) + len(first_fit_decreasing(node_shares))
+    has = fleet.gpus > 0
+    return int((has & (used_gpus == 0)).sum()), int(
+        (has & (used_gpus > 0) & (used_gpus < fleet.gpus)).sum()
+    )
+
+
+def _scan_frame(view: Any, t: int) -> pl.DataFrame:
+    """:meth:`ReplayView.allocations` row by row from the replay's records and groups."""
+    from fleetaudit.model.capacity import SHARE_UNITS as U
+
+    fleet, w = view._run.fleet, view._run.workload
+    rows = []
+    for rec in view._records:
+        if rec.start_us <= t < rec.end_us:
+            rows.append((rec.alloc_id, rec.job_id or rec.alloc_id, fleet.node_ids[rec.node],
+                         sum(rec.units) / U, rec.cpu / U, rec.memory / U, rec.start_us,
+                         None if rec.end_us == cot.placement.replay._NEVER else rec.end_us))  # fmt: skip
+    for g, (r, pods) in enumerate(view._groups):
+        begin, length = view._group_start[g], int(view._duration[r])
+        if length >= 0 and begin + length <= t:
+            continue
+        rid = w.request_ids[r]
+        for pod, n, _ in pods:
+            rows.append((f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}", rid,
+                         fleet.node_ids[n], int(w.share[r]) * int(w.count[r]) / U,
+                         int(w.cpu[r]) / U, int(w.memory[r]) / U, begin,
+                         None if length < 0 else begin + length))  # fmt: skip
+    return pl.DataFrame(
+        rows,
+        schema={"alloc_id": pl.String, "job_id": pl.String, "node_id": pl.String,
+                "gpus": pl.Float64, "cpus": pl.Float64, "memory_gib": pl.Float64,
+                "start_time": pl.Int64, "end_time": pl.Int64},
+        orient="row",
+    ).with_columns(
+        pl.col("start_time").cast(pl.Datetime("us")),
+        pl.col("end_time").cast(pl.Datetime("us")),
+        pl.lit("high").alias("priority"),
+    )  # fmt: skip
+
+
+@st.composite
+def mixed_arrivals(draw: st.DrawFn) -> pl.DataFrame:
+    """Arrivals of shares, whole GPUs and two-pod gangs (16 GPUs: two pods of 8)."""
+    rows = []
+    for i in range(draw(st.integers(0, 10))):
+        rows.append((
+            f"q{i}", T0 + timedelta(minutes=draw(st.integers(0, 179))),
+            float(draw(st.sampled_from([0.25, 0.5, 1, 2, 4, 16]))), 1.0,
+            draw(st.sampled_from([1800.0, 3600.0, 7200.0, None])),
+        ))  # fmt: skip
+    return pl.DataFrame(rows, schema=REQUEST_SCHEMA, orient="row")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets(max_nodes=6), mixed_arrivals(), st.sampled_from([1, 2, 5, 8]),
+       st.sampled_from(["fifo", "backfill"]))  # fmt: skip
+def test_the_views_per_node_state_equals_a_full_scan(fleet, requests, budget, queue) -> None:
+    """At every observation (each round, before and after its moves, and without
+    compaction) the view's frame, its free and partial node counts and each node's
+    live work, kept up to date as work starts, ends and moves, equal a scan of all the
+    work the replay started."""
+    nodes, allocations = fleet
+    assume(nodes.filter(pl.col("health") == "healthy")["gpus"].sum() > 0)
+    allocations = allocations.with_columns(pl.lit(T0 - H).alias("start_time"))
+    side = cot._side
+    checks = [0]
+
+    def checked_side(nodes, view, frame, at, shapes):  # type: ignore[no-untyped-def]
+        t = epoch_us(at)
+        assert view.gpu_use() == _scan_gpu_use(view)
+        assert view.allocations(t).equals(_scan_frame(view, t))
+        records, groups = _scan_live(view)
+        for n in range(len(view._run.fleet.node_ids)):
+            on = [i for i in records if view._records[i].node == n]
+            held = [g for g in groups if any(m == n for _, m, _ in view._groups[g][1])]
+            assert view._on_node(n) == (on, held)
+        checks[0] += 1
+        return side(nodes, view, frame, at, shapes)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cot, "_side", checked_side)
+        result = compact_over_time(
+            nodes, allocations, requests, T0, T0 + 3 * H, (make_shape(None, 1),),
+            CompactionOptions(),
+            OverTimeOptions(every_s=1800, moves_per_hour=budget, queue=queue, policy="best-fit"),
+        )  # fmt: skip
+    assert checks[0] == 2 * len(result.ticks) + sum(1 for t in result.ticks if t.moves)

@@ -445,6 +445,7 @@ class _Search:
         shapes = part.shapes
         self.pods = [spec.pod for spec in shapes]
         self.node_slots = [[0] * n for _ in shapes]
+        self.slots_of: dict[tuple[Any, ...], tuple[int, ...]] = {}  # node state -> slots per shape
         self.group_of = [self._groups(s) for s in shapes]
         self.group_slots = [[0] * (max(g) + 1 if g else 0) for g in self.group_of]
         self.measure = [0] * len(shapes)
@@ -487,8 +488,16 @@ class _Search:
             self.partial += (status == _PARTIAL) - (old == _PARTIAL)
             self.status[i] = status
         over = occupied > self.cap_g[i]
+        # nodes repeat a few states (full, empty, a common mix): their slots are memoised
+        key = (free_g, free_c, free_m, fills, over)
+        every = self.slots_of.get(key)
+        if every is None:
+            every = tuple(
+                node_slots(pod, free_g, free_c, free_m, fills=fills, over=over) for pod in self.pods
+            )
+            self.slots_of[key] = every
         for s, spec in enumerate(self.part.shapes):
-            slots = node_slots(self.pods[s], free_g, free_c, free_m, fills=fills, over=over)
+            slots = every[s]
             old_slots = self.node_slots[s][i]
             if slots == old_slots:
                 continue

@@ -35,6 +35,10 @@ _REPLAY_CURVE: dict[str, PolarsDataType] = {
     "instant": pl.Datetime("us"), "instant_pct": pl.Float64, "allocated_pct": pl.Float64,
     "fragmented_pct": pl.Float64, "queued": pl.Int64, "started": pl.Int64, "failed": pl.Int64,
 }  # fmt: skip
+_VIEW_CATALOG: dict[str, PolarsDataType] = {
+    "alloc_id": pl.String, "job_id": pl.String, "gpus": pl.Float64, "cpus": pl.Float64,
+    "memory_gib": pl.Float64, "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -206,9 +210,34 @@ class ReplayView:
         self._seen = 0  # groups indexed by _where
         self._node_index = {n: i for i, n in enumerate(run.fleet.node_ids)}
         # ticks come in time order: what ended before one tick stays ended
-        self._live_records = list(range(len(records)))
-        self._live_groups: list[int] = []
-        self._groups_seen = 0
+        self._groups_seen = 0  # groups started before the last allocations() call
+        # Every row the view ever listed: the records, then each started group's pods
+        # in start order; constant columns, and where each row runs now (moves
+        # change it). allocations() keeps the rows live at its instant.
+        self._catalog = pl.DataFrame(schema=_VIEW_CATALOG)
+        self._row_begin = np.zeros(0, dtype=np.int64)  # records: start; pods: no bound
+        self._row_end = np.zeros(0, dtype=np.int64)  # _NEVER = no end
+        self._row_node = np.zeros(0, dtype=np.int64)
+        self._group_row: list[int] = []  # group -> its first row
+        self._node_names = pl.Series("node_id", run.fleet.node_ids, dtype=pl.String)
+        self._catalog_rows(
+            [(rec.alloc_id, rec.job_id or rec.alloc_id, sum(rec.units) / _U, rec.cpu / _U,
+              rec.memory / _U, rec.start_us, rec.end_us, rec.node) for rec in records],
+            records=True,
+        )  # fmt: skip
+        self._t: int | None = None  # the instant of the last allocations() call
+        # Per node, the records and pod groups that hold work on it (entries that
+        # ended or moved away are dropped when next read), so that a move or a
+        # count reads the nodes it concerns instead of all the live work.
+        self._node_records: dict[int, set[int]] = {}
+        for i, rec in enumerate(records):
+            self._node_records.setdefault(rec.node, set()).add(i)
+        self._node_groups: dict[int, set[int]] = {}
+        self._nodes_seen = 0  # groups in _node_groups
+        # gpu_use: per node, the state version its count was taken at, and the count
+        # of a node holding shares (the others read the per-GPU state)
+        self._use_version = np.zeros(len(run.fleet.node_ids), dtype=np.int64)
+        self._share_used: dict[int, int] = {}
 
     def _where(self) -> dict[str, tuple[int, int]]:
         """alloc_id -> (record index, -1) or (group index, pod position)."""
@@ -224,74 +253,135 @@ class ReplayView:
         self._seen = len(self._groups)
         return self._index
 
+    def _catalog_rows(self, rows: list[tuple[Any, ...]], records: bool = False) -> None:
+        """Append rows (alloc_id, job_id, gpus, cpus, memory_gib, begin, end, node); a
+        record is live from its begin, a pod from its start on (the view lists it)."""
+        if not rows:
+            return
+        ids, jobs, gpus, cpus, memory, begin, end, node = zip(*rows, strict=True)
+        end_us = np.array(end, dtype=np.int64)
+        part = pl.DataFrame(
+            {"alloc_id": ids, "job_id": jobs, "gpus": gpus, "cpus": cpus, "memory_gib": memory,
+             "start_time": begin, "end_time": np.where(end_us == _NEVER, 0, end_us)},
+            schema={"alloc_id": pl.String, "job_id": pl.String, "gpus": pl.Float64,
+                    "cpus": pl.Float64, "memory_gib": pl.Float64, "start_time": pl.Int64,
+                    "end_time": pl.Int64},
+        ).with_columns(
+            pl.col("start_time").cast(pl.Datetime("us")),
+            pl.when(pl.Series(end_us != _NEVER)).then(pl.col("end_time"))
+            .cast(pl.Datetime("us")).alias("end_time"),
+        )  # fmt: skip
+        self._catalog = pl.concat([self._catalog, part], rechunk=False)
+        if self._catalog.n_chunks() > 32:
+            self._catalog = self._catalog.rechunk()
+        low = np.array(begin, dtype=np.int64) if records else np.full(len(rows), -_NEVER)
+        self._row_begin = np.concatenate([self._row_begin, low])
+        self._row_end = np.concatenate([self._row_end, end_us])
+        self._row_node = np.concatenate([self._row_node, np.array(node, dtype=np.int64)])
+
     def allocations(self, t_us: int) -> pl.DataFrame:
         """The work active at ``t_us`` as an allocations frame (alloc_id, job_id,
-        node_id, gpus, cpus, memory_gib, priority, start_time, end_time);
+        node_id, gpus, cpus, memory_gib, start_time, end_time, priority);
         replayed pods are ``replay/<request>[/<pod>]`` of job ``<request>``."""
-        fleet, w = self._run.fleet, self._run.workload
-        rows: list[tuple[object, ...]] = []
-        self._live_records = [i for i in self._live_records if self._records[i].end_us > t_us]
-        for i in self._live_records:
-            rec = self._records[i]
-            if rec.start_us <= t_us < rec.end_us:
-                rows.append((rec.alloc_id, rec.job_id or rec.alloc_id, fleet.node_ids[rec.node],
-                             sum(rec.units) / _U, rec.cpu / _U, rec.memory / _U, rec.start_us,
-                             None if rec.end_us == _NEVER else rec.end_us))  # fmt: skip
-        live = self._live_groups
-        live.extend(range(self._groups_seen, len(self._groups)))
-        self._groups_seen = len(self._groups)
-        kept: list[int] = []
-        for g in live:
+        w = self._run.workload
+        rows: list[tuple[Any, ...]] = []
+        for g in range(len(self._group_row), len(self._groups)):
             r, pods = self._groups[g]
+            self._group_row.append(len(self._row_end) + len(rows))
             begin, length = self._group_start[g], int(self._duration[r])
-            if length >= 0 and begin + length <= t_us:
-                continue
-            kept.append(g)
             rid = w.request_ids[r]
             for pod, n, _ in pods:
                 name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
-                rows.append((name, rid, fleet.node_ids[n], int(w.share[r]) * int(w.count[r]) / _U,
+                rows.append((name, rid, int(w.share[r]) * int(w.count[r]) / _U,
                              int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin,
-                             None if length < 0 else begin + length))  # fmt: skip
-        self._live_groups = kept
-        return pl.DataFrame(
-            rows,
-            schema={"alloc_id": pl.String, "job_id": pl.String, "node_id": pl.String,
-                    "gpus": pl.Float64, "cpus": pl.Float64, "memory_gib": pl.Float64,
-                    "start_time": pl.Int64, "end_time": pl.Int64},
-            orient="row",
-        ).with_columns(
-            pl.lit("high").alias("priority"),
-            pl.col("start_time").cast(pl.Datetime("us")),
-            pl.col("end_time").cast(pl.Datetime("us")),
+                             _NEVER if length < 0 else begin + length, n))  # fmt: skip
+        self._catalog_rows(rows)
+        self._t = t_us
+        self._groups_seen = len(self._groups)
+        live = (self._row_begin <= t_us) & (self._row_end > t_us)
+        return (
+            self._catalog.filter(pl.Series(live))
+            .with_columns(self._node_names.gather(self._row_node[live]))
+            .select("alloc_id", "job_id", "node_id", "gpus", "cpus", "memory_gib", "start_time",
+                    "end_time", pl.lit("high").alias("priority"))
         )  # fmt: skip
+
+    def _live_record(self, i: int) -> bool:
+        """Whether record i is live work (as :meth:`allocations` last pruned them)."""
+        return self._t is None or self._records[i].end_us > self._t
+
+    def _live_group(self, g: int) -> bool:
+        """Whether pod group g is live work (as :meth:`allocations` last pruned them,
+        and every group started since)."""
+        if g >= self._groups_seen or self._t is None:
+            return True
+        length = int(self._duration[self._groups[g][0]])
+        return length < 0 or self._group_start[g] + length > self._t
+
+    def _on_node(self, d: int) -> tuple[list[int], list[int]]:
+        """The live records and pod groups holding work on node d, each ascending."""
+        groups = self._groups
+        for g in range(self._nodes_seen, len(groups)):
+            for _, n, _ in groups[g][1]:
+                self._node_groups.setdefault(n, set()).add(g)
+        self._nodes_seen = len(groups)
+        recs: list[int] = []
+        mine = self._node_records.get(d)
+        if mine:
+            recs = sorted(i for i in mine if self._records[i].node == d and self._live_record(i))
+            mine.intersection_update(recs)
+        held: list[int] = []
+        mine = self._node_groups.get(d)
+        if mine:
+            held = sorted(
+                g for g in mine
+                if self._live_group(g) and any(n == d for _, n, _ in groups[g][1])
+            )  # fmt: skip
+            mine.intersection_update(held)
+        return recs, held
 
     def gpu_use(self) -> tuple[int, int]:
         """(free nodes, partially occupied nodes) among the healthy nodes with GPUs."""
         fleet, st, w = self._run.fleet, self._run.state, self._run.workload
         # GPUs in use as the nodes' occupancy counts them: whole GPUs, plus the GPUs
-        # the node's shares fill when packed first-fit-decreasing
-        shares: dict[int, list[int]] = {}
-        whole: dict[int, int] = {}
-        for i in self._live_records:
-            rec = self._records[i]
-            for units in rec.units:
-                if units < _U:
-                    shares.setdefault(rec.node, []).append(units)
-                else:
-                    whole[rec.node] = whole.get(rec.node, 0) + 1
-        for g in self._live_groups + list(range(self._groups_seen, len(self._groups))):
-            r, pods = self._groups[g]
-            share, count = int(w.share[r]), int(w.count[r])
-            for _, n, used_gpus in pods:
-                if count and share < _U:
-                    shares.setdefault(n, []).append(share)
-                elif count:
-                    whole[n] = whole.get(n, 0) + len(used_gpus)
+        # the node's shares fill when packed first-fit-decreasing. A node's work
+        # changes only with its state's version (a start, a departure or a move
+        # refreshes the node), so only the nodes refreshed since the last count are
+        # read again.
+        changed = np.flatnonzero(st.version != self._use_version)
+        share_used = self._share_used
+        for n in changed.tolist():
+            recs, held = self._on_node(n)
+            shares: list[int] = []
+            whole = 0
+            for i in recs:
+                for units in self._records[i].units:
+                    if units < _U:
+                        shares.append(units)
+                    else:
+                        whole += 1
+            for g in held:
+                r, pods = self._groups[g]
+                share, count = int(w.share[r]), int(w.count[r])
+                if not count:
+                    continue
+                for _, m, used_gpus in pods:
+                    if m != n:
+                        continue
+                    if share < _U:
+                        shares.append(share)
+                    else:
+                        whole += len(used_gpus)
+            if shares:
+                share_used[n] = whole + len(first_fit_decreasing(shares))
+            else:
+                share_used.pop(n, None)
+        self._use_version[changed] = st.version[changed]
         used = fleet.gpus - (st.free == _U).sum(axis=1)  # GPUs holding anything
-        for n, node_shares in shares.items():
+        if share_used:
             # share-holding GPUs as packed, not as laid out
-            used[n] = whole.get(n, 0) + len(first_fit_decreasing(node_shares))
+            at = np.fromiter(share_used, dtype=np.int64, count=len(share_used))
+            used[at] = np.fromiter(share_used.values(), dtype=np.int64, count=len(share_used))
         has = fleet.gpus > 0
         free = has & (used == 0)
         partial = has & (used > 0) & (used < fleet.gpus)
@@ -304,16 +394,15 @@ class ReplayView:
         w = run.workload
         holders: list[tuple[int, _Recorded | int, int]] = []  # (units, holder, position)
         whole: set[int] = set()
-        for i in self._live_records:
+        recs, held = self._on_node(d)
+        for i in recs:
             rec = self._records[i]
-            if rec.node != d:
-                continue
             for j, (gpu, units) in enumerate(zip(rec.gpus, rec.units, strict=True)):
                 if units >= _U:
                     whole.add(gpu)
                 else:
                     holders.append((units, rec, j))
-        for g in self._live_groups + list(range(self._groups_seen, len(self._groups))):
+        for g in held:
             r, pods = self._groups[g]
             for k, (_, n, used) in enumerate(pods):
                 if n != d or not used:
@@ -389,6 +478,8 @@ class ReplayView:
             _release_recorded(run, rec)
             self.freed.append(rec.node)
             rec.node, rec.gpus, rec.units = d, taken, units
+            self._node_records.setdefault(d, set()).add(i)
+            self._row_node[i] = d
             return True
         r, pods = self._groups[i]
         pod, n, used = pods[k]
@@ -400,6 +491,10 @@ class ReplayView:
         pods = list(pods)
         pods[k] = (pod, d, new_used)
         self._groups[i] = (r, pods)
+        if i < self._nodes_seen:
+            self._node_groups.setdefault(d, set()).add(i)
+        if i < len(self._group_row):
+            self._row_node[self._group_row[i] + k] = d
         return True
 
 
