@@ -9,7 +9,6 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numba.typed import List
 from polars.testing import assert_frame_equal
 
 from fleetaudit.api import harvest_api
@@ -30,24 +29,28 @@ U = occupancy.SHARE_UNITS
     st.lists(st.booleans(), max_size=200),
 )
 def test_heaps_give_their_items_back_smallest_first(items, pops) -> None:
-    """Pushes and pops interleaved at random, past the arrays' growth: always the minimum."""
-    heaps = List([np.empty((0, 3), np.int64), np.empty((0, 3), np.int64)])
+    """Pushes and pops interleaved at random on two heaps sharing one array of rows, past
+    their moves and the array's growth: each always gives back its minimum."""
+    heaps = harvest_kernel.new_heaps(2, 3)
     sizes = np.zeros(2, np.int64)
-    mirror: list[tuple[int, int, int]] = []
+    mirrors: list[list[tuple[int, int, int]]] = [[], []]
     todo = list(items)
-    for pop in [*pops, *([False] * len(items)), *([True] * len(items))]:
+    for step, pop in enumerate([*pops, *([False] * len(items)), *([True] * 2 * len(items))]):
+        k = step % 2
+        mirror = mirrors[k]
         if pop:
             if not mirror:
                 continue
-            top = tuple(int(x) for x in heaps[1][0])
+            top = tuple(int(harvest_kernel.htop(heaps, k, c)) for c in range(3))
             assert top == min(mirror)
             mirror.remove(top)
-            harvest_kernel.hpop(heaps, sizes, 1)
+            harvest_kernel.hpop(heaps, sizes, k)
         elif todo:
             item = todo.pop()
-            harvest_kernel.hpush(heaps, sizes, 1, item)
+            harvest_kernel.hpush(heaps, sizes, k, item)
             mirror.append(item)
-        assert sizes[1] == len(mirror) and sizes[0] == 0
+        assert sizes[0] == len(mirrors[0]) and sizes[1] == len(mirrors[1])
+    assert not mirrors[0] and not mirrors[1]
 
 
 @settings(max_examples=100, deadline=None)
