@@ -172,3 +172,27 @@ def test_huge_delays_and_deadlines_act_as_the_window() -> None:
     # the waking container never gets its GPUs back within the window: nothing is evicted
     assert result.evictions == 0 and result.forced_kills == 0
     assert result.jobs["finish"].to_list() == [t0 + timedelta(hours=5)]
+
+
+@pytest.mark.slow
+def test_the_command_replays_beside_its_worker_as_it_does_alone(tmp_path, monkeypatch) -> None:
+    """The parallel path (this process replays a share of the policies while a worker
+    replays the rest) gives every figure and frame of the policies replayed in turn."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from fleetaudit.api import StoreOptions, ingest_paths
+    from fleetaudit.core.options import HarvestRun
+
+    options = StoreOptions(tmp_path / "fleet.duckdb")
+    ingest_paths(options, [Path(__file__).parents[1] / "sample_data"])
+    run = HarvestRun(since=timedelta(days=2), record=False)
+    alone = harvest_api.whatif_harvesting(options, replace(run, workers=1))
+    monkeypatch.setattr(harvest_api, "_PARALLEL_FROM_ROWS", 0)  # the sample is small
+    beside = harvest_api.whatif_harvesting(options, replace(run, workers=2))
+    assert harvest_api.harvesting_document(beside) == harvest_api.harvesting_document(alone)
+    assert [r.policy for r in beside.policies] == list(run.policies)
+    assert alone.sleeps > 0 and sum(r.preemptions for r in alone.policies) > 0
+    for here, there in zip(alone.policies, beside.policies, strict=True):
+        for frame in ("jobs", "segments", "victims", "high", "lending"):
+            assert_frame_equal(getattr(here, frame), getattr(there, frame))

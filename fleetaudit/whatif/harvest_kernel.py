@@ -1650,7 +1650,7 @@ def _merge(batch, recorded: int, n: int, order) -> None:  # type: ignore[no-unty
             b += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_until(S, X, stop: int, rng) -> int:  # type: ignore[no-untyped-def]
     """Replay every instant before ``stop`` (and before the window's end); return the
     next instant to replay (``S.hi`` or more: the window is done)."""
