@@ -9,7 +9,6 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numba.typed import List
 from polars.testing import assert_frame_equal
 
 from fleetaudit.api import harvest_api
@@ -30,24 +29,28 @@ U = occupancy.SHARE_UNITS
     st.lists(st.booleans(), max_size=200),
 )
 def test_heaps_give_their_items_back_smallest_first(items, pops) -> None:
-    """Pushes and pops interleaved at random, past the arrays' growth: always the minimum."""
-    heaps = List([np.empty((0, 3), np.int64), np.empty((0, 3), np.int64)])
+    """Pushes and pops interleaved at random on two heaps sharing one array of rows, past
+    their moves and the array's growth: each always gives back its minimum."""
+    heaps = harvest_kernel.new_heaps(2, 3)
     sizes = np.zeros(2, np.int64)
-    mirror: list[tuple[int, int, int]] = []
+    mirrors: list[list[tuple[int, int, int]]] = [[], []]
     todo = list(items)
-    for pop in [*pops, *([False] * len(items)), *([True] * len(items))]:
+    for step, pop in enumerate([*pops, *([False] * len(items)), *([True] * 2 * len(items))]):
+        k = step % 2
+        mirror = mirrors[k]
         if pop:
             if not mirror:
                 continue
-            top = tuple(int(x) for x in heaps[1][0])
+            top = tuple(int(harvest_kernel.htop(heaps, k, c)) for c in range(3))
             assert top == min(mirror)
             mirror.remove(top)
-            harvest_kernel.hpop(heaps, sizes, 1)
+            harvest_kernel.hpop(heaps, sizes, k)
         elif todo:
             item = todo.pop()
-            harvest_kernel.hpush(heaps, sizes, 1, item)
+            harvest_kernel.hpush(heaps, sizes, k, item)
             mirror.append(item)
-        assert sizes[1] == len(mirror) and sizes[0] == 0
+        assert sizes[0] == len(mirrors[0]) and sizes[1] == len(mirrors[1])
+    assert not mirrors[0] and not mirrors[1]
 
 
 @settings(max_examples=100, deadline=None)
@@ -169,3 +172,27 @@ def test_huge_delays_and_deadlines_act_as_the_window() -> None:
     # the waking container never gets its GPUs back within the window: nothing is evicted
     assert result.evictions == 0 and result.forced_kills == 0
     assert result.jobs["finish"].to_list() == [t0 + timedelta(hours=5)]
+
+
+@pytest.mark.slow
+def test_the_command_replays_beside_its_worker_as_it_does_alone(tmp_path, monkeypatch) -> None:
+    """The parallel path (this process replays a share of the policies while a worker
+    replays the rest) gives every figure and frame of the policies replayed in turn."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from fleetaudit.api import StoreOptions, ingest_paths
+    from fleetaudit.core.options import HarvestRun
+
+    options = StoreOptions(tmp_path / "fleet.duckdb")
+    ingest_paths(options, [Path(__file__).parents[1] / "sample_data"])
+    run = HarvestRun(since=timedelta(days=2), record=False)
+    alone = harvest_api.whatif_harvesting(options, replace(run, workers=1))
+    monkeypatch.setattr(harvest_api, "_PARALLEL_FROM_ROWS", 0)  # the sample is small
+    beside = harvest_api.whatif_harvesting(options, replace(run, workers=2))
+    assert harvest_api.harvesting_document(beside) == harvest_api.harvesting_document(alone)
+    assert [r.policy for r in beside.policies] == list(run.policies)
+    assert alone.sleeps > 0 and sum(r.preemptions for r in alone.policies) > 0
+    for here, there in zip(alone.policies, beside.policies, strict=True):
+        for frame in ("jobs", "segments", "victims", "high", "lending"):
+            assert_frame_equal(getattr(here, frame), getattr(there, frame))

@@ -5,9 +5,12 @@ Orchestration only; the engine is :mod:`fleetaudit.whatif.harvest`.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,7 +26,6 @@ from fleetaudit.api import (
 from fleetaudit.core import jitcache
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import HarvestRun
-from fleetaudit.core.parallel import map_processes
 from fleetaudit.core.times import iso
 from fleetaudit.whatif import harvest
 
@@ -79,6 +81,18 @@ def whatif_harvesting(
     if run.since <= timedelta(0):
         raise UsageError("--since: give a positive duration (e.g. 7d)")
     report = progress or (lambda _msg: None)
+    with ExitStack() as stack:
+        return _whatif_harvesting(store_options, run, report, notice, began, stack)
+
+
+def _whatif_harvesting(
+    store_options: StoreOptions,
+    run: HarvestRun,
+    report: Callable[[str], None],
+    notice: Callable[[str], None] | None,
+    began: float,
+    stack: ExitStack,
+) -> HarvestingResult:
     with reading(store_options) as store:
         end = resolve_at(store, run.at, run.scenario)
         start = end - run.since
@@ -91,6 +105,17 @@ def whatif_harvesting(
         )
         coverage = store.query("telemetry_samples_between", start=start, end=end)
     telemetry_samples = int(coverage["samples"][0])
+    workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
+    pool: ProcessPoolExecutor | None = None
+    if workers > 1 and allocations.height >= _PARALLEL_FROM_ROWS:
+        # Started now, the worker processes import their modules (and load the compiled
+        # replay, where it is compiled already) while this one derives the sleeps and
+        # prepares the replay.
+        context = multiprocessing.get_context("spawn")
+        pool = stack.enter_context(ProcessPoolExecutor(workers - 1, mp_context=context))
+        if jitcache.is_cached(KERNEL_SOURCE):
+            for _ in range(workers - 1):
+                pool.submit(harvest.warm_up)
     sleeps = harvest.sleep_intervals(
         samples, allocations, start, end, run.idle_sm, run.idle_for.total_seconds()
     )
@@ -121,15 +146,21 @@ def whatif_harvesting(
         nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]), start, end
     )
     del nodes, allocations, samples  # the prepared arrays hold what the replays need
-    workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
     if prepared.names.n_fixed + prepared.names.n_pods < _PARALLEL_FROM_ROWS:
         workers = 1
-    if workers > 1:
+    if workers > 1 and pool is not None:
         report(f"replaying {len(run.policies)} policies in {workers} processes")
-        # one task a worker: the prepared replay (hundreds of MiB at fleet scale) is
-        # pickled and sent once per worker, not once per policy
-        tasks = [(prepared, run.policies[k::workers]) for k in range(workers)]
-        done = {r.policy: r for rs in map_processes(_replay_task, tasks, workers) for r in rs}
+        # This process replays a share of the policies while the workers replay the
+        # rest (the replay lets go of the GIL, so the prepared replay, hundreds of MiB at
+        # fleet scale, is sent meanwhile): once per worker, not once per policy, and
+        # no worker for this process's share.
+        futures: list[Future[list[harvest.HarvestResult]]] = [
+            pool.submit(_replay_task, (prepared, run.policies[k::workers]))
+            for k in range(1, workers)
+        ]
+        done = {r.policy: r for r in _replay_task((prepared, run.policies[0::workers]))}
+        for future in futures:
+            done.update((r.policy, r) for r in future.result())
         results = [done[policy] for policy in run.policies]
     else:
         results = []

@@ -67,19 +67,43 @@ ABSENT, AWAKE, ASLEEP, WAKING, GONE = range(5)
 C_HIGH, C_ALLOC, C_STANDBY, C_HARVEST, C_LP = range(5)  # GPU-µs integrals
 C_OVER, C_BUDGET, C_FORCED, C_EVICT, C_PREEMPT = range(5, 10)
 C_SEQ, C_E, C_A, C_WAITING = range(10, 14)
-N_COUNTERS = 14
+# entries of State.freed, State.dirty and State.at_start
+C_FREED, C_DIRTY, C_AT_START = range(14, 17)
+N_COUNTERS = 17
 
 # victim policies
 SPOTGPU, NEWEST, SMALLEST, RANDOM = range(4)  # the order of harvest.POLICIES
 
-EVENT = types.UniTuple(types.int64, 6)
 ROWS = types.int64[:, ::1]
 SET = types.DictType(types.int64, types.int64)
-HEAPS = types.ListType(ROWS)
 INTS = types.ListType(types.int64)
 FLOATS = types.ListType(types.float64)
 LP_ON = types.ListType(types.DictType(types.int64, types.int64))
 SETS = LP_ON
+
+
+class HeapsType(types.StructRef):
+    """numba type of :class:`Heaps`."""
+
+    def preprocess_fields(self, fields):  # type: ignore[no-untyped-def]
+        return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+class Heaps(structref.StructRefProxy):
+    """A family of heaps whose rows share one array (see :func:`hpush`)."""
+
+
+HEAPS_FIELDS = (
+    # the rows of every heap: heap k's are rows[off[k]:off[k] + cap[k]]
+    ("rows", types.int64[:, ::1]),
+    ("off", types.int64[::1]),
+    ("cap", types.int64[::1]),
+    # rows handed out so far
+    ("used", types.int64),
+)
+HEAPS = HeapsType([(n, t) for n, t in HEAPS_FIELDS])
+structref.register(HeapsType)
+structref.define_boxing(HeapsType, Heaps)
 
 
 class StaticType(types.StructRef):
@@ -303,8 +327,9 @@ STATE_FIELDS = (
     ("lent", types.int64[::1]),
     # pending wakes on the node
     ("locked", types.int64[::1]),
-    # per node: job -> its pods there (insertion ordered)
+    # per node: job -> its pods there (insertion ordered), and how many jobs
     ("lp_on", LP_ON),
+    ("lp_n", types.int64[::1]),
     # free-capacity index: a node's entry is valid while its version holds
     ("free_ver", types.int64[::1]),
     ("bucket_of", types.int64[::1]),
@@ -342,11 +367,11 @@ STATE_FIELDS = (
     ("waiting_by_model", SETS),
     # per class: -1 not known, 1 fits on no empty domain, 0 does
     ("never", types.int64[::1]),
-    # nodes freed at this instant
-    ("freed", INTS),
+    # nodes freed at this instant (the first cnt[C_FREED])
+    ("freed", types.int64[::1]),
     ("freed_mark", types.boolean[::1]),
-    # classes that took an evicted job at this instant
-    ("dirty", INTS),
+    # classes that took an evicted job at this instant (the first cnt[C_DIRTY])
+    ("dirty", types.int64[::1]),
     ("dirty_mark", types.boolean[::1]),
     # one heap of scheduled events (t, order, seq, kind, item, version)
     ("heap", HEAPS),
@@ -402,6 +427,7 @@ def new_state(  # type: ignore[no-untyped-def]
     lent,
     locked,
     lp_on,
+    lp_n,
     free_ver,
     bucket_of,
     buckets,
@@ -472,6 +498,7 @@ def new_state(  # type: ignore[no-untyped-def]
     x.lent = lent
     x.locked = locked
     x.lp_on = lp_on
+    x.lp_n = lp_n
     x.free_ver = free_ver
     x.bucket_of = bucket_of
     x.buckets = buckets
@@ -533,20 +560,13 @@ def new_containers(n_nodes: int, n_models: int, n_classes: int):  # type: ignore
     lp_on = List.empty_list(SET)
     for _ in range(n_nodes):
         lp_on.append(Dict.empty(types.int64, types.int64))
-    buckets = List.empty_list(ROWS)
-    for _ in range(n_models * LEVELS):
-        buckets.append(np.empty((0, 2), np.int64))
-    share_heaps = List.empty_list(ROWS)
-    for _ in range(n_models * QUARTERS):
-        share_heaps.append(np.empty((0, 3), np.int64))
-    waiting = List.empty_list(ROWS)
-    for _ in range(n_classes):
-        waiting.append(np.empty((0, 2), np.int64))
+    buckets = new_heaps(n_models * LEVELS, 2)
+    share_heaps = new_heaps(n_models * QUARTERS, 3)
+    waiting = new_heaps(n_classes, 2)
     waiting_by_model = List.empty_list(SET)
     for _ in range(n_models):
         waiting_by_model.append(Dict.empty(types.int64, types.int64))
-    heap = List.empty_list(ROWS)
-    heap.append(np.empty((0, 6), np.int64))
+    heap = new_heaps(1, 6)
     return lp_on, buckets, share_heaps, waiting, waiting_by_model, heap
 
 
@@ -561,11 +581,32 @@ def float_list():  # type: ignore[no-untyped-def]
 
 
 # ------------------------------------------------------------------ heaps
-# A family of heaps is a typed list of 2-D int64 arrays (one row an item,
-# compared lexicographically) and an array of their sizes. numba's heapq on
-# typed lists pays a call per item access (~2 µs a push and a pop); rows in an
-# array cost a tenth of that. Items are distinct, so the order in which they
-# leave a heap does not depend on its layout.
+# A family of heaps is a :class:`Heaps` (one 2-D int64 array of rows, one row
+# an item, compared lexicographically; heap k owns a slice of it) and an array
+# of their sizes. numba's heapq on typed lists pays a call per item access
+# (~2 µs a push and a pop), and a typed list of arrays pays for reference
+# counting at every access of an item; rows sliced from one array pay for
+# neither. A heap that outgrows its slice moves to a new one at the end of the
+# array (which doubles when full), keeping its rows in order. Items are
+# distinct, so the order in which they leave a heap does not depend on its
+# layout.
+
+
+@njit(cache=True)
+def new_heaps(count: int, width: int):  # type: ignore[no-untyped-def]
+    """``count`` empty heaps of rows ``width`` wide."""
+    x = structref.new(HEAPS)
+    x.rows = np.empty((max(4 * count, 16), width), np.int64)
+    x.off = np.zeros(count, np.int64)
+    x.cap = np.zeros(count, np.int64)
+    x.used = 0
+    return x
+
+
+@njit(cache=True)
+def htop(heaps, k: int, c: int) -> int:  # type: ignore[no-untyped-def]
+    """Column c of the smallest item of heap k (which is not empty)."""
+    return heaps.rows[heaps.off[k], c]
 
 
 @njit(cache=True)
@@ -585,46 +626,63 @@ def _swap(a, i: int, j: int) -> None:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _grow(heaps, k: int, s: int) -> None:  # type: ignore[no-untyped-def]
+    """Move heap k (s items) to a slice of 2 s + 4 rows at the end of the rows."""
+    cap = 2 * s + 4
+    used = heaps.used
+    rows = heaps.rows
+    if used + cap > rows.shape[0]:
+        bigger = np.empty((max(2 * rows.shape[0], used + cap), rows.shape[1]), np.int64)
+        bigger[:used] = rows[:used]
+        heaps.rows = bigger
+        rows = bigger
+    old = heaps.off[k]
+    rows[used : used + s] = rows[old : old + s]
+    heaps.off[k] = used
+    heaps.cap[k] = cap
+    heaps.used = used + cap
+
+
+@njit(cache=True)
 def hpush(heaps, sizes, k: int, item) -> None:  # type: ignore[no-untyped-def]
     """Push ``item`` (a tuple as wide as the heap's rows) on heap k."""
-    a = heaps[k]
     s = sizes[k]
-    if s == a.shape[0]:
-        b = np.empty((2 * s + 4, a.shape[1]), np.int64)
-        b[:s] = a[:s]
-        heaps[k] = b
-        a = b
+    if s == heaps.cap[k]:
+        _grow(heaps, k, s)
+    a = heaps.rows
+    base = heaps.off[k]
     for c in range(a.shape[1]):
-        a[s, c] = item[c]
+        a[base + s, c] = item[c]
     sizes[k] = s + 1
     while s > 0:
         parent = (s - 1) >> 1
-        if not _less(a, s, parent):
+        if not _less(a, base + s, base + parent):
             break
-        _swap(a, s, parent)
+        _swap(a, base + s, base + parent)
         s = parent
 
 
 @njit(cache=True)
 def hpop(heaps, sizes, k: int) -> None:  # type: ignore[no-untyped-def]
-    """Drop the smallest item of heap k (read it first: ``heaps[k][0]``)."""
-    a = heaps[k]
+    """Drop the smallest item of heap k (read it first: :func:`htop`)."""
     s = sizes[k] - 1
     sizes[k] = s
     if s == 0:
         return
+    a = heaps.rows
+    base = heaps.off[k]
     for c in range(a.shape[1]):
-        a[0, c] = a[s, c]
+        a[base, c] = a[base + s, c]
     pos = 0
     while True:
         child = 2 * pos + 1
         if child >= s:
             break
-        if child + 1 < s and _less(a, child + 1, child):
+        if child + 1 < s and _less(a, base + child + 1, base + child):
             child += 1
-        if not _less(a, child, pos):
+        if not _less(a, base + child, base + pos):
             break
-        _swap(a, child, pos)
+        _swap(a, base + child, base + pos)
         pos = child
 
 
@@ -817,8 +875,14 @@ def _hold(S, X, n: int, whole: int, fi: int, cpu: int, mem: int, sign: int, t: i
     if S.healthy[n] and not X.locked[n]:
         _changed(S, X, n, before, occ)
     if sign < 0 and not X.freed_mark[n]:
-        X.freed_mark[n] = True
-        X.freed.append(n)
+        _mark_freed(X, n)
+
+
+@njit(cache=True)
+def _mark_freed(X, n: int) -> None:  # type: ignore[no-untyped-def]
+    X.freed_mark[n] = True
+    X.freed[X.cnt[C_FREED]] = n
+    X.cnt[C_FREED] += 1
 
 
 @njit(cache=True)
@@ -852,8 +916,7 @@ def _unlock(S, X, n: int) -> None:  # type: ignore[no-untyped-def]
         _push(S, X, n)
         _share_push(S, X, n)
         if not X.freed_mark[n]:
-            X.freed_mark[n] = True
-            X.freed.append(n)
+            _mark_freed(X, n)
 
 
 @njit(cache=True)
@@ -957,7 +1020,7 @@ def _victim_order(S, X, n: int, t: int, rng):  # type: ignore[no-untyped-def]
 def _make_room_fixed(S, X, n: int, i: int, t: int, rng):  # type: ignore[no-untyped-def]
     """Victims (job indices) whose removal lets fixed allocation i fit on n."""
     none = np.empty(0, np.int64)
-    if not len(X.lp_on[n]) or _fits_fixed(S, X, n, i):
+    if not X.lp_n[n] or _fits_fixed(S, X, n, i):
         return none
     order = _victim_order(S, X, n, t, rng)
     chosen = 0
@@ -989,6 +1052,7 @@ def _stop(S, X, j: int, t: int) -> None:  # type: ignore[no-untyped-def]
             on[j] = left
         else:
             del on[j]
+            X.lp_n[n] -= 1
         s = seg + (p - S.j_pod_off[j])
         dt = t - X.seg_start[s]
         X.seg_end[s] = t
@@ -1032,7 +1096,8 @@ def _evict(S, X, j: int, t: int, reason: int, forced: bool) -> None:  # type: ig
     c = S.j_klass[j]
     if not X.dirty_mark[c]:
         X.dirty_mark[c] = True
-        X.dirty.append(c)
+        X.dirty[X.cnt[C_DIRTY]] = c
+        X.cnt[C_DIRTY] += 1
 
 
 # ------------------------------------------------------------------ placement
@@ -1049,8 +1114,8 @@ def _best_share(S, X, m: int, p: int):  # type: ignore[no-untyped-def]
         stashed = 0
         looked = 0
         while X.share_n[k] and looked < SCAN_BUDGET:
-            top = X.share_heaps[k]
-            free, n, ver = top[0, 0], top[0, 1], top[0, 2]
+            heaps = X.share_heaps
+            free, n, ver = htop(heaps, k, 0), htop(heaps, k, 1), htop(heaps, k, 2)
             hpop(X.share_heaps, X.share_n, k)
             if ver != X.share_ver[n]:
                 continue
@@ -1090,8 +1155,7 @@ def _best_node(S, X, m: int, p: int) -> int:  # type: ignore[no-untyped-def]
         found = -1
         looked = 0
         while X.bucket_n[k] and looked < SCAN_BUDGET:
-            top_ = X.buckets[k]
-            n, ver = top_[0, 0], top_[0, 1]
+            n, ver = htop(X.buckets, k, 0), htop(X.buckets, k, 1)
             if ver != X.free_ver[n]:
                 hpop(X.buckets, X.bucket_n, k)
                 continue
@@ -1210,6 +1274,7 @@ def _start(S, X, j: int, nodes, t: int) -> None:  # type: ignore[no-untyped-def]
             on[j] += 1
         else:
             on[j] = 1
+            X.lp_n[n] += 1
         X.seg_job.append(j)
         X.seg_node.append(n)
         X.seg_start.append(t)
@@ -1288,9 +1353,7 @@ def _retry(S, X, t: int) -> None:  # type: ignore[no-untyped-def]
     that just took an evicted job is searched fleet-wide.
     """
     n_models = S.model_off.shape[0] - 1
-    freed = np.empty(len(X.freed), np.int64)
-    for k in range(freed.shape[0]):
-        freed[k] = X.freed[k]
+    freed = X.freed[: X.cnt[C_FREED]].copy()
     freed.sort()
     # the freed nodes of each model, ascending (the candidates of a narrow search),
     # and the most free GPUs a freed node (and a freed node's domain) has, per model:
@@ -1324,8 +1387,7 @@ def _retry(S, X, t: int) -> None:  # type: ignore[no-untyped-def]
     for m in range(n_models):
         model_start[m + 1] += model_start[m]
 
-    heads = List.empty_list(ROWS)
-    heads.append(np.empty((0, 2), np.int64))
+    heads = new_heaps(1, 2)
     heads_n = np.zeros(1, np.int64)
     for m in range(n_models):
         if not has[m]:
@@ -1334,15 +1396,16 @@ def _retry(S, X, t: int) -> None:  # type: ignore[no-untyped-def]
             need = S.c_need[c]
             room = most_group[m] if S.c_gang[c] else most[m]
             if X.dirty_mark[c] or need <= room:
-                hpush(heads, heads_n, 0, (X.waiting[c][0, 0], c))
-    for c in X.dirty:
+                hpush(heads, heads_n, 0, (htop(X.waiting, c, 0), c))
+    for k in range(X.cnt[C_DIRTY]):
+        c = X.dirty[k]
         if not X.waiting_n[c] or has[S.c_model[c]]:
             continue
-        hpush(heads, heads_n, 0, (X.waiting[c][0, 0], c))
+        hpush(heads, heads_n, 0, (htop(X.waiting, c, 0), c))
     while heads_n[0]:
-        c = heads[0][0, 1]
+        c = htop(heads, 0, 1)
         hpop(heads, heads_n, 0)
-        j = X.waiting[c][0, 1]
+        j = htop(X.waiting, c, 1)
         m = S.j_model[j]
         npods = S.j_pod_off[j + 1] - S.j_pod_off[j]
         wide = X.dirty_mark[c] or (npods > 1 and not S.j_local[j])
@@ -1350,7 +1413,7 @@ def _retry(S, X, t: int) -> None:  # type: ignore[no-untyped-def]
         if _try_place(S, X, j, t, only, wide):
             hpop(X.waiting, X.waiting_n, c)
             if X.waiting_n[c]:
-                hpush(heads, heads_n, 0, (X.waiting[c][0, 0], c))
+                hpush(heads, heads_n, 0, (htop(X.waiting, c, 0), c))
             else:
                 X.cnt[C_WAITING] -= 1
                 del X.waiting_by_model[m][c]
@@ -1359,16 +1422,16 @@ def _retry(S, X, t: int) -> None:  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _clear_dirty(X) -> None:  # type: ignore[no-untyped-def]
-    for c in X.dirty:
-        X.dirty_mark[c] = False
-    X.dirty.clear()
+    for k in range(X.cnt[C_DIRTY]):
+        X.dirty_mark[X.dirty[k]] = False
+    X.cnt[C_DIRTY] = 0
 
 
 @njit(cache=True)
 def _clear_freed(X) -> None:  # type: ignore[no-untyped-def]
-    for n in X.freed:
-        X.freed_mark[n] = False
-    X.freed.clear()
+    for k in range(X.cnt[C_FREED]):
+        X.freed_mark[X.freed[k]] = False
+    X.cnt[C_FREED] = 0
 
 
 @njit(cache=True)
@@ -1446,7 +1509,7 @@ def _handle(S, X, t: int, kind: int, item: int, version: int, initial: bool, rng
     elif kind == HP_START:
         i = item
         n = S.f_node[i]
-        if not initial and len(X.lp_on[n]):  # no low-priority work there: no victims
+        if not initial and X.lp_n[n]:  # no low-priority work there: no victims
             for j in _make_room_fixed(S, X, n, i, t, rng):
                 _evict(S, X, j, t, PREEMPT, False)
         if not _fits_fixed(S, X, n, i):
@@ -1550,6 +1613,7 @@ def begin(S, X, early, rng) -> None:  # type: ignore[no-untyped-def]
             _handle(S, X, S.lo, HP_START, S.ev_item[e], 0, True, rng)
         else:
             X.at_start.append(e)
+            X.cnt[C_AT_START] += 1
         e += 1
     X.cnt[C_E] = e
     for k in range(early.shape[0]):
@@ -1558,52 +1622,95 @@ def begin(S, X, early, rng) -> None:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _static_event(S, e: int):  # type: ignore[no-untyped-def]
-    return (S.ev_t[e], S.ev_o[e], S.ev_seq[e], S.ev_kind[e], S.ev_item[e], 0)
+def _room(rows, n: int):  # type: ignore[no-untyped-def]
+    """``rows``, or a copy twice as long, so that row n exists."""
+    if n < rows.shape[0]:
+        return rows
+    bigger = np.empty((2 * rows.shape[0], rows.shape[1]), np.int64)
+    bigger[:n] = rows[:n]
+    return bigger
 
 
 @njit(cache=True)
+def _recorded_row(S, e: int, batch, r: int) -> None:  # type: ignore[no-untyped-def]
+    batch[r, 0], batch[r, 1], batch[r, 2] = S.ev_t[e], S.ev_o[e], S.ev_seq[e]
+    batch[r, 3], batch[r, 4], batch[r, 5] = S.ev_kind[e], S.ev_item[e], 0
+
+
+@njit(cache=True)
+def _merge(batch, recorded: int, n: int, order) -> None:  # type: ignore[no-untyped-def]
+    """``order``: rows [0, recorded) and [recorded, n) of batch (each in order) merged."""
+    a, b = 0, recorded
+    for k in range(n):
+        if b >= n or (a < recorded and _less(batch, a, b)):
+            order[k] = a
+            a += 1
+        else:
+            order[k] = b
+            b += 1
+
+
+@njit(cache=True, nogil=True)
 def run_until(S, X, stop: int, rng) -> int:  # type: ignore[no-untyped-def]
     """Replay every instant before ``stop`` (and before the window's end); return the
     next instant to replay (``S.hi`` or more: the window is done)."""
     n_ev = S.ev_t.shape[0]
     n_arr = S.arrivals.shape[0]
+    # one instant's events, (t, order, seq, kind, item, version) a row, and their order
+    batch = np.empty((64, 6), np.int64)
+    order = np.empty(64, np.int64)
     while True:
         e, a = X.cnt[C_E], X.cnt[C_A]
         t = BIG
         if e < n_ev:
             t = S.ev_t[e]
-        if X.heap_n[0] and X.heap[0][0, 0] < t:
-            t = X.heap[0][0, 0]
+        if X.heap_n[0] and htop(X.heap, 0, 0) < t:
+            t = htop(X.heap, 0, 0)
         if a < n_arr and S.j_arrival[S.arrivals[a]] < t:
             t = S.j_arrival[S.arrivals[a]]
-        if len(X.at_start) and S.ev_t[X.at_start[0]] < t:
+        if X.cnt[C_AT_START] and S.ev_t[X.at_start[0]] < t:
             t = S.ev_t[X.at_start[0]]
         if t >= S.hi or t >= stop:
             return t
         while True:
             # the batch: the recorded events at t, then those scheduled, merged in order
-            batch = List.empty_list(EVENT)
-            for k in X.at_start:
-                batch.append(_static_event(S, k))
-            X.at_start.clear()
+            nb = 0
+            if X.cnt[C_AT_START]:
+                for k in X.at_start:
+                    batch = _room(batch, nb)
+                    _recorded_row(S, k, batch, nb)
+                    nb += 1
+                X.at_start.clear()
+                X.cnt[C_AT_START] = 0
             e = X.cnt[C_E]
             while e < n_ev and S.ev_t[e] == t:
-                batch.append(_static_event(S, e))
+                batch = _room(batch, nb)
+                _recorded_row(S, e, batch, nb)
+                nb += 1
                 e += 1
             X.cnt[C_E] = e
-            recorded = len(batch)
-            while X.heap_n[0] and X.heap[0][0, 0] == t:
-                top = X.heap[0]
-                batch.append((top[0, 0], top[0, 1], top[0, 2], top[0, 3], top[0, 4], top[0, 5]))
-                hpop(X.heap, X.heap_n, 0)
-            if not len(batch):
+            recorded = nb
+            while X.heap_n[0] and htop(X.heap, 0, 0) == t:
+                batch = _room(batch, nb)
+                heap = X.heap
+                r = heap.off[0]
+                for c in range(6):
+                    batch[nb, c] = heap.rows[r, c]
+                nb += 1
+                hpop(heap, X.heap_n, 0)
+            if not nb:
                 break
-            if recorded and len(batch) > recorded:
-                batch.sort()
-            for ev in batch:
-                _handle(S, X, ev[0], ev[3], ev[4], ev[5], False, rng)
-        if (len(X.freed) or len(X.dirty)) and X.cnt[C_WAITING]:
+            if order.shape[0] < nb:
+                order = np.empty(batch.shape[0], np.int64)
+            if recorded and nb > recorded:
+                _merge(batch, recorded, nb, order)
+            else:
+                for k in range(nb):
+                    order[k] = k
+            for k in range(nb):
+                r = order[k]
+                _handle(S, X, batch[r, 0], batch[r, 3], batch[r, 4], batch[r, 5], False, rng)
+        if (X.cnt[C_FREED] or X.cnt[C_DIRTY]) and X.cnt[C_WAITING]:
             _retry(S, X, t)
         _clear_dirty(X)
         _clear_freed(X)
