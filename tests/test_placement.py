@@ -747,9 +747,11 @@ def test_replay_backfill_precheck_gives_the_reference_results(policy, queue) -> 
         options = PlacementOptions(policy=policy, seed=case)
         empty = case % 4 == 0
         results = []
-        for precheck, memo in ((False, False), (True, False), (True, True)):
+        for precheck, memo, index in (
+            (False, False, False), (True, False, False), (True, True, False), (True, True, True)
+        ):  # fmt: skip
             replay = Replay(nodes, allocations, requests, options, *WINDOW, empty, queue,
-                            precheck=precheck, memo=memo)  # fmt: skip
+                            precheck=precheck, memo=memo, index=index)  # fmt: skip
             results.append(replay.run())
         reference = results[0]
         waited += int((reference.waits["wait_s"].fill_null(1.0) > 0).sum())

@@ -422,6 +422,15 @@ class Replay:
     waiting request that cannot start on a freed node is skipped before the
     policy runs, and a single pod is checked and chosen on the freed nodes only.
     Off: the engine as it was before, which the tests compare it to.
+
+    ``index`` (default on, backfill with the memo): the same decisions as the memo,
+    found with arrays over the replay classes instead of one check per waiting
+    shape: a retry pass checks every waiting class against the freed nodes at
+    once, walks the classes that fit in the order of their oldest request, and
+    after each start checks the rest again at once (a start only takes room);
+    an arrival whose class already waits, and failed everywhere since the last
+    room the queue's passes did not see, queues without a try (see
+    :meth:`arrive`). Off: the memo's pass, which the tests compare it to.
     """
 
     def __init__(
@@ -438,6 +447,7 @@ class Replay:
         prefer: Mapping[str, str] | None = None,
         precheck: bool = True,
         memo: bool = True,
+        index: bool = True,
     ) -> None:
         _check_replay(options, start, end, queue)
         fleet = _prepare_fleet(nodes)
@@ -538,6 +548,20 @@ class Replay:
             for g, d in grouping.items()
         }
         self.freed_room: dict[tuple[int, ...], int] = {}  # this pass: pod shape -> most room
+        # The indexed backfill (see the class's docstring): per replay class, what one pod
+        # needs (a share pod: its share in the node's largest free share; a whole-GPU pod:
+        # its GPUs fully free; else nothing), whether the class waits, the arrival of
+        # its oldest waiting request, and whether that request would fail anywhere now.
+        self.index = index and self.memo and queue == "backfill"
+        reps = self.rep
+        share, count = workload.share[reps], workload.count[reps]
+        self.class_allowed = workload.allowed[reps]
+        self.class_cpu, self.class_memory = workload.cpu[reps], workload.memory[reps]
+        self.class_largest = np.where((count > 0) & (share < _U), share, 0)
+        self.class_whole = np.where((count > 0) & (share >= _U), count, 0)
+        self.class_waits = np.zeros(len(reps), dtype=bool)
+        self.class_head = np.full(len(reps), _NEVER, dtype=np.int64)
+        self.class_blocked = np.zeros(len(reps), dtype=bool)
         self.freed_domain_nodes: dict[int, np.ndarray] = {}  # this pass: freed domains' nodes
 
         self.total = fleet.total_gpus * _U
@@ -633,8 +657,77 @@ class Replay:
         # a freed node that takes none of its pods left its domain's room no higher.)
         return set(cls[keep].tolist())
 
+    def _classes_fit(self, cls: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Which of the classes ``cls`` some node of ``nodes`` can take one pod of now
+        (a mask over ``cls``): :meth:`_Run.fits` of each class's requests, at once."""
+        st = self.engine.state
+        if len(nodes) == 1:
+            n = int(nodes[0])
+            return (
+                self.workload.model_ok[self.class_allowed[cls], n]
+                & (self.class_cpu[cls] <= st.cpu[n])
+                & (self.class_memory[cls] <= st.memory[n])
+                & (self.class_largest[cls] <= st.largest[n])
+                & (self.class_whole[cls] <= st.whole[n])
+            )
+        ok = self.workload.model_ok[self.class_allowed[cls][:, None], nodes[None, :]]
+        ok &= self.class_cpu[cls][:, None] <= st.cpu[nodes][None, :]
+        ok &= self.class_memory[cls][:, None] <= st.memory[nodes][None, :]
+        ok &= self.class_largest[cls][:, None] <= st.largest[nodes][None, :]
+        ok &= self.class_whole[cls][:, None] <= st.whole[nodes][None, :]
+        return ok.any(axis=1)
+
+    def _retry_indexed(self, t: int, freed: list[int]) -> None:
+        """The memo's backfill pass (see :meth:`retry`), with the waiting classes
+        checked against the freed nodes at once.
+
+        The memo pops the waiting classes in the order of their oldest request and
+        skips one whose pod no freed node takes now; a start only takes room, so the
+        classes that fit after a start are among those that fit before it. Here the
+        classes that fit are checked again after each start, and the oldest of them
+        is the next one the memo would not have skipped.
+        """
+        waiting, workload, gang = self.waiting, self.workload, self.gang
+        nodes = np.unique(np.array(freed, dtype=np.int64))
+        self.freed_room.clear()
+        self.freed_domain_nodes.clear()
+        alive = np.flatnonzero(self.class_waits)
+        alive = alive[self._classes_fit(alive, nodes)]
+        if not len(alive):
+            return
+        head = self.class_head[alive]
+        while len(alive):
+            k = int(head.argmin())
+            c = int(alive[k])
+            q = waiting[c]
+            r = q[0][1]
+            if c in self.hopeless and self._freed_domains_room(r, nodes) < int(workload.pods[r]):
+                alive, head = np.delete(alive, k), np.delete(head, k)
+                continue
+            if not self.try_start(r, t, nodes):
+                if gang[r]:
+                    self.hopeless.add(c)
+                alive, head = np.delete(alive, k), np.delete(head, k)
+                continue
+            q.popleft()
+            self.queued -= 1
+            self.hopeless.discard(c)
+            if q:
+                head[k] = self.class_head[c] = q[0][0]
+            else:
+                del waiting[c]
+                self.class_waits[c] = False
+                self.class_head[c] = _NEVER
+                self.class_blocked[c] = False
+                alive, head = np.delete(alive, k), np.delete(head, k)
+            keep = self._classes_fit(alive, nodes)
+            alive, head = alive[keep], head[keep]
+
     def retry(self, t: int, freed: list[int]) -> None:
         """Start what waits and now fits, after the nodes ``freed`` got room back at t."""
+        if self.index:
+            self._retry_indexed(t, freed)
+            return
         precheck, workload = self.precheck, self.workload
         if self.queue == "fifo":
             fifo = self.fifo
@@ -715,12 +808,20 @@ class Replay:
                 return
             self.fifo.append(r)
         else:
-            if self.try_start(r, t):
-                return
             c = int(self.classes[r])
+            # Indexed: a class that waits and failed everywhere since the last room the
+            # queue's passes did not see fails again (a pass leaves every waiting class
+            # failing on the freed nodes, and nothing else gained room).
+            if not (self.index and self.class_blocked[c]) and self.try_start(r, t):
+                return
             if self.gang[r]:
                 self.hopeless.add(c)
             self.waiting.setdefault(c, deque()).append((arrival, r))
+            if self.index:
+                if not self.class_waits[c]:
+                    self.class_waits[c] = True
+                    self.class_head[c] = arrival
+                self.class_blocked[c] = True
         self.queued += 1
 
     def depart(self, t: int) -> list[int]:
@@ -781,6 +882,8 @@ class Replay:
                 k_tick += 1
                 view.queued, view.freed = self.queued, []
                 on_tick(view, t)
+                # a move may give room the queue's pass does not see (a repacked node)
+                self.class_blocked[:] = False
                 if self.queued and view.freed:
                     self.retry(t, view.freed)
                 continue
