@@ -556,9 +556,12 @@ class Replay:
         reps = self.rep
         share, count = workload.share[reps], workload.count[reps]
         self.class_allowed = workload.allowed[reps]
-        self.class_cpu, self.class_memory = workload.cpu[reps], workload.memory[reps]
-        self.class_largest = np.where((count > 0) & (share < _U), share, 0)
-        self.class_whole = np.where((count > 0) & (share >= _U), count, 0)
+        # (cpu, memory, largest free share, fully free GPUs) a node needs for one pod
+        self.class_need = np.column_stack([
+            workload.cpu[reps], workload.memory[reps],
+            np.where((count > 0) & (share < _U), share, 0),
+            np.where((count > 0) & (share >= _U), count, 0),
+        ]).astype(np.int64)  # fmt: skip
         self.class_waits = np.zeros(len(reps), dtype=bool)
         self.class_head = np.full(len(reps), _NEVER, dtype=np.int64)
         self.class_blocked = np.zeros(len(reps), dtype=bool)
@@ -626,12 +629,17 @@ class Replay:
                 domain, of = self.grouping[shape[0]], self.members[shape[0]]
                 at = self.bounds[shape[0]]
                 if shape[0] not in self.freed_domain_nodes:
-                    domains = np.unique(domain[freed])
-                    self.freed_domain_nodes[shape[0]] = np.concatenate(
-                        [of[at[d] : at[d + 1]] for d in domains]
-                    )
+                    domains = sorted(set(domain[freed].tolist()))
+                    self.freed_domain_nodes[shape[0]] = (
+                        of[at[domains[0]] : at[domains[0] + 1]] if len(domains) == 1
+                        else np.concatenate([of[at[d] : at[d + 1]] for d in domains])
+                    )  # fmt: skip
                 nodes = self.freed_domain_nodes[shape[0]]
-                most = int(np.bincount(domain[nodes], weights=run.room(r, nodes)).max())
+                room = run.room(r, nodes)
+                if len(nodes) and domain[nodes[0]] == domain[nodes[-1]]:  # one domain
+                    most = int(room.sum())
+                else:
+                    most = int(np.bincount(domain[nodes], weights=room).max())
             else:
                 most = int(run.room(r, freed).max())
             self.freed_room[shape] = most
@@ -661,20 +669,17 @@ class Replay:
         """Which of the classes ``cls`` some node of ``nodes`` can take one pod of now
         (a mask over ``cls``): :meth:`_Run.fits` of each class's requests, at once."""
         st = self.engine.state
+        need = self.class_need[cls]
         if len(nodes) == 1:
             n = int(nodes[0])
-            return (
-                self.workload.model_ok[self.class_allowed[cls], n]
-                & (self.class_cpu[cls] <= st.cpu[n])
-                & (self.class_memory[cls] <= st.memory[n])
-                & (self.class_largest[cls] <= st.largest[n])
-                & (self.class_whole[cls] <= st.whole[n])
+            room = np.array([st.cpu[n], st.memory[n], st.largest[n], st.whole[n]])
+            return self.workload.model_ok[self.class_allowed[cls], n] & (need <= room).all(
+                axis=1
             )
+        room = np.column_stack([st.cpu[nodes], st.memory[nodes], st.largest[nodes],
+                                st.whole[nodes]])  # fmt: skip
         ok = self.workload.model_ok[self.class_allowed[cls][:, None], nodes[None, :]]
-        ok &= self.class_cpu[cls][:, None] <= st.cpu[nodes][None, :]
-        ok &= self.class_memory[cls][:, None] <= st.memory[nodes][None, :]
-        ok &= self.class_largest[cls][:, None] <= st.largest[nodes][None, :]
-        ok &= self.class_whole[cls][:, None] <= st.whole[nodes][None, :]
+        ok &= (need[:, None, :] <= room[None, :, :]).all(axis=2)
         return ok.any(axis=1)
 
     def _retry_indexed(self, t: int, freed: list[int]) -> None:
@@ -683,45 +688,45 @@ class Replay:
 
         The memo pops the waiting classes in the order of their oldest request and
         skips one whose pod no freed node takes now; a start only takes room, so the
-        classes that fit after a start are among those that fit before it. Here the
-        classes that fit are checked again after each start, and the oldest of them
-        is the next one the memo would not have skipped.
+        classes that fit after a start are among those that fit before it, and until
+        a start the classes that fit stay the same. Here the classes that fit are
+        walked in that order, and checked again at once after each start.
         """
-        waiting, workload, gang = self.waiting, self.workload, self.gang
-        nodes = np.unique(np.array(freed, dtype=np.int64))
+        waiting, workload, gang, hopeless = self.waiting, self.workload, self.gang, self.hopeless
+        nodes = np.array(sorted(set(freed)), dtype=np.int64)
         self.freed_room.clear()
         self.freed_domain_nodes.clear()
-        alive = np.flatnonzero(self.class_waits)
-        alive = alive[self._classes_fit(alive, nodes)]
-        if not len(alive):
-            return
-        head = self.class_head[alive]
-        while len(alive):
-            k = int(head.argmin())
-            c = int(alive[k])
-            q = waiting[c]
-            r = q[0][1]
-            if c in self.hopeless and self._freed_domains_room(r, nodes) < int(workload.pods[r]):
-                alive, head = np.delete(alive, k), np.delete(head, k)
-                continue
-            if not self.try_start(r, t, nodes):
+        cls = np.flatnonzero(self.class_waits)
+        cls = cls[self._classes_fit(cls, nodes)]
+        while len(cls):
+            order: list[int] = cls[np.argsort(self.class_head[cls])].tolist()
+            for i, c in enumerate(order):
+                q = waiting[c]
+                r = q[0][1]
+                if c in hopeless and self._freed_domains_room(r, nodes) < int(workload.pods[r]):
+                    continue
+                if self.try_start(r, t, nodes):
+                    break
                 if gang[r]:
-                    self.hopeless.add(c)
-                alive, head = np.delete(alive, k), np.delete(head, k)
-                continue
+                    hopeless.add(c)
+            else:
+                return
             q.popleft()
             self.queued -= 1
-            self.hopeless.discard(c)
+            hopeless.discard(c)
+            rest = order[i + 1 :]
             if q:
-                head[k] = self.class_head[c] = q[0][0]
+                self.class_head[c] = q[0][0]
+                rest.append(c)
             else:
                 del waiting[c]
                 self.class_waits[c] = False
                 self.class_head[c] = _NEVER
                 self.class_blocked[c] = False
-                alive, head = np.delete(alive, k), np.delete(head, k)
-            keep = self._classes_fit(alive, nodes)
-            alive, head = alive[keep], head[keep]
+            if not rest:
+                return
+            cls = np.array(rest, dtype=np.int64)
+            cls = cls[self._classes_fit(cls, nodes)]
 
     def retry(self, t: int, freed: list[int]) -> None:
         """Start what waits and now fits, after the nodes ``freed`` got room back at t."""
@@ -1002,53 +1007,65 @@ def _replay_allocations(
     duration: np.ndarray,
 ) -> pl.DataFrame:
     w = workload
-    rows: list[tuple[object, ...]] = [
-        (rec.alloc_id, rec.job_id, None, fleet.node_ids[rec.node], sum(rec.units) / _U,
-         ",".join(map(str, rec.gpus)), rec.cpu / _U, rec.memory / _U,
-         from_epoch_us(rec.start_us), None if rec.end_us == _NEVER else from_epoch_us(rec.end_us), True)
-        for rec in records
-    ]  # fmt: skip
-    for r, pod, n, used, t in placed:
-        rid = w.request_ids[r]
-        rows.append(
-            (
-                f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}",
-                rid,
-                rid,
-                fleet.node_ids[n],
-                int(w.share[r]) * int(w.count[r]) / _U,
-                ",".join(map(str, used)),
-                int(w.cpu[r]) / _U,
-                int(w.memory[r]) / _U,
-                from_epoch_us(t),
-                None if duration[r] < 0 else from_epoch_us(t + int(duration[r])),
-                False,
-            )
-        )
+    node_ids = fleet.node_ids
+    # column by column (a window's millions of pods): the strings per row, the numbers
+    # and instants as arrays
+    r = np.fromiter((p[0] for p in placed), dtype=np.int64, count=len(placed))
+    starts = np.fromiter((p[4] for p in placed), dtype=np.int64, count=len(placed))
+    length = duration[r]
+    rids = [w.request_ids[x] for x in r.tolist()]
+    single = (w.pods[r] == 1).tolist()
+    records_end = [None if rec.end_us == _NEVER else rec.end_us for rec in records]
+    placed_end = np.where(length < 0, 0, starts + length)
+    columns = {
+        "alloc_id": [rec.alloc_id for rec in records] + [
+            f"replay/{rid}" if one else f"replay/{rid}/{p[1]}"
+            for rid, one, p in zip(rids, single, placed, strict=True)
+        ],
+        "job_id": [rec.job_id for rec in records] + rids,
+        "request_id": [None] * len(records) + rids,
+        "node_id": [node_ids[rec.node] for rec in records] + [node_ids[p[2]] for p in placed],
+        "gpus": [sum(rec.units) / _U for rec in records]
+        + ((w.share[r] * w.count[r]).astype(np.int64) / _U).tolist(),
+        "gpu_index": [",".join(map(str, rec.gpus)) for rec in records]
+        + [",".join(map(str, p[3])) for p in placed],
+        "cpus": [rec.cpu / _U for rec in records] + (w.cpu[r].astype(np.int64) / _U).tolist(),
+        "memory_gib": [rec.memory / _U for rec in records]
+        + (w.memory[r].astype(np.int64) / _U).tolist(),
+        "start_time": [rec.start_us for rec in records] + starts.tolist(),
+        "end_time": records_end
+        + [None if x < 0 else e for x, e in zip(length.tolist(), placed_end.tolist(), strict=True)],
+        "recorded": [True] * len(records) + [False] * len(placed),
+    }
     return pl.DataFrame(
-        rows,
+        columns,
         schema={"alloc_id": pl.String, "job_id": pl.String, "request_id": pl.String,
                 "node_id": pl.String, "gpus": pl.Float64, "gpu_index": pl.String,
                 "cpus": pl.Float64, "memory_gib": pl.Float64,
-                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us"),
-                "recorded": pl.Boolean},
-        orient="row",
-    )  # fmt: skip
+                "start_time": pl.Int64, "end_time": pl.Int64, "recorded": pl.Boolean},
+    ).with_columns(pl.col("start_time", "end_time").cast(pl.Datetime("us")))  # fmt: skip
 
 
 def _replay_waits(
     workload: _Workload, arriving: np.ndarray, submit: np.ndarray, started_at: np.ndarray
 ) -> pl.DataFrame:
     begun = started_at[arriving]
+    submitted = submit[arriving]
     return pl.DataFrame(
         {
-            "request_id": [workload.request_ids[r] for r in arriving],
-            "submit_time": [from_epoch_us(int(s)) for s in submit[arriving]],
-            "start_time": [None if b < 0 else from_epoch_us(int(b)) for b in begun],
-            "wait_s": [None if b < 0 else (b - s) / 1e6 for b, s in zip(begun, submit[arriving], strict=True)],
+            "request_id": [workload.request_ids[r] for r in arriving.tolist()],
+            "submit_time": submitted,
+            "start_time": np.where(begun < 0, 0, begun),
+            "wait_s": (begun - submitted) / 1e6,
+            "started": begun >= 0,
         },
-        schema={"request_id": pl.String, "submit_time": pl.Datetime("us"),
-                "start_time": pl.Datetime("us"), "wait_s": pl.Float64},
+        schema={"request_id": pl.String, "submit_time": pl.Int64, "start_time": pl.Int64,
+                "wait_s": pl.Float64, "started": pl.Boolean},
+    ).select(
+        "request_id",
+        pl.col("submit_time").cast(pl.Datetime("us")),
+        pl.when("started").then(pl.col("start_time").cast(pl.Datetime("us"))).alias("start_time"),
+        pl.when("started").then("wait_s").alias("wait_s"),
     )  # fmt: skip
 
 
