@@ -556,12 +556,9 @@ class Replay:
         reps = self.rep
         share, count = workload.share[reps], workload.count[reps]
         self.class_allowed = workload.allowed[reps]
-        # (cpu, memory, largest free share, fully free GPUs) a node needs for one pod
-        self.class_need = np.column_stack([
-            workload.cpu[reps], workload.memory[reps],
-            np.where((count > 0) & (share < _U), share, 0),
-            np.where((count > 0) & (share >= _U), count, 0),
-        ]).astype(np.int64)  # fmt: skip
+        self.class_cpu, self.class_memory = workload.cpu[reps], workload.memory[reps]
+        self.class_largest = np.where((count > 0) & (share < _U), share, 0)
+        self.class_whole = np.where((count > 0) & (share >= _U), count, 0)
         self.class_waits = np.zeros(len(reps), dtype=bool)
         self.class_head = np.full(len(reps), _NEVER, dtype=np.int64)
         self.class_blocked = np.zeros(len(reps), dtype=bool)
@@ -669,17 +666,20 @@ class Replay:
         """Which of the classes ``cls`` some node of ``nodes`` can take one pod of now
         (a mask over ``cls``): :meth:`_Run.fits` of each class's requests, at once."""
         st = self.engine.state
-        need = self.class_need[cls]
         if len(nodes) == 1:
             n = int(nodes[0])
-            room = np.array([st.cpu[n], st.memory[n], st.largest[n], st.whole[n]])
-            return self.workload.model_ok[self.class_allowed[cls], n] & (need <= room).all(
-                axis=1
+            return (
+                self.workload.model_ok[self.class_allowed[cls], n]
+                & (self.class_cpu[cls] <= st.cpu[n])
+                & (self.class_memory[cls] <= st.memory[n])
+                & (self.class_largest[cls] <= st.largest[n])
+                & (self.class_whole[cls] <= st.whole[n])
             )
-        room = np.column_stack([st.cpu[nodes], st.memory[nodes], st.largest[nodes],
-                                st.whole[nodes]])  # fmt: skip
         ok = self.workload.model_ok[self.class_allowed[cls][:, None], nodes[None, :]]
-        ok &= (need[:, None, :] <= room[None, :, :]).all(axis=2)
+        ok &= self.class_cpu[cls][:, None] <= st.cpu[nodes][None, :]
+        ok &= self.class_memory[cls][:, None] <= st.memory[nodes][None, :]
+        ok &= self.class_largest[cls][:, None] <= st.largest[nodes][None, :]
+        ok &= self.class_whole[cls][:, None] <= st.whole[nodes][None, :]
         return ok.any(axis=1)
 
     def _retry_indexed(self, t: int, freed: list[int]) -> None:
@@ -699,8 +699,9 @@ class Replay:
         cls = np.flatnonzero(self.class_waits)
         cls = cls[self._classes_fit(cls, nodes)]
         while len(cls):
-            order: list[int] = cls[np.argsort(self.class_head[cls])].tolist()
-            for i, c in enumerate(order):
+            order = cls[np.argsort(self.class_head[cls])]
+            for i in range(len(order)):
+                c = int(order[i])
                 q = waiting[c]
                 r = q[0][1]
                 if c in hopeless and self._freed_domains_room(r, nodes) < int(workload.pods[r]):
@@ -717,16 +718,15 @@ class Replay:
             rest = order[i + 1 :]
             if q:
                 self.class_head[c] = q[0][0]
-                rest.append(c)
+                rest = np.append(rest, c)
             else:
                 del waiting[c]
                 self.class_waits[c] = False
                 self.class_head[c] = _NEVER
                 self.class_blocked[c] = False
-            if not rest:
+            if not len(rest):
                 return
-            cls = np.array(rest, dtype=np.int64)
-            cls = cls[self._classes_fit(cls, nodes)]
+            cls = rest[self._classes_fit(rest, nodes)]
 
     def retry(self, t: int, freed: list[int]) -> None:
         """Start what waits and now fits, after the nodes ``freed`` got room back at t."""
