@@ -10,10 +10,11 @@ at a time in this process (target < 5 min for 30 days), and prints the wall and
 CPU time (user + system) with the load average before and after, what started,
 the allocation at the start and the end of the window, and the peak RSS.
 
-``--compare`` also runs the engine as it was before the retry pass's memo
-(``Replay(..., memo=False)``), times it alike, and checks that both give the same
-replay frame by frame: every placement (node, GPUs, start and end), every wait
-and failure, and the curve.
+``--compare`` also runs the engine as it was before the indexed backfill
+(``Replay(..., index=False)``: the retry pass's memo, one check per waiting
+shape; ``--compare memo`` the engine before the memo, ``Replay(..., memo=False)``),
+times it alike, and checks that both give the same replay frame by frame: every
+placement (node, GPUs, start and end), every wait and failure, and the curve.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def main() -> None:
     parser.add_argument("--policy", nargs="*", default=["best-fit"])
     parser.add_argument("--queue", nargs="*", default=["fifo", "backfill"])
     parser.add_argument("--work", type=Path, default=Path("bench-out/shapes"))
-    parser.add_argument("--compare", action="store_true")
+    parser.add_argument("--compare", nargs="?", const="index", choices=["index", "memo"])
     args = parser.parse_args()
     store = bare_fleet_store(args.work, args.nodes, args.days)
     with reading(store) as opened:
@@ -75,9 +76,11 @@ def main() -> None:
             frames = (nodes, allocations, requests, options, start, at, False, queue)
             results = [_timed(label, lambda f=frames: Replay(*f).run())]
             if args.compare:
+                before = {"index": {"index": False}, "memo": {"memo": False}}[args.compare]
                 results.append(
                     _timed(
-                        f"{label}, before the memo", lambda f=frames: Replay(*f, memo=False).run()
+                        f"{label}, before the {args.compare}",
+                        lambda f=frames, k=before: Replay(*f, **k).run(),  # type: ignore[arg-type]
                     )
                 )
                 after, before = results

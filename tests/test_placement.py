@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -13,10 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetaudit.core.errors import UsageError
+from fleetaudit.core.times import epoch_us
 from fleetaudit.whatif.placement import (
     POLICIES,
     PlacementOptions,
     Replay,
+    ReplayView,
     fill_curves,
     fleet_fragmentation,
     replay_curves,
@@ -750,9 +753,11 @@ def test_replay_backfill_precheck_gives_the_reference_results(policy, queue) -> 
         options = PlacementOptions(policy=policy, seed=case)
         empty = case % 4 == 0
         results = []
-        for precheck, memo in ((False, False), (True, False), (True, True)):
+        for precheck, memo, index in (
+            (False, False, False), (True, False, False), (True, True, False), (True, True, True)
+        ):  # fmt: skip
             replay = Replay(nodes, allocations, requests, options, *WINDOW, empty, queue,
-                            precheck=precheck, memo=memo)  # fmt: skip
+                            precheck=precheck, memo=memo, index=index)  # fmt: skip
             results.append(replay.run())
         reference = results[0]
         waited += int((reference.waits["wait_s"].fill_null(1.0) > 0).sum())
@@ -764,6 +769,82 @@ def test_replay_backfill_precheck_gives_the_reference_results(policy, queue) -> 
                 reference.started, reference.failed, reference.rejected
             ), case  # fmt: skip
     assert waited > 100  # the cases exercise the queue
+
+
+def _mover(node_ids: list[str]) -> Callable[[ReplayView, int], None]:
+    """A tick hook that moves up to two pods (alloc_id order) to the last node that
+    takes them (node_id order, backwards): the same moves on the same state."""
+
+    def on_tick(view: ReplayView, t: int) -> None:
+        moved = 0
+        for alloc_id in sorted(view.allocations(t)["alloc_id"].to_list()):
+            if moved == 2:
+                return
+            moved += any(view.move(alloc_id, node) for node in reversed(node_ids))
+
+    return on_tick
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), policy=st.sampled_from(POLICIES), ticked=st.booleans())
+def test_replay_index_gives_the_memo_replay(seed, policy, ticked) -> None:
+    # The indexed backfill (index=True) against the memo's pass it replaces: every
+    # start, wait and failure, and the curve; with compaction's moves at ticks too
+    # (a move may give room no pass sees: an arrival of a waiting class is tried then).
+    rng = random.Random(seed)
+    nodes, requests, allocations = random_replay_case(rng)
+    # many requests of few shapes, so that classes wait with several requests
+    requests = pl.concat([requests, requests.with_columns(
+        pl.col("request_id") + "b", pl.col("submit_time") + timedelta(seconds=15)
+    )])  # fmt: skip
+    ticks = [epoch_us(T0 + timedelta(minutes=m)) for m in range(7, 100, 9)] if ticked else []
+    hook = _mover(sorted(nodes["node_id"].to_list())) if ticked else None
+    empty = rng.random() < 0.25
+    options = PlacementOptions(policy=policy, seed=seed % 7)
+    memo, index = (
+        Replay(nodes, allocations, requests, options, *WINDOW, empty, "backfill", index=on)
+        .run(hook, ticks)
+        for on in (False, True)
+    )  # fmt: skip
+    assert index.allocations.equals(memo.allocations)
+    assert index.waits.equals(memo.waits)
+    assert index.curve.equals(memo.curve)
+    assert (index.started, index.failed, index.rejected) == (
+        memo.started, memo.failed, memo.rejected
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("index, tries", [
+    (True, ["r1", "r1", "r2"]),  # r2 queues untried behind r1, its class
+    (False, ["r1", "r2", "r1", "r2"]),  # the memo's pass: r2 tried on arrival too
+])  # fmt: skip
+def test_the_index_queues_an_arrival_of_a_waiting_class_untried(index, tries) -> None:
+    """One 2-GPU node, one GPU held by a recorded pod until minute 30; r1 and r2 (2 GPUs,
+    the same class) arrive at minutes 1 and 2. r1 fails and waits; r2 cannot fit either
+    (nothing left since r1 failed). At minute 30 r1 starts (the oldest) and takes the
+    node; r2 starts at minute 40, when r1 ends."""
+    nodes = make_nodes(("a", "T4", 2, 16.0, None, "s1"))
+    requests = pl.DataFrame(
+        {"request_id": ["r1", "r2"], "gpus": [2.0, 2.0], "cpus": [1.0, 1.0],
+         "submit_time": [T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)],
+         "duration_s": [600.0, 600.0]}
+    )  # fmt: skip
+    replay = Replay(nodes, recorded(("h", "a", 1.0, -5, 30)), requests,
+                    PlacementOptions(policy="best-fit"), *WINDOW, False, "backfill",
+                    index=index)  # fmt: skip
+    tried: list[str] = []
+    try_start = replay.try_start
+
+    def counted(r: int, t: int, among=None) -> bool:
+        tried.append(replay.workload.request_ids[r])
+        return try_start(r, t, among)
+
+    replay.try_start = counted  # type: ignore[method-assign]
+    result = replay.run()
+    assert tried == tries
+    assert result.waits.select("request_id", "wait_s").rows() == [
+        ("r1", 29 * 60.0), ("r2", 38 * 60.0),
+    ]  # fmt: skip
 
 
 # -- requests for no GPU ------------------------------------------------------------------
@@ -870,16 +951,21 @@ def generated_frames(request, tmp_path_factory):
 @pytest.mark.parametrize("policy", ["best-fit", "topology"])
 def test_replay_memo_gives_the_same_replay_on_generated_fleets(generated_frames, policy, queue):
     # Every start (node, GPUs, time), every wait and failure and the curve, frame by frame.
+    # The memo's pass and the indexed backfill (index, the default) against the engine
+    # before both.
     nodes, allocations, requests, start, at = generated_frames
     options = PlacementOptions(policy=policy)
-    before, after = (
-        Replay(nodes, allocations, requests, options, start, at, False, queue, memo=memo).run()
-        for memo in (False, True)
-    )
-    assert before.started > 100 and before.failed > 0  # the queue is at work
-    assert after.allocations.equals(before.allocations)
-    assert after.waits.equals(before.waits)
-    assert after.curve.equals(before.curve)
-    assert (after.started, after.failed, after.rejected) == (
-        before.started, before.failed, before.rejected
+    before, *afters = (
+        Replay(nodes, allocations, requests, options, start, at, False, queue, memo=memo,
+               index=index).run()
+        for memo, index in ((False, False), (True, False), (True, True))
+        if index is False or queue == "backfill"
     )  # fmt: skip
+    assert before.started > 100 and before.failed > 0  # the queue is at work
+    for after in afters:
+        assert after.allocations.equals(before.allocations)
+        assert after.waits.equals(before.waits)
+        assert after.curve.equals(before.curve)
+        assert (after.started, after.failed, after.rejected) == (
+            before.started, before.failed, before.rejected
+        )  # fmt: skip

@@ -117,8 +117,8 @@ class _State:
         self.version = np.ones(n, dtype=np.int64)
 
     def refresh(self, n: int) -> None:
-        row = self.free[n]
-        self.free_total[n] = row.sum()
-        self.whole[n] = int((row == _U).sum())
-        self.largest[n] = row.max()
+        row = self.free[n].tolist()  # a few GPUs: Python's sum and max beat numpy's calls
+        self.free_total[n] = sum(row)
+        self.whole[n] = row.count(_U)
+        self.largest[n] = max(row)
         self.version[n] += 1

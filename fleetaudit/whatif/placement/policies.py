@@ -234,13 +234,14 @@ class _Run:
         if not count:
             used: list[int] = []
         elif share < _U:
-            fits = row >= share
-            target = value if value >= 0 else int(np.where(fits, row, _U + 1).min())
-            gpu = int(np.flatnonzero(row == target)[0])
+            # a node's few GPUs: Python's list beats numpy's calls
+            values = row.tolist()
+            target = value if value >= 0 else min(v for v in values if v >= share)
+            gpu = values.index(target)
             row[gpu] -= share
             used = [gpu]
         else:
-            used = np.flatnonzero(row == _U)[:count].tolist()
+            used = [g for g, v in enumerate(row.tolist()) if v == _U][:count]
             row[used] = 0
         st.cpu[n] -= w.cpu[r]
         st.memory[n] -= w.memory[r]

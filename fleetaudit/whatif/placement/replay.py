@@ -517,6 +517,15 @@ class Replay:
     waiting request that cannot start on a freed node is skipped before the
     policy runs, and a single pod is checked and chosen on the freed nodes only.
     Off: the engine as it was before, which the tests compare it to.
+
+    ``index`` (default on, backfill with the memo): the same decisions as the memo,
+    found with arrays over the replay classes instead of one check per waiting
+    shape: a retry pass checks every waiting class against the freed nodes at
+    once, walks the classes that fit in the order of their oldest request, and
+    after each start checks the rest again at once (a start only takes room);
+    an arrival whose class already waits, and failed everywhere since the last
+    room the queue's passes did not see, queues without a try (see
+    :meth:`arrive`). Off: the memo's pass, which the tests compare it to.
     """
 
     def __init__(
@@ -533,6 +542,7 @@ class Replay:
         prefer: Mapping[str, str] | None = None,
         precheck: bool = True,
         memo: bool = True,
+        index: bool = True,
     ) -> None:
         _check_replay(options, start, end, queue)
         fleet = _prepare_fleet(nodes)
@@ -633,6 +643,20 @@ class Replay:
             for g, d in grouping.items()
         }
         self.freed_room: dict[tuple[int, ...], int] = {}  # this pass: pod shape -> most room
+        # The indexed backfill (see the class's docstring): per replay class, what one pod
+        # needs (a share pod: its share in the node's largest free share; a whole-GPU pod:
+        # its GPUs fully free; else nothing), whether the class waits, the arrival of
+        # its oldest waiting request, and whether that request would fail anywhere now.
+        self.index = index and self.memo and queue == "backfill"
+        reps = self.rep
+        share, count = workload.share[reps], workload.count[reps]
+        self.class_allowed = workload.allowed[reps]
+        self.class_cpu, self.class_memory = workload.cpu[reps], workload.memory[reps]
+        self.class_largest = np.where((count > 0) & (share < _U), share, 0)
+        self.class_whole = np.where((count > 0) & (share >= _U), count, 0)
+        self.class_waits = np.zeros(len(reps), dtype=bool)
+        self.class_head = np.full(len(reps), _NEVER, dtype=np.int64)
+        self.class_blocked = np.zeros(len(reps), dtype=bool)
         self.freed_domain_nodes: dict[int, np.ndarray] = {}  # this pass: freed domains' nodes
 
         self.total = fleet.total_gpus * _U
@@ -697,12 +721,17 @@ class Replay:
                 domain, of = self.grouping[shape[0]], self.members[shape[0]]
                 at = self.bounds[shape[0]]
                 if shape[0] not in self.freed_domain_nodes:
-                    domains = np.unique(domain[freed])
-                    self.freed_domain_nodes[shape[0]] = np.concatenate(
-                        [of[at[d] : at[d + 1]] for d in domains]
-                    )
+                    domains = sorted(set(domain[freed].tolist()))
+                    self.freed_domain_nodes[shape[0]] = (
+                        of[at[domains[0]] : at[domains[0] + 1]] if len(domains) == 1
+                        else np.concatenate([of[at[d] : at[d + 1]] for d in domains])
+                    )  # fmt: skip
                 nodes = self.freed_domain_nodes[shape[0]]
-                most = int(np.bincount(domain[nodes], weights=run.room(r, nodes)).max())
+                room = run.room(r, nodes)
+                if len(nodes) and domain[nodes[0]] == domain[nodes[-1]]:  # one domain
+                    most = int(room.sum())
+                else:
+                    most = int(np.bincount(domain[nodes], weights=room).max())
             else:
                 most = int(run.room(r, freed).max())
             self.freed_room[shape] = most
@@ -728,8 +757,77 @@ class Replay:
         # a freed node that takes none of its pods left its domain's room no higher.)
         return set(cls[keep].tolist())
 
+    def _classes_fit(self, cls: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Which of the classes ``cls`` some node of ``nodes`` can take one pod of now
+        (a mask over ``cls``): :meth:`_Run.fits` of each class's requests, at once."""
+        st = self.engine.state
+        if len(nodes) == 1:
+            n = int(nodes[0])
+            return (
+                self.workload.model_ok[self.class_allowed[cls], n]
+                & (self.class_cpu[cls] <= st.cpu[n])
+                & (self.class_memory[cls] <= st.memory[n])
+                & (self.class_largest[cls] <= st.largest[n])
+                & (self.class_whole[cls] <= st.whole[n])
+            )
+        ok = self.workload.model_ok[self.class_allowed[cls][:, None], nodes[None, :]]
+        ok &= self.class_cpu[cls][:, None] <= st.cpu[nodes][None, :]
+        ok &= self.class_memory[cls][:, None] <= st.memory[nodes][None, :]
+        ok &= self.class_largest[cls][:, None] <= st.largest[nodes][None, :]
+        ok &= self.class_whole[cls][:, None] <= st.whole[nodes][None, :]
+        return ok.any(axis=1)
+
+    def _retry_indexed(self, t: int, freed: list[int]) -> None:
+        """The memo's backfill pass (see :meth:`retry`), with the waiting classes
+        checked against the freed nodes at once.
+
+        The memo pops the waiting classes in the order of their oldest request and
+        skips one whose pod no freed node takes now; a start only takes room, so the
+        classes that fit after a start are among those that fit before it, and until
+        a start the classes that fit stay the same. Here the classes that fit are
+        walked in that order, and checked again at once after each start.
+        """
+        waiting, workload, gang, hopeless = self.waiting, self.workload, self.gang, self.hopeless
+        nodes = np.array(sorted(set(freed)), dtype=np.int64)
+        self.freed_room.clear()
+        self.freed_domain_nodes.clear()
+        cls = np.flatnonzero(self.class_waits)
+        cls = cls[self._classes_fit(cls, nodes)]
+        while len(cls):
+            order = cls[np.argsort(self.class_head[cls])]
+            for i in range(len(order)):
+                c = int(order[i])
+                q = waiting[c]
+                r = q[0][1]
+                if c in hopeless and self._freed_domains_room(r, nodes) < int(workload.pods[r]):
+                    continue
+                if self.try_start(r, t, nodes):
+                    break
+                if gang[r]:
+                    hopeless.add(c)
+            else:
+                return
+            q.popleft()
+            self.queued -= 1
+            hopeless.discard(c)
+            rest = order[i + 1 :]
+            if q:
+                self.class_head[c] = q[0][0]
+                rest = np.append(rest, c)
+            else:
+                del waiting[c]
+                self.class_waits[c] = False
+                self.class_head[c] = _NEVER
+                self.class_blocked[c] = False
+            if not len(rest):
+                return
+            cls = rest[self._classes_fit(rest, nodes)]
+
     def retry(self, t: int, freed: list[int]) -> None:
         """Start what waits and now fits, after the nodes ``freed`` got room back at t."""
+        if self.index:
+            self._retry_indexed(t, freed)
+            return
         precheck, workload = self.precheck, self.workload
         if self.queue == "fifo":
             fifo = self.fifo
@@ -810,12 +908,20 @@ class Replay:
                 return
             self.fifo.append(r)
         else:
-            if self.try_start(r, t):
-                return
             c = int(self.classes[r])
+            # Indexed: a class that waits and failed everywhere since the last room the
+            # queue's passes did not see fails again (a pass leaves every waiting class
+            # failing on the freed nodes, and nothing else gained room).
+            if not (self.index and self.class_blocked[c]) and self.try_start(r, t):
+                return
             if self.gang[r]:
                 self.hopeless.add(c)
             self.waiting.setdefault(c, deque()).append((arrival, r))
+            if self.index:
+                if not self.class_waits[c]:
+                    self.class_waits[c] = True
+                    self.class_head[c] = arrival
+                self.class_blocked[c] = True
         self.queued += 1
 
     def depart(self, t: int) -> list[int]:
@@ -876,6 +982,8 @@ class Replay:
                 k_tick += 1
                 view.queued, view.freed = self.queued, []
                 on_tick(view, t)
+                # a move may give room the queue's pass does not see (a repacked node)
+                self.class_blocked[:] = False
                 if self.queued and view.freed:
                     self.retry(t, view.freed)
                 continue
@@ -994,53 +1102,65 @@ def _replay_allocations(
     duration: np.ndarray,
 ) -> pl.DataFrame:
     w = workload
-    rows: list[tuple[object, ...]] = [
-        (rec.alloc_id, rec.job_id, None, fleet.node_ids[rec.node], sum(rec.units) / _U,
-         ",".join(map(str, rec.gpus)), rec.cpu / _U, rec.memory / _U,
-         from_epoch_us(rec.start_us), None if rec.end_us == _NEVER else from_epoch_us(rec.end_us), True)
-        for rec in records
-    ]  # fmt: skip
-    for r, pod, n, used, t in placed:
-        rid = w.request_ids[r]
-        rows.append(
-            (
-                f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}",
-                rid,
-                rid,
-                fleet.node_ids[n],
-                int(w.share[r]) * int(w.count[r]) / _U,
-                ",".join(map(str, used)),
-                int(w.cpu[r]) / _U,
-                int(w.memory[r]) / _U,
-                from_epoch_us(t),
-                None if duration[r] < 0 else from_epoch_us(t + int(duration[r])),
-                False,
-            )
-        )
+    node_ids = fleet.node_ids
+    # column by column (a window's millions of pods): the strings per row, the numbers
+    # and instants as arrays
+    r = np.fromiter((p[0] for p in placed), dtype=np.int64, count=len(placed))
+    starts = np.fromiter((p[4] for p in placed), dtype=np.int64, count=len(placed))
+    length = duration[r]
+    rids = [w.request_ids[x] for x in r.tolist()]
+    single = (w.pods[r] == 1).tolist()
+    records_end = [None if rec.end_us == _NEVER else rec.end_us for rec in records]
+    placed_end = np.where(length < 0, 0, starts + length)
+    columns = {
+        "alloc_id": [rec.alloc_id for rec in records] + [
+            f"replay/{rid}" if one else f"replay/{rid}/{p[1]}"
+            for rid, one, p in zip(rids, single, placed, strict=True)
+        ],
+        "job_id": [rec.job_id for rec in records] + rids,
+        "request_id": [None] * len(records) + rids,
+        "node_id": [node_ids[rec.node] for rec in records] + [node_ids[p[2]] for p in placed],
+        "gpus": [sum(rec.units) / _U for rec in records]
+        + ((w.share[r] * w.count[r]).astype(np.int64) / _U).tolist(),
+        "gpu_index": [",".join(map(str, rec.gpus)) for rec in records]
+        + [",".join(map(str, p[3])) for p in placed],
+        "cpus": [rec.cpu / _U for rec in records] + (w.cpu[r].astype(np.int64) / _U).tolist(),
+        "memory_gib": [rec.memory / _U for rec in records]
+        + (w.memory[r].astype(np.int64) / _U).tolist(),
+        "start_time": [rec.start_us for rec in records] + starts.tolist(),
+        "end_time": records_end
+        + [None if x < 0 else e for x, e in zip(length.tolist(), placed_end.tolist(), strict=True)],
+        "recorded": [True] * len(records) + [False] * len(placed),
+    }
     return pl.DataFrame(
-        rows,
+        columns,
         schema={"alloc_id": pl.String, "job_id": pl.String, "request_id": pl.String,
                 "node_id": pl.String, "gpus": pl.Float64, "gpu_index": pl.String,
                 "cpus": pl.Float64, "memory_gib": pl.Float64,
-                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us"),
-                "recorded": pl.Boolean},
-        orient="row",
-    )  # fmt: skip
+                "start_time": pl.Int64, "end_time": pl.Int64, "recorded": pl.Boolean},
+    ).with_columns(pl.col("start_time", "end_time").cast(pl.Datetime("us")))  # fmt: skip
 
 
 def _replay_waits(
     workload: _Workload, arriving: np.ndarray, submit: np.ndarray, started_at: np.ndarray
 ) -> pl.DataFrame:
     begun = started_at[arriving]
+    submitted = submit[arriving]
     return pl.DataFrame(
         {
-            "request_id": [workload.request_ids[r] for r in arriving],
-            "submit_time": [from_epoch_us(int(s)) for s in submit[arriving]],
-            "start_time": [None if b < 0 else from_epoch_us(int(b)) for b in begun],
-            "wait_s": [None if b < 0 else (b - s) / 1e6 for b, s in zip(begun, submit[arriving], strict=True)],
+            "request_id": [workload.request_ids[r] for r in arriving.tolist()],
+            "submit_time": submitted,
+            "start_time": np.where(begun < 0, 0, begun),
+            "wait_s": (begun - submitted) / 1e6,
+            "started": begun >= 0,
         },
-        schema={"request_id": pl.String, "submit_time": pl.Datetime("us"),
-                "start_time": pl.Datetime("us"), "wait_s": pl.Float64},
+        schema={"request_id": pl.String, "submit_time": pl.Int64, "start_time": pl.Int64,
+                "wait_s": pl.Float64, "started": pl.Boolean},
+    ).select(
+        "request_id",
+        pl.col("submit_time").cast(pl.Datetime("us")),
+        pl.when("started").then(pl.col("start_time").cast(pl.Datetime("us"))).alias("start_time"),
+        pl.when("started").then("wait_s").alias("wait_s"),
     )  # fmt: skip
 
 
