@@ -346,15 +346,23 @@ def test_key_check_counts_superseded_rows_alike(
 
     if check != "group-by":
         monkeypatch.setattr(ingest_module, "HASHED_KEYS_ROWS", (1, 1000))
-    if check == "hash-collision":
-        real = Store.distinct_count
-        monkeypatch.setattr(Store, "distinct_count", lambda self, *a: real(self, *a) - 1)
+    real = Store.distinct_count
+    short = 1 if check == "hash-collision" else 0
+    hashed: list[int] = []  # the hashes' counts, one per call that took the hashed check
+
+    def counted(self: Store, text: str, params: dict[str, int] | None = None) -> int:
+        hashed.append(real(self, text, params))
+        return hashed[-1] - short
+
+    monkeypatch.setattr(Store, "distinct_count", counted)
     write(tmp_path / "nodes.csv", NODES)
     write(tmp_path / "telemetry.csv", TELEMETRY_HEADER + "\n".join(rows) + "\n")
     result = ingest(store, [tmp_path / "nodes.csv", tmp_path / "telemetry.csv"])
     telemetry = result.tables[1]
     assert (telemetry.read, telemetry.new, telemetry.superseded) == expected
     assert store.row_count("telemetry") == expected[1]
+    # the hashed check ran (the telemetry's last: its distinct keys) or, below its rows, did not
+    assert hashed[-1:] == ([] if check == "group-by" else [expected[1]])
     if expected[2]:  # the last row of the call wins
         util = store.scalar(
             "SELECT sm_active FROM telemetry WHERE node_id = 'n1' AND gpu_index = 0 "
@@ -366,6 +374,7 @@ def test_key_check_counts_superseded_rows_alike(
 def test_distinct_count_counts_hashes(store: Store) -> None:
     assert store.distinct_count("SELECT hash(i % 3) FROM range(10) AS t(i)") == 3
     assert store.distinct_count("SELECT hash(i, 'x') FROM range(10) AS t(i)") == 10
+    assert store.distinct_count("SELECT hash(i) FROM range(0) AS t(i)") == 0
 
 
 def test_formats_agree(store: Store, tmp_path: Path, tiny_dir: Path) -> None:
