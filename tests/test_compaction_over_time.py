@@ -217,19 +217,20 @@ def test_one_round_without_arrivals_equals_the_one_instant_search(seed: int) -> 
 
 
 @st.composite
-def arrivals(draw: st.DrawFn) -> pl.DataFrame:
+def arrivals(
+    draw: st.DrawFn,
+    most: int = 6,
+    gpus: tuple[float, ...] = (1, 2, 4, 8),
+    lengths: tuple[float | None, ...] = (1800.0, 3600.0, 7200.0),
+) -> pl.DataFrame:
+    """Up to ``most`` requests within the first three hours, of ``gpus`` and ``lengths``."""
     rows = []
-    for i in range(draw(st.integers(0, 6))):
+    for i in range(draw(st.integers(0, most))):
         rows.append((
             f"q{i}", T0 + timedelta(minutes=draw(st.integers(0, 179))),
-            float(draw(st.sampled_from([1, 2, 4, 8]))), 1.0,
-            float(draw(st.sampled_from([1800, 3600, 7200]))),
+            float(draw(st.sampled_from(gpus))), 1.0, draw(st.sampled_from(lengths)),
         ))  # fmt: skip
-    return pl.DataFrame(
-        rows,
-        schema=REQUEST_SCHEMA,
-        orient="row",
-    )
+    return pl.DataFrame(rows, schema=REQUEST_SCHEMA, orient="row")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -496,17 +497,9 @@ def _scan_frame(view: Any, t: int) -> pl.DataFrame:
     )  # fmt: skip
 
 
-@st.composite
-def mixed_arrivals(draw: st.DrawFn) -> pl.DataFrame:
+def mixed_arrivals() -> st.SearchStrategy[pl.DataFrame]:
     """Arrivals of shares, whole GPUs and two-pod gangs (16 GPUs: two pods of 8)."""
-    rows = []
-    for i in range(draw(st.integers(0, 10))):
-        rows.append((
-            f"q{i}", T0 + timedelta(minutes=draw(st.integers(0, 179))),
-            float(draw(st.sampled_from([0.25, 0.5, 1, 2, 4, 16]))), 1.0,
-            draw(st.sampled_from([1800.0, 3600.0, 7200.0, None])),
-        ))  # fmt: skip
-    return pl.DataFrame(rows, schema=REQUEST_SCHEMA, orient="row")
+    return arrivals(10, (0.25, 0.5, 1, 2, 4, 16), (1800.0, 3600.0, 7200.0, None))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
