@@ -741,17 +741,9 @@ class Replay:
         """The waiting classes worth a try after the nodes ``freed`` got room back."""
         waiting = self.waiting
         cls = np.fromiter(waiting, dtype=np.int64, count=len(waiting))
-        reps = self.rep[cls]
-        w, st = self.workload, self.engine.state
-        ok = w.model_ok[w.allowed[reps][:, None], freed[None, :]]
-        ok &= st.cpu[freed][None, :] >= w.cpu[reps][:, None]
-        ok &= st.memory[freed][None, :] >= w.memory[reps][:, None]
-        share, count = w.share[reps][:, None], w.count[reps][:, None]
-        ok &= (count == 0) | (share >= _U) | (st.largest[freed][None, :] >= share)
-        ok &= (count == 0) | (share < _U) | (st.whole[freed][None, :] >= count)
-        keep = ok.any(axis=1)
+        keep = self._classes_fit(cls, freed)
         if not self.memo:
-            keep |= self.gang[reps]
+            keep |= self.gang[self.rep[cls]]
         # (memo: a gang kept in one domain needs a domain whose room, in pods of its
         # shape, reaches its size; since its last try only freed nodes gained room, and
         # a freed node that takes none of its pods left its domain's room no higher.)
