@@ -192,6 +192,11 @@ def _check_replay(options: PlacementOptions, start: datetime, end: datetime, que
         raise UsageError("the step percentage must be above 0")
 
 
+def _pod_name(rid: str, single: bool, pod: int) -> str:
+    """A replayed pod's alloc_id: ``replay/<request>``, or ``replay/<request>/<pod>`` in a gang."""
+    return f"replay/{rid}" if single else f"replay/{rid}/{pod}"
+
+
 class ReplayView:
     """The by-time replay's state at a tick, handed to the ``on_tick`` hook of
     :func:`simulate_replay` (compaction over time reads and moves work with it).
@@ -248,7 +253,7 @@ class ReplayView:
             r, pods = self._groups[g]
             rid = w.request_ids[r]
             for k, (pod, _, _) in enumerate(pods):
-                name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
+                name = _pod_name(rid, w.pods[r] == 1, pod)
                 self._index[name] = (g, k)
         self._seen = len(self._groups)
         return self._index
@@ -291,7 +296,7 @@ class ReplayView:
             begin, length = self._group_start[g], int(self._duration[r])
             rid = w.request_ids[r]
             for pod, n, _ in pods:
-                name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
+                name = _pod_name(rid, w.pods[r] == 1, pod)
                 rows.append((name, rid, int(w.share[r]) * int(w.count[r]) / _U,
                              int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin,
                              _NEVER if length < 0 else begin + length, n))  # fmt: skip
@@ -1106,8 +1111,7 @@ def _replay_allocations(
     placed_end = np.where(length < 0, 0, starts + length)
     columns = {
         "alloc_id": [rec.alloc_id for rec in records] + [
-            f"replay/{rid}" if one else f"replay/{rid}/{p[1]}"
-            for rid, one, p in zip(rids, single, placed, strict=True)
+            _pod_name(rid, one, p[1]) for rid, one, p in zip(rids, single, placed, strict=True)
         ],
         "job_id": [rec.job_id for rec in records] + rids,
         "request_id": [None] * len(records) + rids,
