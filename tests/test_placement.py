@@ -19,6 +19,7 @@ from fleetaudit.whatif.placement import (
     POLICIES,
     PlacementOptions,
     Replay,
+    ReplayResult,
     ReplayView,
     fill_curves,
     fleet_fragmentation,
@@ -762,13 +763,20 @@ def test_replay_backfill_precheck_gives_the_reference_results(policy, queue) -> 
         reference = results[0]
         waited += int((reference.waits["wait_s"].fill_null(1.0) > 0).sum())
         for fast in results[1:]:
-            assert fast.allocations.equals(reference.allocations), case
-            assert fast.waits.equals(reference.waits), case
-            assert fast.curve.equals(reference.curve), case
-            assert (fast.started, fast.failed, fast.rejected) == (
-                reference.started, reference.failed, reference.rejected
-            ), case  # fmt: skip
+            _assert_same_replay(fast, reference, case)
     assert waited > 100  # the cases exercise the queue
+
+
+def _assert_same_replay(
+    result: ReplayResult, reference: ReplayResult, case: object = None
+) -> None:
+    """The two replays' frames, curves and counts are equal (``case`` in the message)."""
+    assert result.allocations.equals(reference.allocations), case
+    assert result.waits.equals(reference.waits), case
+    assert result.curve.equals(reference.curve), case
+    assert (result.started, result.failed, result.rejected) == (
+        reference.started, reference.failed, reference.rejected
+    ), case  # fmt: skip
 
 
 def _mover(node_ids: list[str]) -> Callable[[ReplayView, int], None]:
@@ -806,12 +814,7 @@ def test_replay_index_gives_the_memo_replay(seed, policy, ticked) -> None:
         .run(hook, ticks)
         for on in (False, True)
     )  # fmt: skip
-    assert index.allocations.equals(memo.allocations)
-    assert index.waits.equals(memo.waits)
-    assert index.curve.equals(memo.curve)
-    assert (index.started, index.failed, index.rejected) == (
-        memo.started, memo.failed, memo.rejected
-    )  # fmt: skip
+    _assert_same_replay(index, memo)
 
 
 @pytest.mark.parametrize("index, tries", [
@@ -963,9 +966,4 @@ def test_replay_memo_gives_the_same_replay_on_generated_fleets(generated_frames,
     )  # fmt: skip
     assert before.started > 100 and before.failed > 0  # the queue is at work
     for after in afters:
-        assert after.allocations.equals(before.allocations)
-        assert after.waits.equals(before.waits)
-        assert after.curve.equals(before.curve)
-        assert (after.started, after.failed, after.rejected) == (
-            before.started, before.failed, before.rejected
-        )  # fmt: skip
+        _assert_same_replay(after, before)

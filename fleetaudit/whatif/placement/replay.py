@@ -192,6 +192,11 @@ def _check_replay(options: PlacementOptions, start: datetime, end: datetime, que
         raise UsageError("the step percentage must be above 0")
 
 
+def _pod_name(rid: str, single: bool, pod: int) -> str:
+    """A replayed pod's alloc_id: ``replay/<request>``, or ``replay/<request>/<pod>`` in a gang."""
+    return f"replay/{rid}" if single else f"replay/{rid}/{pod}"
+
+
 class ReplayView:
     """The by-time replay's state at a tick, handed to the ``on_tick`` hook of
     :func:`simulate_replay` (compaction over time reads and moves work with it).
@@ -248,7 +253,7 @@ class ReplayView:
             r, pods = self._groups[g]
             rid = w.request_ids[r]
             for k, (pod, _, _) in enumerate(pods):
-                name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
+                name = _pod_name(rid, w.pods[r] == 1, pod)
                 self._index[name] = (g, k)
         self._seen = len(self._groups)
         return self._index
@@ -291,7 +296,7 @@ class ReplayView:
             begin, length = self._group_start[g], int(self._duration[r])
             rid = w.request_ids[r]
             for pod, n, _ in pods:
-                name = f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}"
+                name = _pod_name(rid, w.pods[r] == 1, pod)
                 rows.append((name, rid, int(w.share[r]) * int(w.count[r]) / _U,
                              int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin,
                              _NEVER if length < 0 else begin + length, n))  # fmt: skip
@@ -741,17 +746,9 @@ class Replay:
         """The waiting classes worth a try after the nodes ``freed`` got room back."""
         waiting = self.waiting
         cls = np.fromiter(waiting, dtype=np.int64, count=len(waiting))
-        reps = self.rep[cls]
-        w, st = self.workload, self.engine.state
-        ok = w.model_ok[w.allowed[reps][:, None], freed[None, :]]
-        ok &= st.cpu[freed][None, :] >= w.cpu[reps][:, None]
-        ok &= st.memory[freed][None, :] >= w.memory[reps][:, None]
-        share, count = w.share[reps][:, None], w.count[reps][:, None]
-        ok &= (count == 0) | (share >= _U) | (st.largest[freed][None, :] >= share)
-        ok &= (count == 0) | (share < _U) | (st.whole[freed][None, :] >= count)
-        keep = ok.any(axis=1)
+        keep = self._classes_fit(cls, freed)
         if not self.memo:
-            keep |= self.gang[reps]
+            keep |= self.gang[self.rep[cls]]
         # (memo: a gang kept in one domain needs a domain whose room, in pods of its
         # shape, reaches its size; since its last try only freed nodes gained room, and
         # a freed node that takes none of its pods left its domain's room no higher.)
@@ -1114,8 +1111,7 @@ def _replay_allocations(
     placed_end = np.where(length < 0, 0, starts + length)
     columns = {
         "alloc_id": [rec.alloc_id for rec in records] + [
-            f"replay/{rid}" if one else f"replay/{rid}/{p[1]}"
-            for rid, one, p in zip(rids, single, placed, strict=True)
+            _pod_name(rid, one, p[1]) for rid, one, p in zip(rids, single, placed, strict=True)
         ],
         "job_id": [rec.job_id for rec in records] + rids,
         "request_id": [None] * len(records) + rids,
