@@ -1030,6 +1030,8 @@ def test_segment_rows_is_the_search_per_cell(nodes: int, stride: int, data: st.D
     query = np.arange(nodes, dtype=np.int64)[:, None] * stride + points[None, :]
     expected = np.searchsorted(keys, query.ravel(), side="right").reshape(nodes, len(points)) - 1
     assert den._segment_rows(keys, stride, nodes, points).tolist() == expected.tolist()
+
+
 HEAT_LABELS = DATA / "heatmap_labels"
 _CELL_LABEL = re.compile(  # a cell's first line: its label, not its "free" figure
     r'<text x="\d+" y="\d+"( font-style="italic")?>(?!\d+/\d+ free)([^<]*)</text>'

@@ -42,7 +42,7 @@ from fleetaudit.model.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
 from fleetaudit.model.shapes import (
     Shape,
-    beyond_fleet,
+    beyond_fleet_all,
     group_key,
     group_slots,
     make_shape,
@@ -362,7 +362,7 @@ def _build_report(
             previous, history = _recorded(store, options.scenario, options.since, options.step)
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
-    notes.extend(n for n in (beyond_fleet(shape, nodes) for shape, _ in pairs) if n)
+    notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):
         if shape.is_share:
