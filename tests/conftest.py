@@ -26,6 +26,15 @@ def traces_dir() -> Path | None:
     return None
 
 
+@pytest.fixture(autouse=True)
+def _no_inherited_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables are laid out as on a pipe (120 columns) unless a test sets ``COLUMNS``
+    itself: the size of the terminal pytest runs in, or the 80 columns pytest-xdist
+    gives its workers, must not change what a test sees."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 def traces() -> Path:
     found = traces_dir()

@@ -301,7 +301,7 @@ def test_the_package_doctests_are_collected() -> None:
     """Docstring examples run as tests of their own (one place: --doctest-modules over the
     package), so no test module runs doctest.testmod again."""
     pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")  # no tomllib on 3.10
-    assert re.search(r'^addopts = \[.*"--doctest-modules"', pyproject, re.M)
+    assert re.search(r'^addopts = \[[^\]]*"--doctest-modules"', pyproject, re.M)
     assert re.search(r'^testpaths = \[.*"fleetaudit"', pyproject, re.M)
     with_examples = [
         p for p in (REPO / "fleetaudit").rglob("*.py") if ">>> " in p.read_text(encoding="utf-8")
