@@ -12,8 +12,10 @@ import contextlib
 import functools
 import json
 import os
+import re
 import signal
 import sys
+import typing
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -22,6 +24,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
+from typer import _coercion as typer_coercion
+from typer import _param_types as typer_param_types
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
@@ -118,12 +122,83 @@ def _plain_help(text: str | None) -> str | None:
     return None if text is None else escape(text)
 
 
+# typer (0.29) converts every option value through a pydantic TypeAdapter, built on the
+# first value and importing pydantic (a tenth of a second, on every command). The values
+# a command line gives are plain (a word, a whole or decimal number, a path, a default);
+# they are converted here as that adapter would, and anything else goes to typer's own
+# conversion, so that its errors read as they always did.
+_WHOLE = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+_NOT_PLAIN = object()
+
+
+def _plain_value(annotation: Any, value: Any, info: Any, param: Any, ctx: Any) -> Any:
+    """``value`` converted to ``annotation`` as typer's adapter would, or _NOT_PLAIN."""
+    kind = type(value)
+    if info.parser is not None:
+        return _NOT_PLAIN
+    if annotation is str:
+        return value if kind is str else _NOT_PLAIN
+    if annotation in (int, float) and (info.min is not None or info.max is not None):
+        return _NOT_PLAIN
+    if annotation is int:
+        if kind is int:
+            return value
+        return int(value) if kind is str and _WHOLE.fullmatch(value) else _NOT_PLAIN
+    if annotation is float:
+        if kind is float or kind is int:
+            return float(value)
+        return float(value) if kind is str and _DECIMAL.fullmatch(value) else _NOT_PLAIN
+    if annotation is Path and info.path_type is None:
+        if kind is str and value and str(Path(value)) == value:
+            value = Path(value)  # what pydantic makes of it; the path checks are typer's own
+        if isinstance(value, Path):
+            return typer_param_types.coerce_cli_path(
+                value, info, path_type=Path, param=param, ctx=ctx
+            )
+    return _NOT_PLAIN
+
+
+class _PlainCoercion:
+    """A parameter's conversion: plain values here, any other by typer's own (built once)."""
+
+    def __init__(self, param: Any) -> None:
+        self.descriptor = param.type_descriptor
+        self.typer_coercion: Any = None
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        many = param.multiple or param.nargs == -1
+        annotation, info = self.descriptor.annotation, self.descriptor.parameter_info
+        if value is None:
+            return () if many else None
+        if many and typing.get_origin(annotation) is list and isinstance(value, (list, tuple)):
+            (item,) = typing.get_args(annotation)
+            items = [_plain_value(item, v, info, param, ctx) for v in value]
+            if all(v is not _NOT_PLAIN for v in items):
+                return items
+        elif not many:
+            plain = _plain_value(annotation, value, info, param, ctx)
+            if plain is not _NOT_PLAIN:
+                return plain
+        if self.typer_coercion is None:
+            self.typer_coercion = typer_coercion.build_runtime_param(self.descriptor)
+        return self.typer_coercion.coerce(value, param=param, ctx=ctx)
+
+
+def _plain_coercion(param: Any) -> None:
+    """Give a typer parameter the conversion above (typer's lazy slot for its own)."""
+    if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
+        if param.type_descriptor.file_annotation is None:
+            param._runtime_param = _PlainCoercion(param)
+
+
 def _readable(command: Any, ctx: Any) -> Any:
     if getattr(command, "_fleetaudit_readable", False):
         return command
     for param in [*command.params, command.get_help_option(ctx)]:
         if param is None:
             continue
+        _plain_coercion(param)
         _word_metavar(param)
         if getattr(param, "help", None) is not None:
             param.help = _plain_help(param.help)

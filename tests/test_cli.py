@@ -11,6 +11,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from fleetaudit import __version__, api
@@ -368,3 +370,94 @@ def test_whatif_placement_has_help() -> None:
     result = invoke("whatif", "placement", "--help")
     assert result.exit_code == 0, result.output
     assert "--fill" in result.stdout and "--save-as" in result.stdout
+
+
+# -- option values: plain ones converted as typer's own conversion would -----------------
+
+
+def _param(path: tuple[str, ...], name: str) -> tuple[object, object]:
+    """The click parameter ``name`` of the command at ``path``, and a context for it."""
+    import typer.main
+    from typer._click import Context
+
+    command = typer.main.get_command(app)
+    for part in path:
+        command = command.commands[part]  # type: ignore[attr-defined]
+    param = next(p for p in command.params if p.name == name)
+    return param, Context(command)
+
+
+def _converted(coercion: object, value: object, param: object, ctx: object) -> tuple[str, object]:
+    from typer._click.exceptions import BadParameter
+
+    try:
+        result = coercion.coerce(value, param=param, ctx=ctx)  # type: ignore[attr-defined]
+    except BadParameter as exc:
+        return "error", exc.format_message()
+    return type(result).__name__, result
+
+
+_OPTIONS = [
+    (("shapes",), "max_instances"),  # int | None
+    (("shapes",), "lock_timeout"),  # float
+    (("shapes",), "step"),  # str
+    (("shapes",), "db"),  # Path
+    (("ingest",), "paths"),  # list[Path] argument
+    (("ingest",), "percent"),  # list[str] | None
+]
+_TEXT = st.text(alphabet="0123456789-+._e /aix", max_size=8)
+
+
+@pytest.mark.parametrize(("path", "name"), _OPTIONS, ids=[n for _, n in _OPTIONS])
+@given(
+    value=st.one_of(
+        st.none(), _TEXT, st.integers(), st.floats(allow_nan=False),
+        st.lists(_TEXT, max_size=3).map(tuple),
+    )
+)  # fmt: skip
+@settings(max_examples=60, deadline=None)
+def test_plain_values_convert_as_typer_converts_them(
+    path: tuple[str, ...], name: str, value: object
+) -> None:
+    """Every value gives what typer's pydantic conversion gives: the same value and type,
+    or the same error text."""
+    from typer._coercion import build_runtime_param
+
+    from fleetaudit.cli import _PlainCoercion
+
+    param, ctx = _param(path, name)
+    many = param.multiple or param.nargs == -1  # type: ignore[attr-defined]
+    if many != isinstance(value, tuple) and value is not None:
+        return  # click hands a list parameter a tuple, any other a single value
+    theirs = build_runtime_param(param.type_descriptor)  # type: ignore[attr-defined]
+    assert _converted(_PlainCoercion(param), value, param, ctx) == _converted(
+        theirs, value, param, ctx
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max", "abc"], "Invalid value for '--max': Input should be a valid integer, unable to parse string as an integer"),
+        (["--max", "1.5"], "Invalid value for '--max': Input should be a valid integer, unable to parse string as an integer"),
+        (["--lock-timeout", "x"], "Invalid value for '--lock-timeout': Input should be a valid number, unable to parse string as a number"),
+        (["--gpus", "1,5"], "Invalid value for '--gpus': Input should be a valid number, unable to parse string as a number"),
+    ],
+)  # fmt: skip
+def test_a_value_that_is_not_plain_reads_as_typer_reads_it(
+    tmp_path: Path,
+    args: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """typer's own conversion reads what is not plain: its error texts, one line, exit 2."""
+    from fleetaudit.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["fleetaudit", "shapes", *args, "--db", str(tmp_path / "x")])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        f"fleetaudit: error: {message} (see fleetaudit shapes --help)\n"
+    )

@@ -672,3 +672,26 @@ def test_node_states_by_hand() -> None:
     assert [s["free_gpus"][0] for s in states] == [6] * 5
     with pytest.raises(ValueError, match="negative"):
         node_states(nodes, allocations, hour(0), [timedelta(hours=1), timedelta(hours=-1)])
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.integers(-(2**60), 2**60)), max_size=40),
+    st.sampled_from([1_000_000, 3, 7, 10]),
+)
+def test_divided_is_correctly_rounded_and_keeps_nulls(values: list[int | None], divisor: int) -> None:
+    """Micro-units back to quantities: each value the correctly rounded quotient (as
+    Python's float division), a null kept null; polars' scalar division would not be."""
+    from fleetaudit.model.occupancy import _divided
+
+    frame = pl.DataFrame({"v": values, "w": values}, schema={"v": pl.Int64, "w": pl.Int64})
+    got = _divided(frame, ["v"], divisor)
+    assert got.schema == {"v": pl.Float64, "w": pl.Int64}
+    assert got["v"].to_list() == [None if v is None else float(v) / divisor for v in values]
+    assert got["w"].to_list() == values
+
+
+def test_divided_by_a_million_gives_the_decimal() -> None:
+    from fleetaudit.model.occupancy import _divided
+
+    frame = pl.DataFrame({"cpus": [900_000, 100_000, 300_000]})
+    assert _divided(frame, ["cpus"], 1_000_000)["cpus"].to_list() == [0.9, 0.1, 0.3]

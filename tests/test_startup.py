@@ -153,3 +153,25 @@ def test_the_deferred_classes_are_the_real_ones_when_used() -> None:
         "assert type(tb) is rich.traceback.Traceback"
     )
     assert {"markdown_it", "pygments"} <= _modules_after(code)
+
+
+def test_a_command_of_plain_options_loads_no_pydantic(tmp_path: Path) -> None:
+    """typer converts option values through pydantic; the command line converts plain
+    ones itself (tests/test_cli.py keeps the errors), so a command does not load it."""
+    tiny = REPO / "tests" / "data" / "tiny"
+    db = str(tmp_path / "s.duckdb")
+    shapes = ["shapes", "--json", "--max", "3", "--lock-timeout", "2.5", "--step", "10m"]
+
+    def run(*args: str) -> str:
+        return (
+            "import io, contextlib, fleetaudit.cli as c\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    c.app({list(args)!r}, prog_name='fleetaudit', standalone_mode=False)"
+        )
+
+    loaded = _modules_after(run("ingest", str(tiny), "--percent", "sm_active", "--db", db))
+    assert "duckdb" in loaded and "pydantic" not in loaded
+    loaded = _modules_after(run(*shapes, "--db", db))
+    assert "polars" in loaded and "pydantic" not in loaded
+    # the probe can fail: a value that is not plain goes to typer's own conversion
+    assert "pydantic" in _modules_after(run(*shapes, "--max", " 3", "--db", db))

@@ -26,6 +26,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import compress
 from typing import Any
 
 import polars as pl
@@ -469,11 +470,21 @@ def evaluate_all(cases: Sequence[tuple[pl.DataFrame, Shape]]) -> list[Evaluation
          *plans]  # fmt: skip
     )
     groups, sums = done[: len(cases)], done[len(cases) :]
+    # the per-model sums as Python lists, read once per state: a polars filter of a few
+    # rows for each of a thousand shapes costs more than the evaluation itself
+    per_model: dict[int, dict[str, list[Any]]] = {}
     evaluations = []
     for (state, shape), frame, grouped, at in zip(cases, slots, groups, sums_of, strict=True):
-        mine = sums[at] if shared[id(state)] == 1 else sums[at].filter(_in_models(shape))
+        if shared[id(state)] == 1:
+            columns = {name: sums[at][name].to_list() for name in _LEDGER_SUMS}
+        else:
+            if at not in per_model:
+                per_model[at] = sums[at].to_dict(as_series=False)
+            models, rows = shape.models, per_model[at]
+            mine = [models is None or m in models for m in rows["gpu_model"]]
+            columns = {name: list(compress(rows[name], mine)) for name in _LEDGER_SUMS}
         # whole GPUs: per-model sums add up exactly in any order
-        totals = {name: sum(v or 0 for v in mine[name]) for name in _LEDGER_SUMS}
+        totals = {name: sum(v or 0 for v in columns[name]) for name in _LEDGER_SUMS}
         instances = int(grouped["instances"].sum())
         evaluations.append(
             Evaluation(shape, instances, _ledger(totals, shape, frame, grouped, instances), frame)
