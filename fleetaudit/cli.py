@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
-from typer import _coercion as typer_coercion
-from typer import _param_types as typer_param_types
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
@@ -127,6 +125,12 @@ def _plain_help(text: str | None) -> str | None:
 # a command line gives are plain (a word, a whole or decimal number, a path, a default);
 # they are converted here as that adapter would, and anything else goes to typer's own
 # conversion, so that its errors read as they always did.
+try:  # typer's private modules (0.29): without them every value is typer's to convert
+    from typer import _coercion as typer_coercion
+    from typer import _param_types as typer_param_types
+except ImportError:  # pragma: no cover - another typer
+    typer_coercion = typer_param_types = None  # type: ignore[assignment]
+
 _WHOLE = re.compile(r"-?[0-9]+")
 _DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _NOT_PLAIN = object()
@@ -187,6 +191,8 @@ class _PlainCoercion:
 
 def _plain_coercion(param: Any) -> None:
     """Give a typer parameter the conversion above (typer's lazy slot for its own)."""
+    if typer_coercion is None or typer_param_types is None:
+        return
     if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
         if param.type_descriptor.file_annotation is None:
             param._runtime_param = _PlainCoercion(param)
