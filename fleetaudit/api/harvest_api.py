@@ -5,14 +5,13 @@ Orchestration only; the engine is :mod:`fleetaudit.whatif.harvest`.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import ExitStack
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,8 @@ from fleetaudit.whatif import harvest
 # numba's cache of the replay is kept per source file (fleetaudit.core.jitcache)
 KERNEL_SOURCE = Path(harvest.__file__).with_name("harvest_kernel.py")
 
-# Replays of fewer allocations and pods than this run in process: spawning a
-# worker (a fresh interpreter importing polars and loading the compiled
-# replay) costs more than the replay saves.
+# Replays of fewer allocations and pods than this run one after the other: on a
+# small window a thread's start and the frames' assembly cost more than it saves.
 _PARALLEL_FROM_ROWS = 50_000
 
 
@@ -81,8 +79,7 @@ def whatif_harvesting(
     if run.since <= timedelta(0):
         raise UsageError("--since: give a positive duration (e.g. 7d)")
     report = progress or (lambda _msg: None)
-    with ExitStack() as stack:
-        return _whatif_harvesting(store_options, run, report, notice, began, stack)
+    return _whatif_harvesting(store_options, run, report, notice, began)
 
 
 def _whatif_harvesting(
@@ -91,7 +88,6 @@ def _whatif_harvesting(
     report: Callable[[str], None],
     notice: Callable[[str], None] | None,
     began: float,
-    stack: ExitStack,
 ) -> HarvestingResult:
     with reading(store_options) as store:
         end = resolve_at(store, run.at, run.scenario)
@@ -106,16 +102,6 @@ def _whatif_harvesting(
         coverage = store.query("telemetry_samples_between", start=start, end=end)
     telemetry_samples = int(coverage["samples"][0])
     workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
-    pool: ProcessPoolExecutor | None = None
-    if workers > 1 and allocations.height >= _PARALLEL_FROM_ROWS:
-        # Started now, the worker processes import their modules (and load the compiled
-        # replay, where it is compiled already) while this one derives the sleeps and
-        # prepares the replay.
-        context = multiprocessing.get_context("spawn")
-        pool = stack.enter_context(ProcessPoolExecutor(workers - 1, mp_context=context))
-        if jitcache.is_cached(KERNEL_SOURCE):
-            for _ in range(workers - 1):
-                pool.submit(harvest.warm_up)
     sleeps = harvest.sleep_intervals(
         samples, allocations, start, end, run.idle_sm, run.idle_for.total_seconds()
     )
@@ -148,20 +134,14 @@ def _whatif_harvesting(
     del nodes, allocations, samples  # the prepared arrays hold what the replays need
     if prepared.names.n_fixed + prepared.names.n_pods < _PARALLEL_FROM_ROWS:
         workers = 1
-    if workers > 1 and pool is not None:
-        report(f"replaying {len(run.policies)} policies in {workers} processes")
-        # This process replays a share of the policies while the workers replay the
-        # rest (the replay lets go of the GIL, so the prepared replay, hundreds of MiB at
-        # fleet scale, is sent meanwhile): once per worker, not once per policy, and
-        # no worker for this process's share.
-        futures: list[Future[list[harvest.HarvestResult]]] = [
-            pool.submit(_replay_task, (prepared, run.policies[k::workers]))
-            for k in range(1, workers)
-        ]
-        done = {r.policy: r for r in _replay_task((prepared, run.policies[0::workers]))}
-        for future in futures:
-            done.update((r.policy, r) for r in future.result())
-        results = [done[policy] for policy in run.policies]
+    if workers > 1:
+        report(f"replaying {len(run.policies)} policies, {workers} at a time")
+        # The replay loop lets go of the GIL, so threads replay policies side by side on
+        # the one prepared replay (its arrays are only read): no worker process to start,
+        # no copy of the prepared replay to send, and each thread takes the next policy
+        # as soon as it is done with one.
+        with ThreadPoolExecutor(workers) as threads:
+            results = list(threads.map(partial(harvest.run_replay, prepared), run.policies))
     else:
         results = []
         for i, policy in enumerate(run.policies):
@@ -193,13 +173,6 @@ def _whatif_harvesting(
             document=harvesting_document(result),
         )
     return result
-
-
-def _replay_task(
-    args: tuple[harvest.PreparedReplay, tuple[str, ...]],
-) -> list[harvest.HarvestResult]:
-    prepared, policies = args
-    return [harvest.run_replay(prepared, policy) for policy in policies]
 
 
 HARVESTING_SCHEMA = "fleetaudit.harvesting/1"

@@ -413,7 +413,8 @@ class _Names:
 class PreparedReplay:
     """One window's replay in the kernel's arrays, prepared once for every policy.
 
-    Picklable (arrays, lists and strings), so worker processes can replay it.
+    The replays only read it, so threads can replay several policies on one; it is
+    picklable too (arrays, lists and strings).
     """
 
     fixed: dict[str, Any]  # the fields of harvest_kernel.Static (its policy is replaced)
@@ -817,8 +818,8 @@ def warm_up() -> None:
     """Load the compiled replay: numba compiles it on a machine's first replay (about a
     minute on 2 cores) and caches it in ``__pycache__``; later loads take a second.
 
-    Running one tiny replay here, before worker processes start, lets them load the
-    cache instead of each compiling it.
+    Running one tiny replay here, before several replays start, loads (or compiles) it
+    once, before the first of them.
     """
     t0 = datetime(2000, 1, 1)
     nodes = pl.DataFrame({"node_id": ["n"], "gpu_model": ["m"], "gpus": [1], "cpus": [1.0]})
