@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -79,7 +80,8 @@ def whatif_harvesting(
     if run.since <= timedelta(0):
         raise UsageError("--since: give a positive duration (e.g. 7d)")
     report = progress or (lambda _msg: None)
-    return _whatif_harvesting(store_options, run, report, notice, began)
+    with ExitStack() as stack:
+        return _whatif_harvesting(store_options, run, report, notice, began, stack)
 
 
 def _whatif_harvesting(
@@ -88,12 +90,28 @@ def _whatif_harvesting(
     report: Callable[[str], None],
     notice: Callable[[str], None] | None,
     began: float,
+    stack: ExitStack,
 ) -> HarvestingResult:
     with reading(store_options) as store:
         end = resolve_at(store, run.at, run.scenario)
         start = end - run.since
         # Checked before the store is read at length.
         harvest.check_options(harvest.HarvestOptions.of_run(run, run.policies[0]), start, end)
+        if notice is not None:
+            cache = jitcache.choose_cache_dir(KERNEL_SOURCE)
+            if cache is None:
+                notice(
+                    "compiling the harvesting replay (a minute or two): no writable cache "
+                    f"folder, so every run compiles; set {jitcache.ENV} to a folder to keep it"
+                )
+            elif not jitcache.is_cached(KERNEL_SOURCE):
+                notice(
+                    "compiling the harvesting replay, once per machine (a minute or two); "
+                    f"later runs load it from {cache}"
+                )
+        # A thread loads the compiled replay (numba, and the cache's machine code) while
+        # the store is read: both mostly run outside the interpreter lock.
+        warming = stack.enter_context(ThreadPoolExecutor(1)).submit(harvest.warm_up)
         report("reading allocations and telemetry")
         nodes, allocations = load_frames(store, start, end, run.scenario)
         samples = store.query(
@@ -113,20 +131,9 @@ def _whatif_harvesting(
         )
     elif samples.is_empty():
         notes.append("the telemetry in the window covers no sleepable allocation: nothing sleeps")
-    report("loading the compiled replay (a machine's first run compiles it: about a minute)")
-    if notice is not None:
-        cache = jitcache.choose_cache_dir(KERNEL_SOURCE)
-        if cache is None:
-            notice(
-                "compiling the harvesting replay (a minute or two): no writable cache "
-                f"folder, so every run compiles; set {jitcache.ENV} to a folder to keep it"
-            )
-        elif not jitcache.is_cached(KERNEL_SOURCE):
-            notice(
-                "compiling the harvesting replay, once per machine (a minute or two); "
-                f"later runs load it from {cache}"
-            )
-    harvest.warm_up()
+    if not warming.done():
+        report("loading the compiled replay (a machine's first run compiles it: about a minute)")
+    warming.result()
     report("preparing the replay")
     prepared = harvest.prepare_replay(
         nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]), start, end
