@@ -58,14 +58,16 @@ def test_heaps_give_their_items_back_smallest_first(items, pops) -> None:
 @given(
     st.lists(st.sampled_from([500_000, 250_000, 125_000, 300_000, 700_000, 999_999]), max_size=12),
     st.sampled_from([-1, 0, 1, 2]),
+    st.sampled_from([0, 1, 64]),
 )
-def test_share_packing_is_first_fit_decreasing(shares, add) -> None:
-    """The kernel packs a node's share counts exactly as the occupancy module packs shares."""
+def test_share_packing_is_first_fit_decreasing(shares, add, scratch) -> None:
+    """The kernel packs a node's share counts exactly as the occupancy module packs shares,
+    in its scratch row or, where that is too short, in a row of its own."""
     fv = np.array(sorted({500_000, 250_000, 125_000, 300_000, 700_000, 999_999}, reverse=True))
     row = np.array([shares.count(int(v)) for v in fv], dtype=np.int64)
     packed = shares + ([int(fv[add])] if add >= 0 else [])
     fills = occupancy.first_fit_decreasing(packed)
-    gpus, smallest = harvest_kernel._ffd(row, fv, add)
+    gpus, smallest = harvest_kernel._ffd(row, fv, add, np.full(scratch, -7, np.int64))
     assert gpus == len(fills)
     assert smallest == (min(fills) if fills else U)
 

@@ -729,6 +729,7 @@ def _state(static: dict[str, Any], names: _Names) -> dict[str, Any]:
         seg_job=ints(), seg_node=ints(), seg_start=ints(), seg_end=ints(), seg_pod=ints(),
         v_job=ints(), v_t=ints(), v_reason=ints(), v_lost=floats(), v_forced=ints(),
         l_item=ints(), l_start=ints(), l_end=ints(), cnt=cnt, lost=zeros(1, np.float64),
+        bins=zeros(64), awake=zeros(d),
     )  # fmt: skip
 
 
