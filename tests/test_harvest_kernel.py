@@ -1,8 +1,10 @@
-"""The compiled harvesting replay's own parts: its heaps, its share packing, its workers."""
+"""The compiled harvesting replay's own parts: its heaps, its share packing, its threads."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -12,7 +14,6 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from fleetaudit.api import harvest_api
-from fleetaudit.core.parallel import map_processes
 from fleetaudit.model import occupancy
 from fleetaudit.whatif import harvest, harvest_kernel
 
@@ -57,14 +58,16 @@ def test_heaps_give_their_items_back_smallest_first(items, pops) -> None:
 @given(
     st.lists(st.sampled_from([500_000, 250_000, 125_000, 300_000, 700_000, 999_999]), max_size=12),
     st.sampled_from([-1, 0, 1, 2]),
+    st.sampled_from([0, 1, 64]),
 )
-def test_share_packing_is_first_fit_decreasing(shares, add) -> None:
-    """The kernel packs a node's share counts exactly as the occupancy module packs shares."""
+def test_share_packing_is_first_fit_decreasing(shares, add, scratch) -> None:
+    """The kernel packs a node's share counts exactly as the occupancy module packs shares,
+    in its scratch row or, where that is too short, in a row of its own."""
     fv = np.array(sorted({500_000, 250_000, 125_000, 300_000, 700_000, 999_999}, reverse=True))
     row = np.array([shares.count(int(v)) for v in fv], dtype=np.int64)
     packed = shares + ([int(fv[add])] if add >= 0 else [])
     fills = occupancy.first_fit_decreasing(packed)
-    gpus, smallest = harvest_kernel._ffd(row, fv, add)
+    gpus, smallest = harvest_kernel._ffd(row, fv, add, np.full(scratch, -7, np.int64))
     assert gpus == len(fills)
     assert smallest == (min(fills) if fills else U)
 
@@ -97,8 +100,9 @@ def test_a_prepared_replay_serves_every_policy() -> None:
 
 
 @pytest.mark.slow
-def test_worker_processes_replay_as_the_main_process_does(tmp_path) -> None:
-    """A generated fleet with telemetry: every frame the same in 2 workers and in process."""
+def test_threads_replay_as_one_thread_does(tmp_path) -> None:
+    """A generated fleet with telemetry: every frame the same when 2 threads replay the
+    policies side by side on one prepared replay as when one replays them in turn."""
     from fleetaudit.inputs.generate import GenerateOptions, generate_fleet
 
     out = tmp_path / "fleet"
@@ -121,8 +125,8 @@ def test_worker_processes_replay_as_the_main_process_does(tmp_path) -> None:
         nodes, allocations, sleeps, harvest.HarvestOptions(), start, end
     )
     policies = ("spotgpu", "random", "newest")
-    tasks = [(prepared, policies[:1]), (prepared, policies[1:])]  # one worker replays two
-    apart = [r for rs in map_processes(harvest_api._replay_task, tasks, 2) for r in rs]
+    with ThreadPoolExecutor(2) as threads:  # one thread replays two
+        apart = list(threads.map(partial(harvest.run_replay, prepared), policies))
     for policy, other in zip(policies, apart, strict=True):
         here = harvest.run_replay(prepared, policy)
         assert here.preemptions > 0 and here.standby_gpu_hours > 0
@@ -175,9 +179,9 @@ def test_huge_delays_and_deadlines_act_as_the_window() -> None:
 
 
 @pytest.mark.slow
-def test_the_command_replays_beside_its_worker_as_it_does_alone(tmp_path, monkeypatch) -> None:
-    """The parallel path (this process replays a share of the policies while a worker
-    replays the rest) gives every figure and frame of the policies replayed in turn."""
+def test_the_command_replays_side_by_side_as_it_does_in_turn(tmp_path, monkeypatch) -> None:
+    """The parallel path (two threads replay the policies side by side) gives every
+    figure and frame of the policies replayed in turn."""
     from dataclasses import replace
     from pathlib import Path
 

@@ -5,14 +5,14 @@ Orchestration only; the engine is :mod:`fleetaudit.whatif.harvest`.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,8 @@ from fleetaudit.whatif import harvest
 # numba's cache of the replay is kept per source file (fleetaudit.core.jitcache)
 KERNEL_SOURCE = Path(harvest.__file__).with_name("harvest_kernel.py")
 
-# Replays of fewer allocations and pods than this run in process: spawning a
-# worker (a fresh interpreter importing polars and loading the compiled
-# replay) costs more than the replay saves.
+# Replays of fewer allocations and pods than this run one after the other: on a
+# small window a thread's start and the frames' assembly cost more than it saves.
 _PARALLEL_FROM_ROWS = 50_000
 
 
@@ -98,6 +97,21 @@ def _whatif_harvesting(
         start = end - run.since
         # Checked before the store is read at length.
         harvest.check_options(harvest.HarvestOptions.of_run(run, run.policies[0]), start, end)
+        if notice is not None:
+            cache = jitcache.choose_cache_dir(KERNEL_SOURCE)
+            if cache is None:
+                notice(
+                    "compiling the harvesting replay (a minute or two): no writable cache "
+                    f"folder, so every run compiles; set {jitcache.ENV} to a folder to keep it"
+                )
+            elif not jitcache.is_cached(KERNEL_SOURCE):
+                notice(
+                    "compiling the harvesting replay, once per machine (a minute or two); "
+                    f"later runs load it from {cache}"
+                )
+        # A thread loads the compiled replay (numba, and the cache's machine code) while
+        # the store is read: both mostly run outside the interpreter lock.
+        warming = stack.enter_context(ThreadPoolExecutor(1)).submit(harvest.warm_up)
         report("reading allocations and telemetry")
         nodes, allocations = load_frames(store, start, end, run.scenario)
         samples = store.query(
@@ -106,16 +120,6 @@ def _whatif_harvesting(
         coverage = store.query("telemetry_samples_between", start=start, end=end)
     telemetry_samples = int(coverage["samples"][0])
     workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
-    pool: ProcessPoolExecutor | None = None
-    if workers > 1 and allocations.height >= _PARALLEL_FROM_ROWS:
-        # Started now, the worker processes import their modules (and load the compiled
-        # replay, where it is compiled already) while this one derives the sleeps and
-        # prepares the replay.
-        context = multiprocessing.get_context("spawn")
-        pool = stack.enter_context(ProcessPoolExecutor(workers - 1, mp_context=context))
-        if jitcache.is_cached(KERNEL_SOURCE):
-            for _ in range(workers - 1):
-                pool.submit(harvest.warm_up)
     sleeps = harvest.sleep_intervals(
         samples, allocations, start, end, run.idle_sm, run.idle_for.total_seconds()
     )
@@ -127,20 +131,9 @@ def _whatif_harvesting(
         )
     elif samples.is_empty():
         notes.append("the telemetry in the window covers no sleepable allocation: nothing sleeps")
-    report("loading the compiled replay (a machine's first run compiles it: about a minute)")
-    if notice is not None:
-        cache = jitcache.choose_cache_dir(KERNEL_SOURCE)
-        if cache is None:
-            notice(
-                "compiling the harvesting replay (a minute or two): no writable cache "
-                f"folder, so every run compiles; set {jitcache.ENV} to a folder to keep it"
-            )
-        elif not jitcache.is_cached(KERNEL_SOURCE):
-            notice(
-                "compiling the harvesting replay, once per machine (a minute or two); "
-                f"later runs load it from {cache}"
-            )
-    harvest.warm_up()
+    if not warming.done():
+        report("loading the compiled replay (a machine's first run compiles it: about a minute)")
+    warming.result()
     report("preparing the replay")
     prepared = harvest.prepare_replay(
         nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]), start, end
@@ -148,20 +141,14 @@ def _whatif_harvesting(
     del nodes, allocations, samples  # the prepared arrays hold what the replays need
     if prepared.names.n_fixed + prepared.names.n_pods < _PARALLEL_FROM_ROWS:
         workers = 1
-    if workers > 1 and pool is not None:
-        report(f"replaying {len(run.policies)} policies in {workers} processes")
-        # This process replays a share of the policies while the workers replay the
-        # rest (the replay lets go of the GIL, so the prepared replay, hundreds of MiB at
-        # fleet scale, is sent meanwhile): once per worker, not once per policy, and
-        # no worker for this process's share.
-        futures: list[Future[list[harvest.HarvestResult]]] = [
-            pool.submit(_replay_task, (prepared, run.policies[k::workers]))
-            for k in range(1, workers)
-        ]
-        done = {r.policy: r for r in _replay_task((prepared, run.policies[0::workers]))}
-        for future in futures:
-            done.update((r.policy, r) for r in future.result())
-        results = [done[policy] for policy in run.policies]
+    if workers > 1:
+        report(f"replaying {len(run.policies)} policies, {workers} at a time")
+        # The replay loop lets go of the GIL, so threads replay policies side by side on
+        # the one prepared replay (its arrays are only read): no worker process to start,
+        # no copy of the prepared replay to send, and each thread takes the next policy
+        # as soon as it is done with one.
+        with ThreadPoolExecutor(workers) as threads:
+            results = list(threads.map(partial(harvest.run_replay, prepared), run.policies))
     else:
         results = []
         for i, policy in enumerate(run.policies):
@@ -193,13 +180,6 @@ def _whatif_harvesting(
             document=harvesting_document(result),
         )
     return result
-
-
-def _replay_task(
-    args: tuple[harvest.PreparedReplay, tuple[str, ...]],
-) -> list[harvest.HarvestResult]:
-    prepared, policies = args
-    return [harvest.run_replay(prepared, policy) for policy in policies]
 
 
 HARVESTING_SCHEMA = "fleetaudit.harvesting/1"

@@ -203,7 +203,7 @@ class HarvestRun:
     eviction_delay_mean: timedelta = timedelta(seconds=13)
     eviction_delay_p95: timedelta = timedelta(seconds=48)
     kill_after: timedelta = timedelta(seconds=60)
-    workers: int = 2  # processes for several policies on a large window (1 = in process)
+    workers: int = 2  # policies replayed at once on a large window (1 = one after the other)
     record: bool = True  # keep the run's document in the store for the report
 
     def as_json(self) -> dict[str, Any]:

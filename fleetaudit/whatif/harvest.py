@@ -396,8 +396,8 @@ class _Names:
     """What turns the kernel's indices back into the store's ids."""
 
     node_ids: list[str]
-    fixed_ids: list[str]
-    job_ids: list[str]
+    fixed_ids: pl.Series  # alloc_id, String
+    job_ids: pl.Series  # job_id, String
     early: np.ndarray  # jobs running at the window's start
     in_window: np.ndarray  # per job: it arrived in the window
     n_classes: int
@@ -413,7 +413,8 @@ class _Names:
 class PreparedReplay:
     """One window's replay in the kernel's arrays, prepared once for every policy.
 
-    Picklable (arrays, lists and strings), so worker processes can replay it.
+    The replays only read it, so threads can replay several policies on one; it is
+    picklable too (arrays, lists and strings).
     """
 
     fixed: dict[str, Any]  # the fields of harvest_kernel.Static (its policy is replaced)
@@ -504,7 +505,7 @@ def prepare_replay(
     # ---- fixed work (high priority, and low priority without GPUs) and its events.
     # Events are numbered (seq) in the order: each allocation's start then its end,
     # allocation by allocation, then each sleep then its wake, sleep by sleep.
-    fixed_ids: list[str] = fixed["alloc_id"].to_list()
+    fixed_ids = fixed["alloc_id"]
     f_units = fixed["units"].to_numpy().astype(np.int64)
     f_start = fixed["s"].to_numpy().astype(np.int64)
     f_end = fixed["e"].fill_null(kernel.BIG).to_numpy().astype(np.int64)
@@ -519,10 +520,7 @@ def prepare_replay(
         pl.col("sleep_start").dt.epoch("us").alias("s"),
         pl.col("sleep_end").dt.epoch("us").alias("e"),
     ).join(
-        pl.DataFrame(
-            {"alloc_id": fixed_ids, "item": items},
-            schema={"alloc_id": pl.String, "item": pl.Int64},
-        ),
+        fixed.select("alloc_id").with_row_index("item").with_columns(pl.col("item").cast(pl.Int64)),
         on="alloc_id",
         how="inner",
         maintain_order="left",
@@ -617,7 +615,7 @@ def prepare_replay(
     need = np.where(
         jobs["open"].to_numpy(), np.inf, (jobs["e"].fill_null(0) - jobs["arrival"]).to_numpy()
     ).astype(np.float64)
-    job_ids: list[str] = jobs["job"].to_list()
+    job_ids = jobs["job"].alias("job_id")
     pu = pods["units"].to_numpy().astype(np.int64)
     arrivals = np.flatnonzero(in_window).astype(np.int64)
     early = np.flatnonzero(~in_window).astype(np.int64)
@@ -731,6 +729,7 @@ def _state(static: dict[str, Any], names: _Names) -> dict[str, Any]:
         seg_job=ints(), seg_node=ints(), seg_start=ints(), seg_end=ints(), seg_pod=ints(),
         v_job=ints(), v_t=ints(), v_reason=ints(), v_lost=floats(), v_forced=ints(),
         l_item=ints(), l_start=ints(), l_end=ints(), cnt=cnt, lost=zeros(1, np.float64),
+        bins=zeros(64), awake=zeros(d),
     )  # fmt: skip
 
 
@@ -817,8 +816,8 @@ def warm_up() -> None:
     """Load the compiled replay: numba compiles it on a machine's first replay (about a
     minute on 2 cores) and caches it in ``__pycache__``; later loads take a second.
 
-    Running one tiny replay here, before worker processes start, lets them load the
-    cache instead of each compiling it.
+    Running one tiny replay here, before several replays start, loads (or compiles) it
+    once, before the first of them.
     """
     t0 = datetime(2000, 1, 1)
     nodes = pl.DataFrame({"node_id": ["n"], "gpu_model": ["m"], "gpus": [1], "cpus": [1.0]})
@@ -853,9 +852,9 @@ def _result(
     hours = 1e6 * 3600
     window = static["hi"] - static["lo"]
     healthy = int(static["gpus"][static["healthy"]].sum()) * window
-    job_ids = pl.Series("job_id", names.job_ids, dtype=pl.String)
+    job_ids = names.job_ids.alias("job_id")
     node_ids = pl.Series("node_id", names.node_ids, dtype=pl.String)
-    fixed_ids = pl.Series("alloc_id", names.fixed_ids, dtype=pl.String)
+    fixed_ids = names.fixed_ids.alias("alloc_id")
     need = static["j_need"]
     job_frame = pl.DataFrame(
         {

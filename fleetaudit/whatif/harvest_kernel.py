@@ -403,6 +403,9 @@ STATE_FIELDS = (
     ("cnt", types.int64[::1]),
     # lost GPU-hours, one float
     ("lost", types.float64[::1]),
+    # scratch rows: the bins of a share packing (:func:`_ffd`), a node's awake shares
+    ("bins", types.int64[::1]),
+    ("awake", types.int64[::1]),
 )
 STATE_TYPE = StateType([(n, t) for n, t in STATE_FIELDS])
 structref.register(StateType)
@@ -479,6 +482,8 @@ def new_state(  # type: ignore[no-untyped-def]
     l_end,
     cnt,
     lost,
+    bins,
+    awake,
 ):
     """A :class:`State` of the given fields (by keyword, in any order)."""
     x = structref.new(STATE_TYPE)
@@ -550,6 +555,8 @@ def new_state(  # type: ignore[no-untyped-def]
     x.l_end = l_end
     x.cnt = cnt
     x.lost = lost
+    x.bins = bins
+    x.awake = awake
     return x
 
 
@@ -690,9 +697,11 @@ def hpop(heaps, sizes, k: int) -> None:  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _ffd(row, fv, add: int):  # type: ignore[no-untyped-def]
+def _ffd(row, fv, add: int, bins):  # type: ignore[no-untyped-def]
     """GPUs the shares of one count row fill, first-fit-decreasing, with one more
-    share of size index ``add`` (-1: none); and the smallest fill."""
+    share of size index ``add`` (-1: none); and the smallest fill. ``bins``: scratch
+    space for the fills (the State's, so that a packing allocates nothing; a larger
+    one is made where it is too short)."""
     total = 0
     for i in range(fv.shape[0]):
         total += row[i]
@@ -700,7 +709,8 @@ def _ffd(row, fv, add: int):  # type: ignore[no-untyped-def]
         total += 1
     if total == 0:
         return 0, U
-    bins = np.empty(total, np.int64)
+    if bins.shape[0] < total:
+        bins = np.empty(total, np.int64)
     nb = 0
     for i in range(fv.shape[0]):
         k = row[i] + (1 if i == add else 0)
@@ -723,8 +733,8 @@ def _ffd(row, fv, add: int):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _packed(row, fv) -> int:  # type: ignore[no-untyped-def]
-    return _ffd(row, fv, -1)[0]
+def _packed(row, fv, bins) -> int:  # type: ignore[no-untyped-def]
+    return _ffd(row, fv, -1, bins)[0]
 
 
 # ------------------------------------------------------------------ free-capacity index
@@ -758,7 +768,7 @@ def _share_push(S, X, n: int) -> None:  # type: ignore[no-untyped-def]
     X.share_ver[n] += 1
     if not X.fr_n[n] or not S.healthy[n] or X.locked[n]:
         return
-    room = U - _ffd(X.fr[n], S.fv, -1)[1]
+    room = U - _ffd(X.fr[n], S.fv, -1, X.bins)[1]
     q = room * 4 // U
     if q > 0:
         hpush(
@@ -805,8 +815,11 @@ def _lent_gpus(S, X, n: int) -> int:  # type: ignore[no-untyped-def]
     """GPUs lent on n: the high-priority occupancy minus that of the awake ones."""
     if not X.lent_whole[n] and not X.lent_fr_n[n]:
         return 0
-    awake = X.hp_fr[n] - X.lent_fr[n]
-    gpus = X.hp_whole[n] - X.lent_whole[n] + _packed(awake, S.fv)
+    awake = X.awake
+    hp_fr, lent_fr = X.hp_fr, X.lent_fr
+    for k in range(awake.shape[0]):
+        awake[k] = hp_fr[n, k] - lent_fr[n, k]
+    gpus = X.hp_whole[n] - X.lent_whole[n] + _packed(awake, S.fv, X.bins)
     d = X.hp_occ[n] - gpus
     return d if d > 0 else 0
 
@@ -819,7 +832,7 @@ def _fits_shape(S, X, n: int, whole: int, fi: int, cpu: int, mem: int) -> bool: 
     """A holder of this shape (share size index fi, -1: none) fits on node n as it is now."""
     if X.cpu_used[n] + cpu > S.cpus[n] or X.mem_used[n] + mem > S.mem[n]:
         return False
-    occ = X.whole[n] + whole + _ffd(X.fr[n], S.fv, fi)[0] if fi >= 0 else X.occ[n] + whole
+    occ = X.whole[n] + whole + _ffd(X.fr[n], S.fv, fi, X.bins)[0] if fi >= 0 else X.occ[n] + whole
     return occ <= S.gpus[n]
 
 
@@ -867,7 +880,7 @@ def _hold(S, X, n: int, whole: int, fi: int, cpu: int, mem: int, sign: int, t: i
     if fi >= 0:
         X.fr[n, fi] += sign
         X.fr_n[n] += sign
-    occ = w + _packed(X.fr[n], S.fv) if X.fr_n[n] else w
+    occ = w + _packed(X.fr[n], S.fv, X.bins) if X.fr_n[n] else w
     X.cpu_used[n] += sign * cpu
     X.mem_used[n] += sign * mem
     before = X.occ[n]
@@ -895,7 +908,7 @@ def _raw(S, X, n: int, p: int, sign: int) -> None:  # type: ignore[no-untyped-de
         X.fr_n[n] += sign
     X.cpu_used[n] += sign * S.p_cpu[p]
     X.mem_used[n] += sign * S.p_mem[p]
-    X.occ[n] = X.whole[n] + (_packed(X.fr[n], S.fv) if X.fr_n[n] else 0)
+    X.occ[n] = X.whole[n] + (_packed(X.fr[n], S.fv, X.bins) if X.fr_n[n] else 0)
 
 
 @njit(cache=True)
@@ -933,7 +946,7 @@ def _hp_shape(S, X, n: int, i: int, sign: int, lent: bool) -> None:  # type: ign
         if fi >= 0:
             X.hp_fr[n, fi] += sign
             X.hp_fr_n[n] += sign
-    X.hp_occ[n] = X.hp_whole[n] + (_packed(X.hp_fr[n], S.fv) if X.hp_fr_n[n] else 0)
+    X.hp_occ[n] = X.hp_whole[n] + (_packed(X.hp_fr[n], S.fv, X.bins) if X.hp_fr_n[n] else 0)
     X.lent[n] = _lent_gpus(S, X, n) if X.lent_whole[n] or X.lent_fr_n[n] else 0
 
 
