@@ -268,23 +268,41 @@ class Store:
 
 
 def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
-    for tbl in schema.TABLES.values():
-        cols = ", ".join(f"{quote_identifier(c.name)} {c.kind.value}" for c in tbl.columns)
+    """Create what the store lacks, in one transaction (one write to the log, not one a
+    statement); a store made before a column existed gains it."""
+    existing: dict[str, set[str]] = {}
+    for table, column in con.execute(
+        "SELECT table_name, lower(column_name) FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND schema_name = 'main'"
+    ).fetchall():
+        existing.setdefault(table, set()).add(column)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for tbl in schema.TABLES.values():
+            if tbl.name not in existing:
+                cols = ", ".join(f"{quote_identifier(c.name)} {c.kind.value}" for c in tbl.columns)
+                con.execute(
+                    f"CREATE TABLE {quote_identifier(tbl.name)} "
+                    f"({cols}, {quote_identifier(schema.INGEST_ID)} BIGINT)"
+                )
+                continue
+            for c in tbl.columns:
+                if c.name.lower() not in existing[tbl.name]:
+                    con.execute(
+                        f"ALTER TABLE {quote_identifier(tbl.name)} "
+                        f"ADD COLUMN {quote_identifier(c.name)} {c.kind.value}"
+                    )
+        con.execute(load_sql("create_store_tables"))
         con.execute(
-            f"CREATE TABLE IF NOT EXISTS {quote_identifier(tbl.name)} "
-            f"({cols}, {quote_identifier(schema.INGEST_ID)} BIGINT)"
+            "INSERT INTO meta SELECT 'schema_version', $v WHERE NOT EXISTS "
+            "(SELECT 1 FROM meta WHERE key = 'schema_version')",
+            {"v": str(SCHEMA_VERSION)},
         )
-        for c in tbl.columns:  # a store made before the column existed gains it
-            con.execute(
-                f"ALTER TABLE {quote_identifier(tbl.name)} "
-                f"ADD COLUMN IF NOT EXISTS {quote_identifier(c.name)} {c.kind.value}"
-            )
-    con.execute(load_sql("create_store_tables"))
-    con.execute(
-        "INSERT INTO meta SELECT 'schema_version', $v WHERE NOT EXISTS "
-        "(SELECT 1 FROM meta WHERE key = 'schema_version')",
-        {"v": str(SCHEMA_VERSION)},
-    )
+    except BaseException:
+        with suppress(duckdb.Error, RuntimeError):
+            con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 WAIT_NOTICE_AFTER = 1.0  # seconds of waiting for the lock before saying so

@@ -191,6 +191,46 @@ def _column_checks(col: Column, parsed: _Parsed | None) -> list[_Check]:
     return checks
 
 
+def _column_passes(col: Column, parsed: _Parsed | None) -> str | None:
+    """A SQL condition that is TRUE exactly when the column's value passes all its checks
+    (:func:`_column_checks`), FALSE or NULL when one of them fails (None: it always passes).
+
+    The loading pass tests every row with one AND of these (cheap: each condition only
+    compares a value with its bounds, and NULL needs no COALESCE where a NULL value
+    fails anyway); the rejects pass tests the checks one by one to name the first failure.
+    NaN and the infinities lie beyond every bound.
+    """
+    if parsed is None and not col.required:
+        return None  # absent from the file: NULL, which no check of an optional column rejects
+    c, r = q(col.name), q("r_" + col.name)
+    within: list[str] = []  # the value's conditions (NULL when the value is)
+    if col.kind in (Kind.FLOAT, Kind.INT):
+        highs = [v for v in (1 if col.at_most_one else None, col.maximum) if v is not None]
+        if col.nonnegative:
+            within.append(f"{c} >= 0")
+        elif col.kind is Kind.FLOAT:
+            within.append(f"{c} > CAST('-inf' AS DOUBLE)")
+        if highs:
+            within.append(f"{c} <= {min(highs)!r}")
+        elif col.kind is Kind.FLOAT:
+            within.append(f"{c} < CAST('inf' AS DOUBLE)")  # NaN is above infinity
+    if col.kind is Kind.TIME:
+        low, high = schema.TIME_RANGE
+        within.append(f"{c} >= TIMESTAMP '{low}' AND {c} < TIMESTAMP '{high}'")
+    if col.enum:
+        within.append(f"lower({c}) IN ({', '.join(_lit(v) for v in col.enum)})")
+    # a NULL value: missing (fails when required) or not parsable (fails when the text was not empty)
+    can_fail = parsed is not None and parsed.can_fail
+    if within:
+        value = " AND ".join(within)
+        if col.required:
+            return value
+        return f"COALESCE({value}, {f'{r} IS NULL' if can_fail else 'TRUE'})"
+    if col.required:
+        return f"{c} IS NOT NULL"
+    return f"({c} IS NOT NULL OR {r} IS NULL)" if can_fail else None
+
+
 def _shown(column: str) -> str:
     """SQL of a column's value as the file wrote it (parsed value when typed)."""
     return f"COALESCE({q('r_' + column)}, CAST({q(column)} AS VARCHAR))"
@@ -288,9 +328,12 @@ def workload_category(label: str) -> str:
         for synonym in synonyms
     )
     general = f"CASE WHEN {label} IS NULL OR trim({label}) = '' THEN NULL ELSE CASE {key} {whens} ELSE 'other' END END"
-    # a label that is already a category is itself (most rows): no regular expression for it
-    categories = ", ".join(_lit(category) for category in schema.WORKLOAD_SYNONYMS)
-    return f"CASE WHEN {label} IN ({categories}) THEN {label} ELSE {general} END"
+    # a label that is already a category is itself (most rows): no regular expression for it;
+    # a CASE of the six, not an IN list, which DuckDB would turn into a join of every row
+    itself = " ".join(
+        f"WHEN {_lit(category)} THEN {label}" for category in schema.WORKLOAD_SYNONYMS
+    )
+    return f"CASE {label} {itself} ELSE {general} END"
 
 
 RESERVED = frozenset({schema.INGEST_ID, "_row", "_r", "_nid", "_node_gpus", "_gpus_per_pod"})
@@ -356,6 +399,7 @@ def plan_load(
 
     parsed: list[str] = []
     checks: list[_Check] = []
+    passes: list[str] = []  # the column checks as the loading pass tests them
     if adapter_reject:
         parsed.extend(f"src.{q(name)} AS {q(name)}" for name in ADAPTER_REJECT)
         checks.append(
@@ -380,6 +424,9 @@ def plan_load(
             parsed.append(f"CAST(NULL AS {col.kind.value}) AS {q(col.name)}")
             parsed.append(f"CAST(NULL AS VARCHAR) AS {q('r_' + col.name)}")
         checks.extend(_column_checks(col, found))
+        condition = _column_passes(col, found)
+        if condition is not None:
+            passes.append(condition)
     parsed.extend(f"{value} AS {q('x_' + name)}" for name, value in extras)
 
     derived = ["p.*"]
@@ -392,9 +439,14 @@ def plan_load(
             "COALESCE(p.gpus_per_pod, CASE WHEN p.gpus < 1 THEN p.gpus ELSE least(p.gpus, 8) END) "
             "AS _gpus_per_pod"
         )
-    checks.extend(_table_checks(table))
+    table_checks = _table_checks(table)
+    checks.extend(table_checks)
 
-    rejected = " OR ".join(f"COALESCE({c.condition}, FALSE)" for c in checks) or "FALSE"
+    if adapter_reject:
+        passes.insert(0, "_reject_reason IS NULL")  # the adapter's own reject (checks[0])
+    passes.extend(f"COALESCE(NOT ({c.condition}), TRUE)" for c in table_checks)
+    passing = " AND ".join(passes) or "TRUE"  # FALSE or NULL: the row is rejected
+    rejected = f"NOT COALESCE({passing}, FALSE)"
 
     def staged(source_sql: str, with_row: bool) -> str:
         row = ", src._row AS _row" if with_row else ""
@@ -407,7 +459,7 @@ def plan_load(
     values = [_resolved(table, c) for c in table.column_names] + [q("x_" + n) for n, _ in extras]
     load = (
         f"INSERT INTO {q(table.name)} ({', '.join(target_cols)}, {q(schema.INGEST_ID)}) "
-        f"SELECT {', '.join(values)}, CASE WHEN {rejected} THEN -$ingest_id ELSE $ingest_id END "
+        f"SELECT {', '.join(values)}, CASE WHEN {passing} THEN $ingest_id ELSE -$ingest_id END "
         f"FROM ({staged(select, False)}) AS d"
     )
 
