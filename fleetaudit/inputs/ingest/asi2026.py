@@ -306,7 +306,7 @@ def _stage(
             store.run(load_sql("asi_create_empty_day"))
         totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
         _run(store, load_sql("asi_mark_runs"), {}, release.root / POD_TABLE / f"day={day}")
-        _run(store, load_sql("asi_day_runs"), {}, release.root / POD_TABLE / f"day={day}")
+        _day_runs(store, release.root / POD_TABLE / f"day={day}")
         params = {
             "trace_start": trace_start,
             "t_first": staged.t_first,
@@ -443,6 +443,16 @@ def _write_telemetry(
         if writer is not None:
             writer.close()
     return written
+
+
+def _day_runs(store: Store, where: Path) -> None:
+    """The day's runs (table _asi_runs), grouped by one hash of the run keys; when two
+    keys share a hash (checked by a second hash), grouped by the keys themselves."""
+    _run(store, load_sql("asi_day_runs"), {}, where)
+    clash = store.scalar("SELECT count(*) FROM _asi_hash_clash")
+    store.run("DROP TABLE _asi_hash_clash")
+    if clash:
+        _run(store, load_sql("asi_day_runs_exact"), {}, where)
 
 
 def _run(store: Store, sql: str, params: Mapping[str, object], where: Path) -> None:
