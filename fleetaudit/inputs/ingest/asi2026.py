@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -289,7 +290,7 @@ def _stage(
     day_list = release.days
     totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0, "over": 0}
     for i, day in enumerate(day_list):
-        say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): reading")
+        say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): reading{_peak_memory()}")
         pod_files = [f for (d, _h), fs in sorted(release.pods.items()) if d == day for f in fs]
         server_files = [
             f for (d, _h), fs in sorted(release.servers.items()) if d == day for f in fs
@@ -314,21 +315,24 @@ def _stage(
             "day_end": day_end,
             "last_day": last_day,
         }
-        allocations = store.sql(load_sql("asi_closed_allocations"), params)
-        totals["runs"] += allocations.height
-        totals["used"] += float(allocations["gpu_hours"].sum() or 0.0)
-        trace_end = trace_start + timedelta(hours=staged.t_last + 1)
-        held = pl.col("end_time").fill_null(pl.lit(trace_end)) - pl.col("start_time")
-        totals["interval"] += float(
-            allocations.select((pl.col("gpus") * held.dt.total_seconds() / 3600).sum()).item()
-            or 0.0
-        )
         day_dir = release.root / POD_TABLE / f"day={day}"
-        if allocations.height:
-            path = folder / f"allocations-{day}.parquet"
-            allocations.write_parquet(path)
+        # DuckDB writes the day's allocations itself: no frame of millions of rows in Python
+        path = folder / f"allocations-{day}.parquet"
+        _copy(store, load_sql("asi_closed_allocations"), params, path, ordered=True)
+        trace_end = trace_start + timedelta(hours=staged.t_last + 1)
+        runs, used, interval = store.sql(
+            "SELECT count(*), sum(gpu_hours), "
+            "sum(gpus * date_diff('second', start_time, COALESCE(end_time, $end)) / 3600) "
+            "FROM read_parquet($path)",
+            {"path": str(path), "end": trace_end},
+        ).row(0)
+        totals["runs"] += int(runs)
+        totals["used"] += float(used or 0.0)
+        totals["interval"] += float(interval or 0.0)
+        if runs:
             staged.sources.append(_staged_source(path, "allocations", str(day_dir)))
-        del allocations  # the day's frames go as soon as they are staged: memory stays flat
+        else:
+            path.unlink()
 
         # servers: the day's hours for the side table, and the running last-seen facts
         if server_files:
@@ -357,13 +361,13 @@ def _stage(
             del server_day, side
 
         # telemetry: colour the day's GPU runs, then one row per GPU-hour
-        say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): telemetry")
-        pod_side = store.sql(load_sql("asi_side_pod_hours"))
-        if pod_side.height:
-            path = folder / f"pod-hours-{day}.parquet"
-            pod_side.write_parquet(path)
+        say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): telemetry{_peak_memory()}")
+        path = folder / f"pod-hours-{day}.parquet"
+        _copy(store, load_sql("asi_side_pod_hours"), {}, path)
+        if store.scalar("SELECT count(*) FROM read_parquet($path)", {"path": str(path)}):
             staged.pod_hours.append(str(path))
-        del pod_side
+        else:
+            path.unlink()
         runs = store.sql(load_sql("asi_gpu_runs"))
         gpu_hours = store.sql(load_sql("asi_gpu_hours"))
         without_id = "SELECT count(*) FROM _asi_day WHERE pod_id IS NULL OR server_id IS NULL"
@@ -445,6 +449,20 @@ def _write_telemetry(
     return written
 
 
+def _copy(
+    store: Store, sql: str, params: Mapping[str, object], path: Path, ordered: bool = False
+) -> None:
+    """Write a query's rows to the Parquet file ``path`` (in the query's order if ``ordered``)."""
+    target = str(path).replace("'", "''")
+    if ordered:
+        store.run("SET preserve_insertion_order = true")
+    try:
+        store.run(f"COPY ({sql}\n) TO '{target}' (FORMAT parquet)", params)
+    finally:
+        if ordered:
+            store.run("SET preserve_insertion_order = false")
+
+
 def _day_runs(store: Store, where: Path) -> None:
     """The day's runs (table _asi_runs), grouped by one hash of the run keys; when two
     keys share a hash (checked by a second hash), grouped by the keys themselves."""
@@ -453,6 +471,18 @@ def _day_runs(store: Store, where: Path) -> None:
     store.run("DROP TABLE _asi_hash_clash")
     if clash:
         _run(store, load_sql("asi_day_runs_exact"), {}, where)
+
+
+def _peak_memory() -> str:
+    """`` (peak memory 2.1 GiB)``: the process's peak RSS so far, for the progress; empty
+    where the platform does not tell."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return ""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    gib = peak / 2**30 if sys.platform == "darwin" else peak / 2**20
+    return f" (peak memory {gib:.1f} GiB)"
 
 
 def _run(store: Store, sql: str, params: Mapping[str, object], where: Path) -> None:
