@@ -452,3 +452,66 @@ def test_run_strings_skip_nulls_across_the_day_boundary(tmp_path: Path) -> None:
         "cluster_id, end_time FROM allocations",
     ).rows()
     assert rows == [("p-cpu-1@22", "w-a", "rec", "Succeeded", 60, "c1", None)]
+
+
+def test_run_keys_sharing_a_hash_are_grouped_by_the_keys(
+    tmp_path: Path, loaded: tuple[Path, api.IngestResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs are grouped by one hash of their keys; when two keys share it (forced here: the
+    hash of the server alone), the second hash sees it and the keys themselves group them:
+    the same tables as the fixture's."""
+    from fleetaudit.inputs.ingest import asi2026
+
+    real = asi2026.load_sql
+    hashed = (
+        "hash(pod_id, server_id, gpu_request, cpu_request_cores, priority_class,\n"
+        "            job_type_public, standby) AS h"
+    )
+    calls: list[str] = []
+
+    def load_sql(name: str) -> str:
+        calls.append(name)
+        text = real(name)
+        if name == "asi_mark_runs":
+            assert hashed in text
+            return text.replace(hashed, "hash(server_id) AS h")
+        return text
+
+    monkeypatch.setattr(asi2026, "load_sql", load_sql)
+    db = tmp_path / "fleet.duckdb"
+    api.ingest_paths(api.StoreOptions(db), [write_fixture(tmp_path / "data")], OPTIONS)
+    assert "asi_day_runs_exact" in calls
+    for sql in (
+        "SELECT * EXCLUDE (_ingest_id) FROM allocations ORDER BY alloc_id",
+        "SELECT * EXCLUDE (_ingest_id) FROM telemetry ORDER BY ts, node_id, gpu_index",
+    ):
+        assert _table(db, sql).equals(_table(loaded[0], sql))
+        assert _table(db, sql).height > 0
+
+
+@pytest.mark.parametrize("block_rows", [1, 4])
+def test_days_read_in_blocks_of_hours_give_the_same_tables(
+    tmp_path: Path,
+    loaded: tuple[Path, api.IngestResult],
+    monkeypatch: pytest.MonkeyPatch,
+    block_rows: int,
+) -> None:
+    """A large day is reduced in blocks of hours (runs carry from block to block as from
+    day to day): blocks of one hour (and of a few) give the fixture's tables exactly."""
+    from fleetaudit.inputs.ingest import asi2026
+
+    monkeypatch.setattr(asi2026, "BLOCK_ROWS", block_rows)
+    db = tmp_path / "fleet.duckdb"
+    result = api.ingest_paths(api.StoreOptions(db), [write_fixture(tmp_path / "data")], OPTIONS)
+    assert [(t.table, t.files, t.read) for t in result.tables] == [
+        (t.table, t.files, t.read) for t in loaded[1].tables
+    ]
+    for sql in (
+        "SELECT * EXCLUDE (_ingest_id) FROM nodes ORDER BY node_id",
+        "SELECT * EXCLUDE (_ingest_id) FROM allocations ORDER BY alloc_id",
+        "SELECT * EXCLUDE (_ingest_id) FROM telemetry ORDER BY ts, node_id, gpu_index",
+        "SELECT * EXCLUDE (_ingest_id) FROM asi_pod_hourly ORDER BY t, pod_id",
+        "SELECT * EXCLUDE (_ingest_id) FROM asi_server_hourly ORDER BY t, server_id",
+    ):
+        assert _table(db, sql).height > 0
+        assert _table(db, sql).equals(_table(loaded[0], sql)), sql

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -288,16 +289,29 @@ def _stage(
     servers: pl.DataFrame | None = None
     day_list = release.days
     totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0, "over": 0}
-    for i, day in enumerate(day_list):
-        say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): reading")
-        pod_files = [f for (d, _h), fs in sorted(release.pods.items()) if d == day for f in fs]
+    blocks = _blocks(store, release)
+    day_files: dict[str, list[Path]] = {"allocations": [], "telemetry": []}
+    for b, (i, day, first_hour, last_hour) in enumerate(blocks):
+        hours_of = range(first_hour, last_hour + 1)
+        block = f"day {day} ({i + 1}/{len(day_list)})"
+        if (first_hour, last_hour) != (0, 23):
+            block += f", hours {first_hour:02d}-{last_hour:02d}"
+        say(f"{FORMAT}: {block}: reading{_peak_memory()}")
+        pod_files = [
+            f for (d, h), fs in sorted(release.pods.items()) if d == day and h in hours_of
+            for f in fs
+        ]  # fmt: skip
         server_files = [
-            f for (d, _h), fs in sorted(release.servers.items()) if d == day for f in fs
-        ]
-        last_day = i == len(day_list) - 1
-        day_end = asi_trace.hour_index(day, 23)
+            f for (d, h), fs in sorted(release.servers.items()) if d == day and h in hours_of
+            for f in fs
+        ]  # fmt: skip
+        last_day = b == len(blocks) - 1
+        day_end = asi_trace.hour_index(day, last_hour)  # the block's end: runs there carry on
         if server_files:
             _check_schemas(store, server_files, _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
+        if b == 0 or blocks[b - 1][1] != day:
+            # GPU capacities: each server's last of the whole day, as the colouring uses
+            holders.capacity.update(_day_capacity(store, release, day))
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
             files = {"files": [str(f) for f in pod_files]}
@@ -306,7 +320,7 @@ def _stage(
             store.run(load_sql("asi_create_empty_day"))
         totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
         _run(store, load_sql("asi_mark_runs"), {}, release.root / POD_TABLE / f"day={day}")
-        _run(store, load_sql("asi_day_runs"), {}, release.root / POD_TABLE / f"day={day}")
+        _day_runs(store, release.root / POD_TABLE / f"day={day}")
         params = {
             "trace_start": trace_start,
             "t_first": staged.t_first,
@@ -314,40 +328,36 @@ def _stage(
             "day_end": day_end,
             "last_day": last_day,
         }
-        allocations = store.sql(load_sql("asi_closed_allocations"), params)
-        totals["runs"] += allocations.height
-        totals["used"] += float(allocations["gpu_hours"].sum() or 0.0)
-        trace_end = trace_start + timedelta(hours=staged.t_last + 1)
-        held = pl.col("end_time").fill_null(pl.lit(trace_end)) - pl.col("start_time")
-        totals["interval"] += float(
-            allocations.select((pl.col("gpus") * held.dt.total_seconds() / 3600).sum()).item()
-            or 0.0
-        )
         day_dir = release.root / POD_TABLE / f"day={day}"
-        if allocations.height:
-            path = folder / f"allocations-{day}.parquet"
-            allocations.write_parquet(path)
-            staged.sources.append(_staged_source(path, "allocations", str(day_dir)))
-        del allocations  # the day's frames go as soon as they are staged: memory stays flat
+        # DuckDB writes the day's allocations itself: no frame of millions of rows in Python
+        path = folder / f"allocations-{day}-{first_hour:02d}.parquet"
+        _copy(store, load_sql("asi_closed_allocations"), params, path, ordered=True)
+        trace_end = trace_start + timedelta(hours=staged.t_last + 1)
+        runs, used, interval = store.sql(
+            "SELECT count(*), sum(gpu_hours), "
+            "sum(gpus * date_diff('second', start_time, COALESCE(end_time, $end)) / 3600) "
+            "FROM read_parquet($path)",
+            {"path": str(path), "end": trace_end},
+        ).row(0)
+        totals["runs"] += int(runs)
+        totals["used"] += float(used or 0.0)
+        totals["interval"] += float(interval or 0.0)
+        if runs:
+            day_files["allocations"].append(path)
+        else:
+            path.unlink()
 
         # servers: the day's hours for the side table, and the running last-seen facts
         if server_files:
             server_day = store.sql(
                 load_sql("asi_server_day"), {"files": [str(f) for f in server_files]}
             )
-            gpus_now = dict(
-                server_day.sort("t")
-                .group_by("server_id")
-                .agg(pl.col("gpu_count").last())
-                .iter_rows()
-            )
-            holders.capacity.update({k: v for k, v in gpus_now.items() if v is not None})
             side = server_day.with_columns(_bucket_of("gpu_spec_public", server_day)).select(
                 "t", "server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_model",
                 "gpu_count", "cpu_capacity_cores", "cpu_only_hp_cpu",
                 pl.col("cpu_only_hp_rows").cast(pl.Int64),
             )  # fmt: skip
-            path = folder / f"server-hours-{day}.parquet"
+            path = folder / f"server-hours-{day}-{first_hour:02d}.parquet"
             side.write_parquet(path)
             staged.server_hours.append(str(path))
             servers = _merge_servers(servers, server_day.drop("requested_gpus"))
@@ -357,13 +367,13 @@ def _stage(
             del server_day, side
 
         # telemetry: colour the day's GPU runs, then one row per GPU-hour
-        say(f"{FORMAT}: day {day} ({i + 1}/{len(day_list)}): telemetry")
-        pod_side = store.sql(load_sql("asi_side_pod_hours"))
-        if pod_side.height:
-            path = folder / f"pod-hours-{day}.parquet"
-            pod_side.write_parquet(path)
+        say(f"{FORMAT}: {block}: telemetry{_peak_memory()}")
+        path = folder / f"pod-hours-{day}-{first_hour:02d}.parquet"
+        _copy(store, load_sql("asi_side_pod_hours"), {}, path)
+        if store.scalar("SELECT count(*) FROM read_parquet($path)", {"path": str(path)}):
             staged.pod_hours.append(str(path))
-        del pod_side
+        else:
+            path.unlink()
         runs = store.sql(load_sql("asi_gpu_runs"))
         gpu_hours = store.sql(load_sql("asi_gpu_hours"))
         without_id = "SELECT count(*) FROM _asi_day WHERE pod_id IS NULL OR server_id IS NULL"
@@ -373,7 +383,7 @@ def _stage(
             else None
         )
         if rejects is not None and rejects.height:
-            path = folder / f"rejects-{day}.parquet"
+            path = folder / f"rejects-{day}-{first_hour:02d}.parquet"
             rejects.write_parquet(path)
             staged.rejects.append(str(path))
             staged.pod_rejects += rejects.height
@@ -383,12 +393,18 @@ def _stage(
             store.run(f"DROP TABLE IF EXISTS {scratch}")
         where = holders.place_day(runs, day_end)
         del runs
-        path = folder / f"telemetry-{day}.parquet"
+        path = folder / f"telemetry-{day}-{first_hour:02d}.parquet"
         written = _write_telemetry(path, gpu_hours, where, trace_start)
         del gpu_hours, where
         totals["telemetry"] += written
         if written:
-            staged.sources.append(_staged_source(path, "telemetry", str(day_dir)))
+            day_files["telemetry"].append(path)
+        if last_hour == 23 or last_day or blocks[b + 1][1] != day:
+            # the day's blocks load as one file per table: the rejects name the day's folder
+            for table, paths in day_files.items():
+                if paths:
+                    staged.sources.append(_staged_source(paths, table, str(day_dir)))
+            day_files = {"allocations": [], "telemetry": []}
 
     for name in ("_asi_runs", "_asi_open"):
         store.run(f"DROP TABLE IF EXISTS {name}")
@@ -445,6 +461,89 @@ def _write_telemetry(
     return written
 
 
+BLOCK_ROWS = 5_000_000
+"""Pod-hours reduced at a time: a day of the full release (29 M rows) is read in blocks
+of whole hours of about this many rows (4 hours), whose working set fits DuckDB's
+memory (a whole day spilled several GB to disk); runs going at a block's last hour
+carry into the next block as they do across days."""
+
+
+def _blocks(store: Store, release: Release) -> list[tuple[int, int, int, int]]:
+    """(day's position, day, first hour, last hour) of each block, in order; blocks
+    without a partition are left out."""
+    blocks = []
+    for i, day in enumerate(release.days):
+        files = [str(f) for (d, _h), fs in release.pods.items() if d == day for f in fs]
+        rows = 0
+        if files:
+            try:
+                rows = int(store.scalar(
+                    "SELECT COALESCE(sum(num_rows), 0) FROM parquet_file_metadata($files)",
+                    {"files": files},
+                ))  # fmt: skip
+            except QueryError as exc:
+                where = release.root / POD_TABLE / f"day={day}"
+                raise InputError(str(where), f"cannot read: {exc.message}") from exc
+        hours = {h for d, h in list(release.pods) + list(release.servers) if d == day}
+        span = 24 if rows <= BLOCK_ROWS else max(1, 24 * BLOCK_ROWS // rows)
+        for first in range(0, 24, span):
+            last = min(first + span, 24) - 1
+            if any(first <= h <= last for h in hours):
+                blocks.append((i, day, first, last))
+    return blocks
+
+
+def _day_capacity(store: Store, release: Release, day: int) -> dict[str, float]:
+    """Each server's GPU count in its last hour of ``day`` (none without a value)."""
+    files = [str(f) for (d, _h), fs in sorted(release.servers.items()) if d == day for f in fs]
+    if not files:
+        return {}
+    _check_schemas(store, [Path(f) for f in files], _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
+    try:
+        rows = store.sql(load_sql("asi_server_gpus"), {"files": files})
+    except QueryError as exc:
+        raise InputError(str(Path(files[0]).parent.parent), f"cannot read: {exc.message}") from exc
+    last = rows.sort("t").group_by("server_id").agg(pl.col("gpu_count").last())
+    gpus_now = dict(last.iter_rows())
+    return {k: v for k, v in gpus_now.items() if v is not None}
+
+
+def _copy(
+    store: Store, sql: str, params: Mapping[str, object], path: Path, ordered: bool = False
+) -> None:
+    """Write a query's rows to the Parquet file ``path`` (in the query's order if ``ordered``)."""
+    target = str(path).replace("'", "''")
+    if ordered:
+        store.run("SET preserve_insertion_order = true")
+    try:
+        store.run(f"COPY ({sql}\n) TO '{target}' (FORMAT parquet)", params)
+    finally:
+        if ordered:
+            store.run("SET preserve_insertion_order = false")
+
+
+def _day_runs(store: Store, where: Path) -> None:
+    """The day's runs (table _asi_runs), grouped by one hash of the run keys; when two
+    keys share a hash (checked by a second hash), grouped by the keys themselves."""
+    _run(store, load_sql("asi_day_runs"), {}, where)
+    clash = store.scalar("SELECT count(*) FROM _asi_hash_clash")
+    store.run("DROP TABLE _asi_hash_clash")
+    if clash:
+        _run(store, load_sql("asi_day_runs_exact"), {}, where)
+
+
+def _peak_memory() -> str:
+    """`` (peak memory 2.1 GiB)``: the process's peak RSS so far, for the progress; empty
+    where the platform does not tell."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return ""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    gib = peak / 2**30 if sys.platform == "darwin" else peak / 2**20
+    return f" (peak memory {gib:.1f} GiB)"
+
+
 def _run(store: Store, sql: str, params: Mapping[str, object], where: Path) -> None:
     try:
         store.run(sql, params)
@@ -465,20 +564,23 @@ def _iso(trace_start: datetime, t: int) -> str:
     return (trace_start + timedelta(hours=t)).strftime("%Y-%m-%dT%H:%MZ")
 
 
-def _staged_source(path: Path, table: str, reported: str) -> Source:
-    """A staged file as a source; rejects name ``reported`` (the release folder).
+def _staged_source(path: Path | list[Path], table: str, reported: str) -> Source:
+    """A staged file (or the files of one day's blocks) as a source; rejects name
+    ``reported`` (the release folder).
 
     A staged file with a ``_row`` column (allocations: the run's first hour t)
-    numbers its rows by it; the others by their position.
+    numbers its rows by it; the others by their position in their file.
     """
+    paths = path if isinstance(path, list) else [path]
     select = "SELECT * FROM read_parquet($path)"
-    if "_row" in pl.read_parquet_schema(path):
-        return Source(reported, table, select, select, {"path": str(path)})
+    param = {"path": [str(p) for p in paths]}
+    if "_row" in pl.read_parquet_schema(paths[0]):
+        return Source(reported, table, select, select, param)
     numbered = (
         "SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS _row "
         "FROM read_parquet($path, file_row_number = true)"
     )
-    return Source(reported, table, select, numbered, {"path": str(path)})
+    return Source(reported, table, select, numbered, param)
 
 
 def _merge_servers(known: pl.DataFrame | None, day: pl.DataFrame) -> pl.DataFrame:
