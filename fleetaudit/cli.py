@@ -175,15 +175,18 @@ class _PlainCoercion:
         annotation, info = self.descriptor.annotation, self.descriptor.parameter_info
         if value is None:
             return () if many else None
-        if many and typing.get_origin(annotation) is list and isinstance(value, (list, tuple)):
-            (item,) = typing.get_args(annotation)
-            items = [_plain_value(item, v, info, param, ctx) for v in value]
-            if all(v is not _NOT_PLAIN for v in items):
-                return items
-        elif not many:
-            plain = _plain_value(annotation, value, info, param, ctx)
-            if plain is not _NOT_PLAIN:
-                return plain
+        # what Python refuses to convert (a whole number of thousands of digits, a path
+        # holding NUL) is typer's to judge: its error, not a traceback
+        with contextlib.suppress(ValueError, OverflowError):
+            if many and typing.get_origin(annotation) is list and isinstance(value, (list, tuple)):
+                (item,) = typing.get_args(annotation)
+                items = [_plain_value(item, v, info, param, ctx) for v in value]
+                if all(v is not _NOT_PLAIN for v in items):
+                    return items
+            elif not many:
+                plain = _plain_value(annotation, value, info, param, ctx)
+                if plain is not _NOT_PLAIN:
+                    return plain
         if self.typer_coercion is None:
             self.typer_coercion = typer_coercion.build_runtime_param(self.descriptor)
         return self.typer_coercion.coerce(value, param=param, ctx=ctx)
