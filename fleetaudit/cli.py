@@ -154,8 +154,8 @@ def _plain_value(annotation: Any, value: Any, info: Any, param: Any, ctx: Any) -
             return float(value)
         return float(value) if kind is str and _DECIMAL.fullmatch(value) else _NOT_PLAIN
     if annotation is Path and info.path_type is None:
-        if kind is str and value and str(Path(value)) == value:
-            value = Path(value)  # what pydantic makes of it; the path checks are typer's own
+        if kind is str:
+            value = Path(value)  # pydantic's Path of a str; the path checks are typer's own
         if isinstance(value, Path):
             return typer_param_types.coerce_cli_path(
                 value, info, path_type=Path, param=param, ctx=ctx

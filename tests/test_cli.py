@@ -435,6 +435,21 @@ def test_plain_values_convert_as_typer_converts_them(
     )
 
 
+@pytest.mark.parametrize(("value", "expected"), [("", "."), ("./a", "a"), ("a//b/", "a/b")])
+def test_a_path_is_what_pathlib_makes_of_it(value: str, expected: str) -> None:
+    """As typer's conversion (pydantic's Path of the text): not only paths written as
+    pathlib writes them."""
+    from typer._coercion import build_runtime_param
+
+    from fleetaudit.cli import _PlainCoercion
+
+    param, ctx = _param(("shapes",), "db")
+    theirs = _converted(build_runtime_param(param.type_descriptor), value, param, ctx)  # type: ignore[attr-defined]
+    mine = _PlainCoercion(param)
+    assert _converted(mine, value, param, ctx) == theirs == ("PosixPath", Path(expected))
+    assert mine.typer_coercion is None  # converted here: typer's (pydantic) never built
+
+
 @pytest.mark.parametrize(
     ("path", "name", "value", "kind"),
     [
