@@ -154,8 +154,8 @@ def _plain_value(annotation: Any, value: Any, info: Any, param: Any, ctx: Any) -
             return float(value)
         return float(value) if kind is str and _DECIMAL.fullmatch(value) else _NOT_PLAIN
     if annotation is Path and info.path_type is None:
-        if kind is str and value and str(Path(value)) == value:
-            value = Path(value)  # what pydantic makes of it; the path checks are typer's own
+        if kind is str:
+            value = Path(value)  # pydantic's Path of a str; the path checks are typer's own
         if isinstance(value, Path):
             return typer_param_types.coerce_cli_path(
                 value, info, path_type=Path, param=param, ctx=ctx
@@ -175,15 +175,18 @@ class _PlainCoercion:
         annotation, info = self.descriptor.annotation, self.descriptor.parameter_info
         if value is None:
             return () if many else None
-        if many and typing.get_origin(annotation) is list and isinstance(value, (list, tuple)):
-            (item,) = typing.get_args(annotation)
-            items = [_plain_value(item, v, info, param, ctx) for v in value]
-            if all(v is not _NOT_PLAIN for v in items):
-                return items
-        elif not many:
-            plain = _plain_value(annotation, value, info, param, ctx)
-            if plain is not _NOT_PLAIN:
-                return plain
+        # what Python refuses to convert (a whole number of thousands of digits, a path
+        # holding NUL) is typer's to judge: its error, not a traceback
+        with contextlib.suppress(ValueError, OverflowError):
+            if many and typing.get_origin(annotation) is list and isinstance(value, (list, tuple)):
+                (item,) = typing.get_args(annotation)
+                items = [_plain_value(item, v, info, param, ctx) for v in value]
+                if all(v is not _NOT_PLAIN for v in items):
+                    return items
+            elif not many:
+                plain = _plain_value(annotation, value, info, param, ctx)
+                if plain is not _NOT_PLAIN:
+                    return plain
         if self.typer_coercion is None:
             self.typer_coercion = typer_coercion.build_runtime_param(self.descriptor)
         return self.typer_coercion.coerce(value, param=param, ctx=ctx)

@@ -435,6 +435,46 @@ def test_plain_values_convert_as_typer_converts_them(
     )
 
 
+@pytest.mark.parametrize(("value", "expected"), [("", "."), ("./a", "a"), ("a//b/", "a/b")])
+def test_a_path_is_what_pathlib_makes_of_it(value: str, expected: str) -> None:
+    """As typer's conversion (pydantic's Path of the text): not only paths written as
+    pathlib writes them."""
+    from typer._coercion import build_runtime_param
+
+    from fleetaudit.cli import _PlainCoercion
+
+    param, ctx = _param(("shapes",), "db")
+    theirs = _converted(build_runtime_param(param.type_descriptor), value, param, ctx)  # type: ignore[attr-defined]
+    mine = _PlainCoercion(param)
+    assert _converted(mine, value, param, ctx) == theirs == ("PosixPath", Path(expected))
+    assert mine.typer_coercion is None  # converted here: typer's (pydantic) never built
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "value", "kind"),
+    [
+        (("shapes",), "max_instances", "9" * 5000, "error"),  # more digits than int() reads
+        (("shapes",), "max_instances", "0" * 5000 + "7", "int"),
+        (("shapes",), "lock_timeout", 10**400, "error"),  # beyond a float
+        (("shapes",), "db", "x\x00y", "error"),  # no path holds NUL
+    ],
+    ids=["long-int", "long-zeros", "huge-number", "nul-path"],
+)
+def test_values_python_refuses_convert_as_typer_converts_them(
+    path: tuple[str, ...], name: str, value: object, kind: str
+) -> None:
+    """What Python's own conversion refuses goes to typer's: its value or its error text,
+    not a traceback."""
+    from typer._coercion import build_runtime_param
+
+    from fleetaudit.cli import _PlainCoercion
+
+    param, ctx = _param(path, name)
+    theirs = _converted(build_runtime_param(param.type_descriptor), value, param, ctx)  # type: ignore[attr-defined]
+    assert theirs[0] == kind
+    assert _converted(_PlainCoercion(param), value, param, ctx) == theirs
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

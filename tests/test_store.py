@@ -173,6 +173,29 @@ def test_a_store_made_before_an_optional_column_gets_it(db_path: Path) -> None:
         assert "metric" in s.column_types("telemetry")
 
 
+def test_a_store_lacking_a_table_and_a_column_gains_both_once(db_path: Path) -> None:
+    """The one transaction that upgrades a store creates a table it lacks and adds a column
+    another lacks, keeps the rows it has, and a second open changes nothing."""
+    from fleetaudit.model import schema
+
+    with open_store(db_path) as s:
+        s.run("INSERT INTO telemetry (ts, node_id) VALUES (TIMESTAMP '2026-01-01', 'n1')")
+        s.run("ALTER TABLE telemetry DROP COLUMN metric")
+        s.run("DROP TABLE requests")
+        before = {t: s.column_types(t) for t in schema.TABLES if t != "requests"}
+    for _ in range(2):
+        with open_store(db_path) as s:
+            assert "metric" in s.column_types("telemetry")
+            assert list(s.column_types("requests")) == [
+                *schema.TABLES["requests"].column_names, schema.INGEST_ID
+            ]
+            assert s.row_count("telemetry") == 1
+            assert s.sql("SELECT count(*) FROM meta WHERE key = 'schema_version'").item() == 1
+    with open_store(db_path) as s:
+        after = {t: s.column_types(t) for t in schema.TABLES if t != "requests"}
+    assert after == {**before, "telemetry": {**before["telemetry"], "metric": "VARCHAR"}}
+
+
 def test_export_time_and_data_span_read_every_column_and_the_scenario(db_path: Path) -> None:
     """Hand-worked: the latest timestamp may be an end_time, a request's start_time, a
     telemetry sample or a saved scenario's row; the first an allocation's start."""

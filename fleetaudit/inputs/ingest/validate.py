@@ -411,6 +411,7 @@ def plan_load(
                 column_sql="_reject_column",
             )
         )
+        passes.append("_reject_reason IS NULL")  # the adapter's own reject (checks[0])
     for col in table.columns:
         if col.name in by_lower:
             src_name, sql_type = by_lower[col.name]
@@ -442,8 +443,6 @@ def plan_load(
     table_checks = _table_checks(table)
     checks.extend(table_checks)
 
-    if adapter_reject:
-        passes.insert(0, "_reject_reason IS NULL")  # the adapter's own reject (checks[0])
     passes.extend(f"COALESCE(NOT ({c.condition}), TRUE)" for c in table_checks)
     passing = " AND ".join(passes) or "TRUE"  # FALSE or NULL: the row is rejected
     rejected = f"NOT COALESCE({passing}, FALSE)"
