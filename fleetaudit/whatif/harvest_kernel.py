@@ -785,29 +785,32 @@ def _share_push(S, X, n: int) -> None:  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def _account(S, X, n: int, t: int) -> None:  # type: ignore[no-untyped-def]
     """Integrate node n's figures from its last change up to t."""
-    last = X.last_t[n]
-    if t <= last:
-        return
-    X.last_t[n] = t
-    if not S.healthy[n]:
-        return
-    dt = t - last
+    # every field is read here, where the call begins, and the call has one exit: the
+    # reference counts of the state and its arrays then pair up and numba drops them
+    healthy = S.healthy[n]
     g = S.gpus[n]
+    last_t = X.last_t
+    cnt = X.cnt
     lent = X.lent[n]
     used = X.occ[n]
     high = X.hp_occ[n]
-    X.cnt[C_HIGH] += (high if high < g else g) * dt
-    if lent:
-        alloc = used + lent
-        X.cnt[C_ALLOC] += (alloc if alloc < g else g) * dt
-        X.cnt[C_STANDBY] += lent * dt
-        harvest = used - (g - lent)
-        if harvest > lent:
-            harvest = lent
-        if harvest > 0:
-            X.cnt[C_HARVEST] += harvest * dt
-    else:
-        X.cnt[C_ALLOC] += (used if used < g else g) * dt
+    last = last_t[n]
+    if t > last:
+        last_t[n] = t
+        if healthy:
+            dt = t - last
+            cnt[C_HIGH] += (high if high < g else g) * dt
+            if lent:
+                alloc = used + lent
+                cnt[C_ALLOC] += (alloc if alloc < g else g) * dt
+                cnt[C_STANDBY] += lent * dt
+                harvest = used - (g - lent)
+                if harvest > lent:
+                    harvest = lent
+                if harvest > 0:
+                    cnt[C_HARVEST] += harvest * dt
+            else:
+                cnt[C_ALLOC] += (used if used < g else g) * dt
 
 
 @njit(cache=True)
@@ -830,10 +833,19 @@ def _lent_gpus(S, X, n: int) -> int:  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def _fits_shape(S, X, n: int, whole: int, fi: int, cpu: int, mem: int) -> bool:  # type: ignore[no-untyped-def]
     """A holder of this shape (share size index fi, -1: none) fits on node n as it is now."""
-    if X.cpu_used[n] + cpu > S.cpus[n] or X.mem_used[n] + mem > S.mem[n]:
-        return False
-    occ = X.whole[n] + whole + _ffd(X.fr[n], S.fv, fi, X.bins)[0] if fi >= 0 else X.occ[n] + whole
-    return occ <= S.gpus[n]
+    # every field is read here, where the call begins: the reference counts of the
+    # state and its arrays then pair up and are dropped by numba (none per call)
+    cpus, mems, gpus, fv = S.cpus[n], S.mem[n], S.gpus[n], S.fv
+    cpu_used, mem_used, held, occ = X.cpu_used[n], X.mem_used[n], X.whole[n], X.occ[n]
+    fr, bins = X.fr, X.bins
+    ok = cpu_used + cpu <= cpus and mem_used + mem <= mems
+    if ok:
+        if fi >= 0:
+            occ = held + whole + _ffd(fr[n], fv, fi, bins)[0]
+        else:
+            occ = occ + whole
+        ok = occ <= gpus
+    return ok
 
 
 @njit(cache=True)
