@@ -1134,15 +1134,17 @@ def _best_share(S, X, m: int, p: int):  # type: ignore[no-untyped-def]
     best_free, best_n = 0, -1
     first = -(-S.p_frac[p] * 4 // U)
     stash = np.empty((SCAN_BUDGET, 3), np.int64)
+    # the index's fields once, not at every step of the scan (each read of a field
+    # passed on to a call is a reference count up and down)
+    heaps, share_n, share_ver = X.share_heaps, X.share_n, X.share_ver
     for q in range(first, QUARTERS):
         k = m * QUARTERS + q
         stashed = 0
         looked = 0
-        while X.share_n[k] and looked < SCAN_BUDGET:
-            heaps = X.share_heaps
+        while share_n[k] and looked < SCAN_BUDGET:
             free, n, ver = htop(heaps, k, 0), htop(heaps, k, 1), htop(heaps, k, 2)
-            hpop(X.share_heaps, X.share_n, k)
-            if ver != X.share_ver[n]:
+            hpop(heaps, share_n, k)
+            if ver != share_ver[n]:
                 continue
             looked += 1
             stash[stashed, 0], stash[stashed, 1], stash[stashed, 2] = free, n, ver
@@ -1155,7 +1157,7 @@ def _best_share(S, X, m: int, p: int):  # type: ignore[no-untyped-def]
         if looked >= SCAN_BUDGET:
             X.cnt[C_BUDGET] += 1
         for r in range(stashed):
-            hpush(X.share_heaps, X.share_n, k, (stash[r, 0], stash[r, 1], stash[r, 2]))
+            hpush(heaps, share_n, k, (stash[r, 0], stash[r, 1], stash[r, 2]))
     return best_free, best_n
 
 
@@ -1174,27 +1176,28 @@ def _best_node(S, X, m: int, p: int) -> int:  # type: ignore[no-untyped-def]
     low = whole + (1 if frac else 0)
     top = 16 if share_n < 0 else min(share_free, 16)
     stash = np.empty((SCAN_BUDGET, 2), np.int64)
+    buckets, bucket_n, free_ver = X.buckets, X.bucket_n, X.free_ver  # once (see _best_share)
     for f in range(min(low, 16), top + 1):
         k = m * LEVELS + f
         stashed = 0
         found = -1
         looked = 0
-        while X.bucket_n[k] and looked < SCAN_BUDGET:
-            n, ver = htop(X.buckets, k, 0), htop(X.buckets, k, 1)
-            if ver != X.free_ver[n]:
-                hpop(X.buckets, X.bucket_n, k)
+        while bucket_n[k] and looked < SCAN_BUDGET:
+            n, ver = htop(buckets, k, 0), htop(buckets, k, 1)
+            if ver != free_ver[n]:
+                hpop(buckets, bucket_n, k)
                 continue
             looked += 1
             if _fits(S, X, n, p):
                 found = n
                 break
-            hpop(X.buckets, X.bucket_n, k)
+            hpop(buckets, bucket_n, k)
             stash[stashed, 0], stash[stashed, 1] = n, ver
             stashed += 1
         if found < 0 and looked >= SCAN_BUDGET:
             X.cnt[C_BUDGET] += 1
         for r in range(stashed):
-            hpush(X.buckets, X.bucket_n, k, (stash[r, 0], stash[r, 1]))
+            hpush(buckets, bucket_n, k, (stash[r, 0], stash[r, 1]))
         if found >= 0:
             if share_n >= 0 and (share_free < f or (share_free == f and share_n < found)):
                 return share_n
