@@ -200,3 +200,18 @@ def test_the_command_replays_side_by_side_as_it_does_in_turn(tmp_path, monkeypat
     for here, there in zip(alone.policies, beside.policies, strict=True):
         for frame in ("jobs", "segments", "victims", "high", "lending"):
             assert_frame_equal(getattr(here, frame), getattr(there, frame))
+
+
+@pytest.mark.parametrize(
+    ("policies", "starts"),
+    [
+        (("spotgpu", "newest", "smallest", "random"), [3, 2, 0, 1]),
+        (("newest", "random"), [1, 0]),
+        (("newest", "spotgpu"), [1, 0]),
+        (("smallest",), [0]),
+    ],
+)
+def test_threads_start_the_longest_replays_first(policies, starts) -> None:
+    """random's replay is the longest, then smallest, spotgpu, newest: the threads start
+    them in that order, whatever order the policies were asked in."""
+    assert harvest_api._longest_first(policies) == starts

@@ -785,29 +785,32 @@ def _share_push(S, X, n: int) -> None:  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def _account(S, X, n: int, t: int) -> None:  # type: ignore[no-untyped-def]
     """Integrate node n's figures from its last change up to t."""
-    last = X.last_t[n]
-    if t <= last:
-        return
-    X.last_t[n] = t
-    if not S.healthy[n]:
-        return
-    dt = t - last
+    # every field is read here, where the call begins, and the call has one exit: the
+    # reference counts of the state and its arrays then pair up and numba drops them
+    healthy = S.healthy[n]
     g = S.gpus[n]
+    last_t = X.last_t
+    cnt = X.cnt
     lent = X.lent[n]
     used = X.occ[n]
     high = X.hp_occ[n]
-    X.cnt[C_HIGH] += (high if high < g else g) * dt
-    if lent:
-        alloc = used + lent
-        X.cnt[C_ALLOC] += (alloc if alloc < g else g) * dt
-        X.cnt[C_STANDBY] += lent * dt
-        harvest = used - (g - lent)
-        if harvest > lent:
-            harvest = lent
-        if harvest > 0:
-            X.cnt[C_HARVEST] += harvest * dt
-    else:
-        X.cnt[C_ALLOC] += (used if used < g else g) * dt
+    last = last_t[n]
+    if t > last:
+        last_t[n] = t
+        if healthy:
+            dt = t - last
+            cnt[C_HIGH] += (high if high < g else g) * dt
+            if lent:
+                alloc = used + lent
+                cnt[C_ALLOC] += (alloc if alloc < g else g) * dt
+                cnt[C_STANDBY] += lent * dt
+                harvest = used - (g - lent)
+                if harvest > lent:
+                    harvest = lent
+                if harvest > 0:
+                    cnt[C_HARVEST] += harvest * dt
+            else:
+                cnt[C_ALLOC] += (used if used < g else g) * dt
 
 
 @njit(cache=True)
@@ -830,10 +833,19 @@ def _lent_gpus(S, X, n: int) -> int:  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def _fits_shape(S, X, n: int, whole: int, fi: int, cpu: int, mem: int) -> bool:  # type: ignore[no-untyped-def]
     """A holder of this shape (share size index fi, -1: none) fits on node n as it is now."""
-    if X.cpu_used[n] + cpu > S.cpus[n] or X.mem_used[n] + mem > S.mem[n]:
-        return False
-    occ = X.whole[n] + whole + _ffd(X.fr[n], S.fv, fi, X.bins)[0] if fi >= 0 else X.occ[n] + whole
-    return occ <= S.gpus[n]
+    # every field is read here, where the call begins: the reference counts of the
+    # state and its arrays then pair up and are dropped by numba (none per call)
+    cpus, mems, gpus, fv = S.cpus[n], S.mem[n], S.gpus[n], S.fv
+    cpu_used, mem_used, held, occ = X.cpu_used[n], X.mem_used[n], X.whole[n], X.occ[n]
+    fr, bins = X.fr, X.bins
+    ok = cpu_used + cpu <= cpus and mem_used + mem <= mems
+    if ok:
+        if fi >= 0:
+            occ = held + whole + _ffd(fr[n], fv, fi, bins)[0]
+        else:
+            occ = occ + whole
+        ok = occ <= gpus
+    return ok
 
 
 @njit(cache=True)
@@ -1122,15 +1134,17 @@ def _best_share(S, X, m: int, p: int):  # type: ignore[no-untyped-def]
     best_free, best_n = 0, -1
     first = -(-S.p_frac[p] * 4 // U)
     stash = np.empty((SCAN_BUDGET, 3), np.int64)
+    # the index's fields once, not at every step of the scan (each read of a field
+    # passed on to a call is a reference count up and down)
+    heaps, share_n, share_ver = X.share_heaps, X.share_n, X.share_ver
     for q in range(first, QUARTERS):
         k = m * QUARTERS + q
         stashed = 0
         looked = 0
-        while X.share_n[k] and looked < SCAN_BUDGET:
-            heaps = X.share_heaps
+        while share_n[k] and looked < SCAN_BUDGET:
             free, n, ver = htop(heaps, k, 0), htop(heaps, k, 1), htop(heaps, k, 2)
-            hpop(X.share_heaps, X.share_n, k)
-            if ver != X.share_ver[n]:
+            hpop(heaps, share_n, k)
+            if ver != share_ver[n]:
                 continue
             looked += 1
             stash[stashed, 0], stash[stashed, 1], stash[stashed, 2] = free, n, ver
@@ -1143,7 +1157,7 @@ def _best_share(S, X, m: int, p: int):  # type: ignore[no-untyped-def]
         if looked >= SCAN_BUDGET:
             X.cnt[C_BUDGET] += 1
         for r in range(stashed):
-            hpush(X.share_heaps, X.share_n, k, (stash[r, 0], stash[r, 1], stash[r, 2]))
+            hpush(heaps, share_n, k, (stash[r, 0], stash[r, 1], stash[r, 2]))
     return best_free, best_n
 
 
@@ -1162,27 +1176,28 @@ def _best_node(S, X, m: int, p: int) -> int:  # type: ignore[no-untyped-def]
     low = whole + (1 if frac else 0)
     top = 16 if share_n < 0 else min(share_free, 16)
     stash = np.empty((SCAN_BUDGET, 2), np.int64)
+    buckets, bucket_n, free_ver = X.buckets, X.bucket_n, X.free_ver  # once (see _best_share)
     for f in range(min(low, 16), top + 1):
         k = m * LEVELS + f
         stashed = 0
         found = -1
         looked = 0
-        while X.bucket_n[k] and looked < SCAN_BUDGET:
-            n, ver = htop(X.buckets, k, 0), htop(X.buckets, k, 1)
-            if ver != X.free_ver[n]:
-                hpop(X.buckets, X.bucket_n, k)
+        while bucket_n[k] and looked < SCAN_BUDGET:
+            n, ver = htop(buckets, k, 0), htop(buckets, k, 1)
+            if ver != free_ver[n]:
+                hpop(buckets, bucket_n, k)
                 continue
             looked += 1
             if _fits(S, X, n, p):
                 found = n
                 break
-            hpop(X.buckets, X.bucket_n, k)
+            hpop(buckets, bucket_n, k)
             stash[stashed, 0], stash[stashed, 1] = n, ver
             stashed += 1
         if found < 0 and looked >= SCAN_BUDGET:
             X.cnt[C_BUDGET] += 1
         for r in range(stashed):
-            hpush(X.buckets, X.bucket_n, k, (stash[r, 0], stash[r, 1]))
+            hpush(buckets, bucket_n, k, (stash[r, 0], stash[r, 1]))
         if found >= 0:
             if share_n >= 0 and (share_free < f or (share_free == f and share_n < found)):
                 return share_n
