@@ -2,7 +2,13 @@
 -- $files: the day's pod partition files. Nulls become 0 where the paper's scripts coerce them.
 -- No file name or row number per row (the name is the longest value of a row): asi_pod_rejects reads
 -- them from the files for the few rows without an id.
+-- h: the one 64-bit hash of the seven run keys that asi_day_runs groups by (see
+-- asi_mark_runs), computed once here rather than in each pass over the block's rows.
 CREATE OR REPLACE TEMP TABLE _asi_day AS
+SELECT *,
+       hash(pod_id, server_id, gpu_request, cpu_request_cores, priority_class,
+            job_type_public, state_public IS NOT DISTINCT FROM 'Standby') AS h
+FROM (
 SELECT
     CAST(day AS INTEGER) * 24 + CAST(hour AS INTEGER) AS t,
     pod_id, workload_id, server_id, cluster_id, state_public, priority_class,
@@ -15,4 +21,5 @@ SELECT
     CAST(schedule_delay_sec AS BIGINT) AS schedule_delay_sec
 FROM read_parquet(
     $files, hive_partitioning = true, hive_types_autocast = false, union_by_name = true
+)
 )
