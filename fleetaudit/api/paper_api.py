@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from fleetaudit.api import StoreOptions, by_alloc_id, reading
+from fleetaudit.api import StoreOptions, reading
 from fleetaudit.core.errors import UsageError
 from fleetaudit.inputs.asi_trace import FORMAT, PAPER_DAYS
 from fleetaudit.model import denominators as den
@@ -24,6 +24,8 @@ from fleetaudit.model.shapes import evaluate, make_shape
 from fleetaudit.model.store import Store
 
 PAPER_SCHEMA = "fleetaudit.paper/1"
+_RECORD_HOURS = 6  # the record is read this many trace hours at a time (DuckDB's peak)
+_FLEET_HOURS = 6  # the allocations, for fleetaudit's figures, likewise
 _LEDGER_KEYS = ("idle", "usable", "fragment", "cpu_memory", "other")
 
 
@@ -99,7 +101,11 @@ def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOption
         # one trace day at a time, so that memory holds one day's server-hours and
         # allocations whatever the window's length (every figure sums per hour)
         parts = [(max(lo, d * 24), min(hi, d * 24 + 23)) for d in range(lo // 24, hi // 24 + 1)]
-        records = (store.query("paper_server_hours", lo=a, hi=b) for a, b in parts)
+        records = (
+            store.query("paper_server_hours", lo=h, hi=min(h + _RECORD_HOURS - 1, b))
+            for a, b in parts
+            for h in range(a, b + 1, _RECORD_HOURS)
+        )
         histogram = store.query("paper_cpu_gpu_ratio", lo=lo, hi=hi)
         figures = paper_mod.paper_figures_by_parts(records, histogram, lo, hi)
         trace_start: datetime = trace["trace_start"]
@@ -118,8 +124,13 @@ def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOption
                     "the window has no hour 10: fleetaudit's shapes are evaluated at its last hour"
                 )
             instants = [trace_start + timedelta(hours=t) for t in snapshot_hours]
+            fleet_parts = [
+                (h, min(h + _FLEET_HOURS - 1, b))
+                for a, b in parts
+                for h in range(a, b + 1, _FLEET_HOURS)
+            ]
             fleet_allocation, idle, gangs = _fleet_figures(
-                store, nodes, trace_start, parts, snapshot_hours
+                store, nodes, trace_start, fleet_parts, snapshot_hours
             )
     return PaperResult(
         trace_start=trace_start,
@@ -156,17 +167,21 @@ def _fleet_figures(
     for a, b in parts:
         start = trace_start + timedelta(hours=a)
         end = trace_start + timedelta(hours=b + 1)
-        allocations = by_alloc_id(
-            [store.query("allocations_overlapping", start=start, end=end, scenario=None)]
-        )
+        # in the store's order: the physical GPU-hours are whole GPU-microseconds summed
+        # in int64, which no order changes; each snapshot reads its own allocations, in
+        # alloc_id order (sorting only those is much cheaper than the part's)
+        allocations = store.query("allocations_overlapping", start=start, end=end, scenario=None)
         for row in den.physical(nodes, allocations, start, end).iter_rows(named=True):
             acc = totals.setdefault(row["gpu_model"], [0.0, 0.0, 0.0])
             acc[0] += row["healthy_gpu_hours"]
             acc[1] += row["allocated_high_gpu_hours"]
             acc[2] += row["allocated_gpu_hours"]
-        mine = [trace_start + timedelta(hours=t) for t in snapshot_hours if a <= t <= b]
-        _fleet_shapes(nodes, allocations, mine, len(snapshot_hours), idle, gangs)
-        del allocations
+        del allocations  # before the snapshot's, and the next part's
+        for t in snapshot_hours:
+            if a <= t <= b:
+                at = trace_start + timedelta(hours=t)
+                active = store.query("paper_allocations_at", at=at, scenario=None)
+                _fleet_shapes(nodes, active, [at], len(snapshot_hours), idle, gangs)
     fleet_allocation = {
         model: {
             "allocation_rate_high": high / healthy if healthy else None,
