@@ -170,7 +170,7 @@ def _fleet_figures(
         # in the store's order: the physical GPU-hours are whole GPU-microseconds summed
         # in int64, which no order changes; each snapshot reads its own allocations, in
         # alloc_id order (sorting only those is much cheaper than the part's)
-        allocations = store.query("allocations_overlapping", start=start, end=end, scenario=None)
+        allocations = store.query("paper_allocations_window", start=start, end=end, scenario=None)
         for row in den.physical(nodes, allocations, start, end).iter_rows(named=True):
             acc = totals.setdefault(row["gpu_model"], [0.0, 0.0, 0.0])
             acc[0] += row["healthy_gpu_hours"]
