@@ -124,6 +124,38 @@ def test_standby(record: pl.DataFrame) -> None:
     assert s["paper_ratio"] == 0.875
 
 
+def _figures_as_dict(f: paper_mod.PaperFigures) -> dict[str, object]:
+    rounded = lambda frame: sorted(  # noqa: E731
+        tuple(round(v, 9) if isinstance(v, float) else v for v in row) for row in frame.rows()
+    )
+    return {
+        "allocation": rounded(f.allocation),
+        "idle": rounded(f.idle),
+        "slots": rounded(f.slots),
+        "standby": {k: v if v is None else round(v, 9) for k, v in f.standby.items()},
+    }
+
+
+@pytest.mark.parametrize(
+    "cuts",
+    [[], [24], [23, 24, 25], [22, 23, 24, 25, 26]],
+    ids=["whole", "by-day", "by-hour", "with-empty-parts"],
+)
+def test_figures_by_parts_are_the_whole(record: pl.DataFrame, cuts: list[int]) -> None:
+    """The window's record in parts (hours [22, 24) and [24, 26), one hour each, ...)
+    gives the figures of the whole record, hand-worked above."""
+    bounds = [0, *cuts, 10_000]
+    parts = [record.filter(pl.col("t").is_between(a, b - 1)) for a, b in zip(bounds, bounds[1:])]
+    histogram = pl.DataFrame(schema={"job_type": pl.String, "ratio": pl.Float64, "n": pl.Int64})
+    got = paper_mod.paper_figures_by_parts(iter(parts), histogram, 22, 25)
+    want = paper_mod.paper_figures(record, histogram, 22, 25)
+    assert _figures_as_dict(got) == _figures_as_dict(want)
+    assert got.standby["paper_ratio"] == 0.875
+    hp = {r[0]: round(r[1], 6) for r in got.allocation.rows()}
+    assert hp["H20"] == 0.723958 and hp["A100"] == 0.229167
+    assert got.idle["hours"].to_list() == [2] * len(paper_mod.REFERENCE_SHAPES)  # t = 22, 24
+
+
 def test_paper_view(db: Path) -> None:
     """No paper week in the fixture: the window is every stored day (t = 22..25)."""
     result = build_paper(api.StoreOptions(db), PaperOptions())

@@ -14,15 +14,18 @@ from typing import Any
 
 import polars as pl
 
-from fleetaudit.api import StoreOptions, load_frames, reading
+from fleetaudit.api import StoreOptions, reading
 from fleetaudit.core.errors import UsageError
 from fleetaudit.inputs.asi_trace import FORMAT, PAPER_DAYS
 from fleetaudit.model import denominators as den
 from fleetaudit.model import occupancy
 from fleetaudit.model import paper as paper_mod
 from fleetaudit.model.shapes import evaluate, make_shape
+from fleetaudit.model.store import Store
 
 PAPER_SCHEMA = "fleetaudit.paper/1"
+_RECORD_HOURS = 6  # the record is read this many trace hours at a time (DuckDB's peak)
+_FLEET_HOURS = 6  # the allocations, for fleetaudit's figures, likewise
 _LEDGER_KEYS = ("idle", "usable", "fragment", "cpu_memory", "other")
 
 
@@ -95,38 +98,40 @@ def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOption
             raise UsageError(f"{store_options.db}: the {FORMAT} ingest holds no server-hour")
         trace = rows.row(0, named=True)
         days, lo, hi = _window(trace, options.days)
-        record = store.query("paper_server_hours", lo=lo, hi=hi)
+        # one trace day at a time, so that memory holds one day's server-hours and
+        # allocations whatever the window's length (every figure sums per hour)
+        parts = [(max(lo, d * 24), min(hi, d * 24 + 23)) for d in range(lo // 24, hi // 24 + 1)]
+        records = (
+            store.query("paper_server_hours", lo=h, hi=min(h + _RECORD_HOURS - 1, b))
+            for a, b in parts
+            for h in range(a, b + 1, _RECORD_HOURS)
+        )
         histogram = store.query("paper_cpu_gpu_ratio", lo=lo, hi=hi)
+        figures = paper_mod.paper_figures_by_parts(records, histogram, lo, hi)
         trace_start: datetime = trace["trace_start"]
-        start = trace_start + timedelta(hours=lo)
-        end = trace_start + timedelta(hours=hi + 1)
-        nodes = allocations = None
-        if options.fleet:
-            nodes, allocations = load_frames(store, start, end)
-    figures = paper_mod.paper_figures(record, histogram, lo, hi)
-    notes: list[str] = []
-    fleet_allocation: dict[str, dict[str, Any]] = {}
-    instants: list[datetime] = []
-    idle: dict[tuple[int, int], dict[str, float]] = {}
-    gangs: dict[tuple[str, int], dict[str, float]] = {}
-    if nodes is not None and allocations is not None and nodes.height:
-        for row in den.physical(nodes, allocations, start, end).iter_rows(named=True):
-            healthy = row["healthy_gpu_hours"]
-            fleet_allocation[row["gpu_model"]] = {
-                "allocation_rate_high": row["allocated_high_gpu_hours"] / healthy
-                if healthy
-                else None,
-                "allocation_rate": row["allocated_gpu_hours"] / healthy if healthy else None,
-            }
-        snapshot_hours = [
-            t for t in range(lo, hi + 1) if t % 24 in paper_mod.SLOT_HOURS
-        ] or [hi]
-        if snapshot_hours == [hi]:
-            notes.append(
-                "the window has no hour 10: fleetaudit's shapes are evaluated at its last hour"
+        notes: list[str] = []
+        fleet_allocation: dict[str, dict[str, Any]] = {}
+        instants: list[datetime] = []
+        idle: dict[tuple[int, int], dict[str, float]] = {}
+        gangs: dict[tuple[str, int], dict[str, float]] = {}
+        nodes = store.query("nodes") if options.fleet else None
+        if nodes is not None and nodes.height:
+            snapshot_hours = [
+                t for t in range(lo, hi + 1) if t % 24 in paper_mod.SLOT_HOURS
+            ] or [hi]
+            if snapshot_hours == [hi]:
+                notes.append(
+                    "the window has no hour 10: fleetaudit's shapes are evaluated at its last hour"
+                )
+            instants = [trace_start + timedelta(hours=t) for t in snapshot_hours]
+            fleet_parts = [
+                (h, min(h + _FLEET_HOURS - 1, b))
+                for a, b in parts
+                for h in range(a, b + 1, _FLEET_HOURS)
+            ]
+            fleet_allocation, idle, gangs = _fleet_figures(
+                store, nodes, trace_start, fleet_parts, snapshot_hours
             )
-        instants = [trace_start + timedelta(hours=t) for t in snapshot_hours]
-        idle, gangs = _fleet_shapes(nodes, allocations, instants)
     return PaperResult(
         trace_start=trace_start,
         days=(lo // 24, hi // 24),
@@ -141,12 +146,63 @@ def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOption
     )
 
 
-def _fleet_shapes(
-    nodes: pl.DataFrame, allocations: pl.DataFrame, instants: list[datetime]
-) -> tuple[dict[tuple[int, int], dict[str, float]], dict[tuple[str, int], dict[str, float]]]:
-    """fleetaudit's ledger of each reference shape and the gangs' instances, mean over instants."""
+def _fleet_figures(
+    store: Store,
+    nodes: pl.DataFrame,
+    trace_start: datetime,
+    parts: list[tuple[int, int]],
+    snapshot_hours: list[int],
+) -> tuple[
+    dict[str, dict[str, Any]],
+    dict[tuple[int, int], dict[str, float]],
+    dict[tuple[str, int], dict[str, float]],
+]:
+    """fleetaudit's allocation rates per model over the window, and :func:`_fleet_shapes` at
+    ``snapshot_hours``, from the native tables, one part of the window (trace hours
+    ``[a, b]``) at a time: the GPU-hours add up over the parts, and each snapshot is
+    evaluated on the allocations of the part holding it."""
+    totals: dict[str, list[float]] = {}  # model -> healthy, allocated high, allocated
     idle: dict[tuple[int, int], dict[str, float]] = {}
     gangs: dict[tuple[str, int], dict[str, float]] = {}
+    for a, b in parts:
+        start = trace_start + timedelta(hours=a)
+        end = trace_start + timedelta(hours=b + 1)
+        # in the store's order: the physical GPU-hours are whole GPU-microseconds summed
+        # in int64, which no order changes; each snapshot reads its own allocations, in
+        # alloc_id order (sorting only those is much cheaper than the part's)
+        allocations = store.query("paper_allocations_window", start=start, end=end, scenario=None)
+        for row in den.physical(nodes, allocations, start, end).iter_rows(named=True):
+            acc = totals.setdefault(row["gpu_model"], [0.0, 0.0, 0.0])
+            acc[0] += row["healthy_gpu_hours"]
+            acc[1] += row["allocated_high_gpu_hours"]
+            acc[2] += row["allocated_gpu_hours"]
+        del allocations  # before the snapshot's, and the next part's
+        for t in snapshot_hours:
+            if a <= t <= b:
+                at = trace_start + timedelta(hours=t)
+                active = store.query("paper_allocations_at", at=at, scenario=None)
+                _fleet_shapes(nodes, active, [at], len(snapshot_hours), idle, gangs)
+    fleet_allocation = {
+        model: {
+            "allocation_rate_high": high / healthy if healthy else None,
+            "allocation_rate": every / healthy if healthy else None,
+        }
+        for model, (healthy, high, every) in totals.items()
+    }
+    return fleet_allocation, idle, gangs
+
+
+def _fleet_shapes(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    instants: list[datetime],
+    n_instants: int,
+    idle: dict[tuple[int, int], dict[str, float]],
+    gangs: dict[tuple[str, int], dict[str, float]],
+) -> None:
+    """Adds to ``idle`` fleetaudit's ledger of each reference shape and to ``gangs`` the
+    gangs' instances at ``instants``, each divided by ``n_instants`` (the mean over all
+    the window's instants, of which these are some)."""
     pooled = "|".join(paper_mod.ASW_MODELS)
     for at in instants:
         state = occupancy.node_state(nodes, allocations, at)
@@ -154,13 +210,13 @@ def _fleet_shapes(
             ledger = evaluate(state, make_shape(None, g, g, c / g, 0.0, "node")).ledger
             acc = idle.setdefault((g, c), dict.fromkeys(_LEDGER_KEYS, 0.0))
             stranded = ledger.stranded or {}
-            acc["idle"] += ledger.idle / len(instants)
-            acc["usable"] += ledger.usable / len(instants)
-            acc["fragment"] += stranded.get("fragment", 0.0) / len(instants)
-            acc["cpu_memory"] += stranded.get("cpu_memory", 0.0) / len(instants)
+            acc["idle"] += ledger.idle / n_instants
+            acc["usable"] += ledger.usable / n_instants
+            acc["fragment"] += stranded.get("fragment", 0.0) / n_instants
+            acc["cpu_memory"] += stranded.get("cpu_memory", 0.0) / n_instants
             acc["other"] += (
                 stranded.get("interval", 0.0) + stranded.get("topology", 0.0)
-            ) / len(instants)
+            ) / n_instants
         for model in (*paper_mod.ASW_MODELS, paper_mod.HETEROGENEOUS):
             models = pooled if model == paper_mod.HETEROGENEOUS else model
             if not state.filter(pl.col("gpu_model").is_in(models.split("|"))).height:
@@ -169,5 +225,4 @@ def _fleet_shapes(
                 acc = gangs.setdefault((model, size), {"switch": 0.0, "any": 0.0})
                 for locality in ("switch", "any"):
                     shape = make_shape(models, size, 1, paper_mod.CPU_PER_SLOT, 0.0, locality)
-                    acc[locality] += evaluate(state, shape).instances / len(instants)
-    return idle, gangs
+                    acc[locality] += evaluate(state, shape).instances / n_instants

@@ -23,7 +23,7 @@ Pure: frames in, dataclasses out.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +70,11 @@ def allocation(record: pl.DataFrame, hours: pl.Expr | None = None) -> pl.DataFra
 
     ``hours`` selects the sampled hours (default: even hours and hour 23).
     """
+    return allocation_from_means(allocation_means(record, hours))
+
+
+def allocation_means(record: pl.DataFrame, hours: pl.Expr | None = None) -> pl.DataFrame:
+    """The per-hour part of :func:`allocation`: t, gpu_model, hp, hp_lp (means over servers)."""
     rows = _with_residual(record).filter(
         (pl.col("gpu_count") > 0) & (allocation_hours(pl.col("t")) if hours is None else hours)
     )
@@ -84,10 +89,13 @@ def allocation(record: pl.DataFrame, hours: pl.Expr | None = None) -> pl.DataFra
         .round(6)
         .alias("hp_lp"),
     )
+    return per_server.group_by("t", "gpu_model").agg(pl.col("hp").mean(), pl.col("hp_lp").mean())
+
+
+def allocation_from_means(means: pl.DataFrame) -> pl.DataFrame:
+    """:func:`allocation` from the :func:`allocation_means` of all its hours."""
     return (
-        per_server.group_by("t", "gpu_model")
-        .agg(pl.col("hp").mean(), pl.col("hp_lp").mean())
-        .group_by("gpu_model")
+        means.group_by("gpu_model")
         .agg(pl.col("hp").mean(), pl.col("hp_lp").mean(), pl.len().alias("samples"))
         .sort("hp", "gpu_model", descending=[True, False])
     )
@@ -103,6 +111,22 @@ def idle_classes(
     Each is the sum over servers per sampled hour (default: even hours), then the
     mean over those hours. 16-GPU servers are left out, as the scripts do.
     """
+    return idle_from_sums(idle_sums(record, shapes, hours), shapes)
+
+
+_IDLE_CLASSES = ("fractional", "stranded", "insufficient_cpu", "total_idle")
+_IDLE_SUMS_SCHEMA = {
+    "gpus": pl.Int64, "cpus": pl.Int64, "t": pl.Int64,
+    **dict.fromkeys(_IDLE_CLASSES, pl.Float64),
+}  # fmt: skip
+
+
+def idle_sums(
+    record: pl.DataFrame,
+    shapes: Sequence[tuple[int, int]] = REFERENCE_SHAPES,
+    hours: pl.Expr | None = None,
+) -> pl.DataFrame:
+    """The per-hour part of :func:`idle_classes`: gpus, cpus, t and each class's sum."""
     rows = _with_residual(record).filter(
         (pl.col("gpu_count") > 0)
         & (pl.col("gpu_count") != 16)
@@ -113,8 +137,7 @@ def idle_classes(
     rows = rows.select("t", idle.alias("idle"), cpus.alias("idle_cpus")).with_columns(
         pl.col("idle").floor().alias("f")
     )
-    n_hours = rows["t"].n_unique()
-    out = []
+    out = [pl.DataFrame(schema=_IDLE_SUMS_SCHEMA)]
     for g, c in shapes:
         fits_cpu = pl.col("idle_cpus") >= c
         frac = pl.col("idle") - pl.col("f")
@@ -137,10 +160,23 @@ def idle_classes(
             pl.col("idle").alias("total_idle"),
         )
         sums = classes.group_by("t").agg(pl.all().sum())
-        mean = {
-            k: (float(sums[k].sum()) / n_hours if n_hours else 0.0)
-            for k in ("fractional", "stranded", "insufficient_cpu", "total_idle")
-        }
+        out.append(
+            sums.select(pl.lit(g).alias("gpus"), pl.lit(c).alias("cpus"), pl.all()).cast(
+                _IDLE_SUMS_SCHEMA  # type: ignore[arg-type]
+            )
+        )
+    return pl.concat(out, how="vertical")
+
+
+def idle_from_sums(
+    sums: pl.DataFrame, shapes: Sequence[tuple[int, int]] = REFERENCE_SHAPES
+) -> pl.DataFrame:
+    """:func:`idle_classes` from the :func:`idle_sums` of all its hours."""
+    n_hours = sums["t"].n_unique()
+    out = []
+    for g, c in shapes:
+        mine = sums.filter((pl.col("gpus") == g) & (pl.col("cpus") == c))
+        mean = {k: (float(mine[k].sum()) / n_hours if n_hours else 0.0) for k in _IDLE_CLASSES}
         out.append({"gpus": g, "cpus": c, **mean, "hours": n_hours})
     return pl.DataFrame(
         out,
@@ -163,6 +199,16 @@ def asw_slots(
     over clusters of floor(slots in the cluster / S), ``within_asw`` the same
     over ASWs; then the mean over the snapshots. ``slots`` is the mean total.
     """
+    return slots_from_sums(slot_sums(record, gangs, hours), gangs)
+
+
+def slot_sums(
+    record: pl.DataFrame,
+    gangs: Sequence[int] = GANGS,
+    hours: pl.Expr | None = None,
+) -> tuple[pl.DataFrame, frozenset[int]]:
+    """The per-snapshot part of :func:`asw_slots`: (gpu_model, gang, slots, across_cluster,
+    within_asw summed over the record's snapshots; those snapshots' hours ``t``)."""
     rows = record.filter(
         (pl.col("hp_pod_rows") > 0)
         & pl.col("asw_id").is_not_null()
@@ -178,26 +224,53 @@ def asw_slots(
     both = pl.concat(
         [rows, rows.with_columns(pl.lit(HETEROGENEOUS).alias("gpu_model"))], how="vertical"
     )
-    snapshots = sorted(set(record.filter(
+    snapshots = frozenset(record.filter(
         (pl.col("t") % 24).is_in(list(SLOT_HOURS)) if hours is None else hours
-    )["t"].to_list()))  # fmt: skip
-    n = len(snapshots)
+    )["t"].to_list())  # fmt: skip
     out = []
     for model in (*ASW_MODELS, HETEROGENEOUS):
         mine = both.filter(pl.col("gpu_model") == model)
         by_cluster = mine.group_by("t", "cluster_id").agg(pl.col("slots").sum())
         by_asw = mine.group_by("t", "asw_id").agg(pl.col("slots").sum())
-        total = float(mine["slots"].sum()) / n if n else 0.0
+        total = float(mine["slots"].sum())
         for size in gangs:
-            across = float((by_cluster["slots"] // size).sum()) / n if n else 0.0
-            within = float((by_asw["slots"] // size).sum()) / n if n else 0.0
             out.append(
                 {
                     "gpu_model": model,
                     "gang": size,
                     "slots": total,
-                    "across_cluster": across,
-                    "within_asw": within,
+                    "across_cluster": float((by_cluster["slots"] // size).sum()),
+                    "within_asw": float((by_asw["slots"] // size).sum()),
+                }
+            )
+    return pl.DataFrame(out, schema=_SLOT_SUMS_SCHEMA), snapshots
+
+
+_SLOT_SUMS_SCHEMA = {
+    "gpu_model": pl.String, "gang": pl.Int64, "slots": pl.Float64,
+    "across_cluster": pl.Float64, "within_asw": pl.Float64,
+}  # fmt: skip
+
+
+def slots_from_sums(
+    parts: tuple[pl.DataFrame, frozenset[int]], gangs: Sequence[int] = GANGS
+) -> pl.DataFrame:
+    """:func:`asw_slots` from the :func:`slot_sums` of all its snapshots (summed frames,
+    the union of the hours)."""
+    sums, snapshots = parts
+    n = len(snapshots)
+    out = []
+    for model in (*ASW_MODELS, HETEROGENEOUS):
+        for size in gangs:
+            mine = sums.filter((pl.col("gpu_model") == model) & (pl.col("gang") == size))
+            out.append(
+                {
+                    "gpu_model": model,
+                    "gang": size,
+                    **{
+                        k: float(mine[k].sum()) / n if n else 0.0
+                        for k in ("slots", "across_cluster", "within_asw")
+                    },
                     "snapshots": n,
                 }
             )
@@ -219,18 +292,30 @@ def standby(record: pl.DataFrame) -> dict[str, Any]:
     servers with standby of LP / standby (unweighted, uncapped), averaged over
     the hours that have standby.
     """
-    rows = record.filter(pl.col("hp_standby") > 0)
-    gpu_hours = float(rows["hp_standby"].sum()) if rows.height else 0.0
-    harvested = (
-        float(rows.select(pl.min_horizontal("lp_alloc", "hp_standby")).to_series().sum())
-        if rows.height
-        else 0.0
+    return standby_from_hours(standby_hours(record))
+
+
+def standby_hours(record: pl.DataFrame) -> pl.DataFrame:
+    """The per-hour part of :func:`standby`, over the hours with standby: t, gpu_hours,
+    harvested_gpu_hours (sums over servers), r (mean over servers of LP / standby)."""
+    return (
+        record.filter(pl.col("hp_standby") > 0)
+        .group_by("t")
+        .agg(
+            pl.col("hp_standby").sum().cast(pl.Float64).alias("gpu_hours"),
+            pl.min_horizontal("lp_alloc", "hp_standby")
+            .sum()
+            .cast(pl.Float64)
+            .alias("harvested_gpu_hours"),
+            (pl.col("lp_alloc") / pl.col("hp_standby")).mean().cast(pl.Float64).alias("r"),
+        )
     )
-    per_hour = (
-        rows.group_by("t").agg((pl.col("lp_alloc") / pl.col("hp_standby")).mean().alias("r"))
-        if rows.height
-        else pl.DataFrame({"t": [], "r": []})
-    )
+
+
+def standby_from_hours(per_hour: pl.DataFrame) -> dict[str, Any]:
+    """:func:`standby` from the :func:`standby_hours` of all its hours."""
+    gpu_hours = float(per_hour["gpu_hours"].sum()) if per_hour.height else 0.0
+    harvested = float(per_hour["harvested_gpu_hours"].sum()) if per_hour.height else 0.0
     return {
         "gpu_hours": gpu_hours,
         "harvested_gpu_hours": harvested,
@@ -286,13 +371,32 @@ def paper_figures(
     record: pl.DataFrame, ratio_histogram: pl.DataFrame, t_first: int, t_last: int
 ) -> PaperFigures:
     """Every figure of the paper view from the window's record (and the ratio histogram)."""
+    return paper_figures_by_parts([record], ratio_histogram, t_first, t_last)
+
+
+def paper_figures_by_parts(
+    records: Iterable[pl.DataFrame], ratio_histogram: pl.DataFrame, t_first: int, t_last: int
+) -> PaperFigures:
+    """:func:`paper_figures` from the window's record in parts that share no hour (e.g. one
+    per day), taken one at a time: only each part's per-hour sums are kept, so memory
+    holds one part, not the window."""
+    means, idle, slots, standby_parts = [], [], [], []
+    snapshots: set[int] = set()
+    for record in records:
+        means.append(allocation_means(record))
+        idle.append(idle_sums(record))
+        sums, hours = slot_sums(record)
+        slots.append(sums)
+        snapshots |= hours
+        standby_parts.append(standby_hours(record))
+        del record
     return PaperFigures(
         t_first=t_first,
         t_last=t_last,
-        allocation=allocation(record),
-        idle=idle_classes(record),
-        slots=asw_slots(record),
-        standby=standby(record),
+        allocation=allocation_from_means(pl.concat(means, how="vertical_relaxed")),
+        idle=idle_from_sums(pl.concat(idle, how="vertical")),
+        slots=slots_from_sums((pl.concat(slots, how="vertical"), frozenset(snapshots))),
+        standby=standby_from_hours(pl.concat(standby_parts, how="vertical_relaxed")),
         cpu_gpu_ratio=ratio_summary(ratio_histogram),
     )
 
