@@ -50,7 +50,7 @@ __all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "parse_da
 
 DEFAULT_TRACE_START = ASI_TRACE_START  # a Thursday: day 109 is Monday 2026-04-20
 _EPS = 1e-9
-STAGING_MEMORY = "1536MB"  # DuckDB's limit while the release is reduced (spills beyond it)
+STAGING_MEMORY = "2048MB"  # DuckDB's limit while the release is reduced (spills beyond it)
 
 Progress = Callable[[str], None]
 
