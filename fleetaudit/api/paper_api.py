@@ -24,8 +24,7 @@ from fleetaudit.model.shapes import evaluate, make_shape
 from fleetaudit.model.store import Store
 
 PAPER_SCHEMA = "fleetaudit.paper/1"
-_RECORD_HOURS = 6  # the record is read this many trace hours at a time (DuckDB's peak)
-_FLEET_HOURS = 6  # the allocations, for fleetaudit's figures, likewise
+_PART_HOURS = 6  # the record and the allocations are read this many trace hours at a time
 _LEDGER_KEYS = ("idle", "usable", "fragment", "cpu_memory", "other")
 
 
@@ -98,14 +97,11 @@ def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOption
             raise UsageError(f"{store_options.db}: the {FORMAT} ingest holds no server-hour")
         trace = rows.row(0, named=True)
         days, lo, hi = _window(trace, options.days)
-        # one trace day at a time, so that memory holds one day's server-hours and
-        # allocations whatever the window's length (every figure sums per hour)
-        parts = [(max(lo, d * 24), min(hi, d * 24 + 23)) for d in range(lo // 24, hi // 24 + 1)]
-        records = (
-            store.query("paper_server_hours", lo=h, hi=min(h + _RECORD_HOURS - 1, b))
-            for a, b in parts
-            for h in range(a, b + 1, _RECORD_HOURS)
-        )
+        # a few trace hours at a time (never across a day), so that memory holds one
+        # part's server-hours and allocations whatever the window's length (every figure
+        # sums per hour)
+        parts = _parts(lo, hi)
+        records = (store.query("paper_server_hours", lo=a, hi=b) for a, b in parts)
         histogram = store.query("paper_cpu_gpu_ratio", lo=lo, hi=hi)
         figures = paper_mod.paper_figures_by_parts(records, histogram, lo, hi)
         trace_start: datetime = trace["trace_start"]
@@ -124,13 +120,8 @@ def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOption
                     "the window has no hour 10: fleetaudit's shapes are evaluated at its last hour"
                 )
             instants = [trace_start + timedelta(hours=t) for t in snapshot_hours]
-            fleet_parts = [
-                (h, min(h + _FLEET_HOURS - 1, b))
-                for a, b in parts
-                for h in range(a, b + 1, _FLEET_HOURS)
-            ]
             fleet_allocation, idle, gangs = _fleet_figures(
-                store, nodes, trace_start, fleet_parts, snapshot_hours
+                store, nodes, trace_start, parts, snapshot_hours
             )
     return PaperResult(
         trace_start=trace_start,
@@ -144,6 +135,20 @@ def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOption
         fleet_gangs=gangs,
         notes=tuple(notes),
     )
+
+
+def _parts(lo: int, hi: int) -> list[tuple[int, int]]:
+    """Trace hours ``[lo, hi]`` as parts ``[a, b]`` of at most _PART_HOURS within one day.
+
+    >>> _parts(20, 33)
+    [(20, 23), (24, 29), (30, 33)]
+    """
+    return [
+        (h, min(h + _PART_HOURS - 1, day_end))
+        for day in range(lo // 24, hi // 24 + 1)
+        for day_end in [min(hi, day * 24 + 23)]
+        for h in range(max(lo, day * 24), day_end + 1, _PART_HOURS)
+    ]
 
 
 def _fleet_figures(
@@ -181,7 +186,7 @@ def _fleet_figures(
             if a <= t <= b:
                 at = trace_start + timedelta(hours=t)
                 active = store.query("paper_allocations_at", at=at, scenario=None)
-                _fleet_shapes(nodes, active, [at], len(snapshot_hours), idle, gangs)
+                _fleet_shapes(nodes, active, at, len(snapshot_hours), idle, gangs)
     fleet_allocation = {
         model: {
             "allocation_rate_high": high / healthy if healthy else None,
@@ -195,34 +200,33 @@ def _fleet_figures(
 def _fleet_shapes(
     nodes: pl.DataFrame,
     allocations: pl.DataFrame,
-    instants: list[datetime],
+    at: datetime,
     n_instants: int,
     idle: dict[tuple[int, int], dict[str, float]],
     gangs: dict[tuple[str, int], dict[str, float]],
 ) -> None:
     """Adds to ``idle`` fleetaudit's ledger of each reference shape and to ``gangs`` the
-    gangs' instances at ``instants``, each divided by ``n_instants`` (the mean over all
-    the window's instants, of which these are some)."""
+    gangs' instances at ``at``, each divided by ``n_instants`` (the mean over all the
+    window's instants, of which this is one)."""
     pooled = "|".join(paper_mod.ASW_MODELS)
-    for at in instants:
-        state = occupancy.node_state(nodes, allocations, at)
-        for g, c in paper_mod.REFERENCE_SHAPES:
-            ledger = evaluate(state, make_shape(None, g, g, c / g, 0.0, "node")).ledger
-            acc = idle.setdefault((g, c), dict.fromkeys(_LEDGER_KEYS, 0.0))
-            stranded = ledger.stranded or {}
-            acc["idle"] += ledger.idle / n_instants
-            acc["usable"] += ledger.usable / n_instants
-            acc["fragment"] += stranded.get("fragment", 0.0) / n_instants
-            acc["cpu_memory"] += stranded.get("cpu_memory", 0.0) / n_instants
-            acc["other"] += (
-                stranded.get("interval", 0.0) + stranded.get("topology", 0.0)
-            ) / n_instants
-        for model in (*paper_mod.ASW_MODELS, paper_mod.HETEROGENEOUS):
-            models = pooled if model == paper_mod.HETEROGENEOUS else model
-            if not state.filter(pl.col("gpu_model").is_in(models.split("|"))).height:
-                continue
-            for size in paper_mod.GANGS:
-                acc = gangs.setdefault((model, size), {"switch": 0.0, "any": 0.0})
-                for locality in ("switch", "any"):
-                    shape = make_shape(models, size, 1, paper_mod.CPU_PER_SLOT, 0.0, locality)
-                    acc[locality] += evaluate(state, shape).instances / n_instants
+    state = occupancy.node_state(nodes, allocations, at)
+    for g, c in paper_mod.REFERENCE_SHAPES:
+        ledger = evaluate(state, make_shape(None, g, g, c / g, 0.0, "node")).ledger
+        acc = idle.setdefault((g, c), dict.fromkeys(_LEDGER_KEYS, 0.0))
+        stranded = ledger.stranded or {}
+        acc["idle"] += ledger.idle / n_instants
+        acc["usable"] += ledger.usable / n_instants
+        acc["fragment"] += stranded.get("fragment", 0.0) / n_instants
+        acc["cpu_memory"] += stranded.get("cpu_memory", 0.0) / n_instants
+        acc["other"] += (
+            stranded.get("interval", 0.0) + stranded.get("topology", 0.0)
+        ) / n_instants
+    for model in (*paper_mod.ASW_MODELS, paper_mod.HETEROGENEOUS):
+        models = pooled if model == paper_mod.HETEROGENEOUS else model
+        if not state.filter(pl.col("gpu_model").is_in(models.split("|"))).height:
+            continue
+        for size in paper_mod.GANGS:
+            acc = gangs.setdefault((model, size), {"switch": 0.0, "any": 0.0})
+            for locality in ("switch", "any"):
+                shape = make_shape(models, size, 1, paper_mod.CPU_PER_SLOT, 0.0, locality)
+                acc[locality] += evaluate(state, shape).instances / n_instants
