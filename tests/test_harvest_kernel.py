@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from fleetaudit.api import harvest_api
+from fleetaudit.core.options import VICTIM_POLICIES
 from fleetaudit.model import occupancy
 from fleetaudit.whatif import harvest, harvest_kernel
 
@@ -215,3 +216,9 @@ def test_threads_start_the_longest_replays_first(policies, starts) -> None:
     """random's replay is the longest, then smallest, spotgpu, newest: the threads start
     them in that order, whatever order the policies were asked in."""
     assert harvest_api._longest_first(policies) == starts
+
+
+def test_the_start_order_ranks_every_victim_policy() -> None:
+    """A policy added to VICTIM_POLICIES is measured and ranked, not started last unseen."""
+    assert sorted(harvest_api._LONGEST_FIRST) == sorted(VICTIM_POLICIES)
+    assert harvest_api._longest_first(("newest", "future")) == [0, 1]

@@ -43,8 +43,10 @@ _LONGEST_FIRST = ("random", "smallest", "spotgpu", "newest")
 
 
 def _longest_first(policies: tuple[str, ...]) -> list[int]:
-    """Indices of ``policies`` in the order their replays should start."""
-    return sorted(range(len(policies)), key=lambda i: _LONGEST_FIRST.index(policies[i]))
+    """Indices of ``policies`` in the order their replays should start (a policy not yet
+    measured starts last)."""
+    rank = {policy: k for k, policy in enumerate(_LONGEST_FIRST)}
+    return sorted(range(len(policies)), key=lambda i: rank.get(policies[i], len(rank)))
 
 
 @dataclass(frozen=True)
