@@ -1464,9 +1464,9 @@ def report(
 ) -> None:
     """The three denominators of a window, per GPU model and for the fleet.
 
-    Physical GPU-hours (exact), schedulable ones (idle GPU-hours the window's demand
-    could use and the stranded rest by cause, sampled every --step), productive
-    ones (SM-active over allocated, from telemetry), the stored what-if
+    Physical GPU-hours (exact), schedulable ones (idle GPU-hours the window's
+    demand could use and the stranded rest by cause, sampled every --step),
+    productive ones (SM-active over allocated, from telemetry), the stored what-if
     estimates, and each headline figure's change since the previous recorded
     report of the same window length and step.
 
@@ -1539,10 +1539,11 @@ def paper(
 ) -> None:
     """The ASI paper's figures on an ingested alibaba-gpu-v2026 trace, beside fleetaudit's.
 
-    Allocation rate per model (HP, HP+LP), idle-GPU classes for the eight reference
-    shapes, ASW slots for 128/256-GPU gangs at 12 vCPU per GPU, standby GPU-hours and
-    their harvested share, requested vCPU per GPU; each computed as the paper's scripts
-    do, next to fleetaudit's own figure for the same window and a line on how they differ.
+    Allocation rate per model (HP, HP+LP), idle-GPU classes for the eight
+    reference shapes, ASW slots for 128/256-GPU gangs at 12 vCPU per GPU,
+    standby GPU-hours and their harvested share, requested vCPU per GPU; each
+    computed as the paper's scripts do, next to fleetaudit's own figure for the
+    same window and a line on how they differ.
 
     Examples:
 
