@@ -488,17 +488,18 @@ def ingest(
 ) -> None:
     """Load CSV (.csv, .csv.gz), Parquet or JSON Lines files into the store.
 
-    A file's table is its stem (nodes, allocations, requests, telemetry) or --table;
-    a folder loads every table file in it. One call is one transaction: all files
-    land or none do. A row whose key exists replaces the stored row. Rows that
-    break the schema go to the rejects table with file, row, column and reason
-    (`fleetaudit rejects` lists them).
+    A file's table is its stem (nodes, allocations, requests, telemetry) or
+    --table; a folder loads every table file in it. One call is one
+    transaction: all files land or none do. A row whose key exists replaces
+    the stored row. Rows that break the schema go to the rejects table with
+    file, row, column and reason (`fleetaudit rejects` lists them).
 
-    --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue Workloads).
-    --format slurm reads a Slurm cluster's exports, each recognised by its content:
-    sacct -P or --json, scontrol -d -o show node or --json, squeue --json, topology.conf.
-    --format prometheus loads dcgm-exporter GPU series (query_range JSON, /metrics
-    scrapes) into telemetry; ingest the nodes first.
+    --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue
+    Workloads). --format slurm reads a Slurm cluster's exports, each
+    recognised by its content: sacct -P or --json, scontrol -d -o show node or
+    --json, squeue --json, topology.conf. --format prometheus loads
+    dcgm-exporter GPU series (query_range JSON, /metrics scrapes) into
+    telemetry; ingest the nodes first.
 
     Examples:
 
@@ -920,12 +921,13 @@ def whatif_placement(
 ) -> None:
     """Replay the stored requests onto the nodes under placement policies.
 
-    By time (default): arrivals and departures as recorded over [at - since, at),
-    from the state at the window's start (or --empty), waiting requests in a fifo
-    or backfill queue; allocated and fragmented GPU % at every 5% of the window.
-    --fill is the FGD paper's method: no departures, requests in an order shuffled
-    per seed (--in-order: list order) on an empty fleet (resampled with the seed);
-    allocated and fragmented GPU % at every 5% of arrival.
+    By time (default): arrivals and departures as
+    recorded over [at - since, at), from the state at the window's start (or
+    --empty), waiting requests in a fifo or backfill queue; allocated and
+    fragmented GPU % at every 5% of the window. --fill is the FGD paper's
+    method: no departures, requests in an order shuffled per seed (--in-order:
+    list order) on an empty fleet (resampled with the seed); allocated and
+    fragmented GPU % at every 5% of arrival.
 
     Examples:
 
@@ -1072,17 +1074,18 @@ def whatif_compaction(
 ) -> None:
     """Replay in-place compaction on the state at --at: a move ledger and the capacity it frees.
 
-    Per partition (whole switch domains of one GPU model), partially occupied
-    nodes are emptied by ejection chains of make-before-break moves. The objective,
-    in order: more instances of the queued shapes (or those given), more free
-    nodes, fewer partially occupied nodes, fewer GPUs moved. Without a shape
-    option the queued shapes at --at count.
+    Per partition (whole switch domains of one GPU model), partially
+    occupied nodes are emptied by ejection chains of make-before-break
+    moves. The objective, in order: more instances of the queued shapes (or
+    those given), more free nodes, fewer partially occupied nodes, fewer
+    GPUs moved. Without a shape option the queued shapes at --at count.
 
-    With --over, the window before --at is also replayed by time twice on the same
-    arrivals: without compaction, and with a compaction round every --every that
-    applies at most --moves-per-hour GPUs of moves. It reports partially occupied
-    and free nodes along the window, start probabilities, requests that started
-    earlier and the migration paid; report then shows this run.
+    With --over, the window before --at is also replayed by time twice on
+    the same arrivals: without compaction, and with a compaction round every
+    --every that applies at most --moves-per-hour GPUs of moves. It reports
+    partially occupied and free nodes along the window, start probabilities,
+    requests that started earlier and the migration paid; report then shows
+    this run.
 
     Examples:
 
@@ -1464,11 +1467,11 @@ def report(
 ) -> None:
     """The three denominators of a window, per GPU model and for the fleet.
 
-    Physical GPU-hours (exact), schedulable ones (idle GPU-hours the window's
-    demand could use and the stranded rest by cause, sampled every --step),
-    productive ones (SM-active over allocated, from telemetry), the stored what-if
-    estimates, and each headline figure's change since the previous recorded
-    report of the same window length and step.
+    Physical GPU-hours (exact), schedulable ones (idle GPU-hours the
+    window's demand could use and the stranded rest by cause, sampled every
+    --step), productive ones (SM-active over allocated, from telemetry), the
+    stored what-if estimates, and each headline figure's change since the
+    previous recorded report of the same window length and step.
 
     Examples:
 
@@ -1573,8 +1576,8 @@ def demo(
 ) -> None:
     """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report.
 
-    The report's HTML page is written beside the store (DB's name with -report.html) and
-    its path is the last line.
+    The report's HTML page is written beside the store (DB's name with
+    -report.html) and its path is the last line.
 
     Examples:
 
