@@ -560,7 +560,7 @@ def status(
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """Show what the store holds: rows per table, capacity per GPU model, export time, scenarios.
+    """What the store holds: rows per table, GPUs per model, export, scenarios.
 
     Examples:
 
@@ -803,7 +803,7 @@ def shapes(
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """How many instances of a request shape can start now, and what strands the idle rest.
+    """How many instances of a request shape can start now; what strands the rest.
 
     Without --gpus or --shapes: every distinct GPU shape queued at --at.
     Per shape: instances, usable GPUs, and the idle GPUs stranded by cause
@@ -840,8 +840,7 @@ whatif = typer.Typer(
     cls=ReadableGroup,
     name="whatif",
     help=(
-        "Replay what-ifs offline: placement policies, in-place compaction, "
-        "harvesting of standby capacity."
+        "Replay what-ifs offline: placement, in-place compaction, standby harvesting."
     ),
     no_args_is_help=True,
 )
@@ -1072,7 +1071,7 @@ def whatif_compaction(
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """Replay in-place compaction on the state at --at: a move ledger and the capacity it frees.
+    """Replay in-place compaction at --at: a move ledger and the capacity it frees.
 
     Per partition (whole switch domains of one GPU model), partially
     occupied nodes are emptied by ejection chains of make-before-break
@@ -1392,7 +1391,7 @@ def rollup(
     ] = "native",
     quiet: QuietOption = False,
 ) -> None:
-    """Roll raw telemetry up per node, GPU, allocation and interval, as native Parquet.
+    """Roll raw telemetry up per node, GPU, allocation and interval, into Parquet.
 
     Writes OUT/telemetry.parquet: per interval, the means of sm_active and
     mem_used and the number of samples. `fleetaudit ingest OUT` loads it, and
@@ -1540,7 +1539,7 @@ def paper(
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """The ASI paper's figures on an ingested alibaba-gpu-v2026 trace, beside fleetaudit's.
+    """The ASI paper's figures on an ingested ASI trace, beside fleetaudit's own.
 
     Allocation rate per model (HP, HP+LP), idle-GPU classes for the eight
     reference shapes, ASW slots for 128/256-GPU gangs at 12 vCPU per GPU,
@@ -1574,7 +1573,7 @@ def demo(
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """Ingest the bundled sample fleet and show what it holds: capacity, state, queued shapes, report.
+    """Ingest the bundled sample fleet; show its capacity, state, shapes, report.
 
     The report's HTML page is written beside the store (DB's name with
     -report.html) and its path is the last line.
