@@ -10,7 +10,6 @@ Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 
 import contextlib
 import functools
-import json
 import os
 import re
 import signal
@@ -30,7 +29,7 @@ from typer.exceptions import TyperException
 from fleetaudit import __version__
 from fleetaudit.core.errors import ExitCode, FleetAuditError, UsageError
 from fleetaudit.core.fsutil import is_stdout, write_output
-from fleetaudit.core.lazy import import_with_stand_ins
+from fleetaudit.core.lazy import LazyModule, import_with_stand_ins
 from fleetaudit.core.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.core.options import (
     ASI_RELEASE_DAYS,
@@ -56,14 +55,17 @@ from fleetaudit.core.options import PLACEMENT_POLICIES as POLICIES
 from fleetaudit.core.options import ROLLUP_INTERVAL_S as DEFAULT_INTERVAL_S
 from fleetaudit.core.options import ROLLUP_SOURCES as SOURCES
 from fleetaudit.core.times import iso, parse_duration, parse_instant
-from fleetaudit.outputs import console
 
 # The engines (polars, numpy, duckdb, numba: most of a start-up) are imported in
-# the command that runs them, so `fleetaudit --help` and usage errors stay fast.
+# the command that runs them, and the terminal renderer when a command prints, so
+# `fleetaudit --help` and usage errors stay fast.
 if TYPE_CHECKING:
     from fleetaudit import api
     from fleetaudit.api.report_api import ReportResult
     from fleetaudit.model.shapes import Shape
+    from fleetaudit.outputs import console
+else:
+    console = LazyModule("fleetaudit.outputs.console")
 
 # Placeholders in --help read as words, by option name (else by type); flags show none.
 # typer's help and error renderer imports rich's Markdown (markdown-it, pygments) and
@@ -1512,6 +1514,8 @@ def _write_report(result: "ReportResult", html: Path | None, json_path: Path | N
     from fleetaudit.outputs.report import expand_path, write_html
 
     if json_path is not None:
+        import json
+
         target = expand_path(json_path, result.generated_at)
         write_output(target, json.dumps(report_document(result), indent=1) + "\n")
         console.wrote(target)
