@@ -1006,6 +1006,15 @@ def test_saved_placement_keeps_priorities_of_records_and_requests(tmp_path: Path
     assert (ledger["allocated_high"], ledger["allocated_low"], ledger["idle"]) == (5, 3, 0)
     recorded = runner.invoke(app, ["shapes", "--db", str(db), *at, "--model", "H20",
                                    "--gpus", "1", "--json"])  # fmt: skip
+    # by default, at the instant the state was saved (03:00), not at r2's end (03:30)
+    default = runner.invoke(app, ["shapes", "--db", str(db), "--scenario", "ff",
+                                  "--model", "H20", "--gpus", "1", "--json"])  # fmt: skip
+    document = json.loads(default.stdout)
+    assert document["at"] == "2026-01-01T03:00:00Z"
+    assert document["shapes"][0]["gpus"] == ledger
+    later = runner.invoke(app, ["shapes", "--db", str(db), "--scenario", "ff", "--at",
+                                "2026-01-01T03:30:00Z", "--model", "H20", "--gpus", "1", "--json"])  # fmt: skip
+    assert json.loads(later.stdout)["shapes"][0]["gpus"]["allocated_low"] == 2
     # the record alone: a1's 2 low GPUs (requests are not allocations)
     ledger = json.loads(recorded.stdout)["shapes"][0]["gpus"]
     assert (ledger["allocated_high"], ledger["allocated_low"], ledger["idle"]) == (0, 2, 6)

@@ -256,16 +256,26 @@ def holds_requests(store: Store) -> bool:
 
 
 def resolve_at(store: Store, at: datetime | None, scenario: str | None = None) -> datetime:
-    """``--at`` or, by default, the export time."""
+    """``--at`` or, by default, the instant ``scenario`` was saved at, else the export
+    time (a saved state's rows can end after it: work that runs on)."""
     if at is not None:
         return to_utc(at)
-    found = export_time(store, scenario)
+    found = saved_at(store, scenario) if scenario is not None else None
+    if found is None:
+        found = export_time(store, scenario)
     if found is None:
         raise UsageError(
             f"{store.path}: the store holds no allocations, requests or telemetry yet; "
             "give --at TIME for a snapshot of the inventory"
         )
     return found
+
+
+def saved_at(store: Store, scenario: str) -> datetime | None:
+    """The instant scenario ``scenario`` holds the state of (None: not saved, or no instant)."""
+    saved = store.query("scenario_names").filter(pl.col("name") == scenario)
+    value = saved["at"][0] if saved.height else None
+    return None if value is None else to_utc(value)
 
 
 def check_scenario(store: Store, scenario: str | None) -> None:
