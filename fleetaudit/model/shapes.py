@@ -458,11 +458,11 @@ def evaluate_all(cases: Sequence[tuple[pl.DataFrame, Shape]]) -> list[Evaluation
     for state, shape in cases:
         if shared[id(state)] == 1:  # one shape: its sums alone
             sums_of.append(len(plans))
-            plans.append(state.lazy().filter(_in_models(shape)).select(_ledger_exprs(state)))
+            plans.append(state.lazy().filter(_in_models(shape)).select(ledger_exprs(state)))
             continue
         if id(state) not in by_model:
             by_model[id(state)] = len(plans)
-            plans.append(state.lazy().group_by("gpu_model").agg(_ledger_exprs(state)))
+            plans.append(state.lazy().group_by("gpu_model").agg(ledger_exprs(state)))
         sums_of.append(by_model[id(state)])
     slots = _collect([_node_slots(state, shape) for state, shape in cases])
     done = _collect(
@@ -507,7 +507,7 @@ def _in_models(shape: Shape) -> pl.Expr:
     return pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
 
 
-def _ledger_exprs(state: pl.DataFrame) -> list[pl.Expr]:
+def ledger_exprs(state: pl.DataFrame) -> list[pl.Expr]:
     """The ledger's sums (:data:`_LEDGER_SUMS`) over a state's rows: the GPUs installed,
     unhealthy, allocated high and low and idle (allocated GPUs capped at the node's GPUs)."""
     healthy = usable_expr(state)
@@ -530,7 +530,7 @@ def ledger(
     Allocated GPUs are capped at the node's GPUs so the identity holds even when
     the data over-commits a node.
     """
-    sums = state.lazy().filter(_in_models(shape)).select(_ledger_exprs(state)).collect()
+    sums = state.lazy().filter(_in_models(shape)).select(ledger_exprs(state)).collect()
     return _ledger(sums.row(0, named=True), shape, slots, groups, instances)
 
 
