@@ -90,14 +90,17 @@ HEALTHY = "healthy"
 # ----------------------------------------------------------------------- units
 
 
-def micro_units(column: str) -> pl.Expr:
-    """A quantity column in integer micro-units (null stays null): how every engine
-    counts GPUs, CPUs and memory exactly.
+def micro_units(column: str | pl.Expr) -> pl.Expr:
+    """A quantity column (a name or an expression) in integer micro-units (null stays
+    null): how every engine counts GPUs, CPUs and memory exactly.
 
     >>> pl.DataFrame({"x": [0.9, None, 2.5]}).select(micro_units("x"))["x"].to_list()
     [900000, None, 2500000]
+    >>> pl.select(micro_units(pl.lit(0.3))).item()
+    300000
     """
-    return (pl.col(column).cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
+    quantity = pl.col(column) if isinstance(column, str) else column
+    return (quantity.cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
 
 
 def units_of(quantity: float | None) -> int:
