@@ -537,3 +537,30 @@ def test_status_reads_a_null_health_as_healthy() -> None:
     models, domains = api.capacity_by_model(nodes)
     assert models.rows() == [("H20", 2, 16, 8, 2)]
     assert domains == 2
+
+
+def test_state_counts_free_and_partial_nodes_among_gpu_nodes(tmp_path: Path) -> None:
+    """A healthy node without GPUs is neither free nor partial, as in compaction: c1
+    (CPU, 0 GPUs) idle; n1 holds 3 of 8 GPUs; n2 none; n3 is down."""
+    folder = tmp_path / "fleet"
+    write(folder / "nodes.csv", """
+node_id,gpu_model,gpus,cpus,health
+n1,H20,8,64,healthy
+n2,H20,8,64,healthy
+n3,H20,8,64,down
+c1,CPU,0,96,healthy
+""")
+    write(folder / "allocations.csv", """
+alloc_id,node_id,gpus,cpus,priority,start_time
+a1,n1,3,8,high,2026-01-01T00:00:00Z
+a2,c1,0,16,low,2026-01-01T00:00:00Z
+""")
+    db = tmp_path / "s.duckdb"
+    assert invoke("ingest", folder, "--db", db).exit_code == 0
+    result = invoke("state", "--db", db, "--csv")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "gpu_model,installed,unhealthy,high,low,idle,free_nodes,partial_nodes",
+        "H20,24,8,3,0,13,1,1",
+        "CPU,0,0,0,0,0,0,0",
+    ]

@@ -61,6 +61,7 @@ __all__ = [
     "node_index",
     "node_slots",
     "node_slots_at",
+    "node_use",
     "optional_column",
     "over_committed",
     "packed_fills",
@@ -675,6 +676,23 @@ def over_committed(frame: pl.DataFrame) -> pl.Expr | None:
     if {"gpus_used", "gpus"} <= set(frame.columns):
         return pl.col("gpus_used") > pl.col("gpus")
     return None
+
+
+def node_use(frame: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
+    """Whether each node of a node state frame is free, and whether it is partially
+    occupied: the one definition (``state``, compaction). Both are usable nodes with
+    GPUs; a free node has none occupied (gpus_used == 0), a partially occupied one
+    0 < gpus_used < gpus. A node without GPUs is neither.
+
+    >>> state = pl.DataFrame({"health": ["healthy", "healthy", None, "down", "healthy"],
+    ...     "gpus": [8, 8, 8, 8, 0], "gpus_used": [0, 3, 8, 0, 0]})
+    >>> free, partial = node_use(state)
+    >>> state.select(free.alias("free"), partial.alias("partial")).rows()
+    [(True, False), (False, True), (False, False), (False, False), (False, False)]
+    """
+    scope = usable_expr(frame) & (pl.col("gpus") > 0)
+    used = pl.col("gpus_used")
+    return scope & (used == 0), scope & (used > 0) & (used < pl.col("gpus"))
 
 
 def gang_instances(slots: GangSlots, pods: int) -> tuple[GangSlots, GangSlots]:

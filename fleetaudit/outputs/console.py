@@ -1347,6 +1347,7 @@ def state_by_model(state: pl.DataFrame) -> pl.DataFrame:
     # identity holds on over-committed nodes too
     installed, unhealthy, high, low, idle = shapes_model.ledger_exprs(state)
     over = capacity.over_committed(state)
+    free_node, partial_node = capacity.node_use(state)
     return (
         state.group_by("gpu_model")
         .agg(
@@ -1356,11 +1357,9 @@ def state_by_model(state: pl.DataFrame) -> pl.DataFrame:
             low.alias("low"),
             idle,
             pl.col("free_gpus_window").filter(healthy).sum().alias("idle_window"),
-            (healthy & (pl.col("gpus_used") == 0)).sum().alias("free_nodes"),
+            free_node.sum().alias("free_nodes"),
             (pl.lit(False) if over is None else over).sum().alias("overcommitted"),
-            (healthy & (pl.col("gpus_used") > 0) & (pl.col("gpus_used") < pl.col("gpus")))
-            .sum()
-            .alias("partial_nodes"),
+            partial_node.sum().alias("partial_nodes"),
         )
         .sort("installed", "gpu_model", descending=[True, False])
     )
