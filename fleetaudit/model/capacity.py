@@ -19,7 +19,8 @@ can disagree on it. It owns:
 - the slot count of a pod on a node (:func:`node_slots` for one node,
   :func:`slot_exprs` for a polars frame, :func:`slots_array` for numpy arrays:
   one rule in three forms, tested against each other), including the
-  over-committed-node rule (:func:`share_room`), and the instances a domain's
+  over-committed-node rule (:func:`share_room`; :func:`room_counts` over arrays),
+  free and partially occupied nodes (:func:`node_use`), and the instances a domain's
   slots give a gang (:func:`gang_instances`).
 
 The compiled harvesting kernel and the compaction ledger replay keep packings
@@ -65,6 +66,7 @@ __all__ = [
     "optional_column",
     "over_committed",
     "packed_fills",
+    "room_counts",
     "share_room",
     "slot_exprs",
     "slots_array",
@@ -474,6 +476,23 @@ def share_room(share: int, fills: Iterable[int], *, steady: bool = True, over: b
     if not steady or over:
         return 0
     return sum(max(SHARE_UNITS - fill, 0) // share for fill in fills)
+
+
+def room_counts(
+    free_gpus: np.ndarray, free_gpus_window: np.ndarray, used_gpus: np.ndarray, gpus: np.ndarray
+) -> np.ndarray:
+    """:func:`share_room`'s two conditions over numpy arrays: where a node's partly
+    filled GPUs take share pods (steady: its free GPUs at t are its free GPUs over the
+    window; not over-committed: used_gpus <= gpus).
+
+    >>> import numpy as np
+    >>> room_counts(np.array([2, 2, 0]), np.array([2, 1, 0]), np.array([6, 6, 9]),
+    ...     np.array([8, 8, 8])).tolist()
+    [True, False, False]
+    """
+    import numpy as np
+
+    return (np.asarray(free_gpus) == free_gpus_window) & ~(np.asarray(used_gpus) > gpus)
 
 
 def _by(free: int | None, need: int) -> int:
