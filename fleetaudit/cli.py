@@ -258,10 +258,14 @@ DbOption = Annotated[
     ),
 ]
 AtOption = Annotated[
-    str | None, typer.Option("--at", help="The instant (default: the export time).")
+    str | None, typer.Option(
+        "--at", help="The instant (default: the export time; a --scenario's saved instant)."
+    )
 ]
 WindowEndOption = Annotated[
-    str | None, typer.Option("--at", help="The window's end (default: the export time).")
+    str | None, typer.Option(
+        "--at", help="The window's end (default: the export time; a --scenario's saved instant)."
+    )
 ]
 ScenarioOption = Annotated[
     str | None,

@@ -501,3 +501,66 @@ def test_a_value_that_is_not_plain_reads_as_typer_reads_it(
     assert capsys.readouterr().err == (
         f"fleetaudit: error: {message} (see fleetaudit shapes --help)\n"
     )
+
+
+def test_status_counts_health_and_domains_as_the_capacity_model(tmp_path: Path) -> None:
+    """status's capacity by model: sw1 holds an H20 and an A10 node (one domain of the
+    fleet, one of each model); the node named sw1 has no switch, so it is a domain by
+    itself, not part of switch sw1; n4 is down."""
+    folder = tmp_path / "fleet"
+    write(folder / "nodes.csv", """
+node_id,gpu_model,gpus,cpus,switch_id,health
+n1,H20,8,64,sw1,healthy
+n2,A10,4,32,sw1,healthy
+sw1,H20,8,64,,healthy
+n4,H20,8,64,,down
+""")
+    db = tmp_path / "s.duckdb"
+    assert invoke("ingest", folder, "--db", db).exit_code == 0
+    result = invoke("status", "--db", db, "--csv")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "gpu_model,nodes,gpus,healthy_gpus,domains",
+        "H20,3,24,16,3",  # switch sw1, node sw1, node n4
+        "A10,1,4,4,1",
+    ]
+    summary = api.summarize(api.StoreOptions(db=db))
+    assert summary.domains == 3  # not 3 + 1: sw1 holds both models
+    table = invoke("status", "--db", db).stdout
+    (fleet,) = [line for line in table.splitlines() if " all " in line]
+    assert [word for word in fleet.split() if word.isdigit()] == ["4", "28", "20", "3"]
+
+
+def test_status_reads_a_null_health_as_healthy() -> None:
+    nodes = pl.DataFrame({"node_id": ["a", "b"], "gpu_model": ["H20", "H20"], "gpus": [8, 8],
+                          "switch_id": [None, None], "health": [None, "cordoned"]})  # fmt: skip
+    models, domains = api.capacity_by_model(nodes)
+    assert models.rows() == [("H20", 2, 16, 8, 2)]
+    assert domains == 2
+
+
+def test_state_counts_free_and_partial_nodes_among_gpu_nodes(tmp_path: Path) -> None:
+    """A healthy node without GPUs is neither free nor partial, as in compaction: c1
+    (CPU, 0 GPUs) idle; n1 holds 3 of 8 GPUs; n2 none; n3 is down."""
+    folder = tmp_path / "fleet"
+    write(folder / "nodes.csv", """
+node_id,gpu_model,gpus,cpus,health
+n1,H20,8,64,healthy
+n2,H20,8,64,healthy
+n3,H20,8,64,down
+c1,CPU,0,96,healthy
+""")
+    write(folder / "allocations.csv", """
+alloc_id,node_id,gpus,cpus,priority,start_time
+a1,n1,3,8,high,2026-01-01T00:00:00Z
+a2,c1,0,16,low,2026-01-01T00:00:00Z
+""")
+    db = tmp_path / "s.duckdb"
+    assert invoke("ingest", folder, "--db", db).exit_code == 0
+    result = invoke("state", "--db", db, "--csv")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "gpu_model,installed,unhealthy,high,low,idle,free_nodes,partial_nodes",
+        "H20,24,8,3,0,13,1,1",
+        "CPU,0,0,0,0,0,0,0",
+    ]

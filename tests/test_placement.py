@@ -433,7 +433,7 @@ def test_whatif_placement_cli_saves_a_scenario_that_shapes_reads(tmp_path: Path)
     assert shapes.exit_code == 0, shapes.output
     ledger = json.loads(shapes.stdout)["shapes"][0]["gpus"]
     assert ledger["allocated_high"] + ledger["allocated_low"] == pytest.approx(placed)
-    assert ledger["allocated_low"] == 0  # placements are saved as high priority
+    assert ledger["allocated_low"] == 0  # r4, the one low request, arrives after the 50%
     recorded = runner.invoke(
         app, ["shapes", "--db", str(db), "--model", "H20|A10", "--gpus", "1", "--json"]
     )
@@ -967,3 +967,54 @@ def test_replay_memo_gives_the_same_replay_on_generated_fleets(generated_frames,
     assert before.started > 100 and before.failed > 0  # the queue is at work
     for after in afters:
         _assert_same_replay(after, before)
+
+
+def test_saved_placement_keeps_priorities_of_records_and_requests(tmp_path: Path) -> None:
+    """tests/data/placement_priority: a recorded low allocation stays low (with its
+    tenant, workload, checkpoint and sleepable flag); a replayed pod takes its
+    request's priority and tenant, high where the request gives none."""
+    import json
+
+    import duckdb
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    runner = CliRunner()
+    folder = Path(__file__).parent / "data" / "placement_priority"
+    db = tmp_path / "p.duckdb"
+    assert runner.invoke(app, ["ingest", str(folder), "--db", str(db)]).exit_code == 0
+    at = ["--at", "2026-01-01T03:00:00Z"]
+    result = runner.invoke(app, ["whatif", "placement", "--db", str(db), *at, "--since", "2h",
+                                 "--policy", "first-fit", "--save-as", "ff", "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with duckdb.connect(str(db), read_only=True) as connection:
+        rows = connection.sql(
+            "SELECT job_id, priority, workload, tenant, checkpoint_interval_s, sleepable "
+            "FROM scenario_allocations WHERE scenario = 'ff' ORDER BY job_id"
+        ).fetchall()
+    assert rows == [
+        ("j1", "low", "offline_inference", "ads", 600.0, True),
+        ("r1", "high", None, "vision", None, False),
+        ("r2", "low", None, "search", None, False),
+        ("r3", "high", None, None, None, False),
+    ]
+    shapes = runner.invoke(app, ["shapes", "--db", str(db), "--scenario", "ff", *at,
+                                 "--model", "H20", "--gpus", "1", "--json"])  # fmt: skip
+    assert shapes.exit_code == 0, shapes.output
+    ledger = json.loads(shapes.stdout)["shapes"][0]["gpus"]
+    assert (ledger["allocated_high"], ledger["allocated_low"], ledger["idle"]) == (5, 3, 0)
+    recorded = runner.invoke(app, ["shapes", "--db", str(db), *at, "--model", "H20",
+                                   "--gpus", "1", "--json"])  # fmt: skip
+    # by default, at the instant the state was saved (03:00), not at r2's end (03:30)
+    default = runner.invoke(app, ["shapes", "--db", str(db), "--scenario", "ff",
+                                  "--model", "H20", "--gpus", "1", "--json"])  # fmt: skip
+    document = json.loads(default.stdout)
+    assert document["at"] == "2026-01-01T03:00:00Z"
+    assert document["shapes"][0]["gpus"] == ledger
+    later = runner.invoke(app, ["shapes", "--db", str(db), "--scenario", "ff", "--at",
+                                "2026-01-01T03:30:00Z", "--model", "H20", "--gpus", "1", "--json"])  # fmt: skip
+    assert json.loads(later.stdout)["shapes"][0]["gpus"]["allocated_low"] == 2
+    # the record alone: a1's 2 low GPUs (requests are not allocations)
+    ledger = json.loads(recorded.stdout)["shapes"][0]["gpus"]
+    assert (ledger["allocated_high"], ledger["allocated_low"], ledger["idle"]) == (0, 2, 6)

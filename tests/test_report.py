@@ -1106,3 +1106,34 @@ def test_wait_and_step_texts_by_hand() -> None:
     # 7,200 s = 2 h exactly; 5,400 s is not whole hours but 90 whole minutes; 90 s is neither
     assert [_duration(s) for s in (7_200, 5_400, 90, 86_400)] == ["2h", "90m", "90s", "1d"]
     assert _duration(None) == "-"
+
+
+# ------------------------------------------------------------ the tiny fleet, end to end
+
+
+def test_report_physical_gpu_hours_match_the_tiny_hand_worked_json(
+    tmp_path: Path, tiny_dir: Path
+) -> None:
+    """The tiny README's physical GPU-hours over [00:00, 12:00), through the command
+    line: every figure of expected_physical_00_12.json, for the fleet, and per model
+    (A10 is n7 alone: 4 GPUs x 12 h, healthy, nothing allocated)."""
+    db, out = tmp_path / "tiny.duckdb", tmp_path / "report.json"
+    assert invoke("ingest", tiny_dir, "--db", db).exit_code == 0
+    result = invoke("report", "--db", db, "--at", "2026-01-01T12:00:00Z", "--since", "12h",
+                    "--json", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    assert document["window"]["start"] == "2026-01-01T00:00:00Z"
+    expected = json.loads((tiny_dir / "expected_physical_00_12.json").read_text())
+    fleet = document["fleet"]["physical"]
+    for key, value in expected.items():
+        assert fleet[key] == pytest.approx(value, abs=1e-6), key
+    # rates divide by healthy GPU-hours: 52 / 528 and 54.667 / 528
+    assert fleet["allocation_rate_high"] == pytest.approx(52 / 528, abs=1e-6)
+    assert fleet["allocation_rate"] == pytest.approx((164 / 3) / 528, abs=1e-6)
+    h20, a10 = document["models"]["H20"]["physical"], document["models"]["A10"]["physical"]
+    assert (h20["installed_gpu_hours"], h20["healthy_gpu_hours"]) == (576, 480)  # n5 cordoned
+    assert h20["allocated_gpu_hours"] == pytest.approx(164 / 3, abs=1e-6)
+    assert h20["allocated_high_gpu_hours"] == pytest.approx(52, abs=1e-6)
+    assert (a10["installed_gpu_hours"], a10["healthy_gpu_hours"]) == (48, 48)
+    assert (a10["allocated_gpu_hours"], a10["allocated_high_gpu_hours"]) == (0, 0)

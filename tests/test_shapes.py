@@ -73,6 +73,7 @@ def test_queued_shapes_match_the_hand_worked_json(tmp_path: Path, tiny_dir: Path
     assert got["at"] == expected["at"]
     # the queue holds one request per shape; order them as the expected file does
     by_shape = {json.dumps(s["shape"], sort_keys=True): s for s in got["shapes"]}
+    assert len(got["shapes"]) == len(by_shape) == len(expected["shapes"])  # no shape more
     for want in expected["shapes"]:
         have = by_shape[json.dumps(want["shape"], sort_keys=True)]
         assert have["instances"] == want["instances"]
@@ -89,9 +90,13 @@ def test_history_matches_the_hand_worked_json(tmp_path: Path, tiny_dir: Path) ->
             "--cpus-per-gpu", "8", "--history", "12h", "--step", "1h", "--deadline", "1h", "--json"]  # fmt: skip
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    got = json.loads(result.stdout)["shapes"][0]
-    expected = json.loads((tiny_dir / "expected_history_r1_at_20.json").read_text())["shapes"][0]
+    document = json.loads(result.stdout)
+    whole = json.loads((tiny_dir / "expected_history_r1_at_20.json").read_text())
+    assert document["at"] == whole["at"]
+    assert len(document["shapes"]) == 1
+    got, expected = document["shapes"][0], whole["shapes"][0]
     assert got["shape"] == expected["shape"]
+    assert got["reclaimable"] is expected["reclaimable"] is None
     assert got["instances"] == expected["instances"]
     assert got["gpus"] == expected["gpus"]
     assert got["history"] == expected["history"]

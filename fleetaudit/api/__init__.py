@@ -106,6 +106,28 @@ class StoreSummary:
     export_time: datetime | None
     queued: int
     scenarios: pl.DataFrame  # name, created_at, command, at, base, options
+    domains: int  # switch domains of the whole fleet (one holding two models counts once)
+
+
+def capacity_by_model(nodes: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Installed capacity per GPU model (nodes, GPUs, healthy GPUs, switch domains), most
+    GPUs first, and the fleet's switch domains: health and the domain key are the
+    capacity model's (a null health is healthy; a node without a switch is a domain by
+    itself, never one with a switch of its name)."""
+    from fleetaudit.model.capacity import SWITCH_DOMAIN, node_index
+
+    index = node_index(nodes)
+    models = (
+        index.group_by("gpu_model")
+        .agg(
+            pl.len().cast(pl.Int64).alias("nodes"),
+            pl.col("gpus").sum().alias("gpus"),
+            pl.col("gpus").filter(pl.col("usable")).sum().alias("healthy_gpus"),
+            pl.col(SWITCH_DOMAIN).n_unique().cast(pl.Int64).alias("domains"),
+        )
+        .sort(["gpus", "gpu_model"], descending=[True, False])
+    )
+    return models, index[SWITCH_DOMAIN].n_unique()
 
 
 def summarize(options: StoreOptions) -> StoreSummary:
@@ -113,13 +135,15 @@ def summarize(options: StoreOptions) -> StoreSummary:
     with reading(options) as store:
         at = export_time(store)
         queued = 0 if at is None else store.query("queued_requests_at", at=at).height
+        models, domains = capacity_by_model(store.query("nodes"))
         return StoreSummary(
             db=options.db,
             tables=store.query("store_tables"),
-            models=store.query("fleet_by_model"),
+            models=models,
             export_time=at,
             queued=queued,
             scenarios=store.query("scenario_names"),
+            domains=domains,
         )
 
 
@@ -232,16 +256,26 @@ def holds_requests(store: Store) -> bool:
 
 
 def resolve_at(store: Store, at: datetime | None, scenario: str | None = None) -> datetime:
-    """``--at`` or, by default, the export time."""
+    """``--at`` or, by default, the instant ``scenario`` was saved at, else the export
+    time (a saved state's rows can end after it: work that runs on)."""
     if at is not None:
         return to_utc(at)
-    found = export_time(store, scenario)
+    found = saved_at(store, scenario) if scenario is not None else None
+    if found is None:
+        found = export_time(store, scenario)
     if found is None:
         raise UsageError(
             f"{store.path}: the store holds no allocations, requests or telemetry yet; "
             "give --at TIME for a snapshot of the inventory"
         )
     return found
+
+
+def saved_at(store: Store, scenario: str) -> datetime | None:
+    """The instant scenario ``scenario`` holds the state of (None: not saved, or no instant)."""
+    saved = store.query("scenario_names").filter(pl.col("name") == scenario)
+    value = saved["at"][0] if saved.height else None
+    return None if value is None else to_utc(value)
 
 
 def check_scenario(store: Store, scenario: str | None) -> None:

@@ -117,6 +117,7 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
                 "shuffle": run.shuffle,
             },
             at,
+            requests,
         )
     return PlacementResult(
         mode="fill",
@@ -171,6 +172,8 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
                 "seed": run.seed,
             },
             at,
+            requests,
+            allocations,
         )
     return PlacementResult(
         mode="time",
@@ -193,29 +196,71 @@ def _save_placement(
     placed: pl.DataFrame,
     options: dict[str, object],
     at: datetime,
+    requests: pl.DataFrame,
+    recorded: pl.DataFrame | None = None,
 ) -> None:
     """Save placed pods (with start_time and end_time) as scenario ``name`` (base empty).
 
-    Every pod is saved as high-priority work; workload, tenant and checkpoints
-    are not known to a placement what-if.
+    A recorded allocation (its alloc_id in ``recorded``) keeps its own priority,
+    workload, tenant, checkpoint interval and sleepable flag. A replayed pod takes
+    its request's priority (high where the request gives none) and tenant (by
+    ``request_id``, else ``job_id``); a request tells no workload nor checkpoints.
     """
-    allocations = placed.select(
+    key = "request_id" if "request_id" in placed.columns else "job_id"
+    asked = requests.select(
+        pl.col("request_id").cast(pl.String).alias(key),
+        _text(requests, "priority").alias("_asked_priority"),
+        _text(requests, "tenant").alias("_asked_tenant"),
+    )
+    frame = placed.with_columns(pl.col(key).cast(pl.String)).join(asked, on=key, how="left")
+    kept = ("priority", "workload", "tenant", "checkpoint_interval_s", "sleepable")
+    if recorded is not None and recorded.height:
+        own = recorded.select(
+            pl.col("alloc_id").cast(pl.String),
+            pl.lit(True).alias("_recorded"),
+            *(pl.col(c).alias(f"_own_{c}") for c in kept),
+        )
+        frame = frame.join(own, on="alloc_id", how="left")
+    else:
+        frame = frame.with_columns(
+            pl.lit(None, dtype=pl.Boolean).alias("_recorded"),
+            pl.lit(None, dtype=pl.String).alias("_own_priority"),
+            pl.lit(None, dtype=pl.String).alias("_own_workload"),
+            pl.lit(None, dtype=pl.String).alias("_own_tenant"),
+            pl.lit(None, dtype=pl.Float64).alias("_own_checkpoint_interval_s"),
+            pl.lit(None, dtype=pl.Boolean).alias("_own_sleepable"),
+        )
+    recorded_row = pl.col("_recorded").fill_null(False)
+
+    def own_or(column: str, replayed: pl.Expr) -> pl.Expr:
+        return pl.when(recorded_row).then(pl.col(f"_own_{column}")).otherwise(replayed)
+
+    allocations = frame.select(
         "alloc_id",
         "job_id",
         "node_id",
         "gpus",
         "cpus",
         "memory_gib",
-        pl.lit("high").alias("priority"),
-        pl.lit(None, dtype=pl.Utf8).alias("workload"),
-        pl.lit(None, dtype=pl.Utf8).alias("tenant"),
+        own_or("priority", pl.col("_asked_priority").fill_null("high"))
+        .cast(pl.String).alias("priority"),
+        own_or("workload", pl.lit(None, dtype=pl.String)).cast(pl.String).alias("workload"),
+        own_or("tenant", pl.col("_asked_tenant")).cast(pl.String).alias("tenant"),
         "start_time",
         "end_time",
-        pl.lit(None, dtype=pl.Float64).alias("checkpoint_interval_s"),
-        pl.lit(False).alias("sleepable"),
-    )
+        own_or("checkpoint_interval_s", pl.lit(None, dtype=pl.Float64))
+        .cast(pl.Float64).alias("checkpoint_interval_s"),
+        own_or("sleepable", pl.lit(False)).fill_null(False).alias("sleepable"),
+    )  # fmt: skip
     with writing(store_options) as store:
         save_scenario(
             store, name, allocations, base="empty", command="whatif placement",
             options=options, at=at,
         )  # fmt: skip
+
+
+def _text(frame: pl.DataFrame, column: str) -> pl.Expr:
+    """A text column of ``frame``, or null on every row when it lacks it."""
+    if column in frame.columns:
+        return pl.col(column).cast(pl.String)
+    return pl.lit(None, dtype=pl.String)

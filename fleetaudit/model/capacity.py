@@ -19,7 +19,8 @@ can disagree on it. It owns:
 - the slot count of a pod on a node (:func:`node_slots` for one node,
   :func:`slot_exprs` for a polars frame, :func:`slots_array` for numpy arrays:
   one rule in three forms, tested against each other), including the
-  over-committed-node rule (:func:`share_room`), and the instances a domain's
+  over-committed-node rule (:func:`share_room`; :func:`room_counts` over arrays),
+  free and partially occupied nodes (:func:`node_use`), and the instances a domain's
   slots give a gang (:func:`gang_instances`).
 
 The compiled harvesting kernel and the compaction ledger replay keep packings
@@ -61,9 +62,11 @@ __all__ = [
     "node_index",
     "node_slots",
     "node_slots_at",
+    "node_use",
     "optional_column",
     "over_committed",
     "packed_fills",
+    "room_counts",
     "share_room",
     "slot_exprs",
     "slots_array",
@@ -90,14 +93,17 @@ HEALTHY = "healthy"
 # ----------------------------------------------------------------------- units
 
 
-def micro_units(column: str) -> pl.Expr:
-    """A quantity column in integer micro-units (null stays null): how every engine
-    counts GPUs, CPUs and memory exactly.
+def micro_units(column: str | pl.Expr) -> pl.Expr:
+    """A quantity column (a name or an expression) in integer micro-units (null stays
+    null): how every engine counts GPUs, CPUs and memory exactly.
 
     >>> pl.DataFrame({"x": [0.9, None, 2.5]}).select(micro_units("x"))["x"].to_list()
     [900000, None, 2500000]
+    >>> pl.select(micro_units(pl.lit(0.3))).item()
+    300000
     """
-    return (pl.col(column).cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
+    quantity = pl.col(column) if isinstance(column, str) else column
+    return (quantity.cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
 
 
 def units_of(quantity: float | None) -> int:
@@ -472,6 +478,23 @@ def share_room(share: int, fills: Iterable[int], *, steady: bool = True, over: b
     return sum(max(SHARE_UNITS - fill, 0) // share for fill in fills)
 
 
+def room_counts(
+    free_gpus: np.ndarray, free_gpus_window: np.ndarray, used_gpus: np.ndarray, gpus: np.ndarray
+) -> np.ndarray:
+    """:func:`share_room`'s two conditions over numpy arrays: where a node's partly
+    filled GPUs take share pods (steady: its free GPUs at t are its free GPUs over the
+    window; not over-committed: used_gpus <= gpus).
+
+    >>> import numpy as np
+    >>> room_counts(np.array([2, 2, 0]), np.array([2, 1, 0]), np.array([6, 6, 9]),
+    ...     np.array([8, 8, 8])).tolist()
+    [True, False, False]
+    """
+    import numpy as np
+
+    return (np.asarray(free_gpus) == free_gpus_window) & ~(np.asarray(used_gpus) > gpus)
+
+
 def _by(free: int | None, need: int) -> int:
     if need <= 0 or free is None or free >= UNBOUNDED:
         return UNBOUNDED
@@ -672,6 +695,23 @@ def over_committed(frame: pl.DataFrame) -> pl.Expr | None:
     if {"gpus_used", "gpus"} <= set(frame.columns):
         return pl.col("gpus_used") > pl.col("gpus")
     return None
+
+
+def node_use(frame: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
+    """Whether each node of a node state frame is free, and whether it is partially
+    occupied: the one definition (``state``, compaction). Both are usable nodes with
+    GPUs; a free node has none occupied (gpus_used == 0), a partially occupied one
+    0 < gpus_used < gpus. A node without GPUs is neither.
+
+    >>> state = pl.DataFrame({"health": ["healthy", "healthy", None, "down", "healthy"],
+    ...     "gpus": [8, 8, 8, 8, 0], "gpus_used": [0, 3, 8, 0, 0]})
+    >>> free, partial = node_use(state)
+    >>> state.select(free.alias("free"), partial.alias("partial")).rows()
+    [(True, False), (False, True), (False, False), (False, False), (False, False)]
+    """
+    scope = usable_expr(frame) & (pl.col("gpus") > 0)
+    used = pl.col("gpus_used")
+    return scope & (used == 0), scope & (used > 0) & (used < pl.col("gpus"))
 
 
 def gang_instances(slots: GangSlots, pods: int) -> tuple[GangSlots, GangSlots]:

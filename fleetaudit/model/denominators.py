@@ -50,6 +50,7 @@ from fleetaudit.model.capacity import (
     Pod,
     free_array,
     gang_instances,
+    micro_units,
     node_index,
     slots_array,
     usable_expr,
@@ -602,7 +603,7 @@ def schedulable(
     keys, order = keys_of(everything)
 
     def units(column: str) -> np.ndarray:
-        return (everything[column] * SHARE_UNITS).round().cast(pl.Int64).to_numpy()[order]
+        return everything.select(micro_units(column)).to_series().to_numpy()[order]
 
     used_gpus = everything["gpus_used"].to_numpy()[order].astype(np.int32)
     high_keys, high_order = keys_of(high)

@@ -68,6 +68,7 @@ from fleetaudit.model.capacity import (
     free_array,
     micro_units,
     node_index,
+    room_counts,
     share_room,
     slots_array,
 )
@@ -585,8 +586,7 @@ def _slots(
         room_of_code = np.zeros(int(codes.max(initial=0)) + 1, dtype=np.int64)
         for code, values in distinct.iter_rows():
             room_of_code[code] = share_room(pod.share, [round(f * SHARE_UNITS) for f in values])
-        free_now = np.maximum(capacity - used_now, 0)
-        counts = (free_now == free_window) & ~(used_now > capacity)
+        counts = room_counts(free_array(capacity, used_now), free_window, used_now, capacity)
         room = np.where(counts, room_of_code[codes[now_at]], 0)
     return slots_array(
         pod,

@@ -111,6 +111,19 @@ class Shape:
         return text
 
 
+DEFAULT_POD_GPUS = 8.0
+"""A request's gpus_per_pod when it gives none: min(gpus, 8) (a share is one pod)."""
+
+
+def default_locality(pods: int) -> str:
+    """A request's locality when it gives none: ``node`` for one pod, else ``switch``.
+
+    >>> default_locality(1), default_locality(4)
+    ('node', 'switch')
+    """
+    return "node" if pods <= 1 else "switch"
+
+
 DURATION_CLASSES_S = (900, 3600, 7200, 14400, 28800, 43200, 86400, 172800, 604800)
 """The ladder of duration classes (15m, 1h, 2h, 4h, 8h, 12h, 1d, 2d, 7d), in seconds."""
 _WEEK_S = 604800
@@ -196,7 +209,9 @@ def make_shape(
         raise UsageError("--gpus: a shape asks for more than 0 GPUs")
     gpus = float(gpus)
     per_pod = (
-        float(gpus_per_pod) if gpus_per_pod is not None else (gpus if gpus < 1 else min(gpus, 8.0))
+        float(gpus_per_pod)
+        if gpus_per_pod is not None
+        else (gpus if gpus < 1 else min(gpus, DEFAULT_POD_GPUS))
     )
     if gpus < 1:
         if per_pod != gpus:
@@ -211,7 +226,7 @@ def make_shape(
                 f"--gpus: {json_number(gpus)} is not a multiple of gpus_per_pod {json_number(per_pod)}"
             )
     pods = 1 if gpus < 1 else round(gpus / per_pod)
-    place = locality or ("node" if pods == 1 else "switch")
+    place = locality or default_locality(pods)
     if place not in LOCALITIES:
         raise UsageError(f"--locality: unknown value {place!r} (expected {', '.join(LOCALITIES)})")
     if place == "node" and pods > 1:
@@ -458,11 +473,11 @@ def evaluate_all(cases: Sequence[tuple[pl.DataFrame, Shape]]) -> list[Evaluation
     for state, shape in cases:
         if shared[id(state)] == 1:  # one shape: its sums alone
             sums_of.append(len(plans))
-            plans.append(state.lazy().filter(_in_models(shape)).select(_ledger_exprs(state)))
+            plans.append(state.lazy().filter(_in_models(shape)).select(ledger_exprs(state)))
             continue
         if id(state) not in by_model:
             by_model[id(state)] = len(plans)
-            plans.append(state.lazy().group_by("gpu_model").agg(_ledger_exprs(state)))
+            plans.append(state.lazy().group_by("gpu_model").agg(ledger_exprs(state)))
         sums_of.append(by_model[id(state)])
     slots = _collect([_node_slots(state, shape) for state, shape in cases])
     done = _collect(
@@ -507,7 +522,7 @@ def _in_models(shape: Shape) -> pl.Expr:
     return pl.lit(True) if shape.models is None else pl.col("gpu_model").is_in(list(shape.models))
 
 
-def _ledger_exprs(state: pl.DataFrame) -> list[pl.Expr]:
+def ledger_exprs(state: pl.DataFrame) -> list[pl.Expr]:
     """The ledger's sums (:data:`_LEDGER_SUMS`) over a state's rows: the GPUs installed,
     unhealthy, allocated high and low and idle (allocated GPUs capped at the node's GPUs)."""
     healthy = usable_expr(state)
@@ -530,7 +545,7 @@ def ledger(
     Allocated GPUs are capped at the node's GPUs so the identity holds even when
     the data over-commits a node.
     """
-    sums = state.lazy().filter(_in_models(shape)).select(_ledger_exprs(state)).collect()
+    sums = state.lazy().filter(_in_models(shape)).select(ledger_exprs(state)).collect()
     return _ledger(sums.row(0, named=True), shape, slots, groups, instances)
 
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from fleetaudit.inputs.generate_asi import AsiReleaseResult
     from fleetaudit.inputs.ingest import IngestResult
     from fleetaudit.model import capacity, denominators, occupancy, paper
+    from fleetaudit.model import shapes as shapes_model
     from fleetaudit.whatif import compaction_over_time
 else:
     pl = LazyModule("polars")
@@ -48,6 +49,7 @@ else:
     denominators = LazyModule("fleetaudit.model.denominators")
     occupancy = LazyModule("fleetaudit.model.occupancy")
     paper = LazyModule("fleetaudit.model.paper")
+    shapes_model = LazyModule("fleetaudit.model.shapes")
     report_api = LazyModule("fleetaudit.api.report_api")
 
 PIPED_WIDTH = 120
@@ -312,7 +314,7 @@ def render_summary(summary: StoreSummary) -> None:
     for r in summary.tables.iter_rows(named=True):
         tables.add_row(r["table"], _int(r["rows"]), iso(r["first"]) or "", iso(r["last"]) or "")
     show(tables)
-    render_models(summary.models)
+    render_models(summary.models, summary.domains)
     if summary.scenarios.height:
         scen = Table(title="scenarios", title_justify="left")
         for column in ("name", "command", "at", "created"):
@@ -322,7 +324,9 @@ def render_summary(summary: StoreSummary) -> None:
         show(scen)
 
 
-def render_models(models: pl.DataFrame) -> None:
+def render_models(models: pl.DataFrame, domains: int) -> None:
+    """Capacity by GPU model and the fleet's row; ``domains`` is the fleet's switch
+    domains (a domain holding two models counts once)."""
     table = Table(title="capacity by GPU model", title_justify="left")
     for column in ("gpu_model", "nodes", "gpus", "healthy_gpus", "domains"):
         table.add_column(column, justify="left" if column == "gpu_model" else "right")
@@ -340,7 +344,7 @@ def render_models(models: pl.DataFrame) -> None:
             _int(models["nodes"].sum()),
             _int(models["gpus"].sum()),
             _int(models["healthy_gpus"].sum()),
-            _int(models["domains"].sum()),
+            _int(domains),
             style="bold",
         )
     show(table)
@@ -1339,23 +1343,23 @@ def status_frame(summary: StoreSummary) -> pl.DataFrame:
 def state_by_model(state: pl.DataFrame) -> pl.DataFrame:
     """``state``'s table (and ``state --csv``): GPUs by status per model, free and partial nodes."""
     healthy = capacity.usable_expr(state)
-    # capped at the node's GPUs, so the identity holds on over-committed nodes too
-    used = pl.min_horizontal("gpus_used", "gpus")
-    high = pl.min_horizontal("gpus_used_high", used)
+    # the shapes ledger's sums: allocated GPUs capped at the node's GPUs, so the
+    # identity holds on over-committed nodes too
+    installed, unhealthy, high, low, idle = shapes_model.ledger_exprs(state)
+    over = capacity.over_committed(state)
+    free_node, partial_node = capacity.node_use(state)
     return (
         state.group_by("gpu_model")
         .agg(
-            pl.col("gpus").sum().alias("installed"),
-            pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
-            high.filter(healthy).sum().alias("high"),
-            (used - high).filter(healthy).sum().alias("low"),
-            pl.col("free_gpus").filter(healthy).sum().alias("idle"),
+            installed,
+            unhealthy,
+            high.alias("high"),
+            low.alias("low"),
+            idle,
             pl.col("free_gpus_window").filter(healthy).sum().alias("idle_window"),
-            (healthy & (pl.col("gpus_used") == 0)).sum().alias("free_nodes"),
-            (pl.col("gpus_used") > pl.col("gpus")).sum().alias("overcommitted"),
-            (healthy & (pl.col("gpus_used") > 0) & (pl.col("gpus_used") < pl.col("gpus")))
-            .sum()
-            .alias("partial_nodes"),
+            free_node.sum().alias("free_nodes"),
+            (pl.lit(False) if over is None else over).sum().alias("overcommitted"),
+            partial_node.sum().alias("partial_nodes"),
         )
         .sort("installed", "gpu_model", descending=[True, False])
     )

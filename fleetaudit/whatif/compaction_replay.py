@@ -32,7 +32,7 @@ import polars as pl
 
 from fleetaudit.core.times import to_utc
 from fleetaudit.model import occupancy
-from fleetaudit.model.capacity import SHARE_UNITS, switch_domain, usable, usable_expr
+from fleetaudit.model.capacity import SHARE_UNITS, node_use, switch_domain, usable
 from fleetaudit.model.shapes import Shape, evaluate
 
 __all__ = ["LedgerError", "LedgerReplay", "replay_ledger"]
@@ -93,11 +93,9 @@ def _counts(
     nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime, shapes: Sequence[Shape]
 ) -> Counts:
     state = occupancy.node_state(nodes, allocations, at)
-    scope = state.filter(usable_expr(state) & (pl.col("gpus") > 0))
-    free = scope.filter(pl.col("gpus_used") == 0).height
-    partial = scope.filter(
-        (pl.col("gpus_used") > 0) & (pl.col("gpus_used") < pl.col("gpus"))
-    ).height
+    free_node, partial_node = node_use(state)
+    free = state.filter(free_node).height
+    partial = state.filter(partial_node).height
     instances = []
     for shape in shapes:
         window = timedelta(seconds=shape.duration_s) if shape.duration_s else None

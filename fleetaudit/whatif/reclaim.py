@@ -59,6 +59,7 @@ from fleetaudit.core.times import epoch_us
 from fleetaudit.model.capacity import (
     SHARE_UNITS,
     Pod,
+    micro_units,
     node_index,
     node_slots_at,
     packed_fills,
@@ -181,11 +182,6 @@ def _node_slots(node: _Node, evicted: list[bool], pod: Pod) -> int:
 # ---------------------------------------------------------------------- preparation
 
 
-def _micro(quantity: pl.Expr) -> pl.Expr:
-    """A quantity in integer micro-units, as capacity.micro_units rounds it (null stays null)."""
-    return (quantity.cast(pl.Float64) * SHARE_UNITS).round().cast(pl.Int64)
-
-
 def _column(frame: pl.DataFrame, name: str, default: Any, dtype: PolarsDataType) -> pl.Expr:
     """An optional column, or its default when the frame lacks it."""
     if name in frame.columns:
@@ -225,7 +221,7 @@ def _candidates(allocations: pl.DataFrame, t: int) -> pl.DataFrame:
     # only high-priority warm containers sleep, as in whatif harvesting; low-priority
     # work is preemptible anyway: sleepable or not, it is evicted with its job
     sleepable = _flag(allocations, "sleepable") & ~low
-    checkpoint = _micro(_column(allocations, "checkpoint_interval_s", None, pl.Float64))
+    checkpoint = micro_units(_column(allocations, "checkpoint_interval_s", None, pl.Float64))
     checkpointed = checkpoint.fill_null(0) > 0
     since = pl.lit(t, dtype=pl.Int64) - start
     return (
@@ -242,7 +238,7 @@ def _candidates(allocations: pl.DataFrame, t: int) -> pl.DataFrame:
             ).alias("job_id"),
             pl.col("node_id").cast(pl.String),
             sleepable.alias("sleepable"),
-            _micro(pl.col("gpus")).fill_null(0).alias("gpus_u"),
+            micro_units(pl.col("gpus")).fill_null(0).alias("gpus_u"),
             # work since the last checkpoint; all work since start without one
             pl.when(sleepable)
             .then(0)
@@ -333,7 +329,7 @@ def _nodes(
     """The touched nodes with their allocations overlapping W = [t, t_end)."""
     start = pl.col("start_time").dt.epoch("us")
     end = pl.col("end_time").dt.epoch("us")
-    gpus_u = _micro(pl.col("gpus")).fill_null(0)
+    gpus_u = micro_units(pl.col("gpus")).fill_null(0)
     rows = (
         allocations.lazy()
         .filter(
@@ -349,8 +345,8 @@ def _nodes(
             end.alias("end_us"),
             (gpus_u // SHARE_UNITS).alias("whole"),
             (gpus_u % SHARE_UNITS).alias("frac"),
-            _micro(pl.col("cpus")).fill_null(0).alias("cpus_u"),
-            _micro(_column(allocations, "memory_gib", None, pl.Float64))
+            micro_units(pl.col("cpus")).fill_null(0).alias("cpus_u"),
+            micro_units(_column(allocations, "memory_gib", None, pl.Float64))
             .fill_null(0)
             .alias("memory_u"),
         )

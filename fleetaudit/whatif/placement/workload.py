@@ -34,6 +34,7 @@ import polars as pl
 
 from fleetaudit.core.errors import UsageError
 from fleetaudit.model.capacity import optional_column
+from fleetaudit.model.shapes import DEFAULT_POD_GPUS, default_locality
 from fleetaudit.whatif.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids, _State, _units
 
 LOCALITIES = ("any", "switch", "node", "block")  # indices are stored: append only
@@ -154,7 +155,7 @@ def _quantities(frame: pl.DataFrame) -> _Quantities:
         raise UsageError(f"request {bad}: gpus is negative")
     is_share = (gpus > 0) & (gpus < 1)
     per_pod = optional_column(frame, "gpus_per_pod", pl.Float64, None).to_numpy()
-    per_pod = np.where(np.isnan(per_pod), np.minimum(gpus, 8.0), per_pod)
+    per_pod = np.where(np.isnan(per_pod), np.minimum(gpus, DEFAULT_POD_GPUS), per_pod)
     whole = gpus >= 1
     per_pod_whole = np.where(whole, per_pod, 1.0)
     pods_f = np.where(whole, gpus / np.maximum(per_pod_whole, 1e-12), 1.0)
@@ -243,7 +244,7 @@ def _prepare_workload(
     locality = np.empty(len(ids), dtype=np.int64)
     for i, value in enumerate(localities):
         if value is None:
-            value = "node" if pods[i] <= 1 else "switch"
+            value = default_locality(int(pods[i]))
         locality[i] = LOCALITIES.index(value)
 
     key = _row_ids(np.column_stack([cpu, share, count])) if len(ids) else np.zeros(0, np.int64)
