@@ -343,7 +343,16 @@ def _connect(
 
 
 def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    if not lines or not lines[0]:
+        return type(exc).__name__
+    first = lines[0]
+    if "CSV Error on Line" in first:
+        # DuckDB's CSV errors: the line, its text ("Original Line: ..."), then the cause
+        cause = next((line for line in lines[1:] if line and "Original Line" not in line), "")
+        if cause and not cause.startswith("Possible Solution"):
+            first = f"{first}: {cause}"
+    return first
 
 
 def open_store(
