@@ -355,6 +355,49 @@ def _first_line(exc: BaseException) -> str:
     return first
 
 
+def _check_foreign_file(path: Path) -> None:
+    """Refuse a file that is not a DuckDB database before DuckDB opens it (DuckDB would
+    try to download a reader for a SQLite file and write a log beside a text file)."""
+    if not path.is_file():
+        return  # a folder: DuckDB's own message says so
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot open the store: {exc.strerror or exc}") from exc
+    if head[8:12] != b"DUCK":  # a DuckDB file's magic bytes
+        what = (
+            "a SQLite database"
+            if head.startswith(b"SQLite format 3")
+            else "an empty file"
+            if not head
+            else "not a DuckDB file"
+        )
+        raise StoreError(f"{path}: {what}, not a fleetaudit store; pass the store with --db")
+
+
+def _check_foreign_tables(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse another program's DuckDB database: tables, none of them fleetaudit's.
+
+    fleetaudit would otherwise add its tables to it (a write) or fail on the first
+    query with a catalog error. A database without tables is taken as an empty store.
+    """
+    tables = [
+        str(name)
+        for (name,) in con.execute(
+            "SELECT table_name FROM duckdb_tables() "
+            "WHERE database_name = current_database() ORDER BY table_name"
+        ).fetchall()
+    ]
+    if tables and not set(tables) & (set(schema.TABLES) | {"meta"}):
+        con.close()
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(
+            f"{path}: a DuckDB database of another program (tables {shown}), "
+            "not a fleetaudit store; pass the store with --db"
+        )
+
+
 def open_store(
     path: Path,
     *,
@@ -377,10 +420,14 @@ def open_store(
         raise StoreError(
             f"{path}: no fleetaudit store here; run `fleetaudit ingest` first (or pass --db)"
         )
+    if existed:
+        _check_foreign_file(path)
     con = _connect(path, read_only and existed, lock_timeout, on_wait)
     try:
         con.execute("SET TimeZone = 'UTC'")
         _bound_memory(con)
+        if existed:
+            _check_foreign_tables(con, path)
         if not read_only:
             _create_schema(con)
         con.execute(load_sql("create_scenario_macro"))
