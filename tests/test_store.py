@@ -149,6 +149,8 @@ def test_another_programs_duckdb_is_refused_and_left_alone(tmp_path: Path, read_
 def test_an_empty_duckdb_database_becomes_a_store(tmp_path: Path) -> None:
     empty = tmp_path / "empty.duckdb"
     duckdb.connect(str(empty)).close()
+    with pytest.raises(StoreError, match=r"an empty DuckDB database, no fleetaudit store yet"):
+        open_store(empty, read_only=True)  # a reader is told to ingest first
     with open_store(empty) as s:
         assert s.row_count("nodes") == 0
 

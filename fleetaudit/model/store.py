@@ -376,11 +376,12 @@ def _check_foreign_file(path: Path) -> None:
         raise StoreError(f"{path}: {what}, not a fleetaudit store; pass the store with --db")
 
 
-def _check_foreign_tables(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+def _check_foreign_tables(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
     """Refuse another program's DuckDB database: tables, none of them fleetaudit's.
 
     fleetaudit would otherwise add its tables to it (a write) or fail on the first
-    query with a catalog error. A database without tables is taken as an empty store.
+    query with a catalog error. A database without tables becomes a store when
+    opened to write; a reader is told to ingest first.
     """
     tables = [
         str(name)
@@ -395,6 +396,12 @@ def _check_foreign_tables(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         raise StoreError(
             f"{path}: a DuckDB database of another program (tables {shown}), "
             "not a fleetaudit store; pass the store with --db"
+        )
+    if not tables and read_only:
+        con.close()
+        raise StoreError(
+            f"{path}: an empty DuckDB database, no fleetaudit store yet; "
+            "run `fleetaudit ingest` first (or pass --db)"
         )
 
 
@@ -427,7 +434,7 @@ def open_store(
         con.execute("SET TimeZone = 'UTC'")
         _bound_memory(con)
         if existed:
-            _check_foreign_tables(con, path)
+            _check_foreign_tables(con, path, read_only)
         if not read_only:
             _create_schema(con)
         con.execute(load_sql("create_scenario_macro"))
