@@ -505,7 +505,8 @@ def ingest(
 
       fleetaudit ingest exports/latest/
       fleetaudit ingest --table allocations --strict jobs-2026-05-01.csv.gz
-      fleetaudit ingest --format kubernetes snapshots/ --priority-map priorities.txt
+      fleetaudit ingest --format kubernetes snapshots/ \\
+          --priority-map priorities.txt
       fleetaudit ingest --format slurm sacct.psv nodes.txt topology.conf
       fleetaudit ingest --format prometheus dcgm/
     """
@@ -931,7 +932,8 @@ def whatif_placement(
     Examples:
 
       fleetaudit whatif placement --since 1d --queue backfill
-      fleetaudit whatif placement --fill 90 --seeds 5 --policy fgd --policy best-fit
+      fleetaudit whatif placement --fill 90 --seeds 5 \\
+          --policy fgd --policy best-fit
     """
     from fleetaudit.api.placement_api import PlacementRun
     from fleetaudit.api.placement_api import whatif_placement as run_placement
@@ -1193,7 +1195,8 @@ def whatif_harvesting(
     Examples:
 
       fleetaudit whatif harvesting --since 7d
-      fleetaudit whatif harvesting --policy spotgpu --policy newest --kill-after 2m --json
+      fleetaudit whatif harvesting --policy spotgpu --policy newest \\
+          --kill-after 2m --json
     """
     from fleetaudit.api.harvest_api import harvesting_document
     from fleetaudit.api.harvest_api import whatif_harvesting as run_harvesting
@@ -1402,7 +1405,8 @@ def rollup(
     Examples:
 
       fleetaudit rollup lake/telemetry/ --out rolled/ && fleetaudit ingest rolled/
-      fleetaudit rollup lake/telemetry/ --out rolled/ --interval 15m --engine spark
+      fleetaudit rollup lake/telemetry/ --out rolled/ --interval 15m \\
+          --engine spark
     """
     from fleetaudit.api.rollup_api import RollupOptions
     from fleetaudit.api.rollup_api import rollup as run_rollup
@@ -1549,7 +1553,8 @@ def paper(
 
     Examples:
 
-      fleetaudit ingest --format alibaba-gpu-v2026 cluster-trace-gpu-v2026/data --days 109-115
+      fleetaudit ingest --format alibaba-gpu-v2026 \\
+          cluster-trace-gpu-v2026/data --days 109-115
       fleetaudit paper
       fleetaudit paper --days 109-115 --json > asi-paper-week.json
     """
