@@ -657,8 +657,8 @@ def state(
 
     Examples:
 
-      fleetaudit state --at 2026-05-01T06:00:00Z --duration 6h
-      fleetaudit state --out - --out-format csv | grep cordoned
+      fleetaudit state --at 2026-04-30T06:00:00Z --duration 6h
+      fleetaudit state --out - --out-format csv | grep -E 'degraded|cordoned|down'
     """
     from fleetaudit import api
 
