@@ -472,12 +472,23 @@ class ScanEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def register_parquet(self, view: str, files: list[Path], hive: bool) -> None:
-        """Make the Parquet ``files`` readable as the view ``view`` (columns united by name)."""
+    def register_parquet(
+        self, view: str, files: list[Path], hive: bool, optional: Mapping[str, str] | None = None
+    ) -> None:
+        """Make the Parquet ``files`` readable as the view ``view`` (columns united by name);
+        an ``optional`` column (name -> SQL type) that no file holds reads as NULL."""
         try:
             relation = self.con.read_parquet(
                 [str(f) for f in files], hive_partitioning=hive, union_by_name=True
             )
+            present = {c.lower() for c in relation.columns}
+            absent = [
+                f"CAST(NULL AS {kind}) AS {quote_identifier(name)}"
+                for name, kind in (optional or {}).items()
+                if name.lower() not in present
+            ]
+            if absent:
+                relation = relation.project(", ".join(["*", *absent]))
             relation.create_view(view, replace=True)
         except duckdb.Error as exc:
             raise QueryError(_first_line(exc)) from exc
