@@ -332,8 +332,10 @@ def _quantity(value: object, what: str, column: str) -> Decimal:
             if isinstance(value, str) and len(_PARSED) < 100_000:
                 _PARSED[value] = found
         return found
-    except QuantityError:
-        raise _Unmappable(column, str(value), f"unknown quantity {value!r} ({what})") from None
+    except QuantityError as exc:
+        # a well-formed number too large for any resource says so, not "unknown"
+        reason = str(exc) if "above" in str(exc) else f"unknown quantity {value!r}"
+        raise _Unmappable(column, str(value), f"{reason} ({what})") from None
 
 
 def _column_of(resource: str) -> str:
