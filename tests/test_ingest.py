@@ -195,6 +195,25 @@ def test_request_and_node_and_telemetry_rejects(store: Store, tmp_path: Path) ->
     ]
 
 
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("99999999999999999999999", "99999999999999999999999 is above the maximum 1024"),
+        ("1e16", "1e16 is above the maximum 1024"),
+        ("7.5", "7.5 is not an integer"),
+        ("eight", "eight is not an integer"),
+    ],
+)
+def test_an_integer_too_large_to_parse_says_so(
+    store: Store, tmp_path: Path, value: str, reason: str
+) -> None:
+    """A whole number beyond what an integer column holds is above the column's bound,
+    not "not an integer" (which reads as a typo of a fraction or a word)."""
+    write(tmp_path / "nodes.csv", f"node_id,gpu_model,gpus,cpus\nn1,H20,{value},64\n")
+    ingest(store, [tmp_path])
+    assert store.sql('SELECT "column", reason FROM rejects').rows() == [("gpus", reason)]
+
+
 def test_strict_writes_nothing(store: Store, tmp_path: Path) -> None:
     write(tmp_path / "nodes.csv", NODES)
     write(
