@@ -603,7 +603,7 @@ def rejects(
     Examples:
 
       fleetaudit rejects
-      fleetaudit rejects --ingest 3 --limit 0 --csv > rejects-3.csv
+      fleetaudit rejects --ingest 1 --limit 0 --csv > rejects-1.csv
     """
     from fleetaudit import api
     from fleetaudit.outputs.contract import rejects_document
