@@ -277,3 +277,26 @@ def test_export_time_and_data_span_read_every_column_and_the_scenario(db_path: P
             "to 2026-01-01T09:00:00Z): the last recorded allocations are carried on, and no "
             "request or telemetry is recorded in it"
         ]
+
+
+class _CommitInterrupted:
+    """A connection whose COMMIT is hit by Ctrl-C, as DuckDB reports it."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+
+    def execute(self, text: str, *args: object) -> object:
+        if text == "COMMIT":
+            raise RuntimeError("Query interrupted")
+        return self._con.execute(text, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._con, name)
+
+
+def test_ctrl_c_during_commit_is_an_interrupt_not_an_internal_error(db_path: Path) -> None:
+    """A SIGINT that lands on COMMIT surfaced as RuntimeError: exit 1 'internal error'."""
+    with open_store(db_path) as s:
+        s.con = _CommitInterrupted(s.con)  # type: ignore[assignment]
+        with pytest.raises(KeyboardInterrupt), s.transaction():
+            s.con.execute("CREATE TABLE t (x INTEGER)")

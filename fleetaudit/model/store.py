@@ -125,7 +125,16 @@ class Store:
             with suppress(duckdb.Error, RuntimeError):
                 self.con.execute("ROLLBACK")
             raise
-        self.con.execute("COMMIT")
+        try:
+            self.con.execute("COMMIT")
+        except (duckdb.Error, RuntimeError) as exc:
+            if not _interrupted(exc):
+                raise
+            # Ctrl-C during the commit (DuckDB raises a bare RuntimeError): the commit
+            # landed whole or not at all, so the store holds its last committed state
+            with suppress(duckdb.Error, RuntimeError):
+                self.con.execute("ROLLBACK")
+            raise KeyboardInterrupt from exc
 
     # -- running SQL ---------------------------------------------------------------
     def query(self, query_name: str, /, **params: Any) -> pl.DataFrame:
