@@ -1291,7 +1291,7 @@ def generate(
     Examples:
 
       fleetaudit generate fleet --nodes 500 --days 14
-      fleetaudit generate fleet --format csv && fleetaudit ingest fleet
+      fleetaudit generate fleet --nodes 50 --format csv && fleetaudit ingest fleet
     """
     from fleetaudit import api
 
