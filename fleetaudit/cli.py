@@ -511,7 +511,8 @@ def ingest(
 
       fleetaudit ingest exports/latest/
       fleetaudit ingest --table allocations --strict jobs-2026-05-01.csv.gz
-      fleetaudit ingest --format kubernetes snapshots/ --priority-map priorities.txt
+      fleetaudit ingest --format kubernetes snapshots/ \\
+          --priority-map priorities.txt
       fleetaudit ingest --format slurm sacct.psv nodes.txt topology.conf
       fleetaudit ingest --format prometheus dcgm/
     """
@@ -608,7 +609,7 @@ def rejects(
     Examples:
 
       fleetaudit rejects
-      fleetaudit rejects --ingest 3 --limit 0 --csv > rejects-3.csv
+      fleetaudit rejects --ingest 1 --limit 0 --csv > rejects-1.csv
     """
     from fleetaudit import api
     from fleetaudit.outputs.contract import rejects_document
@@ -662,8 +663,8 @@ def state(
 
     Examples:
 
-      fleetaudit state --at 2026-05-01T06:00:00Z --duration 6h
-      fleetaudit state --out - --out-format csv | grep cordoned
+      fleetaudit state --at 2026-04-30T06:00:00Z --duration 6h
+      fleetaudit state --out - --out-format csv | grep -E 'degraded|cordoned|down'
     """
     from fleetaudit import api
 
@@ -937,7 +938,8 @@ def whatif_placement(
     Examples:
 
       fleetaudit whatif placement --since 1d --queue backfill
-      fleetaudit whatif placement --fill 90 --seeds 5 --policy fgd --policy best-fit
+      fleetaudit whatif placement --fill 90 --seeds 5 \\
+          --policy fgd --policy best-fit
     """
     from fleetaudit.api.placement_api import PlacementRun
     from fleetaudit.api.placement_api import whatif_placement as run_placement
@@ -1199,7 +1201,8 @@ def whatif_harvesting(
     Examples:
 
       fleetaudit whatif harvesting --since 7d
-      fleetaudit whatif harvesting --policy spotgpu --policy newest --kill-after 2m --json
+      fleetaudit whatif harvesting --policy spotgpu --policy newest \\
+          --kill-after 2m --json
     """
     from fleetaudit.api.harvest_api import harvesting_document
     from fleetaudit.api.harvest_api import whatif_harvesting as run_harvesting
@@ -1294,7 +1297,7 @@ def generate(
     Examples:
 
       fleetaudit generate fleet --nodes 500 --days 14
-      fleetaudit generate fleet --format csv && fleetaudit ingest fleet
+      fleetaudit generate fleet --nodes 50 --format csv && fleetaudit ingest fleet
     """
     from fleetaudit import api
 
@@ -1408,7 +1411,8 @@ def rollup(
     Examples:
 
       fleetaudit rollup lake/telemetry/ --out rolled/ && fleetaudit ingest rolled/
-      fleetaudit rollup lake/telemetry/ --out rolled/ --interval 15m --engine spark
+      fleetaudit rollup lake/telemetry/ --out rolled/ --interval 15m \\
+          --engine spark
     """
     from fleetaudit.api.rollup_api import RollupOptions
     from fleetaudit.api.rollup_api import rollup as run_rollup
@@ -1557,7 +1561,8 @@ def paper(
 
     Examples:
 
-      fleetaudit ingest --format alibaba-gpu-v2026 cluster-trace-gpu-v2026/data --days 109-115
+      fleetaudit ingest --format alibaba-gpu-v2026 \\
+          cluster-trace-gpu-v2026/data --days 109-115
       fleetaudit paper
       fleetaudit paper --days 109-115 --json > asi-paper-week.json
     """

@@ -326,3 +326,8 @@ def test_every_description_line_fits_an_80_column_help_panel(path: tuple[str, ..
     assert len(summary.splitlines()) == 1 and len(summary) <= 76, summary
     wide = [line for part in body for line in part.splitlines() if len(line.strip()) > 76]
     assert not wide, wide
+    # an example wider than the panel wraps too, and then no longer pastes into a shell:
+    # a long one continues on the next line after a backslash
+    examples = (command.help or "").partition("Examples:")[2]
+    wide = [line for line in examples.splitlines() if len(line.strip()) > 76]
+    assert not wide, wide

@@ -195,6 +195,25 @@ def test_request_and_node_and_telemetry_rejects(store: Store, tmp_path: Path) ->
     ]
 
 
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("99999999999999999999999", "99999999999999999999999 is above the maximum 1024"),
+        ("1e16", "1e16 is above the maximum 1024"),
+        ("7.5", "7.5 is not an integer"),
+        ("eight", "eight is not an integer"),
+    ],
+)
+def test_an_integer_too_large_to_parse_says_so(
+    store: Store, tmp_path: Path, value: str, reason: str
+) -> None:
+    """A whole number beyond what an integer column holds is above the column's bound,
+    not "not an integer" (which reads as a typo of a fraction or a word)."""
+    write(tmp_path / "nodes.csv", f"node_id,gpu_model,gpus,cpus\nn1,H20,{value},64\n")
+    ingest(store, [tmp_path])
+    assert store.sql('SELECT "column", reason FROM rejects').rows() == [("gpus", reason)]
+
+
 def test_strict_writes_nothing(store: Store, tmp_path: Path) -> None:
     write(tmp_path / "nodes.csv", NODES)
     write(
@@ -551,6 +570,64 @@ def test_alibaba_topology_is_deterministic(tmp_path: Path, traces: Path) -> None
         .agg(pl.col("model").n_unique().alias("models"))
     )
     assert mixed.filter(pl.col("models") > 1).height <= 7  # at most one boundary per model change
+
+
+OPENB_NODES = "sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0000,64000,262144,8,V100M16\n"
+OPENB_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    "creation_time,deletion_time,scheduled_time\n"
+)
+# a pod field the mapping cannot read is a reject naming the trace's column, not a
+# silently empty value: (pod line, column, value, reason)
+OPENB_BAD_PODS = [
+    ("p0,twelve,16384,1,1000,,LS,Running,0,100,0", "cpu_milli", "twelve", "twelve is not a number"),
+    ("p0,12000,lots,1,1000,,LS,Running,0,100,0", "memory_mib", "lots", "lots is not a number"),
+    ("p0,12000,16384,1,1000,,WHAT,Running,0,100,0", "qos", "WHAT", "unknown qos WHAT"),
+    ("p0,12000,16384,1,1000,,LS,Running,noon,100,0", "creation_time", "noon", "not a trace time"),
+    (
+        "p0,12000,16384,1,1000,,LS,Running,0,99999999999999999,0",
+        "deletion_time",
+        "99999999999999999",
+        "not a trace time",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "column", "value", "reason"), OPENB_BAD_PODS)
+def test_alibaba_v2023_unreadable_pod_field_is_a_reject(
+    store: Store, tmp_path: Path, line: str, column: str, value: str, reason: str
+) -> None:
+    nodes = write(tmp_path / "openb_node_list_gpu_node.csv", OPENB_NODES)
+    good = "p1,6000,12288,1,460,,BE,Pending,10,,"
+    pods = write(tmp_path / "openb_pod_list_default.csv", f"{OPENB_HEADER}{good}\n{line}\n")
+    result = ingest(store, [nodes, pods], IngestOptions(format="alibaba-gpu-v2023"))
+    assert result.rejected == 1
+    assert store.sql("SELECT request_id FROM requests")["request_id"].to_list() == ["p1"]
+    got = store.sql('SELECT "row", "column", value, reason FROM rejects').row(0)
+    assert got[:3] == (2, column, value)
+    assert reason in got[3]
+
+
+def test_alibaba_v2023_unreadable_node_number_is_a_reject(store: Store, tmp_path: Path) -> None:
+    nodes = write(
+        tmp_path / "openb_node_list_gpu_node.csv",
+        OPENB_NODES + "openb-node-0001,many,262144,2,P100\n",
+    )
+    result = ingest(store, [nodes], IngestOptions(format="alibaba-gpu-v2023"))
+    assert result.rejected == 1
+    got = store.sql('SELECT "row", "column", value, reason FROM rejects').row(0)
+    assert got == (2, "cpu_milli", "many", "many is not a number")
+
+
+def test_alibaba_v2023_file_duckdb_cannot_read_names_it(store: Store, tmp_path: Path) -> None:
+    nodes = write(tmp_path / "openb_node_list_gpu_node.csv", OPENB_NODES)
+    pods = tmp_path / "openb_pod_list_default.csv"
+    pods.write_bytes(OPENB_HEADER.encode() + b"p\xff0,12000,16384,1,1000,,LS,Running,0,100,0\n")
+    with pytest.raises(InputError) as caught:
+        ingest(store, [nodes, pods], IngestOptions(format="alibaba-gpu-v2023"))
+    assert caught.value.file == str(pods)
+    assert "not utf-8 encoded" in str(caught.value)  # DuckDB's cause, not only its line number
+    assert counts(store)["nodes"] == 0
 
 
 def test_free_text_workload_labels_are_kept_and_mapped(store: Store) -> None:

@@ -268,6 +268,26 @@ def test_empty_tree(tmp_path: Path) -> None:
     assert "no day=D/hour=HH" in err.message
 
 
+@pytest.mark.parametrize(
+    ("table", "old", "new"),
+    [(POD_TABLE, "hour=22", "hour=xx"), (SERVER_TABLE, "hour=22", "hour=2 2"), (POD_TABLE, "", "")],
+)
+def test_a_partition_folder_that_is_no_number_fails_naming_it(
+    tmp_path: Path, table: str, old: str, new: str
+) -> None:
+    root = _broken(tmp_path, table_of(pod_rows(22), POD_SCHEMA))
+    if old:
+        (root / table / "day=0" / old).rename(root / table / "day=0" / new)
+        bad = root / table / "day=0" / new
+    else:
+        (root / table / "day=0").rename(root / table / "day=zero")
+        bad = root / table / "day=zero"
+    err = _ingest_error(root, tmp_path / "f.duckdb")
+    assert err.file == str(bad)
+    assert "is not a number" in err.message
+    assert not (tmp_path / "f.duckdb").exists()
+
+
 def test_unpadded_hour_and_extra_part_files(tmp_path: Path) -> None:
     root = tmp_path / "data"
     rows = server_rows(22)

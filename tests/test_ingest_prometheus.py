@@ -225,6 +225,27 @@ BAD_FILES = [
         "text after the last # EOF",
     ),
     ("empty.json", "", "empty file"),
+    # a time no exporter writes: 1e23 ms (1e20 s) would overflow the merge's microseconds
+    (
+        "far.prom",
+        '# TYPE DCGM_FI_DEV_GPU_UTIL gauge\nDCGM_FI_DEV_GPU_UTIL{gpu="0",hostname="node-a"} 1 '
+        "100000000000000000000000\n",
+        "a sample time 1e+20 outside 1900..2200",
+    ),
+    (
+        "far.json",
+        '{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": '
+        '{"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "hostname": "node-a"}, '
+        '"values": [[1767225600, "1"], [-3e9, "1"]]}]}}',
+        "a sample time -3e+09 outside 1900..2200",
+    ),
+    (
+        "nan_time.json",
+        '{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": '
+        '{"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "hostname": "node-a"}, '
+        '"values": [["noon", "1"]]}]}}',
+        "a sample time that is not a number",
+    ),
 ]
 
 

@@ -108,6 +108,33 @@ def test_allocations_of_one_snapshot(store: Store) -> None:
     assert result.notes[0] == "ignored 1 object(s) of other kinds (Service 1)"
 
 
+def test_a_nameless_node_or_pod_is_noted_as_such(store: Store, tmp_path: Path) -> None:
+    """A Node or Pod without metadata.name is not an object "of another kind"."""
+    doc = json.loads(SNAP1.read_text())
+    nodes = [i for i in doc["items"] if i["kind"] == "Node"]
+    pods = [i for i in doc["items"] if i["kind"] == "Pod"]
+    del nodes[0]["metadata"]["name"]
+    pods[0]["metadata"] = {}
+    path = write(tmp_path / "snap.json", json.dumps(doc))
+    result = k8s(store, path)
+    assert list(result.notes[:2]) == [
+        "ignored 1 object(s) of other kinds (Service 1)",
+        "ignored 2 object(s) without metadata.name (Node 1, Pod 1): not as kubectl writes them",
+    ]
+    assert store.row_count("nodes") == len(nodes) - 1
+
+
+def test_a_capacity_too_large_is_a_reject_saying_so(store: Store, tmp_path: Path) -> None:
+    doc = json.loads(SNAP1.read_text())
+    node = next(i for i in doc["items"] if i["kind"] == "Node")
+    node["status"]["capacity"]["nvidia.com/gpu"] = "1e30"
+    k8s(store, write(tmp_path / "snap.json", json.dumps(doc)))
+    got = store.sql(
+        "SELECT \"column\", value, reason FROM rejects WHERE \"table\" = 'nodes'"
+    ).rows()
+    assert got == [("gpus", "1e30", "'1e30' is above 2^63-1 (capacity nvidia.com/gpu)")]
+
+
 def test_unmappable_objects_are_rejects(store: Store) -> None:
     k8s(store, SNAP1)
     found = store.sql('SELECT "row", "column", value, reason FROM rejects ORDER BY "row"').rows()

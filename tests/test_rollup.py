@@ -68,6 +68,28 @@ def test_rollup_by_hand(tmp_path: Path, interval: str, seconds: int) -> None:
     assert result.written["telemetry"][1] == expected(interval).num_rows
 
 
+@pytest.mark.parametrize("absent", [["mem_used"], ["alloc_id"], ["mem_used", "alloc_id"]])
+def test_rollup_without_the_optional_columns(tmp_path: Path, absent: list[str]) -> None:
+    """mem_used and alloc_id are optional telemetry columns: a raw export without them
+    rolls up (they read empty), as it ingests, instead of failing on a column not found."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    table = read_csv(DATA / "raw_telemetry.csv", RAW_TYPES).drop(absent)
+    pq.write_table(table, raw / "raw.parquet")
+    rollup([raw], tmp_path / "out", RollupOptions(3600))
+    got = pq.read_table(tmp_path / "out" / "telemetry.parquet")
+    assert got.schema == ROLLED_TELEMETRY
+    want = expected("1h")
+    if "alloc_id" in absent:  # the rows of one GPU and hour merge whatever their allocation
+        assert got.column("alloc_id").null_count == got.num_rows
+        assert sum(got.column("samples").to_pylist()) == sum(want.column("samples").to_pylist())
+    else:
+        assert got.num_rows == want.num_rows
+        assert got.column("sm_active").to_pylist() == want.column("sm_active").to_pylist()
+    if "mem_used" in absent:
+        assert got.column("mem_used").null_count == got.num_rows
+
+
 def test_rollup_reads_hive_partitioned_folders(tmp_path: Path) -> None:
     """node_id as a hive partition key and two files per partition: the same rows."""
     raw = read_csv(DATA / "raw_telemetry.csv", RAW_TYPES)

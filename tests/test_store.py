@@ -115,11 +115,44 @@ def test_read_only_store_must_exist(tmp_path: Path) -> None:
     assert not (tmp_path / "none.duckdb").exists()
 
 
-def test_not_a_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("content", "what"),
+    [
+        (b"this is not a database" * 100, "not a DuckDB file"),
+        (b"SQLite format 3\x00" + bytes(200), "a SQLite database"),
+        (b"", "an empty file"),
+    ],
+)
+@pytest.mark.parametrize("read_only", [False, True])
+def test_not_a_store(tmp_path: Path, content: bytes, what: str, read_only: bool) -> None:
     junk = tmp_path / "junk.duckdb"
-    junk.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(StoreError, match=r"junk.duckdb: cannot open the store: "):
-        open_store(junk)
+    junk.write_bytes(content)
+    with pytest.raises(StoreError, match=rf"junk.duckdb: {what}, not a fleetaudit store"):
+        open_store(junk, read_only=read_only)
+    assert junk.read_bytes() == content  # left as it was
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["junk.duckdb"]  # no log beside it
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_another_programs_duckdb_is_refused_and_left_alone(tmp_path: Path, read_only: bool) -> None:
+    other = tmp_path / "other.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("CREATE TABLE sales (id INTEGER)")
+    with pytest.raises(
+        StoreError, match=r"a DuckDB database of another program \(tables sales\)"
+    ):
+        open_store(other, read_only=read_only)
+    with duckdb.connect(str(other), read_only=True) as con:
+        assert con.execute("SHOW TABLES").fetchall() == [("sales",)]  # no table added
+
+
+def test_an_empty_duckdb_database_becomes_a_store(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.duckdb"
+    duckdb.connect(str(empty)).close()
+    with pytest.raises(StoreError, match=r"an empty DuckDB database, no fleetaudit store yet"):
+        open_store(empty, read_only=True)  # a reader is told to ingest first
+    with open_store(empty) as s:
+        assert s.row_count("nodes") == 0
 
 
 def test_whatif_runs_keep_the_newest_per_kind_and_go_stale_on_ingest(
@@ -244,3 +277,26 @@ def test_export_time_and_data_span_read_every_column_and_the_scenario(db_path: P
             "to 2026-01-01T09:00:00Z): the last recorded allocations are carried on, and no "
             "request or telemetry is recorded in it"
         ]
+
+
+class _CommitInterrupted:
+    """A connection whose COMMIT is hit by Ctrl-C, as DuckDB reports it."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+
+    def execute(self, text: str, *args: object) -> object:
+        if text == "COMMIT":
+            raise RuntimeError("Query interrupted")
+        return self._con.execute(text, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._con, name)
+
+
+def test_ctrl_c_during_commit_is_an_interrupt_not_an_internal_error(db_path: Path) -> None:
+    """A SIGINT that lands on COMMIT surfaced as RuntimeError: exit 1 'internal error'."""
+    with open_store(db_path) as s:
+        s.con = _CommitInterrupted(s.con)  # type: ignore[assignment]
+        with pytest.raises(KeyboardInterrupt), s.transaction():
+            s.con.execute("CREATE TABLE t (x INTEGER)")

@@ -81,6 +81,7 @@ class RollupSource:
     numbers: tuple[str, ...]
     outputs: tuple[RollupOutput, ...]
     counts: str
+    optional: tuple[tuple[str, str], ...] = ()  # (column, SQL type): NULL where no file has it
 
 
 SOURCES: dict[str, RollupSource] = {
@@ -92,6 +93,7 @@ SOURCES: dict[str, RollupSource] = {
         numbers=("gpu_index", "sm_active", "mem_used"),
         outputs=(RollupOutput(table="telemetry", query="rollup_telemetry", schema=ROLLED_TELEMETRY),),
         counts="rollup_telemetry_skipped",
+        optional=(("alloc_id", "STRING"), ("mem_used", "DOUBLE")),
     ),
 }
 
@@ -227,7 +229,7 @@ def _run(
     interval_us = int(options.interval_s * 1_000_000)
     written: dict[str, tuple[Path, int]] = {}
     with open_engine(options.engine, options.master) as engine:
-        engine.register_parquet(source.view, files, hive)
+        engine.register_parquet(source.view, files, hive, dict(source.optional))
         counts = pa.Table.from_batches(list(engine.batches(source.counts))).to_pylist()[0]
         with contextlib.ExitStack() as renames:  # every table lands, or none
             for output in source.outputs:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,13 +105,23 @@ class SparkEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def register_parquet(self, view: str, files: list[Path], hive: bool) -> None:
-        """Make the Parquet ``files`` readable as the temporary view ``view``."""
+    def register_parquet(
+        self, view: str, files: list[Path], hive: bool, optional: Mapping[str, str] | None = None
+    ) -> None:
+        """Make the Parquet ``files`` readable as the temporary view ``view``; an
+        ``optional`` column (name -> SQL type) that no file holds reads as NULL."""
+        from pyspark.sql.functions import lit
+
         reader = self.spark.read.option("mergeSchema", "true")
         if hive:
             reader = reader.option("basePath", str(_common_root(files)))
         try:
-            reader.parquet(*[str(f) for f in files]).createOrReplaceTempView(view)
+            frame = reader.parquet(*[str(f) for f in files])
+            present = {c.lower() for c in frame.columns}
+            for name, kind in (optional or {}).items():
+                if name.lower() not in present:
+                    frame = frame.withColumn(name, lit(None).cast(kind))
+            frame.createOrReplaceTempView(view)
         except PySparkException as exc:
             raise QueryError(_first_line(exc)) from exc
 

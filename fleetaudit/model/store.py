@@ -125,7 +125,16 @@ class Store:
             with suppress(duckdb.Error, RuntimeError):
                 self.con.execute("ROLLBACK")
             raise
-        self.con.execute("COMMIT")
+        try:
+            self.con.execute("COMMIT")
+        except (duckdb.Error, RuntimeError) as exc:
+            if not _interrupted(exc):
+                raise
+            # Ctrl-C during the commit (DuckDB raises a bare RuntimeError): the commit
+            # landed whole or not at all, so the store holds its last committed state
+            with suppress(duckdb.Error, RuntimeError):
+                self.con.execute("ROLLBACK")
+            raise KeyboardInterrupt from exc
 
     # -- running SQL ---------------------------------------------------------------
     def query(self, query_name: str, /, **params: Any) -> pl.DataFrame:
@@ -343,7 +352,66 @@ def _connect(
 
 
 def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    if not lines or not lines[0]:
+        return type(exc).__name__
+    first = lines[0]
+    if "CSV Error on Line" in first:
+        # DuckDB's CSV errors: the line, its text ("Original Line: ..."), then the cause
+        cause = next((line for line in lines[1:] if line and "Original Line" not in line), "")
+        if cause and not cause.startswith("Possible Solution"):
+            first = f"{first}: {cause}"
+    return first
+
+
+def _check_foreign_file(path: Path) -> None:
+    """Refuse a file that is not a DuckDB database before DuckDB opens it (DuckDB would
+    try to download a reader for a SQLite file and write a log beside a text file)."""
+    if not path.is_file():
+        return  # a folder: DuckDB's own message says so
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot open the store: {exc.strerror or exc}") from exc
+    if head[8:12] != b"DUCK":  # a DuckDB file's magic bytes
+        what = (
+            "a SQLite database"
+            if head.startswith(b"SQLite format 3")
+            else "an empty file"
+            if not head
+            else "not a DuckDB file"
+        )
+        raise StoreError(f"{path}: {what}, not a fleetaudit store; pass the store with --db")
+
+
+def _check_foreign_tables(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+    """Refuse another program's DuckDB database: tables, none of them fleetaudit's.
+
+    fleetaudit would otherwise add its tables to it (a write) or fail on the first
+    query with a catalog error. A database without tables becomes a store when
+    opened to write; a reader is told to ingest first.
+    """
+    tables = [
+        str(name)
+        for (name,) in con.execute(
+            "SELECT table_name FROM duckdb_tables() "
+            "WHERE database_name = current_database() ORDER BY table_name"
+        ).fetchall()
+    ]
+    if tables and not set(tables) & (set(schema.TABLES) | {"meta"}):
+        con.close()
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(
+            f"{path}: a DuckDB database of another program (tables {shown}), "
+            "not a fleetaudit store; pass the store with --db"
+        )
+    if not tables and read_only:
+        con.close()
+        raise StoreError(
+            f"{path}: an empty DuckDB database, no fleetaudit store yet; "
+            "run `fleetaudit ingest` first (or pass --db)"
+        )
 
 
 def open_store(
@@ -368,10 +436,14 @@ def open_store(
         raise StoreError(
             f"{path}: no fleetaudit store here; run `fleetaudit ingest` first (or pass --db)"
         )
+    if existed:
+        _check_foreign_file(path)
     con = _connect(path, read_only and existed, lock_timeout, on_wait)
     try:
         con.execute("SET TimeZone = 'UTC'")
         _bound_memory(con)
+        if existed:
+            _check_foreign_tables(con, path, read_only)
         if not read_only:
             _create_schema(con)
         con.execute(load_sql("create_scenario_macro"))
@@ -409,12 +481,23 @@ class ScanEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def register_parquet(self, view: str, files: list[Path], hive: bool) -> None:
-        """Make the Parquet ``files`` readable as the view ``view`` (columns united by name)."""
+    def register_parquet(
+        self, view: str, files: list[Path], hive: bool, optional: Mapping[str, str] | None = None
+    ) -> None:
+        """Make the Parquet ``files`` readable as the view ``view`` (columns united by name);
+        an ``optional`` column (name -> SQL type) that no file holds reads as NULL."""
         try:
             relation = self.con.read_parquet(
                 [str(f) for f in files], hive_partitioning=hive, union_by_name=True
             )
+            present = {c.lower() for c in relation.columns}
+            absent = [
+                f"CAST(NULL AS {kind}) AS {quote_identifier(name)}"
+                for name, kind in (optional or {}).items()
+                if name.lower() not in present
+            ]
+            if absent:
+                relation = relation.project(", ".join(["*", *absent]))
             relation.create_view(view, replace=True)
         except duckdb.Error as exc:
             raise QueryError(_first_line(exc)) from exc

@@ -23,7 +23,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from fleetaudit.core.errors import InputError
+from fleetaudit.core.errors import InputError, QueryError
 from fleetaudit.core.options import ALIBABA_TRACE_START
 from fleetaudit.inputs.ingest.sources import Source
 from fleetaudit.model.store import Store
@@ -68,16 +68,42 @@ def _classify(paths: list[Path]) -> tuple[Path, Path | None]:
     return node_files[0], (pod_files[0] if pod_files else None)
 
 
+def _columns(store: Store, path: str) -> set[str]:
+    """The header's column names; a file DuckDB cannot read fails naming it."""
+    try:
+        described = store.describe(f"SELECT * FROM {_READ.format(path='$path')}", {"path": path})
+    except QueryError as exc:
+        raise InputError(path, f"cannot read: {exc.message}") from exc
+    return {name for name, _ in described}
+
+
+def _not_number(text: str, column: str) -> tuple[str, str, str, str]:
+    """An adapter reject: a non-empty value of ``column`` that is not a number."""
+    return (
+        f"NULLIF(trim({text}), '') IS NOT NULL AND TRY_CAST({text} AS DOUBLE) IS NULL",
+        column,
+        text,
+        f"{text} || ' is not a number'",
+    )
+
+
+def _rejects(checks: list[tuple[str, str, str, str]]) -> str:
+    """The ``_reject_*`` columns of a scan: the first check (condition, column, value
+    SQL, reason SQL) that holds names the row's fault (validate.py: adapter rejects)."""
+    column = " ".join(f"WHEN {c} THEN '{name}'" for c, name, _, _ in checks)
+    value = " ".join(f"WHEN {c} THEN {v}" for c, _, v, _ in checks)
+    reason = " ".join(f"WHEN {c} THEN {r}" for c, _, _, r in checks)
+    return (
+        f"CASE {column} END AS _reject_column, CASE {reason} END AS _reject_reason, "
+        f"CASE {value} END AS _reject_value"
+    )
+
+
 def trace_sources(store: Store, paths: list[Path], *, trace_start: datetime) -> list[Source]:
     """The nodes source and, when a pod list is given, the requests source."""
     node_file, pod_file = _classify(paths)
     node_path = str(node_file)
-    node_cols = {
-        name
-        for name, _ in store.describe(
-            f"SELECT * FROM {_READ.format(path='$path')}", {"path": node_path}
-        )
-    }
+    node_cols = _columns(store, node_path)
     for column in ("sn", "cpu_milli", "memory_mib", "gpu", "model"):
         if column not in node_cols:
             raise InputError(node_path, "required column missing", column=column)
@@ -89,8 +115,11 @@ def trace_sources(store: Store, paths: list[Path], *, trace_start: datetime) -> 
         "THEN CASE WHEN TRY_CAST(n.gpu AS DOUBLE) = 0 THEN 'CPU' END ELSE n.model END AS gpu_model, "
         "n.gpu AS gpus, TRY_CAST(n.cpu_milli AS DOUBLE) / 1000 AS cpus, "
         "TRY_CAST(n.memory_mib AS DOUBLE) / 1024 AS memory_gib, "
-        "CAST(NULL AS VARCHAR) AS switch_id, 'healthy' AS health"
-        "{row} "
+        "CAST(NULL AS VARCHAR) AS switch_id, 'healthy' AS health, "
+        + _rejects(
+            [_not_number("n.cpu_milli", "cpu_milli"), _not_number("n.memory_mib", "memory_mib")]
+        )
+        + "{row} "
         f"FROM {scan} AS n ORDER BY n._row"
     )
     sources = [
@@ -100,6 +129,7 @@ def trace_sources(store: Store, paths: list[Path], *, trace_start: datetime) -> 
             select=node_select.format(row=""),
             numbered=node_select.format(row=", n._row AS _row"),
             params={"path": node_path},
+            adapter_rejects=True,
         )
     ]
     if pod_file is not None:
@@ -109,10 +139,7 @@ def trace_sources(store: Store, paths: list[Path], *, trace_start: datetime) -> 
 
 def _pod_source(store: Store, pod_file: Path, trace_start: datetime) -> Source:
     path = str(pod_file)
-    cols = {
-        name
-        for name, _ in store.describe(f"SELECT * FROM {_READ.format(path='$path')}", {"path": path})
-    }
+    cols = _columns(store, path)
     for column in ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"):
         if column not in cols:
             raise InputError(path, "required column missing", column=column)
@@ -135,6 +162,32 @@ def _pod_source(store: Store, pod_file: Path, trace_start: datetime) -> Source:
     cpus = "TRY_CAST(p.cpu_milli AS DOUBLE) / 1000"
     memory = "TRY_CAST(p.memory_mib AS DOUBLE) / 1024"
     submit = at("creation_time") if "creation_time" in cols else "$trace_start"
+    checks = [
+        _not_number(f"p.{name}", name)
+        for name in ("num_gpu", "gpu_milli", "cpu_milli", "memory_mib")
+    ]
+    for name in ("creation_time", "scheduled_time", "deletion_time"):
+        if name in cols:
+            seconds = f"TRY_CAST(NULLIF(trim(p.{name}), '') AS DOUBLE)"
+            checks.append(
+                (
+                    f"NULLIF(trim(p.{name}), '') IS NOT NULL "
+                    f"AND ({seconds} IS NULL OR NOT abs({seconds}) < 1e10)",
+                    name,
+                    f"p.{name}",
+                    f"p.{name} || ' is not a trace time (seconds after --trace-start)'",
+                )
+            )
+    if "qos" in cols:
+        checks.append(
+            (
+                "NULLIF(trim(p.qos), '') IS NOT NULL AND upper(trim(p.qos)) "
+                "NOT IN ('BE', 'LS', 'GUARANTEED', 'BURSTABLE')",
+                "qos",
+                "p.qos",
+                "'unknown qos ' || p.qos || ' (expected LS, Guaranteed, Burstable, BE)'",
+            )
+        )
     spec = col("gpu_spec")
     select = (
         "SELECT p.name AS request_id, "
@@ -152,7 +205,7 @@ def _pod_source(store: Store, pod_file: Path, trace_start: datetime) -> Source:
         "WHEN 'LS' THEN 'high' WHEN 'GUARANTEED' THEN 'high' WHEN 'BURSTABLE' THEN 'high' END AS priority, "
         "CAST(NULL AS VARCHAR) AS tenant, "
         f"{col('qos')} AS qos, {col('pod_phase')} AS pod_phase, "
-        f"{at('deletion_time')} AS deletion_time, p._row AS trace_order"
+        f"{at('deletion_time')} AS deletion_time, p._row AS trace_order, {_rejects(checks)}"
         "{row} "
         f"FROM (SELECT *, row_number() OVER () AS _row FROM {_READ.format(path='$path')}) AS p "
         "ORDER BY p._row"
@@ -164,4 +217,5 @@ def _pod_source(store: Store, pod_file: Path, trace_start: datetime) -> Source:
         select=select.format(row=""),
         numbered=select.format(row=", p._row AS _row"),
         params=params,
+        adapter_rejects=True,
     )

@@ -114,6 +114,22 @@ class Release:
         return sorted(asi_trace.hour_index(d, h) for d, h in keys)
 
 
+def _check_partition_names(base: Path) -> None:
+    """A ``day=``/``hour=`` folder whose value is no number fails naming it: skipped,
+    its hours would be missing from every figure without a word."""
+    for day_dir in base.iterdir():
+        if not (day_dir.is_dir() and day_dir.name.startswith("day=")):
+            continue
+        if not day_dir.name[4:].isdigit():
+            raise InputError(str(day_dir), "a day partition whose day is not a number (day=D)")
+        for hour_dir in day_dir.iterdir():
+            if hour_dir.is_dir() and hour_dir.name.startswith("hour="):
+                if not hour_dir.name[5:].isdigit():
+                    raise InputError(
+                        str(hour_dir), "an hour partition whose hour is not a number (hour=HH)"
+                    )
+
+
 def find_release(paths: list[Path], days: tuple[int, int] | None) -> Release:
     """The release under the one ROOT given; fails with what was expected."""
     if len(paths) != 1:
@@ -132,6 +148,8 @@ def find_release(paths: list[Path], days: tuple[int, int] | None) -> Release:
         root = root / "data"
     if not (root / SERVER_TABLE).is_dir() or not (root / POD_TABLE).is_dir():
         raise InputError(str(root), f"not the release layout; {expected}")
+    for table in (POD_TABLE, SERVER_TABLE):
+        _check_partition_names(root / table)
     pods = asi_trace.list_partitions(root, POD_TABLE)
     servers = asi_trace.list_partitions(root, SERVER_TABLE)
     if not servers:

@@ -236,6 +236,7 @@ def read_snapshots(
     snapshot with heartbeats (and moves it later when it records a later event).
     """
     ignored: Counter[str] = Counter()
+    unnamed: Counter[str] = Counter()  # a Node or Pod without a name (and uid)
     per_file: list[tuple[str, list[dict[str, Any]], datetime | None, datetime | None]] = []
     for path in files:
         items = read_document(path)
@@ -292,11 +293,19 @@ def read_snapshots(
             ):
                 uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name')}")
                 snap.workloads[uid] = (name, i, item)
+            elif kind in ("Node", "Pod"):
+                unnamed[str(kind)] += 1
             else:
                 ignored[str(kind or "no kind")] += 1
     if ignored:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(ignored.items()))
         notes.append(f"ignored {sum(ignored.values())} object(s) of other kinds ({kinds})")
+    if unnamed:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(unnamed.items()))
+        notes.append(
+            f"ignored {sum(unnamed.values())} object(s) without metadata.name ({kinds}): "
+            "not as kubectl writes them"
+        )
     for t in sorted(snapshots):
         how = "--snapshot-time" if snapshot_time else "newest heartbeat or event"
         notes.append(f"snapshot {t.isoformat()}Z ({how}): {', '.join(snapshots[t].files)}")
@@ -323,8 +332,10 @@ def _quantity(value: object, what: str, column: str) -> Decimal:
             if isinstance(value, str) and len(_PARSED) < 100_000:
                 _PARSED[value] = found
         return found
-    except QuantityError:
-        raise _Unmappable(column, str(value), f"unknown quantity {value!r} ({what})") from None
+    except QuantityError as exc:
+        # a well-formed number too large for any resource says so, not "unknown"
+        reason = str(exc) if "above" in str(exc) else f"unknown quantity {value!r}"
+        raise _Unmappable(column, str(value), f"{reason} ({what})") from None
 
 
 def _column_of(resource: str) -> str:

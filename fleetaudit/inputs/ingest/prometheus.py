@@ -258,6 +258,7 @@ def _stage_json(store: Store, path: Path, file_no: int) -> None:
         )
     except QueryError as exc:
         raise InputError(file, f"cannot read: {exc.message}; expected {_EXPECTED_JSON}") from exc
+    _check_sample_times(store, file, offset)
 
 
 def _check_empty_json(store: Store, file: str, read: str) -> None:
@@ -347,6 +348,36 @@ def _stage_text(store: Store, path: Path, file_no: int) -> None:
     )
     store.run(f"INSERT INTO {_SAMPLES} SELECT sid, ts, value FROM {_FILE}")
     store.con.unregister(_TEXT)
+    _check_sample_times(store, file, offset)
+
+
+# the instants fleetaudit accepts, as epoch seconds: 1900-01-01 to 2200-01-01 (UTC)
+_TS_RANGE = (-2208988800.0, 7258118400.0)
+
+
+def _check_sample_times(store: Store, file: str, offset: int) -> None:
+    """Fail the file when a sample's time is not a number or lies outside 1900..2200.
+
+    Such a time is no instant a GPU reported at (a cut or garbled export, a time in
+    the wrong unit): dropping the sample would hide it and casting it to microseconds
+    would overflow later, in a merge that can no longer name the file.
+    """
+    lo, hi = _TS_RANGE
+    bad = store.sql(
+        f"SELECT ts FROM {_SAMPLES} WHERE sid > $offset "
+        "AND (ts IS NULL OR NOT isfinite(ts) OR ts < $lo OR ts >= $hi) LIMIT 1",
+        {"offset": offset, "lo": lo, "hi": hi},
+    )
+    if bad.height:
+        ts = bad.item(0, 0)
+        what = (
+            "a sample time that is not a number"
+            if ts is None
+            else f"a sample time {ts:g} outside 1900..2200 (epoch seconds)"
+        )
+        raise InputError(
+            file, f"{what}: not a time Prometheus or dcgm-exporter writes; export it again"
+        )
 
 
 def _merge(store: Store) -> None:

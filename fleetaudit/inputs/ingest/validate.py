@@ -160,10 +160,19 @@ def _column_checks(col: Column, parsed: _Parsed | None) -> list[_Check]:
         check(f"{c} IS NULL" + (f" AND {r} IS NULL" if parsed and parsed.can_fail else ""),
               _lit("missing required value"))  # fmt: skip
     if parsed is not None and parsed.can_fail:
-        check(
-            f"{r} IS NOT NULL AND {c} IS NULL",
-            f"{shown} || {_lit(' is not ' + _KIND_WORD[col.kind])}",
-        )
+        reason = f"{shown} || {_lit(' is not ' + _KIND_WORD[col.kind])}"
+        if col.kind is Kind.INT:  # a whole number beyond 9e15 is no typo of an integer
+            big = f"TRY_CAST({shown} AS DOUBLE)"
+            too_big = (
+                f" is above the maximum {col.maximum:g}"
+                if col.maximum is not None
+                else " is too large"
+            )
+            reason = (
+                f"CASE WHEN isfinite({big}) AND {big} = floor({big}) "
+                f"THEN {shown} || {_lit(too_big)} ELSE {reason} END"
+            )
+        check(f"{r} IS NOT NULL AND {c} IS NULL", reason)
     if col.kind in (Kind.FLOAT, Kind.INT):
         if col.kind is Kind.FLOAT:
             check(f"NOT isfinite({c})", f"{shown} || ' is not a finite number'")
