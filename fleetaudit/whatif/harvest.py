@@ -51,6 +51,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -174,12 +175,28 @@ class HarvestResult:
     forced_kills: int
     sleeps: int
     jobs: pl.DataFrame = field(repr=False)
-    segments: pl.DataFrame = field(repr=False)
-    victims: pl.DataFrame = field(repr=False)
-    high: pl.DataFrame = field(repr=False)
-    lending: pl.DataFrame = field(repr=False)
+    rows: _Rows = field(repr=False, compare=False)  # segments .. lending, built when read
     overcommitted: int = 0
     budget_hits: int = 0
+
+    # The command reads the jobs alone: the other frames (millions of rows on a month of
+    # a large fleet, ids gathered and sorted) are built on first use, once.
+
+    @cached_property
+    def segments(self) -> pl.DataFrame:
+        return self.rows.segments()
+
+    @cached_property
+    def victims(self) -> pl.DataFrame:
+        return self.rows.victims()
+
+    @cached_property
+    def high(self) -> pl.DataFrame:
+        return self.rows.high()
+
+    @cached_property
+    def lending(self) -> pl.DataFrame:
+        return self.rows.lending()
 
     @property
     def allocation_rate_high(self) -> float | None:
@@ -839,6 +856,89 @@ def _times(us: np.ndarray, none: int | None = None) -> pl.Series:
     return values.cast(pl.Datetime("us"))
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """A replay's outcome as the kernel left it (indices into the ids): the frames of
+    :class:`HarvestResult` other than its jobs, built when one is read."""
+
+    static: dict[str, Any]  # the prepared replay's arrays (shared, only read)
+    out: dict[str, np.ndarray]  # the kernel's output lists as arrays, and per fixed allocation
+    job_ids: pl.Series
+    node_ids: pl.Series
+    fixed_ids: pl.Series
+
+    def segments(self) -> pl.DataFrame:
+        static, out = self.static, self.out
+        seg_job = out["seg_job"]
+        pod = static["j_pod_off"][seg_job] + out["seg_pod"]
+        segments = pl.DataFrame(
+            {
+                "job_id": self.job_ids.gather(seg_job),
+                "node_id": self.node_ids.gather(out["seg_node"]),
+                "gpus": (static["p_whole"][pod] * _U + static["p_frac"][pod]) / _U,
+                "cpus": static["p_cpu"][pod] / _U,
+                "memory_gib": static["p_mem"][pod] / _U,
+                "start_time": _times(out["seg_start"]),
+                "end_time": _times(out["seg_end"]),
+            },
+            schema={"job_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
+                    "cpus": pl.Float64, "memory_gib": pl.Float64,
+                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+        )  # fmt: skip
+        return segments.sort("start_time", "job_id", "node_id")
+
+    def victims(self) -> pl.DataFrame:
+        from fleetaudit.whatif import harvest_kernel as kernel
+
+        out = self.out
+        v_job, v_lost = out["v_job"], out["v_lost"]
+        victims = pl.DataFrame(
+            {
+                "job_id": self.job_ids.gather(v_job),
+                "time": _times(out["v_t"]),
+                "reason": pl.Series(out["v_reason"]).replace_strict(
+                    {kernel.PREEMPT: "preempt", kernel.WAKE_REASON: "wake"}, return_dtype=pl.String
+                ),
+                "lost_s": v_lost,
+                "lost_gpu_hours": v_lost * self.static["j_gpus_u"][v_job] / _U / 3600,
+                "forced": out["v_forced"].astype(np.bool_),
+            },
+            schema={"job_id": pl.String, "time": pl.Datetime("us"), "reason": pl.String,
+                    "lost_s": pl.Float64, "lost_gpu_hours": pl.Float64, "forced": pl.Boolean},
+        )  # fmt: skip
+        return victims.sort("time", "job_id")
+
+    def high(self) -> pl.DataFrame:
+        out = self.out
+        seen = np.flatnonzero(out["f_seen_start"] >= 0)
+        high = pl.DataFrame(
+            {
+                "alloc_id": self.fixed_ids.gather(seen),
+                "node_id": self.node_ids.gather(self.static["f_node"][seen]),
+                "start_time": _times(out["f_seen_start"][seen], none=-1),
+                "end_time": _times(out["f_seen_end"][seen], none=-1),
+            },
+            schema={"alloc_id": pl.String, "node_id": pl.String,
+                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+        )  # fmt: skip
+        return high.sort("alloc_id")
+
+    def lending(self) -> pl.DataFrame:
+        out = self.out
+        lent_items = out["l_item"]
+        lending = pl.DataFrame(
+            {
+                "alloc_id": self.fixed_ids.gather(lent_items),
+                "node_id": self.node_ids.gather(self.static["f_node"][lent_items]),
+                "start_time": _times(out["l_start"]),
+                "end_time": _times(out["l_end"]),
+            },
+            schema={"alloc_id": pl.String, "node_id": pl.String,
+                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+        )  # fmt: skip
+        return lending.sort("alloc_id", "start_time")
+
+
 def _result(
     static: dict[str, Any],
     state: dict[str, Any],
@@ -872,60 +972,12 @@ def _result(
                 "need_s": pl.Float64, "done_s": pl.Float64, "runs": pl.Int64,
                 "preempted": pl.Int64, "in_window": pl.Boolean, "resumed": pl.Boolean},
     )  # fmt: skip
-    seg_job = kernel.int_array(state["seg_job"])
-    pod = static["j_pod_off"][seg_job] + kernel.int_array(state["seg_pod"])
-    segments = pl.DataFrame(
-        {
-            "job_id": job_ids.gather(seg_job),
-            "node_id": node_ids.gather(kernel.int_array(state["seg_node"])),
-            "gpus": (static["p_whole"][pod] * _U + static["p_frac"][pod]) / _U,
-            "cpus": static["p_cpu"][pod] / _U,
-            "memory_gib": static["p_mem"][pod] / _U,
-            "start_time": _times(kernel.int_array(state["seg_start"])),
-            "end_time": _times(kernel.int_array(state["seg_end"])),
-        },
-        schema={"job_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
-                "cpus": pl.Float64, "memory_gib": pl.Float64,
-                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
-    )  # fmt: skip
-    v_job = kernel.int_array(state["v_job"])
-    v_lost = kernel.float_array(state["v_lost"])
-    victims = pl.DataFrame(
-        {
-            "job_id": job_ids.gather(v_job),
-            "time": _times(kernel.int_array(state["v_t"])),
-            "reason": pl.Series(kernel.int_array(state["v_reason"])).replace_strict(
-                {kernel.PREEMPT: "preempt", kernel.WAKE_REASON: "wake"}, return_dtype=pl.String
-            ),
-            "lost_s": v_lost,
-            "lost_gpu_hours": v_lost * static["j_gpus_u"][v_job] / _U / 3600,
-            "forced": kernel.int_array(state["v_forced"]).astype(np.bool_),
-        },
-        schema={"job_id": pl.String, "time": pl.Datetime("us"), "reason": pl.String,
-                "lost_s": pl.Float64, "lost_gpu_hours": pl.Float64, "forced": pl.Boolean},
-    )  # fmt: skip
-    seen = np.flatnonzero(state["f_seen_start"] >= 0)
-    high = pl.DataFrame(
-        {
-            "alloc_id": fixed_ids.gather(seen),
-            "node_id": node_ids.gather(static["f_node"][seen]),
-            "start_time": _times(state["f_seen_start"][seen], none=-1),
-            "end_time": _times(state["f_seen_end"][seen], none=-1),
-        },
-        schema={"alloc_id": pl.String, "node_id": pl.String,
-                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
-    )  # fmt: skip
-    lent_items = kernel.int_array(state["l_item"])
-    lending = pl.DataFrame(
-        {
-            "alloc_id": fixed_ids.gather(lent_items),
-            "node_id": node_ids.gather(static["f_node"][lent_items]),
-            "start_time": _times(kernel.int_array(state["l_start"])),
-            "end_time": _times(kernel.int_array(state["l_end"])),
-        },
-        schema={"alloc_id": pl.String, "node_id": pl.String,
-                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
-    )  # fmt: skip
+    lists = ("seg_job", "seg_pod", "seg_node", "seg_start", "seg_end", "v_job", "v_t",
+             "v_reason", "v_forced", "l_item", "l_start", "l_end")  # fmt: skip
+    out = {name: kernel.int_array(state[name]) for name in lists}
+    out["v_lost"] = kernel.float_array(state["v_lost"])
+    out["f_seen_start"], out["f_seen_end"] = state["f_seen_start"], state["f_seen_end"]
+    rows = _Rows(static, out, job_ids, node_ids, fixed_ids)
     cnt = state["cnt"]
     return HarvestResult(
         policy=options.policy,
@@ -944,10 +996,7 @@ def _result(
         forced_kills=int(cnt[kernel.C_FORCED]),
         sleeps=names.sleeps,
         jobs=job_frame.sort("arrival", "job_id"),
-        segments=segments.sort("start_time", "job_id", "node_id"),
-        victims=victims.sort("time", "job_id"),
-        high=high.sort("alloc_id"),
-        lending=lending.sort("alloc_id", "start_time"),
+        rows=rows,
         overcommitted=int(cnt[kernel.C_OVER]),
         budget_hits=int(cnt[kernel.C_BUDGET]),
     )
