@@ -18,7 +18,8 @@ from typing import Any
 
 from fleetaudit.api import (
     StoreOptions,
-    load_frames,
+    by_alloc_id,
+    check_scenario,
     reading,
     record_whatif_run,
     resolve_at,
@@ -125,16 +126,24 @@ def _whatif_harvesting(
         # the store is read: both mostly run outside the interpreter lock.
         warming = stack.enter_context(ThreadPoolExecutor(1)).submit(harvest.warm_up)
         report("reading allocations and telemetry")
-        nodes, allocations = load_frames(store, start, end, run.scenario)
+        check_scenario(store, run.scenario)
+        nodes = store.query("nodes")
+        allocations = by_alloc_id(
+            [store.query("harvest_allocations", start=start, end=end, scenario=run.scenario)]
+        )
         samples = store.query(
             "sleepable_telemetry_between", start=start, end=end, scenario=run.scenario
         )
         coverage = store.query("telemetry_samples_between", start=start, end=end)
     telemetry_samples = int(coverage["samples"][0])
     workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
-    sleeps = harvest.sleep_intervals(
-        samples, allocations, start, end, run.idle_sm, run.idle_for.total_seconds()
-    )
+    # A second thread derives the sleeps while this one prepares the nodes, allocations
+    # and jobs, which need no sleeps (polars and numpy mostly run outside the
+    # interpreter lock); the preparation waits for them when it reaches the events.
+    sleeps = stack.enter_context(ThreadPoolExecutor(1)).submit(
+        harvest.sleep_intervals,
+        samples, allocations, start, end, run.idle_sm, run.idle_for.total_seconds(),
+    )  # fmt: skip
     notes: list[str] = []
     if telemetry_samples == 0:
         notes.append(
@@ -143,14 +152,14 @@ def _whatif_harvesting(
         )
     elif samples.is_empty():
         notes.append("the telemetry in the window covers no sleepable allocation: nothing sleeps")
-    if not warming.done():
-        report("loading the compiled replay (a machine's first run compiles it: about a minute)")
-    warming.result()
     report("preparing the replay")
     prepared = harvest.prepare_replay(
         nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]), start, end
     )
     del nodes, allocations, samples  # the prepared arrays hold what the replays need
+    if not warming.done():
+        report("loading the compiled replay (a machine's first run compiles it: about a minute)")
+    warming.result()
     if prepared.names.n_fixed + prepared.names.n_pods < _PARALLEL_FROM_ROWS:
         workers = 1
     if workers > 1:
@@ -182,7 +191,7 @@ def _whatif_harvesting(
         scenario=run.scenario,
         run=run,
         telemetry_samples=telemetry_samples,
-        sleeps=sleeps.height,
+        sleeps=sleeps.result().height,
         policies=tuple(results),
         notes=tuple(notes),
         seconds=time.perf_counter() - began,

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -444,14 +445,18 @@ class PreparedReplay:
 def prepare_replay(
     nodes: pl.DataFrame,
     allocations: pl.DataFrame,
-    sleeps: pl.DataFrame,
+    sleeps: pl.DataFrame | Future[pl.DataFrame],
     options: HarvestOptions,
     start: datetime,
     end: datetime,
 ) -> PreparedReplay:
     """What :func:`run_replay` needs, for any policy (arguments as :func:`replay_harvest`):
     the fields of the kernel's :class:`~fleetaudit.whatif.harvest_kernel.Static` and the ids
-    to read its outcome with."""
+    to read its outcome with.
+
+    ``sleeps`` may be a future of the frame (derived on another thread): the nodes, the
+    allocations and the jobs are prepared first and the sleeps waited for last.
+    """
     from fleetaudit.whatif import harvest_kernel as kernel  # numba: imported when a replay runs
 
     check_options(options, start, end)
@@ -519,61 +524,6 @@ def prepare_replay(
         found = np.searchsorted(-fv, -frac)  # fv is descending
         return np.where(frac > 0, found, -1).astype(np.int64)
 
-    # ---- fixed work (high priority, and low priority without GPUs) and its events.
-    # Events are numbered (seq) in the order: each allocation's start then its end,
-    # allocation by allocation, then each sleep then its wake, sleep by sleep.
-    fixed_ids = fixed["alloc_id"]
-    f_units = fixed["units"].to_numpy().astype(np.int64)
-    f_start = fixed["s"].to_numpy().astype(np.int64)
-    f_end = fixed["e"].fill_null(kernel.BIG).to_numpy().astype(np.int64)
-    f_high = (fixed["priority"] == "high").to_numpy()
-    items = np.arange(fixed.height, dtype=np.int64)
-    ends = f_end < hi
-    start_seq = items + np.cumsum(ends) - ends  # ends before this allocation's start
-    seq = fixed.height + int(ends.sum())
-    # sleeps of high-priority allocations, clipped to the allocation and the window
-    slept = sleeps.select(
-        pl.col("alloc_id").cast(pl.String),
-        pl.col("sleep_start").dt.epoch("us").alias("s"),
-        pl.col("sleep_end").dt.epoch("us").alias("e"),
-    ).join(
-        fixed.select("alloc_id").with_row_index("item").with_columns(pl.col("item").cast(pl.Int64)),
-        on="alloc_id",
-        how="inner",
-        maintain_order="left",
-    )
-    s_item = slept["item"].to_numpy().astype(np.int64)
-    s_from = np.maximum(np.maximum(slept["s"].to_numpy(), lo), f_start[s_item]).astype(np.int64)
-    s_to = np.minimum(slept["e"].to_numpy(), hi).astype(np.int64)
-    ok = f_high[s_item] & (s_to > s_from) & (s_from < f_end[s_item])
-    s_item, s_from, s_to = s_item[ok], s_from[ok], s_to[ok]
-    wakes = (s_to < hi) & (s_to < f_end[s_item])
-    sleep_seq = seq + np.arange(s_item.size, dtype=np.int64) + np.cumsum(wakes) - wakes
-    wake_item = s_item[wakes]
-    parts = [
-        (np.maximum(f_start, lo), 2, start_seq, kernel.HP_START, items),
-        (f_end[ends], 0, start_seq[ends] + 1, kernel.HP_END, items[ends]),
-        (s_from, 0, sleep_seq, kernel.SLEEP, s_item),
-        (s_to[wakes], 2, sleep_seq[wakes] + 1, kernel.WAKE, np.arange(wake_item.size)),
-    ]
-    ev_t, ev_o, ev_seq, ev_kind, ev_item = (
-        np.concatenate([np.broadcast_to(np.asarray(p[k], np.int64), p[0].shape) for p in parts])
-        for k in range(5)
-    )
-    order = np.lexsort((ev_seq, ev_o, ev_t))
-
-    # eviction delays, one per wake, the same draws for every policy
-    sigma = delay_sigma(options.eviction_delay_mean_s, options.eviction_delay_p95_s)
-    mean = options.eviction_delay_mean_s
-    draws = np.random.default_rng([options.seed, 7]).standard_normal(wake_item.size)
-    mu = math.log(mean) - sigma * sigma / 2 if mean > 0 else 0.0
-    delays = [0 if mean <= 0 else round(math.exp(mu + sigma * z) * 1e6) for z in draws.tolist()]
-    # A delay or kill deadline past the window's length acts as that length (the
-    # eviction falls after the end either way), and stays within int64.
-    beyond = hi - lo + 1
-    kill = min(round(options.kill_after_s * 1e6), beyond)
-    delays = [min(d, beyond) for d in delays]
-
     # ---- low-priority jobs: one per job_id (null: the alloc_id), in order of arrival
     # (then job id); their pods largest first (then alloc_id)
     lp = lp.with_columns(pl.coalesce("job_id", "alloc_id").alias("job"))
@@ -636,6 +586,64 @@ def prepare_replay(
     pu = pods["units"].to_numpy().astype(np.int64)
     arrivals = np.flatnonzero(in_window).astype(np.int64)
     early = np.flatnonzero(~in_window).astype(np.int64)
+
+
+    # ---- fixed work (high priority, and low priority without GPUs) and its events.
+    # Events are numbered (seq) in the order: each allocation's start then its end,
+    # allocation by allocation, then each sleep then its wake, sleep by sleep.
+    fixed_ids = fixed["alloc_id"]
+    f_units = fixed["units"].to_numpy().astype(np.int64)
+    f_start = fixed["s"].to_numpy().astype(np.int64)
+    f_end = fixed["e"].fill_null(kernel.BIG).to_numpy().astype(np.int64)
+    f_high = (fixed["priority"] == "high").to_numpy()
+    items = np.arange(fixed.height, dtype=np.int64)
+    ends = f_end < hi
+    start_seq = items + np.cumsum(ends) - ends  # ends before this allocation's start
+    seq = fixed.height + int(ends.sum())
+    # sleeps of high-priority allocations, clipped to the allocation and the window
+    if isinstance(sleeps, Future):
+        sleeps = sleeps.result()
+    slept = sleeps.select(
+        pl.col("alloc_id").cast(pl.String),
+        pl.col("sleep_start").dt.epoch("us").alias("s"),
+        pl.col("sleep_end").dt.epoch("us").alias("e"),
+    ).join(
+        fixed.select("alloc_id").with_row_index("item").with_columns(pl.col("item").cast(pl.Int64)),
+        on="alloc_id",
+        how="inner",
+        maintain_order="left",
+    )
+    s_item = slept["item"].to_numpy().astype(np.int64)
+    s_from = np.maximum(np.maximum(slept["s"].to_numpy(), lo), f_start[s_item]).astype(np.int64)
+    s_to = np.minimum(slept["e"].to_numpy(), hi).astype(np.int64)
+    ok = f_high[s_item] & (s_to > s_from) & (s_from < f_end[s_item])
+    s_item, s_from, s_to = s_item[ok], s_from[ok], s_to[ok]
+    wakes = (s_to < hi) & (s_to < f_end[s_item])
+    sleep_seq = seq + np.arange(s_item.size, dtype=np.int64) + np.cumsum(wakes) - wakes
+    wake_item = s_item[wakes]
+    parts = [
+        (np.maximum(f_start, lo), 2, start_seq, kernel.HP_START, items),
+        (f_end[ends], 0, start_seq[ends] + 1, kernel.HP_END, items[ends]),
+        (s_from, 0, sleep_seq, kernel.SLEEP, s_item),
+        (s_to[wakes], 2, sleep_seq[wakes] + 1, kernel.WAKE, np.arange(wake_item.size)),
+    ]
+    ev_t, ev_o, ev_seq, ev_kind, ev_item = (
+        np.concatenate([np.broadcast_to(np.asarray(p[k], np.int64), p[0].shape) for p in parts])
+        for k in range(5)
+    )
+    order = np.lexsort((ev_seq, ev_o, ev_t))
+
+    # eviction delays, one per wake, the same draws for every policy
+    sigma = delay_sigma(options.eviction_delay_mean_s, options.eviction_delay_p95_s)
+    mean = options.eviction_delay_mean_s
+    draws = np.random.default_rng([options.seed, 7]).standard_normal(wake_item.size)
+    mu = math.log(mean) - sigma * sigma / 2 if mean > 0 else 0.0
+    delays = [0 if mean <= 0 else round(math.exp(mu + sigma * z) * 1e6) for z in draws.tolist()]
+    # A delay or kill deadline past the window's length acts as that length (the
+    # eviction falls after the end either way), and stays within int64.
+    beyond = hi - lo + 1
+    kill = min(round(options.kill_after_s * 1e6), beyond)
+    delays = [min(d, beyond) for d in delays]
 
     static = dict(  # noqa: C408 (the kernel constructor's keywords)
         model=_ints(model),
