@@ -274,6 +274,61 @@ def test_sleep_needs_idle_for_and_ends_at_the_first_busy_sample() -> None:
     assert sleep_intervals(samples_x, allocs, h(0), h(3)).is_empty()
 
 
+def test_sleeps_from_rows_in_any_order_with_several_gpus_per_time() -> None:
+    """Rows of two GPUs per sample time, in no order: the busiest GPU decides, as when
+    the store gives one row per allocation and time in order."""
+    ts = [h(i / 4) for i in range(6)]  # every 15 min
+    busy = [0.5, 0.0, 0.0, 0.0, 0.4, 0.0]  # the busier GPU; the other idles throughout
+    rows = [("s", t, b) for t, b in zip(ts, busy)] + [("s", t, 0.0) for t in ts]
+    rows += [("t", h(0), 0.0), ("t", h(1.5), 0.9)]
+    samples = pl.DataFrame(rows[::-1], schema=["alloc_id", "ts", "sm_active"], orient="row")
+    allocs = allocations(
+        alloc("s", "n1", 8, "high", 0, None, sleepable=True),
+        alloc("t", "n2", 8, "high", 0, None, sleepable=True),
+    )
+    found = sleep_intervals(samples, allocs, h(0), h(3), 0.05, 1800)
+    # s idle from 0h15 to the busy 1h00 sample: asleep 0h45-1h00; idle again at 1h15 to
+    # its last sample and one step: 1h15-1h30, shorter than 30 min. t idle 0h00-1h30:
+    # asleep 0h30-1h30.
+    assert found.rows() == [("s", h(0.75), h(1)), ("t", h(0.5), h(1.5))]
+    one_per_time = samples.group_by("alloc_id", "ts").agg(pl.col("sm_active").max())
+    assert harvest._one_per_alloc_and_time(one_per_time.sort("alloc_id", "ts"))
+    assert not harvest._one_per_alloc_and_time(samples.sort("alloc_id", "ts"))  # two per ts
+    assert not harvest._one_per_alloc_and_time(one_per_time.sort("ts"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c", "z"]),
+            st.integers(0, 12),
+            st.sampled_from([0.0, 0.01, 0.04, 0.2, 0.9]),
+        ),
+        max_size=40,
+    ),
+    st.sampled_from([0, 900, 1800]),
+)
+def test_sleeps_do_not_depend_on_the_rows_order_or_grouping(rows, idle_for) -> None:
+    """The same sleeps whether the samples come one row per allocation and time in
+    order (as the store's query gives them) or several rows per time, shuffled."""
+    samples = pl.DataFrame(
+        [(a, h(t / 4), sm) for a, t, sm in rows],
+        schema={"alloc_id": pl.String, "ts": pl.Datetime("us"), "sm_active": pl.Float64},
+        orient="row",
+    )
+    allocs = allocations(
+        alloc("a", "n1", 8, "high", 0, None, sleepable=True),
+        alloc("b", "n1", 4, "high", 0.5, 2.5, sleepable=True),
+        alloc("c", "n2", 8, "high", 0, None),  # not sleepable
+    )
+    grouped = samples.group_by("alloc_id", "ts").agg(pl.col("sm_active").max())
+    ordered = grouped.sort("alloc_id", "ts")
+    expected = sleep_intervals(ordered, allocs, h(0), h(3), 0.05, idle_for)
+    for frame in (samples, samples.reverse(), grouped.reverse()):
+        assert sleep_intervals(frame, allocs, h(0), h(3), 0.05, idle_for).equals(expected)
+
+
 # --------------------------------------------------------------- invariants as properties
 
 LP_GPUS = st.sampled_from([0.25, 0.5, 1.0, 2.0, 2.5, 4.0, 8.0])

@@ -21,7 +21,7 @@ from fleetaudit.model.store import Store
 from tests.conftest import DATA
 
 runner = CliRunner()
-SHUFFLED = ("allocations_overlapping", "requests_submitted_between")
+SHUFFLED = ("allocations_overlapping", "harvest_allocations", "requests_submitted_between")
 VOLATILE = ("seconds", "generated_at", "elapsed_s")
 
 

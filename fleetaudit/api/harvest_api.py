@@ -8,17 +8,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetaudit.api import (
     StoreOptions,
-    load_frames,
+    by_alloc_id,
+    check_scenario,
     reading,
     record_whatif_run,
     resolve_at,
@@ -28,6 +29,11 @@ from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import HarvestRun
 from fleetaudit.core.times import iso
 from fleetaudit.whatif import harvest
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from fleetaudit.model.store import Store
 
 # numba's cache of the replay is kept per source file (fleetaudit.core.jitcache)
 KERNEL_SOURCE = Path(harvest.__file__).with_name("harvest_kernel.py")
@@ -96,6 +102,29 @@ def whatif_harvesting(
         return _whatif_harvesting(store_options, run, report, notice, began, stack)
 
 
+def _read_telemetry(
+    store: Store, start: datetime, end: datetime, scenario: str | None
+) -> tuple[pl.DataFrame, int]:
+    """The sleepable allocations' samples in [start, end), and the telemetry rows there."""
+    samples = store.query("sleepable_telemetry_between", start=start, end=end, scenario=scenario)
+    coverage = store.query("telemetry_samples_between", start=start, end=end)
+    return samples, int(coverage["samples"][0])
+
+
+def _sleeps(
+    read: Future[tuple[pl.DataFrame, int]],
+    allocations: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    run: HarvestRun,
+) -> pl.DataFrame:
+    """The sleeps of the samples ``read`` gives."""
+    samples = read.result()[0]
+    return harvest.sleep_intervals(
+        samples, allocations, start, end, run.idle_sm, run.idle_for.total_seconds()
+    )
+
+
 def _whatif_harvesting(
     store_options: StoreOptions,
     run: HarvestRun,
@@ -125,16 +154,28 @@ def _whatif_harvesting(
         # the store is read: both mostly run outside the interpreter lock.
         warming = stack.enter_context(ThreadPoolExecutor(1)).submit(harvest.warm_up)
         report("reading allocations and telemetry")
-        nodes, allocations = load_frames(store, start, end, run.scenario)
-        samples = store.query(
-            "sleepable_telemetry_between", start=start, end=end, scenario=run.scenario
+        check_scenario(store, run.scenario)
+        nodes = store.query("nodes")
+        allocations = by_alloc_id(
+            [store.query("harvest_allocations", start=start, end=end, scenario=run.scenario)]
         )
-        coverage = store.query("telemetry_samples_between", start=start, end=end)
-    telemetry_samples = int(coverage["samples"][0])
+        # A second thread reads the telemetry and derives the sleeps from it while this one
+        # prepares the nodes, allocations and jobs, which need no sleeps (DuckDB, polars and
+        # numpy mostly run outside the interpreter lock): the store is that thread's alone
+        # meanwhile, and the preparation waits for the sleeps when it reaches the events.
+        second = stack.enter_context(ThreadPoolExecutor(1))
+        read = second.submit(_read_telemetry, store, start, end, run.scenario)
+        sleeps = second.submit(_sleeps, read, allocations, start, end, run)  # after the read
+        try:
+            report("preparing the replay")
+            prepared = harvest.prepare_replay(
+                nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]),
+                start, end,
+            )  # fmt: skip
+        finally:
+            wait([read])  # the store closes once the thread is done with it
+    samples, telemetry_samples = read.result()
     workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
-    sleeps = harvest.sleep_intervals(
-        samples, allocations, start, end, run.idle_sm, run.idle_for.total_seconds()
-    )
     notes: list[str] = []
     if telemetry_samples == 0:
         notes.append(
@@ -143,14 +184,10 @@ def _whatif_harvesting(
         )
     elif samples.is_empty():
         notes.append("the telemetry in the window covers no sleepable allocation: nothing sleeps")
+    del nodes, allocations, samples  # the prepared arrays hold what the replays need
     if not warming.done():
         report("loading the compiled replay (a machine's first run compiles it: about a minute)")
     warming.result()
-    report("preparing the replay")
-    prepared = harvest.prepare_replay(
-        nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]), start, end
-    )
-    del nodes, allocations, samples  # the prepared arrays hold what the replays need
     if prepared.names.n_fixed + prepared.names.n_pods < _PARALLEL_FROM_ROWS:
         workers = 1
     if workers > 1:
@@ -182,7 +219,7 @@ def _whatif_harvesting(
         scenario=run.scenario,
         run=run,
         telemetry_samples=telemetry_samples,
-        sleeps=sleeps.height,
+        sleeps=sleeps.result().height,
         policies=tuple(results),
         notes=tuple(notes),
         seconds=time.perf_counter() - began,

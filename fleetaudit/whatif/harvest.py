@@ -49,8 +49,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -174,12 +176,28 @@ class HarvestResult:
     forced_kills: int
     sleeps: int
     jobs: pl.DataFrame = field(repr=False)
-    segments: pl.DataFrame = field(repr=False)
-    victims: pl.DataFrame = field(repr=False)
-    high: pl.DataFrame = field(repr=False)
-    lending: pl.DataFrame = field(repr=False)
+    rows: _Rows = field(repr=False, compare=False)  # segments .. lending, built when read
     overcommitted: int = 0
     budget_hits: int = 0
+
+    # The command reads the jobs alone: the other frames (millions of rows on a month of
+    # a large fleet, ids gathered and sorted) are built on first use, once.
+
+    @cached_property
+    def segments(self) -> pl.DataFrame:
+        return self.rows.segments()
+
+    @cached_property
+    def victims(self) -> pl.DataFrame:
+        return self.rows.victims()
+
+    @cached_property
+    def high(self) -> pl.DataFrame:
+        return self.rows.high()
+
+    @cached_property
+    def lending(self) -> pl.DataFrame:
+        return self.rows.lending()
 
     @property
     def allocation_rate_high(self) -> float | None:
@@ -277,16 +295,16 @@ def sleep_intervals(
         return pl.DataFrame(schema=out_schema)
     idle_for = timedelta(seconds=idle_for_s)
     lo, hi = to_utc(start), to_utc(end)
+    frame = samples.select(
+        pl.col("alloc_id").cast(pl.String),
+        pl.col("ts").cast(pl.Datetime("us")),
+        pl.col("sm_active").cast(pl.Float64),
+    )
+    if not _one_per_alloc_and_time(frame):  # the store's query already gives them so
+        frame = frame.group_by("alloc_id", "ts").agg(pl.col("sm_active").max())
+        frame = frame.sort("alloc_id", "ts")
     frame = (
-        samples.select(
-            pl.col("alloc_id").cast(pl.String),
-            pl.col("ts").cast(pl.Datetime("us")),
-            pl.col("sm_active").cast(pl.Float64),
-        )
-        .group_by("alloc_id", "ts")
-        .agg(pl.col("sm_active").max())
-        .join(sleepers, on="alloc_id", how="inner")
-        .sort("alloc_id", "ts")
+        frame.join(sleepers, on="alloc_id", how="inner", maintain_order="left")
         .with_columns(
             (pl.col("sm_active") < idle_sm).alias("idle"),
             pl.col("ts").shift(-1).over("alloc_id").alias("next_ts"),
@@ -329,6 +347,17 @@ def sleep_intervals(
         .sort("alloc_id", "sleep_start")
     )
     return runs.select(pl.col(c).cast(t) for c, t in out_schema.items())
+
+
+def _one_per_alloc_and_time(frame: pl.DataFrame) -> bool:
+    """Whether ``frame`` holds one row per (alloc_id, ts), in that order, none null: then
+    grouping and sorting it would give it back as it is."""
+    ids, ts = frame["alloc_id"], frame["ts"]
+    if ids.null_count() or ts.null_count() or not ids.is_sorted():
+        return False
+    same = ids.slice(1).eq_missing(ids.slice(0, max(ids.len() - 1, 0)))
+    back = ts.slice(1) <= ts.slice(0, max(ts.len() - 1, 0))
+    return not (same & back).any()
 
 
 # ------------------------------------------------------------------ helpers
@@ -427,14 +456,18 @@ class PreparedReplay:
 def prepare_replay(
     nodes: pl.DataFrame,
     allocations: pl.DataFrame,
-    sleeps: pl.DataFrame,
+    sleeps: pl.DataFrame | Future[pl.DataFrame],
     options: HarvestOptions,
     start: datetime,
     end: datetime,
 ) -> PreparedReplay:
     """What :func:`run_replay` needs, for any policy (arguments as :func:`replay_harvest`):
     the fields of the kernel's :class:`~fleetaudit.whatif.harvest_kernel.Static` and the ids
-    to read its outcome with."""
+    to read its outcome with.
+
+    ``sleeps`` may be a future of the frame (derived on another thread): the nodes, the
+    allocations and the jobs are prepared first and the sleeps waited for last.
+    """
     from fleetaudit.whatif import harvest_kernel as kernel  # numba: imported when a replay runs
 
     check_options(options, start, end)
@@ -480,8 +513,9 @@ def prepare_replay(
             & (pl.col("e").is_null() | ((pl.col("e") > lo) & (pl.col("e") > pl.col("s"))))
             & pl.col("node_id").is_in(node_ids)
         )
-        .sort("alloc_id")
     )
+    if not alloc["alloc_id"].is_sorted():  # the command's read is already in alloc_id order
+        alloc = alloc.sort("alloc_id")
     is_job = (pl.col("priority") == "low") & (pl.col("gpus") > 0)
     fixed = alloc.filter(~is_job)
     lp = alloc.filter(is_job)
@@ -501,61 +535,6 @@ def prepare_replay(
         frac = units % _U
         found = np.searchsorted(-fv, -frac)  # fv is descending
         return np.where(frac > 0, found, -1).astype(np.int64)
-
-    # ---- fixed work (high priority, and low priority without GPUs) and its events.
-    # Events are numbered (seq) in the order: each allocation's start then its end,
-    # allocation by allocation, then each sleep then its wake, sleep by sleep.
-    fixed_ids = fixed["alloc_id"]
-    f_units = fixed["units"].to_numpy().astype(np.int64)
-    f_start = fixed["s"].to_numpy().astype(np.int64)
-    f_end = fixed["e"].fill_null(kernel.BIG).to_numpy().astype(np.int64)
-    f_high = (fixed["priority"] == "high").to_numpy()
-    items = np.arange(fixed.height, dtype=np.int64)
-    ends = f_end < hi
-    start_seq = items + np.cumsum(ends) - ends  # ends before this allocation's start
-    seq = fixed.height + int(ends.sum())
-    # sleeps of high-priority allocations, clipped to the allocation and the window
-    slept = sleeps.select(
-        pl.col("alloc_id").cast(pl.String),
-        pl.col("sleep_start").dt.epoch("us").alias("s"),
-        pl.col("sleep_end").dt.epoch("us").alias("e"),
-    ).join(
-        fixed.select("alloc_id").with_row_index("item").with_columns(pl.col("item").cast(pl.Int64)),
-        on="alloc_id",
-        how="inner",
-        maintain_order="left",
-    )
-    s_item = slept["item"].to_numpy().astype(np.int64)
-    s_from = np.maximum(np.maximum(slept["s"].to_numpy(), lo), f_start[s_item]).astype(np.int64)
-    s_to = np.minimum(slept["e"].to_numpy(), hi).astype(np.int64)
-    ok = f_high[s_item] & (s_to > s_from) & (s_from < f_end[s_item])
-    s_item, s_from, s_to = s_item[ok], s_from[ok], s_to[ok]
-    wakes = (s_to < hi) & (s_to < f_end[s_item])
-    sleep_seq = seq + np.arange(s_item.size, dtype=np.int64) + np.cumsum(wakes) - wakes
-    wake_item = s_item[wakes]
-    parts = [
-        (np.maximum(f_start, lo), 2, start_seq, kernel.HP_START, items),
-        (f_end[ends], 0, start_seq[ends] + 1, kernel.HP_END, items[ends]),
-        (s_from, 0, sleep_seq, kernel.SLEEP, s_item),
-        (s_to[wakes], 2, sleep_seq[wakes] + 1, kernel.WAKE, np.arange(wake_item.size)),
-    ]
-    ev_t, ev_o, ev_seq, ev_kind, ev_item = (
-        np.concatenate([np.broadcast_to(np.asarray(p[k], np.int64), p[0].shape) for p in parts])
-        for k in range(5)
-    )
-    order = np.lexsort((ev_seq, ev_o, ev_t))
-
-    # eviction delays, one per wake, the same draws for every policy
-    sigma = delay_sigma(options.eviction_delay_mean_s, options.eviction_delay_p95_s)
-    mean = options.eviction_delay_mean_s
-    draws = np.random.default_rng([options.seed, 7]).standard_normal(wake_item.size)
-    mu = math.log(mean) - sigma * sigma / 2 if mean > 0 else 0.0
-    delays = [0 if mean <= 0 else round(math.exp(mu + sigma * z) * 1e6) for z in draws.tolist()]
-    # A delay or kill deadline past the window's length acts as that length (the
-    # eviction falls after the end either way), and stays within int64.
-    beyond = hi - lo + 1
-    kill = min(round(options.kill_after_s * 1e6), beyond)
-    delays = [min(d, beyond) for d in delays]
 
     # ---- low-priority jobs: one per job_id (null: the alloc_id), in order of arrival
     # (then job id); their pods largest first (then alloc_id)
@@ -619,6 +598,64 @@ def prepare_replay(
     pu = pods["units"].to_numpy().astype(np.int64)
     arrivals = np.flatnonzero(in_window).astype(np.int64)
     early = np.flatnonzero(~in_window).astype(np.int64)
+
+
+    # ---- fixed work (high priority, and low priority without GPUs) and its events.
+    # Events are numbered (seq) in the order: each allocation's start then its end,
+    # allocation by allocation, then each sleep then its wake, sleep by sleep.
+    fixed_ids = fixed["alloc_id"]
+    f_units = fixed["units"].to_numpy().astype(np.int64)
+    f_start = fixed["s"].to_numpy().astype(np.int64)
+    f_end = fixed["e"].fill_null(kernel.BIG).to_numpy().astype(np.int64)
+    f_high = (fixed["priority"] == "high").to_numpy()
+    items = np.arange(fixed.height, dtype=np.int64)
+    ends = f_end < hi
+    start_seq = items + np.cumsum(ends) - ends  # ends before this allocation's start
+    seq = fixed.height + int(ends.sum())
+    # sleeps of high-priority allocations, clipped to the allocation and the window
+    if isinstance(sleeps, Future):
+        sleeps = sleeps.result()
+    slept = sleeps.select(
+        pl.col("alloc_id").cast(pl.String),
+        pl.col("sleep_start").dt.epoch("us").alias("s"),
+        pl.col("sleep_end").dt.epoch("us").alias("e"),
+    ).join(
+        fixed.select("alloc_id").with_row_index("item").with_columns(pl.col("item").cast(pl.Int64)),
+        on="alloc_id",
+        how="inner",
+        maintain_order="left",
+    )
+    s_item = slept["item"].to_numpy().astype(np.int64)
+    s_from = np.maximum(np.maximum(slept["s"].to_numpy(), lo), f_start[s_item]).astype(np.int64)
+    s_to = np.minimum(slept["e"].to_numpy(), hi).astype(np.int64)
+    ok = f_high[s_item] & (s_to > s_from) & (s_from < f_end[s_item])
+    s_item, s_from, s_to = s_item[ok], s_from[ok], s_to[ok]
+    wakes = (s_to < hi) & (s_to < f_end[s_item])
+    sleep_seq = seq + np.arange(s_item.size, dtype=np.int64) + np.cumsum(wakes) - wakes
+    wake_item = s_item[wakes]
+    parts = [
+        (np.maximum(f_start, lo), 2, start_seq, kernel.HP_START, items),
+        (f_end[ends], 0, start_seq[ends] + 1, kernel.HP_END, items[ends]),
+        (s_from, 0, sleep_seq, kernel.SLEEP, s_item),
+        (s_to[wakes], 2, sleep_seq[wakes] + 1, kernel.WAKE, np.arange(wake_item.size)),
+    ]
+    ev_t, ev_o, ev_seq, ev_kind, ev_item = (
+        np.concatenate([np.broadcast_to(np.asarray(p[k], np.int64), p[0].shape) for p in parts])
+        for k in range(5)
+    )
+    order = np.lexsort((ev_seq, ev_o, ev_t))
+
+    # eviction delays, one per wake, the same draws for every policy
+    sigma = delay_sigma(options.eviction_delay_mean_s, options.eviction_delay_p95_s)
+    mean = options.eviction_delay_mean_s
+    draws = np.random.default_rng([options.seed, 7]).standard_normal(wake_item.size)
+    mu = math.log(mean) - sigma * sigma / 2 if mean > 0 else 0.0
+    delays = [0 if mean <= 0 else round(math.exp(mu + sigma * z) * 1e6) for z in draws.tolist()]
+    # A delay or kill deadline past the window's length acts as that length (the
+    # eviction falls after the end either way), and stays within int64.
+    beyond = hi - lo + 1
+    kill = min(round(options.kill_after_s * 1e6), beyond)
+    delays = [min(d, beyond) for d in delays]
 
     static = dict(  # noqa: C408 (the kernel constructor's keywords)
         model=_ints(model),
@@ -839,6 +876,89 @@ def _times(us: np.ndarray, none: int | None = None) -> pl.Series:
     return values.cast(pl.Datetime("us"))
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """A replay's outcome as the kernel left it (indices into the ids): the frames of
+    :class:`HarvestResult` other than its jobs, built when one is read."""
+
+    static: dict[str, Any]  # the prepared replay's arrays (shared, only read)
+    out: dict[str, np.ndarray]  # the kernel's output lists as arrays, and per fixed allocation
+    job_ids: pl.Series
+    node_ids: pl.Series
+    fixed_ids: pl.Series
+
+    def segments(self) -> pl.DataFrame:
+        static, out = self.static, self.out
+        seg_job = out["seg_job"]
+        pod = static["j_pod_off"][seg_job] + out["seg_pod"]
+        segments = pl.DataFrame(
+            {
+                "job_id": self.job_ids.gather(seg_job),
+                "node_id": self.node_ids.gather(out["seg_node"]),
+                "gpus": (static["p_whole"][pod] * _U + static["p_frac"][pod]) / _U,
+                "cpus": static["p_cpu"][pod] / _U,
+                "memory_gib": static["p_mem"][pod] / _U,
+                "start_time": _times(out["seg_start"]),
+                "end_time": _times(out["seg_end"]),
+            },
+            schema={"job_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
+                    "cpus": pl.Float64, "memory_gib": pl.Float64,
+                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+        )  # fmt: skip
+        return segments.sort("start_time", "job_id", "node_id")
+
+    def victims(self) -> pl.DataFrame:
+        from fleetaudit.whatif import harvest_kernel as kernel
+
+        out = self.out
+        v_job, v_lost = out["v_job"], out["v_lost"]
+        victims = pl.DataFrame(
+            {
+                "job_id": self.job_ids.gather(v_job),
+                "time": _times(out["v_t"]),
+                "reason": pl.Series(out["v_reason"]).replace_strict(
+                    {kernel.PREEMPT: "preempt", kernel.WAKE_REASON: "wake"}, return_dtype=pl.String
+                ),
+                "lost_s": v_lost,
+                "lost_gpu_hours": v_lost * self.static["j_gpus_u"][v_job] / _U / 3600,
+                "forced": out["v_forced"].astype(np.bool_),
+            },
+            schema={"job_id": pl.String, "time": pl.Datetime("us"), "reason": pl.String,
+                    "lost_s": pl.Float64, "lost_gpu_hours": pl.Float64, "forced": pl.Boolean},
+        )  # fmt: skip
+        return victims.sort("time", "job_id")
+
+    def high(self) -> pl.DataFrame:
+        out = self.out
+        seen = np.flatnonzero(out["f_seen_start"] >= 0)
+        high = pl.DataFrame(
+            {
+                "alloc_id": self.fixed_ids.gather(seen),
+                "node_id": self.node_ids.gather(self.static["f_node"][seen]),
+                "start_time": _times(out["f_seen_start"][seen], none=-1),
+                "end_time": _times(out["f_seen_end"][seen], none=-1),
+            },
+            schema={"alloc_id": pl.String, "node_id": pl.String,
+                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+        )  # fmt: skip
+        return high.sort("alloc_id")
+
+    def lending(self) -> pl.DataFrame:
+        out = self.out
+        lent_items = out["l_item"]
+        lending = pl.DataFrame(
+            {
+                "alloc_id": self.fixed_ids.gather(lent_items),
+                "node_id": self.node_ids.gather(self.static["f_node"][lent_items]),
+                "start_time": _times(out["l_start"]),
+                "end_time": _times(out["l_end"]),
+            },
+            schema={"alloc_id": pl.String, "node_id": pl.String,
+                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+        )  # fmt: skip
+        return lending.sort("alloc_id", "start_time")
+
+
 def _result(
     static: dict[str, Any],
     state: dict[str, Any],
@@ -872,60 +992,12 @@ def _result(
                 "need_s": pl.Float64, "done_s": pl.Float64, "runs": pl.Int64,
                 "preempted": pl.Int64, "in_window": pl.Boolean, "resumed": pl.Boolean},
     )  # fmt: skip
-    seg_job = kernel.int_array(state["seg_job"])
-    pod = static["j_pod_off"][seg_job] + kernel.int_array(state["seg_pod"])
-    segments = pl.DataFrame(
-        {
-            "job_id": job_ids.gather(seg_job),
-            "node_id": node_ids.gather(kernel.int_array(state["seg_node"])),
-            "gpus": (static["p_whole"][pod] * _U + static["p_frac"][pod]) / _U,
-            "cpus": static["p_cpu"][pod] / _U,
-            "memory_gib": static["p_mem"][pod] / _U,
-            "start_time": _times(kernel.int_array(state["seg_start"])),
-            "end_time": _times(kernel.int_array(state["seg_end"])),
-        },
-        schema={"job_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
-                "cpus": pl.Float64, "memory_gib": pl.Float64,
-                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
-    )  # fmt: skip
-    v_job = kernel.int_array(state["v_job"])
-    v_lost = kernel.float_array(state["v_lost"])
-    victims = pl.DataFrame(
-        {
-            "job_id": job_ids.gather(v_job),
-            "time": _times(kernel.int_array(state["v_t"])),
-            "reason": pl.Series(kernel.int_array(state["v_reason"])).replace_strict(
-                {kernel.PREEMPT: "preempt", kernel.WAKE_REASON: "wake"}, return_dtype=pl.String
-            ),
-            "lost_s": v_lost,
-            "lost_gpu_hours": v_lost * static["j_gpus_u"][v_job] / _U / 3600,
-            "forced": kernel.int_array(state["v_forced"]).astype(np.bool_),
-        },
-        schema={"job_id": pl.String, "time": pl.Datetime("us"), "reason": pl.String,
-                "lost_s": pl.Float64, "lost_gpu_hours": pl.Float64, "forced": pl.Boolean},
-    )  # fmt: skip
-    seen = np.flatnonzero(state["f_seen_start"] >= 0)
-    high = pl.DataFrame(
-        {
-            "alloc_id": fixed_ids.gather(seen),
-            "node_id": node_ids.gather(static["f_node"][seen]),
-            "start_time": _times(state["f_seen_start"][seen], none=-1),
-            "end_time": _times(state["f_seen_end"][seen], none=-1),
-        },
-        schema={"alloc_id": pl.String, "node_id": pl.String,
-                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
-    )  # fmt: skip
-    lent_items = kernel.int_array(state["l_item"])
-    lending = pl.DataFrame(
-        {
-            "alloc_id": fixed_ids.gather(lent_items),
-            "node_id": node_ids.gather(static["f_node"][lent_items]),
-            "start_time": _times(kernel.int_array(state["l_start"])),
-            "end_time": _times(kernel.int_array(state["l_end"])),
-        },
-        schema={"alloc_id": pl.String, "node_id": pl.String,
-                "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
-    )  # fmt: skip
+    lists = ("seg_job", "seg_pod", "seg_node", "seg_start", "seg_end", "v_job", "v_t",
+             "v_reason", "v_forced", "l_item", "l_start", "l_end")  # fmt: skip
+    out = {name: kernel.int_array(state[name]) for name in lists}
+    out["v_lost"] = kernel.float_array(state["v_lost"])
+    out["f_seen_start"], out["f_seen_end"] = state["f_seen_start"], state["f_seen_end"]
+    rows = _Rows(static, out, job_ids, node_ids, fixed_ids)
     cnt = state["cnt"]
     return HarvestResult(
         policy=options.policy,
@@ -944,10 +1016,7 @@ def _result(
         forced_kills=int(cnt[kernel.C_FORCED]),
         sleeps=names.sleeps,
         jobs=job_frame.sort("arrival", "job_id"),
-        segments=segments.sort("start_time", "job_id", "node_id"),
-        victims=victims.sort("time", "job_id"),
-        high=high.sort("alloc_id"),
-        lending=lending.sort("alloc_id", "start_time"),
+        rows=rows,
         overcommitted=int(cnt[kernel.C_OVER]),
         budget_hits=int(cnt[kernel.C_BUDGET]),
     )
