@@ -93,13 +93,16 @@ def test_harvest_run_defaults_are_the_engines() -> None:
     assert run.since == timedelta(days=7)
 
 
-def test_ingest_loads_no_arrow(tmp_path: Path) -> None:
-    """Ingest reads its few result rows without Arrow: pyarrow and numpy stay unloaded."""
-    tiny = REPO / "tests" / "data" / "tiny"
+@pytest.mark.parametrize("files", [["nodes.csv", "allocations.csv"], ["."]], ids=["tiny", "sample"])
+def test_ingest_loads_no_arrow(tmp_path: Path, files: list[str]) -> None:
+    """Ingest reads its few result rows without Arrow: pyarrow and numpy stay unloaded
+    (the sample's telemetry too, whose fraction columns are counted for the percent check)."""
+    folder = REPO / ("tests/data/tiny" if files != ["."] else "sample_data")
+    paths = [str(folder / f) for f in files]
     code = (
         "import io, contextlib, fleetaudit.cli as c\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    c.app(['ingest', {str(tiny / 'nodes.csv')!r}, {str(tiny / 'allocations.csv')!r}, "
+        f"    c.app(['ingest', *{paths!r}, "
         f"'--db', {str(tmp_path / 's.duckdb')!r}], prog_name='fleetaudit', standalone_mode=False)"
     )
     loaded = _modules_after(code)

@@ -388,7 +388,7 @@ def _fraction_stats(
         f"count(*) FILTER ({q(c)} < 0 OR {q(c)} > 100 OR NOT isfinite({q(c)}))"
         for c in columns
     )
-    row = store.sql(
+    row = store.small_frame(
         f"SELECT {parts} FROM {q(table.name)} WHERE _ingest_id IN ($id, $tagged)",
         {"id": ingest_id, "tagged": -ingest_id if rejected_too else ingest_id},
     ).row(0)
