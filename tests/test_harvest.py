@@ -547,3 +547,69 @@ def test_help() -> None:
     for option in ("--policy", "--since", "--idle-sm", "--idle-for", "--eviction-delay",
                    "--kill-after", "--seed", "--scenario", "--json"):  # fmt: skip
         assert option in result.stdout
+
+
+def test_a_failed_telemetry_read_on_the_second_thread_is_one_line_exit_2(
+    tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fleetaudit.core.errors import QueryError
+    from fleetaudit.model.store import Store
+
+    db = tmp_path / "fleet.duckdb"
+    runner.invoke(app, ["ingest", str(tiny_dir), "--db", str(db)])
+    query = Store.query
+
+    def failing(self: Store, name: str, /, **params: object) -> pl.DataFrame:
+        if name == "sleepable_telemetry_between":
+            raise QueryError("telemetry unreadable")
+        return query(self, name, **params)
+
+    monkeypatch.setattr(Store, "query", failing)
+    result = runner.invoke(app, ["whatif", "harvesting", "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == "fleetaudit: error: telemetry unreadable"
+
+
+def test_ctrl_c_while_preparing_stops_the_telemetry_read_before_the_store_closes(
+    tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    from fleetaudit.api import harvest_api
+    from fleetaudit.model.store import Store
+
+    options = api.StoreOptions(tmp_path / "fleet.duckdb")
+    api.ingest_paths(options, [tiny_dir])
+    events: list[str] = []
+    reading = threading.Event()
+
+    def slow_read(store: Store, *_args: object) -> None:
+        reading.set()
+        try:  # about half a minute unless interrupted
+            store.con.execute("SELECT sum(range) FROM range(20000000000)").fetchall()
+            events.append("read to its end")
+        except Exception:
+            events.append("read interrupted")
+            raise
+
+    def interrupted_preparation(*_args: object) -> None:
+        assert reading.wait(10)
+        time.sleep(0.5)  # the query is under way
+        raise KeyboardInterrupt
+
+    close = Store.close
+
+    def closing(self: Store) -> None:
+        events.append("store closed")
+        close(self)
+
+    monkeypatch.setattr(harvest_api, "_read_telemetry", slow_read)
+    monkeypatch.setattr(harvest, "prepare_replay", interrupted_preparation)
+    monkeypatch.setattr(Store, "close", closing)
+    began = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        whatif_harvesting(options, HarvestRun(policies=("smallest",), record=False))
+    assert time.perf_counter() - began < 10
+    assert events == ["read interrupted", "store closed"]

@@ -172,6 +172,14 @@ def _whatif_harvesting(
                 nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]),
                 start, end,
             )  # fmt: skip
+        except BaseException:
+            # Ctrl-C or a failure here: the second thread's work is no longer wanted, and
+            # a query there hears no Ctrl-C (DuckDB checks for it on the main thread only),
+            # so it is stopped rather than read to its end before the command exits.
+            sleeps.cancel()
+            if not read.cancel():
+                store.con.interrupt()
+            raise
         finally:
             wait([read])  # the store closes once the thread is done with it
     samples, telemetry_samples = read.result()
