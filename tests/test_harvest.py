@@ -613,3 +613,49 @@ def test_ctrl_c_while_preparing_stops_the_telemetry_read_before_the_store_closes
         whatif_harvesting(options, HarvestRun(policies=("smallest",), record=False))
     assert time.perf_counter() - began < 10
     assert events == ["read interrupted", "store closed"]
+
+
+CTRL_C_SCRIPT = """
+import sys
+from fleetaudit.api import harvest_api
+from fleetaudit.cli import main
+
+def slow_read(store, *args):
+    print("reading", file=sys.stderr, flush=True)
+    store.con.execute("SELECT sum(range) FROM range(40000000000)").fetchall()  # ~30 s
+
+harvest_api._read_telemetry = slow_read
+sys.argv = ["fleetaudit", "whatif", "harvesting", "--db", sys.argv[1]]
+main()
+"""
+
+
+def test_ctrl_c_is_heard_while_the_preparation_waits_for_the_sleeps(
+    tmp_path: Path, tiny_dir: Path
+) -> None:
+    """Ctrl-C (SIGINT to the process) while the main thread waits for the second
+    thread's read: the command exits 130 within seconds, not when the read is done."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    db = tmp_path / "fleet.duckdb"
+    assert runner.invoke(app, ["ingest", str(tiny_dir), "--db", str(db)]).exit_code == 0
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    with subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_SCRIPT, str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+    ) as proc:  # fmt: skip
+        assert proc.stderr is not None
+        while "reading" not in proc.stderr.readline():
+            assert proc.poll() is None, "the command ended before reading"
+        time.sleep(1.0)  # the main thread is waiting for the sleeps by now
+        proc.send_signal(signal.SIGINT)
+        began = time.perf_counter()
+        _out, err = proc.communicate(timeout=60)
+        assert time.perf_counter() - began < 10
+    assert proc.returncode == 130
+    interrupted = "fleetaudit: error: interrupted; the store keeps its last committed state"
+    assert err.splitlines()[-1] == interrupted

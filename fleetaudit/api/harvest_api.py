@@ -195,7 +195,7 @@ def _whatif_harvesting(
     del nodes, allocations, samples  # the prepared arrays hold what the replays need
     if not warming.done():
         report("loading the compiled replay (a machine's first run compiles it: about a minute)")
-    warming.result()
+    harvest.awaited(warming)  # Ctrl-C is heard while a first run compiles
     if prepared.names.n_fixed + prepared.names.n_pods < _PARALLEL_FROM_ROWS:
         workers = 1
     if workers > 1:

@@ -49,11 +49,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -349,6 +350,20 @@ def sleep_intervals(
     return runs.select(pl.col(c).cast(t) for c, t in out_schema.items())
 
 
+_T = TypeVar("_T")
+
+
+def awaited(future: Future[_T]) -> _T:
+    """``future.result()`` on the main thread, waited for in short steps so that Ctrl-C
+    is heard meanwhile: a wait without a timeout blocks in a lock that the signal does
+    not wake, and the KeyboardInterrupt came only once the other thread was done."""
+    while True:
+        try:
+            return future.result(timeout=0.1)
+        except futures.TimeoutError:
+            continue
+
+
 def _one_per_alloc_and_time(frame: pl.DataFrame) -> bool:
     """Whether ``frame`` holds one row per (alloc_id, ts), in that order, none null: then
     grouping and sorting it would give it back as it is."""
@@ -614,7 +629,7 @@ def prepare_replay(
     seq = fixed.height + int(ends.sum())
     # sleeps of high-priority allocations, clipped to the allocation and the window
     if isinstance(sleeps, Future):
-        sleeps = sleeps.result()
+        sleeps = awaited(sleeps)
     slept = sleeps.select(
         pl.col("alloc_id").cast(pl.String),
         pl.col("sleep_start").dt.epoch("us").alias("s"),
