@@ -182,23 +182,82 @@ class HarvestResult:
     budget_hits: int = 0
 
     # The command reads the jobs alone: the other frames (millions of rows on a month of
-    # a large fleet, ids gathered and sorted) are built on first use, once.
+    # a large fleet, ids gathered and sorted) are built from the rows on first use, once.
 
     @cached_property
     def segments(self) -> pl.DataFrame:
-        return self.rows.segments()
+        static, out = self.rows.static, self.rows.out
+        seg_job = out["seg_job"]
+        pod = static["j_pod_off"][seg_job] + out["seg_pod"]
+        segments = pl.DataFrame(
+            {
+                "job_id": self.rows.job_ids.gather(seg_job),
+                "node_id": self.rows.node_ids.gather(out["seg_node"]),
+                "gpus": (static["p_whole"][pod] * _U + static["p_frac"][pod]) / _U,
+                "cpus": static["p_cpu"][pod] / _U,
+                "memory_gib": static["p_mem"][pod] / _U,
+                "start_time": _times(out["seg_start"]),
+                "end_time": _times(out["seg_end"]),
+            },
+            schema={"job_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
+                    "cpus": pl.Float64, "memory_gib": pl.Float64,
+                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+        )  # fmt: skip
+        return segments.sort("start_time", "job_id", "node_id")
 
     @cached_property
     def victims(self) -> pl.DataFrame:
-        return self.rows.victims()
+        from fleetaudit.whatif import harvest_kernel as kernel
+
+        out = self.rows.out
+        v_job, v_lost = out["v_job"], out["v_lost"]
+        victims = pl.DataFrame(
+            {
+                "job_id": self.rows.job_ids.gather(v_job),
+                "time": _times(out["v_t"]),
+                "reason": pl.Series(out["v_reason"]).replace_strict(
+                    {kernel.PREEMPT: "preempt", kernel.WAKE_REASON: "wake"}, return_dtype=pl.String
+                ),
+                "lost_s": v_lost,
+                "lost_gpu_hours": v_lost * self.rows.static["j_gpus_u"][v_job] / _U / 3600,
+                "forced": out["v_forced"].astype(np.bool_),
+            },
+            schema={"job_id": pl.String, "time": pl.Datetime("us"), "reason": pl.String,
+                    "lost_s": pl.Float64, "lost_gpu_hours": pl.Float64, "forced": pl.Boolean},
+        )  # fmt: skip
+        return victims.sort("time", "job_id")
 
     @cached_property
     def high(self) -> pl.DataFrame:
-        return self.rows.high()
+        out = self.rows.out
+        seen = np.flatnonzero(out["f_seen_start"] >= 0)
+        high = pl.DataFrame(
+            {
+                "alloc_id": self.rows.fixed_ids.gather(seen),
+                "node_id": self.rows.node_ids.gather(self.rows.static["f_node"][seen]),
+                "start_time": _times(out["f_seen_start"][seen], none=-1),
+                "end_time": _times(out["f_seen_end"][seen], none=-1),
+            },
+            schema={"alloc_id": pl.String, "node_id": pl.String,
+                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+        )  # fmt: skip
+        return high.sort("alloc_id")
 
     @cached_property
     def lending(self) -> pl.DataFrame:
-        return self.rows.lending()
+        out = self.rows.out
+        lent_items = out["l_item"]
+        lending = pl.DataFrame(
+            {
+                "alloc_id": self.rows.fixed_ids.gather(lent_items),
+                "node_id": self.rows.node_ids.gather(self.rows.static["f_node"][lent_items]),
+                "start_time": _times(out["l_start"]),
+                "end_time": _times(out["l_end"]),
+            },
+            schema={"alloc_id": pl.String, "node_id": pl.String,
+                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+        )  # fmt: skip
+        return lending.sort("alloc_id", "start_time")
 
     @property
     def allocation_rate_high(self) -> float | None:
@@ -893,85 +952,14 @@ def _times(us: np.ndarray, none: int | None = None) -> pl.Series:
 
 @dataclass(frozen=True)
 class _Rows:
-    """A replay's outcome as the kernel left it (indices into the ids): the frames of
-    :class:`HarvestResult` other than its jobs, built when one is read."""
+    """A replay's outcome as the kernel left it (indices into the ids), from which
+    :class:`HarvestResult` builds its frames other than the jobs when one is read."""
 
     static: dict[str, Any]  # the prepared replay's arrays (shared, only read)
     out: dict[str, np.ndarray]  # the kernel's output lists as arrays, and per fixed allocation
     job_ids: pl.Series
     node_ids: pl.Series
     fixed_ids: pl.Series
-
-    def segments(self) -> pl.DataFrame:
-        static, out = self.static, self.out
-        seg_job = out["seg_job"]
-        pod = static["j_pod_off"][seg_job] + out["seg_pod"]
-        segments = pl.DataFrame(
-            {
-                "job_id": self.job_ids.gather(seg_job),
-                "node_id": self.node_ids.gather(out["seg_node"]),
-                "gpus": (static["p_whole"][pod] * _U + static["p_frac"][pod]) / _U,
-                "cpus": static["p_cpu"][pod] / _U,
-                "memory_gib": static["p_mem"][pod] / _U,
-                "start_time": _times(out["seg_start"]),
-                "end_time": _times(out["seg_end"]),
-            },
-            schema={"job_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
-                    "cpus": pl.Float64, "memory_gib": pl.Float64,
-                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
-        )  # fmt: skip
-        return segments.sort("start_time", "job_id", "node_id")
-
-    def victims(self) -> pl.DataFrame:
-        from fleetaudit.whatif import harvest_kernel as kernel
-
-        out = self.out
-        v_job, v_lost = out["v_job"], out["v_lost"]
-        victims = pl.DataFrame(
-            {
-                "job_id": self.job_ids.gather(v_job),
-                "time": _times(out["v_t"]),
-                "reason": pl.Series(out["v_reason"]).replace_strict(
-                    {kernel.PREEMPT: "preempt", kernel.WAKE_REASON: "wake"}, return_dtype=pl.String
-                ),
-                "lost_s": v_lost,
-                "lost_gpu_hours": v_lost * self.static["j_gpus_u"][v_job] / _U / 3600,
-                "forced": out["v_forced"].astype(np.bool_),
-            },
-            schema={"job_id": pl.String, "time": pl.Datetime("us"), "reason": pl.String,
-                    "lost_s": pl.Float64, "lost_gpu_hours": pl.Float64, "forced": pl.Boolean},
-        )  # fmt: skip
-        return victims.sort("time", "job_id")
-
-    def high(self) -> pl.DataFrame:
-        out = self.out
-        seen = np.flatnonzero(out["f_seen_start"] >= 0)
-        high = pl.DataFrame(
-            {
-                "alloc_id": self.fixed_ids.gather(seen),
-                "node_id": self.node_ids.gather(self.static["f_node"][seen]),
-                "start_time": _times(out["f_seen_start"][seen], none=-1),
-                "end_time": _times(out["f_seen_end"][seen], none=-1),
-            },
-            schema={"alloc_id": pl.String, "node_id": pl.String,
-                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
-        )  # fmt: skip
-        return high.sort("alloc_id")
-
-    def lending(self) -> pl.DataFrame:
-        out = self.out
-        lent_items = out["l_item"]
-        lending = pl.DataFrame(
-            {
-                "alloc_id": self.fixed_ids.gather(lent_items),
-                "node_id": self.node_ids.gather(self.static["f_node"][lent_items]),
-                "start_time": _times(out["l_start"]),
-                "end_time": _times(out["l_end"]),
-            },
-            schema={"alloc_id": pl.String, "node_id": pl.String,
-                    "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
-        )  # fmt: skip
-        return lending.sort("alloc_id", "start_time")
 
 
 def _result(
