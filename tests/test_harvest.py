@@ -541,6 +541,34 @@ def test_cli_errors_are_one_line_exit_2(tmp_path: Path, tiny_dir: Path, args, me
     assert result.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("start", "end", "has_a3"),
+    [
+        (datetime(2025, 12, 1), datetime(2026, 2, 1), True),
+        (datetime(2026, 1, 1, 18), datetime(2026, 1, 1, 20), False),  # a3 ends at 18:00
+        (datetime(2026, 1, 1, 0), datetime(2026, 1, 1, 11), False),  # a3 starts at 11:00
+    ],
+)
+def test_the_harvest_read_is_the_overlapping_allocations_less_workload_and_tenant(
+    tmp_path: Path, tiny_dir: Path, start: datetime, end: datetime, has_a3: bool
+) -> None:
+    """harvest_allocations.sql copies allocations_overlapping.sql but for two columns:
+    the same rows, window for window, so that the copies cannot drift apart."""
+    options = api.StoreOptions(tmp_path / "fleet.duckdb")
+    api.ingest_paths(options, [tiny_dir])
+    with api.reading(options) as store:
+        read = {
+            name: store.query(name, start=start, end=end, scenario=None)
+            for name in ("harvest_allocations", "allocations_overlapping")
+        }
+    harvested, overlapping = read["harvest_allocations"], read["allocations_overlapping"]
+    assert harvested.columns == [c for c in overlapping.columns if c not in ("workload", "tenant")]
+    assert not harvested.is_empty()
+    less = overlapping.drop("workload", "tenant")
+    assert harvested.sort("alloc_id").equals(less.sort("alloc_id"))
+    assert ("a3" in harvested["alloc_id"].to_list()) == has_a3
+
+
 def test_help() -> None:
     result = runner.invoke(app, ["whatif", "harvesting", "--help"])
     assert result.exit_code == 0
