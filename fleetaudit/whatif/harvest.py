@@ -673,7 +673,6 @@ def prepare_replay(
     arrivals = np.flatnonzero(in_window).astype(np.int64)
     early = np.flatnonzero(~in_window).astype(np.int64)
 
-
     # ---- fixed work (high priority, and low priority without GPUs) and its events.
     # Events are numbered (seq) in the order: each allocation's start then its end,
     # allocation by allocation, then each sleep then its wake, sleep by sleep.
