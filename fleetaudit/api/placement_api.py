@@ -21,7 +21,7 @@ from fleetaudit.api import (
 )
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import PLACEMENT_QUEUES
-from fleetaudit.model.capacity import usable_expr
+from fleetaudit.model.capacity import optional_column, usable_expr
 from fleetaudit.whatif import placement
 
 
@@ -209,30 +209,26 @@ def _save_placement(
     key = "request_id" if "request_id" in placed.columns else "job_id"
     asked = requests.select(
         pl.col("request_id").cast(pl.String).alias(key),
-        _text(requests, "priority").alias("_asked_priority"),
-        _text(requests, "tenant").alias("_asked_tenant"),
+        optional_column(requests, "priority", pl.String, None).alias("_asked_priority"),
+        optional_column(requests, "tenant", pl.String, None).alias("_asked_tenant"),
     )
     frame = placed.with_columns(pl.col(key).cast(pl.String)).join(asked, on=key, how="left")
     kept = ("priority", "workload", "tenant", "checkpoint_interval_s", "sleepable")
-    if recorded is not None and recorded.height:
+    if recorded is not None and not recorded.height:
+        recorded = None  # no recorded allocation: every pod is replayed
+    if recorded is not None:
         own = recorded.select(
             pl.col("alloc_id").cast(pl.String),
             pl.lit(True).alias("_recorded"),
             *(pl.col(c).alias(f"_own_{c}") for c in kept),
         )
         frame = frame.join(own, on="alloc_id", how="left")
-    else:
-        frame = frame.with_columns(
-            pl.lit(None, dtype=pl.Boolean).alias("_recorded"),
-            pl.lit(None, dtype=pl.String).alias("_own_priority"),
-            pl.lit(None, dtype=pl.String).alias("_own_workload"),
-            pl.lit(None, dtype=pl.String).alias("_own_tenant"),
-            pl.lit(None, dtype=pl.Float64).alias("_own_checkpoint_interval_s"),
-            pl.lit(None, dtype=pl.Boolean).alias("_own_sleepable"),
-        )
-    recorded_row = pl.col("_recorded").fill_null(False)
 
     def own_or(column: str, replayed: pl.Expr) -> pl.Expr:
+        """A recorded allocation's own ``column``, else the replayed pod's value."""
+        if recorded is None:
+            return replayed
+        recorded_row = pl.col("_recorded").fill_null(False)
         return pl.when(recorded_row).then(pl.col(f"_own_{column}")).otherwise(replayed)
 
     allocations = frame.select(
@@ -258,9 +254,3 @@ def _save_placement(
             options=options, at=at,
         )  # fmt: skip
 
-
-def _text(frame: pl.DataFrame, column: str) -> pl.Expr:
-    """A text column of ``frame``, or null on every row when it lacks it."""
-    if column in frame.columns:
-        return pl.col(column).cast(pl.String)
-    return pl.lit(None, dtype=pl.String)

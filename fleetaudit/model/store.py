@@ -400,14 +400,12 @@ def _check_foreign_tables(con: duckdb.DuckDBPyConnection, path: Path, read_only:
         ).fetchall()
     ]
     if tables and not set(tables) & (set(schema.TABLES) | {"meta"}):
-        con.close()
         shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
         raise StoreError(
             f"{path}: a DuckDB database of another program (tables {shown}), "
             "not a fleetaudit store; pass the store with --db"
         )
     if not tables and read_only:
-        con.close()
         raise StoreError(
             f"{path}: an empty DuckDB database, no fleetaudit store yet; "
             "run `fleetaudit ingest` first (or pass --db)"
@@ -447,6 +445,9 @@ def open_store(
         if not read_only:
             _create_schema(con)
         con.execute(load_sql("create_scenario_macro"))
+    except StoreError:
+        con.close()
+        raise
     except (duckdb.Error, RuntimeError) as exc:
         con.close()
         if _interrupted(exc):

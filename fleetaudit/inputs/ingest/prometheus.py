@@ -39,6 +39,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ import polars as pl
 
 from fleetaudit.core.errors import InputError, QueryError
 from fleetaudit.inputs.ingest.sources import Source
+from fleetaudit.model import schema
 from fleetaudit.model.store import Store
 
 FORMAT = "prometheus"
@@ -351,12 +353,17 @@ def _stage_text(store: Store, path: Path, file_no: int) -> None:
     _check_sample_times(store, file, offset)
 
 
-# the instants fleetaudit accepts, as epoch seconds: 1900-01-01 to 2200-01-01 (UTC)
-_TS_RANGE = (-2208988800.0, 7258118400.0)
+# the instants fleetaudit accepts (schema.TIME_RANGE), as epoch seconds (UTC)
+_TS_RANGE = tuple(
+    datetime.fromisoformat(day).replace(tzinfo=timezone.utc).timestamp()
+    for day in schema.TIME_RANGE
+)
+_YEARS = "..".join(day[:4] for day in schema.TIME_RANGE)  # 1900..2200
 
 
 def _check_sample_times(store: Store, file: str, offset: int) -> None:
-    """Fail the file when a sample's time is not a number or lies outside 1900..2200.
+    """Fail the file when a sample's time is not a number or lies outside the instants
+    the schema accepts (1900..2200).
 
     Such a time is no instant a GPU reported at (a cut or garbled export, a time in
     the wrong unit): dropping the sample would hide it and casting it to microseconds
@@ -373,7 +380,7 @@ def _check_sample_times(store: Store, file: str, offset: int) -> None:
         what = (
             "a sample time that is not a number"
             if ts is None
-            else f"a sample time {ts:g} outside 1900..2200 (epoch seconds)"
+            else f"a sample time {ts:g} outside {_YEARS} (epoch seconds)"
         )
         raise InputError(
             file, f"{what}: not a time Prometheus or dcgm-exporter writes; export it again"
