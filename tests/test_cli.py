@@ -111,6 +111,8 @@ def test_failed_ingest_leaves_the_store_unchanged(tmp_path: Path, tiny_dir: Path
             "unknown --format 'lsf'; use native or alibaba-gpu-v2023",
         ),
         (["generate", "out", "--nodes", "0"], "--nodes: must be"),
+        (["shapes", "--gpus", "1e999999"], "--gpus: give a finite number of 0 or more, not inf"),
+        (["shapes", "--gpus", "-8"], "--gpus: give a finite number of 0 or more, not -8"),
     ],
 )
 def test_usage_errors(tmp_path: Path, tiny_dir: Path, args: list[str], message: str) -> None:

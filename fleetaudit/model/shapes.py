@@ -191,7 +191,8 @@ def make_shape(
     ):
         if value is not None and (not math.isfinite(value) or value < 0):
             raise UsageError(
-                f"--{name.replace('_', '-')}: {json_number(value)} is negative or not a number"
+                f"--{name.replace('_', '-')}: give a finite number of 0 or more, "
+                f"not {json_number(value)}"
             )
     for name, value, bound in (
         ("gpus", gpus, schema.MAX_GPUS_PER_REQUEST),
