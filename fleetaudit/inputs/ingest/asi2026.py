@@ -407,6 +407,7 @@ def _stage(
             staged.pod_rejects += rejects.height
         store.run(load_sql("asi_carry_open_runs"), {"day_end": day_end, "last_day": last_day})
         store.run("DROP VIEW IF EXISTS _asi_rows")
+        store.run("DROP VIEW IF EXISTS _asi_rows_hashed")  # asi_day_runs_exact's
         for scratch in ("_asi_day", "_asi_runs"):  # frees DuckDB's memory for the colouring
             store.run(f"DROP TABLE IF EXISTS {scratch}")
         where = holders.place_day(runs, day_end)
@@ -547,10 +548,10 @@ def _day_runs(store: Store, where: Path) -> None:
     """The day's runs (table _asi_runs), grouped by one hash of the run keys; when two
     keys share a hash (checked by a second hash), grouped by the keys themselves."""
     _run(store, load_sql("asi_day_runs"), {}, where)
-    clash = store.scalar("SELECT count(*) FROM _asi_hash_clash")
+    if store.scalar("SELECT count(*) FROM _asi_hash_clash"):
+        store.run(load_sql("asi_day_runs_exact"))  # h: the keys themselves
+        _run(store, load_sql("asi_day_runs"), {}, where)
     store.run("DROP TABLE _asi_hash_clash")
-    if clash:
-        _run(store, load_sql("asi_day_runs_exact"), {}, where)
 
 
 def _peak_memory() -> str:
