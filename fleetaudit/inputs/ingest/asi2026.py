@@ -325,10 +325,9 @@ def _stage(
         ]  # fmt: skip
         last_day = b == len(blocks) - 1
         day_end = asi_trace.hour_index(day, last_hour)  # the block's end: runs there carry on
-        if server_files:
-            _check_schemas(store, server_files, _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
         if b == 0 or blocks[b - 1][1] != day:
             # GPU capacities: each server's last of the whole day, as the colouring uses
+            # (this checks the schemas of all the day's server files, the block's among them)
             holders.capacity.update(_day_capacity(store, release, day))
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
