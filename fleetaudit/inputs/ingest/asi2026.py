@@ -336,8 +336,9 @@ def _stage(
         else:
             store.run(load_sql("asi_create_empty_day"))
         totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
-        _run(store, load_sql("asi_mark_runs"), {}, release.root / POD_TABLE / f"day={day}")
-        _day_runs(store, release.root / POD_TABLE / f"day={day}")
+        day_dir = release.root / POD_TABLE / f"day={day}"
+        _run(store, load_sql("asi_mark_runs"), {}, day_dir)
+        _day_runs(store, day_dir)
         params = {
             "trace_start": trace_start,
             "t_first": staged.t_first,
@@ -345,7 +346,6 @@ def _stage(
             "day_end": day_end,
             "last_day": last_day,
         }
-        day_dir = release.root / POD_TABLE / f"day={day}"
         # DuckDB writes the day's allocations itself: no frame of millions of rows in Python
         path = folder / f"allocations-{day}-{first_hour:02d}.parquet"
         _copy(store, load_sql("asi_closed_allocations"), params, path, ordered=True)
