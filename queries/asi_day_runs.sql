@@ -8,7 +8,7 @@
 -- first row), last state and first workload, cluster and model type that are not null,
 -- and they are fetched by rid from the few rows named.
 -- h2_min <> h2_max in a group means two keys share an h: _asi_hash_clash then holds a row
--- and the caller runs asi_day_runs_exact instead (grouping by the keys themselves).
+-- and the caller runs this again with h the keys themselves (asi_day_runs_exact).
 CREATE OR REPLACE TEMP TABLE _asi_groups AS
 SELECT h, min(h2) AS h2_min, max(h2) AS h2_max,
        min(t) AS t_min, max(t) AS t_last, count(*) AS n, min(t0) AS t_start,

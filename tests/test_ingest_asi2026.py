@@ -255,6 +255,16 @@ def test_wrong_type_names_file(tmp_path: Path) -> None:
     assert "day=0/hour=22" in err.message and "gpu_request" in err.message
 
 
+def test_server_file_missing_a_column_names_file_and_column(tmp_path: Path) -> None:
+    root = _broken(tmp_path, table_of(pod_rows(22), POD_SCHEMA))
+    servers = table_of(server_rows(22), SERVER_SCHEMA).drop_columns(["gpu_count"])
+    write_partition(root, SERVER_TABLE, 0, 22, servers)
+    err = _ingest_error(root, tmp_path / "f.duckdb")
+    assert f"{SERVER_TABLE}/day=0/hour=22/part-000.parquet" in err.message
+    assert "gpu_count" in err.message
+    assert not (tmp_path / "f.duckdb").exists()
+
+
 def test_not_the_layout(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     err = _ingest_error(tmp_path / "empty", tmp_path / "f.duckdb")

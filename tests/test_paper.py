@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
@@ -176,6 +177,18 @@ def test_paper_view(db: Path) -> None:
     assert doc["standby"]["gpu_hours"] == 8.0
     assert doc["standby"]["harvested_gpu_hours"] == 6.0
     assert result.fleet_instants  # evaluated at the last hour: the window has no hour 10
+    # fleetaudit's shapes at t = 25 (01:00 of day 1): s4 has no server row then; s1 and s2
+    # are full (p-train-1 8; p-infer-1 4 + p-lp-1 2 + p-lp-2 3); s3 (8 GPUs, 128 CPUs)
+    # holds p-pend-1 (1 GPU, 8 CPUs) and p-cpu-1 (8 CPUs), p-dev-1 ended at 00:00: 7 idle
+    # GPUs and 112 free CPUs, which no shape runs out of, so a shape of g GPUs uses
+    # g * (7 // g) of them and the rest is fragment
+    assert list(result.fleet_instants) == [result.trace_start + timedelta(hours=25)]
+    usable = {1: 7.0, 4: 4.0, 8: 0.0}
+    assert result.fleet_idle == {
+        (g, c): {"idle": 7.0, "usable": usable[g], "fragment": 7.0 - usable[g],
+                 "cpu_memory": 0.0, "other": 0.0}
+        for g, c in paper_mod.REFERENCE_SHAPES
+    }  # fmt: skip
     assert any("no hour 10" in n for n in doc["notes"])
 
 

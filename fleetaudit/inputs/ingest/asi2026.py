@@ -325,10 +325,9 @@ def _stage(
         ]  # fmt: skip
         last_day = b == len(blocks) - 1
         day_end = asi_trace.hour_index(day, last_hour)  # the block's end: runs there carry on
-        if server_files:
-            _check_schemas(store, server_files, _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
         if b == 0 or blocks[b - 1][1] != day:
             # GPU capacities: each server's last of the whole day, as the colouring uses
+            # (this checks the schemas of all the day's server files, the block's among them)
             holders.capacity.update(_day_capacity(store, release, day))
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
@@ -337,8 +336,9 @@ def _stage(
         else:
             store.run(load_sql("asi_create_empty_day"))
         totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
-        _run(store, load_sql("asi_mark_runs"), {}, release.root / POD_TABLE / f"day={day}")
-        _day_runs(store, release.root / POD_TABLE / f"day={day}")
+        day_dir = release.root / POD_TABLE / f"day={day}"
+        _run(store, load_sql("asi_mark_runs"), {}, day_dir)
+        _day_runs(store, day_dir)
         params = {
             "trace_start": trace_start,
             "t_first": staged.t_first,
@@ -346,7 +346,6 @@ def _stage(
             "day_end": day_end,
             "last_day": last_day,
         }
-        day_dir = release.root / POD_TABLE / f"day={day}"
         # DuckDB writes the day's allocations itself: no frame of millions of rows in Python
         path = folder / f"allocations-{day}-{first_hour:02d}.parquet"
         _copy(store, load_sql("asi_closed_allocations"), params, path, ordered=True)
@@ -407,6 +406,7 @@ def _stage(
             staged.pod_rejects += rejects.height
         store.run(load_sql("asi_carry_open_runs"), {"day_end": day_end, "last_day": last_day})
         store.run("DROP VIEW IF EXISTS _asi_rows")
+        store.run("DROP VIEW IF EXISTS _asi_rows_hashed")  # asi_day_runs_exact's
         for scratch in ("_asi_day", "_asi_runs"):  # frees DuckDB's memory for the colouring
             store.run(f"DROP TABLE IF EXISTS {scratch}")
         where = holders.place_day(runs, day_end)
@@ -547,10 +547,10 @@ def _day_runs(store: Store, where: Path) -> None:
     """The day's runs (table _asi_runs), grouped by one hash of the run keys; when two
     keys share a hash (checked by a second hash), grouped by the keys themselves."""
     _run(store, load_sql("asi_day_runs"), {}, where)
-    clash = store.scalar("SELECT count(*) FROM _asi_hash_clash")
+    if store.scalar("SELECT count(*) FROM _asi_hash_clash"):
+        store.run(load_sql("asi_day_runs_exact"))  # h: the keys themselves
+        _run(store, load_sql("asi_day_runs"), {}, where)
     store.run("DROP TABLE _asi_hash_clash")
-    if clash:
-        _run(store, load_sql("asi_day_runs_exact"), {}, where)
 
 
 def _peak_memory() -> str:
