@@ -190,7 +190,7 @@ def test_bad_shapes_are_usage_errors() -> None:
         make_shape("H20", 12)
     with pytest.raises(UsageError, match=r"--locality node with 2 pods"):
         make_shape("H20", 16, 8, locality="node")
-    with pytest.raises(UsageError, match=r"negative"):
+    with pytest.raises(UsageError, match=r"--cpus-per-gpu: give a finite number of 0 or more, not -1"):
         make_shape("H20", 8, cpus_per_gpu=-1)
 
 
