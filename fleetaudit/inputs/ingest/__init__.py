@@ -278,7 +278,12 @@ def _load_table(
         )
     replaced = 0
     if had_rows:
-        match = " AND ".join(f"{name}.{q(k)} = fresh.{q(k)}" for k in table.key)
+        # a key column that may be empty (node_events' gpu_index) matches null to null
+        match = " AND ".join(
+            f"{name}.{q(k)} {'=' if table.column(k).required else 'IS NOT DISTINCT FROM'} "
+            f"fresh.{q(k)}"
+            for k in table.key
+        )
         replaced = int(
             store.scalar(
                 f"SELECT count(*) FROM {name} JOIN (SELECT {keys} FROM {name} WHERE _ingest_id = $id) "
