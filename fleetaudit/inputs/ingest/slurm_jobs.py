@@ -76,10 +76,15 @@ def _minutes(value: Any) -> str | None:
     return _text(value)
 
 
+# -1 and -2 are Slurm's "infinite" and "not set" (INFINITE64, NO_VAL64 printed signed):
+# from 23.02 every job's energy TRES has count -2
+_COUNT_MARKERS = (-1, -2)
+
+
 def tres_string(items: Any) -> str | None:
     """A TRES string of data_parser's TRES list (``[{"type": "gres", "name": "gpu:h100", "count": 8}]``).
 
-    >>> tres_string([{"type": "cpu", "name": "", "count": 16},
+    >>> tres_string([{"type": "cpu", "name": "", "count": 16}, {"type": "energy", "count": -2},
     ...              {"type": "gres", "name": "gpu:h100", "count": 8}, {"type": "mem", "count": 65536}])
     'cpu=16,gres/gpu:h100=8,mem=65536M'
     """
@@ -91,6 +96,8 @@ def tres_string(items: Any) -> str | None:
     for item in items:
         if not isinstance(item, Mapping) or item.get("count") is None:
             continue
+        if item["count"] in _COUNT_MARKERS:
+            continue  # Slurm's INFINITE64 and NO_VAL64 read as signed: not counts
         key = str(item.get("type") or "")
         if item.get("name"):
             key += "/" + str(item["name"])
