@@ -330,17 +330,21 @@ def test_requests_every_job(cluster: Store) -> None:
     assert (done["gpus"], done["gpus_per_pod"], done["locality"]) == (8, 8, "node")
     assert (done["cpus_per_gpu"], done["memory_gib_per_gpu"]) == (8, 62.5)
     assert done["gpu_model"] is None  # ReqTRES untyped: any model
-    # the queue wait starts at Eligible, not Submit (1100_1 was held until T+7.5h)
-    assert requests["1102:1772332200"]["submit_time"] == _plus(7.5)
+    # the queue wait starts at Eligible, not Submit (1100_1 was held until T+7.5h); an
+    # array task's request is keyed by its task, 1100_1, as squeue keys it while it waits
+    held = requests["1100_1:1772332200"]
+    assert (held["submit_time"], held["eligible_time"]) == (_plus(2.5), _plus(7.5))
+    assert held["ineligible_reason"] is None
     # cancelled while pending: no allocation; it left the queue at the cancel time
     cancelled = requests["1400:1772337600"]
     assert cancelled["start_time"] == _plus(5) and cancelled["never_started"]
-    # pending two-node job: typed ReqTRES names the model; duration is the time limit
+    # pending two-node job: typed ReqTRES names the model; duration is the time limit; sacct
+    # does not record --switches, and without it Slurm spreads a job over any switches
     pending = requests["1500:1772355600"]
     assert pending["start_time"] is None
     assert (pending["gpu_model"], pending["gpus"], pending["gpus_per_pod"]) == ("H100", 16, 8)
     assert (pending["locality"], pending["duration_s"], pending["duration_is_limit"]) == (
-        "switch",
+        "any",
         2880 * 60,
         True,
     )
@@ -387,15 +391,17 @@ def test_json_flavours(store: Store) -> None:
     requests = _requests(store)
     # sacct's three jobs plus squeue's two pending ones (its running job comes from sacct)
     assert sorted(requests) == [
-        "2001:1772323200",
+        "2000_3:1772323200",  # an array task: keyed by its task, as squeue keys it
         "2101:1772323200",
         "2200:1772330400",
         "2300:1772334000",
         "2301:1772334000",
     ]
-    assert requests["2200:1772330400"]["submit_time"] == _plus(2)  # eligible 0: Submit
+    assert requests["2200:1772330400"]["submit_time"] == _plus(2)
+    assert requests["2200:1772330400"]["eligible_time"] is None  # eligible 0: from Submit
     big = requests["2300:1772334000"]
-    assert big["submit_time"] == _plus(3) + timedelta(minutes=1)  # eligible_time
+    assert (big["submit_time"], big["eligible_time"]) == (_plus(3), _plus(3) + timedelta(minutes=1))
+    # squeue's required_switches 1: one leaf switch
     assert (big["gpu_model"], big["gpus"], big["gpus_per_pod"], big["locality"]) == (
         "A100",
         8,
@@ -550,7 +556,8 @@ def test_end_to_end_shapes_report_compaction(tmp_path: Path) -> None:
     result = _cli("whatif", "compaction", "--at", at, "--json", "--db", db)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    # the queued 1500 (2 pods of 8 H100 in one switch): 2 in leaf0 + 1 in leaf1 before and after;
+    # the queued 1500 (2 pods of 8 H100, anywhere: sacct does not record --switches): 3 pairs of
+    # free nodes (leaf0 holds 4, leaf1 gpu007-008) before and after;
     # the only movable work is 1001 and 1100_1 (4 and 2 GPUs)
     assert [i["instances"] for i in doc["before"]["instances"]] == [3]
     assert [i["instances"] for i in doc["after"]["instances"]] == [3]

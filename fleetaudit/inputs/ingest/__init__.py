@@ -75,6 +75,7 @@ class IngestOptions:
     days: tuple[int, int] | None = None  # alibaba-gpu-v2026: the days read (None: all)
     percent: tuple[str, ...] = ()  # fraction columns given in percent: scaled by 1/100
     collect: object | None = None  # the settings of the format's collector (see collected())
+    export_time: datetime | None = None  # when the files were exported, as the user says it
 
 
 PERCENT_MIN_ROWS = 10
@@ -108,6 +109,8 @@ class IngestResult:
     )  # the first rejects (file, row, column, value, reason)
     topology: TopologySummary | None = None  # what --topology did to the call's nodes
     notes: tuple[str, ...] = ()  # what the adapter decided (snapshot times, objects ignored)
+    # the instant the call's exports were taken and how it is known, where they say it
+    export_time: tuple[datetime, str] | None = None
 
     @property
     def rejected(self) -> int:
@@ -245,6 +248,12 @@ def _ingest(
                 row=int(first["row"]),
                 column=str(first["column"]),
             )
+        stamps = _export_stamps(sources, options)
+        for file, instant, how in stamps:
+            store.run(
+                "INSERT INTO exports VALUES ($id, $file, $at, $how)",
+                {"id": ingest_id, "file": file, "at": instant, "how": how},
+            )
         store.run(
             "INSERT INTO ingests VALUES ($id, $started, $finished, $format, $files, $summary)",
             {
@@ -256,8 +265,10 @@ def _ingest(
                 "summary": json.dumps([asdict(s) for s in summaries]),
             },
         )
+    newest = max(stamps, key=lambda stamp: stamp[1], default=None)
     return IngestResult(
         ingest_id=ingest_id,
+        export_time=None if newest is None else (newest[1], f"{newest[2]}, {newest[0]}"),
         files=tuple(dict.fromkeys(s.file for s in sources)),
         tables=tuple(summaries),
         rejects=rejects,
@@ -267,6 +278,18 @@ def _ingest(
                 [*(n for s in sources for n in s.notes), *(staged.summary if staged else ())]
             )
         ),
+    )
+
+
+def _export_stamps(
+    sources: Sequence[Source], options: IngestOptions
+) -> list[tuple[str, datetime, str]]:
+    """(file, instant, how) of every file that says when it was exported; ``--export-time``
+    stands for all of them."""
+    if options.export_time is not None:
+        return [("--export-time", options.export_time, "given with --export-time")]
+    return list(
+        dict.fromkeys((s.file, *s.export_time) for s in sources if s.export_time is not None)
     )
 
 

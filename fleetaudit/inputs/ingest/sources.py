@@ -13,6 +13,7 @@ import gzip
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,8 @@ class Source:
     adapter_rejects: bool = False  # the scan's _reject_* columns reject rows (validate.py)
 
     notes: tuple[str, ...] = ()  # what an adapter decided, shown after the ingest
+    # the instant the file was exported, where the export itself says it, and how it says it
+    export_time: tuple[datetime, str] | None = None
 
 
 def split_suffix(path: Path) -> tuple[str, str | None]:
