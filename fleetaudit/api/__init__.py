@@ -202,11 +202,10 @@ def export_time_of(
     that export's future and is never the export time; an eligible time is no event.
     """
     candidates: list[tuple[datetime, str]] = []
-    stamp = store.query("newest_export_stamp") if "exports" in store.table_names() else None
-    if stamp is not None and stamp.height:
-        row = stamp.row(0, named=True)
+    stamp = _stamp(store)
+    if stamp is not None:
         candidates.append(
-            (to_utc(row["at"]), f"{row['how']}: {row['file']}, ingest #{row['ingest_id']}")
+            (to_utc(stamp["at"]), f"{stamp['how']}: {stamp['file']}, ingest #{stamp['ingest_id']}")
         )
         value = store.query("export_time_unstamped")["at"][0]
     else:
@@ -223,6 +222,19 @@ def export_time_of(
     # on a tie the export's own word is the better source
     at, how = max(candidates, key=lambda c: c[0])
     return at, how
+
+
+def _stamp(store: Store) -> dict[str, Any] | None:
+    """The newest row of ``exports`` (a store older than the table has none)."""
+    if "exports" not in store.table_names():
+        return None
+    stamp = store.query("newest_export_stamp")
+    return stamp.row(0, named=True) if stamp.height else None
+
+
+def _newest_stamp(store: Store) -> datetime | None:
+    stamp = _stamp(store)
+    return None if stamp is None else to_utc(stamp["at"])
 
 
 def _span(value: timedelta) -> str:
@@ -245,6 +257,9 @@ def data_notes(
     if span["first"] is None:
         return notes
     first, last = to_utc(span["first"]), to_utc(span["last"])
+    exported = _newest_stamp(store)
+    if exported is not None and exported > last:
+        last = exported  # the export saw nothing newer up to its own time
     data = f"the data runs from {iso(first)} to {iso(last)}"
     if start == end:
         if end < first:

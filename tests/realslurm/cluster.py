@@ -15,13 +15,15 @@ files), select/cons_tres, topology/tree with two leaf switches under a spine, QO
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 PACKAGES = ("slurm-wlm", "slurmdbd", "munge", "mariadb-server")
@@ -148,8 +150,34 @@ class Cluster:
         self.processes[name] = process
         return process
 
+    def stragglers(self) -> list[int]:
+        """PIDs of processes this cluster started that are still alive outside
+        :attr:`processes` (a job's slurmstepd and its tasks): they carry this cluster's
+        ``SLURM_CONF`` in their environment."""
+        marker = f"SLURM_CONF={self.conf}".encode()
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                environ = (proc / "environ").read_bytes()
+            except OSError:
+                continue
+            if marker in environ.split(b"\0"):
+                found.append(int(proc.name))
+        return [p for p in found if p not in {pr.pid for pr in self.processes.values()}]
+
     def stop(self) -> None:
-        """Stop every daemon by its PID (slurmd and slurmctld first, MariaDB and munged last)."""
+        """Cancel every job, then stop every daemon by its PID (slurmd and slurmctld first,
+        MariaDB and munged last), then any process of a job that outlived its slurmd."""
+        if "slurmctld" in self.processes and self.processes["slurmctld"].poll() is None:
+            self.run("scancel", "--user=root", check=False, timeout=30)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                left = self.run("squeue", "-h", "-t", "R,CG,S", check=False, timeout=10)
+                if left.returncode != 0 or not left.stdout.strip():
+                    break
+                time.sleep(0.5)
         for name in reversed(list(self.processes)):
             process = self.processes[name]
             if process.poll() is None:
@@ -159,7 +187,11 @@ class Cluster:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait(timeout=10)
-        # slurmstepd of still-running jobs are children of the slurmd sessions
+        for pid in self.stragglers():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for pid_file in (self.root / "run").glob("*.pid"):
             pid_file.unlink(missing_ok=True)
         self.processes.clear()
@@ -411,3 +443,143 @@ def _wait_idle(cluster: Cluster, names: list[str], timeout: float) -> None:
                 )
         time.sleep(0.5)
     raise ClusterError(f"the nodes did not become idle in {timeout:g} s: {states}")
+
+
+HET_SCRIPT = """#!/bin/bash
+#SBATCH -J het -A vision --gpus=2 -o /dev/null
+#SBATCH hetjob
+#SBATCH --gpus=1
+sleep 3600
+"""
+
+
+@dataclass
+class Mix:
+    """The scripted job mix: job ids by name and the instants the test's own clock read
+    around the node updates (UTC, naive)."""
+
+    jobs: dict[str, str] = field(default_factory=dict)
+    clock: dict[str, datetime] = field(default_factory=dict)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+
+
+def submit_mix(cluster: Cluster, timeout: float = 240) -> Mix:
+    """Drain and resume an idle node, take it down, run a job of every kind, drain a busy
+    node, and wait until the job with a one-minute limit has timed out.
+
+    gpu06 is drained (idle), resumed, then set DOWN; gpu01 and gpu02 hold pinned jobs;
+    gpu02 is drained while busy (MIXED+DRAIN at the export).
+
+    Raises:
+        ClusterError: a job did not reach the state it should within ``timeout``.
+    """
+    mix = Mix()
+
+    def update(node: str, state: str, reason: str | None = None) -> None:
+        args = ["scontrol", "update", f"nodename={node}", f"state={state}"]
+        cluster.run(*args, *([f"reason={reason}"] if reason else []))
+
+    update("gpu06", "drain", "burn-in")
+    mix.clock["drain"] = _now()
+    _wait(cluster, lambda: _node_state(cluster, "gpu06") == "drained", "gpu06 drained", 30)
+    time.sleep(1.5)
+    update("gpu06", "resume")
+    mix.clock["resume"] = _now()
+    time.sleep(1.5)
+    update("gpu06", "down", "psu failed")
+    mix.clock["down"] = _now()
+    sb = ("sbatch", "--parsable", "-o", "/dev/null")
+    wrap = ("--wrap", "sleep 3600")
+    jobs = {
+        "long8": [*sb, "-J", "long8", "-A", "vision", "-w", "gpu01", "--gpus=8", *wrap],
+        "busy4": [*sb, "-J", "busy4", "-A", "speech", "-w", "gpu02", "--gpus=4", *wrap],
+        "short2": [*sb, "-J", "short2", "-A", "vision", "--gpus=2", "--wrap", "sleep 2"],
+        "fail": [*sb, "-J", "fail", "-A", "vision", "--gpus=1", "--wrap", "sleep 1; exit 3"],
+        "timeout": [*sb, "-J", "timeout", "-A", "speech", "--gpus=1", "-t", "1", *wrap],
+        "sweep": [*sb, "-J", "sweep", "-A", "vision", "--array=0-9%1", "--gpus=8",
+                  "-w", "gpu01", "--wrap", "sleep 5"],
+        "held": [*sb, "-J", "held", "-A", "vision", "-H", "--gpus=1", *wrap],
+        "later": [*sb, "-J", "later", "-A", "speech", "--begin=now+3hours", "--gpus=2", *wrap],
+        "sw1": [*sb, "-J", "sw1", "-A", "vision", "-N2", "--gpus-per-node=2", "--switches=1", *wrap],
+        "sw2": [*sb, "-J", "sw2", "-A", "vision", "-N2", "--gpus-per-node=2", "--switches=2", *wrap],
+        "multi": [*sb, "-J", "multi", "-A", "vision", "-N3", "--gpus-per-node=1", *wrap],
+        "uneven": [*sb, "-J", "uneven", "-A", "speech", "-N2", "--gpus=5", *wrap],
+        "requeue": [*sb, "-J", "requeue", "-A", "speech", "--gpus=1", *wrap],
+        "suspend": [*sb, "-J", "suspend", "-A", "speech", "--gpus=1", *wrap],
+        "scav": [*sb, "-J", "scav", "-A", "vision", "--qos=scavenger", "--gpus=1", *wrap],
+        "cpuonly": [*sb, "-J", "cpuonly", "-A", "speech", "-n", "4", *wrap],
+    }  # fmt: skip
+    for name, args in jobs.items():
+        mix.jobs[name] = cluster.run(*args).stdout.strip().split(";")[0]
+    mix.jobs["dep"] = cluster.run(
+        *sb, "-J", "dep", "-A", "speech", "-d", f"afterok:{mix.jobs['long8']}", "--gpus=1", *wrap
+    ).stdout.strip()
+    het = cluster.root / "het.sh"
+    het.write_text(HET_SCRIPT)
+    mix.jobs["het"] = cluster.run(*sb, str(het)).stdout.strip()
+    # a 32-GPU job that cannot start, cancelled while it waits
+    mix.jobs["big"] = cluster.run(
+        *sb, "-J", "big", "-A", "vision", "-N4", "--gpus-per-node=8", *wrap
+    ).stdout.strip()
+    running = ["long8", "busy4", "timeout", "sw1", "sw2", "multi", "uneven", "requeue",
+               "suspend", "scav", "cpuonly", "het"]  # fmt: skip
+    _wait(
+        cluster,
+        lambda: all(_job_state(cluster, mix.jobs[n]) == "RUNNING" for n in running)
+        and _job_state(cluster, mix.jobs["big"]) == "PENDING",
+        "the mix running",
+        timeout,
+    )
+    # a job requeued before its start reaches the accounting has a run without a Start
+    _wait(cluster, lambda: _started(cluster, mix.jobs["requeue"]), "the requeue job started", 60)
+    cluster.run("scontrol", "requeue", mix.jobs["requeue"])
+    mix.clock["requeue"] = _now()
+    cluster.run("scontrol", "suspend", mix.jobs["suspend"])
+    update("gpu02", "drain", "xid 79")
+    mix.clock["drain_busy"] = _now()
+    cluster.run("scancel", mix.jobs["big"])
+    # Slurm holds a requeued job back for two minutes; the one-minute job times out
+    # within a minute and a half: then nothing changes until the jobs are cancelled
+    _wait(
+        cluster,
+        lambda: _job_state(cluster, mix.jobs["timeout"]) == "TIMEOUT"
+        and _job_state(cluster, mix.jobs["requeue"]) == "RUNNING",
+        "the one-minute job timed out and the requeued one runs again",
+        timeout,
+    )
+    return mix
+
+
+def _wait(cluster: Cluster, done: Callable[[], bool], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done():
+            return
+        time.sleep(1)
+    raise ClusterError(f"{what}: not reached in {timeout:g} s")
+
+
+def _started(cluster: Cluster, job: str) -> bool:
+    """Whether the job's batch script runs: the accounting then holds a step of it with a
+    start (a job requeued before that keeps no start of its run)."""
+    done = cluster.run(
+        "sacct", "-n", "-P", "-j", job, "--format=JobID,Start", env={"SLURM_TIME_FORMAT": "%s"},
+        check=False,
+    )  # fmt: skip
+    return any(
+        line.startswith(f"{job}.batch|") and line.split("|")[1].isdigit()
+        for line in done.stdout.splitlines()
+    )
+
+
+def _node_state(cluster: Cluster, node: str) -> str:
+    return cluster.run("sinfo", "-h", "-n", node, "-o", "%T", check=False).stdout.strip()
+
+
+def _job_state(cluster: Cluster, job: str) -> str:
+    done = cluster.run("scontrol", "-o", "show", "job", job, check=False)
+    match = re.search(r"JobState=(\S+)", done.stdout)
+    return match.group(1) if match else ""

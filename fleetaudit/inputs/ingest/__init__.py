@@ -46,13 +46,21 @@ from fleetaudit.model.store import Store
 # Each format's adapter loads when a call reads that format (pyarrow, the JSON and
 # text parsers), so a native ingest pays for none of them.
 if TYPE_CHECKING:
-    from fleetaudit.inputs.ingest import alibaba, asi2026, kubernetes, prometheus, slurm
+    from fleetaudit.inputs.ingest import (
+        alibaba,
+        asi2026,
+        kubernetes,
+        prometheus,
+        slurm,
+        slurm_collect,
+    )
 else:
     alibaba = LazyModule("fleetaudit.inputs.ingest.alibaba")
     asi2026 = LazyModule("fleetaudit.inputs.ingest.asi2026")
     kubernetes = LazyModule("fleetaudit.inputs.ingest.kubernetes")
     prometheus = LazyModule("fleetaudit.inputs.ingest.prometheus")
     slurm = LazyModule("fleetaudit.inputs.ingest.slurm")
+    slurm_collect = LazyModule("fleetaudit.inputs.ingest.slurm_collect")
 
 FORMATS = INGEST_FORMATS  # native, alibaba-gpu-v2023, alibaba-gpu-v2026, kubernetes, prometheus, slurm
 
@@ -288,9 +296,7 @@ def _export_stamps(
     stands for all of them."""
     if options.export_time is not None:
         return [("--export-time", options.export_time, "given with --export-time")]
-    return list(
-        dict.fromkeys((s.file, *s.export_time) for s in sources if s.export_time is not None)
-    )
+    return list(dict.fromkeys(stamp for s in sources for stamp in s.exported))
 
 
 def _utc_now() -> datetime:
@@ -608,6 +614,10 @@ def _prepare_slurm(
     return None
 
 
+def _collect_slurm(settings: object, folder: Path, progress: Progress) -> list[Path]:
+    return slurm_collect.collect(settings, folder, progress)
+
+
 def _prepare_asi2026(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
 ) -> asi2026.Staged | None:
@@ -642,5 +652,5 @@ ADAPTERS: dict[str, Adapter] = {
     "alibaba-gpu-v2026": Adapter(_asi2026_sources, prepare=_prepare_asi2026),
     "kubernetes": Adapter(_kubernetes_sources),
     "prometheus": Adapter(_prometheus_sources, prepare=_prepare_prometheus),
-    "slurm": Adapter(_slurm_sources, prepare=_prepare_slurm),
+    "slurm": Adapter(_slurm_sources, prepare=_prepare_slurm, collect=_collect_slurm),
 }

@@ -312,13 +312,9 @@ def slurm_sources(
         if strict:
             raise InputError(str(files.sacct[0][0]), untracked)
         sources = [replace(s, notes=(*s.notes, untracked)) for s in sources]
-    stamps = {str(p): (t, how) for p, t, how in files.stamps}
-    sources = [replace(s, export_time=stamps.get(s.file)) for s in sources]
-    stamped = {s.file for s in sources}
-    for path, instant, how in files.stamps:  # an sdiag, a job list: no rows of their own
-        if str(path) not in stamped:
-            sources.append(_stamp_source(path, instant, how))
-            stamped.add(str(path))
+    if sources and files.stamps:  # an sdiag or a job list feed no table: the first source
+        stamps = tuple((str(p), t, how) for p, t, how in files.stamps)
+        sources[0] = replace(sources[0], exported=stamps)
     return sources
 
 
@@ -528,12 +524,13 @@ def _job_records(path: Path, timezone: str) -> list[JobRecord]:
 
 
 def _layout_frame(jobs: list[tuple[Path, list[JobRecord]]]) -> pl.DataFrame:
-    """The GPUs scontrol -d show job gives each node of a running job (the last file wins)."""
+    """The GPUs scontrol -d show job gives each node of a running or suspended job (the
+    last file wins); an ended job it still lists has released them (its GRES is empty)."""
     rows = {
         (r.job_id, node): (r.start, gpus)
         for _, records_ in jobs
         for r in records_
-        if r.start is not None and r.error is None
+        if r.start is not None and r.error is None and r.state in ("RUNNING", "SUSPENDED")
         for node, gpus in r.layout.items()
     }
     return pl.DataFrame(
@@ -961,23 +958,6 @@ def _events_source(path: Path, relation: str) -> Source:
         select=select.replace(_ROW, ""),
         numbered=select.replace(_ROW, ", _row"),
         adapter_rejects=True,
-    )
-
-
-def _stamp_source(path: Path, instant: datetime, how: str) -> Source:
-    """An export that holds no rows, only the export's time (sdiag, a job list)."""
-    select = (
-        "SELECT CAST(NULL AS VARCHAR) AS node_id, CAST(NULL AS BIGINT) AS gpu_index, "
-        "CAST(NULL AS TIMESTAMP) AS start_time, CAST(NULL AS TIMESTAMP) AS end_time, "
-        "CAST(NULL AS VARCHAR) AS state, CAST(NULL AS VARCHAR) AS reason, "
-        "CAST(NULL AS VARCHAR) AS source WHERE FALSE"
-    )
-    return Source(
-        file=str(path),
-        table="node_events",
-        select=select,
-        numbered=select.replace(" WHERE FALSE", ", 0 AS _row WHERE FALSE"),
-        export_time=(instant, how),
     )
 
 

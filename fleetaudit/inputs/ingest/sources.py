@@ -69,8 +69,9 @@ class Source:
     adapter_rejects: bool = False  # the scan's _reject_* columns reject rows (validate.py)
 
     notes: tuple[str, ...] = ()  # what an adapter decided, shown after the ingest
-    # the instant the file was exported, where the export itself says it, and how it says it
-    export_time: tuple[datetime, str] | None = None
+    # (file, instant, how it is known) of the exports of the call that say when they were
+    # taken; an adapter may attach those of files that feed no table (sdiag) to any source
+    exported: tuple[tuple[str, datetime, str], ...] = ()
 
 
 def split_suffix(path: Path) -> tuple[str, str | None]:
