@@ -534,7 +534,8 @@ def ingest(
     Workloads). --format slurm reads a Slurm cluster's exports, each
     recognised by its content: sacct -P or --json, scontrol -d -o show node or
     --json, scontrol -d -o show job, squeue --json, sacctmgr -P show event,
-    sdiag, topology.conf; with --from-slurm it runs them itself. --format prometheus loads
+    sdiag, topology.conf; with --from-slurm it runs them itself.
+    --format prometheus loads
     dcgm-exporter GPU series (query_range JSON, /metrics scrapes) into
     telemetry; ingest the nodes first.
 

@@ -37,12 +37,13 @@ the reason. The mapping rules are in docs/formats/slurm.md.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
@@ -74,6 +75,9 @@ from fleetaudit.inputs.ingest.topology import Topology, read_topology
 from fleetaudit.inputs.ingest.topology_conf import looks_like_topology_conf
 from fleetaudit.inputs.ingest.tres import TresError, parse_tres
 from fleetaudit.model.store import Store
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 FORMAT = "slurm"
 DEFAULT_TIMEZONE = "UTC"
@@ -188,7 +192,41 @@ def _json(path: Path) -> dict[str, Any]:
         raise InputError(str(path), f"cannot read the JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise InputError(str(path), f"JSON that is not an object; expected {KINDS}")
+    _check_finite(path, document)
     return document
+
+
+def _check_finite(path: Path, document: dict[str, Any]) -> None:
+    """Fail on a NaN or an infinity (JSON has neither; Python's reader accepts them),
+    naming the job or node (its 1-based place in the list) and the field."""
+    for key in ("jobs", "nodes"):
+        items = document.get(key)
+        if not isinstance(items, list):
+            continue
+        for number, item in enumerate(items, 1):
+            stack: list[tuple[str, Any]] = [("", item)]
+            while stack:
+                where, value = stack.pop()
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise InputError(
+                        str(path),
+                        f"{value} is not a number Slurm writes ({key[:-1]} "
+                        f"{_object_name(item)}; JSON has no NaN or Infinity)",
+                        row=number,
+                        column=where.lstrip(".") or None,
+                    )
+                if isinstance(value, dict):
+                    stack.extend((f"{where}.{k}", v) for k, v in value.items())
+                elif isinstance(value, list):
+                    stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+
+
+def _object_name(item: Any) -> str:
+    if isinstance(item, dict):
+        for key in ("job_id", "name", "hostname"):
+            if item.get(key) is not None:
+                return str(item[key])[:40]
+    return "?"
 
 
 def _nesting(text: str) -> int:
@@ -424,15 +462,20 @@ def _load_parsable(store: Store, path: Path, relation: str) -> None:
     try:
         store.run(
             f"CREATE OR REPLACE TEMP TABLE {relation} AS SELECT _row, len(f) AS _nfields, "
-            f"{len(header)} AS _expected, {columns}, 'sacct' AS _source FROM ("
-            "SELECT row_number() OVER () AS _row, string_split(line, '|') AS f FROM read_csv("
+            f"{len(header)} AS _expected, {columns}, 'sacct' AS _source, _bytes FROM ("
+            "SELECT row_number() OVER () AS _row, string_split(line, '|') AS f, "
+            "strlen(line) AS _bytes FROM read_csv("
             "$path, columns = {'line': 'VARCHAR'}, header = true, delim = chr(30), quote = '', "
-            "escape = '', auto_detect = false, compression = 'none')) WHERE f IS NOT NULL",
+            # DuckDB's parallel reader drops a last line longer than its limit without a word
+            "escape = '', auto_detect = false, compression = 'none', parallel = false)) "
+            "WHERE f IS NOT NULL",
             {"path": str(path)},
         )
     except QueryError as exc:
         _fail_on_a_long_line(path, header)
         raise InputError(str(path), f"cannot read: {exc.message}") from exc
+    if (store.scalar(f"SELECT max(_bytes) FROM {relation}") or 0) > _MAX_LINE:
+        _fail_on_a_long_line(path, header)
 
 
 def _fail_on_a_long_line(path: Path, header: list[str]) -> None:
@@ -470,7 +513,7 @@ def _job_frame(rows: list[dict[str, str | None]], source: str) -> pl.DataFrame:
     )
 
 
-_NODE_SCHEMA = {
+_NODE_SCHEMA: dict[str, PolarsDataType] = {
     "node_id": pl.Utf8,
     "gpu_model": pl.Utf8,
     "gpus": pl.Float64,
@@ -547,7 +590,7 @@ def _switches_frame(jobs: list[tuple[Path, list[JobRecord]]]) -> pl.DataFrame:
     )
 
 
-_EVENT_SCHEMA = {
+_EVENT_SCHEMA: dict[str, PolarsDataType] = {
     "node_id": pl.Utf8,
     "start_time": pl.Datetime("us"),
     "end_time": pl.Datetime("us"),
@@ -937,7 +980,7 @@ def _state_events(store: Store, relation: str, export_time: datetime | None) -> 
     if not rows:
         return None
     name = f"{relation}_events"
-    schema = {
+    schema: dict[str, PolarsDataType] = {
         "_row": pl.Int64, "node_id": pl.Utf8, "start_time": pl.Datetime("us"),
         "state": pl.Utf8, "reason": pl.Utf8, "source": pl.Utf8, "slurm_state": pl.Utf8,
     }  # fmt: skip
