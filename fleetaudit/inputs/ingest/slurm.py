@@ -342,9 +342,9 @@ def slurm_sources(
     for path, relation in files.nodes:
         events = _state_events(store, relation, export_time)
         if events is not None:
-            sources.append(events.with_file(path))
+            sources.append(_events_source(path, events, "slurm:scontrol"))
     for path, relation in files.events:
-        sources.append(_events_source(path, relation))
+        sources.append(_events_source(path, relation, "slurm:sacctmgr"))
     untracked = _gpus_untracked(store, files)
     if untracked:
         if strict:
@@ -935,30 +935,10 @@ def _nodes_source(path: Path, relation: str) -> Source:
     )
 
 
-@dataclass(frozen=True)
-class _Events:
-    """The node_events source of a node list (its file set by :meth:`with_file`)."""
-
-    frame_name: str
-
-    def with_file(self, path: Path) -> Source:
-        select = (
-            "SELECT node_id, CAST(NULL AS BIGINT) AS gpu_index, start_time, "
-            "CAST(NULL AS TIMESTAMP) AS end_time, state, reason, source, slurm_state"
-            f"{_ROW} FROM {self.frame_name} ORDER BY _row"
-        )
-        return Source(
-            file=str(path),
-            table="node_events",
-            select=select.replace(_ROW, ""),
-            numbered=select.replace(_ROW, ", _row"),
-        )
-
-
-def _state_events(store: Store, relation: str, export_time: datetime | None) -> _Events | None:
-    """The open health interval of every node not healthy at the export (scontrol's state):
-    from the time scontrol stamped its reason with, else from the export's own time; a
-    node with neither keeps its health column only."""
+def _state_events(store: Store, relation: str, export_time: datetime | None) -> str | None:
+    """The frame of the open health interval of every node not healthy at the export
+    (scontrol's state): from the time scontrol stamped its reason with, else from the
+    export's own time; a node with neither keeps its health column only. None: no node."""
     nodes = store.sql(
         f"SELECT _row, node_id, state, reason, reason_time FROM {relation} "
         "WHERE health IS NOT NULL AND health <> 'healthy' AND node_id IS NOT NULL "
@@ -971,7 +951,6 @@ def _state_events(store: Store, relation: str, export_time: datetime | None) -> 
             "start_time": r["reason_time"] or export_time,
             "state": event_state(r["state"] or ""),
             "reason": r["reason"],
-            "source": "slurm:scontrol",
             "slurm_state": r["state"],
         }
         for r in nodes.iter_rows(named=True)
@@ -980,19 +959,16 @@ def _state_events(store: Store, relation: str, export_time: datetime | None) -> 
     if not rows:
         return None
     name = f"{relation}_events"
-    schema: dict[str, PolarsDataType] = {
-        "_row": pl.Int64, "node_id": pl.Utf8, "start_time": pl.Datetime("us"),
-        "state": pl.Utf8, "reason": pl.Utf8, "source": pl.Utf8, "slurm_state": pl.Utf8,
-    }  # fmt: skip
-    store.register_frame(name, pl.DataFrame(rows, schema=schema))
-    return _Events(name)
+    store.register_frame(name, pl.DataFrame(rows, schema=_EVENT_SCHEMA))
+    return name
 
 
-def _events_source(path: Path, relation: str) -> Source:
-    """sacctmgr's node events: one interval per node and event."""
+def _events_source(path: Path, relation: str, source: str) -> Source:
+    """node_events from a frame of :data:`_EVENT_SCHEMA`: sacctmgr's events
+    (``slurm:sacctmgr``) or the intervals of the nodes' states (``slurm:scontrol``)."""
     select = (
         "SELECT node_id, CAST(NULL AS BIGINT) AS gpu_index, start_time, end_time, state, "
-        "reason, 'slurm:sacctmgr' AS source, slurm_state, \"user\", "
+        f"reason, '{source}' AS source, slurm_state, \"user\", "
         f"_reject_column, _reject_reason, _reject_value{_ROW} FROM {relation} ORDER BY _row"
     )
     return Source(
