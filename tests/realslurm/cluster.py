@@ -563,16 +563,16 @@ def _wait(cluster: Cluster, done: Callable[[], bool], what: str, timeout: float)
 
 
 def _started(cluster: Cluster, job: str) -> bool:
-    """Whether the job's batch script runs: the accounting then holds a step of it with a
-    start (a job requeued before that keeps no start of its run)."""
+    """Whether the accounting holds the job's start and its batch step's, three seconds
+    ago or more (a job requeued sooner may keep no start for that run)."""
     done = cluster.run(
-        "sacct", "-n", "-P", "-j", job, "--format=JobID,Start", env={"SLURM_TIME_FORMAT": "%s"},
-        check=False,
+        "sacct", "-n", "-P", "-j", job, "--format=JobID,Start,ElapsedRaw",
+        env={"SLURM_TIME_FORMAT": "%s"}, check=False,
     )  # fmt: skip
-    return any(
-        line.startswith(f"{job}.batch|") and line.split("|")[1].isdigit()
-        for line in done.stdout.splitlines()
-    )
+    lines = [line.split("|") for line in done.stdout.splitlines()]
+    job_line = [f for f in lines if f[0] == job and f[1].isdigit() and f[2].isdigit()]
+    batch = [f for f in lines if f[0] == f"{job}.batch" and f[1].isdigit()]
+    return bool(job_line and batch and int(job_line[0][2]) >= 3)
 
 
 def _node_state(cluster: Cluster, node: str) -> str:

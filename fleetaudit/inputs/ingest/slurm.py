@@ -89,7 +89,6 @@ KINDS = (
 _REQUIRED = ("Submit", "Start", "End", "State", "NodeList", "AllocTRES")
 _HEAD_BYTES = 65536
 _MAX_LINE = 2_097_152  # DuckDB's longest CSV line; sacct's lines are a few hundred bytes
-_MAX_JSON_DEPTH = 64  # Slurm's JSON nests about 8 deep
 _TRES = "_fa_slurm_tres"
 _HOSTS = "_fa_slurm_hosts"
 _TASKS = "_fa_slurm_tasks"
@@ -179,21 +178,28 @@ def _json(path: Path) -> dict[str, Any]:
             text = fh.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"cannot read the JSON: {exc}") from exc
-    depth = _nesting(text)
-    if depth > _MAX_JSON_DEPTH:
-        raise InputError(
-            str(path),
-            f"JSON nested {depth:,} levels deep (Slurm's exports nest about 8): not an export "
-            "of Slurm",
-        )
     try:
-        document = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        document = json.loads(text, parse_constant=_refuse_constant)
+    except _NotJson:
+        _check_finite(path, json.loads(text))  # read again to name the job and field
+        raise InputError(str(path), "NaN or Infinity, which JSON does not have") from None
+    except RecursionError as exc:
+        raise InputError(
+            str(path), "JSON nested too deeply to read (Slurm's exports nest about 8 levels)"
+        ) from exc
+    except json.JSONDecodeError as exc:
         raise InputError(str(path), f"cannot read the JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise InputError(str(path), f"JSON that is not an object; expected {KINDS}")
-    _check_finite(path, document)
     return document
+
+
+class _NotJson(ValueError):
+    """A NaN or Infinity literal: Python's reader takes them, JSON (and Slurm) does not."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJson(name)
 
 
 def _check_finite(path: Path, document: dict[str, Any]) -> None:
@@ -227,22 +233,6 @@ def _object_name(item: Any) -> str:
             if item.get(key) is not None:
                 return str(item[key])[:40]
     return "?"
-
-
-def _nesting(text: str) -> int:
-    """How deep the brackets of a JSON text nest (strings skipped), without parsing it:
-    a hostile file nested a million deep must not reach the parser's recursion."""
-    depth = deepest = 0
-    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > _MAX_JSON_DEPTH:
-                return deepest
-        elif token in "]}":
-            depth -= 1
-    return deepest
 
 
 def _check_json_errors(path: Path, document: dict[str, Any]) -> None:

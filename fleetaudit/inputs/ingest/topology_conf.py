@@ -110,6 +110,13 @@ def parse_topology_conf(lines: Iterable[str]) -> TopologyConf:
                     parent_of.setdefault(child, name)
         except HostlistError as exc:
             raise TopologyConfError(number, str(exc)) from exc
+    for switch in parent_of:  # a cycle is an error whether or not a node hangs below it
+        seen = [switch]
+        while seen[-1] in parent_of:
+            parent = parent_of[seen[-1]]
+            if parent in seen:
+                raise TopologyConfError(0, f"switch {parent!r} is its own ancestor")
+            seen.append(parent)
     levels: dict[str, tuple[str, ...]] = {}
     for node, leaf in leaf_of.items():
         chain = [leaf]
