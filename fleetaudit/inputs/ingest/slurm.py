@@ -853,9 +853,9 @@ def _seen_at(store: Store, relation: str, timezone: str) -> datetime | None:
     """When sacct printed its output: a running job's start plus its elapsed time (sacct
     computes a running job's Elapsed at that instant); None without a running job."""
     value = store.scalar(
-        f"SELECT max(_t_start + to_seconds(TRY_CAST(\"ElapsedRaw\" AS BIGINT))) "
-        f"FROM ({_jobs(relation, ('Start',))}) AS j "
-        "WHERE _state = 'RUNNING' AND TRY_CAST(\"ElapsedRaw\" AS BIGINT) >= 0",
+        f"SELECT max({sql_time('Start')} + to_seconds(TRY_CAST(j.\"ElapsedRaw\" AS BIGINT))) "
+        f"FROM {relation} AS j WHERE upper(split_part(trim(j.\"State\"), ' ', 1)) = 'RUNNING' "
+        "AND TRY_CAST(j.\"ElapsedRaw\" AS BIGINT) >= 0 AND strpos(j.\"JobID\", '.') = 0",
         {"tz": timezone},
     )
     return value if isinstance(value, datetime) else None
