@@ -404,3 +404,49 @@ def test_fuzz_sql_and_python_read_sacct_times_alike(texts: list[str], zone: str)
         if value is not None and not low <= value < high:
             value = None  # ingest's range check rejects it
         assert value == expected, text
+
+
+# -- the export time, for every format ---------------------------------------------------------
+
+
+def test_export_time_given_at_ingest_is_the_export_time_of_its_rows(tmp_path: Path) -> None:
+    # a native export whose last allocation ends in the future of the export (a
+    # scheduled end): with --export-time, the rows' later times are not the export time
+    folder = tmp_path / "native"
+    write(folder / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H100,8,64\n")
+    write(
+        folder / "allocations.csv",
+        "alloc_id,node_id,gpus,cpus,priority,start_time,end_time\n"
+        "a1,n1,4,8,high,2026-03-01T00:00:00Z,2026-03-01T06:00:00Z\n"
+        "a2,n1,4,8,high,2026-03-01T01:00:00Z,2026-03-09T00:00:00Z\n",
+    )
+    db = tmp_path / "s.duckdb"
+    runner = CliRunner()
+    args = ["ingest", str(folder), "--db", str(db), "--export-time", "2026-03-01T08:00:00Z"]
+    assert runner.invoke(app, args).exit_code == 0
+    status = " ".join(runner.invoke(app, ["status", "--db", str(db)]).stdout.split())
+    assert "export time 2026-03-01T08:00:00Z (from given with --export-time, ingest #1)" in status
+    # a later call without a time of its own: its newest row counts beside the stamp
+    later = write(tmp_path / "more" / "allocations.csv",
+                  "alloc_id,node_id,gpus,cpus,priority,start_time\na3,n1,1,1,high,2026-03-02T00:00:00Z\n")
+    assert runner.invoke(app, ["ingest", str(later), "--db", str(db)]).exit_code == 0
+    status = " ".join(runner.invoke(app, ["status", "--db", str(db)]).stdout.split())
+    assert "export time 2026-03-02T00:00:00Z (from the newest start, end, submit or sample" in status
+
+
+def test_a_store_without_stamps_keeps_the_newest_time(tmp_path: Path) -> None:
+    folder = tmp_path / "native"
+    write(folder / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H100,8,64\n")
+    write(
+        folder / "allocations.csv",
+        "alloc_id,node_id,gpus,cpus,priority,start_time,end_time\n"
+        "a1,n1,4,8,high,2026-03-01T00:00:00Z,2026-03-01T06:00:00Z\n",
+    )
+    db = tmp_path / "s.duckdb"
+    assert CliRunner().invoke(app, ["ingest", str(folder), "--db", str(db)]).exit_code == 0
+    from fleetaudit.api import export_time_of
+
+    with open_store(db, read_only=True) as store:
+        assert export_time_of(store) == (
+            datetime(2026, 3, 1, 6), "the newest start, end, submit or sample in the data"
+        )

@@ -204,8 +204,9 @@ def export_time_of(
     candidates: list[tuple[datetime, str]] = []
     stamp = _stamp(store)
     if stamp is not None:
+        where = "" if stamp["file"] == "--export-time" else f": {stamp['file']}"
         candidates.append(
-            (to_utc(stamp["at"]), f"{stamp['how']}: {stamp['file']}, ingest #{stamp['ingest_id']}")
+            (to_utc(stamp["at"]), f"{stamp['how']}{where}, ingest #{stamp['ingest_id']}")
         )
         value = store.query("export_time_unstamped")["at"][0]
     else:

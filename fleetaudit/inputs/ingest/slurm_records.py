@@ -36,7 +36,6 @@ INELIGIBLE_REASONS = (
     "Dependency",
     "DependencyNeverSatisfied",
     "BeginTime",
-    "JobHeld",  # older spelling
 )
 
 
