@@ -721,3 +721,67 @@ def test_a_suspended_job_releases_its_cpus(store: Store, tmp_path: Path) -> None
     ingest(store, [nodes, sacct], IngestOptions(format="slurm"))
     # Slurm gives a suspended job's CPUs to others; its GPUs stay allocated
     assert store.sql("SELECT gpus, cpus, suspended FROM allocations").rows() == [(8.0, 0.0, True)]
+
+
+def test_held_dependent_and_begin_time_jobs_wait_for_no_capacity(tmp_path: Path) -> None:
+    # at T: 10 waits for capacity; 11 is held and 12 waits on 10 (no eligible time: never
+    # queued); 13 may start from T+3h (--begin); 14 was held, then cancelled at T+1h
+    sacct = write(
+        tmp_path / "in" / "sacct.psv",
+        HEADER + "|Reason\n"
+        "10|10|a|u|acct|gpu|normal|1772319600|1772319600|Unknown|Unknown|0|60|PENDING|1|None assigned|8|cpu=8,gres/gpu=8||Resources\n"
+        "11|11|a|u|acct|gpu|normal|1772319600|Unknown|Unknown|Unknown|0|60|PENDING|1|None assigned|8|cpu=8,gres/gpu=8||JobHeldUser\n"
+        "12|12|a|u|acct|gpu|normal|1772319600|Unknown|Unknown|Unknown|0|60|PENDING|1|None assigned|8|cpu=8,gres/gpu=8||Dependency\n"
+        "13|13|a|u|acct|gpu|normal|1772319600|1772334000|Unknown|Unknown|0|60|PENDING|1|None assigned|8|cpu=8,gres/gpu=8||BeginTime\n"
+        "14|14|a|u|acct|gpu|normal|1772319600|Unknown|None|1772326800|0|60|CANCELLED by 0|1|None assigned|8|cpu=8,gres/gpu=8||JobHeldUser\n",
+    )
+    write(tmp_path / "in" / "nodes.txt", NODE.format(name="n1") + "\n")
+    db = tmp_path / "s.duckdb"
+    assert _cli("ingest", "--format", "slurm", sacct.parent, "--db", db).exit_code == 0
+    with open_store(db, read_only=True) as store:
+        got = store.sql(
+            "SELECT request_id, eligible_time, ineligible_reason FROM requests ORDER BY 1"
+        ).rows()
+        assert got == [
+            ("10:1772319600", _plus(-1), None),
+            ("11:1772319600", None, "JobHeldUser"),
+            ("12:1772319600", None, "Dependency"),
+            ("13:1772319600", _plus(3), "BeginTime"),
+            ("14:1772319600", None, "JobHeldUser"),
+        ]
+        for hours, queued in ((0, ["10"]), (0.5, ["10"]), (4, ["10", "13"])):
+            at = _plus(hours)
+            ids = store.query("queued_requests_at", at=at)["request_id"].to_list()
+            assert [i.split(":")[0] for i in ids] == queued, hours
+    result = _cli("shapes", "--at", "2026-03-01T00:00:00Z", "--json", "--db", db)
+    doc = json.loads(result.stdout)
+    assert [s["queued"] for s in doc["shapes"]] == [1]
+    # 14 was still held at T (it left at T+1h)
+    assert (
+        "4 request(s) submitted by 2026-03-01T00:00:00Z are not queued demand: they may not "
+        "start yet for reasons of their own (2 JobHeldUser, 1 BeginTime, 1 Dependency)"
+    ) in doc["notes"]
+    report = tmp_path / "r.json"
+    result = _cli("report", "--at", "2026-03-01T04:00:00Z", "--since", "4h", "--json", report, "--db", db)
+    assert result.exit_code == 0, result.output
+    notes = json.loads(report.read_text())["notes"]
+    # at T+4h: 13 is eligible, 14 has left; 11 and 12 still wait on themselves
+    assert any(
+        n.startswith("2 request(s) submitted by 2026-03-01T04:00:00Z are not queued demand")
+        and n.endswith("(1 Dependency, 1 JobHeldUser)")
+        for n in notes
+    )
+
+
+def test_switches_give_block_where_a_level_holds_that_many_leaves(store: Store, tmp_path: Path) -> None:
+    # squeue's required_switches: 1 -> switch; 2 -> block (the spine holds 2 leaves); 3 -> any
+    jobs = [
+        {"job_id": 30 + n, "job_state": ["PENDING"], "state_reason": "Resources",
+         "submit_time": 1772323200, "node_count": 2, "tres_req_str": "cpu=2,gres/gpu=16",
+         "required_switches": n}
+        for n in (0, 1, 2, 3)
+    ]  # fmt: skip
+    squeue = write(tmp_path / "squeue.json", json.dumps({"jobs": jobs}))
+    ingest(store, [SLURM / "nodes.txt", SLURM / "topology.conf", squeue], IngestOptions(format="slurm"))
+    got = store.sql("SELECT request_id, locality FROM requests ORDER BY 1").rows()
+    assert [loc for _, loc in got] == ["any", "switch", "block", "any"]
