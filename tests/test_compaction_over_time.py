@@ -424,9 +424,8 @@ def _scan_live(view: Any) -> tuple[list[int], list[int]]:
     t = view._t
     records = [i for i, rec in enumerate(view._records) if t is None or rec.end_us > t]
     groups = []
-    for g, (r, _) in enumerate(view._groups):
-        length = int(view._duration[r])
-        if g >= view._groups_seen or t is None or length < 0 or view._group_start[g] + length > t:
+    for g in range(len(view._groups)):
+        if g >= view._groups_seen or t is None or view._group_end[g] > t:
             groups.append(g)
     return records, groups
 

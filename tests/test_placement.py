@@ -17,6 +17,7 @@ from fleetaudit.core.errors import UsageError
 from fleetaudit.core.times import epoch_us
 from fleetaudit.whatif.placement import (
     POLICIES,
+    QUEUES,
     PlacementOptions,
     Replay,
     ReplayResult,
@@ -950,19 +951,21 @@ def generated_frames(request, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("queue", ["backfill", "fifo"])
+@pytest.mark.parametrize("queue", QUEUES)
 @pytest.mark.parametrize("policy", ["best-fit", "topology"])
 def test_replay_memo_gives_the_same_replay_on_generated_fleets(generated_frames, policy, queue):
     # Every start (node, GPUs, time), every wait and failure and the curve, frame by frame.
     # The memo's pass and the indexed backfill (index, the default) against the engine
     # before both.
     nodes, allocations, requests, start, at = generated_frames
+    if queue == "fifo":  # a gang the record never started would block the whole day
+        requests = requests.filter(pl.col("start_time").is_not_null())
     options = PlacementOptions(policy=policy)
     before, *afters = (
         Replay(nodes, allocations, requests, options, start, at, False, queue, memo=memo,
                index=index).run()
         for memo, index in ((False, False), (True, False), (True, True))
-        if index is False or queue == "backfill"
+        if index is False or queue != "fifo"
     )  # fmt: skip
     assert before.started > 100 and before.failed > 0  # the queue is at work
     for after in afters:

@@ -69,8 +69,12 @@ ASI_RELEASE_DAYS = 7
 PLACEMENT_POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
 """``whatif placement --policy`` values, in the order they run and print."""
 
-PLACEMENT_QUEUES = ("fifo", "backfill")
-"""``--queue`` values of the by-time replay (fleetaudit.whatif.placement.QUEUES, held equal by a test)."""
+QUEUE_DISCIPLINES = ("kubernetes", "kueue-best-effort-fifo", "kueue-strict-fifo", "slurm-backfill")
+"""The queue disciplines named after the schedulers operators run (docs/placement.md)."""
+
+PLACEMENT_QUEUES = (*QUEUE_DISCIPLINES, "fifo", "backfill")
+"""``--queue`` values of the by-time replay (fleetaudit.whatif.placement.QUEUES, held equal
+by a test): the named disciplines, then the plain queues (arrival order alone)."""
 
 COMPACTION_ENGINES = ("local", "spark")
 """``whatif compaction --engine``: where the partitions' searches run (the first is the default)."""

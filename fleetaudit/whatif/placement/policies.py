@@ -60,6 +60,24 @@ class _Run:
         # nodes only (the same node as over a whole-fleet mask; False: the mask, the
         # reference the replay's tests compare to).
         self.narrow = False
+        # Nodes no pod may take now (a reservation held for another request), or None.
+        self.blocked: np.ndarray | None = None
+        # Preemptible work (see track_preemptible): per request whether it may be
+        # evicted, and per node what such work holds; None: nothing is tracked.
+        self.evictable: np.ndarray | None = None
+
+    def track_preemptible(self, evictable: np.ndarray) -> None:
+        """Track what the requests marked in ``evictable`` hold on each node, so that
+        :meth:`fits_after_eviction` and :meth:`room_after_eviction` see a node as it
+        would be with all of that work evicted."""
+        st, n = self.state, len(self.fleet.node_ids)
+        self.evictable = evictable
+        self.lp_free = np.zeros_like(st.free)
+        self.lp_cpu = np.zeros(n, dtype=np.int64)
+        self.lp_memory = np.zeros(n, dtype=np.int64)
+        self.lp_count = np.zeros(n, dtype=np.int64)  # evictable pods on the node
+        self.pre_whole = st.whole.copy()
+        self.pre_largest = st.largest.copy()
 
     def resync(self) -> None:
         """Recompute every derived array after the state was set in bulk."""
@@ -71,6 +89,10 @@ class _Run:
         self.best_key = st.free_total * _CPU_KEY + np.minimum(np.maximum(st.cpu, 0), _CPU_KEY - 1)
         if self.frag_before is not None:
             self.frag_before = _fragmentation(self.shapes, st.free, st.cpu, self.fleet.model)
+        if self.evictable is not None:
+            after = st.free + self.lp_free
+            self.pre_whole = (after == _U).sum(axis=1)
+            self.pre_largest = after.max(axis=1) if after.shape[1] else np.zeros_like(st.whole)
 
     # ---- node choice
 
@@ -95,6 +117,8 @@ class _Run:
             ok = full
         if within is not None:
             ok &= within
+        if self.blocked is not None:
+            ok &= ~self.blocked
         return ok
 
     def _choose(self, r: int, ok: np.ndarray) -> tuple[int, int]:
@@ -142,6 +166,27 @@ class _Run:
                 ok &= st.largest[nodes] >= w.share[r]
             else:
                 ok &= st.whole[nodes] >= w.count[r]
+        if self.blocked is not None:
+            ok &= ~self.blocked[nodes]
+        return ok
+
+    def fits_after_eviction(self, r: int, nodes: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`fits` were every evictable pod evicted (a mask over ``nodes``,
+        default all); needs :meth:`track_preemptible`."""
+        w, st = self.workload, self.state
+        at: slice | np.ndarray = slice(None) if nodes is None else nodes
+        ok = (
+            w.model_ok[w.allowed[r], at]
+            & (st.cpu[at] + self.lp_cpu[at] >= w.cpu[r])
+            & (st.memory[at] + self.lp_memory[at] >= w.memory[r])
+        )
+        if w.count[r]:
+            if w.share[r] < _U:
+                ok &= self.pre_largest[at] >= w.share[r]
+            else:
+                ok &= self.pre_whole[at] >= w.count[r]
+        if self.blocked is not None:
+            ok &= ~self.blocked[at]
         return ok
 
     def _choose_in(self, r: int, nodes: np.ndarray, ok: np.ndarray) -> tuple[int, int]:
@@ -246,6 +291,11 @@ class _Run:
         st.cpu[n] -= w.cpu[r]
         st.memory[n] -= w.memory[r]
         st.group_used[self.fleet.group[n]] += share * count
+        if self.evictable is not None and self.evictable[r]:
+            self.lp_free[n, used] += share
+            self.lp_cpu[n] += w.cpu[r]
+            self.lp_memory[n] += w.memory[r]
+            self.lp_count[n] += 1
         self._changed(n)
         return used
 
@@ -255,6 +305,11 @@ class _Run:
         st.cpu[n] += w.cpu[r]
         st.memory[n] += w.memory[r]
         st.group_used[self.fleet.group[n]] -= int(w.share[r]) * int(w.count[r])
+        if self.evictable is not None and self.evictable[r]:
+            self.lp_free[n, used] -= w.share[r]
+            self.lp_cpu[n] -= w.cpu[r]
+            self.lp_memory[n] -= w.memory[r]
+            self.lp_count[n] -= 1
         self._changed(n)
 
     def _changed(self, n: int) -> None:
@@ -265,8 +320,14 @@ class _Run:
             self.frag_before[n] = _fragmentation(
                 self.shapes, st.free[n : n + 1], st.cpu[n : n + 1], self.fleet.model[n : n + 1]
             )[0]
+        if self.evictable is not None:
+            row = (st.free[n] + self.lp_free[n]).tolist()
+            self.pre_whole[n] = row.count(_U)
+            self.pre_largest[n] = max(row) if row else 0
 
-    def room(self, r: int, nodes: np.ndarray | None = None) -> np.ndarray:
+    def room(
+        self, r: int, nodes: np.ndarray | None = None, after_eviction: bool = False
+    ) -> np.ndarray:
         """Pods of request r each node (of ``nodes``, default all) can still take, capped at
         the request's pod count.
 
@@ -279,29 +340,29 @@ class _Run:
         at: slice | np.ndarray = slice(None) if nodes is None else nodes
         k = int(w.pods[r])
         share, count = int(w.share[r]), int(w.count[r])
-        # The nodes with room for one pod; the others have none (each bound below
-        # would be 0 there), so the bounds are worked out on these only.
-        ok = (
-            w.model_ok[w.allowed[r], at] & (st.cpu[at] >= w.cpu[r]) & (st.memory[at] >= w.memory[r])
-        )
-        if count:
-            if share >= _U:
-                ok &= st.whole[at] >= count
-            elif share > 0:
-                ok &= st.largest[at] >= share
+        if after_eviction:  # ``after_eviction``: as if every evictable pod were evicted
+            ok = self.fits_after_eviction(r, nodes)
+        else:
+            # The nodes with room for one pod; the others have none (each bound
+            # below would be 0 there), so the bounds are worked out on these only.
+            ok = self.fits(r, np.arange(len(self.fleet.node_ids)) if nodes is None else nodes)
         some = np.flatnonzero(ok)
         on = some if nodes is None else nodes[some]
+        cpu, memory, free = st.cpu[on], st.memory[on], st.free[on]
+        if after_eviction:
+            cpu, memory = cpu + self.lp_cpu[on], memory + self.lp_memory[on]
+            free = free + self.lp_free[on]
         cap = np.full(len(some), k, dtype=np.int64)
         if w.cpu[r] > 0:
-            cap = np.minimum(cap, st.cpu[on] // w.cpu[r])
+            cap = np.minimum(cap, cpu // w.cpu[r])
         if w.memory[r] > 0:
-            cap = np.minimum(cap, st.memory[on] // w.memory[r])
+            cap = np.minimum(cap, memory // w.memory[r])
         if count:
             if share < _U:
                 if share > 0:
-                    cap = np.minimum(cap, (st.free[on] // share).sum(axis=1))
+                    cap = np.minimum(cap, (free // share).sum(axis=1))
             else:
-                cap = np.minimum(cap, st.whole[on] // count)
+                cap = np.minimum(cap, (free == _U).sum(axis=1) // count)
         room = np.zeros(len(ok), dtype=np.int64)
         room[some] = np.maximum(cap, 0)
         return room
