@@ -900,12 +900,31 @@ def whatif_placement(
         ),
     ] = False,
     queue: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--queue",
-            help="By-time replay: fifo (strict arrival order) or backfill (later requests start when the head does not fit).",
+            help=f"By-time replay: the queue discipline, {', '.join(PLACEMENT_QUEUES)} "
+            "(default: the one the store's calibration chose; a store without one is "
+            "calibrated first).",
         ),
-    ] = PLACEMENT_QUEUES[0],
+    ] = None,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="By-time replay: first replay the window under every named discipline, "
+            "print each beside the record, and keep the closest as the store's default.",
+        ),
+    ] = False,
+    preempt: Annotated[
+        bool | None,
+        typer.Option(
+            "--preempt/--no-preempt",
+            help="By-time replay: high-priority requests evict low-priority work (default: "
+            "when the window's requests hold both priorities).",
+            show_default=False,
+        ),
+    ] = None,
     at: Annotated[
         str | None,
         typer.Option(
@@ -927,17 +946,21 @@ def whatif_placement(
 ) -> None:
     """Replay the stored requests onto the nodes under placement policies.
 
-    By time (default): arrivals and departures as
-    recorded over [at - since, at), from the state at the window's start (or
-    --empty), waiting requests in a fifo or backfill queue; allocated and
-    fragmented GPU % at every 5% of the window. --fill is the FGD paper's
-    method: no departures, requests in an order shuffled per seed (--in-order:
-    list order) on an empty fleet (resampled with the seed); allocated and
-    fragmented GPU % at every 5% of arrival.
+    By time (default): the requests of [at - since, at) arrive as recorded, from the
+    state at the window's start (or --empty), each running its recorded run time,
+    queued under a discipline operators run (kubernetes, kueue-best-effort-fifo,
+    kueue-strict-fifo, slurm-backfill; high priority evicts low). First the
+    recorded fleet is replayed (the baseline, which must reproduce the record: its
+    started requests and waits are printed beside the record's); then each policy,
+    with the baseline's holds. Allocated and fragmented GPU % at every 5% of the
+    window. --fill is the FGD paper's method: no departures, requests in an order
+    shuffled per seed (--in-order: list order) on an empty fleet (resampled with
+    the seed); allocated and fragmented GPU % at every 5% of arrival.
 
     Examples:
 
-      fleetaudit whatif placement --since 1d --queue backfill
+      fleetaudit whatif placement --since 2d --calibrate
+      fleetaudit whatif placement --since 1d --queue slurm-backfill
       fleetaudit whatif placement --fill 90 --seeds 5 \\
           --policy fgd --policy best-fit
     """
@@ -949,8 +972,13 @@ def whatif_placement(
     unknown = [p for p in chosen if p not in POLICIES]
     if unknown:
         raise UsageError(f"--policy: unknown {unknown[0]!r}; use {', '.join(POLICIES)}")
-    if fill is not None and (since is not None or empty or queue != PLACEMENT_QUEUES[0]):
-        raise UsageError("--since, --empty and --queue apply to by-time replay, not to --fill")
+    if fill is not None and (
+        since is not None or empty or queue is not None or calibrate or preempt is not None
+    ):
+        raise UsageError(
+            "--since, --empty, --queue, --calibrate and --preempt apply to by-time replay, "
+            "not to --fill"
+        )
     if shuffle and in_order:
         raise UsageError("--shuffle and --in-order: give one of them")
     shuffle = not in_order
@@ -958,7 +986,7 @@ def whatif_placement(
         policies=chosen, fill_pct=fill, seeds=seeds, seed=seed, shuffle=shuffle,
         at=_instant(at, "--at"), save_as=save_as,
         since=None if since is None else parse_duration(since, option="--since"),
-        empty=empty, queue=queue,
+        empty=empty, queue=queue, calibrate=calibrate, preempt=preempt,
     )  # fmt: skip
     _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying placements"):

@@ -474,15 +474,15 @@ def _scan_frame(view: Any, t: int) -> pl.DataFrame:
                          sum(rec.units) / U, rec.cpu / U, rec.memory / U, rec.start_us,
                          None if rec.end_us == cot.placement.replay._NEVER else rec.end_us))  # fmt: skip
     for g, (r, pods) in enumerate(view._groups):
-        begin, length = view._group_start[g], int(view._duration[r])
-        if length >= 0 and begin + length <= t:
+        begin, end = view._group_start[g], view._group_end[g]
+        if end <= t:
             continue
         rid = w.request_ids[r]
         for pod, n, _ in pods:
             rows.append((f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}", rid,
                          fleet.node_ids[n], int(w.share[r]) * int(w.count[r]) / U,
                          int(w.cpu[r]) / U, int(w.memory[r]) / U, begin,
-                         None if length < 0 else begin + length))  # fmt: skip
+                         None if end == cot.placement.replay._NEVER else end))  # fmt: skip
     return pl.DataFrame(
         rows,
         schema={"alloc_id": pl.String, "job_id": pl.String, "node_id": pl.String,

@@ -76,6 +76,12 @@ PLACEMENT_QUEUES = (*QUEUE_DISCIPLINES, "fifo", "backfill")
 """``--queue`` values of the by-time replay (fleetaudit.whatif.placement.QUEUES, held equal
 by a test): the named disciplines, then the plain queues (arrival order alone)."""
 
+CALIBRATION_STARTS_TOLERANCE_PCT = 2.0
+"""A baseline replay whose started requests differ from the record's by more than this % is flagged."""
+
+CALIBRATION_WAIT_FACTOR = 2.0
+"""A baseline replay whose wait p50 or p90 is beyond this factor of the record's is flagged."""
+
 COMPACTION_ENGINES = ("local", "spark")
 """``whatif compaction --engine``: where the partitions' searches run (the first is the default)."""
 

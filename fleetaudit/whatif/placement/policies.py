@@ -35,6 +35,8 @@ from fleetaudit.whatif.placement.workload import _DEDUP_AT, LOCALITIES, _fragmen
 
 POLICIES = PLACEMENT_POLICIES
 _CPU_KEY = np.int64(1) << np.int64(32)  # best-fit key = free GPU units x this + free CPU units
+_CPU_MAX = int(_CPU_KEY) - 1
+_NO_DRAW = ("first-fit", "best-fit", "topology")  # policies that take the only node as it is
 _ROUND = 6  # decimals of a fragmentation delta (micro-GPUs) compared for ties
 
 
@@ -56,6 +58,8 @@ class _Run:
         self.best_key = self.state.free_total * _CPU_KEY + np.minimum(self.state.cpu, _CPU_KEY - 1)
         gpuless = fleet.gpus == 0
         self.gpuless: np.ndarray | None = gpuless if gpuless.any() else None
+        # per model set, its nodes (ascending): no other node can take its pods
+        self.set_nodes = [np.flatnonzero(ok) for ok in workload.model_ok]
         # A single pod placed ``among`` a few nodes is checked and chosen on those
         # nodes only (the same node as over a whole-fleet mask; False: the mask, the
         # reference the replay's tests compare to).
@@ -102,6 +106,10 @@ class _Run:
         """The nodes that can take one pod of r (a mask), inside ``within`` (a mask);
         ``among`` (node indices): the caller knows no other node can."""
         w, st = self.workload, self.state
+        if among is None:
+            nodes = self.set_nodes[w.allowed[r]]
+            if len(nodes) < len(self.fleet.node_ids):  # the model set's nodes alone
+                among = nodes
         at: slice | np.ndarray = slice(None) if among is None else among
         ok = (
             w.model_ok[w.allowed[r], at] & (st.cpu[at] >= w.cpu[r]) & (st.memory[at] >= w.memory[r])
@@ -287,7 +295,8 @@ class _Run:
             used = [gpu]
         else:
             used = [g for g, v in enumerate(row.tolist()) if v == _U][:count]
-            row[used] = 0
+            for g in used:
+                row[g] = 0
         st.cpu[n] -= w.cpu[r]
         st.memory[n] -= w.memory[r]
         st.group_used[self.fleet.group[n]] += share * count
@@ -301,7 +310,9 @@ class _Run:
 
     def _undo(self, r: int, n: int, used: list[int]) -> None:
         w, st = self.workload, self.state
-        st.free[n, used] += w.share[r]
+        row, share = st.free[n], int(w.share[r])
+        for g in used:
+            row[g] += share
         st.cpu[n] += w.cpu[r]
         st.memory[n] += w.memory[r]
         st.group_used[self.fleet.group[n]] -= int(w.share[r]) * int(w.count[r])
@@ -314,16 +325,33 @@ class _Run:
 
     def _changed(self, n: int) -> None:
         st = self.state
-        st.refresh(n)
-        self.best_key[n] = st.free_total[n] * _CPU_KEY + min(int(st.cpu[n]), int(_CPU_KEY) - 1)
+        row = st.free[n].tolist()  # a few GPUs: Python's sum and max beat numpy's calls
+        total = sum(row)
+        st.free_total[n] = total
+        st.whole[n] = row.count(_U)
+        st.largest[n] = max(row)
+        st.version[n] += 1
+        self.best_key[n] = total * _CPU_KEY + min(int(st.cpu[n]), _CPU_MAX)
         if self.frag_before is not None:
             self.frag_before[n] = _fragmentation(
                 self.shapes, st.free[n : n + 1], st.cpu[n : n + 1], self.fleet.model[n : n + 1]
             )[0]
         if self.evictable is not None:
-            row = (st.free[n] + self.lp_free[n]).tolist()
-            self.pre_whole[n] = row.count(_U)
-            self.pre_largest[n] = max(row) if row else 0
+            after = [a + b for a, b in zip(row, self.lp_free[n].tolist(), strict=True)]
+            self.pre_whole[n] = after.count(_U)
+            self.pre_largest[n] = max(after)
+
+    def fits_one(self, r: int, n: int) -> bool:
+        """:meth:`fits` on node n alone (a scalar check)."""
+        w, st = self.workload, self.state
+        if not w.model_ok[w.allowed[r], n] or st.cpu[n] < w.cpu[r] or st.memory[n] < w.memory[r]:
+            return False
+        count = w.count[r]
+        if count:
+            share = w.share[r]
+            if (st.largest[n] < share) if share < _U else (st.whole[n] < count):
+                return False
+        return self.blocked is None or not self.blocked[n]
 
     def room(
         self, r: int, nodes: np.ndarray | None = None, after_eviction: bool = False
@@ -397,6 +425,9 @@ class _Run:
         """
         w = self.workload
         if among is not None and self.narrow and w.pods[r] == 1:
+            if len(among) == 1 and self.policy in _NO_DRAW:  # one node: it fits or not
+                n = int(among[0])
+                return [(0, n, self._apply(r, n, -1))] if self.fits_one(r, n) else None
             n, value = self._choose_in(r, among, self.fits(r, among))
             return None if n < 0 else [(0, n, self._apply(r, n, value))]
         placed: list[tuple[int, int, list[int]]] = []

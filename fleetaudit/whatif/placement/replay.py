@@ -39,6 +39,10 @@ DISCIPLINES = QUEUE_DISCIPLINES
 HOLDS = ("record", "none")
 _NEVER = np.iinfo(np.int64).max
 _PREEMPT_NODES = 8  # nodes whose victims a single pod's preemption costs exactly
+# Kueue's defaults: waitForPodsReady's timeout, and the requeue backoff (base, doubling, most)
+_KUEUE_READY_US = 300 * 1_000_000
+_KUEUE_BACKOFF_US = 60 * 1_000_000
+_KUEUE_BACKOFF_MAX_US = 3600 * 1_000_000
 _REPLAY_CURVE: dict[str, PolarsDataType] = {
     "instant": pl.Datetime("us"), "instant_pct": pl.Float64, "allocated_pct": pl.Float64,
     "fragmented_pct": pl.Float64, "queued": pl.Int64, "started": pl.Int64, "failed": pl.Int64,
@@ -212,15 +216,19 @@ def _release_recorded(run: _Run, record: _Recorded) -> None:
     run._changed(n)
 
 
-def _replay_classes(workload: _Workload, low: np.ndarray | None = None) -> np.ndarray:
-    """Requests that fit exactly the same states share a class (and, given ``low``,
-    the same priority)."""
+def _replay_classes(
+    workload: _Workload, low: np.ndarray | None = None, limit: np.ndarray | None = None
+) -> np.ndarray:
+    """Requests that fit exactly the same states share a class (and, given ``low``, the
+    same priority; given ``limit``, the same limit, which a reservation reads)."""
     w = workload
     if not len(w.request_ids):
         return np.zeros(0, dtype=np.int64)
     columns = [w.share, w.count, w.cpu, w.memory, w.allowed, w.pods, w.locality]
     if low is not None:
         columns.append(low.astype(np.int64))
+    if limit is not None:
+        columns.append(limit)
     return _row_ids(np.column_stack(columns))
 
 
@@ -688,7 +696,9 @@ class Replay:
         self.reserving = queue == "slurm-backfill"
         both = bool(self.low.any()) and bool((~self.low).any())
         self.preempt = self.named and (both if preempt is None else preempt)
-        self.classes = classes = _replay_classes(workload, self.low if self.named else None)
+        self.classes = classes = _replay_classes(
+            workload, self.low if self.named else None, self.limit if self.reserving else None
+        )
 
         self.engine = run = _Run(fleet, workload, options.policy, options.seed)
         run.narrow = self.memo
@@ -816,6 +826,11 @@ class Replay:
             _row_ids(np.column_stack([self.need, workload.allowed]))
             if len(classes) else np.zeros(0, dtype=np.int64)
         )  # fmt: skip
+        self.timers: list[tuple[int, int, int, int, int]] = []  # Kueue: (t, seq, kind, r, token)
+        self.admissions = np.zeros(len(workload.request_ids), dtype=np.int64)
+        self.requeues = np.zeros(len(workload.request_ids), dtype=np.int64)
+        self.placing: set[int] = set()  # admitted, waiting for nodes
+        self.low_running: dict[int, set[int]] = {}  # model -> running low-priority groups
         if self.kueue:
             for record in self.records:
                 self.charged[fleet.model[record.node]] += sum(record.units)
@@ -877,9 +892,13 @@ class Replay:
         run, w = self.engine, self.workload
         after = self.preempt and not self.low[r]
         if w.pods[r] == 1:
-            if run._feasible(r, None).any():
+            n = int(self.preferred[r])
+            if n >= 0 and run.fits_one(r, n):
+                return True  # its recorded node has room
+            nodes = run.set_nodes[w.allowed[r]]
+            if run.fits(r, nodes).any():
                 return True
-            return bool(after and run.fits_after_eviction(r).any())
+            return bool(after and run.fits_after_eviction(r, nodes).any())
         for evict in (False, True) if after else (False,):
             room = run.room(r, after_eviction=evict)
             k = int(w.pods[r])
@@ -925,6 +944,8 @@ class Replay:
                 self.evictable_on.setdefault(n, set()).add(g)
         if self.kueue:
             self._charge_placed(r, pods)
+            if self.low[r] and self.charge[r] >= 0:
+                self.low_running.setdefault(int(self.charge[r]), set()).add(g)
         if self.reserving:
             limit = int(self.limit[r])
             expected = t + limit if limit >= 0 else _NEVER
@@ -1032,7 +1053,7 @@ class Replay:
     def _pop(self, c: int) -> None:
         """The waiting class c's first request started: update the class's index."""
         q = self.waiting[c]
-        heapq.heappop(q)
+        self.placing.discard(heapq.heappop(q)[1])
         self.queued -= 1
         self.hopeless.discard(c)
         if q:
@@ -1251,6 +1272,8 @@ class Replay:
             self.hopeless.add(c)
         q = self.waiting.setdefault(c, [])
         heapq.heappush(q, (int(self.key[r]), r))
+        if self.kueue:
+            self.placing.add(r)
         if self.index:
             if not self.class_waits[c]:
                 self.class_blocked[c] = False
@@ -1310,7 +1333,49 @@ class Replay:
             self.charged[m] += int(self.need[r])
             if self.low[r]:
                 self.charged_low[m] += int(self.need[r])
+        self.admissions[r] += 1
+        groups = len(self.groups)
         self._start_or_wait(r, t)
+        if len(self.groups) == groups:  # it waits for nodes: Kueue's waitForPodsReady
+            heapq.heappush(self.timers, (t + _KUEUE_READY_US, self.seq, 0, r, int(self.admissions[r])))
+            self.seq += 1
+
+    def _reclaim(self, r: int, m: int, t: int) -> None:
+        """Evict low-priority work charged to model m, least lost work first, until the
+        quota admits high-priority r (Kueue's preemption within the ClusterQueue)."""
+        mine = self.low_running.get(m, set())
+        while mine and self.quota[m] - self.charged[m] < self.need[r]:
+            g = min(mine, key=lambda g: self._group_lost(g, t))
+            self._evict(g, t, r)
+
+    def _timer(self, kind: int, r: int, token: int, t: int) -> None:
+        """A Kueue timer of request r at t: its pods were not all placed in time (kind 0:
+        evict it from admission and requeue it after a backoff), or its backoff ends (1)."""
+        if kind == 1:
+            self._to_admission(r)
+            self._admit(t)
+            return
+        if token != self.admissions[r] or r not in self.placing:
+            return  # it started (or was admitted again) since
+        c = int(self.classes[r])
+        q = self.waiting[c]
+        q.remove((int(self.key[r]), r))
+        heapq.heapify(q)
+        self.placing.discard(r)
+        if q:
+            self.class_head[c] = q[0][0]
+        else:
+            del self.waiting[c]
+            self.class_waits[c] = False
+            self.class_head[c] = _NEVER
+            self.class_blocked[c] = False
+            self.hopeless.discard(c)
+        self._uncharge(r)
+        self.requeues[r] += 1
+        backoff = min(_KUEUE_BACKOFF_US << (int(self.requeues[r]) - 1), _KUEUE_BACKOFF_MAX_US)
+        heapq.heappush(self.timers, (t + backoff, self.seq, 1, r, 0))
+        self.seq += 1
+        self._admit(t)  # the quota it gave back
 
     def _charge_placed(self, r: int, pods: list[tuple[int, int, list[int]]]) -> None:
         """The charge follows the model the request was placed on."""
@@ -1582,6 +1647,7 @@ class Replay:
             first = self.group_slots[g]
             self.slot_alive[first : first + len(pods)] = False
         if self.kueue:
+            self.low_running.get(int(self.charge[rv]), set()).discard(g)
             self._uncharge(rv)
             self.queued += 1
             self._to_admission(rv)
@@ -1624,6 +1690,7 @@ class Replay:
                     if self.preempt:
                         self.evictable_on.get(n, set()).discard(item)
                 if self.kueue:
+                    self.low_running.get(int(self.charge[r]), set()).discard(item)
                     self._uncharge(r)
                 if self.reserving:
                     first = self.group_slots[item]
@@ -1673,6 +1740,8 @@ class Replay:
             t_dep = heap[0][0] if heap else _NEVER
             t_arr = int(arrive_at[arriving[a]]) if a < len(arriving) else _NEVER
             t_ready = ready[0][0] if ready else _NEVER
+            if self.timers:
+                t_ready = min(t_ready, self.timers[0][0])
             t_tick = tick_list[k_tick] if k_tick < len(tick_list) else _NEVER
             t = min(t_dep, t_arr, t_ready, t_tick)
             if t >= end_us:
@@ -1697,6 +1766,10 @@ class Replay:
                     self.retry(t, freed)
                 if self.kueue and self.admission:
                     self._admit(t)
+                self._settle(t)
+            while self.timers and self.timers[0][0] == t:
+                _, _, kind, r, token = heapq.heappop(self.timers)
+                self._timer(kind, r, token, t)
                 self._settle(t)
             while ready and ready[0][0] == t:
                 self.release(heapq.heappop(ready)[2], t)
@@ -1757,6 +1830,8 @@ def simulate_replay(
     on_tick: Callable[[ReplayView, int], None] | None = None,
     ticks: Sequence[int] = (),
     prefer: Mapping[str, str] | None = None,
+    hold: str | Mapping[str, int] | None = None,
+    preempt: bool | None = None,
 ) -> ReplayResult:
     """By-time replay of the requests submitted in [start, end) under ``options.policy``.
 
@@ -1819,8 +1894,9 @@ def simulate_replay(
         [('r1', 0.0), ('r2', 60.0)]
     """
     return Replay(
-        nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer
-    ).run(on_tick, ticks)
+        nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer,
+        hold=hold, preempt=preempt,
+    ).run(on_tick, ticks)  # fmt: skip
 
 
 def _replay_allocations(
@@ -1894,10 +1970,12 @@ def _replay_waits(
 
 def _replay_task(
     args: tuple[
-        pl.DataFrame, pl.DataFrame, pl.DataFrame, PlacementOptions, datetime, datetime, bool, str
+        pl.DataFrame, pl.DataFrame, pl.DataFrame, PlacementOptions, datetime, datetime, bool, str,
+        Mapping[str, int] | None, bool | None,
     ],
 ) -> pl.DataFrame:
-    return simulate_replay(*args).curve.drop("instant")
+    *frames, hold, preempt = args
+    return simulate_replay(*frames, hold=hold, preempt=preempt).curve.drop("instant")  # type: ignore[arg-type]
 
 
 def replay_curves(
@@ -1910,8 +1988,13 @@ def replay_curves(
     empty: bool,
     queue: str = "fifo",
     policies: Sequence[str] = POLICIES,
+    hold: Mapping[str, int] | None = None,
+    preempt: bool | None = None,
 ) -> dict[str, pl.DataFrame]:
     """By-time replay curves of several policies, each the mean over ``options.seeds`` seeds.
+
+    ``hold`` and ``preempt`` as :func:`simulate_replay` (the same for every run: a
+    baseline's holds, so that the policies differ by their placements alone).
 
     Returns:
         policy -> curve (instant_pct, allocated_pct, fragmented_pct, queued,
@@ -1923,7 +2006,7 @@ def replay_curves(
         raise UsageError("seeds must be at least 1")
     tasks = [
         (nodes, allocations, requests, replace(options, policy=policy, seed=options.seed + i),
-         start, end, empty, queue)
+         start, end, empty, queue, hold, preempt)
         for policy in policies
         for i in range(options.seeds)
     ]  # fmt: skip
