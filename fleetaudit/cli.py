@@ -48,7 +48,9 @@ from fleetaudit.core.options import (
     HarvestRun,
     OverTimeOptions,
     SlurmGenerateOptions,
+    budget_text,
     duration_text,
+    parse_budget,
 )
 from fleetaudit.core.options import INGEST_FORMATS as FORMATS
 from fleetaudit.core.options import PLACEMENT_POLICIES as POLICIES
@@ -91,6 +93,7 @@ METAVARS = {
     "--harvested-nights": "CHANCE", "--days": "DAYS", "--telemetry-days": "DAYS",
     "--snapshot-time": "TIME", "--tenant-label": "LABEL", "--timezone": "ZONE",
     "--engine": "ENGINE", "--master": "URL", "--interval": "DURATION", "--jobs": "N",
+    "--moves-per-hour": "BUDGET", "--sweep-budget": "BUDGETS", "--target-reduction": "PERCENT",
 }  # fmt: skip
 _TYPE_METAVARS = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT"}
 
@@ -946,16 +949,17 @@ def whatif_placement(
 ) -> None:
     """Replay the stored requests onto the nodes under placement policies.
 
-    By time (default): the requests of [at - since, at) arrive as recorded, from the
-    state at the window's start (or --empty), each running its recorded run time,
-    queued under a discipline operators run (kubernetes, kueue-best-effort-fifo,
-    kueue-strict-fifo, slurm-backfill; high priority evicts low). First the
-    recorded fleet is replayed (the baseline, which must reproduce the record: its
-    started requests and waits are printed beside the record's); then each policy,
-    with the baseline's holds. Allocated and fragmented GPU % at every 5% of the
-    window. --fill is the FGD paper's method: no departures, requests in an order
-    shuffled per seed (--in-order: list order) on an empty fleet (resampled with
-    the seed); allocated and fragmented GPU % at every 5% of arrival.
+    By time (default): the requests of [at - since, at) arrive as recorded,
+    from the state at the window's start (or --empty), each running its
+    recorded run time, queued under a discipline operators run (kubernetes,
+    kueue-best-effort-fifo, kueue-strict-fifo, slurm-backfill; high priority
+    evicts low). First the recorded fleet is replayed: the baseline, whose
+    started requests and waits are printed beside the record's; then each
+    policy, with the baseline's holds. Allocated and fragmented GPU % at every
+    5% of the window. --fill is the FGD paper's method: no departures,
+    requests in an order shuffled per seed (--in-order: list order) on an
+    empty fleet (resampled with the seed); allocated and fragmented GPU % at
+    every 5% of arrival.
 
     Examples:
 
@@ -1068,9 +1072,29 @@ def whatif_compaction(
         str, typer.Option("--every", help="With --over: time between compaction rounds.")
     ] = duration_text(_OVER_TIME.every_s),
     moves_per_hour: Annotated[
+        str,
+        typer.Option(
+            "--moves-per-hour",
+            help="With --over: the migration budget, GPUs that may move per hour (64) or a "
+            "share of the fleet's healthy GPUs per hour (0.1%).",
+        ),
+    ] = budget_text(_OVER_TIME.moves_per_hour, _OVER_TIME.budget_unit),
+    sweep_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep-budget",
+            help="With --over: replay these budgets (comma-separated, e.g. 0.05%,0.1%,0.4%) "
+            "against the one baseline, and report the one nearest --target-reduction in full.",
+        ),
+    ] = None,
+    target_reduction: Annotated[
         float,
-        typer.Option("--moves-per-hour", help="With --over: GPUs that may move per hour (migration budget)."),
-    ] = _OVER_TIME.moves_per_hour,
+        typer.Option(
+            "--target-reduction",
+            help="With --sweep-budget: the change of partially occupied nodes to match, in % "
+            "(default: the ASI paper's).",
+        ),
+    ] = _OVER_TIME.target_reduction_pct,
     policy: Annotated[
         str,
         typer.Option(
@@ -1079,8 +1103,22 @@ def whatif_compaction(
         ),
     ] = _OVER_TIME.policy,
     queue: Annotated[
-        str, typer.Option("--queue", help="With --over: fifo or backfill.")
-    ] = _OVER_TIME.queue,
+        str | None,
+        typer.Option(
+            "--queue",
+            help=f"With --over: the queue discipline, {', '.join(PLACEMENT_QUEUES)} (default: "
+            "the store's calibrated one, see whatif placement --calibrate).",
+        ),
+    ] = None,
+    preempt: Annotated[
+        bool | None,
+        typer.Option(
+            "--preempt/--no-preempt",
+            help="With --over: high-priority requests evict low-priority work (default: when "
+            "the window's requests hold both priorities).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the JSON document (fleetaudit.compaction/1) only.")
     ] = False,
@@ -1116,16 +1154,18 @@ def whatif_compaction(
     GPUs moved. Without a shape option the queued shapes at --at count.
 
     With --over, the window before --at is also replayed by time twice on
-    the same arrivals: without compaction, and with a compaction round every
-    --every that applies at most --moves-per-hour GPUs of moves. It reports
+    the same arrivals: without compaction (the baseline, printed beside the
+    record), and with a compaction round every --every that applies at most
+    --moves-per-hour of moves (GPUs, or a share of the fleet's). It reports
     partially occupied and free nodes along the window, start probabilities,
     requests that started earlier and the migration paid; report then shows
-    this run.
+    this run. --sweep-budget replays several budgets on the one baseline.
 
     Examples:
 
       fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
       fleetaudit shapes --scenario compacted --model H20 --gpus 64
+      fleetaudit whatif compaction --over 2d --sweep-budget 0.05%,0.1%,0.4%
     """
     from fleetaudit.api.compaction_api import CompactionRun, compaction_document
     from fleetaudit.api.compaction_api import whatif_compaction as run_compaction
@@ -1139,9 +1179,17 @@ def whatif_compaction(
     shapes = _shape_options(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
     )
+    budget, unit = parse_budget(moves_per_hour)
+    sweep = tuple(
+        parse_budget(part, option="--sweep-budget")
+        for part in (sweep_budget or "").split(",") if part.strip()
+    )  # fmt: skip
+    if sweep_budget is not None and not sweep:
+        raise UsageError("--sweep-budget: give budgets separated by commas (e.g. 0.05%,0.1%)")
     over_time = replace(
         _OVER_TIME, every_s=parse_duration(every, option="--every").total_seconds(),
-        moves_per_hour=moves_per_hour, policy=policy, queue=queue,
+        moves_per_hour=budget, budget_unit=unit, policy=policy, queue=queue, sweep=sweep,
+        target_reduction_pct=target_reduction, preempt=preempt,
     )  # fmt: skip
     over_s = None if over is None else parse_duration(over, option="--over").total_seconds()
     run = CompactionRun(shapes=shapes, at=_instant(at, "--at"), scenario=scenario,

@@ -47,9 +47,10 @@ def read(name: str) -> pl.DataFrame:
 
 def over(nodes: pl.DataFrame, allocations: pl.DataFrame, requests: pl.DataFrame, hours: int,
          **ot: Any) -> OverTimeResult:  # fmt: skip
+    # budgets in GPUs and the plain fifo queue, as the hand-worked figures below count
     return compact_over_time(
         nodes, allocations, requests, T0, T0 + hours * H, (), CompactionOptions(),
-        OverTimeOptions(**ot), keep_frames=True,
+        OverTimeOptions(**{"budget_unit": "gpus", "queue": "fifo", **ot}), keep_frames=True,
     )  # fmt: skip
 
 
@@ -244,7 +245,8 @@ def test_the_budget_is_never_exceeded_and_every_applied_move_replays(
     allocations = allocations.with_columns(pl.lit(T0 - H).alias("start_time"))
     result = compact_over_time(
         nodes, allocations, requests, T0, T0 + 3 * H, (), CompactionOptions(),
-        OverTimeOptions(every_s=1800, moves_per_hour=budget, queue=queue, policy="best-fit"),
+        OverTimeOptions(every_s=1800, moves_per_hour=budget, budget_unit="gpus", queue=queue,
+                        policy="best-fit"),
         keep_frames=True,
     )  # fmt: skip
     checked(result, nodes, budget / 2)
@@ -401,7 +403,8 @@ def test_a_rounds_state_after_its_moves_is_the_replays_own(fleet, requests, budg
         result = compact_over_time(
             nodes, allocations, requests, T0, T0 + 3 * H, (make_shape(None, 1),),
             CompactionOptions(),
-            OverTimeOptions(every_s=1800, moves_per_hour=budget, queue=queue, policy="best-fit"),
+            OverTimeOptions(every_s=1800, moves_per_hour=budget, budget_unit="gpus", queue=queue,
+                        policy="best-fit"),
         )  # fmt: skip
     applied = sum(1 for t in result.ticks if t.moves)
     assert len(seen) == 2 * len(result.ticks) + applied  # without, before, and after moves
@@ -532,6 +535,7 @@ def test_the_views_per_node_state_equals_a_full_scan(fleet, requests, budget, qu
         result = compact_over_time(
             nodes, allocations, requests, T0, T0 + 3 * H, (make_shape(None, 1),),
             CompactionOptions(),
-            OverTimeOptions(every_s=1800, moves_per_hour=budget, queue=queue, policy="best-fit"),
+            OverTimeOptions(every_s=1800, moves_per_hour=budget, budget_unit="gpus", queue=queue,
+                        policy="best-fit"),
         )  # fmt: skip
     assert checks[0] == 2 * len(result.ticks) + sum(1 for t in result.ticks if t.moves)

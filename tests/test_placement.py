@@ -679,7 +679,15 @@ def test_whatif_placement_replays_by_time_when_no_fill_is_given(tmp_path: Path) 
     run = PlacementRun(policies=("best-fit", "fgd"), since=timedelta(days=2), save_as="replayed")
     result = whatif_placement(StoreOptions(db=db), run)
     assert result.mode == "time" and result.fill_pct is None and result.gpus == 44
-    assert (result.queue, result.empty) == ("fifo", False)
+    # no calibration recorded yet: one runs now, and the next run reuses its choice
+    assert result.queue in QUEUES[:4] and result.empty is False
+    assert result.baseline is not None and result.baseline.chosen_by == "calibrated now"
+    assert result.baseline.calibration is not None
+    assert [f.discipline for f in result.baseline.calibration.fits] == list(QUEUES[:4])
+    again = whatif_placement(StoreOptions(db=db), PlacementRun(policies=("best-fit",),
+                                                               since=timedelta(days=2)))
+    assert again.queue == result.queue and again.baseline is not None
+    assert again.baseline.chosen_by == "calibration" and again.baseline.calibration is None
     assert result.start == result.at - timedelta(days=2)
     assert list(result.curves) == ["best-fit", "fgd"]
     curve = result.curves["best-fit"]

@@ -156,7 +156,7 @@ def recorded_discipline(store: Store) -> str | None:
     return best if best in QUEUE_DISCIPLINES else None
 
 
-def make_baseline(
+def choose_discipline(
     store_options: StoreOptions,
     nodes: pl.DataFrame,
     demand: placement.Demand,
@@ -167,10 +167,11 @@ def make_baseline(
     calibrate: bool,
     at: datetime,
     preempt: bool | None = None,
-) -> Baseline:
-    """The baseline replay of ``demand``: under ``queue`` when given, else the recorded
-    calibration's discipline, else (or with ``calibrate``) a calibration run now and
-    recorded in the store for later runs."""
+) -> tuple[str, str, placement.Calibration | None]:
+    """The baseline's discipline and how it was chosen: ``queue`` when given, else the
+    recorded calibration's, else (or with ``calibrate``) a calibration run now, which is
+    recorded in the store for later runs (with its replays, so the chosen one need not
+    run again)."""
     if queue is not None and queue not in placement.QUEUES:
         raise UsageError(f"--queue: use one of {', '.join(placement.QUEUES)}")
     calibration = None
@@ -184,12 +185,30 @@ def make_baseline(
             document={"schema": "fleetaudit.calibration/1", **calibration.as_json()},
         )  # fmt: skip
     if queue is not None:
-        discipline, chosen_by = queue, "--queue"
-    elif calibration is not None:
-        discipline, chosen_by = calibration.best, "calibrated now"
-    else:
-        assert recorded is not None
-        discipline, chosen_by = recorded, "calibration"
+        return queue, "--queue", calibration
+    if calibration is not None:
+        return calibration.best, "calibrated now", calibration
+    assert recorded is not None
+    return recorded, "calibration", None
+
+
+def make_baseline(
+    store_options: StoreOptions,
+    nodes: pl.DataFrame,
+    demand: placement.Demand,
+    *,
+    queue: str | None,
+    recorded: str | None,
+    suggested: str | None,
+    calibrate: bool,
+    at: datetime,
+    preempt: bool | None = None,
+) -> Baseline:
+    """The baseline replay of ``demand`` under the discipline :func:`choose_discipline` picks."""
+    discipline, chosen_by, calibration = choose_discipline(
+        store_options, nodes, demand, queue=queue, recorded=recorded, suggested=suggested,
+        calibrate=calibrate, at=at, preempt=preempt,
+    )  # fmt: skip
     result = None if calibration is None else calibration.results.get(discipline)
     if result is None:
         result = placement.replay_demand(nodes, demand, discipline, preempt=preempt)

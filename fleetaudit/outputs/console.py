@@ -1255,14 +1255,17 @@ def render_compaction(report: CompactionReport, worst: int = 5) -> None:
 def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
     """The window's rounds (a sample of at most ``rows``), then what compaction changed."""
     over, ot = report.over_time, report.over_time_options
-    if over is None or ot is None:
+    if over is None or ot is None or over.run is None:
         return
-    ticks = over.ticks
+    if report.baseline is not None:
+        render_calibration(report.baseline)
+    ticks, run = over.ticks, over.run
     table = Table(
         title=(
             f"compaction over time, {iso(over.start)} .. {iso(over.end)}: a round every "
-            f"{_duration(ot.every_s)}, at most {ot.moves_per_hour:,.4g} GPUs moved per hour, "
-            f"arrivals placed {ot.policy}, queue {ot.queue}"
+            f"{_duration(ot.every_s)}, at most {run.gpus_per_hour:,.4g} GPUs moved per hour "
+            f"({run.pct_per_hour:.3g}% of {over.fleet_gpus:,}), arrivals placed {ot.policy}, "
+            f"queue {over.discipline}"
         ),
         title_justify="left",
     )
@@ -1316,6 +1319,23 @@ def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
         f"migration paid: {m.moves:,} moves, {m.gpus_moved:,.4g} GPUs moved, "
         f"{m.pause_gpu_hours:,.2f} GPU-hours of pause; {over.seconds:.1f} s"
     )
+    if len(over.runs) > 1 or ot.sweep:
+        sweep = Table(
+            title=f"budgets replayed on the one baseline (target {over.target_reduction_pct:+.1f}% "
+            "partially occupied nodes)",
+            title_justify="left",
+        )
+        for column in ("budget", "GPUs/h", "partial with", "change", "GPUs moved", "pause GPU-h"):
+            sweep.add_column(column, justify="left" if column == "budget" else "right")
+        for r in over.runs:
+            change = r.partial_reduction_pct
+            sweep.add_row(
+                r.given + (" *" if r is run else ""), f"{r.gpus_per_hour:,.4g}",
+                f"{r.partial_with:,.1f}", "-" if change is None else f"{change:+.1f}%",
+                f"{r.gpus_moved:,.4g}", f"{r.migration.pause_gpu_hours:,.2f}",
+            )  # fmt: skip
+        show(sweep, keys=("budget", "change"))
+        out.print(f"* the budget nearest the target: {run.given} (reported above in full)")
     out.print("the one-instant figures above are for the state at the window's end")
 
 

@@ -125,6 +125,7 @@ def replay_demand(
     empty: bool = False,
     on_tick: Callable[[ReplayView, int], None] | None = None,
     ticks: Sequence[int] = (),
+    fragmentation: bool = False,
 ) -> ReplayResult:
     """Replay ``demand`` on the fleet ``nodes`` under ``discipline``.
 
@@ -141,6 +142,8 @@ def replay_demand(
         seed, step_pct: the ``random`` policy's seed, the curve's step.
         empty: start from an empty fleet instead of the recorded state.
         on_tick, ticks: as :func:`~fleetaudit.whatif.placement.replay.simulate_replay`.
+        fragmentation: sample the curve's fragmented_pct too (NaN otherwise: it
+            costs a pass over the fleet per point, and a baseline does not need it).
 
     Returns:
         The replay's :class:`ReplayResult` (``.figures()`` for its
@@ -153,7 +156,7 @@ def replay_demand(
     _check_replay(options, demand.start, demand.end, discipline)
     replay = Replay(
         nodes, demand.allocations, demand.requests, options, demand.start, demand.end, empty,
-        discipline, prefer=prefer, hold=hold, preempt=preempt,
+        discipline, prefer=prefer, hold=hold, preempt=preempt, fragmentation=fragmentation,
     )  # fmt: skip
     return replay.run(on_tick, ticks)
 

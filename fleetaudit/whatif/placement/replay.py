@@ -638,6 +638,7 @@ class Replay:
         prefer: Mapping[str, str] | None = None,
         hold: str | Mapping[str, int] | None = None,
         preempt: bool | None = None,
+        fragmentation: bool = True,
         precheck: bool = True,
         memo: bool = True,
         index: bool = True,
@@ -674,12 +675,14 @@ class Replay:
         self.checkpoint = np.maximum(
             as_array(optional_column(window, "checkpoint_s", pl.Float64, None), 0), 0
         )
+        # (without a start_time column the record says nothing of starts: nothing is held)
         self.recorded_start = as_array(
             optional_column(window, "start_time", pl.Datetime("us"), None), _NEVER
-        )
+        ) if "start_time" in window.columns else np.full(len(submit), -1, dtype=np.int64)
         priority = optional_column(window, "priority", pl.String, None)
         self.low = (priority == "low").fill_null(False).to_numpy().astype(bool)
         self.options, self.queue, self.empty = options, queue, empty
+        self.fragmentation = fragmentation  # sample the curve's fragmentation (NaN when off)
         self.start, self.end = start, end
         self.precheck, self.memo = precheck, memo and precheck
         self.fleet, self.workload = fleet, workload
@@ -1707,7 +1710,9 @@ class Replay:
             curve["instant"].append(from_epoch_us(instants[self.mark]))
             curve["instant_pct"].append(self.marks[self.mark])
             curve["allocated_pct"].append(100.0 * allocated / self.total)
-            curve["fragmented_pct"].append(100.0 * run.fragmentation() / self.total)
+            curve["fragmented_pct"].append(
+                100.0 * run.fragmentation() / self.total if self.fragmentation else math.nan
+            )
             curve["queued"].append(waiting)
             curve["started"].append(self.started)
             curve["failed"].append(self.rejected + (waiting if last else 0))
