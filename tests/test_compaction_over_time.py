@@ -312,6 +312,38 @@ def test_cli_json_over_time_save_as_and_report(overtime_db) -> None:
     assert "-10.0%" in report.output
 
 
+def test_cli_budget_as_a_share_of_the_fleets_gpus_and_a_sweep(overtime_db) -> None:
+    # The fleet holds 5 x 8 = 40 GPUs: 5% an hour is the 2 GPUs of the hand-worked run.
+    db = str(overtime_db)
+    args = ("whatif", "compaction", "--db", db, "--at", "2026-01-01T03:00:00", "--over", "3h",
+            "--every", "1h", "--queue", "fifo")  # fmt: skip
+    count = json.loads(_invoke(*args, "--moves-per-hour", "2", "--json").output)["over_time"]
+    share = json.loads(_invoke(*args, "--moves-per-hour", "5%", "--json").output)["over_time"]
+    assert share["budget"] == {"given": "5%", "gpus_per_hour": 2.0, "pct_of_gpus_per_hour": 5.0}
+    assert count["budget"] == {"given": "2", "gpus_per_hour": 2.0, "pct_of_gpus_per_hour": 5.0}
+    assert share["moves_per_hour"] == 2.0 and share["fleet_gpus"] == 40
+    assert share["ticks"] == count["ticks"] and share["moves"] == count["moves"]
+    assert share["sweep"] is None
+    # the baseline beside the record, in every over-time document
+    calibration = share["calibration"]
+    assert calibration["discipline"] == "fifo" and calibration["chosen_by"] == "--queue"
+    assert calibration["record"]["arrived"] == share["requests"]["arrived"]
+    # a sweep replays the budgets on one baseline and reports the one nearest the target
+    # in full: 2 GPUs an hour gives the hand-worked -10%; 40 an hour (100%) more
+    swept = json.loads(_invoke(*args, "--sweep-budget", "100%,2", "--target-reduction", "-10",
+                               "--json").output)["over_time"]  # fmt: skip
+    sweep = swept["sweep"]
+    assert sweep["nearest"] == "2" and sweep["target_reduction_pct"] == -10.0
+    assert [b["given"] for b in sweep["budgets"]] == ["100%", "2"]
+    assert sweep["budgets"][1]["partial_nodes"]["reduction_pct"] == -10.0
+    assert sweep["budgets"][0]["gpus_per_hour"] == 40.0
+    assert swept["ticks"] == count["ticks"]  # the nearest, reported in full
+    assert swept["requests"]["started"]["without"] == count["requests"]["started"]["without"]
+    text = _invoke(*args, "--sweep-budget", "100%,2", "--target-reduction", "-10")
+    assert "budgets replayed on the one baseline" in text.output
+    assert "the budget nearest the target: 2" in text.output
+
+
 def test_cli_report_labels_a_one_instant_run(overtime_db) -> None:
     db = str(overtime_db)
     assert _invoke("whatif", "compaction", "--db", db, "--json").exit_code == 0
@@ -325,6 +357,11 @@ def test_cli_report_labels_a_one_instant_run(overtime_db) -> None:
         (("--over", "0s"), "--over"),
         (("--over", "3h", "--every", "0s"), "--every"),
         (("--over", "3h", "--moves-per-hour", "-1"), "--moves-per-hour"),
+        (("--over", "3h", "--moves-per-hour", "5x"), "--moves-per-hour: give GPUs per hour"),
+        (("--over", "3h", "--moves-per-hour", "150%"), "--moves-per-hour"),
+        (("--over", "3h", "--sweep-budget", ","), "--sweep-budget"),
+        (("--over", "3h", "--sweep-budget", "0.1%,x"), "--sweep-budget"),
+        (("--over", "3h", "--queue", "lifo"), "--queue"),
         (("--over", "3h", "--policy", "nearest"), "--policy"),
     ],
 )

@@ -996,7 +996,8 @@ def _calibration_summary(calibration: object) -> dict[str, Any] | None:
     record, baseline = calibration.get("record"), calibration.get("baseline")
     if not isinstance(record, dict) or not isinstance(baseline, dict):
         return None
-    replay = baseline.get("replay") if isinstance(baseline.get("replay"), dict) else {}
+    found = baseline.get("replay")
+    replay: dict[str, Any] = found if isinstance(found, dict) else {}
     keys = ("arrived", "started", "wait_p50_s", "wait_p90_s")
     return {
         "discipline": calibration.get("discipline"),

@@ -80,8 +80,20 @@ class _Run:
         self.lp_cpu = np.zeros(n, dtype=np.int64)
         self.lp_memory = np.zeros(n, dtype=np.int64)
         self.lp_count = np.zeros(n, dtype=np.int64)  # evictable pods on the node
-        self.pre_whole = st.whole.copy()
-        self.pre_largest = st.largest.copy()
+        self._pre_whole = st.whole.copy()
+        self._pre_largest = st.largest.copy()
+        self._pre_dirty: list[int] = []  # nodes changed since pre() last brought them up to date
+
+    def pre(self) -> tuple[np.ndarray, np.ndarray]:
+        """(fully free GPUs, largest free share) of every node were its evictable work
+        evicted (needs :meth:`track_preemptible`; worked out for the changed nodes only)."""
+        if self._pre_dirty:
+            d = np.unique(np.array(self._pre_dirty, dtype=np.int64))
+            self._pre_dirty = []
+            after = self.state.free[d] + self.lp_free[d]
+            self._pre_whole[d] = (after == _U).sum(axis=1)
+            self._pre_largest[d] = after.max(axis=1)
+        return self._pre_whole, self._pre_largest
 
     def resync(self) -> None:
         """Recompute every derived array after the state was set in bulk."""
@@ -94,9 +106,7 @@ class _Run:
         if self.frag_before is not None:
             self.frag_before = _fragmentation(self.shapes, st.free, st.cpu, self.fleet.model)
         if self.evictable is not None:
-            after = st.free + self.lp_free
-            self.pre_whole = (after == _U).sum(axis=1)
-            self.pre_largest = after.max(axis=1) if after.shape[1] else np.zeros_like(st.whole)
+            self._pre_dirty = list(range(len(self.fleet.node_ids)))
 
     # ---- node choice
 
@@ -178,6 +188,54 @@ class _Run:
             ok &= ~self.blocked[nodes]
         return ok
 
+    def pre_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`pre` on ``nodes`` alone, worked out afresh (for a few nodes)."""
+        after = self.state.free[nodes] + self.lp_free[nodes]
+        return (after == _U).sum(axis=1), after.max(axis=1)
+
+    def room_one(self, r: int, n: int, after_eviction: bool = False) -> int:
+        """:meth:`room` of r on node n alone (a scalar computation)."""
+        w, st = self.workload, self.state
+        if not w.model_ok[w.allowed[r], n] or (self.blocked is not None and self.blocked[n]):
+            return 0
+        cpu, memory = int(st.cpu[n]), int(st.memory[n])
+        row = st.free[n].tolist()
+        if after_eviction:
+            cpu, memory = cpu + int(self.lp_cpu[n]), memory + int(self.lp_memory[n])
+            row = [a + b for a, b in zip(row, self.lp_free[n].tolist(), strict=True)]
+        cap = int(w.pods[r])
+        need_cpu, need_memory = int(w.cpu[r]), int(w.memory[r])
+        if need_cpu > 0:
+            cap = min(cap, cpu // need_cpu)
+        elif cpu < need_cpu:
+            return 0
+        if need_memory > 0:
+            cap = min(cap, memory // need_memory)
+        elif memory < need_memory:
+            return 0
+        share, count = int(w.share[r]), int(w.count[r])
+        if count:
+            if share < _U:
+                cap = min(cap, sum(v // share for v in row))
+            else:
+                cap = min(cap, row.count(_U) // count)
+        return max(cap, 0)
+
+    def fits_in_set(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """(the nodes of r's model set, which of them can take one pod of r now): :meth:`fits`
+        on the only nodes that can (without checking their model again)."""
+        w, st = self.workload, self.state
+        nodes = self.set_nodes[w.allowed[r]]
+        ok = (st.cpu[nodes] >= w.cpu[r]) & (st.memory[nodes] >= w.memory[r])
+        if w.count[r]:
+            if w.share[r] < _U:
+                ok &= st.largest[nodes] >= w.share[r]
+            else:
+                ok &= st.whole[nodes] >= w.count[r]
+        if self.blocked is not None:
+            ok &= ~self.blocked[nodes]
+        return nodes, ok
+
     def fits_after_eviction(self, r: int, nodes: np.ndarray | None = None) -> np.ndarray:
         """:meth:`fits` were every evictable pod evicted (a mask over ``nodes``,
         default all); needs :meth:`track_preemptible`."""
@@ -189,10 +247,11 @@ class _Run:
             & (st.memory[at] + self.lp_memory[at] >= w.memory[r])
         )
         if w.count[r]:
+            pre_whole, pre_largest = self.pre()
             if w.share[r] < _U:
-                ok &= self.pre_largest[at] >= w.share[r]
+                ok &= pre_largest[at] >= w.share[r]
             else:
-                ok &= self.pre_whole[at] >= w.count[r]
+                ok &= pre_whole[at] >= w.count[r]
         if self.blocked is not None:
             ok &= ~self.blocked[at]
         return ok
@@ -337,9 +396,7 @@ class _Run:
                 self.shapes, st.free[n : n + 1], st.cpu[n : n + 1], self.fleet.model[n : n + 1]
             )[0]
         if self.evictable is not None:
-            after = [a + b for a, b in zip(row, self.lp_free[n].tolist(), strict=True)]
-            self.pre_whole[n] = after.count(_U)
-            self.pre_largest[n] = max(after)
+            self._pre_dirty.append(n)
 
     def fits_one(self, r: int, n: int) -> bool:
         """:meth:`fits` on node n alone (a scalar check)."""
@@ -365,7 +422,6 @@ class _Run:
         whole gang wherever the policy puts each pod inside it.
         """
         w, st = self.workload, self.state
-        at: slice | np.ndarray = slice(None) if nodes is None else nodes
         k = int(w.pods[r])
         share, count = int(w.share[r]), int(w.count[r])
         if after_eviction:  # ``after_eviction``: as if every evictable pod were evicted
@@ -424,6 +480,11 @@ class _Run:
         node can take it, so only these are checked.
         """
         w = self.workload
+        if w.pods[r] == 1 and among is None:
+            # a single pod: only its model set's nodes can take it (the same node as the
+            # policy over a whole-fleet mask: _choose_in)
+            n, value = self._choose_in(r, *self.fits_in_set(r))
+            return None if n < 0 else [(0, n, self._apply(r, n, value))]
         if among is not None and self.narrow and w.pods[r] == 1:
             if len(among) == 1 and self.policy in _NO_DRAW:  # one node: it fits or not
                 n = int(among[0])

@@ -792,6 +792,8 @@ class Replay:
             for g, d in grouping.items()
         }
         self.freed_room: dict[tuple[int, ...], int] = {}  # this pass: pod shape -> most room
+        # per gang shape: each node's room and the state version it was worked out at
+        self.room_cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         # The indexed backfill (see the class's docstring): per replay class, what one pod
         # needs (a share pod: its share in the node's largest free share; a whole-GPU pod:
         # its GPUs fully free; else nothing), whether the class waits, the key of its
@@ -808,6 +810,9 @@ class Replay:
         self.class_head = np.full(len(reps), _NEVER, dtype=np.int64)
         self.class_blocked = np.zeros(len(reps), dtype=bool)
         self.freed_domain_nodes: dict[int, np.ndarray] = {}  # this pass: freed domains' nodes
+        self.waiting_version = 0  # changes when a class starts or stops waiting
+        self._needs_version = -1
+        self._needs: tuple[int, int, int, int, bool] = (0, 0, 0, 0, False)
         self.freed_later: list[int] = []  # nodes freed by an eviction or a dropped reservation
 
         # Preemption: the evictable groups on each node; what was evicted.
@@ -898,8 +903,8 @@ class Replay:
             n = int(self.preferred[r])
             if n >= 0 and run.fits_one(r, n):
                 return True  # its recorded node has room
-            nodes = run.set_nodes[w.allowed[r]]
-            if run.fits(r, nodes).any():
+            nodes, ok = run.fits_in_set(r)
+            if ok.any():
                 return True
             return bool(after and run.fits_after_eviction(r, nodes).any())
         for evict in (False, True) if after else (False,):
@@ -975,7 +980,7 @@ class Replay:
         w, run = self.workload, self.engine
         after = bool(self.preempt and not self.low[r])
         shape = (int(w.locality[r]), int(w.share[r]), int(w.count[r]), int(w.cpu[r]),
-                 int(w.memory[r]), int(w.allowed[r]), after)  # fmt: skip
+                 int(w.memory[r]), int(w.allowed[r]), int(w.pods[r]), after)  # fmt: skip
         most = self.freed_room.get(shape)
         if most is None:
             if shape[0] in self.grouping:
@@ -988,7 +993,7 @@ class Replay:
                         else np.concatenate([of[at[d] : at[d + 1]] for d in domains])
                     )  # fmt: skip
                 nodes = self.freed_domain_nodes[shape[0]]
-                room = run.room(r, nodes, after)
+                room = self._room_cached(shape, r, nodes, after)
                 if len(nodes) and domain[nodes[0]] == domain[nodes[-1]]:  # one domain
                     most = int(room.sum())
                 else:
@@ -997,6 +1002,28 @@ class Replay:
                 most = int(run.room(r, freed, after).max())
             self.freed_room[shape] = most
         return most
+
+    def _room_cached(self, shape: tuple[int, ...], r: int, nodes: np.ndarray,
+                     after: bool) -> np.ndarray:  # fmt: skip
+        """:meth:`_Run.room` of r on ``nodes``, worked out again only for the nodes whose
+        state changed since (a pod's room on a node depends on that node alone)."""
+        cache = self.room_cache.get(shape)
+        if cache is None:
+            n_nodes = len(self.fleet.node_ids)
+            cache = self.room_cache[shape] = (np.zeros(n_nodes, np.int64),
+                                               np.zeros(n_nodes, np.int64))  # fmt: skip
+        room, seen = cache
+        version = self.engine.state.version
+        stale = nodes[seen[nodes] != version[nodes]]
+        if len(stale) > 8:
+            room[stale] = self.engine.room(r, stale, after)
+            seen[stale] = version[stale]
+        else:
+            for n in stale.tolist():
+                room[n] = self.engine.room_one(r, n, after)
+                seen[n] = version[n]
+        result: np.ndarray = room[nodes]
+        return result
 
     def _candidates(self, freed: np.ndarray) -> set[int]:
         """The waiting classes worth a try after the nodes ``freed`` got room back."""
@@ -1020,13 +1047,16 @@ class Replay:
         if len(nodes) == 1:
             n = int(nodes[0])
             ok = self.workload.model_ok[self.class_allowed[cls], n]
-            cpu_n, mem_n = int(cpu[n]), int(memory[n])
-            largest_n, whole_n = int(largest[n]), int(whole[n])
-            if evicts.any():
+            cpu_n: int | np.ndarray = int(cpu[n])
+            mem_n: int | np.ndarray = int(memory[n])
+            largest_n: int | np.ndarray = int(largest[n])
+            whole_n: int | np.ndarray = int(whole[n])
+            if evicts.any():  # per class: as it is, or without the evictable work
+                pre_whole, pre_largest = run.pre_at(nodes)
                 cpu_n = np.where(evicts, cpu_n + int(run.lp_cpu[n]), cpu_n)
                 mem_n = np.where(evicts, mem_n + int(run.lp_memory[n]), mem_n)
-                largest_n = np.where(evicts, int(run.pre_largest[n]), largest_n)
-                whole_n = np.where(evicts, int(run.pre_whole[n]), whole_n)
+                largest_n = np.where(evicts, int(pre_largest[0]), largest_n)
+                whole_n = np.where(evicts, int(pre_whole[0]), whole_n)
             return (
                 ok
                 & (self.class_cpu[cls] <= cpu_n)
@@ -1038,20 +1068,49 @@ class Replay:
         def fit(c: np.ndarray, cpu_: np.ndarray, mem_: np.ndarray, largest_: np.ndarray,
                 whole_: np.ndarray) -> np.ndarray:  # fmt: skip
             ok = self.workload.model_ok[self.class_allowed[c][:, None], nodes[None, :]]
-            ok &= self.class_cpu[c][:, None] <= cpu_[nodes][None, :]
-            ok &= self.class_memory[c][:, None] <= mem_[nodes][None, :]
-            ok &= self.class_largest[c][:, None] <= largest_[nodes][None, :]
-            ok &= self.class_whole[c][:, None] <= whole_[nodes][None, :]
+            ok &= self.class_cpu[c][:, None] <= cpu_[None, :]
+            ok &= self.class_memory[c][:, None] <= mem_[None, :]
+            ok &= self.class_largest[c][:, None] <= largest_[None, :]
+            ok &= self.class_whole[c][:, None] <= whole_[None, :]
             result: np.ndarray = ok.any(axis=1)
             return result
 
+        here = (cpu[nodes], memory[nodes], largest[nodes], whole[nodes])
         if not evicts.any():
-            return fit(cls, cpu, memory, largest, whole)
+            return fit(cls, *here)
         out = np.zeros(len(cls), dtype=bool)
-        out[~evicts] = fit(cls[~evicts], cpu, memory, largest, whole)
-        out[evicts] = fit(cls[evicts], cpu + run.lp_cpu, memory + run.lp_memory,
-                          run.pre_largest, run.pre_whole)  # fmt: skip
+        out[~evicts] = fit(cls[~evicts], *here)
+        pre_whole, pre_largest = run.pre_at(nodes)
+        out[evicts] = fit(cls[evicts], here[0] + run.lp_cpu[nodes], here[1] + run.lp_memory[nodes],
+                          pre_largest, pre_whole)  # fmt: skip
         return out
+
+    def _any_may_fit(self, nodes: np.ndarray) -> bool:
+        """False when no waiting class can take one pod on any of ``nodes``: each class
+        needs at least the least of the waiting classes' needs (GPUs, share, CPUs,
+        memory), so a node short of one of those takes none (a quick test before
+        :meth:`_classes_fit`; with preemption, against the nodes without evictable work)."""
+        if self._needs_version != self.waiting_version:
+            cls = np.flatnonzero(self.class_waits)
+            if not len(cls):
+                return False
+            self._needs = (int(self.class_whole[cls].min()), int(self.class_largest[cls].min()),
+                           int(self.class_cpu[cls].min()), int(self.class_memory[cls].min()),
+                           bool(self.class_evicts[cls].any()))  # fmt: skip
+            self._needs_version = self.waiting_version
+        whole, largest, cpu, memory, evicts = self._needs
+        run, st = self.engine, self.engine.state
+        if evicts:
+            pre_whole, pre_largest = run.pre_at(nodes)
+            return bool(
+                ((pre_whole >= whole) & (pre_largest >= largest)
+                 & (st.cpu[nodes] + run.lp_cpu[nodes] >= cpu)
+                 & (st.memory[nodes] + run.lp_memory[nodes] >= memory)).any()
+            )  # fmt: skip
+        return bool(
+            ((st.whole[nodes] >= whole) & (st.largest[nodes] >= largest)
+             & (st.cpu[nodes] >= cpu) & (st.memory[nodes] >= memory)).any()
+        )  # fmt: skip
 
     def _pop(self, c: int) -> None:
         """The waiting class c's first request started: update the class's index."""
@@ -1066,6 +1125,7 @@ class Replay:
             self.class_waits[c] = False
             self.class_head[c] = _NEVER
             self.class_blocked[c] = False
+            self.waiting_version += 1
 
     def _retry_indexed(self, t: int, freed: list[int]) -> None:
         """The memo's backfill pass (see :meth:`retry`), with the waiting classes
@@ -1079,6 +1139,8 @@ class Replay:
         """
         waiting, workload, gang, hopeless = self.waiting, self.workload, self.gang, self.hopeless
         nodes = np.array(sorted(set(freed)), dtype=np.int64)
+        if not self._any_may_fit(nodes):
+            return
         self.freed_room.clear()
         self.freed_domain_nodes.clear()
         cls = np.flatnonzero(self.class_waits)
@@ -1280,6 +1342,7 @@ class Replay:
         if self.index:
             if not self.class_waits[c]:
                 self.class_blocked[c] = False
+                self.waiting_version += 1
             self.class_waits[c] = True
             self.class_head[c] = q[0][0]
             self.class_blocked[c] |= tried
@@ -1373,6 +1436,7 @@ class Replay:
             self.class_head[c] = _NEVER
             self.class_blocked[c] = False
             self.hopeless.discard(c)
+            self.waiting_version += 1
         self._uncharge(r)
         self.requeues[r] += 1
         backoff = min(_KUEUE_BACKOFF_US << (int(self.requeues[r]) - 1), _KUEUE_BACKOFF_MAX_US)
@@ -1466,7 +1530,7 @@ class Replay:
         """(h's key, the earliest instant h fits by the running work's expected ends,
         a mask of the nodes it fits on then, those nodes): released in expected-end
         order, on a copy of the state. No such instant: no nodes are reserved."""
-        fleet, w, st, run = self.fleet, self.workload, self.engine.state, self.engine
+        fleet, w, st = self.fleet, self.workload, self.engine.state
         n_nodes = len(fleet.node_ids)
         none = (int(self.key[h]), _NEVER, np.zeros(n_nodes, dtype=bool), np.zeros(0, np.int64))
         eligible = w.model_ok[w.allowed[h]]
@@ -1790,6 +1854,12 @@ class Replay:
             for i in np.flatnonzero(self.hold_until >= 0).tolist()
             for u in (self.hold_until[i],)
         }
+        preemptions = pl.DataFrame(
+            self.preemptions,
+            schema={"request_id": pl.String, "at": pl.Int64, "by": pl.String,
+                    "lost_gpu_hours": pl.Float64},
+            orient="row",
+        ).with_columns(pl.col("at").cast(pl.Datetime("us")))  # fmt: skip
         return ReplayResult(
             policy=self.options.policy,
             seed=self.options.seed,
@@ -1812,12 +1882,7 @@ class Replay:
             held=self.holding,
             holds=held,
             preempt=self.preempt,
-            preemptions=pl.DataFrame(
-                self.preemptions,
-                schema={"request_id": pl.String, "at": pl.Int64, "by": pl.String,
-                         "lost_gpu_hours": pl.Float64},
-                orient="row",
-            ).with_columns(pl.col("at").cast(pl.Datetime("us"))),  # fmt: skip
+            preemptions=preemptions,
             lost_gpu_hours=self.lost_us_units / 1e6 / 3600 / _U,
             reservations=self.reservations,
         )
@@ -1979,8 +2044,11 @@ def _replay_task(
         Mapping[str, int] | None, bool | None,
     ],
 ) -> pl.DataFrame:
-    *frames, hold, preempt = args
-    return simulate_replay(*frames, hold=hold, preempt=preempt).curve.drop("instant")  # type: ignore[arg-type]
+    nodes, allocations, requests, options, start, end, empty, queue, hold, preempt = args
+    return simulate_replay(
+        nodes, allocations, requests, options, start, end, empty, queue, hold=hold,
+        preempt=preempt,
+    ).curve.drop("instant")  # fmt: skip
 
 
 def replay_curves(
