@@ -28,6 +28,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime
 from typing import Any
 
@@ -71,7 +72,7 @@ class Demand:
     end: datetime
     record: QueueFigures
 
-    @property
+    @cached_property
     def recorded_nodes(self) -> dict[str, str]:
         """request_id -> the node its single recorded allocation ran on."""
         linked = self.requests.select(

@@ -36,7 +36,7 @@ from fleetaudit.whatif.placement.workload import _DEDUP_AT, LOCALITIES, _fragmen
 POLICIES = PLACEMENT_POLICIES
 _CPU_KEY = np.int64(1) << np.int64(32)  # best-fit key = free GPU units x this + free CPU units
 _CPU_MAX = int(_CPU_KEY) - 1
-_NO_DRAW = ("first-fit", "best-fit", "topology")  # policies that take the only node as it is
+NO_DRAW = ("first-fit", "best-fit", "topology")  # policies that take the only node as it is
 _ROUND = 6  # decimals of a fragmentation delta (micro-GPUs) compared for ties
 
 
@@ -60,6 +60,10 @@ class _Run:
         self.gpuless: np.ndarray | None = gpuless if gpuless.any() else None
         # per model set, its nodes (ascending): no other node can take its pods
         self.set_nodes = [np.flatnonzero(ok) for ok in workload.model_ok]
+        # one request's sizes as Python ints (read once per pod placed or released)
+        self._share, self._count = workload.share.tolist(), workload.count.tolist()
+        self._cpu, self._memory = workload.cpu.tolist(), workload.memory.tolist()
+        self.topology = policy == "topology"  # only it reads the groups' use
         # A single pod placed ``among`` a few nodes is checked and chosen on those
         # nodes only (the same node as over a whole-fleet mask; False: the mask, the
         # reference the replay's tests compare to).
@@ -340,63 +344,80 @@ class _Run:
     # ---- state changes
 
     def _apply(self, r: int, n: int, value: int) -> list[int]:
-        w, st = self.workload, self.state
-        share, count = int(w.share[r]), int(w.count[r])
+        # Python's ints and lists: a node's few GPUs and one request's sizes, where
+        # numpy's per-call cost is most of the work
+        st = self.state
+        share, count = self._share[r], self._count[r]
         row = st.free[n]
+        values = row.tolist()
         if not count:
             used: list[int] = []
         elif share < _U:
-            # a node's few GPUs: Python's list beats numpy's calls
-            values = row.tolist()
             target = value if value >= 0 else min(v for v in values if v >= share)
             gpu = values.index(target)
-            row[gpu] -= share
+            values[gpu] -= share
+            row[gpu] = values[gpu]
             used = [gpu]
         else:
-            used = [g for g, v in enumerate(row.tolist()) if v == _U][:count]
+            used = [g for g, v in enumerate(values) if v == _U][:count]
             for g in used:
                 row[g] = 0
-        st.cpu[n] -= w.cpu[r]
-        st.memory[n] -= w.memory[r]
-        st.group_used[self.fleet.group[n]] += share * count
+                values[g] = 0
+        cpu, memory = self._cpu[r], self._memory[r]
+        st.cpu[n] -= cpu
+        st.memory[n] -= memory
+        if self.topology:
+            st.group_used[self.fleet.group[n]] += share * count
         if self.evictable is not None and self.evictable[r]:
-            self.lp_free[n, used] += share
-            self.lp_cpu[n] += w.cpu[r]
-            self.lp_memory[n] += w.memory[r]
+            for g in used:
+                self.lp_free[n, g] += share
+            self.lp_cpu[n] += cpu
+            self.lp_memory[n] += memory
             self.lp_count[n] += 1
-        self._changed(n)
+        self._changed(n, values)
         return used
 
     def _undo(self, r: int, n: int, used: list[int]) -> None:
-        w, st = self.workload, self.state
-        row, share = st.free[n], int(w.share[r])
+        st = self.state
+        row, share = st.free[n], self._share[r]
         for g in used:
             row[g] += share
-        st.cpu[n] += w.cpu[r]
-        st.memory[n] += w.memory[r]
-        st.group_used[self.fleet.group[n]] -= int(w.share[r]) * int(w.count[r])
+        cpu, memory = self._cpu[r], self._memory[r]
+        st.cpu[n] += cpu
+        st.memory[n] += memory
+        if self.topology:
+            st.group_used[self.fleet.group[n]] -= share * self._count[r]
         if self.evictable is not None and self.evictable[r]:
-            self.lp_free[n, used] -= w.share[r]
-            self.lp_cpu[n] -= w.cpu[r]
-            self.lp_memory[n] -= w.memory[r]
+            for g in used:
+                self.lp_free[n, g] -= share
+            self.lp_cpu[n] -= cpu
+            self.lp_memory[n] -= memory
             self.lp_count[n] -= 1
         self._changed(n)
 
-    def _changed(self, n: int) -> None:
+    def _changed(self, n: int, row: list[int] | None = None) -> None:
+        """Node n's state changed: its derived values again (``row``: its free GPU units
+        as a list, when the caller has them)."""
         st = self.state
-        row = st.free[n].tolist()  # a few GPUs: Python's sum and max beat numpy's calls
+        if row is None:
+            row = st.free[n].tolist()  # a few GPUs: Python's sum and max beat numpy's calls
         total = sum(row)
         st.free_total[n] = total
         st.whole[n] = row.count(_U)
         st.largest[n] = max(row)
         st.version[n] += 1
-        self.best_key[n] = total * _CPU_KEY + min(int(st.cpu[n]), _CPU_MAX)
+        self.best_key[n] = (total << 32) + min(int(st.cpu[n]), _CPU_MAX)
         if self.frag_before is not None:
             self.frag_before[n] = _fragmentation(
                 self.shapes, st.free[n : n + 1], st.cpu[n : n + 1], self.fleet.model[n : n + 1]
             )[0]
         if self.evictable is not None:
             self._pre_dirty.append(n)
+
+    def place_on(self, r: int, n: int) -> list[tuple[int, int, list[int]]] | None:
+        """:meth:`place` of a single pod on node n alone, for a policy that draws nothing
+        (there it takes the one node as it is, or none)."""
+        return [(0, n, self._apply(r, n, -1))] if self.fits_one(r, n) else None
 
     def fits_one(self, r: int, n: int) -> bool:
         """:meth:`fits` on node n alone (a scalar check)."""
@@ -486,7 +507,7 @@ class _Run:
             n, value = self._choose_in(r, *self.fits_in_set(r))
             return None if n < 0 else [(0, n, self._apply(r, n, value))]
         if among is not None and self.narrow and w.pods[r] == 1:
-            if len(among) == 1 and self.policy in _NO_DRAW:  # one node: it fits or not
+            if len(among) == 1 and self.policy in NO_DRAW:  # one node: it fits or not
                 n = int(among[0])
                 return [(0, n, self._apply(r, n, -1))] if self.fits_one(r, n) else None
             n, value = self._choose_in(r, among, self.fits(r, among))

@@ -20,7 +20,7 @@ from fleetaudit.core.times import epoch_us, from_epoch_us
 from fleetaudit.model.capacity import first_fit_decreasing, optional_column
 from fleetaudit.whatif import victims
 from fleetaudit.whatif.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids
-from fleetaudit.whatif.placement.policies import POLICIES, _Run
+from fleetaudit.whatif.placement.policies import NO_DRAW, POLICIES, _Run
 from fleetaudit.whatif.placement.record import QueueFigures, arrivals, as_array, wait_figures
 from fleetaudit.whatif.placement.workload import (
     LOCALITIES,
@@ -689,8 +689,7 @@ class Replay:
         self.start_us, self.end_us = start_us, end_us
         self.submit = submit
         self.arrive_at = np.maximum(submit, start_us)
-        self.remaining = run_us.astype(np.int64)  # run time left: -1 runs past the window
-        self.duration = self.remaining  # (the name the view and the tests knew)
+        self.remaining_l: list[int] = run_us.astype(np.int64).tolist()  # run left; -1: no end
         self.arriving = np.arange(len(submit))
 
         self.named = queue in DISCIPLINES
@@ -737,13 +736,21 @@ class Replay:
         self.group_end: list[int] = []  # the departure (_NEVER: none in the window)
         self.started = self.rejected = 0
 
-        self.preferred = np.full(len(workload.request_ids), -1, dtype=np.int64)
+        self.preferred_l = [-1] * len(workload.request_ids)
         if prefer:
             node_index = {n: i for i, n in enumerate(fleet.node_ids)}
+            pods_l = workload.pods.tolist()
             for r_, rid in enumerate(workload.request_ids):
                 n_ = node_index.get(prefer.get(rid, ""), -1)
-                if n_ >= 0 and workload.pods[r_] == 1:
-                    self.preferred[r_] = n_
+                if n_ >= 0 and pods_l[r_] == 1:
+                    self.preferred_l[r_] = n_
+        self.draws = options.policy not in NO_DRAW  # placing on one node may draw a number
+        # per request, as Python values: read at every event
+        self.low_l: list[bool] = self.low.tolist()
+        self.class_l: list[int] = classes.tolist()
+        self.recorded_start_l: list[int] = self.recorded_start.tolist()
+        self.arrive_l: list[int] = self.arrive_at.tolist()
+        self.limit_l: list[int] = self.limit.tolist()
 
         # Holds: per request the instant it is held until (-1: not held).
         self.hold_mode = hold if isinstance(hold, str) else ("given" if hold else "none")
@@ -884,7 +891,7 @@ class Replay:
 
     def fits_empty(self, r: int) -> bool:
         """Whether request r fits the empty fleet (first-fit); once per replay class."""
-        c = int(self.classes[r])
+        c = self.class_l[r]
         if c not in self.never:
             if self.probe is None:
                 self.probe = _Run(self.fleet, self.workload, "first-fit", 0)
@@ -898,9 +905,9 @@ class Replay:
         """Whether request r would find room now (by evicting, where it may): a probe
         that changes nothing and draws no random number."""
         run, w = self.engine, self.workload
-        after = self.preempt and not self.low[r]
+        after = self.preempt and not self.low_l[r]
         if w.pods[r] == 1:
-            n = int(self.preferred[r])
+            n = self.preferred_l[r]
             if n >= 0 and run.fits_one(r, n):
                 return True  # its recorded node has room
             nodes, ok = run.fits_in_set(r)
@@ -927,9 +934,12 @@ class Replay:
         """Start request r at t if it fits (its recorded node first, when preferred)."""
         run = self.engine
         pods = None
-        n_pref = int(self.preferred[r])
+        n_pref = self.preferred_l[r]
         if n_pref >= 0 and (among is None or n_pref in among):
-            pods = run.place(r, np.array([n_pref], dtype=np.int64))
+            if self.draws:
+                pods = run.place(r, np.array([n_pref], dtype=np.int64))
+            else:
+                pods = run.place_on(r, n_pref)
         if pods is None:
             pods = run.place(r, among)
         if pods is None:
@@ -939,23 +949,26 @@ class Replay:
         if self.started_at[r] < 0:
             self.started_at[r] = t
             self.started += 1
-        self.placed.extend((r, pod, n, used, t, g) for pod, n, used in pods)
-        length = int(self.remaining[r])
+        placed = self.placed
+        for pod, n, used in pods:
+            placed.append((r, pod, n, used, t, g))
+        length = self.remaining_l[r]
         end = t + length if length >= 0 else _NEVER
         self.group_end.append(end)
         if end < self.end_us:
             heapq.heappush(self.heap, (end, self.seq, g))
             self.seq += 1
         self.groups.append((r, pods))
-        if self.preempt and self.low[r]:
+        low = self.low_l[r]
+        if self.preempt and low:
             for _, n, _ in pods:
                 self.evictable_on.setdefault(n, set()).add(g)
         if self.kueue:
             self._charge_placed(r, pods)
-            if self.low[r] and self.charge[r] >= 0:
+            if low and self.charge[r] >= 0:
                 self.low_running.setdefault(int(self.charge[r]), set()).add(g)
         if self.reserving:
-            limit = int(self.limit[r])
+            limit = self.limit_l[r]
             expected = t + limit if limit >= 0 else _NEVER
             w = self.workload
             self.group_slots.append(len(self.slot_units))
@@ -971,14 +984,14 @@ class Replay:
         try:
             if self.try_start(r, t, among):
                 return True
-            return self.preempt and not self.low[r] and self._preempt(r, t)
+            return self.preempt and not self.low_l[r] and self._preempt(r, t)
         finally:
             run.blocked = None
 
     def _freed_domains_room(self, r: int, freed: np.ndarray) -> int:
         """The most pods of r's shape one domain (or node) holding a freed node can take."""
         w, run = self.workload, self.engine
-        after = bool(self.preempt and not self.low[r])
+        after = bool(self.preempt and not self.low_l[r])
         shape = (int(w.locality[r]), int(w.share[r]), int(w.count[r]), int(w.cpu[r]),
                  int(w.memory[r]), int(w.allowed[r]), int(w.pods[r]), after)  # fmt: skip
         most = self.freed_room.get(shape)
@@ -1276,10 +1289,10 @@ class Replay:
             self.rejected += 1
             self.never_ids.append(self.workload.request_ids[r])
             return
-        if self.hold_mode == "record" and self.recorded_start[r] > t and self.has_room(r):
+        if self.hold_mode == "record" and self.recorded_start_l[r] > t and self.has_room(r):
             # It finds room, yet the record started it later: it waited for something
             # other than capacity, and is held until its recorded start.
-            self.hold_until[r] = int(self.recorded_start[r])
+            self.hold_until[r] = self.recorded_start_l[r]
         until = int(self.hold_until[r])
         if until > t:
             self.holding += 1
@@ -1296,7 +1309,7 @@ class Replay:
 
     def enqueue(self, r: int, t: int) -> None:
         """Request r is ready at t: start it or queue it, as the discipline says."""
-        self.key[r] = (int(self.low[r]) << 40) + self.enqueued if self.named else self.enqueued
+        self.key[r] = (int(self.low_l[r]) << 40) + self.enqueued if self.named else self.enqueued
         self.enqueued += 1
         if self.queue == "fifo":
             if not self.fifo and self.try_start(r, t):
@@ -1319,7 +1332,7 @@ class Replay:
         self._start_or_wait(r, t)
 
     def _start_or_wait(self, r: int, t: int) -> None:
-        c = int(self.classes[r])
+        c = self.class_l[r]
         # Indexed: a class that waits and failed everywhere since the last room the
         # queue's passes did not see fails again (a pass leaves every waiting class
         # failing on the freed nodes, and nothing else gained room).
@@ -1332,7 +1345,7 @@ class Replay:
     def _wait(self, r: int, t: int, tried: bool = True) -> None:
         """Put r in its class's queue (``tried``: it failed to start at t; else it was
         evicted, and its class may well fit elsewhere)."""
-        c = int(self.classes[r])
+        c = self.class_l[r]
         if self.gang[r] and tried:
             self.hopeless.add(c)
         q = self.waiting.setdefault(c, [])
@@ -1358,7 +1371,7 @@ class Replay:
         need = int(self.need[r])
         if not need:
             return -2
-        reclaim = self.preempt and not self.low[r]
+        reclaim = self.preempt and not self.low_l[r]
         for m in self.set_models[int(self.workload.allowed[r])].tolist():
             free = self.quota[m] - self.charged[m]
             if free + (self.charged_low[m] if reclaim else 0) >= need:
@@ -1397,7 +1410,7 @@ class Replay:
         if m >= 0:
             self.charge[r] = m
             self.charged[m] += int(self.need[r])
-            if self.low[r]:
+            if self.low_l[r]:
                 self.charged_low[m] += int(self.need[r])
         self.admissions[r] += 1
         groups = len(self.groups)
@@ -1423,7 +1436,7 @@ class Replay:
             return
         if token != self.admissions[r] or r not in self.placing:
             return  # it started (or was admitted again) since
-        c = int(self.classes[r])
+        c = self.class_l[r]
         q = self.waiting[c]
         q.remove((int(self.key[r]), r))
         heapq.heapify(q)
@@ -1452,7 +1465,7 @@ class Replay:
             units = int(self.need[r])
             self.charged[m] -= units
             self.charged[placed] += units
-            if self.low[r]:
+            if self.low_l[r]:
                 self.charged_low[m] -= units
                 self.charged_low[placed] += units
             self.charge[r] = placed
@@ -1461,7 +1474,7 @@ class Replay:
         m = int(self.charge[r])
         if m >= 0:
             self.charged[m] -= int(self.need[r])
-            if self.low[r]:
+            if self.low_l[r]:
                 self.charged_low[m] -= int(self.need[r])
             self.charge[r] = -1
 
@@ -1521,7 +1534,7 @@ class Replay:
         resv = self.reservation
         if resv is None or not len(resv[3]) or self.key[r] <= resv[0]:
             return None
-        limit = int(self.limit[r])
+        limit = self.limit_l[r]
         if limit >= 0 and t + limit <= resv[1]:
             return None  # it ends, by its limit, before the reservation begins
         return resv[2]
@@ -1701,8 +1714,8 @@ class Replay:
             self.freed_later.append(n)
         elapsed = t - self.group_start[g]
         lost = victims.since_checkpoint(elapsed, int(self.checkpoint[rv]))
-        if self.remaining[rv] >= 0:
-            self.remaining[rv] = max(int(self.remaining[rv]) - (elapsed - lost), 0)
+        if self.remaining_l[rv] >= 0:
+            self.remaining_l[rv] = max(self.remaining_l[rv] - (elapsed - lost), 0)
         units = int(w.share[rv]) * int(w.count[rv]) * int(w.pods[rv])
         self.lost_us_units += lost * units
         self.preemptions.append(
@@ -1723,7 +1736,7 @@ class Replay:
 
     def _moved(self, i: int, k: int, source: int, node: int, gpus: list[int]) -> None:
         """The view moved record i (k < 0) or pod k of group i from ``source`` to ``node``."""
-        if k >= 0 and self.preempt and self.low[self.groups[i][0]]:
+        if k >= 0 and self.preempt and self.low_l[self.groups[i][0]]:
             self.evictable_on.setdefault(node, set()).add(i)
             if not any(m == source for _, m, _ in self.groups[i][1]):
                 self.evictable_on.get(source, set()).discard(i)
@@ -1800,14 +1813,15 @@ class Replay:
         if self._done:
             raise RuntimeError("a Replay runs once")
         self._done = True
-        start_us, end_us, arrive_at, arriving = self.start_us, self.end_us, self.arrive_at, self.arriving
+        start_us, end_us, arriving = self.start_us, self.end_us, self.arriving
+        arrive_l = self.arrive_l  # the arrivals' instants, in arrival order
         heap, ready, view = self.heap, self.ready, self.view
         tick_list = [int(x) for x in ticks if start_us <= int(x) < end_us] if on_tick else []
         k_tick = 0
         a = 0
         while True:
             t_dep = heap[0][0] if heap else _NEVER
-            t_arr = int(arrive_at[arriving[a]]) if a < len(arriving) else _NEVER
+            t_arr = arrive_l[a] if a < len(arriving) else _NEVER
             t_ready = ready[0][0] if ready else _NEVER
             if self.timers:
                 t_ready = min(t_ready, self.timers[0][0])
@@ -1843,7 +1857,7 @@ class Replay:
             while ready and ready[0][0] == t:
                 self.release(heapq.heappop(ready)[2], t)
                 self._settle(t)
-            while a < len(arriving) and int(arrive_at[arriving[a]]) == t:
+            while a < len(arriving) and arrive_l[a] == t:
                 self.arrive(int(arriving[a]), a, t)
                 a += 1
                 self._settle(t)
