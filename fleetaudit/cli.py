@@ -50,7 +50,9 @@ from fleetaudit.core.options import (
     HarvestRun,
     OverTimeOptions,
     SlurmGenerateOptions,
+    budget_text,
     duration_text,
+    parse_budget,
 )
 from fleetaudit.core.options import INGEST_FORMATS as FORMATS
 from fleetaudit.core.options import PLACEMENT_POLICIES as POLICIES
@@ -93,6 +95,7 @@ METAVARS = {
     "--harvested-nights": "CHANCE", "--days": "DAYS", "--telemetry-days": "DAYS",
     "--snapshot-time": "TIME", "--tenant-label": "LABEL", "--timezone": "ZONE",
     "--engine": "ENGINE", "--master": "URL", "--interval": "DURATION", "--jobs": "N",
+    "--moves-per-hour": "BUDGET", "--sweep-budget": "BUDGETS", "--target-reduction": "PERCENT",
 }  # fmt: skip
 _TYPE_METAVARS = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT"}
 
@@ -943,12 +946,31 @@ def whatif_placement(
         ),
     ] = False,
     queue: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--queue",
-            help="By-time replay: fifo (strict arrival order) or backfill (later requests start when the head does not fit).",
+            help=f"By-time replay: the queue discipline, {', '.join(PLACEMENT_QUEUES)} "
+            "(default: the one the store's calibration chose; a store without one is "
+            "calibrated first).",
         ),
-    ] = PLACEMENT_QUEUES[0],
+    ] = None,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="By-time replay: first replay the window under every named discipline, "
+            "print each beside the record, and keep the closest as the store's default.",
+        ),
+    ] = False,
+    preempt: Annotated[
+        bool | None,
+        typer.Option(
+            "--preempt/--no-preempt",
+            help="By-time replay: high-priority requests evict low-priority work (default: "
+            "when the window's requests hold both priorities).",
+            show_default=False,
+        ),
+    ] = None,
     at: Annotated[
         str | None,
         typer.Option(
@@ -970,17 +992,22 @@ def whatif_placement(
 ) -> None:
     """Replay the stored requests onto the nodes under placement policies.
 
-    By time (default): arrivals and departures as
-    recorded over [at - since, at), from the state at the window's start (or
-    --empty), waiting requests in a fifo or backfill queue; allocated and
-    fragmented GPU % at every 5% of the window. --fill is the FGD paper's
-    method: no departures, requests in an order shuffled per seed (--in-order:
-    list order) on an empty fleet (resampled with the seed); allocated and
-    fragmented GPU % at every 5% of arrival.
+    By time (default): the requests of [at - since, at) arrive as recorded,
+    from the state at the window's start (or --empty), each running its
+    recorded run time, queued under a discipline operators run (kubernetes,
+    kueue-best-effort-fifo, kueue-strict-fifo, slurm-backfill; high priority
+    evicts low). First the recorded fleet is replayed: the baseline, whose
+    started requests and waits are printed beside the record's; then each
+    policy, with the baseline's holds. Allocated and fragmented GPU % at every
+    5% of the window. --fill is the FGD paper's method: no departures,
+    requests in an order shuffled per seed (--in-order: list order) on an
+    empty fleet (resampled with the seed); allocated and fragmented GPU % at
+    every 5% of arrival.
 
     Examples:
 
-      fleetaudit whatif placement --since 1d --queue backfill
+      fleetaudit whatif placement --since 2d --calibrate
+      fleetaudit whatif placement --since 1d --queue slurm-backfill
       fleetaudit whatif placement --fill 90 --seeds 5 \\
           --policy fgd --policy best-fit
     """
@@ -992,8 +1019,13 @@ def whatif_placement(
     unknown = [p for p in chosen if p not in POLICIES]
     if unknown:
         raise UsageError(f"--policy: unknown {unknown[0]!r}; use {', '.join(POLICIES)}")
-    if fill is not None and (since is not None or empty or queue != PLACEMENT_QUEUES[0]):
-        raise UsageError("--since, --empty and --queue apply to by-time replay, not to --fill")
+    if fill is not None and (
+        since is not None or empty or queue is not None or calibrate or preempt is not None
+    ):
+        raise UsageError(
+            "--since, --empty, --queue, --calibrate and --preempt apply to by-time replay, "
+            "not to --fill"
+        )
     if shuffle and in_order:
         raise UsageError("--shuffle and --in-order: give one of them")
     shuffle = not in_order
@@ -1001,7 +1033,7 @@ def whatif_placement(
         policies=chosen, fill_pct=fill, seeds=seeds, seed=seed, shuffle=shuffle,
         at=_instant(at, "--at"), save_as=save_as,
         since=None if since is None else parse_duration(since, option="--since"),
-        empty=empty, queue=queue,
+        empty=empty, queue=queue, calibrate=calibrate, preempt=preempt,
     )  # fmt: skip
     _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying placements"):
@@ -1083,9 +1115,29 @@ def whatif_compaction(
         str, typer.Option("--every", help="With --over: time between compaction rounds.")
     ] = duration_text(_OVER_TIME.every_s),
     moves_per_hour: Annotated[
+        str,
+        typer.Option(
+            "--moves-per-hour",
+            help="With --over: the migration budget, GPUs that may move per hour (64) or a "
+            "share of the fleet's healthy GPUs per hour (0.1%).",
+        ),
+    ] = budget_text(_OVER_TIME.moves_per_hour, _OVER_TIME.budget_unit),
+    sweep_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep-budget",
+            help="With --over: replay these budgets (comma-separated, e.g. 0.05%,0.1%,0.4%) "
+            "against the one baseline, and report the one nearest --target-reduction in full.",
+        ),
+    ] = None,
+    target_reduction: Annotated[
         float,
-        typer.Option("--moves-per-hour", help="With --over: GPUs that may move per hour (migration budget)."),
-    ] = _OVER_TIME.moves_per_hour,
+        typer.Option(
+            "--target-reduction",
+            help="With --sweep-budget: the change of partially occupied nodes to match, in % "
+            "(default: the ASI paper's).",
+        ),
+    ] = _OVER_TIME.target_reduction_pct,
     policy: Annotated[
         str,
         typer.Option(
@@ -1094,8 +1146,22 @@ def whatif_compaction(
         ),
     ] = _OVER_TIME.policy,
     queue: Annotated[
-        str, typer.Option("--queue", help="With --over: fifo or backfill.")
-    ] = _OVER_TIME.queue,
+        str | None,
+        typer.Option(
+            "--queue",
+            help=f"With --over: the queue discipline, {', '.join(PLACEMENT_QUEUES)} (default: "
+            "the store's calibrated one, see whatif placement --calibrate).",
+        ),
+    ] = None,
+    preempt: Annotated[
+        bool | None,
+        typer.Option(
+            "--preempt/--no-preempt",
+            help="With --over: high-priority requests evict low-priority work (default: when "
+            "the window's requests hold both priorities).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the JSON document (fleetaudit.compaction/1) only.")
     ] = False,
@@ -1131,16 +1197,18 @@ def whatif_compaction(
     GPUs moved. Without a shape option the queued shapes at --at count.
 
     With --over, the window before --at is also replayed by time twice on
-    the same arrivals: without compaction, and with a compaction round every
-    --every that applies at most --moves-per-hour GPUs of moves. It reports
+    the same arrivals: without compaction (the baseline, printed beside the
+    record), and with a compaction round every --every that applies at most
+    --moves-per-hour of moves (GPUs, or a share of the fleet's). It reports
     partially occupied and free nodes along the window, start probabilities,
     requests that started earlier and the migration paid; report then shows
-    this run.
+    this run. --sweep-budget replays several budgets on the one baseline.
 
     Examples:
 
       fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
       fleetaudit shapes --scenario compacted --model H20 --gpus 64
+      fleetaudit whatif compaction --over 2d --sweep-budget 0.05%,0.1%,0.4%
     """
     from fleetaudit.api.compaction_api import CompactionRun, compaction_document
     from fleetaudit.api.compaction_api import whatif_compaction as run_compaction
@@ -1154,9 +1222,17 @@ def whatif_compaction(
     shapes = _shape_options(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
     )
+    budget, unit = parse_budget(moves_per_hour)
+    sweep = tuple(
+        parse_budget(part, option="--sweep-budget")
+        for part in (sweep_budget or "").split(",") if part.strip()
+    )  # fmt: skip
+    if sweep_budget is not None and not sweep:
+        raise UsageError("--sweep-budget: give budgets separated by commas (e.g. 0.05%,0.1%)")
     over_time = replace(
         _OVER_TIME, every_s=parse_duration(every, option="--every").total_seconds(),
-        moves_per_hour=moves_per_hour, policy=policy, queue=queue,
+        moves_per_hour=budget, budget_unit=unit, policy=policy, queue=queue, sweep=sweep,
+        target_reduction_pct=target_reduction, preempt=preempt,
     )  # fmt: skip
     over_s = None if over is None else parse_duration(over, option="--over").total_seconds()
     run = CompactionRun(shapes=shapes, at=_instant(at, "--at"), scenario=scenario,

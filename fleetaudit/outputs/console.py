@@ -20,6 +20,7 @@ from rich.text import Text
 
 from fleetaudit.core.fsutil import stream_fd
 from fleetaudit.core.lazy import LazyModule
+from fleetaudit.core.options import CALIBRATION_STARTS_TOLERANCE_PCT, CALIBRATION_WAIT_FACTOR
 from fleetaudit.core.times import iso, seconds_text
 from fleetaudit.outputs.charts import sparkline
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from fleetaudit.api.compaction_api import CompactionReport
     from fleetaudit.api.harvest_api import HarvestingResult
     from fleetaudit.api.paper_api import PaperResult
-    from fleetaudit.api.placement_api import PlacementResult
+    from fleetaudit.api.placement_api import Baseline, PlacementResult
     from fleetaudit.api.report_api import ReportResult
     from fleetaudit.api.rollup_api import RollupResult
     from fleetaudit.api.shapes_api import ShapeReport, ShapesResult
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from fleetaudit.model import capacity, denominators, occupancy, paper
     from fleetaudit.model import shapes as shapes_model
     from fleetaudit.whatif import compaction_over_time
+    from fleetaudit.whatif.placement.record import QueueFigures
 else:
     pl = LazyModule("polars")
     capacity = LazyModule("fleetaudit.model.capacity")
@@ -597,8 +599,59 @@ def _spark(values: list[float], top: float = 100.0) -> str:
     return "".join(_SPARK[min(len(_SPARK) - 1, max(0, int(v / top * len(_SPARK))))] for v in values)
 
 
+def _wait(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def render_calibration(baseline: Baseline) -> None:
+    """The baseline replay beside the record (every replay-based what-if prints it), with
+    every discipline's when a calibration ran; a note where it misses the record."""
+    fit = baseline.fit
+    table = Table(
+        title=f"baseline: the recorded fleet replayed under {baseline.discipline} "
+        f"({baseline.chosen_by}), beside the record",
+        title_justify="left",
+    )
+    for name in ("", "started", "waiting", "never", "wait p50", "wait p90", "alloc gap"):
+        table.add_column(name, justify="left" if not name else "right", no_wrap=True)
+
+    def row(label: str, f: QueueFigures, gap: str) -> None:
+        table.add_row(label, f"{f.started:,}", f"{f.waiting:,}", f"{f.never:,}",
+                      _wait(f.wait_p50_s), _wait(f.wait_p90_s), gap)  # fmt: skip
+
+    row("record", fit.record, "")
+    fits = baseline.calibration.fits if baseline.calibration is not None else (fit,)
+    for f in fits:
+        mark = "*" if f.discipline == baseline.discipline else ""
+        ok = "" if f.within_tolerance else " !"
+        row(f"{f.discipline}{mark}{ok}", f.replay, f"{f.allocation_gap_pts:.1f} pts")
+    show(table, keys=("started",), drop=("never", "alloc gap"))
+    tol = (
+        f"within {CALIBRATION_STARTS_TOLERANCE_PCT:g}% of the record's starts and a factor "
+        f"{CALIBRATION_WAIT_FACTOR:g} of its waits"
+    )
+    result = baseline.result
+    out.print(
+        f"{fit.record.arrived:,} requests arrived; * the baseline, ! outside the tolerance "
+        f"({tol}); waits of the started requests; alloc gap: mean distance of the allocation "
+        f"curves. Baseline: {result.held:,} held to their recorded start at the end, "
+        f"{result.preemptions.height:,} preemptions ({result.lost_gpu_hours:,.1f} GPU-hours "
+        f"lost), {len(result.never):,} fit no node even empty."
+    )
+    for text in baseline.notes:
+        note(text)
+
+
 def render_placement(result: PlacementResult) -> None:
     """Policies side by side: allocated %/fragmented % along the run, failures, a small curve."""
+    if result.baseline is not None:
+        render_calibration(result.baseline)
     if result.mode == "time":
         key, steps = "instant_pct", [0.0, 25.0, 50.0, 75.0, 100.0]
         title = (
@@ -1203,14 +1256,17 @@ def render_compaction(report: CompactionReport, worst: int = 5) -> None:
 def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
     """The window's rounds (a sample of at most ``rows``), then what compaction changed."""
     over, ot = report.over_time, report.over_time_options
-    if over is None or ot is None:
+    if over is None or ot is None or over.run is None:
         return
-    ticks = over.ticks
+    if report.baseline is not None:
+        render_calibration(report.baseline)
+    ticks, run = over.ticks, over.run
     table = Table(
         title=(
             f"compaction over time, {iso(over.start)} .. {iso(over.end)}: a round every "
-            f"{_duration(ot.every_s)}, at most {ot.moves_per_hour:,.4g} GPUs moved per hour, "
-            f"arrivals placed {ot.policy}, queue {ot.queue}"
+            f"{_duration(ot.every_s)}, at most {run.gpus_per_hour:,.4g} GPUs moved per hour "
+            f"({run.pct_per_hour:.3g}% of {over.fleet_gpus:,}), arrivals placed {ot.policy}, "
+            f"queue {over.discipline}"
         ),
         title_justify="left",
     )
@@ -1264,6 +1320,23 @@ def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
         f"migration paid: {m.moves:,} moves, {m.gpus_moved:,.4g} GPUs moved, "
         f"{m.pause_gpu_hours:,.2f} GPU-hours of pause; {over.seconds:.1f} s"
     )
+    if len(over.runs) > 1 or ot.sweep:
+        sweep = Table(
+            title=f"budgets replayed on the one baseline (target {over.target_reduction_pct:+.1f}% "
+            "partially occupied nodes)",
+            title_justify="left",
+        )
+        for column in ("budget", "GPUs/h", "partial with", "change", "GPUs moved", "pause GPU-h"):
+            sweep.add_column(column, justify="left" if column == "budget" else "right")
+        for r in over.runs:
+            change = r.partial_reduction_pct
+            sweep.add_row(
+                r.given + (" *" if r is run else ""), f"{r.gpus_per_hour:,.4g}",
+                f"{r.partial_with:,.1f}", "-" if change is None else f"{change:+.1f}%",
+                f"{r.gpus_moved:,.4g}", f"{r.migration.pause_gpu_hours:,.2f}",
+            )  # fmt: skip
+        show(sweep, keys=("budget", "change"))
+        out.print(f"* the budget nearest the target: {run.given} (reported above in full)")
     out.print("the one-instant figures above are for the state at the window's end")
 
 
