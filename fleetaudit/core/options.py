@@ -365,3 +365,67 @@ def gpus_per_hour(value: float, unit: str, fleet_gpus: float) -> float:
     (16.0, 64)
     """
     return value * fleet_gpus / 100.0 if unit == "pct" else value
+
+
+REMEDIES_SINCE = timedelta(days=7)
+"""``whatif remedies --since``: the window every remedy is judged on."""
+
+REMEDIES_SHAPES_SHOWN = 4
+"""``whatif remedies``: the heaviest demand shapes whose start probability is shown."""
+
+REMEDIES_MAX_ADD_FACTOR = 1.0
+"""``whatif remedies --target``: without ``--max-add``, the search adds at most this many
+times the model's installed nodes."""
+
+REMEDIES_CPU_STEP = 8.0
+"""``whatif remedies --target``: the CPU increment is searched in steps of this many cores."""
+
+HOURS_PER_MONTH = 730.0
+"""Hours in a month (365 x 24 / 12), for prices per month."""
+
+
+@dataclass(frozen=True)
+class RemediesRun:
+    """What ``whatif remedies`` runs (defaults are the command line's).
+
+    Args:
+        edits: the fleet edits (``fleetaudit.whatif.remedies.Edit``), one remedy row each.
+        compaction: in-place compaction as one more remedy.
+        together: one more row with every edit (and compaction) at once.
+        at, since, step: the window [at - since, at) and the snapshot's sampling step.
+        demand, max_shapes: which demand the shapes are, and how many are evaluated.
+        queue, calibrate, preempt: the baseline's discipline (see ``whatif placement``).
+        deadline: a request starts in time when its wait is at most its own
+            start_deadline_s, else this (None: when it starts in the window).
+        shapes_shown: the heaviest shapes whose start probability the table shows.
+        target: sizing: the start probability to reach for ``target_shape``.
+        max_add: sizing: the most nodes it adds (None: the model's installed nodes).
+        cpu_step: sizing: the CPU increment's step (cores per node).
+        prices: a prices file (CSV or YAML).
+        save_as: save the edited fleet of a one-edit call (or of --together) as a scenario.
+        compaction_options, over_time: compaction's options (one instant, and over time).
+        workers: processes for the rows (None: 2 on a fleet of 1,000 nodes or more, else 1).
+    """
+
+    edits: tuple[Any, ...] = ()
+    compaction: bool = False
+    together: bool = False
+    at: datetime | None = None
+    since: timedelta = REMEDIES_SINCE
+    step: timedelta = REPORT_STEP
+    demand: str | None = None
+    max_shapes: int = 20
+    queue: str | None = None
+    calibrate: bool = False
+    preempt: bool | None = None
+    deadline: timedelta | None = None
+    shapes_shown: int = REMEDIES_SHAPES_SHOWN
+    target: float | None = None
+    target_shape: Any = None
+    max_add: int | None = None
+    cpu_step: float = REMEDIES_CPU_STEP
+    prices: Any = None
+    save_as: str | None = None
+    compaction_options: CompactionOptions = CompactionOptions()
+    over_time: OverTimeOptions = OverTimeOptions()
+    workers: int | None = None

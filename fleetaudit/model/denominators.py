@@ -261,6 +261,7 @@ class ShapeOutlook:
     usable_gpu_hours: float  # its usable GPUs where it was the best shape
     requests: int | None = None  # requests of the window's demand it stands for
     demand_weight: float | None = None  # their weight (fleetaudit.model.demand.WEIGHTS)
+    instances_mean: float | None = None  # its instances, mean over the instants (whole-GPU shapes)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -759,6 +760,7 @@ def schedulable(
                 wait_p90_s=p90,
                 best_instants=best.height,
                 usable_gpu_hours=float(best["usable"].sum()) * hours,
+                instances_mean=float(per_shape[i]["instances"].mean()) if i in per_shape else None,
             )
         )
     kept = {

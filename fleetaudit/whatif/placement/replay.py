@@ -232,6 +232,35 @@ def _replay_classes(
     return _row_ids(np.column_stack(columns))
 
 
+def _model_speeds(requests: pl.DataFrame, models: list[str]) -> dict[int, dict[int, float]]:
+    """Per request (by row), its speed on the models its ``model_speed`` names
+    ("MODEL=SPEED|MODEL=SPEED", SPEED in (0, 1]: the share of its recorded speed it
+    runs at there); models the fleet lacks are left out. Empty without the column.
+
+    >>> frame = pl.DataFrame({"model_speed": [None, "B=0.8", "C=0.5|A=1"]})
+    >>> _model_speeds(frame, ["A", "B"])
+    {1: {1: 0.8}, 2: {0: 1.0}}
+    """
+    if "model_speed" not in requests.columns:
+        return {}
+    index = {m: i for i, m in enumerate(models)}
+    out: dict[int, dict[int, float]] = {}
+    parsed: dict[str, dict[int, float]] = {}
+    for r, text in enumerate(requests["model_speed"].cast(pl.String).to_list()):
+        if not text:
+            continue
+        if text not in parsed:
+            speeds: dict[int, float] = {}
+            for part in text.split("|"):
+                model, _, speed = part.partition("=")
+                if model.strip() in index:
+                    speeds[index[model.strip()]] = float(speed)
+            parsed[text] = speeds
+        if parsed[text]:
+            out[r] = parsed[text]
+    return out
+
+
 def _check_replay(options: PlacementOptions, start: datetime, end: datetime, queue: str) -> None:
     if options.policy not in POLICIES:
         raise UsageError(f"unknown policy {options.policy!r}: use one of {', '.join(POLICIES)}")
@@ -676,6 +705,11 @@ class Replay:
             as_array(optional_column(window, "checkpoint_s", pl.Float64, None), 0), 0
         )
         # (without a start_time column the record says nothing of starts: nothing is held)
+        # A request's speed on some models (``model_speed``: "MODEL=0.8|..."), relative
+        # to its recorded run: there it runs 1/speed times as long (a port to another
+        # accelerator). Its run left is kept in recorded time.
+        self.speeds: dict[int, dict[int, float]] = _model_speeds(window, fleet.models)
+        self.group_speed: list[float] = []
         self.recorded_start = as_array(
             optional_column(window, "start_time", pl.Datetime("us"), None), _NEVER
         ) if "start_time" in window.columns else np.full(len(submit), -1, dtype=np.int64)
@@ -953,6 +987,12 @@ class Replay:
         for pod, n, used in pods:
             placed.append((r, pod, n, used, t, g))
         length = self.remaining_l[r]
+        speed = 1.0
+        if self.speeds and r in self.speeds:
+            speed = self.speeds[r].get(int(self.fleet.model[pods[0][1]]), 1.0)
+            if length > 0:
+                length = math.ceil(length / speed)
+        self.group_speed.append(speed)
         end = t + length if length >= 0 else _NEVER
         self.group_end.append(end)
         if end < self.end_us:
@@ -969,7 +1009,7 @@ class Replay:
                 self.low_running.setdefault(int(self.charge[r]), set()).add(g)
         if self.reserving:
             limit = self.limit_l[r]
-            expected = t + limit if limit >= 0 else _NEVER
+            expected = t + math.ceil(limit / speed) if limit >= 0 else _NEVER
             w = self.workload
             self.group_slots.append(len(self.slot_units))
             for _, n, used in pods:
@@ -1715,7 +1755,10 @@ class Replay:
         elapsed = t - self.group_start[g]
         lost = victims.since_checkpoint(elapsed, int(self.checkpoint[rv]))
         if self.remaining_l[rv] >= 0:
-            self.remaining_l[rv] = max(self.remaining_l[rv] - (elapsed - lost), 0)
+            done = elapsed - lost
+            if self.group_speed[g] != 1.0:
+                done = math.floor(done * self.group_speed[g])
+            self.remaining_l[rv] = max(self.remaining_l[rv] - done, 0)
         units = int(w.share[rv]) * int(w.count[rv]) * int(w.pods[rv])
         self.lost_us_units += lost * units
         self.preemptions.append(
