@@ -49,6 +49,7 @@ from fleetaudit.core.options import (
     GenerateOptions,
     HarvestRun,
     OverTimeOptions,
+    RemediesRun,
     SlurmGenerateOptions,
     budget_text,
     duration_text,
@@ -95,7 +96,10 @@ METAVARS = {
     "--harvested-nights": "CHANCE", "--days": "DAYS", "--telemetry-days": "DAYS",
     "--snapshot-time": "TIME", "--tenant-label": "LABEL", "--timezone": "ZONE",
     "--engine": "ENGINE", "--master": "URL", "--interval": "DURATION", "--jobs": "N",
-    "--moves-per-hour": "BUDGET", "--sweep-budget": "BUDGETS", "--target-reduction": "PERCENT",
+    "--moves-per-hour": "BUDGET", "--add": "MODEL:N", "--remove": "MODEL:N|PATH",
+    "--cpus": "MODEL:+N", "--memory": "MODEL:+GIB", "--port": "FROM=TO:SPEED",
+    "--merge-level": "LEVEL", "--target": "p_start=P", "--prices": "PATH",
+    "--into-switches": "WHERE", "--max-add": "N", "--cpu-step": "CORES", "--demand": "MODE", "--sweep-budget": "BUDGETS", "--target-reduction": "PERCENT",
 }  # fmt: skip
 _TYPE_METAVARS = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT"}
 
@@ -893,7 +897,8 @@ whatif = typer.Typer(
     cls=ReadableGroup,
     name="whatif",
     help=(
-        "Replay what-ifs offline: placement, in-place compaction, standby harvesting."
+        "Replay what-ifs offline: placement, in-place compaction, standby harvesting, "
+        "remedies side by side."
     ),
     no_args_is_help=True,
 )
@@ -1046,6 +1051,7 @@ def whatif_placement(
 
 _COMPACTION = CompactionOptions()
 _OVER_TIME = OverTimeOptions()
+_REMEDIES = RemediesRun()
 
 
 @whatif.command("compaction")
@@ -1246,6 +1252,197 @@ def whatif_compaction(
         report, as_json, as_csv, compaction_document,
         console.render_compaction, console.compaction_frame,
     )  # fmt: skip
+
+
+@whatif.command("remedies")
+@handled
+def whatif_remedies(
+    add: Annotated[
+        list[str] | None,
+        typer.Option("--add", help="Buy GPUs: MODEL:N nodes like the model's typical node, or "
+                     "MODEL:N:gpus=8,cpus=192,memory=2048 (repeatable; each is a remedy)."),
+    ] = None,
+    into_switches: Annotated[
+        str,
+        typer.Option("--into-switches", help="Where --add puts its nodes: new (switch domains "
+                     "of the model's typical size) or existing (its partial domains first)."),
+    ] = "new",
+    remove: Annotated[
+        list[str] | None,
+        typer.Option("--remove", help="MODEL:N of the model's emptiest healthy nodes, or a file "
+                     "of node ids (one a line, or a CSV with node_id) (repeatable)."),
+    ] = None,
+    cpus: Annotated[
+        list[str] | None,
+        typer.Option("--cpus", help="CPU balancing: MODEL:+N more host CPU cores per node (repeatable)."),
+    ] = None,
+    memory: Annotated[
+        list[str] | None,
+        typer.Option("--memory", help="MODEL:+GIB more host memory per node (repeatable)."),
+    ] = None,
+    merge_level: Annotated[
+        str | None,
+        typer.Option("--merge-level", help="Topology repair: block lets a switch-locality "
+                     "request use its whole block (its switches merged into one domain)."),
+    ] = None,
+    port: Annotated[
+        list[str] | None,
+        typer.Option("--port", help="Portability: FROM=TO:SPEED, a request pinned to FROM may run "
+                     "on TO at SPEED (0.8: its run takes 1/0.8 as long); several maps joined by commas (repeatable)."),
+    ] = None,
+    compaction: Annotated[
+        bool,
+        typer.Option("--compaction", help="In-place compaction as one more remedy (at sampled "
+                     "instants, and over the window with --every and --moves-per-hour)."),
+    ] = False,
+    together: Annotated[
+        bool,
+        typer.Option("--together", help="Add a row with every edit (and --compaction) at once."),
+    ] = False,
+    target: Annotated[
+        str | None,
+        typer.Option("--target", help="Sizing: p_start=0.95, the start probability the shape "
+                     "(--model M --gpus G ... or --shapes FILE) must reach; finds the fewest "
+                     "nodes of M to add, and separately the fewest CPUs per node."),
+    ] = None,
+    model: ModelOption = None,
+    gpus: GpusOption = None,
+    gpus_per_pod: GpusPerPodOption = None,
+    cpus_per_gpu: CpusPerGpuOption = None,
+    memory_gib_per_gpu: MemoryPerGpuOption = None,
+    locality: LocalityOption = None,
+    duration: DurationOption = None,
+    shapes_file: ShapesFileOption = None,
+    max_add: Annotated[
+        int | None,
+        typer.Option("--max-add", help="Sizing: the most nodes to add (default: the model's installed nodes)."),
+    ] = None,
+    cpu_step: Annotated[
+        float, typer.Option("--cpu-step", help="Sizing: the CPU increment's step, cores per node.")
+    ] = _REMEDIES.cpu_step,
+    prices: Annotated[
+        Path | None,
+        typer.Option("--prices", help="A prices file (CSV or YAML; docs/remedies.md): each "
+                     "remedy's cost a month and per extra GPU-hour served, ranked."),
+    ] = None,
+    since: Annotated[
+        str, typer.Option("--since", help="The window [at - since, at) every remedy is judged on.")
+    ] = duration_text(_REMEDIES.since),
+    step: Annotated[
+        str, typer.Option("--step", help="The snapshot's sampling step (as report's).")
+    ] = duration_text(_REMEDIES.step),
+    deadline: Annotated[
+        str | None,
+        typer.Option("--deadline", help="A request starts in time when it waits at most its own "
+                     "start_deadline_s, else this (default: when it starts in the window)."),
+    ] = None,
+    demand: Annotated[
+        str | None,
+        typer.Option("--demand", help="The demand's shapes: waited, submitted or queued (as report's)."),
+    ] = None,
+    queue: Annotated[
+        str | None,
+        typer.Option("--queue", help=f"The replay's queue discipline, {', '.join(PLACEMENT_QUEUES)} "
+                     "(default: the store's calibrated one)."),
+    ] = None,
+    calibrate: Annotated[
+        bool, typer.Option("--calibrate", help="Calibrate the discipline again first.")
+    ] = False,
+    preempt: Annotated[
+        bool | None,
+        typer.Option("--preempt/--no-preempt", help="High-priority requests evict low-priority "
+                     "work (default: when the window's requests hold both priorities).",
+                     show_default=False),
+    ] = None,
+    every: Annotated[
+        str, typer.Option("--every", help="--compaction: time between rounds over the window.")
+    ] = duration_text(_OVER_TIME.every_s),
+    moves_per_hour: Annotated[
+        str,
+        typer.Option("--moves-per-hour", help="--compaction: GPUs that may move an hour, or a "
+                     "share of the fleet's (0.1%)."),
+    ] = budget_text(_OVER_TIME.moves_per_hour, _OVER_TIME.budget_unit),
+    at: WindowEndOption = None,
+    save_as: Annotated[
+        str | None,
+        typer.Option("--save-as", help="Save the edited fleet (of one edit, or of --together) as a "
+                     "scenario that every command reads with --scenario."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.remedies/1) only.")
+    ] = False,
+    as_csv: CsvOption = False,
+    db: DbOption = Path(DEFAULT_DB),
+    lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
+    quiet: QuietOption = False,
+) -> None:
+    """Compare remedies on the same demand: buy GPUs, add CPUs, repair topology, port, compact.
+
+    The recorded fleet is replayed first (the calibrated baseline of whatif
+    placement); each edit given is one more row, evaluated on the same window
+    and demand: the report's schedulable snapshot (usable and stranded
+    GPU-hours, by cause) and the replay of the window's arrivals (started,
+    waits, start probability per shape, GPU-hours served, work left waiting),
+    each with its change against the baseline. --target sizes a purchase by a
+    bisection of replays; --prices prices and ranks the remedies.
+
+    Examples:
+
+      fleetaudit whatif remedies --since 2d --add H20:4 --cpus A10:+32 --port H800=H20:0.8
+      fleetaudit whatif remedies --since 2d --add H800:2 --compaction --together
+      fleetaudit whatif remedies --since 2d --target p_start=0.9 --model H800 --gpus 8 \\
+          --cpus-per-gpu 8 --max-add 8
+      fleetaudit whatif remedies --since 2d --add H20:4 --prices prices.yaml --json
+    """
+    from fleetaudit.api.remedies_api import read_node_list, remedies_document
+    from fleetaudit.api.remedies_api import whatif_remedies as run_remedies
+    from fleetaudit.whatif import remedies as rm
+
+    edits = [rm.parse_add(text, into_switches) for text in add or ()]
+    for text in remove or ():
+        listed = read_node_list(Path(text)) if Path(text).is_file() else None
+        edits.append(rm.parse_remove(text, listed))
+    edits += [rm.parse_delta("cpus", text) for text in cpus or ()]
+    edits += [rm.parse_delta("memory", text) for text in memory or ()]
+    if merge_level is not None:
+        edits.append(rm.parse_merge(merge_level))
+    edits += [rm.parse_port(text) for text in port or ()]
+    shapes = _shape_options(
+        model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
+    )
+    if len(shapes) > 1:
+        raise UsageError("--target: give one shape (the options, or a --shapes file of one row)")
+    budget, unit = parse_budget(moves_per_hour)
+    run = replace(
+        _REMEDIES, edits=tuple(edits), compaction=compaction, together=together,
+        at=_instant(at, "--at"), since=parse_duration(since, option="--since"),
+        step=parse_duration(step, option="--step"), demand=demand, queue=queue,
+        calibrate=calibrate, preempt=preempt,
+        deadline=None if deadline is None else parse_duration(deadline, option="--deadline"),
+        target=None if target is None else _target(target), target_shape=shapes[0] if shapes else None,
+        max_add=max_add, cpu_step=cpu_step, prices=prices, save_as=save_as,
+        over_time=replace(_OVER_TIME, every_s=parse_duration(every, option="--every").total_seconds(),
+                          moves_per_hour=budget, budget_unit=unit),
+    )  # fmt: skip
+    if shapes and target is None:
+        raise UsageError("the shape options apply with --target (sizing)")
+    if cpu_step <= 0:
+        raise UsageError("--cpu-step: give a positive number of cores")
+    _one_format(as_json=as_json, as_csv=as_csv)
+    with console.progress_status("replaying remedies"):
+        result = run_remedies(_store(db, lock_timeout), run)
+    _show(result, as_json, as_csv, remedies_document, console.render_remedies, console.remedies_frame)
+
+
+def _target(text: str) -> float:
+    """``p_start=0.95`` (or ``0.95``) as 0.95."""
+    name, _, value = text.rpartition("=")
+    if name.strip() not in ("", "p_start"):
+        raise UsageError(f"--target: give p_start=P (e.g. p_start=0.95), not {text!r}")
+    try:
+        return float(value)
+    except ValueError:
+        raise UsageError(f"--target: {value!r} is not a probability (e.g. 0.95)") from None
 
 
 @whatif.command("harvesting")

@@ -23,6 +23,12 @@ CREATE TABLE IF NOT EXISTS scenario_allocations (
     memory_gib DOUBLE, priority VARCHAR, workload VARCHAR, tenant VARCHAR,
     start_time TIMESTAMP, end_time TIMESTAMP, checkpoint_interval_s DOUBLE, sleepable BOOLEAN
 );
+-- the fleet of a scenario saved by an edit of the nodes (whatif remedies); a scenario
+-- without rows here reads the recorded nodes
+CREATE TABLE IF NOT EXISTS scenario_nodes (
+    scenario VARCHAR, node_id VARCHAR, gpu_model VARCHAR, gpus BIGINT, cpus DOUBLE,
+    memory_gib DOUBLE, switch_id VARCHAR, health VARCHAR, block_id VARCHAR
+);
 CREATE TABLE IF NOT EXISTS whatif_runs (
     run_id BIGINT, created_at TIMESTAMP, kind VARCHAR, "at" TIMESTAMP, scenario VARCHAR,
     ingest_id BIGINT, options VARCHAR, document VARCHAR

@@ -359,9 +359,20 @@ def load_frames(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Nodes and the allocations active at some instant of [start, end)."""
     check_scenario(store, scenario)
-    nodes = store.query("nodes")
+    nodes = nodes_of(store, scenario)
     frames = [store.query("allocations_overlapping", start=start, end=end, scenario=scenario)]
     return nodes, by_alloc_id(frames)
+
+
+def nodes_of(store: Store, scenario: str | None = None) -> pl.DataFrame:
+    """The fleet's nodes: the recorded ones, or those a scenario saved with its edited
+    fleet (``whatif remedies --save-as``; a scenario of allocations alone reads the
+    recorded nodes)."""
+    if scenario is not None and "scenario_nodes" in store.table_names():
+        saved = store.query("scenario_nodes", scenario=scenario)
+        if saved.height:
+            return saved
+    return store.query("nodes")
 
 
 def by_alloc_id(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -476,6 +487,7 @@ def save_scenario(
     command: str,
     options: dict[str, Any],
     at: datetime,
+    nodes: pl.DataFrame | None = None,
 ) -> None:
     """Save an allocation state as scenario ``name`` (replacing one of that name).
 
@@ -483,6 +495,8 @@ def save_scenario(
         allocations: rows in the allocations columns, plus ``removed`` (bool) on
             base ``recorded``; they override recorded rows by alloc_id.
         base: ``recorded`` or ``empty`` (the rows are the whole state).
+        nodes: the scenario's own fleet (an edited nodes frame), which every command
+            reading the scenario then reads instead of the recorded nodes.
     """
     if base not in ("recorded", "empty"):
         raise ValueError(f"unknown scenario base {base!r}")
@@ -508,6 +522,7 @@ def save_scenario(
     )
     with store.transaction():
         store.execute("delete_scenario_rows", name=name)
+        store.execute("delete_scenario_nodes", name=name)
         store.execute("delete_scenario", name=name)
         store.execute(
             "insert_scenario",
@@ -519,6 +534,18 @@ def save_scenario(
         )
         store.register_frame("_fa_scenario_rows", frame)
         store.run("INSERT INTO scenario_allocations SELECT * FROM _fa_scenario_rows")
+        if nodes is not None:
+            from fleetaudit.model.capacity import optional_column
+
+            fleet = nodes.select(
+                pl.lit(name).alias("scenario"),
+                *(optional_column(nodes, c, t, None).alias(c) for c, t in (
+                    ("node_id", pl.String), ("gpu_model", pl.String), ("gpus", pl.Int64),
+                    ("cpus", pl.Float64), ("memory_gib", pl.Float64), ("switch_id", pl.String),
+                    ("health", pl.String), ("block_id", pl.String))),
+            )  # fmt: skip
+            store.register_frame("_fa_scenario_nodes", fleet)
+            store.run("INSERT INTO scenario_nodes SELECT * FROM _fa_scenario_nodes")
 
 
 # -- recorded what-if runs -------------------------------------------------------------
@@ -538,12 +565,12 @@ def record_whatif_run(
     """Keep a what-if's ``--json`` document in the store, so ``report`` can show it.
 
     Args:
-        kind: one of :data:`WHATIF_KINDS`, ``compaction_over_time`` or ``calibration``
+        kind: one of :data:`WHATIF_KINDS`, ``compaction_over_time``, ``remedies`` or ``calibration``
             (the queue discipline a replay calibration chose, which later replays reuse).
         run_options: the options it ran with (JSON-serialisable; datetimes become text).
         document: the SPEC document the run printed.
     """
-    if kind not in (*WHATIF_KINDS, "compaction_over_time", "calibration"):
+    if kind not in (*WHATIF_KINDS, "compaction_over_time", "remedies", "calibration"):
         raise ValueError(f"unknown what-if kind {kind!r}")
     with writing(options) as store:
         store.execute(

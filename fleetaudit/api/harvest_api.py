@@ -20,6 +20,7 @@ from fleetaudit.api import (
     StoreOptions,
     by_alloc_id,
     check_scenario,
+    nodes_of,
     reading,
     record_whatif_run,
     resolve_at,
@@ -155,7 +156,7 @@ def _whatif_harvesting(
         warming = stack.enter_context(ThreadPoolExecutor(1)).submit(harvest.warm_up)
         report("reading allocations and telemetry")
         check_scenario(store, run.scenario)
-        nodes = store.query("nodes")
+        nodes = nodes_of(store, run.scenario)
         allocations = by_alloc_id(
             [store.query("harvest_allocations", start=start, end=end, scenario=run.scenario)]
         )

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from fleetaudit.api.harvest_api import HarvestingResult
     from fleetaudit.api.paper_api import PaperResult
     from fleetaudit.api.placement_api import Baseline, PlacementResult
+    from fleetaudit.api.remedies_api import RemediesResult, RemedyRow, Sizing
     from fleetaudit.api.report_api import ReportResult
     from fleetaudit.api.rollup_api import RollupResult
     from fleetaudit.api.shapes_api import ShapeReport, ShapesResult
@@ -1486,6 +1487,247 @@ def compaction_frame(report: CompactionReport) -> pl.DataFrame:
         rows, schema={"figure": pl.String, "before": pl.Float64, "after": pl.Float64},
         orient="row",
     )  # fmt: skip
+
+
+def remedies_frame(result: RemediesResult) -> pl.DataFrame:
+    """``whatif remedies --csv``: one row per remedy (the baseline first), every figure
+    of the terminal's tables, unrounded, and the change against the baseline."""
+    base = result.rows[0]
+    rows = []
+    for row in result.rows:
+        snap, b = row.snapshot, row.snapshot_base or base.snapshot
+        r, rb = row.replay, base.replay
+        out: dict[str, Any] = {"remedy": row.name, "kind": row.kind}
+        for name in ("idle", "usable", *denominators.SPLIT):
+            out[f"{name}_gpu_hours"] = snap.hours[name]
+            out[f"{name}_gpu_hours_change"] = snap.hours[name] - b.hours[name]
+        out["stranded_gpu_hours"] = snap.stranded
+        out["stranded_gpu_hours_change"] = snap.stranded - b.stranded
+        out["snapshot_instants"] = snap.instants
+        for name in ("started", "waiting", "never", "wait_p50_s", "wait_p90_s",
+                     "served_gpu_hours", "waiting_gpus", "preemptions", "lost_gpu_hours"):  # fmt: skip
+            value, was = getattr(r, name), getattr(rb, name)
+            out[name] = value
+            out[f"{name}_change"] = None if value is None or was is None else value - was
+        for i, shape in enumerate(result.shapes):
+            out[f"p_start_{i + 1}"] = r.p_start[i]
+        cost = row.cost or {}
+        out["cost_per_month"] = cost.get("per_month")
+        out["extra_gpu_hours_per_month"] = cost.get("extra_gpu_hours_per_month")
+        out["cost_per_extra_gpu_hour"] = cost.get("per_extra_gpu_hour")
+        out["rank"] = cost.get("rank")
+        rows.append(out)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _signed(value: float | None, digits: int = 0, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if round(value, digits) == 0:
+        return "±0" + unit
+    return f"{value:+,.{digits}f}{unit}"
+
+
+def _two(value: str, change: str | None) -> str:
+    """A figure and, on the line below, its change against the baseline."""
+    return value if change is None else f"{value}\n({change})"
+
+
+def _remedies_table(title: str, heads: Sequence[str]) -> Table:
+    table = Table(title=title, title_justify="left", show_lines=True)
+    table.add_column("remedy")
+    for head in heads:
+        table.add_column(head, justify="right")
+    return table
+
+
+def _wait_change(value: float | None, base: float | None) -> str | None:
+    if value is None or base is None:
+        return None if value is None and base is None else "-"
+    delta = value - base
+    return "±0" if abs(delta) < 0.5 else ("+" if delta > 0 else "-") + _wait(abs(delta))
+
+
+def render_remedies(result: RemediesResult) -> None:
+    """The remedies side by side: the snapshot, the replay, start probability per shape,
+    money; each figure of a remedy with its change against the baseline below it."""
+    render_calibration(result.baseline)
+    base = result.rows[0]
+    window = f"{iso(result.start)} .. {iso(result.at)}"
+    head = (
+        f"remedies on the window {window} ({result.hours:,.0f} h), {result.baseline.discipline} "
+        f"queue, {result.fleet_gpus:,} healthy GPUs; each remedy's figures with the change "
+        "against the recorded fleet (baseline) below them"
+    )
+    out.print(head)
+
+    def add(table: Table, row: RemedyRow, cells: list[tuple[str, str | None]]) -> None:
+        first = row is base
+        table.add_row(row.name, *(_two(v, None if first else c) for v, c in cells))
+
+    snap = _remedies_table(
+        f"snapshot: GPU-hours over the window's {base.snapshot.instants:,} sampled instants "
+        "(the report's schedulable denominator, on the recorded allocations)",
+        ["idle", "usable", "stranded", "unqueued"],
+    )
+    causes = _remedies_table("stranded GPU-hours by cause", list(CAUSE_HEADS))
+    for row in result.rows:
+        s, b = row.snapshot, row.snapshot_base or base.snapshot
+        add(snap, row, [
+            (_gh(s.hours["idle"]), _signed(s.hours["idle"] - b.hours["idle"])),
+            (_gh(s.hours["usable"]), _signed(s.hours["usable"] - b.hours["usable"])),
+            (_gh(s.stranded), _signed(s.stranded - b.stranded)),
+            (_gh(s.hours["unqueued"]), _signed(s.hours["unqueued"] - b.hours["unqueued"])),
+        ])  # fmt: skip
+        add(causes, row, [(_gh(s.hours[c]), _signed(s.hours[c] - b.hours[c])) for c in CAUSE_HEADS])
+    show(snap, fold=("remedy",))
+    show(causes, fold=("remedy",))
+    partial = [r for r in result.rows if r.snapshot_base is not None]
+    for row in partial:
+        out.print(
+            f"{row.name}: its snapshot samples {row.snapshot.instants} of the instants (a "
+            "compaction search at each), beside the fleet without it at the same instants"
+        )
+    replay = _remedies_table(
+        "replay of the window's arrivals (the baseline's holds and discipline)",
+        ["started", "waiting at end", "wait p50", "wait p90"],
+    )
+    served = _remedies_table(
+        "GPU-hours the replayed requests held in the window, and what was left",
+        ["GPU-hours served", "GPUs waiting at end", "preemptions", "GPU-hours lost"],
+    )
+    for row in result.rows:
+        r, rb = row.replay, base.replay
+        add(replay, row, [
+            (f"{r.started:,}", _signed(r.started - rb.started)),
+            (f"{r.waiting:,}", _signed(r.waiting - rb.waiting)),
+            (_wait(r.wait_p50_s), _wait_change(r.wait_p50_s, rb.wait_p50_s)),
+            (_wait(r.wait_p90_s), _wait_change(r.wait_p90_s, rb.wait_p90_s)),
+        ])  # fmt: skip
+        add(served, row, [
+            (_gh(r.served_gpu_hours), _signed(r.served_gpu_hours - rb.served_gpu_hours)),
+            (_gh(r.waiting_gpus), _signed(r.waiting_gpus - rb.waiting_gpus)),
+            (f"{r.preemptions:,}", _signed(r.preemptions - rb.preemptions)),
+            (_gh(r.lost_gpu_hours), _signed(r.lost_gpu_hours - rb.lost_gpu_hours)),
+        ])  # fmt: skip
+    show(replay, fold=("remedy",))
+    show(served, fold=("remedy",))
+    if result.shown:
+        deadline = (
+            "their own start deadline, else " + (
+                _duration(result.deadline_s) if result.deadline_s is not None
+                else "the window's end"
+            )
+        )
+        probability = _remedies_table(
+            f"start probability in the replay: the share of each shape's arrivals that started "
+            f"within {deadline}",
+            [f"S{i + 1}" for i in range(result.shown)],
+        )
+        for row in result.rows:
+            r, rb = row.replay, base.replay
+            add(probability, row, [
+                (_pct1(r.p_start[i]), None if r.p_start[i] is None or rb.p_start[i] is None
+                 else _signed(100 * (r.p_start[i] - rb.p_start[i]), 1, " pts"))  # type: ignore[operator]
+                for i in range(result.shown)
+            ])  # fmt: skip
+        show(probability, fold=("remedy",))
+        for i, shape in enumerate(result.shapes[: result.shown]):
+            arrived = base.replay.shape_arrivals[i]
+            out.print(f"S{i + 1}: {shape.label()} ({arrived:,} arrived)")
+    for row in result.rows:
+        if row.compaction is not None:
+            _render_remedy_compaction(row)
+    if result.prices is not None:
+        _render_remedy_money(result)
+    for sizing in result.sizing:
+        _render_sizing(sizing)
+    for row in result.rows[1:]:
+        for text in row.notes:
+            note(f"{row.name}: {text}")
+    if result.saved:
+        out.print(
+            f"saved the edited fleet of {result.rows[-1].name} as scenario {result.saved!r}; "
+            f"read it with --scenario {result.saved}"
+        )
+    for text in result.notes:
+        note(text)
+
+
+CAUSE_HEADS = ("interval", "fragment", "cpu_memory", "topology")
+
+
+def _render_remedy_compaction(row: RemedyRow) -> None:
+    info = row.compaction or {}
+    ledger, over = info.get("ledger") or {}, info.get("over_time") or {}
+    migration = ledger.get("migration") or {}
+    reduction = over.get("partial_nodes_reduction_pct")
+    out.print(
+        f"{row.name}: at {info.get('ledger_at')} the one-instant ledger moves "
+        f"{ledger.get('moves', 0):,} allocations ({ledger.get('gpus_moved', 0):,} GPUs; pause "
+        f"{migration.get('pause_gpu_hours', 0):,.1f} GPU-hours), partially occupied nodes "
+        f"{ledger.get('partial_nodes', ['-', '-'])[0]} -> {ledger.get('partial_nodes', ['-', '-'])[1]}; "
+        f"over the window {over.get('rounds', 0):,} rounds moved {over.get('gpus_moved', 0):,} GPUs "
+        f"({over.get('budget_gpus_per_hour', 0):,} GPUs an hour at most), pause "
+        f"{over.get('pause_gpu_hours', 0):,.1f} GPU-hours, partially occupied nodes "
+        + ("-" if reduction is None else f"{reduction:+.1f}%")
+    )
+
+
+def _money(value: float | None, currency: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" + (f" {currency}" if currency else "")
+
+
+def _render_remedy_money(result: RemediesResult) -> None:
+    prices = result.prices
+    assert prices is not None
+    currency = prices.currency
+    table = _remedies_table(
+        f"money (prices from {prices.source}): the remedy's cost a month, the GPU-hours it "
+        "serves beyond the baseline a month, and their ratio (rank: cheapest first)",
+        ["cost a month", "extra GPU-hours a month", "per extra GPU-hour", "rank"],
+    )
+    for row in result.rows[1:]:
+        cost = row.cost or {}
+        per = cost.get("per_extra_gpu_hour")
+        table.add_row(
+            row.name,
+            _money(cost.get("per_month"), currency),
+            _signed(cost.get("extra_gpu_hours_per_month")),
+            "-" if per is None else f"{per:,.2f}",
+            "-" if cost.get("rank") is None else str(cost["rank"]),
+        )
+    show(table, fold=("remedy",))
+    for row in result.rows[1:]:
+        for text in (row.cost or {}).get("notes", []):
+            note(f"{row.name}: {text}")
+
+
+def _render_sizing(sizing: Sizing) -> None:
+    what = "nodes added" if sizing.kind == "add" else "CPU cores added per node"
+    table = Table(
+        title=f"sizing: the fewest {what} ({sizing.model}) for a start probability of "
+        f"{sizing.target:.0%} of {sizing.shape.label()} (by the {sizing.criterion}; "
+        f"bisection up to {sizing.bound:g})",
+        title_justify="left",
+    )
+    for name in ("step", what, "p_start", "snapshot p_start", "reached"):
+        table.add_column(name, justify="right")
+    for i, step in enumerate(sizing.steps, start=1):
+        table.add_row(
+            str(i), f"{step.value:g}", _pct1(step.p_start),
+            _pct1(step.figures.get("snapshot_p_start")), "yes" if step.reached else "no",
+        )  # fmt: skip
+    show(table)
+    if sizing.found is not None:
+        out.print(f"smallest: {sizing.found:g} {what} reach {sizing.target:.0%}")
+    else:
+        cause = f"; at the bound the shape is still stranded most by {sizing.cause}" if sizing.cause else ""
+        out.print(f"no value up to {sizing.bound:g} {what} reaches {sizing.target:.0%}{cause}")
+    for text in sizing.notes:
+        note(text)
 
 
 def harvesting_frame(result: HarvestingResult) -> pl.DataFrame:
