@@ -244,6 +244,7 @@ def _compaction_row(
         edited.nodes, ctx.allocations.filter(pl.col("start_time") < ctx.end),
         demand.requests, ctx.start, ctx.end, shapes, options,
         replace(run.over_time, queue=ctx.discipline, preempt=ctx.preempt), demand=demand,
+        hold=ctx.holds,
     )  # fmt: skip
     assert over.run is not None
     figures = rm.replay_figures(over.run.result, ctx.kinds, len(ctx.pairs), ctx.start, ctx.end)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -323,6 +323,7 @@ def compact_over_time(
     over_time: OverTimeOptions | None = None,
     keep_frames: bool = False,
     demand: placement.Demand | None = None,
+    hold: Mapping[str, int] | None = None,
 ) -> OverTimeResult:
     """Replay [start, end) without compaction and with compaction rounds, on the same arrivals.
 
@@ -338,6 +339,9 @@ def compact_over_time(
             active at the tick, before its moves), to check the applied moves.
         demand: the window's demand, when the caller read it already
             (:func:`fleetaudit.whatif.placement.window_demand`).
+        hold: the holds both replays use (a baseline's on another fleet, so that an
+            edited fleet is compared like for like); None: the replay without
+            compaction decides them, as a baseline does.
 
     Returns:
         The :class:`OverTimeResult`.
@@ -372,7 +376,7 @@ def compact_over_time(
             seed=ot.seed, step_pct=5.0, on_tick=on_tick, ticks=ticks,
         )  # fmt: skip
 
-    base = replay(observe, "record")
+    base = replay(observe, "record" if hold is None else hold)
     runs: list[BudgetRun] = []
     for value, unit in ot.budgets():
         per_hour = gpus_per_hour(value, unit, fleet_gpus)
@@ -405,7 +409,7 @@ def compact_over_time(
                      tuple(applied), cut, frame if keep_frames else None)  # fmt: skip
             )
 
-        comp = replay(compact_tick, base.holds)
+        comp = replay(compact_tick, base.holds if hold is None else hold)
         full = tuple(
             Tick(r.at, without[epoch_us(r.at)], r.before, r.after, r.ledger_moves, r.ledger_gpus,
                  r.moves, r.cut, r.frame)  # fmt: skip
