@@ -19,7 +19,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
-from fleetaudit.api import compaction_api, harvest_api, paper_api, report_api
+from fleetaudit.api import compaction_api, harvest_api, paper_api, remedies_api, report_api
 from fleetaudit.cli import app
 from fleetaudit.outputs import contract
 from tests.conftest import command_paths
@@ -86,7 +86,7 @@ def test_cli_reference_is_current() -> None:
 
 DOCUMENT_IDS = sorted(
     value
-    for module in (contract, compaction_api, harvest_api, paper_api, report_api)
+    for module in (contract, compaction_api, harvest_api, paper_api, remedies_api, report_api)
     for name, value in vars(module).items()
     if name.endswith("_SCHEMA") and isinstance(value, str) and value.startswith("fleetaudit.")
 )
@@ -129,6 +129,7 @@ def _documents(db: Path, out: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         ("whatif placement --fill", ["whatif", "placement", "--json", "--fill", "30", "--seeds", "1", "--policy", "best-fit"]),
         ("whatif compaction", ["whatif", "compaction", "--json", "--jobs", "1"]),
         ("whatif harvesting", ["whatif", "harvesting", "--json", "--since", "1d", "--policy", "spotgpu"]),
+        ("whatif remedies", ["whatif", "remedies", "--json", "--since", "6h", "--step", "1h", "--add", "H20:2", "--port", "H800=H20:0.8"]),
         ("rejects", ["rejects", "--json"]),
     ]  # fmt: skip
     for label, args in runs:
