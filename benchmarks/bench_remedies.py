@@ -10,6 +10,9 @@ makes it, reading the store included:
 
 - ``edits``: five edits, each one remedy row (snapshot + replay): --add H20:64,
   --remove L20:16, --cpus H800:+64, --memory H20:+512, --port H800=H20:0.8;
+- ``calibrate``: first, the store's calibration (every discipline against the record,
+  as ``whatif placement --calibrate``), which the two runs below then reuse, as a
+  store that was calibrated once does;
 - ``sizing``: --target p_start=0.95 for the 8-GPU x 16-CPU H800 node shape, --max-add 64
   (a bisection of replays for the nodes to add, and one for the CPUs).
 
@@ -52,7 +55,9 @@ def _one(db: Path, since_days: float, what: str, workers: int | None) -> None:
     from fleetaudit.whatif import remedies as rm
 
     run = RemediesRun(since=timedelta(days=since_days), workers=workers)
-    if what == "edits":
+    if what == "calibrate":
+        run = replace(run, calibrate=True, max_shapes=0)
+    elif what == "edits":
         parse = {"--add": rm.parse_add, "--remove": rm.parse_remove, "--port": rm.parse_port,
                  "--cpus": lambda t: rm.parse_delta("cpus", t),
                  "--memory": lambda t: rm.parse_delta("memory", t)}  # fmt: skip
@@ -85,7 +90,7 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=9)
     parser.add_argument("--since-days", type=float, default=7)
     parser.add_argument("--work", type=Path, default=Path("bench-out"))
-    parser.add_argument("--only", choices=("edits", "sizing"), default=None)
+    parser.add_argument("--only", choices=("calibrate", "edits", "sizing"), default=None)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--child", nargs=2, metavar=("DB", "WHAT"), default=None)
     args = parser.parse_args()
@@ -96,7 +101,7 @@ def main() -> None:
     began = time.perf_counter()
     store = bare_fleet_store(args.work, args.nodes, args.days)
     print(f"store {store.db} ready in {time.perf_counter() - began:.0f} s")
-    for what in ("edits", "sizing") if args.only is None else (args.only,):
+    for what in ("calibrate", "edits", "sizing") if args.only is None else (args.only,):
         load = os.getloadavg()[0]
         command = [sys.executable, "-m", "benchmarks.bench_remedies", "--since-days",
                    str(args.since_days), "--child", str(store.db), what]  # fmt: skip

@@ -1776,6 +1776,14 @@ def report(
             "--json", help="Write the JSON (fleetaudit.report/1) here ({date}, {time} expand)."
         ),
     ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            help="A prices file (CSV or YAML, see docs/remedies.md): the idle, stranded and "
+            "unproductive GPU-hours in money, and a per-tenant showback.",
+        ),
+    ] = None,
     as_csv: CsvOption = False,
 
     record: Annotated[
@@ -1815,6 +1823,7 @@ def report(
         step=parse_duration(step, option="--step"),
         scenario=scenario,
         demand=demand,
+        prices=prices,
     )
     with console.progress_status("computing the report"):
         result = build_report(store, options)

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from fleetaudit.api import (
     resolve_at,
     writing,
 )
+from fleetaudit.api.prices_api import read_prices
 from fleetaudit.core.errors import StoreError, UsageError
 from fleetaudit.core.options import REPORT_SINCE, REPORT_STEP
 from fleetaudit.core.times import iso, to_utc
@@ -41,6 +43,7 @@ from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import SHARE_UNITS, UNBOUNDED, usable_expr
 from fleetaudit.model.demand import WEIGHTS, WindowDemand, window_demand
 from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
+from fleetaudit.model.money import Prices, report_money
 from fleetaudit.model.shapes import (
     Shape,
     beyond_fleet_all,
@@ -79,6 +82,7 @@ class ReportOptions:
     max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
     demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
     generated_at: datetime | None = None  # the clock, injectable for tests
+    prices: Path | None = None  # a prices file: the denominators and a showback in money
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,10 @@ class ReportResult:
     # instant, gpu_model (null: any model), queued_gpus: the GPUs of the requests waiting
     # at each instant (submitted by it, not started), for the over-time charts
     queued: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
+    # the denominators and a per-tenant showback in money (report --prices), else None
+    money: dict[str, Any] | None = None
+    # the latest whatif remedies run (remedies_summary), else None
+    remedies: dict[str, Any] | None = None
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend): rates, and
@@ -357,6 +365,7 @@ def _build_report(
         whatifs = latest_whatif_runs(store)
         # The recoverable-capacity section reads the latest over-time compaction run
         # when there is one, else the one-instant run.
+        remedies_run = whatifs.pop("remedies", None)
         over_time_run = whatifs.pop("compaction_over_time", None)
         if over_time_run is not None:
             whatifs["compaction"] = replace(over_time_run, kind="compaction")
@@ -412,6 +421,9 @@ def _build_report(
         "productive": den.productive_figures(prod.allocations),
     }
     tenants = _tenants(nodes, allocations, start, end, prod, fleet)
+    money = None
+    if options.prices is not None:
+        money = _money(read_prices(options.prices), nodes, allocations, start, end, models)
     coverage = fleet["productive"]["coverage"]
     telemetry = {
         "metric": den.PRODUCTIVE_METRIC,
@@ -474,8 +486,69 @@ def _build_report(
         queued=queued,
         places=places,
         places_instants=sampled_instants,
+        money=money,
+        remedies=None if remedies_run is None else remedies_summary(remedies_run),
     )
     return _with_trend(result)
+
+
+def _money(
+    prices: Prices,
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    models: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """The report's figures in money (:func:`fleetaudit.model.money.report_money`): the
+    tenants' allocated GPU-hours per model, as the tenants table counts them."""
+    node_gpus = {
+        str(m): float(g)
+        for m, g in nodes.group_by("gpu_model").agg(pl.col("gpus").cast(pl.Float64).median()).rows()
+    }
+    per_tenant: list[tuple[str, str, float]] = []
+    for model in sorted(node_gpus):
+        mine = nodes.filter(pl.col("gpu_model") == model)
+        on = allocations.filter(pl.col("node_id").cast(pl.String).is_in(mine["node_id"].cast(pl.String).to_list()))
+        hours = den.tenant_hours(on, mine, start, end).filter(pl.col("tenant").is_not_null())
+        per_tenant += [(t, model, float(h)) for t, h in hours.select("tenant", "allocated_gpu_hours").rows()]
+    return report_money(prices, models, node_gpus, per_tenant)
+
+
+def remedies_summary(run: WhatifRun) -> dict[str, Any]:
+    """The report's remedies section from the latest ``whatif remedies`` run: its window,
+    the heaviest shapes, and per remedy the change in starts and GPU-hours served, the
+    start probability of those shapes, and its money where it was priced."""
+    doc = run.document
+    shown = int(doc.get("shapes_shown") or 0)
+    shapes = [_shape_label(s) for s in (doc.get("shapes") or [])[:shown]]
+    rows = []
+    for row in [doc.get("baseline") or {}, *(doc.get("remedies") or [])]:
+        replay, change, cost = row.get("replay") or {}, row.get("change") or {}, row.get("cost") or {}
+        rows.append({
+            "name": row.get("name"),
+            "kind": row.get("kind"),
+            "started": replay.get("started"),
+            "started_change": change.get("started"),
+            "served_gpu_hours": replay.get("served_gpu_hours"),
+            "served_change": change.get("served_gpu_hours"),
+            "usable_change": change.get("usable_gpu_hours"),
+            "p_start": [s.get("p_start") for s in (replay.get("shapes") or [])[:shown]],
+            "per_month": cost.get("per_month"),
+            "per_extra_gpu_hour": cost.get("per_extra_gpu_hour"),
+            "rank": cost.get("rank"),
+        })  # fmt: skip
+    window = doc.get("window") or {}
+    return {
+        "ran": describe_run(run),
+        "start": window.get("start"),
+        "end": window.get("end"),
+        "queue": doc.get("queue"),
+        "shapes": shapes,
+        "rows": rows,
+        "currency": (doc.get("prices") or {}).get("currency"),
+        "stale": run.stale,
+    }
 
 
 PLACE_SAMPLES = 48

@@ -212,3 +212,87 @@ def fleet_cost(prices: Prices, before: Any, after: Any) -> tuple[float | None, l
     if missing:
         return None, sorted(set(missing))
     return total, []
+
+
+MONEY_FIGURES = ("idle", "usable", "interval", "fragment", "cpu_memory", "topology",
+                 "unqueued", "unproductive", "allocated")  # fmt: skip
+"""What the report prices: the schedulable split of idle GPU-hours, the GPU-hours that
+telemetry saw allocated but not SM-active, and the allocated GPU-hours."""
+
+
+def _priced(figures: Mapping[str, Any], price: float | None) -> dict[str, float | None]:
+    sched, prod, ph = figures["schedulable"], figures["productive"], figures["physical"]
+    hours: dict[str, float | None] = {
+        "idle": sched.get("idle_gpu_hours"),
+        "usable": sched.get("usable_gpu_hours"),
+        **{c: (sched.get("stranded_gpu_hours") or {}).get(c) for c in
+           ("interval", "fragment", "cpu_memory", "topology", "unqueued")},
+        "unproductive": None if prod.get("telemetry_gpu_hours") is None else
+        float(prod["telemetry_gpu_hours"]) - float(prod.get("sm_active_gpu_hours") or 0.0),
+        "allocated": ph.get("allocated_gpu_hours"),
+    }  # fmt: skip
+    return {k: money(v, price) for k, v in hours.items()}
+
+
+def report_money(
+    prices: Prices,
+    models: Mapping[str, Mapping[str, Any]],
+    node_gpus: Mapping[str, float],
+    tenant_hours: Iterable[tuple[str, str, float]],
+) -> dict[str, Any]:
+    """The report's denominators in money, per model and for the fleet, and a per-tenant
+    showback.
+
+    Args:
+        prices: the price list.
+        models: the report's figures per GPU model (physical, schedulable, productive).
+        node_gpus: GPUs of each model's typical node (a node-month price per GPU-hour).
+        tenant_hours: (tenant, model, allocated GPU-hours) over the window.
+
+    A model without a price has null money (and a note). A tenant's allocated cost is its
+    GPU-hours at its models' prices times its rate; its share of the idle cost is its
+    share of the allocated GPU-hours (the demand the fleet served it).
+
+    >>> p = Prices(gpu_hour={"H20": 2.0}, tenants={"a": 0.5})
+    >>> f = {"physical": {"allocated_gpu_hours": 30.0}, "productive": {"telemetry_gpu_hours":
+    ...      30.0, "sm_active_gpu_hours": 20.0}, "schedulable": {"idle_gpu_hours": 10.0,
+    ...      "usable_gpu_hours": 4.0, "stranded_gpu_hours": {"fragment": 6.0}}}
+    >>> m = report_money(p, {"H20": f}, {"H20": 8}, [("a", "H20", 10.0), ("b", "H20", 30.0)])
+    >>> m["fleet"]["idle"], m["fleet"]["unproductive"], m["tenants"]["a"]
+    (20.0, 20.0, {'allocated_gpu_hours': 10.0, 'rate': 0.5, 'allocated': 10.0, 'idle_share': 0.25, 'idle': 5.0})
+    """
+    per_model: dict[str, dict[str, float | None]] = {}
+    notes: list[str] = []
+    price_of: dict[str, float | None] = {}
+    for model, figures in models.items():
+        price = prices.gpu_hour_of(model, node_gpus.get(model))
+        price_of[model] = price
+        if price is None:
+            notes.append(f"the prices give no GPU price for {model}: its figures are not priced")
+        per_model[model] = {"gpu_hour": price, **_priced(figures, price)}
+    fleet: dict[str, float | None] = {}
+    for key in MONEY_FIGURES:
+        values = [m[key] for m in per_model.values()]
+        fleet[key] = None if any(v is None for v in values) else float(sum(values))  # type: ignore[arg-type]
+    tenants: dict[str, dict[str, Any]] = {}
+    for tenant, model, hours in tenant_hours:
+        entry = tenants.setdefault(tenant, {"allocated_gpu_hours": 0.0, "rate": prices.rate(tenant),
+                                            "allocated": 0.0})  # fmt: skip
+        entry["allocated_gpu_hours"] += hours
+        price = price_of.get(model, prices.gpu_hour_of(model, node_gpus.get(model)))
+        cost = money(hours, price)
+        entry["allocated"] = None if cost is None or entry["allocated"] is None else (
+            entry["allocated"] + cost * entry["rate"])  # fmt: skip
+    total = sum(t["allocated_gpu_hours"] for t in tenants.values())
+    for entry in tenants.values():
+        share = entry["allocated_gpu_hours"] / total if total > 0 else None
+        entry["idle_share"] = share
+        entry["idle"] = None if share is None or fleet["idle"] is None else fleet["idle"] * share
+    return {
+        "currency": prices.currency or None,
+        "source": prices.source,
+        "fleet": fleet,
+        "models": per_model,
+        "tenants": dict(sorted(tenants.items(), key=lambda kv: -(kv[1]["allocated"] or 0.0))),
+        "notes": notes,
+    }

@@ -828,9 +828,70 @@ def render_report(result: ReportResult) -> None:
     _render_physical(rows)
     _render_schedulable(rows, result)
     _render_productive(rows, result)
+    if result.money is not None:
+        _render_report_money(result.money)
     _render_recoverable(result)
+    _render_report_remedies(result.remedies)
     for text in result.notes:
         note(text)
+
+
+def _render_report_money(money: dict[str, Any]) -> None:
+    """report --prices: the denominators in money per model and fleet, and the showback."""
+    currency = money.get("currency") or ""
+    unit = f" ({currency})" if currency else ""
+    table = Table(title=f"in money{unit}, prices from {money['source']}", title_justify="left")
+    table.add_column("model")
+    for head in ("idle", "stranded", "unproductive", "allocated"):
+        table.add_column(head, justify="right")
+    rows = [("fleet", money["fleet"]), *money["models"].items()]
+    for name, m in rows:
+        stranded = [m.get(c) for c in CAUSE_HEADS]
+        total = None if any(v is None for v in stranded) else sum(stranded)  # type: ignore[arg-type]
+        table.add_row(name, _money(m.get("idle"), ""), _money(total, ""),
+                      _money(m.get("unproductive"), ""), _money(m.get("allocated"), ""))  # fmt: skip
+    show(table)
+    fleet = money["fleet"]
+    out.print(
+        "stranded by cause: "
+        + ", ".join(f"{c} {_money(fleet.get(c), currency)}" for c in CAUSE_HEADS)
+        + f"; unqueued {_money(fleet.get('unqueued'), currency)}"
+    )
+    tenants = list(money["tenants"].items())
+    if tenants:
+        showback = Table(title=f"showback{unit}: allocated cost (at the tenant's rate) and its "
+                         "share of the idle cost (by its share of allocated GPU-hours)",
+                         title_justify="left")  # fmt: skip
+        showback.add_column("tenant")
+        for head in ("GPU-hours", "rate", "allocated", "idle share", "idle"):
+            showback.add_column(head, justify="right")
+        for tenant, t in tenants[:_TENANTS_SHOWN]:
+            showback.add_row(tenant, _gh(t["allocated_gpu_hours"]), f"{t['rate']:g}",
+                             _money(t["allocated"], ""), _pct1(t["idle_share"]),
+                             _money(t["idle"], ""))  # fmt: skip
+        show(showback, fold=("tenant",))
+        if len(tenants) > _TENANTS_SHOWN:
+            out.print(f"the other {len(tenants) - _TENANTS_SHOWN} tenants are in --json")
+    for text in money.get("notes", []):
+        note(text)
+
+
+def _render_report_remedies(remedies: dict[str, Any] | None) -> None:
+    """The latest whatif remedies run, one line per remedy."""
+    if remedies is None:
+        out.print("remedies: not run on this database yet (fleetaudit whatif remedies)")
+        return
+    out.print(f"remedies: {remedies['ran']}, window {remedies['start']} .. {remedies['end']}, "
+              f"{remedies['queue']} queue")  # fmt: skip
+    for i, label in enumerate(remedies["shapes"], start=1):
+        out.print(f"  S{i}: {label}")
+    for row in remedies["rows"]:
+        p = ", ".join(f"S{i} {_pct1(v)}" for i, v in enumerate(row["p_start"], start=1))
+        change = "" if row["kind"] == "baseline" else (
+            f" ({_signed(row['started_change'])} started, {_signed(row['served_change'])} GPU-hours served)"
+        )  # fmt: skip
+        rank = "" if row.get("rank") is None else f", rank {row['rank']} at {row['per_extra_gpu_hour']:,.2f} per extra GPU-hour"
+        out.print(f"  {row['name']}: {row['started']:,} started{change}; {p or 'no shape'}{rank}")
 
 
 def _render_trend(result: ReportResult) -> None:

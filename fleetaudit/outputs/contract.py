@@ -170,6 +170,8 @@ def report_document(result: ReportResult) -> dict[str, Any]:
             },
             "notes": list(result.notes),
         }
+        | ({} if result.money is None else {"money": result.money})
+        | ({} if result.remedies is None else {"remedies": result.remedies})
     )
 
 

@@ -176,6 +176,8 @@ class ReportContext:
     places_rest: dict[str, Any] | None = None
     places_instants: int = 0
     places_of: int = 0
+    money: dict[str, Any] | None = None  # report --prices
+    remedies: dict[str, Any] | None = None  # the latest whatif remedies run, with its chart
 
 
 def _bar(name: str, parts: list[tuple[str, str, float]]) -> Bar:
@@ -596,7 +598,25 @@ def build_context(result: ReportResult) -> ReportContext:
         places_instants=result.places_instants,
         places_of=result.steps["instant"].n_unique(),
         heat_legend=HEAT_LEGEND,
+        money=result.money,
+        remedies=_remedies_chart(result.remedies),
     )
+
+
+def _remedies_chart(remedies: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The remedies section with, per shape, a bar per remedy of its start probability
+    (``width_pct`` of the bar's full width: 100%)."""
+    if remedies is None:
+        return None
+    charts = []
+    for i, label in enumerate(remedies["shapes"]):
+        bars = []
+        for row in remedies["rows"]:
+            value = row["p_start"][i] if i < len(row["p_start"]) else None
+            bars.append({"name": row["name"], "value": value,
+                         "width_pct": 0.0 if value is None else round(100 * value, 1)})  # fmt: skip
+        charts.append({"shape": f"S{i + 1}: {label}", "bars": bars})
+    return {**remedies, "charts": charts}
 
 
 def _duration(seconds: float | None) -> str:
