@@ -47,7 +47,7 @@ def read_prices(path: Path) -> Prices:
 
 def _yaml_rows(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
     # PyYAML's safe loader: plain data only, no object construction
-    import yaml
+    import yaml  # type: ignore[import-untyped]  # PyYAML ships no type hints
 
     try:
         data = yaml.safe_load(text)

@@ -847,7 +847,7 @@ def _render_report_money(money: dict[str, Any]) -> None:
     rows = [("fleet", money["fleet"]), *money["models"].items()]
     for name, m in rows:
         stranded = [m.get(c) for c in CAUSE_HEADS]
-        total = None if any(v is None for v in stranded) else sum(stranded)  # type: ignore[arg-type]
+        total = None if any(v is None for v in stranded) else sum(v or 0.0 for v in stranded)
         table.add_row(name, _money(m.get("idle"), ""), _money(total, ""),
                       _money(m.get("unproductive"), ""), _money(m.get("allocated"), ""))  # fmt: skip
     show(table)
@@ -1570,7 +1570,7 @@ def remedies_frame(result: RemediesResult) -> pl.DataFrame:
             value, was = getattr(r, name), getattr(rb, name)
             out[name] = value
             out[f"{name}_change"] = None if value is None or was is None else value - was
-        for i, shape in enumerate(result.shapes):
+        for i in range(len(result.shapes)):
             out[f"p_start_{i + 1}"] = r.p_start[i]
         cost = row.cost or {}
         out["cost_per_month"] = cost.get("per_month")

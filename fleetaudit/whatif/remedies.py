@@ -57,8 +57,8 @@ __all__ = [
     "Edit",
     "EditedFleet",
     "ReplayFigures",
-    "Snapshot",
     "SizingStep",
+    "Snapshot",
     "bisect",
     "edit_fleet",
     "parse_add",
@@ -298,7 +298,7 @@ def _add(nodes: pl.DataFrame, edit: Edit, serial: int) -> tuple[pl.DataFrame, li
 
     placed: list[str | None] = []
     if edit.into == "existing" and has_switch:
-        full = int(sizes["count"].max())
+        full = int(sizes["count"].max() or 0)  # type: ignore[arg-type]
         switch_of = (
             mine.select(pl.col("switch_id").cast(pl.String), domains.alias("d"))
             .filter(pl.col("switch_id").is_not_null())
@@ -647,7 +647,7 @@ def snapshot_at(
             outs.append((None, None))
             continue
         ps = [o[k].p_start for o in per_shape]
-        ms = [o[k].instances_mean for o in per_shape if o[k].instances_mean is not None]
+        ms = [m for o in per_shape if (m := o[k].instances_mean) is not None]
         outs.append((sum(ps) / len(ps) if ps else None, sum(ms) / len(ms) if ms else None))
         k += 1
     base = _snapshot_of(pl.concat(steps) if steps else pl.DataFrame(), [], span, len(frames))
