@@ -49,7 +49,7 @@ from fleetaudit.model import denominators as den
 from fleetaudit.model.capacity import optional_column, switch_domains, usable_expr
 from fleetaudit.model.history import evaluate_history
 from fleetaudit.model.shapes import CAUSES, Shape, duration_class_expr, make_shape
-from fleetaudit.whatif.placement.record import arrivals, nearest_rank
+from fleetaudit.whatif.placement.record import QueueFigures, arrivals
 from fleetaudit.whatif.placement.replay import ReplayResult
 
 __all__ = [
@@ -733,14 +733,10 @@ def same_but_duration(given: Shape, kind: Shape) -> bool:
 
 @dataclass(frozen=True)
 class ReplayFigures:
-    """What one replay of the window's demand did (see :func:`replay_figures`)."""
+    """What one replay of the window's demand did (see :func:`replay_figures`): the queue's
+    figures as the calibration counts them (``queue``), and what the remedies add."""
 
-    arrived: int
-    started: int
-    waiting: int  # still waiting at the window's end (held ones included)
-    never: int  # fit no node even of an empty fleet
-    wait_p50_s: float | None
-    wait_p90_s: float | None
+    queue: QueueFigures
     served_gpu_hours: float  # GPU-hours the replayed requests held within the window
     waiting_gpus: float  # GPUs asked by the requests still waiting at the end
     p_start: tuple[float | None, ...]  # per shape: share of its arrivals started within the deadline
@@ -748,14 +744,37 @@ class ReplayFigures:
     preemptions: int = 0
     lost_gpu_hours: float = 0.0
 
+    @property
+    def arrived(self) -> int:
+        return self.queue.arrived
+
+    @property
+    def started(self) -> int:
+        return self.queue.started
+
+    @property
+    def waiting(self) -> int:
+        """Still waiting at the window's end (held ones too)."""
+        return self.queue.waiting
+
+    @property
+    def never(self) -> int:
+        """Fit no node even of an empty fleet."""
+        return self.queue.never
+
+    @property
+    def wait_p50_s(self) -> float | None:
+        return self.queue.wait_p50_s
+
+    @property
+    def wait_p90_s(self) -> float | None:
+        return self.queue.wait_p90_s
+
     def as_json(self) -> dict[str, Any]:
+        queue = self.queue.as_json()
+        queue.pop("allocated_pct")
         return {
-            "arrived": self.arrived,
-            "started": self.started,
-            "waiting_at_end": self.waiting,
-            "never": self.never,
-            "wait_p50_s": _r(self.wait_p50_s),
-            "wait_p90_s": _r(self.wait_p90_s),
+            **queue,
             "served_gpu_hours": round(self.served_gpu_hours, 3),
             "waiting_gpus": round(self.waiting_gpus, 3),
             "preemptions": self.preemptions,
@@ -790,7 +809,6 @@ def replay_figures(
         .agg(pl.len().alias("n"), pl.col("within").sum().alias("k"))
     )
     counts = {int(s): (int(n), int(k)) for s, n, k in per.iter_rows()}
-    values = waits["wait_s"].drop_nulls().to_list()
     never = set(result.never)
     waiting = waits.filter(
         pl.col("wait_s").is_null() & ~pl.col("request_id").is_in(list(never))
@@ -803,12 +821,7 @@ def replay_figures(
         (pl.col("gpus") * ((last - first).dt.total_microseconds() / 3.6e9).clip(lower_bound=0)).sum()
     ).item()
     return ReplayFigures(
-        arrived=result.arrived,
-        started=result.started,
-        waiting=result.waiting,
-        never=len(result.never),
-        wait_p50_s=nearest_rank(values, 0.5),
-        wait_p90_s=nearest_rank(values, 0.9),
+        queue=result.figures(),
         served_gpu_hours=float(served or 0.0),
         waiting_gpus=float(waiting["gpus"].fill_null(0.0).sum()),
         p_start=tuple(
