@@ -74,7 +74,6 @@ def _one(db: Path, since_days: float, what: str, workers: int | None) -> None:
     from fleetaudit.api import StoreOptions
     from fleetaudit.api.remedies_api import whatif_remedies
     from fleetaudit.core.options import RemediesRun
-    from fleetaudit.model.shapes import make_shape
     from fleetaudit.whatif import remedies as rm
 
     run = RemediesRun(since=timedelta(days=since_days), workers=workers)

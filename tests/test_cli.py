@@ -197,7 +197,8 @@ def test_demo_in_process(tmp_path: Path) -> None:
     # the demo ends with the report: its one-screen summary, then the details
     assert "physical: allocated / healthy" in result.stdout
     lines = result.stdout.rstrip().splitlines()
-    assert lines[-3].startswith("harvesting: ")
+    assert lines[-4].startswith("harvesting: ")
+    assert lines[-3].startswith("remedies: not run on this database yet")
     # then the report's page, written beside the store
     page = tmp_path / "demo-report.html"
     assert lines[-2:] == ["the report as a page, to open in a browser:", str(page)]

@@ -286,8 +286,10 @@ def _compaction_row(
 
 
 def _sizing(
-    ctx: _Context, run: RemediesRun, base_nodes: pl.DataFrame
+    ctx: _Context, run: RemediesRun, base_nodes: pl.DataFrame, baseline: placement.ReplayResult
 ) -> tuple[Sizing, ...]:
+    """The two searches of --target (nodes to add, CPUs per node), side by side in two
+    worker processes on a large fleet; the step at 0 is the baseline's, made once."""
     shape: Shape = run.target_shape
     target = float(run.target or 0.0)
     models = shape.models
@@ -312,43 +314,82 @@ def _sizing(
     node_gpus = float(installed["gpus"].cast(pl.Float64).max() or 0.0)
     need = shape.cpus_per_gpu * node_gpus
     bound_cpus = max(run.cpu_step, need - float(installed["cpus"].cast(pl.Float64).min() or 0.0), node_cpus)
-    pair = [(shape, 0)]
-
-    def evaluate(edit_of: Any) -> Any:
-        def step(value: float) -> rm.SizingStep:
-            edits = () if value == 0 else (edit_of(value),)
-            edited = rm.edit_fleet(ctx.nodes, ctx.allocations, ctx.start, ctx.end, edits)
-            snap = rm.snapshot(edited.nodes, ctx.allocations, pair, ctx.instants, ctx.since, ctx.step)
-            p_snap = snap.shapes[0][0]
-            figures: dict[str, Any] = {"snapshot_p_start": None if p_snap is None else round(p_snap, 4)}
-            p = p_snap
-            if arrived:
-                result = placement.replay_demand(
-                    edited.nodes, ctx.demand, ctx.discipline, hold=ctx.holds, preempt=ctx.preempt
-                )
-                f = rm.replay_figures(result, kinds, 1, ctx.start, ctx.end)
-                p = f.p_start[0]
-                figures |= {"arrived": arrived, "started": f.started,
-                            "served_gpu_hours": round(f.served_gpu_hours, 3)}  # fmt: skip
-            figures["stranded_gpu_hours"] = {c: round(snap.hours[c], 3) for c in CAUSES}
-            return rm.SizingStep(value, p, p is not None and p >= target, figures)
-
-        return step
-
+    base = _SizingSearch(ctx, "add", model, shape, target, 0.0, 1.0, arrived, kinds)
+    first = _size_step(base, 0.0, baseline)
+    searches = [
+        _SizingSearch(ctx, "add", model, shape, target, bound_add, 1.0, arrived, kinds, first),
+        _SizingSearch(ctx, "cpus", model, shape, target, bound_cpus, run.cpu_step, arrived, kinds,
+                      first),
+    ]  # fmt: skip
+    workers = run.workers or (2 if ctx.nodes.height >= _PARALLEL_NODES else 1)
     out: list[Sizing] = []
-    for kind, bound, grain, edit_of in (
-        ("add", bound_add, 1.0, lambda v: rm.parse_add(f"{model}:{int(v)}")),
-        ("cpus", bound_cpus, run.cpu_step, lambda v: rm.parse_delta("cpus", f"{model}:+{v:g}")),
+    for search, (found, steps) in zip(
+        searches, map_processes(_search_task, searches, workers), strict=True
     ):
-        found, steps = rm.bisect(evaluate(edit_of), bound, grain)
         cause = None
         if found is None:
             last = steps[-1].figures.get("stranded_gpu_hours", {})
             worst = max(last.items(), key=lambda kv: kv[1], default=(None, 0.0))
             cause = worst[0] if worst[1] > 0 else None
-        out.append(Sizing(kind, model, shape, target, criterion, bound, grain, found, steps,
-                          cause, tuple(notes)))  # fmt: skip
+        out.append(Sizing(search.kind, model, shape, target, criterion, search.bound, search.grain,
+                          found, steps, cause, tuple(notes)))  # fmt: skip
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class _SizingSearch:
+    """One sizing search, picklable: it may run in a worker process beside the other."""
+
+    ctx: _Context
+    kind: str  # add or cpus
+    model: str
+    shape: Shape
+    target: float
+    bound: float
+    grain: float
+    arrived: int  # the shape's arrivals in the window (0: the snapshot is the criterion)
+    kinds: pl.DataFrame
+    first: rm.SizingStep | None = None  # the step at 0 (the baseline), made once
+
+    def edits(self, value: float) -> tuple[rm.Edit, ...]:
+        if value == 0:
+            return ()
+        if self.kind == "add":
+            return (rm.parse_add(f"{self.model}:{int(value)}"),)
+        return (rm.parse_delta("cpus", f"{self.model}:+{value:g}"),)
+
+
+def _size_step(
+    search: _SizingSearch, value: float, baseline: placement.ReplayResult | None = None
+) -> rm.SizingStep:
+    """The shape's start probability with the edit of ``value`` (the baseline's own replay
+    at 0, when given: the empty edit gives it back)."""
+    ctx = search.ctx
+    edited = rm.edit_fleet(ctx.nodes, ctx.allocations, ctx.start, ctx.end, search.edits(value))
+    snap = rm.snapshot(edited.nodes, ctx.allocations, [(search.shape, 0)], ctx.instants,
+                       ctx.since, ctx.step)  # fmt: skip
+    p_snap = snap.shapes[0][0]
+    figures: dict[str, Any] = {"snapshot_p_start": None if p_snap is None else round(p_snap, 4)}
+    p = p_snap
+    if search.arrived:
+        result = baseline if baseline is not None and value == 0 else placement.replay_demand(
+            edited.nodes, ctx.demand, ctx.discipline, hold=ctx.holds, preempt=ctx.preempt
+        )  # fmt: skip
+        f = rm.replay_figures(result, search.kinds, 1, ctx.start, ctx.end)
+        p = f.p_start[0]
+        figures |= {"arrived": search.arrived, "started": f.started,
+                    "served_gpu_hours": round(f.served_gpu_hours, 3)}  # fmt: skip
+    figures["stranded_gpu_hours"] = {c: round(snap.hours[c], 3) for c in CAUSES}
+    return rm.SizingStep(value, p, p is not None and p >= search.target, figures)
+
+
+def _search_task(search: _SizingSearch) -> tuple[float | None, tuple[rm.SizingStep, ...]]:
+    def step(value: float) -> rm.SizingStep:
+        if value == 0 and search.first is not None:
+            return search.first
+        return _size_step(search, value)
+
+    return rm.bisect(step, search.bound, search.grain)
 
 
 def _deadline(run: RemediesRun) -> float | None:
@@ -498,7 +539,7 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
             ))  # fmt: skip
     sizing: tuple[Sizing, ...] = ()
     if run.target is not None:
-        sizing = _sizing(ctx, run, nodes)
+        sizing = _sizing(ctx, run, nodes, baseline.result)
     hours = run.since / timedelta(hours=1)
     if prices is not None:
         rows = _costs(rows, prices, nodes, ctx, hours)
