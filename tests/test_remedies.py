@@ -302,3 +302,32 @@ def test_the_empty_edit_reproduces_the_baseline_exactly(
                                     preempt=result.baseline.result.preempt)  # fmt: skip
     assert again.waits.equals(result.baseline.result.waits)
     assert again.allocations.equals(result.baseline.result.allocations)
+
+
+def test_the_tables_keep_every_figure_at_80_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the sample fleet, at 80 columns, no table leaves a column out and no line is
+    wider: the remedy's name folds, each table holds four or five figures."""
+    monkeypatch.setenv("COLUMNS", "80")
+    db = tmp_path / "sample.duckdb"
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(api.sample_data_dir()), "--db", str(db)]).exit_code == 0
+    prices = tmp_path / "prices.csv"
+    prices.write_text("resource,name,unit,price\n" + "".join(
+        f"gpu,{m},gpu_hour,1.5\n" for m in ("H20", "H800", "L20", "A10", "A100")
+    ) + "cpu,,core_hour,0.02\nmemory,,gib_hour,0.001\n")  # fmt: skip
+    result = runner.invoke(app, [
+        "whatif", "remedies", "--db", str(db), "--since", "6h", "--step", "1h",
+        "--queue", "kubernetes", "--add", "H20:4:gpus=8,cpus=256,memory=4096",
+        "--cpus", "L20:+64", "--port", "H800=H20:0.8,H800=L20:0.5", "--compaction", "--together",
+        "--prices", str(prices),
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "left out" not in result.stdout
+    wide = [line for line in result.stdout.splitlines() if len(line) > 80]
+    assert not wide, wide[:3]
+    assert "together:" in result.stdout and "per extra" in result.stdout
+    csv = runner.invoke(app, ["whatif", "remedies", "--db", str(db), "--since", "6h", "--step", "1h",
+                              "--queue", "kubernetes", "--add", "H20:2", "--csv"])  # fmt: skip
+    frame = pl.read_csv(csv.stdout.encode())
+    assert frame["remedy"].to_list() == ["recorded fleet (baseline)", "--add H20:2"]
+    assert frame["usable_gpu_hours_change"][0] == 0.0
