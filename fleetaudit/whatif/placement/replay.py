@@ -1132,14 +1132,20 @@ class Replay:
         self.placing.discard(heapq.heappop(q)[1])
         self.queued -= 1
         self.hopeless.discard(c)
+        self._class_changed(c)
+
+    def _class_changed(self, c: int) -> None:
+        """Class c's queue lost its first request: its index follows (or it leaves)."""
+        q = self.waiting[c]
         if q:
             self.class_head[c] = q[0][0]
-        else:
-            del self.waiting[c]
-            self.class_waits[c] = False
-            self.class_head[c] = _NEVER
-            self.class_blocked[c] = False
-            self.waiting_version += 1
+            return
+        del self.waiting[c]
+        self.class_waits[c] = False
+        self.class_head[c] = _NEVER
+        self.class_blocked[c] = False
+        self.hopeless.discard(c)
+        self.waiting_version += 1
 
     def _retry_indexed(self, t: int, freed: list[int]) -> None:
         """The memo's backfill pass (see :meth:`retry`), with the waiting classes
@@ -1444,15 +1450,7 @@ class Replay:
         q.remove((int(self.key[r]), r))
         heapq.heapify(q)
         self.placing.discard(r)
-        if q:
-            self.class_head[c] = q[0][0]
-        else:
-            del self.waiting[c]
-            self.class_waits[c] = False
-            self.class_head[c] = _NEVER
-            self.class_blocked[c] = False
-            self.hopeless.discard(c)
-            self.waiting_version += 1
+        self._class_changed(c)
         self._uncharge(r)
         self.requeues[r] += 1
         backoff = min(_KUEUE_BACKOFF_US << (int(self.requeues[r]) - 1), _KUEUE_BACKOFF_MAX_US)
