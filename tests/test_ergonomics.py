@@ -521,5 +521,5 @@ def test_help_has_examples_word_placeholders_and_no_missing_document(
 def test_placement_help_keeps_its_brackets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     text = invoke("whatif", "placement", "--help").stdout
-    assert "recorded over [at - since, at)" in text
+    assert "the requests of [at - since, at) arrive as recorded" in text
     assert "the window [at - since, at) (default 1d)" in text

@@ -193,22 +193,16 @@ def choose_discipline(
 
 
 def make_baseline(
-    store_options: StoreOptions,
     nodes: pl.DataFrame,
     demand: placement.Demand,
-    *,
-    queue: str | None,
-    recorded: str | None,
+    chosen: tuple[str, str, placement.Calibration | None],
     suggested: str | None,
-    calibrate: bool,
-    at: datetime,
     preempt: bool | None = None,
 ) -> Baseline:
-    """The baseline replay of ``demand`` under the discipline :func:`choose_discipline` picks."""
-    discipline, chosen_by, calibration = choose_discipline(
-        store_options, nodes, demand, queue=queue, recorded=recorded, suggested=suggested,
-        calibrate=calibrate, at=at, preempt=preempt,
-    )  # fmt: skip
+    """The baseline replay of ``demand`` under the discipline :func:`choose_discipline`
+    chose (``chosen``: discipline, how, the calibration run now if any, whose replay of
+    that discipline is reused)."""
+    discipline, chosen_by, calibration = chosen
     result = None if calibration is None else calibration.results.get(discipline)
     if result is None:
         result = placement.replay_demand(nodes, demand, discipline, preempt=preempt)
@@ -297,10 +291,11 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
     if nodes.filter(usable_expr(nodes))["gpus"].sum() == 0:
         raise UsageError("the fleet has no healthy GPUs to replay onto")
     demand = placement.window_demand(nodes, allocations, requests, start, at)
-    baseline = make_baseline(
+    chosen = choose_discipline(
         store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
         calibrate=run.calibrate, at=at, preempt=run.preempt,
     )  # fmt: skip
+    baseline = make_baseline(nodes, demand, chosen, suggested, run.preempt)
     queue, holds, preempt = baseline.discipline, baseline.result.holds, baseline.result.preempt
     options = placement.PlacementOptions(
         seeds=run.seeds, seed=run.seed, workers=min(os.cpu_count() or 1, 2)

@@ -600,16 +600,6 @@ def _spark(values: list[float], top: float = 100.0) -> str:
     return "".join(_SPARK[min(len(_SPARK) - 1, max(0, int(v / top * len(_SPARK))))] for v in values)
 
 
-def _wait(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def render_calibration(baseline: Baseline) -> None:
     """The baseline replay beside the record (every replay-based what-if prints it), with
     every discipline's when a calibration ran; a note where it misses the record."""
@@ -624,7 +614,7 @@ def render_calibration(baseline: Baseline) -> None:
 
     def row(label: str, f: QueueFigures, gap: str) -> None:
         table.add_row(label, f"{f.started:,}", f"{f.waiting:,}", f"{f.never:,}",
-                      _wait(f.wait_p50_s), _wait(f.wait_p90_s), gap)  # fmt: skip
+                      _duration(f.wait_p50_s), _duration(f.wait_p90_s), gap)  # fmt: skip
 
     row("record", fit.record, "")
     fits = baseline.calibration.fits if baseline.calibration is not None else (fit,)

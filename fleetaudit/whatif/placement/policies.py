@@ -177,12 +177,14 @@ class _Run:
 
     def fits(self, r: int, nodes: np.ndarray) -> np.ndarray:
         """Which of ``nodes`` (node indices) can take one pod of r now (a mask over them)."""
+        w = self.workload
+        return w.model_ok[w.allowed[r], nodes] & self._room_for_one(r, nodes)
+
+    def _room_for_one(self, r: int, nodes: np.ndarray) -> np.ndarray:
+        """Which of ``nodes`` have the CPUs, memory and GPUs of one pod of r, unreserved
+        (their model aside)."""
         w, st = self.workload, self.state
-        ok = (
-            w.model_ok[w.allowed[r], nodes]
-            & (st.cpu[nodes] >= w.cpu[r])
-            & (st.memory[nodes] >= w.memory[r])
-        )
+        ok = (st.cpu[nodes] >= w.cpu[r]) & (st.memory[nodes] >= w.memory[r])
         if w.count[r]:
             if w.share[r] < _U:
                 ok &= st.largest[nodes] >= w.share[r]
@@ -190,7 +192,8 @@ class _Run:
                 ok &= st.whole[nodes] >= w.count[r]
         if self.blocked is not None:
             ok &= ~self.blocked[nodes]
-        return ok
+        result: np.ndarray = ok
+        return result
 
     def pre_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`pre` on ``nodes`` alone, worked out afresh (for a few nodes)."""
@@ -228,17 +231,8 @@ class _Run:
     def fits_in_set(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """(the nodes of r's model set, which of them can take one pod of r now): :meth:`fits`
         on the only nodes that can (without checking their model again)."""
-        w, st = self.workload, self.state
-        nodes = self.set_nodes[w.allowed[r]]
-        ok = (st.cpu[nodes] >= w.cpu[r]) & (st.memory[nodes] >= w.memory[r])
-        if w.count[r]:
-            if w.share[r] < _U:
-                ok &= st.largest[nodes] >= w.share[r]
-            else:
-                ok &= st.whole[nodes] >= w.count[r]
-        if self.blocked is not None:
-            ok &= ~self.blocked[nodes]
-        return nodes, ok
+        nodes = self.set_nodes[self.workload.allowed[r]]
+        return nodes, self._room_for_one(r, nodes)
 
     def fits_after_eviction(self, r: int, nodes: np.ndarray | None = None) -> np.ndarray:
         """:meth:`fits` were every evictable pod evicted (a mask over ``nodes``,

@@ -20,7 +20,6 @@ Pure functions over polars frames; nothing is mutated.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +31,7 @@ import polars as pl
 from fleetaudit.core.times import epoch_us
 from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import optional_column, usable_expr
+from fleetaudit.model.history import nearest_rank
 
 RUN_COLUMNS = ("run_s", "checkpoint_s", "recorded_node")
 """The columns :func:`link_runs` adds to the requests."""
@@ -123,18 +123,6 @@ def arrivals(requests: pl.DataFrame, start: datetime, end: datetime) -> pl.Serie
     ).to_series()
 
 
-def nearest_rank(values: Sequence[float], q: float) -> float | None:
-    """The ceil(q x n)-th smallest value (the SPEC's nearest rank), None for no values.
-
-    >>> nearest_rank([5.0, 1.0, 3.0, 2.0], 0.5), nearest_rank([], 0.9)
-    (2.0, None)
-    """
-    if not len(values):
-        return None
-    ordered = sorted(values)
-    return float(ordered[max(math.ceil(q * len(ordered)), 1) - 1])
-
-
 @dataclass(frozen=True)
 class QueueFigures:
     """What a queue did over a window, as a replay or the record shows it.
@@ -177,9 +165,13 @@ def _rounded(value: float | None) -> float | None:
 
 
 def wait_figures(waits: pl.Series) -> tuple[float | None, float | None]:
-    """(p50, p90) by nearest rank of the non-null waits (seconds)."""
-    values = waits.drop_nulls().to_list()
-    return nearest_rank(values, 0.5), nearest_rank(values, 0.9)
+    """(p50, p90) by nearest rank (the ceil(q x n)-th smallest) of the non-null waits (seconds).
+
+    >>> wait_figures(pl.Series([5.0, 1.0, None, 3.0, 2.0]))
+    (2.0, 5.0)
+    """
+    values: list[float | None] = list(waits.drop_nulls().to_list())
+    return nearest_rank(values, 50, 100), nearest_rank(values, 90, 100)
 
 
 def record_figures(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections import deque
@@ -1171,14 +1172,20 @@ class Replay:
         self.placing.discard(heapq.heappop(q)[1])
         self.queued -= 1
         self.hopeless.discard(c)
+        self._class_changed(c)
+
+    def _class_changed(self, c: int) -> None:
+        """Class c's queue lost its first request: its index follows (or it leaves)."""
+        q = self.waiting[c]
         if q:
             self.class_head[c] = q[0][0]
-        else:
-            del self.waiting[c]
-            self.class_waits[c] = False
-            self.class_head[c] = _NEVER
-            self.class_blocked[c] = False
-            self.waiting_version += 1
+            return
+        del self.waiting[c]
+        self.class_waits[c] = False
+        self.class_head[c] = _NEVER
+        self.class_blocked[c] = False
+        self.hopeless.discard(c)
+        self.waiting_version += 1
 
     def _retry_indexed(self, t: int, freed: list[int]) -> None:
         """The memo's backfill pass (see :meth:`retry`), with the waiting classes
@@ -1329,10 +1336,12 @@ class Replay:
             self.rejected += 1
             self.never_ids.append(self.workload.request_ids[r])
             return
-        if self.hold_mode == "record" and self.recorded_start_l[r] > t and self.has_room(r):
+        began = self.recorded_start_l[r]
+        if self.hold_mode == "record" and t < began < _NEVER and self.has_room(r):
             # It finds room, yet the record started it later: it waited for something
-            # other than capacity, and is held until its recorded start.
-            self.hold_until[r] = self.recorded_start_l[r]
+            # other than capacity, and is held until its recorded start. (One the
+            # record never started is not held: nothing says why it did not start.)
+            self.hold_until[r] = began
         until = int(self.hold_until[r])
         if until > t:
             self.holding += 1
@@ -1481,15 +1490,7 @@ class Replay:
         q.remove((int(self.key[r]), r))
         heapq.heapify(q)
         self.placing.discard(r)
-        if q:
-            self.class_head[c] = q[0][0]
-        else:
-            del self.waiting[c]
-            self.class_waits[c] = False
-            self.class_head[c] = _NEVER
-            self.class_blocked[c] = False
-            self.hopeless.discard(c)
-            self.waiting_version += 1
+        self._class_changed(c)
         self._uncharge(r)
         self.requeues[r] += 1
         backoff = min(_KUEUE_BACKOFF_US << (int(self.requeues[r]) - 1), _KUEUE_BACKOFF_MAX_US)
@@ -1856,6 +1857,22 @@ class Replay:
         if self._done:
             raise RuntimeError("a Replay runs once")
         self._done = True
+        # The replay makes millions of small tuples and lists that live to its end: the
+        # cyclic garbage collector would walk them again and again (a fifth of the
+        # time) and find nothing to free, since the loop makes no reference cycles.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(on_tick, ticks)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run(
+        self,
+        on_tick: Callable[[ReplayView, int], None] | None,
+        ticks: Sequence[int],
+    ) -> ReplayResult:
         start_us, end_us, arriving = self.start_us, self.end_us, self.arriving
         arrive_l = self.arrive_l  # the arrivals' instants, in arrival order
         heap, ready, view = self.heap, self.ready, self.view
