@@ -32,6 +32,7 @@ from fleetaudit.api import (
 )
 from fleetaudit.api.placement_api import (
     Baseline,
+    choose_discipline,
     make_baseline,
     recorded_discipline,
     suggested_discipline,
@@ -500,10 +501,11 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
     # the replay reads the window's allocations alone (those of whatif placement)
     window_allocations = allocations.filter(pl.col("start_time") < end)
     demand = placement.window_demand(nodes, window_allocations, requests, start, end)
-    baseline = make_baseline(
+    chosen = choose_discipline(
         store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
         calibrate=run.calibrate, at=end, preempt=run.preempt,
     )  # fmt: skip
+    baseline = make_baseline(nodes, demand, chosen, suggested, run.preempt)
     notes.extend(baseline.notes)
     instants = tuple(den.window_instants(end, run.since, run.step))
     shapes = tuple(s for s, _ in pairs)
@@ -545,10 +547,10 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
         rows = _costs(rows, prices, nodes, ctx, hours)
     saved = None
     if run.save_as is not None:
-        chosen = rows[-1] if len(rows) > 1 else None
-        if chosen is None:
+        saving = rows[-1] if len(rows) > 1 else None
+        if saving is None:
             raise UsageError("--save-as: give an edit to save (e.g. --add H20:8)")
-        _save(store_options, run.save_as, chosen, ctx, end, run)
+        _save(store_options, run.save_as, saving, ctx, end, run)
         saved = run.save_as
     result = RemediesResult(
         at=end, start=start, step_s=run.step.total_seconds(), deadline_s=_deadline(run),

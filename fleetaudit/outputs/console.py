@@ -1596,7 +1596,7 @@ def _wait_change(value: float | None, base: float | None) -> str | None:
     if value is None or base is None:
         return None if value is None and base is None else "-"
     delta = value - base
-    return "±0" if abs(delta) < 0.5 else ("+" if delta > 0 else "-") + _wait(abs(delta))
+    return "±0" if abs(delta) < 0.5 else ("+" if delta > 0 else "-") + _duration(abs(delta))
 
 
 def render_remedies(result: RemediesResult) -> None:
@@ -1652,8 +1652,8 @@ def render_remedies(result: RemediesResult) -> None:
         add(replay, row, [
             (f"{r.started:,}", _signed(r.started - rb.started)),
             (f"{r.waiting:,}", _signed(r.waiting - rb.waiting)),
-            (_wait(r.wait_p50_s), _wait_change(r.wait_p50_s, rb.wait_p50_s)),
-            (_wait(r.wait_p90_s), _wait_change(r.wait_p90_s, rb.wait_p90_s)),
+            (_duration(r.wait_p50_s), _wait_change(r.wait_p50_s, rb.wait_p50_s)),
+            (_duration(r.wait_p90_s), _wait_change(r.wait_p90_s, rb.wait_p90_s)),
         ])  # fmt: skip
         add(served, row, [
             (_gh(r.served_gpu_hours), _signed(r.served_gpu_hours - rb.served_gpu_hours)),
