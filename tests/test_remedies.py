@@ -325,7 +325,7 @@ def test_the_tables_keep_every_figure_at_80_columns(tmp_path: Path, monkeypatch:
     assert "left out" not in result.stdout
     wide = [line for line in result.stdout.splitlines() if len(line) > 80]
     assert not wide, wide[:3]
-    assert "together:" in result.stdout and "per extra" in result.stdout
+    assert "together:" in result.stdout and "rank" in result.stdout
     csv = runner.invoke(app, ["whatif", "remedies", "--db", str(db), "--since", "6h", "--step", "1h",
                               "--queue", "kubernetes", "--add", "H20:2", "--csv"])  # fmt: skip
     frame = pl.read_csv(csv.stdout.encode())
