@@ -331,3 +331,33 @@ def test_the_tables_keep_every_figure_at_80_columns(tmp_path: Path, monkeypatch:
     frame = pl.read_csv(csv.stdout.encode())
     assert frame["remedy"].to_list() == ["recorded fleet (baseline)", "--add H20:2"]
     assert frame["usable_gpu_hours_change"][0] == 0.0
+
+
+def test_report_prices_its_denominators_and_shows_the_remedies_run(tmp_path: Path) -> None:
+    """The CPU-bound fleet at 2 a GPU-hour: 64 idle GPU-hours, all stranded by cpu_memory,
+    are 128 in money; no allocation and no telemetry: 0 allocated, 0 unproductive. The
+    report's remedies section is the run before it (the baseline and --cpus C:+32)."""
+    store = _store(tmp_path, "cpu")
+    whatif_remedies(store, RemediesRun(**{**RUN.__dict__, "edits": (rm.parse_delta("cpus", "C:+32"),)}))
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("currency: EUR\ngpu:\n  C: {gpu_hour: 2}\n")
+    page, doc = tmp_path / "r.html", tmp_path / "r.json"
+    result = CliRunner().invoke(app, [
+        "report", "--db", str(store.db), "--at", "2026-01-01T04:00:00Z", "--since", "4h",
+        "--step", "1h", "--prices", str(prices), "--html", str(page), "--json", str(doc),
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(doc.read_text())
+    money = report["money"]
+    assert money["currency"] == "EUR"
+    assert money["fleet"]["idle"] == 128.0 and money["fleet"]["cpu_memory"] == 128.0
+    assert money["fleet"]["usable"] == 0.0 and money["fleet"]["allocated"] == 0.0
+    assert money["models"]["C"]["gpu_hour"] == 2.0
+    rows = report["remedies"]["rows"]
+    assert [r["name"] for r in rows] == ["recorded fleet (baseline)", "--cpus C:+32"]
+    assert (rows[1]["started"], rows[1]["started_change"]) == (3, 3)
+    assert rows[1]["p_start"] == [1.0] and rows[0]["p_start"] == [0.0]
+    html = page.read_text()
+    assert 'id="remedies-section"' in html and 'id="money-section"' in html
+    assert "width:100.0%" in html  # the bar of --cpus C:+32's start probability
+    assert "in money (EUR)" in result.stdout and "remedies: ran" in result.stdout
