@@ -1562,6 +1562,8 @@ def remedies_frame(result: RemediesResult) -> pl.DataFrame:
             out[f"{name}_change"] = None if value is None or was is None else value - was
         for i in range(len(result.shapes)):
             out[f"p_start_{i + 1}"] = r.p_start[i]
+            out[f"snapshot_p_start_{i + 1}"] = snap.shapes[i][0]
+            out[f"instances_mean_{i + 1}"] = snap.shapes[i][1]
         cost = row.cost or {}
         out["cost_per_month"] = cost.get("per_month")
         out["extra_gpu_hours_per_month"] = cost.get("extra_gpu_hours_per_month")
@@ -1683,6 +1685,21 @@ def render_remedies(result: RemediesResult) -> None:
                 for i in range(result.shown)
             ])  # fmt: skip
         show(probability, fold=("remedy",))
+        instances = _remedies_table(
+            "snapshot per shape: its mean instances over the sampled instants",
+            [f"S{i + 1}" for i in range(result.shown)],
+        )
+        for row in result.rows:
+            s, b = row.snapshot, row.snapshot_base or base.snapshot
+            cells = []
+            for i in range(result.shown):
+                now, was = s.shapes[i][1], b.shapes[i][1]
+                cells.append((
+                    "-" if now is None else f"{now:,.1f}",
+                    None if now is None or was is None else _signed(now - was, 1),
+                ))  # fmt: skip
+            add(instances, row, cells)
+        show(instances, fold=("remedy",))
         for i, shape in enumerate(result.shapes[: result.shown]):
             arrived = base.replay.shape_arrivals[i]
             out.print(f"S{i + 1}: {shape.label()} ({arrived:,} arrived)")
