@@ -650,15 +650,3 @@ def render_html(result: ReportResult) -> str:
 def write_html(result: ReportResult, path: Path) -> None:
     """Write the HTML report to ``path`` (``-``: stdout; a file: whole or not at all)."""
     write_output(path, render_html(result))
-
-
-def expand_path(template: Path, when: datetime) -> Path:
-    """``{date}`` and ``{time}`` in a path become the report's UTC date and time.
-
-    >>> expand_path(Path("reports/{date}-{time}.html"), datetime(2026, 5, 1, 6, 30))
-    PosixPath('reports/2026-05-01-063000.html')
-    """
-    if str(template) == "-":
-        return template
-    text = str(template).replace("{date}", when.strftime("%Y-%m-%d"))
-    return Path(text.replace("{time}", when.strftime("%H%M%S")))
