@@ -193,7 +193,8 @@ def test_every_table_keeps_every_column(
             done = runner.invoke(app, args)
             assert done.exit_code == 0, (args, done.output)
             name = " ".join(args[:3])
-            wide = [line for line in done.stdout.splitlines() if len(line) > width]
+            # a line that is one path stays whole, so that it can be copied
+            wide = [line for line in done.stdout.splitlines() if len(line) > width and " " in line]
             if wide:
                 problems.setdefault(name, []).extend(f"too wide: {w!r}" for w in wide)
             assert captured or path in NO_TABLE, f"{name} showed no table"
