@@ -37,6 +37,8 @@ from fleetaudit.core.options import (
     COMPACTION_ENGINES,
     DEFAULT_DB,
     DEFAULT_LOCK_TIMEOUT,
+    HARVEST_SINCE,
+    PLACEMENT_SINCE,
     INGEST_FORMAT_SPECS,
     PLACEMENT_QUEUES,
     REJECTS_LIMIT,
@@ -965,7 +967,11 @@ def whatif_placement(
     ] = False,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="By-time replay: the window [at - since, at) (default 1d)."),
+        typer.Option(
+            "--since",
+            help=f"By-time replay: the window [at - since, at) (default "
+            f"{duration_text(PLACEMENT_SINCE)}, or from the data's first record when that is later).",
+        ),
     ] = None,
     empty: Annotated[
         bool,
@@ -1211,7 +1217,9 @@ def whatif_harvesting(
     since: Annotated[
         str | None,
         typer.Option(
-            "--since", help=f"The window [at - since, at) to replay ({duration_text(HarvestRun.since)})."
+            "--since",
+            help=f"The window [at - since, at) to replay (default {duration_text(HARVEST_SINCE)}, "
+            "or from the data's first record when that is later).",
         ),
     ] = None,
     at: WindowEndOption = None,
@@ -1499,8 +1507,13 @@ def rollup(
 def report(
     at: WindowEndOption = None,
     since: Annotated[
-        str, typer.Option("--since", help="The window's length, ending at --at: 90m, 6h, 7d.")
-    ] = duration_text(REPORT_SINCE),
+        str | None,
+        typer.Option(
+            "--since",
+            help=f"The window's length, ending at --at: 90m, 6h, 7d (default "
+            f"{duration_text(REPORT_SINCE)}, or from the data's first record when that is later).",
+        ),
+    ] = None,
     step: Annotated[
         str, typer.Option("--step", help="Sampling step of the schedulable figures.")
     ] = duration_text(REPORT_STEP),
@@ -1550,7 +1563,7 @@ def report(
     store = _store(db, lock_timeout)
     options = ReportOptions(
         at=_instant(at, "--at"),
-        since=parse_duration(since, option="--since"),
+        since=None if since is None else parse_duration(since, option="--since"),
         step=parse_duration(step, option="--step"),
         scenario=scenario,
         demand=demand,

@@ -404,6 +404,8 @@ def test_json_document_holds_the_spec_keys(hand: Any) -> None:
     assert document["schema"] == "fleetaudit.report/1"
     assert document["window"] == {
         "start": "2026-01-01T00:00:00Z", "end": AT, "step_s": 3600.0, "instants": 25,
+        "data": {"start": "2025-12-25T00:00:00Z", "end": "2026-01-02T00:00:00Z"},
+        "shortened_from_s": None, "note": None,
     }  # fmt: skip
     for figures in (document["fleet"], *document["models"].values()):
         assert set(figures) == {"physical", "schedulable", "productive"}

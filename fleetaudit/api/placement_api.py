@@ -13,14 +13,16 @@ import polars as pl
 
 from fleetaudit.api import (
     StoreOptions,
+    Window,
     load_frames,
     reading,
     resolve_at,
+    resolve_window,
     save_scenario,
     writing,
 )
 from fleetaudit.core.errors import UsageError
-from fleetaudit.core.options import PLACEMENT_QUEUES
+from fleetaudit.core.options import PLACEMENT_QUEUES, PLACEMENT_SINCE
 from fleetaudit.model.capacity import optional_column, usable_expr
 from fleetaudit.whatif import placement
 
@@ -36,7 +38,7 @@ class PlacementRun:
     shuffle: bool = True  # fill mode: the FGD authors' order, shuffled per seed
     at: datetime | None = None
     save_as: str | None = None
-    since: timedelta | None = None  # by-time replay window [at - since, at); None = 1 day
+    since: timedelta | None = None  # by time: [at - since, at); None: PLACEMENT_SINCE, from the data on
     empty: bool = False  # by-time replay from an empty fleet
     queue: str = PLACEMENT_QUEUES[0]  # by-time replay queue: fifo or backfill
 
@@ -61,9 +63,7 @@ class PlacementResult:
     start: datetime | None = None
     queue: str | None = None
     empty: bool | None = None
-
-
-_DEFAULT_SINCE = timedelta(days=1)
+    window: Window | None = None  # by time: how the window covers the data
 
 
 def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> PlacementResult:
@@ -132,14 +132,14 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
 
 
 def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementResult:
-    since = _DEFAULT_SINCE if run.since is None else run.since
-    if since <= timedelta(0):
+    if run.since is not None and run.since <= timedelta(0):
         raise UsageError("--since: give a positive duration (e.g. 1d)")
     if run.queue not in placement.QUEUES:
         raise UsageError(f"--queue: use one of {', '.join(placement.QUEUES)}")
     with reading(store_options) as store:
         at = resolve_at(store, run.at)
-        start = at - since
+        window = resolve_window(store, at, run.since, PLACEMENT_SINCE)
+        start, since = window.start, window.length
         nodes, allocations = load_frames(store, start, at)
         requests = store.query("requests_all")
     options = placement.PlacementOptions(
@@ -187,6 +187,7 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         start=start,
         queue=run.queue,
         empty=run.empty,
+        window=window,
     )
 
 

@@ -23,6 +23,7 @@ import polars as pl
 from fleetaudit.api import (
     StoreOptions,
     WhatifRun,
+    Window,
     check_scenario,
     data_notes,
     holds_requests,
@@ -30,6 +31,7 @@ from fleetaudit.api import (
     load_frames,
     reading,
     resolve_at,
+    resolve_window,
     writing,
 )
 from fleetaudit.core.errors import StoreError, UsageError
@@ -72,7 +74,7 @@ class ReportOptions:
     """What ``fleetaudit report`` covers (defaults are the command line's)."""
 
     at: datetime | None = None
-    since: timedelta = REPORT_SINCE
+    since: timedelta | None = None  # None: REPORT_SINCE, from the data's first record on
     step: timedelta = REPORT_STEP
     scenario: str | None = None
     max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
@@ -115,6 +117,7 @@ class ReportResult:
     # instant, gpu_model (null: any model), queued_gpus: the GPUs of the requests waiting
     # at each instant (submitted by it, not started), for the over-time charts
     queued: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
+    window: Window | None = None  # how the window covers the data, and why it is as long
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend): rates, and
@@ -299,15 +302,20 @@ def _build_report(
 ) -> ReportResult:
     if options.step <= timedelta(0):
         raise UsageError("--step: must be longer than 0s")
-    if options.since <= timedelta(0):
+    if options.since is not None and options.since <= timedelta(0):
         raise UsageError("--since: must be longer than 0s")
-    if options.since // options.step + 1 > MAX_INSTANTS:
-        raise UsageError(f"--step: {options.step} over {options.since} gives too many instants")
+    if (options.since or REPORT_SINCE) // options.step + 1 > MAX_INSTANTS:
+        raise UsageError(
+            f"--step: {options.step} over {options.since or REPORT_SINCE} gives too many instants"
+        )
     notes: list[str] = []
     with reading(store_options) as store:
         check_scenario(store, options.scenario)
         end = resolve_at(store, options.at, options.scenario)
-        start = end - options.since
+        window = resolve_window(
+            store, end, options.since, REPORT_SINCE, options.scenario, least=options.step
+        )
+        start, since = window.start, window.length
         # the telemetry is read on a second connection, opened while this one holds the
         # store, so both read the same state
         reader = open_store(
@@ -315,7 +323,11 @@ def _build_report(
         )
         telemetry_aside = _Aside(_read_telemetry, reader, start, end)
         asides.append(telemetry_aside)
-        notes.extend(data_notes(store, start, end, options.scenario))
+        notes.extend(
+            data_notes(
+                store, start, end, options.scenario, options.at is not None, window=window
+            )
+        )
         if not holds_requests(store):
             notes.append(
                 "the store holds no requests: no shape is evaluated, and every idle GPU "
@@ -323,7 +335,7 @@ def _build_report(
             )
         requests = store.query("requests_in_window", start=start, end=end)
         demand = window_demand(requests, start, end, options.demand)
-        instants = den.window_instants(end, options.since, options.step)
+        instants = den.window_instants(end, since, options.step)
         queued = queued_gpus(requests, instants)
         del requests
         if demand.no_gpu:
@@ -359,14 +371,14 @@ def _build_report(
         previous: dict[str, Any] | None = None
         history: tuple[dict[str, Any], ...] = ()
         if "reports" in tables:
-            previous, history = _recorded(store, options.scenario, options.since, options.step)
+            previous, history = _recorded(store, options.scenario, since, options.step)
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
     notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):
         if shape.is_share:
-            h = evaluate_history(nodes, allocations, shape, end, options.since, options.step)
+            h = evaluate_history(nodes, allocations, shape, end, since, options.step)
             share_outlook[i] = (h.p_start, h.wait_p50_s, h.wait_p90_s)
     timelines = den.window_timelines(nodes, allocations, start, end, horizon)
     # The physical and productive figures are polars work (no GIL): computed aside, on
@@ -379,13 +391,13 @@ def _build_report(
     # the sweep keeps the free capacity at the instants the stranded places sample
     picks = place_picks(len(instants), nodes.height)
     sched = den.schedulable(
-        nodes, allocations, pairs, instants, options.since, share_outlook, timelines, picks
+        nodes, allocations, pairs, instants, since, share_outlook, timelines, picks
     )
     del timelines
     places, sampled_instants = stranded_places(
-        nodes, allocations, sched.steps, [s for s, _ in pairs], options.since, kept=sched.kept
+        nodes, allocations, sched.steps, [s for s, _ in pairs], since, kept=sched.kept
     )
-    sampled = den.sampled_hours(sched.steps, options.since, ["gpu_model"])
+    sampled = den.sampled_hours(sched.steps, since, ["gpu_model"])
     figures: _Figures = figures_aside.result()
     physical, prod, interval = figures.physical, figures.productive, figures.interval_s
     cadence, sources = figures.telemetry.cadence, figures.telemetry.sources
@@ -470,6 +482,7 @@ def _build_report(
         queued=queued,
         places=places,
         places_instants=sampled_instants,
+        window=window,
     )
     return _with_trend(result)
 

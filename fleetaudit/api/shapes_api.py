@@ -247,7 +247,9 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
         at = resolve_at(store, options.at, options.scenario)
         pairs, notes = shapes_to_evaluate(store, at, options.shapes)
         start = at - (options.history or timedelta(0))
-        notes.extend(data_notes(store, start, at, options.scenario))
+        notes.extend(
+            data_notes(store, start, at, options.scenario, at_given=options.at is not None)
+        )
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
         requests = (

@@ -30,7 +30,7 @@ from fleetaudit.outputs.charts import sparkline
 if TYPE_CHECKING:
     import polars as pl
 
-    from fleetaudit.api import RejectsResult, StoreSummary, report_api
+    from fleetaudit.api import RejectsResult, StoreSummary, Window, report_api
     from fleetaudit.api.compaction_api import CompactionReport
     from fleetaudit.api.harvest_api import HarvestingResult
     from fleetaudit.api.paper_api import PaperResult
@@ -731,7 +731,7 @@ def render_placement(result: PlacementResult) -> None:
         title = (
             f"placement what-if by time, {iso(result.start)} .. {iso(result.at)}, {result.queue} queue"
             f"{', from an empty fleet' if result.empty else ''}, {result.gpus:,} GPUs: "
-            "allocated %/fragmented % at % of the window"
+            "allocated %/fragmented % at % of the window" + _headline(result.window)
         )
     else:
         fill = float(result.fill_pct or 0)
@@ -856,11 +856,19 @@ def _pct_of(part: float, whole: float) -> str:
     return "-" if whole <= 0 else f"{100 * part / whole:5.1f}%"
 
 
+def _headline(window: Window | None) -> str:
+    """What a title says about its window beside the bounds: shortened to the data, or
+    longer than it (``; ...``), or nothing."""
+    text = None if window is None else window.headline()
+    return f"; {text}" if text else ""
+
+
 def render_report(result: ReportResult) -> None:
     """The one-screen summary (three denominators per model as aligned bars), then details."""
     title = f"report {iso(result.start)} .. {iso(result.end)}, step {seconds_text(result.step_s)}"
     if result.scenario:
         title += f" (scenario {result.scenario})"
+    title += _headline(result.window)
     table = Table(title=title, title_justify="left", show_edge=False)
     table.add_column("model", no_wrap=True)
     for header in (
@@ -1467,6 +1475,7 @@ def render_harvesting(result: HarvestingResult) -> None:
         f"harvesting what-if, {iso(result.start)} .. {iso(result.end)}"
         + (f" (scenario {result.scenario})" if result.scenario else "")
         + f": {result.sleeps:,} sleeps from {result.telemetry_samples:,} telemetry rows"
+        + _headline(result.window)
     )
     table = Table(title=title, title_justify="left")
     table.add_column("policy", no_wrap=True)

@@ -85,7 +85,11 @@ def placement_document(result: PlacementResult) -> dict[str, Any]:
         "saved_policy": result.saved_policy,
     }
     if result.mode == "time":
-        document["window"] = {"start": iso(result.start), "end": iso(result.at)}
+        document["window"] = {
+            "start": iso(result.start),
+            "end": iso(result.at),
+            **({} if result.window is None else result.window.as_json()),
+        }
         document["queue"] = result.queue
         document["empty"] = result.empty
     return document
@@ -125,6 +129,7 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                 "end": iso(result.end),
                 "step_s": result.step_s,
                 "instants": result.steps["instant"].n_unique(),
+                **({} if result.window is None else result.window.as_json()),
             },
             "scenario": result.scenario,
             "fleet": result.fleet,

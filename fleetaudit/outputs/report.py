@@ -548,6 +548,9 @@ def build_context(result: ReportResult) -> ReportContext:
             }
         )
     window = f"{iso(result.start)} to {iso(result.end)}, sampled every {_duration(result.step_s)}"
+    headline = None if result.window is None else result.window.headline()
+    if headline:
+        window += f" ({headline})"
     return ReportContext(
         title=f"fleetaudit report {iso(result.end)}",
         generated_at=iso(result.generated_at) or "",
