@@ -34,6 +34,7 @@ a1,n1,4,16,64,high,training,2026-05-01T00:00:00Z,
     write(folder / "requests.csv", """
 request_id,submit_time,start_time,gpu_model,gpus,cpus_per_gpu,memory_gib_per_gpu,duration_s,priority
 r1,2026-05-01T00:00:00Z,2026-05-01T01:00:00Z,H20,2,4,16,3600,high
+r2,2026-05-01T02:00:00Z,,H20,8,4,16,,high
 """)
     db = tmp_path / "fleet.duckdb"
     done = runner.invoke(app, ["ingest", str(folder), "--db", str(db), "--quiet"])
@@ -94,16 +95,24 @@ def test_the_default_instant_never_warns(four_hours: Path) -> None:
         assert "--at 2026-05-02T00:00:00Z is after all of the data" in later.stderr
 
 
-def test_a_pending_request_is_not_read_against_empty_days(tmp_path: Path, four_hours: Path) -> None:
-    """A shape that needs the whole node (8 GPUs) never fits while a1 holds 4 of them:
-    p_start 0% over the data's 4 hours (over 7 days of an empty node it read 97.6%)."""
-    shapes_csv = write(tmp_path / "shapes.csv", "gpu_model,gpus\nH20,8\n")
-    done = runner.invoke(
-        app, ["shapes", "--db", str(four_hours), "--shapes", str(shapes_csv), "--json"]
-    )
-    assert json.loads(done.stdout)["shapes"][0]["instances"] == 0
-    doc, _, _ = _report(four_hours, "--demand", "submitted")
-    assert doc["window"]["start"] == "2026-05-01T00:00:00Z"
+def test_a_pending_request_is_not_read_against_empty_days(four_hours: Path) -> None:
+    """r2 needs the whole node (8 GPUs), which never fits while a1 holds 4 of them:
+    p_start 0 at each of the window's hourly instants. The 7 days before 04:00 give it
+    the empty node of the 164 hours without data: 164 of 169 instants."""
+    assert json.loads(
+        runner.invoke(app, ["shapes", "--db", str(four_hours), "--json"]).stdout
+    )["shapes"][0]["instances"] == 0
+
+    def p_start(doc: dict) -> float:
+        (outlook,) = [s for s in doc["shapes"] if s["shape"]["gpus"] == 8]
+        return float(outlook["p_start"])
+
+    doc, _, _ = _report(four_hours)
+    assert doc["window"]["instants"] == 5
+    assert p_start(doc) == 0.0
+    week, _, _ = _report(four_hours, "--since", "7d")
+    assert week["window"]["instants"] == 169
+    assert p_start(week) == round(164 / 169, 6)
 
 
 def test_the_default_placement_window_starts_with_the_data(four_hours: Path) -> None:
