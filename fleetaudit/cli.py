@@ -1539,6 +1539,14 @@ def report(
             "writes --html or --json is kept anyway).",
         ),
     ] = False,
+    fail_if_stale: Annotated[
+        bool,
+        typer.Option(
+            "--fail-if-stale",
+            help="Exit 66, writing nothing, when the export time has not moved since the "
+            "last recorded report (for cron: the export was not refreshed).",
+        ),
+    ] = False,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -1549,7 +1557,8 @@ def report(
     window's demand could use and the stranded rest by cause, sampled every
     --step), productive ones (SM-active over allocated, from telemetry), the
     stored what-if estimates, and each headline figure's change since the
-    previous recorded report of the same window length and step.
+    preceding recorded window of the same length, step, demand and shape
+    budget.
 
     Examples:
 
@@ -1567,6 +1576,7 @@ def report(
         step=parse_duration(step, option="--step"),
         scenario=scenario,
         demand=demand,
+        fail_if_stale=fail_if_stale,
     )
     with console.progress_status("computing the report"):
         result = build_report(store, options)

@@ -489,29 +489,133 @@ def test_hostile_ids_render_escaped(tmp_path: Path) -> None:
     assert "M<script>" in result.stdout  # the terminal prints the data as it is, no markup
 
 
+EARLIER = ("--at", "2026-01-01T22:00:00Z", "--since", "1d", "--step", "1h")
+
+
+def _reports(db: Path) -> list[tuple[str, str]]:
+    """The recorded reports: (window end, demand), by report id."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute('SELECT "end", demand FROM reports ORDER BY report_id').fetchall()
+    finally:
+        con.close()
+    return [(r[0].isoformat(), r[1]) for r in rows]
+
+
 def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: Path) -> None:
+    """The first report has no baseline; the report of a later window compares with it,
+    each headline figure's change being the difference of the two documents' figures."""
     db = tmp_path / "trend.duckdb"
     shutil.copy(hand_db, db)
     out = tmp_path / "out"
-    first = invoke("report", *WINDOW, "--db", db, "--json", out / "r-{date}-{time}.json")
+    first = invoke("report", *EARLIER, "--db", db, "--json", out / "r-{date}-{time}.json")
     assert first.exit_code == 0, first.output
-    assert "trend: no earlier recorded report of this window length and step" in first.stdout
+    assert "trend: no earlier recorded window of this report's kind" in first.stdout
     (written,) = out.glob("r-*.json")
     assert re.fullmatch(r"r-\d{4}-\d{2}-\d{2}-\d{6}\.json", written.name)
-    assert json.loads(written.read_text())["trend"] == {
+    earlier = json.loads(written.read_text())
+    assert earlier["trend"] == {
+        "key": {"scenario": None, "span_s": 86400.0, "step_s": 3600.0, "demand": "waited",
+                "shapes": "20"},
         "previous": None,
         "figures": [],
         "history": [],
-    }
+        "stale": None,
+    }  # fmt: skip
     second = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "second.json")
     assert second.exit_code == 0, second.output
-    trend = json.loads((tmp_path / "second.json").read_text())["trend"]
-    assert trend["previous"]["at"] == AT
+    now = json.loads((tmp_path / "second.json").read_text())
+    trend = now["trend"]
+    assert (trend["previous"]["start"], trend["previous"]["end"]) == (
+        "2025-12-31T22:00:00Z", "2026-01-01T22:00:00Z",
+    )  # fmt: skip
     rates = {f["figure"]: f for f in trend["figures"]}
-    assert rates["physical.allocation_rate_high"]["change"] == 0.0
-    assert rates["physical.allocation_rate_high"]["previous"] == pytest.approx(231 / 528)
-    assert "since the report of" in second.stdout
+    high = rates["physical.allocation_rate_high"]
+    assert high["value"] == pytest.approx(231 / 528)  # this window, by hand above
+    then = earlier["fleet"]["physical"]["allocation_rate_high"]
+    assert (high["previous"], high["change"]) == (
+        pytest.approx(then), pytest.approx(231 / 528 - then),
+    )  # fmt: skip
+    assert "trend since the window 2025-12-31T22:00:00Z .. 2026-01-01T22:00:00Z" in " ".join(
+        second.stdout.split()
+    )
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_re_run_of_a_window_replaces_its_point(hand_db: Path, tmp_path: Path) -> None:
+    """An identical cron re-run adds no point: the store keeps one report per window, and
+    the re-run compares with the preceding window, not with itself."""
+    db = tmp_path / "rerun.duckdb"
+    shutil.copy(hand_db, db)
+    assert invoke("report", *EARLIER, "--db", db, "--record").exit_code == 0
+    for _ in range(2):
+        done = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "r.json")
+        assert done.exit_code == 0, done.output
+        trend = json.loads((tmp_path / "r.json").read_text())["trend"]
+        assert trend["previous"]["end"] == "2026-01-01T22:00:00Z"
+        assert len(trend["history"]) == 1
+    assert _reports(db) == [("2026-01-01T22:00:00", "waited"), ("2026-01-02T00:00:00", "waited")]
+
+
+def test_a_backfilled_report_compares_with_the_window_before_it(
+    hand_db: Path, tmp_path: Path
+) -> None:
+    """A report for an earlier window, made after a later one was recorded, has no
+    baseline (the later window is not its predecessor); a report of the later window
+    then draws both in window order, and compares with the backfilled one."""
+    db = tmp_path / "backfill.duckdb"
+    shutil.copy(hand_db, db)
+    assert invoke("report", *WINDOW, "--db", db, "--record").exit_code == 0
+    backfilled = invoke("report", *EARLIER, "--db", db, "--json", tmp_path / "b.json")
+    assert json.loads((tmp_path / "b.json").read_text())["trend"]["previous"] is None
+    assert "no earlier recorded window" in backfilled.stdout
+    invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "w.json")
+    trend = json.loads((tmp_path / "w.json").read_text())["trend"]
+    assert [h["end"] for h in trend["history"]] == ["2026-01-01T22:00:00Z"]
+    assert trend["previous"]["end"] == "2026-01-01T22:00:00Z"
+
+
+def test_the_trend_keeps_demands_apart(hand_db: Path, tmp_path: Path) -> None:
+    """A report of the submitted demand is no baseline for one of the waited demand."""
+    db = tmp_path / "demand.duckdb"
+    shutil.copy(hand_db, db)
+    assert invoke("report", *EARLIER, "--demand", "submitted", "--db", db, "--record").exit_code == 0
+    waited = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "w.json")
+    assert waited.exit_code == 0, waited.output
+    assert json.loads((tmp_path / "w.json").read_text())["trend"]["previous"] is None
+    invoke("report", *WINDOW, "--demand", "submitted", "--db", db, "--json", tmp_path / "s.json")
+    trend = json.loads((tmp_path / "s.json").read_text())["trend"]
+    assert (trend["key"]["demand"], trend["previous"]["end"]) == (
+        "submitted", "2026-01-01T22:00:00Z",
+    )  # fmt: skip
+
+
+def test_a_stale_export_is_said_and_fails_with_fail_if_stale(
+    hand_db: Path, tmp_path: Path
+) -> None:
+    """The hand store's export time (its newest timestamp) is the same at the next report:
+    a note says so; --fail-if-stale exits 66 and writes nothing. A newer ingest moves it."""
+    db = tmp_path / "stale.duckdb"
+    shutil.copy(hand_db, db)
+    assert invoke("report", *WINDOW, "--db", db, "--record").exit_code == 0
+    again = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "again.json")
+    assert again.exit_code == 0
+    assert "has not moved since the report recorded at" in " ".join(again.stderr.split())
+    stale = json.loads((tmp_path / "again.json").read_text())["trend"]["stale"]
+    assert stale["export_time"] == "2026-01-02T00:00:00Z"
+    failed = invoke("report", *WINDOW, "--db", db, "--fail-if-stale", "--json", tmp_path / "f.json")
+    assert failed.exit_code == 66
+    assert failed.stderr.startswith("fleetaudit: error: the export time (2026-01-02T00:00:00Z)")
+    assert not (tmp_path / "f.json").exists()
+    write(tmp_path / "new" / "requests.csv", """
+request_id,submit_time,gpu_model,gpus
+late,2026-01-02T06:00:00Z,H20,1
+""")
+    assert invoke("ingest", tmp_path / "new", "--db", db, "-q").exit_code == 0
+    fresh = invoke("report", *WINDOW, "--db", db, "--fail-if-stale")
+    assert fresh.exit_code == 0, fresh.output
 
 
 SHAPE_8 = {"gpu_model": "H100", "gpus": 8, "gpus_per_pod": 4, "locality": "switch"}
@@ -814,11 +918,29 @@ def test_a_store_from_before_reports_gets_the_table_and_a_trend(
     con = duckdb.connect(str(db))
     con.execute("DROP TABLE IF EXISTS reports")
     con.close()
-    first = invoke("report", *WINDOW, "--db", db, "--record")
+    first = invoke("report", *EARLIER, "--db", db, "--record")
     assert first.exit_code == 0, first.output
-    assert "trend: no earlier recorded report of this window length and step" in first.stdout
+    assert "trend: no earlier recorded window of this report's kind" in first.stdout
     second = invoke("report", *WINDOW, "--db", db)
-    assert "since the report of" in second.stdout
+    assert "trend since the window" in second.stdout
+
+
+def test_a_store_whose_reports_lack_the_trend_key_starts_a_new_trend(
+    hand_db: Path, tmp_path: Path
+) -> None:
+    """Reports recorded before the demand and shape budget were kept (their columns
+    NULL) are no baseline: which demand they evaluated is not known."""
+    import duckdb
+
+    db = tmp_path / "older.duckdb"
+    shutil.copy(hand_db, db)
+    assert invoke("report", *EARLIER, "--db", db, "--record").exit_code == 0
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE reports SET demand = NULL, shapes = NULL, exported = NULL")
+    con.close()
+    result = invoke("report", *WINDOW, "--db", db, "--record")
+    assert "no earlier recorded window" in result.stdout
+    assert "has not moved" not in result.stderr
 
 
 def test_scenario_is_read_instead_of_the_recorded_state(hand_db: Path, tmp_path: Path) -> None:
@@ -865,18 +987,19 @@ def test_report_counts_the_rows_ingest_rejected(tmp_path: Path) -> None:
 
 def test_trend_compares_like_for_like(hand_db: Path, tmp_path: Path) -> None:
     """The hand fleet's healthy GPUs are n1, n2 (H20), n4 (A10) and n5 (L4): 22 GPUs, so
-    22 healthy GPU-hours per hour whatever the window. A 2-day report is no baseline
-    for a 1-day one; the 1-day report of the same step is, and its per-hour figures
-    change by 0."""
+    22 healthy GPU-hours per hour whatever the window. A 2-day window, or a 1-day one
+    sampled every 2 h, is no baseline for a 1-day window sampled hourly; the preceding
+    1-day hourly window is, and its per-hour figures change by 0."""
     db = tmp_path / "like.duckdb"
     shutil.copy(hand_db, db)
-    two_days = ("--at", AT, "--since", "2d", "--step", "1h")
-    assert invoke("report", *two_days, "--db", db, "--record").exit_code == 0
+    two_days = ("--at", "2026-01-01T22:00:00Z", "--since", "2d", "--step", "1h")
+    other_step = ("--at", "2026-01-01T22:00:00Z", "--since", "1d", "--step", "2h")
+    for args in (two_days, other_step):
+        assert invoke("report", *args, "--db", db, "--record").exit_code == 0
     first = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "first.json")
-    assert "trend: no earlier recorded report" in first.stdout
+    assert "trend: no earlier recorded window" in first.stdout
     assert json.loads((tmp_path / "first.json").read_text())["trend"]["previous"] is None
-    other_step = ("--at", AT, "--since", "1d", "--step", "2h")
-    assert "no earlier recorded" in invoke("report", *other_step, "--db", db).stdout
+    assert invoke("report", *EARLIER, "--db", db, "--record").exit_code == 0
     invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "second.json")
     trend = json.loads((tmp_path / "second.json").read_text())["trend"]
     figures = {f["figure"]: f for f in trend["figures"]}
@@ -889,11 +1012,13 @@ def test_an_ad_hoc_report_is_no_baseline(hand_db: Path, tmp_path: Path) -> None:
     db = tmp_path / "adhoc.duckdb"
     shutil.copy(hand_db, db)
     past = ("--at", "2026-01-01T12:00:00Z", "--since", "1d", "--step", "1h")
+    later = ("--at", "2026-01-01T13:00:00Z", "--since", "1d", "--step", "1h")
     adhoc = invoke("report", *past, "--db", db)
     assert adhoc.exit_code == 0, adhoc.output
     assert "not recorded for the next trend" in " ".join(adhoc.stderr.split())
-    assert "no earlier recorded" in invoke("report", *past, "--db", db, "--record").stdout
-    assert "since the report of" in invoke("report", *past, "--db", db).stdout
+    assert "no earlier recorded" in invoke("report", *later, "--db", db).stdout
+    assert invoke("report", *past, "--db", db, "--record").exit_code == 0
+    assert "trend since the window" in invoke("report", *later, "--db", db).stdout
 
 
 def test_a_read_only_store_reports_and_says_it_did_not_record(
@@ -924,18 +1049,20 @@ def test_a_read_only_store_file_reports(hand_db: Path, tmp_path: Path) -> None:
 def test_a_three_report_trend_is_drawn_in_html_and_on_the_terminal(
     hand_db: Path, tmp_path: Path
 ) -> None:
-    """Two recorded reports with hand-set figures, then this one (43.75% high, from above).
+    """Two recorded windows with hand-set figures, then this one (43.75% high, from above).
 
-    The chart's x: 0, 300, 600 (oldest first); y = 160 - 160 x rate. Usable share of
-    idle is usable / idle per hour: 5/10 then 2/8. The first record has no SM-active
-    rate: its line starts at the second report.
+    The windows end at 22:00 and 23:00; the 23:00 one is recorded first, and the chart
+    still runs by window end. Its x: 0, 300, 600; y = 160 - 160 x rate. Usable share
+    of idle is usable / idle per hour: 5/10 then 2/8. The first window has no SM-active
+    rate: its line starts at the second.
     """
     import duckdb
 
     db = tmp_path / "three.duckdb"
     shutil.copy(hand_db, db)
-    for _ in range(2):
-        assert invoke("report", *WINDOW, "--db", db, "--record").exit_code == 0
+    for at in ("2026-01-01T23:00:00Z", "2026-01-01T22:00:00Z"):  # the later one first
+        window = ("--at", at, "--since", "1d", "--step", "1h")
+        assert invoke("report", *window, "--db", db, "--record").exit_code == 0
     figures = [
         {"physical.allocation_rate_high": 0.25, "physical.allocation_rate": 0.5,
          "schedulable.idle_gpu_hours_per_hour": 10.0,
@@ -945,7 +1072,7 @@ def test_a_three_report_trend_is_drawn_in_html_and_on_the_terminal(
          "schedulable.usable_gpu_hours_per_hour": 2.0, "productive.productive_rate": 0.5},
     ]  # fmt: skip
     con = duckdb.connect(str(db))
-    ids = [r[0] for r in con.execute("SELECT report_id FROM reports ORDER BY report_id").fetchall()]
+    ids = [r[0] for r in con.execute('SELECT report_id FROM reports ORDER BY "end"').fetchall()]
     for report_id, values in zip(ids, figures, strict=True):
         con.execute(
             "UPDATE reports SET figures = ? WHERE report_id = ?", [json.dumps(values), report_id]
@@ -967,8 +1094,8 @@ def test_a_three_report_trend_is_drawn_in_html_and_on_the_terminal(
         f"0.0,80.0 300.0,120.0 600.0,{160 - 160 * usable_share:.1f}",
         f"300.0,80.0 600.0,{160 - 160 * productive:.1f}",
     ]
-    assert "across the 3 recorded reports of this window length and step" in page
-    assert "trend over 3 recorded reports (this one last):" in third.stdout
+    assert "across the 3 recorded windows of this report's kind, by window end" in page
+    assert "over 3 recorded windows, oldest first (this one last):" in third.stdout
     assert re.search(r"^  allocation rate, high +▁█▆ 43\.8%$", third.stdout, re.M)
     # no SM-active rate in the first record: a blank, then 50% and 53.1% (▁ least, █ most)
     assert f"  {'SM-active rate':<27}  ▁█ 53.1%" in third.stdout

@@ -233,6 +233,7 @@ def test_csv_holds_a_table_of_each_name_shown(
             if len(names) > 1:
                 assert header[0] == "table"
                 tables = pl.read_csv(io.StringIO(text), infer_schema=False)["table"]
-                assert sorted(tables.unique()) == names
+                with_rows = [n for n in names if len((folder / f"{n}.csv").read_text().splitlines()) > 1]
+                assert sorted(tables.unique()) == with_rows  # an empty table has no row here
             else:
                 assert header == (folder / f"{names[0]}.csv").read_text().splitlines()[0].split(",")

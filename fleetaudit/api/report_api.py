@@ -26,6 +26,7 @@ from fleetaudit.api import (
     Window,
     check_scenario,
     data_notes,
+    export_time,
     holds_requests,
     latest_whatif_runs,
     load_frames,
@@ -34,7 +35,7 @@ from fleetaudit.api import (
     resolve_window,
     writing,
 )
-from fleetaudit.core.errors import StoreError, UsageError
+from fleetaudit.core.errors import StaleExportError, StoreError, UsageError
 from fleetaudit.core.options import REPORT_SINCE, REPORT_STEP
 from fleetaudit.core.times import iso, to_utc
 from fleetaudit.model import denominators as den
@@ -80,6 +81,7 @@ class ReportOptions:
     max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
     demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
     generated_at: datetime | None = None  # the clock, injectable for tests
+    fail_if_stale: bool = False  # raise StaleExportError when the export time has not moved
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,12 @@ class ReportResult:
     # at each instant (submitted by it, not started), for the over-time charts
     queued: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
     window: Window | None = None  # how the window covers the data, and why it is as long
+    # what defines the figures, which the trend compares like for like: scenario, span_s,
+    # step_s, demand (the mode used), shapes (the budget)
+    trend_key: dict[str, Any] = field(default_factory=dict)
+    # the export time has not moved since the last recorded report: recorded_at,
+    # export_time, note (None: it has, or no report was recorded with it)
+    stale: dict[str, Any] | None = None
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend): rates, and
@@ -311,6 +319,9 @@ def _build_report(
     notes: list[str] = []
     with reading(store_options) as store:
         check_scenario(store, options.scenario)
+        stale = stale_export(store)
+        if stale is not None and options.fail_if_stale:
+            raise StaleExportError(f"{stale['note']} (--fail-if-stale)")
         end = resolve_at(store, options.at, options.scenario)
         window = resolve_window(
             store, end, options.since, REPORT_SINCE, options.scenario, least=options.step
@@ -370,8 +381,17 @@ def _build_report(
             whatifs["compaction"] = replace(over_time_run, kind="compaction")
         previous: dict[str, Any] | None = None
         history: tuple[dict[str, Any], ...] = ()
+        trend_key = {
+            "scenario": options.scenario,
+            "span_s": since.total_seconds(),
+            "step_s": options.step.total_seconds(),
+            "demand": summary["mode"],
+            "shapes": str(options.max_shapes),
+        }
         if "reports" in tables:
-            previous, history = _recorded(store, options.scenario, since, options.step)
+            previous, history = _recorded(store, trend_key, end)
+        if stale is not None:
+            notes.append(stale["note"])
     if nodes.height == 0:
         raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
     notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
@@ -483,6 +503,8 @@ def _build_report(
         places=places,
         places_instants=sampled_instants,
         window=window,
+        trend_key=trend_key,
+        stale=stale,
     )
     return _with_trend(result)
 
@@ -797,43 +819,64 @@ def _domains(state: pl.DataFrame) -> pl.DataFrame:
 
 
 def _recorded(
-    store: Store, scenario: str | None, since: timedelta, step: timedelta
+    store: Store, key: dict[str, Any], end: datetime
 ) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], ...]]:
-    """The recorded reports of the same state, window length and step (the store holds
-    a reports table): the newest of them (the trend's baseline) and all of them, oldest
-    first (the trend chart), from one read."""
-    rows = store.query(
-        "report_history",
-        scenario=scenario,
-        span_s=since.total_seconds(),
-        step_s=step.total_seconds(),
-    ).rows(named=True)
+    """The recorded reports of this report's trend (``key``: the same state, window
+    length, step, demand and shape budget) whose windows end before ``end``, one per
+    window, in window-end order (the trend chart), and the last of them (the trend's
+    baseline: the preceding window). A report of the same window is this one's
+    predecessor in the store, which recording this one replaces: no point of its own.
+    A store whose reports lack the key's columns (recorded before they were kept) has
+    none of this trend."""
+    if not {"demand", "shapes"} <= set(store.column_types("reports")):
+        return None, ()
+    rows = store.query("report_history", **key, end=end).rows(named=True)
     history = tuple(
         {
             "created_at": to_utc(row["created_at"]),
             "at": to_utc(row["at"]),
+            "start": to_utc(row["start"]),
+            "end": to_utc(row["end"]),
             "figures": json.loads(row["figures"]),
         }
         for row in rows
+        if to_utc(row["end"]) < end
     )
-    if not rows:
-        return None, history
-    newest = rows[-1]
-    previous = {
-        **history[-1],
-        "start": to_utc(newest["start"]),
-        "end": to_utc(newest["end"]),
+    return (history[-1] if history else None), history
+
+
+def stale_export(store: Store) -> dict[str, Any] | None:
+    """Whether the store's export time is the one the last recorded report saw (an
+    export that did not move: ``exports/latest`` not refreshed): recorded_at,
+    export_time and a note; None when it moved, or no report recorded it."""
+    if "reports" not in store.table_names() or "exported" not in store.column_types("reports"):
+        return None
+    last = store.query("last_recorded_report")
+    if last.height == 0 or last["exported"][0] is None:
+        return None
+    exported = to_utc(last["exported"][0])
+    if export_time(store) != exported:
+        return None
+    recorded = to_utc(last["created_at"][0]).replace(microsecond=0)
+    return {
+        "recorded_at": recorded,
+        "export_time": exported,
+        "note": (
+            f"the export time ({iso(exported)}) has not moved since the report recorded at "
+            f"{iso(recorded)}: no data was ingested since then (is the export stale?)"
+        ),
     }
-    return previous, history
 
 
 def trend_series(result: ReportResult) -> list[dict[str, Any]]:
-    """The headline figures of every recorded report of this window length and step, then
-    this report's: one point per report, oldest first (created_at, at, figures)."""
+    """The headline figures of the recorded windows of this report's trend that end
+    before it, then this report's: one point per window, by window end (created_at, at,
+    start, end, figures)."""
     points = [dict(h) for h in result.history]
     points.append(
-        {"created_at": result.generated_at, "at": result.end, "figures": result.headline()}
-    )
+        {"created_at": result.generated_at, "at": result.end, "start": result.start,
+         "end": result.end, "figures": result.headline()}
+    )  # fmt: skip
     return points
 
 
@@ -902,15 +945,22 @@ def record_report(store_options: StoreOptions, result: ReportResult) -> str | No
 
 
 def _record(store_options: StoreOptions, result: ReportResult) -> None:
-    with writing(store_options) as store:
+    """One point per window of a trend: the report replaces one recorded before it of the
+    same trend and window end."""
+    key = result.trend_key
+    with writing(store_options) as store, store.transaction():
+        store.execute("delete_report_window", **key, end=result.end)
         store.execute(
             "insert_report",
             generated_at=result.generated_at,
             at=result.end,
             start=result.start,
             end=result.end,
-            step_s=result.step_s,
-            scenario=result.scenario,
+            step_s=key["step_s"],
+            scenario=key["scenario"],
+            demand=key["demand"],
+            shapes=key["shapes"],
+            exported=export_time(store),
             figures=json.dumps(result.headline(), sort_keys=True),
         )
 

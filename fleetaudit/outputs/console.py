@@ -911,38 +911,70 @@ def render_report(result: ReportResult) -> None:
 
 
 def _render_trend(result: ReportResult) -> None:
+    frame = _trend_frame(result)
     if result.previous is None:
-        out.print("trend: no earlier recorded report of this window length and step")
+        out.print(f"trend: no earlier recorded window of this report's kind ({_trend_kind(result)})")
+        keep("trend", frame)
         return
-    parts = []
-    for f in result.trend:
-        change = f["change"]
-        if change is None:
-            text = "-"
-        elif "rate" in f["figure"]:
-            text = f"{100 * change:+.1f} pt"
-        else:
-            text = f"{change:+,.1f}"
-        parts.append(f"{f['label']} {text}")
-    out.print(
-        f"since the report of {iso(result.previous['created_at'])} (same window length and step):"
+    before = result.previous
+    table = Table(
+        title=f"trend since the window {iso(before['start'])} .. {iso(before['end'])} "
+        f"(recorded {iso(before['created_at'])}); like for like: {_trend_kind(result)}",
+        title_justify="left",
     )
-    for part in parts:
-        out.print(f"  {part}")
+    table.add_column("figure", no_wrap=True)
+    for header in ("now", "then", "change"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for f in result.trend:
+        rate = "rate" in f["figure"]
+        shown = _pct1 if rate else _one
+        change = f["change"]
+        table.add_row(
+            f["label"],
+            shown(f["value"]),
+            shown(f["previous"]),
+            "-" if change is None else f"{100 * change:+.1f} pt" if rate else f"{change:+,.1f}",
+        )
+    show(table, "trend", frame)
     rates = report_api.trend_rates(result)
     count = len(rates[0][2])
-    shown = min(count, _SPARK_REPORTS)
+    shown_points = min(count, _SPARK_REPORTS)
     out.print(
-        f"trend over {'the last ' if shown < count else ''}{shown} recorded reports "
-        "(this one last):"
+        f"over {'the last ' if shown_points < count else ''}{shown_points} recorded windows, "
+        "oldest first (this one last):"
     )
     width = max(cell_len(label) for _, label, _ in rates)
     for _key, label, values in rates:
         out.print(
-            Text(f"  {label:<{width}} {sparkline(values[-shown:])} {_pct1(values[-1])}"),
+            Text(f"  {label:<{width}} {sparkline(values[-shown_points:])} {_pct1(values[-1])}"),
             no_wrap=True,
             overflow="ellipsis",
         )
+
+
+def _one(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _trend_kind(result: ReportResult) -> str:
+    """What the trend holds equal: window length, step, demand, shape budget, scenario."""
+    key = result.trend_key
+    if not key:
+        return "same window length and step"
+    text = (
+        f"{seconds_text(key['span_s'])} windows, step {seconds_text(key['step_s'])}, "
+        f"demand {key['demand']}, shape budget {key['shapes']}"
+    )
+    return text + (f", scenario {key['scenario']}" if key.get("scenario") else "")
+
+
+def _trend_frame(result: ReportResult) -> pl.DataFrame:
+    """The headline figures now and in the preceding window, and their change."""
+    return pl.DataFrame(
+        [{k: f[k] for k in ("figure", "value", "previous", "change")} for f in result.trend],
+        schema={"figure": pl.String, "value": pl.Float64, "previous": pl.Float64,
+                "change": pl.Float64},
+    )  # fmt: skip
 
 
 def _render_physical(rows: list[tuple[str, dict[str, Any]]]) -> None:

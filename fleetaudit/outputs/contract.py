@@ -150,21 +150,26 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                 for kind, run in ((k, result.whatifs.get(k)) for k in WHATIF_KINDS)
             },
             "trend": {
+                "key": result.trend_key,
                 "previous": None
                 if result.previous is None
                 else {
-                    "created_at": iso(result.previous["created_at"]),
-                    "at": iso(result.previous["at"]),
+                    k: iso(result.previous[k]) for k in ("created_at", "at", "start", "end")
                 },
                 "figures": list(result.trend),
                 "history": [
                     {
-                        "created_at": iso(h["created_at"]),
-                        "at": iso(h["at"]),
+                        **{k: iso(h[k]) for k in ("created_at", "at", "start", "end")},
                         "figures": h["figures"],
                     }
                     for h in result.history
                 ],
+                "stale": None
+                if result.stale is None
+                else {
+                    "recorded_at": iso(result.stale["recorded_at"]),
+                    "export_time": iso(result.stale["export_time"]),
+                },
             },
             "stranded_places": {
                 "sampled_instants": result.places_instants,

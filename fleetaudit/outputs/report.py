@@ -165,6 +165,7 @@ class ReportContext:
     recoverable: tuple[dict[str, Any], ...]
     trend: tuple[dict[str, Any], ...]
     previous: str | None
+    trend_kind: str
     notes: tuple[str, ...]
     headlines: tuple[dict[str, Any], ...] = ()
     over_time: tuple[AreaChart, ...] = ()
@@ -587,7 +588,9 @@ def build_context(result: ReportResult) -> ReportContext:
         trend=result.trend,
         previous=None
         if result.previous is None
-        else f"{iso(result.previous['created_at'])} (data to {iso(result.previous['at'])})",
+        else f"{iso(result.previous['start'])} to {iso(result.previous['end'])} (recorded "
+        f"{iso(result.previous['created_at'])})",
+        trend_kind=_trend_kind(result),
         notes=result.notes,
         headlines=_headlines(result),
         over_time=over_time,
@@ -600,6 +603,18 @@ def build_context(result: ReportResult) -> ReportContext:
         places_of=result.steps["instant"].n_unique(),
         heat_legend=HEAT_LEGEND,
     )
+
+
+def _trend_kind(result: ReportResult) -> str:
+    """What the trend holds equal: window length, step, demand, shape budget, scenario."""
+    key = result.trend_key
+    if not key:
+        return "the same window length and step"
+    text = (
+        f"windows of {_duration(key['span_s'])}, step {_duration(key['step_s'])}, "
+        f"demand {key['demand']}, shape budget {key['shapes']}"
+    )
+    return text + (f", scenario {key['scenario']}" if key.get("scenario") else "")
 
 
 def _duration(seconds: float | None) -> str:
