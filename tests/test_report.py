@@ -968,13 +968,13 @@ def test_scenario_is_read_instead_of_the_recorded_state(hand_db: Path, tmp_path:
 
 
 def test_report_counts_the_rows_ingest_rejected(tmp_path: Path) -> None:
-    """Two telemetry rows above 1 (too few to look like percent) are rejects; the report
-    says so in its notes and its JSON."""
+    """Two telemetry rows above 100 (neither fractions nor percent) are rejects; the
+    report says so in its notes and its JSON."""
     db = tmp_path / "rejects.duckdb"
     bad = write(
         tmp_path / "more" / "telemetry.csv",
         "ts,node_id,gpu_index,sm_active\n"
-        "2026-01-01T01:00:00Z,n1,0,1.5\n2026-01-01T01:00:00Z,n1,1,2.5\n"
+        "2026-01-01T01:00:00Z,n1,0,150\n2026-01-01T01:00:00Z,n1,1,250\n"
         "2026-01-01T01:00:00Z,n1,2,0.5\n",
     )
     api.ingest_paths(api.StoreOptions(db), [HAND, bad])
