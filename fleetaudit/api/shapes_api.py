@@ -8,7 +8,7 @@ One load of nodes and allocations serves every shape of a call.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,12 +95,13 @@ class ShapesResult:
     notes: tuple[str, ...] = ()
 
 
-def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
+def _same_shape(frame: pl.DataFrame, shape: Shape, any_duration: bool = False) -> pl.DataFrame:
     """Requests whose shape columns equal ``shape``'s (after SPEC defaults).
 
     Durations compare by their class (:func:`fleetaudit.model.shapes.duration_class`):
     a request of 3435 s and one of 3437 s are both of the 1h class, and so is an
-    ad-hoc shape of ``--duration 50m`` (which is still evaluated at exactly 50m).
+    ad-hoc shape of ``--duration 50m`` (which is still evaluated at exactly 50m);
+    ``any_duration``: of every duration class.
     """
 
     def eq(column: str, value: object) -> pl.Expr:
@@ -117,11 +118,12 @@ def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
         eq("cpus_per_gpu", shape.cpus_per_gpu),
         eq("memory_gib_per_gpu", shape.memory_gib_per_gpu),
         eq("locality", shape.locality),
-    ).filter(_class_eq(frame, shape))
+    ).filter(pl.lit(True) if any_duration else _class_eq(frame, shape))
 
 
 def _of_shapes(frame: pl.DataFrame, shapes: Sequence[Shape]) -> pl.DataFrame:
-    """The requests of ``frame`` that some shape of ``shapes`` stands for, in their order.
+    """The requests of ``frame`` of some shape of ``shapes``, of any duration class (a
+    shape's calibration counts those of other classes), in their order.
 
     The window's requests are read before the allocations and cut down to these
     at once: a 90-day window at ASI scale holds 9 M of them.
@@ -129,7 +131,7 @@ def _of_shapes(frame: pl.DataFrame, shapes: Sequence[Shape]) -> pl.DataFrame:
     if not shapes:
         return frame.clear()
     indexed = frame.with_row_index("_row")
-    rows = pl.concat([_same_shape(indexed, shape)["_row"] for shape in shapes])
+    rows = pl.concat([_same_shape(indexed, shape, True)["_row"] for shape in shapes])
     return indexed.filter(pl.col("_row").is_in(rows.implode())).drop("_row")
 
 
@@ -250,8 +252,6 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
         notes.extend(
             data_notes(store, start, at, options.scenario, at_given=options.at is not None)
         )
-        longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
-        end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
         requests = (
             _of_shapes(
                 store.query("requests_submitted_between", start=start, end=at),
@@ -260,6 +260,14 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
             if options.history is not None
             else None
         )
+        longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
+        every = any(s.duration_s is None for s in options.shapes)
+        if requests is not None and requests.height and every:
+            # the calibration of a shape given without a duration evaluates the shape
+            # with each of its requests' duration classes
+            classes = requests.select(duration_class_expr("duration_s").max())[0, 0]
+            longest = max(longest, float(classes or 0.0))
+        end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, end, options.scenario)
     durations = list(dict.fromkeys(shape.duration_s for shape, _ in pairs))
     windows = [timedelta(seconds=d) if d else None for d in durations]
@@ -280,7 +288,10 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
                 reclaim=reclaim_mod.reclaimable(nodes, allocations, at, shape, evaluation)
                 if options.reclaim
                 else None,
-                **_history(nodes, allocations, requests, shape, at, options),
+                **_history(
+                    nodes, allocations, requests, shape, at, options,
+                    every_duration=bool(options.shapes) and shape.duration_s is None,
+                ),  # fmt: skip
                 misses=nearest_misses(evaluation, state) if options.explain else None,
             )
         )
@@ -299,11 +310,39 @@ def _history(
     shape: Shape,
     at: datetime,
     options: ShapesOptions,
+    every_duration: bool = False,
 ) -> dict[str, Any]:
+    """The shape's history and its calibration against the requests of the shape.
+
+    ``every_duration`` (a shape given without a duration): the sample holds the shape's
+    requests of every duration class, each predicted by the history of the shape with
+    its class's duration (as ``--duration`` of that class would); otherwise the requests
+    of the shape's own class, and those of the others are counted as left out.
+    """
     if options.history is None or requests is None:
         return {}
     series = history_mod.evaluate_history(
         nodes, allocations, shape, at, options.history, options.step, options.deadline
     )
-    started = _same_shape(requests, shape).filter(pl.col("start_time").is_not_null())
-    return {"history": series, "calibration": history_mod.calibrate(series, started)}
+    anyhow = _same_shape(requests, shape, any_duration=True)
+    if not every_duration:
+        own = _same_shape(requests, shape)
+        left_out = {"other_duration": anyhow.height - own.height}
+        return {
+            "history": series,
+            "calibration": history_mod.calibrate(series, own, left_out),
+        }
+    classes = []
+    classed = anyhow.with_columns(duration_class_expr("duration_s").alias("_class"))
+    for (duration,), group in classed.group_by(["_class"], maintain_order=True):
+        history = (
+            series
+            if duration is None
+            else history_mod.evaluate_history(
+                nodes, allocations, replace(shape, duration_s=duration), at,
+                options.history, options.step, options.deadline,
+            )
+        )  # fmt: skip
+        classes.append((duration, history, group))
+    classes.sort(key=lambda c: -1.0 if c[0] is None else c[0])
+    return {"history": series, "calibration": history_mod.calibrate_classes(classes)}

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from fleetaudit.inputs.generate_asi import AsiReleaseResult
     from fleetaudit.inputs.ingest import IngestResult
     from fleetaudit.model import capacity, denominators, occupancy, paper
+    from fleetaudit.model import history as history_model
     from fleetaudit.model import shapes as shapes_model
     from fleetaudit.whatif import compaction_over_time
 else:
@@ -52,6 +53,7 @@ else:
     occupancy = LazyModule("fleetaudit.model.occupancy")
     paper = LazyModule("fleetaudit.model.paper")
     shapes_model = LazyModule("fleetaudit.model.shapes")
+    history_model = LazyModule("fleetaudit.model.history")
     report_api = LazyModule("fleetaudit.api.report_api")
 
 PIPED_WIDTH = 120
@@ -639,13 +641,15 @@ def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
     with_history = any(r.history is not None for r in reports)
     if not (with_reclaim or with_history):
         return
-    table = Table(title="reclaim and start outlook", title_justify="left")
+    title = " and ".join(t for t, on in (("reclaim", with_reclaim), ("start outlook", with_history)) if on)
+    table = Table(title=title, title_justify="left")
     table.add_column("shape", no_wrap=True)
     if with_reclaim:
         table.add_column("+evict", justify="right", no_wrap=True)
         table.add_column("lost GPU-h", justify="right", no_wrap=True)
     if with_history:
-        for header in ("p_start", "wait p50/p90", "in deadline", "started", "real p50/p90"):
+        for header in ("p_start", "wait p50/p90", "in deadline", "started", "real p50/p90",
+                       "left out"):  # fmt: skip
             table.add_column(header, justify="right", no_wrap=True)
     for r in reports:
         row: list[str | Text] = [Text(r.evaluation.shape.label())]
@@ -665,6 +669,7 @@ def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
                     f"{seconds_text(cal.actual_wait_p50_s)}/{seconds_text(cal.actual_wait_p90_s)} "
                     f"(pred. {seconds_text(cal.predicted_wait_p50_s)}/{seconds_text(cal.predicted_wait_p90_s)})",
                 ]
+            row.append("-" if cal is None else _int(sum(cal.left_out.values())))
         table.add_row(*row)
     show(table, "shapes", None)  # its figures are columns of the shapes table's CSV
     legend = []
@@ -677,9 +682,20 @@ def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
         legend.append(
             "waits: time to the first step with an instance, '-' censored (none in the "
             "window). started: requests of the shape submitted in the window that started; "
-            "their real waits beside the predicted ones."
+            "their real waits beside the predicted ones; left out: the shape's other "
+            "requests of the window, below."
         )
     out.print(" ".join(legend))
+    for r in reports:
+        cal = r.calibration
+        if cal is None:
+            continue
+        classes = [seconds_text(d) if d else "none" for d in cal.durations]
+        text = f"calibration of {r.evaluation.shape.label()}: {cal.started:,} started"
+        if len(classes) > 1 or (classes and classes != ["none"]):
+            text += f" (durations {', '.join(classes)}, each against its own duration's history)"
+        text += f"; left out: {cal.left_out_text() or 'none'}"
+        out.print(Text(text))
 
 
 def render_misses(report: ShapeReport) -> None:
@@ -1615,6 +1631,8 @@ def shapes_frame(result: ShapesResult) -> pl.DataFrame:
             row += [None] * 4 if h is None else [h[k] for k in _HISTORY_KEYS]
             cal = None if r.calibration is None else r.calibration.as_json()
             row += [None] * 5 if cal is None else [cal[k] for k in _CALIBRATION_KEYS]
+            left = {} if cal is None else cal["left_out"]
+            row += [left.get(k) for k in history_model.LEFT_OUT]
         rows.append(row)
     schema: dict[str, Any] = {
         "shape": pl.String, "queued": pl.Int64, "instances": pl.Int64, "capped": pl.Boolean,
@@ -1626,6 +1644,7 @@ def shapes_frame(result: ShapesResult) -> pl.DataFrame:
     if with_history:
         schema |= dict.fromkeys(_HISTORY_KEYS, pl.Float64)
         schema |= {"started": pl.Int64} | dict.fromkeys(_CALIBRATION_KEYS[1:], pl.Float64)
+        schema |= {f"left_out_{k}": pl.Int64 for k in history_model.LEFT_OUT}
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
