@@ -37,6 +37,8 @@ from fleetaudit.core.options import (
     COMPACTION_ENGINES,
     DEFAULT_DB,
     DEFAULT_LOCK_TIMEOUT,
+    DEMAND_DEFAULT_SHAPES,
+    DEMAND_PER_MODEL_SHAPES,
     HARVEST_SINCE,
     PLACEMENT_SINCE,
     INGEST_FORMAT_SPECS,
@@ -1527,6 +1529,16 @@ def report(
             "Default: waited, or submitted where none waited.",
         ),
     ] = None,
+    max_shapes: Annotated[
+        int | None,
+        typer.Option(
+            "--shapes",
+            help=f"Evaluate the N heaviest shapes of the demand (default: the "
+            f"{DEMAND_DEFAULT_SHAPES} heaviest, and every GPU model's "
+            f"{DEMAND_PER_MODEL_SHAPES} heaviest).",
+            metavar="N",
+        ),
+    ] = None,
     as_html: HtmlOption = None,
     as_json: JsonOption = None,
     as_csv: CsvOption = None,
@@ -1576,6 +1588,7 @@ def report(
         step=parse_duration(step, option="--step"),
         scenario=scenario,
         demand=demand,
+        max_shapes=max_shapes,
         fail_if_stale=fail_if_stale,
     )
     with console.progress_status("computing the report"):

@@ -528,4 +528,4 @@ def test_placement_help_keeps_its_brackets(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("COLUMNS", "200")
     text = invoke("whatif", "placement", "--help").stdout
     assert "recorded over [at - since, at)" in text
-    assert "the window [at - since, at) (default 1d)" in text
+    assert "the window [at - since, at) (default 1d, or from the data" in text

@@ -518,7 +518,7 @@ def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: P
     earlier = json.loads(written.read_text())
     assert earlier["trend"] == {
         "key": {"scenario": None, "span_s": 86400.0, "step_s": 3600.0, "demand": "waited",
-                "shapes": "20"},
+                "shapes": "default"},
         "previous": None,
         "figures": [],
         "history": [],
@@ -663,17 +663,18 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
     assert "compaction: ran " in result.stdout and "partition_size" not in result.stdout
     assert (
         "frees 8 GPUs: free nodes 1 → 2 (at most 3), partially occupied 3 → 1; "
-        "2 moves: a pause of 1,235 GPU-hours, repaid after 154.3 h of use"
+        "2 moves: a pause of 1,234.56 GPU-hours, repaid after 154.3 h of use"
     ) in " ".join(result.stdout.split())
     assert "spotgpu: allocation rate high -, all 93.0%" in result.stdout
     assert "instances gained per shape: H100 8 GPU (2x4) switch +1" in result.stdout
     page = (tmp_path / "w.html").read_text()
     assert "partition_size" not in page and "<td>spotgpu</td>" in page
-    # GPUs and nodes freed, instances gained per shape, and the pause: whole GPU-hours
+    # GPUs and nodes freed, instances gained per shape, and the pause to a hundredth, as
+    # the terminal's and whatif compaction's (0.34 read 0 in whole GPU-hours)
     assert "<th>GPUs freed</th><td><strong>8</strong></td>" in page
     assert "<th>whole nodes freed</th><td><strong>1</strong>" in page
     assert "(free nodes 1 → 2, at most 3)" in page
-    assert "<strong>1,235</strong> GPU-hours over 2 moves, repaid after 6.4d of use" in page
+    assert "<strong>1,234.56</strong> GPU-hours over 2 moves, repaid after 6.4d of use" in page
     assert "<tr><td>H100 8 GPU (2x4) switch</td><td>1</td><td>2</td><td>+1</td></tr>" in page
 
 
@@ -1266,3 +1267,22 @@ def test_report_physical_gpu_hours_match_the_tiny_hand_worked_json(
     assert h20["allocated_high_gpu_hours"] == pytest.approx(52, abs=1e-6)
     assert (a10["installed_gpu_hours"], a10["healthy_gpu_hours"]) == (48, 48)
     assert (a10["allocated_gpu_hours"], a10["allocated_high_gpu_hours"]) == (0, 0)
+
+
+def test_the_three_allocated_figures_are_named_for_what_they_count(hand: Any) -> None:
+    """Productive counts each allocation's own GPUs on any node: a1 4 x 6, a2 2 x 4, a3 8 x
+    24, a4 8 x 24 (on the down n3), a5 0.5 x 12, a6 0.25 x 12, a8 1 x 2, a11 1 x 1 = 428.
+    Physical counts occupied GPUs on healthy nodes, exactly: 245 (by hand above); the
+    schedulable ledger the same at the sampled instants."""
+    from fleetaudit.api.report_api import allocated_kinds
+
+    assert hand.fleet["productive"]["allocated_gpu_hours"] == pytest.approx(428.0)
+    sampled = hand.fleet["schedulable"]["allocated_gpu_hours"]
+    assert allocated_kinds(hand) == (
+        "allocated GPU-hours, three ways: 428 productive, each allocation's own GPUs (a "
+        "share as its fraction) on any node; 245 physical, the GPUs occupied on healthy "
+        f"nodes (a share fills its GPU), exact; {sampled:,.0f} schedulable, the same "
+        "occupied GPUs at the sampled instants"
+    )
+    page = render_html(hand)
+    assert allocated_kinds(hand) in page.replace("&#39;", "'")

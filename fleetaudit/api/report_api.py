@@ -41,11 +41,20 @@ from fleetaudit.core.times import iso, to_utc
 from fleetaudit.model import denominators as den
 from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import SHARE_UNITS, UNBOUNDED, usable_expr
-from fleetaudit.model.demand import WEIGHTS, WindowDemand, window_demand
+from fleetaudit.model.demand import (
+    DEFAULT_SHAPES,
+    PER_MODEL_SHAPES,
+    WEIGHTS,
+    DemandShape,
+    WindowDemand,
+    window_demand,
+)
 from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
+from fleetaudit.api.shapes_api import SHAPE_COLUMNS
 from fleetaudit.model.shapes import (
     Shape,
     beyond_fleet_all,
+    duration_class_expr,
     group_key,
     group_slots,
     make_shape,
@@ -78,7 +87,9 @@ class ReportOptions:
     since: timedelta | None = None  # None: REPORT_SINCE, from the data's first record on
     step: timedelta = REPORT_STEP
     scenario: str | None = None
-    max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
+    # budget: the demand shapes evaluated at every step, heaviest first (None: the
+    # DEFAULT_SHAPES heaviest and every GPU model's PER_MODEL_SHAPES heaviest)
+    max_shapes: int | None = None
     demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
     generated_at: datetime | None = None  # the clock, injectable for tests
     fail_if_stale: bool = False  # raise StaleExportError when the export time has not moved
@@ -347,27 +358,37 @@ def _build_report(
         requests = store.query("requests_in_window", start=start, end=end)
         demand = window_demand(requests, start, end, options.demand)
         instants = den.window_instants(end, since, options.step)
-        queued = queued_gpus(requests, instants)
-        del requests
         if demand.no_gpu:
             notes.append(
                 f"{demand.no_gpu} request(s) of the window's demand ask for no GPU "
                 "and are not GPU shapes"
             )
-        chosen = demand.shapes[: options.max_shapes]
+        fleet_models = store.query("gpu_models")["gpu_model"].to_list()
+        chosen = demand.chosen(options.max_shapes, fleet_models)
         pairs = [(d.shape, d.queued) for d in chosen]
         left_out = len(demand.shapes) - len(chosen)
-        summary = _demand_summary(demand, options.max_shapes)
+        summary = _demand_summary(demand, chosen, options.max_shapes)
+        coverage = model_coverage(demand, chosen, fleet_models)
         if left_out:
             share = summary["not_evaluated_share"]
             notes.append(
-                f"{left_out} lighter shape(s) beyond the budget of {options.max_shapes} "
+                f"{left_out} lighter shape(s) beyond the budget ({_budget_text(options.max_shapes)}) "
                 "are not evaluated at every step"
                 + ("" if share is None else f" ({share:.1%} of the demand)")
+                + "; --shapes N evaluates the N heaviest"
             )
+        for model, cover in coverage.items():
+            if cover["requests"] and not cover["evaluated_requests"]:
+                notes.append(
+                    f"{model}: none of its demand's {cover['requests']:,} request(s) is among "
+                    "the shapes evaluated; its schedulable figures read 'not evaluated' "
+                    "(raise --shapes)"
+                )
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, horizon, options.scenario)
+        queued = queued_gpus(never_startable(requests, nodes), instants)
+        del requests
         rejects: dict[str, int] = {}
         tables = store.table_names()  # a store written before rejects or reports were kept
         if "rejects" in tables:
@@ -386,7 +407,7 @@ def _build_report(
             "span_s": since.total_seconds(),
             "step_s": options.step.total_seconds(),
             "demand": summary["mode"],
-            "shapes": str(options.max_shapes),
+            "shapes": "default" if options.max_shapes is None else str(options.max_shapes),
         }
         if "reports" in tables:
             previous, history = _recorded(store, trend_key, end)
@@ -429,14 +450,30 @@ def _build_report(
     by_model = den.productive_by(prod.allocations, "gpu_model")
     for row in physical.join(sampled, on="gpu_model", how="left").iter_rows(named=True):
         model = row["gpu_model"]
+        cover = coverage.get(model, {"requests": 0, "evaluated_requests": 0,
+                                     "evaluated_share": None})  # fmt: skip
         models[model] = {
             "physical": _physical(row),
-            "schedulable": _schedulable(row),
+            "schedulable": {
+                **_schedulable(row),
+                "evaluated": not (cover["requests"] and not cover["evaluated_requests"]),
+                "demand": cover,
+            },
             "productive": by_model.get(model) or den.productive_figures(prod.allocations.clear()),
         }
     fleet = {
         "physical": _physical(_sum_rows(physical)),
-        "schedulable": _schedulable(_sum_rows(sampled.drop("gpu_model"))),
+        "schedulable": {
+            **_schedulable(_sum_rows(sampled.drop("gpu_model"))),
+            "evaluated": bool(pairs) or not demand.requests,
+            "demand": {
+                "requests": demand.requests,
+                "evaluated_requests": sum(d.requests for d in chosen),
+                "evaluated_share": None
+                if summary["not_evaluated_share"] is None
+                else 1 - summary["not_evaluated_share"],
+            },
+        },
         "productive": den.productive_figures(prod.allocations),
     }
     tenants = _tenants(nodes, allocations, start, end, prod, fleet)
@@ -697,23 +734,30 @@ def _causes_by_domain(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
 
 def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.DataFrame:
     """GPUs of the requests waiting at each instant (``submit_time <= t < start_time``,
-    or never started), per requested model (null: any model).
+    or never started), per requested model (null: any model), and apart, those of
+    requests that can never start on the fleet (column ``never``, where ``requests``
+    has it; :func:`never_startable`).
 
     Each request adds its GPUs to the instants of its wait, by cumulative sums over the
     sorted instants (no request x instant product).
     """
-    schema: dict[str, PolarsDataType] = {"instant": pl.Datetime("us"), "gpu_model": pl.String, "queued_gpus": pl.Float64}
+    schema: dict[str, PolarsDataType] = {
+        "instant": pl.Datetime("us"), "gpu_model": pl.String, "never": pl.Boolean,
+        "queued_gpus": pl.Float64,
+    }  # fmt: skip
     epoch = datetime(1970, 1, 1)
     times = np.array(sorted((to_utc(t) - epoch).total_seconds() for t in instants))
     frames = []
     if len(times) and requests.height:
+        never = pl.col("never") if "never" in requests.columns else pl.lit(False)
         waiting = requests.filter(pl.col("gpus") > 0).select(
             "gpu_model",
+            never.fill_null(False).alias("never"),
             pl.col("gpus").cast(pl.Float64),
             pl.col("submit_time").dt.epoch("us").cast(pl.Float64) / 1e6,
             pl.col("start_time").dt.epoch("us").cast(pl.Float64) / 1e6,
         )
-        for (model,), group in waiting.group_by(["gpu_model"], maintain_order=True):
+        for (model, apart), group in waiting.group_by(["gpu_model", "never"], maintain_order=True):
             first = np.searchsorted(times, group["submit_time"].to_numpy(), side="left")
             ends = group["start_time"].fill_null(np.inf).to_numpy()
             last = np.searchsorted(times, ends, side="left")  # first instant it no longer waits
@@ -726,6 +770,7 @@ def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.Data
                     {
                         "instant": [epoch + timedelta(seconds=float(t)) for t in times],
                         "gpu_model": [model] * len(times),
+                        "never": [apart] * len(times),
                         "queued_gpus": np.cumsum(delta)[:-1],
                     },
                     schema=schema,
@@ -733,10 +778,43 @@ def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.Data
             )
     if not frames:
         return pl.DataFrame(schema=schema)
-    return pl.concat(frames).sort("instant", "gpu_model", nulls_last=True)
+    return pl.concat(frames).sort("instant", "gpu_model", "never", nulls_last=True)
 
 
-def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
+def never_startable(requests: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """``requests`` with ``never``: its shape can never start on the fleet, whatever is
+    free (:func:`fleetaudit.model.shapes.beyond_fleet`: a gang larger than any switch
+    domain of its models holds, more GPUs than they have)."""
+    columns = list(SHAPE_COLUMNS)
+    if requests.height == 0 or not set(columns) <= set(requests.columns):
+        return requests.with_columns(pl.lit(False).alias("never"))
+    classed = requests.with_columns(duration_class_expr("duration_s").alias("_class"))
+    keys = [*columns[:-1], "_class"]
+    distinct = classed.filter(pl.col("gpus") > 0).select(keys).unique(maintain_order=True)
+    flags = []
+    for r in distinct.iter_rows(named=True):
+        try:
+            shape = make_shape(
+                r["gpu_model"], r["gpus"], r["gpus_per_pod"], r["cpus_per_gpu"],
+                r["memory_gib_per_gpu"], r["locality"], r["_class"],
+            )  # fmt: skip
+        except UsageError:
+            shape = None
+        flags.append(shape)
+    known = [s for s in flags if s is not None]
+    beyond = iter(beyond_fleet_all(known, nodes))
+    never = [False if s is None else next(beyond) is not None for s in flags]
+    table = distinct.with_columns(pl.Series("never", never, dtype=pl.Boolean))
+    return (
+        classed.join(table, on=keys, how="left", nulls_equal=True)
+        .with_columns(pl.col("never").fill_null(False))
+        .drop("_class")
+    )
+
+
+def _demand_summary(
+    demand: WindowDemand, chosen: Sequence[DemandShape], budget: int | None
+) -> dict[str, Any]:
     """Which demand the report used, and how much of it the shape budget evaluates."""
     return {
         "mode": demand.mode,
@@ -745,9 +823,53 @@ def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
         "requests": demand.requests,
         "no_gpu_requests": demand.no_gpu,
         "shapes": len(demand.shapes),
-        "evaluated": min(len(demand.shapes), budget),
-        "not_evaluated_share": demand.left_out_share(budget),
+        "evaluated": len(chosen),
+        "budget": budget,
+        "not_evaluated_share": demand.left_out_share(chosen),
     }
+
+
+def _budget_text(budget: int | None) -> str:
+    if budget is None:
+        return (
+            f"the {DEFAULT_SHAPES} heaviest and every GPU model's {PER_MODEL_SHAPES} heaviest"
+        )
+    return f"--shapes {budget}"
+
+
+def model_coverage(
+    demand: WindowDemand, chosen: Sequence[DemandShape], models: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Per GPU model: the requests of the demand that may run on it (a shape of several
+    models counts for each), and of them those of the shapes evaluated, with the share of
+    the demand's weight on the model that they carry."""
+    out: dict[str, dict[str, Any]] = {}
+    for model in models:
+        mine = [d for d in demand.shapes if d.shape.models is None or model in d.shape.models]
+        evaluated = [d for d in mine if d in chosen]
+        weight = sum(d.weight for d in mine)
+        out[model] = {
+            "requests": sum(d.requests for d in mine),
+            "evaluated_requests": sum(d.requests for d in evaluated),
+            "evaluated_share": None if weight <= 0 else sum(d.weight for d in evaluated) / weight,
+        }
+    return out
+
+
+def allocated_kinds(result: ReportResult) -> str:
+    """The report's three allocated GPU-hours, each named for what it counts (they differ:
+    shares, unhealthy nodes, sampling)."""
+
+    def hours(part: str) -> str:
+        return f"{result.fleet[part]['allocated_gpu_hours']:,.0f}"
+
+    return (
+        f"allocated GPU-hours, three ways: {hours('productive')} productive, each "
+        "allocation's own GPUs (a share as its fraction) on any node; "
+        f"{hours('physical')} physical, the GPUs occupied on healthy nodes (a share fills "
+        f"its GPU), exact; {hours('schedulable')} schedulable, the same occupied GPUs at "
+        "the sampled instants"
+    )
 
 
 def describe_demand(demand: dict[str, Any]) -> str:
@@ -767,7 +889,7 @@ def describe_demand(demand: dict[str, Any]) -> str:
         text += "; no request waited in the window"
     if demand["shapes"] > demand["evaluated"]:
         share = demand["not_evaluated_share"]
-        text += f"; the {demand['evaluated']} heaviest evaluated"
+        text += f"; {demand['evaluated']} evaluated ({_budget_text(demand.get('budget'))})"
         if share is not None:
             text += f", {share:.1%} of the demand not evaluated"
     return text

@@ -30,6 +30,12 @@ REPORT_SINCE = timedelta(days=7)
 REPORT_STEP = timedelta(minutes=15)
 """``fleetaudit report --step``: the sampling step of its schedulable figures."""
 
+DEMAND_DEFAULT_SHAPES = 20
+"""``fleetaudit report`` evaluates the demand's heaviest shapes, this many by default..."""
+
+DEMAND_PER_MODEL_SHAPES = 3
+"""...and, by default, every GPU model's heaviest shapes, this many, on top of them."""
+
 
 def duration_text(value: float | timedelta) -> str:
     """A default duration as the command line spells it: in the largest unit that divides it,

@@ -862,8 +862,8 @@ def _denominator_bars(
         width,
     )
     schedulable = _share_bar([(sc["usable_gpu_hours"], "green")], sc["idle_gpu_hours"], width)
-    productive = _share_bar(
-        [(pr["sm_active_gpu_hours"], "green")], pr["telemetry_gpu_hours"], width
+    productive = _share_bar(  # not usable's green: the bars stand side by side
+        [(pr["sm_active_gpu_hours"], "magenta")], pr["telemetry_gpu_hours"], width
     )
     return physical, schedulable, productive
 
@@ -901,7 +901,9 @@ def render_report(result: ReportResult) -> None:
         table.add_row(
             Text(name, style="bold" if name == "fleet" else ""),
             bars[0] + Text(f" {_pct_of(ph['allocated_gpu_hours'], ph['healthy_gpu_hours'])}"),
-            bars[1] + Text(f" {_pct_of(sc['usable_gpu_hours'], sc['idle_gpu_hours'])}"),
+            bars[1] + Text(f" {_pct_of(sc['usable_gpu_hours'], sc['idle_gpu_hours'])}")
+            if sc.get("evaluated", True)
+            else Text("not evaluated", style="italic"),
             bars[2] + Text(f" {_pct_of(pr['sm_active_gpu_hours'], pr['telemetry_gpu_hours'])}"),
         )
     show(table, "summary", report_frame(result))  # the bars narrow to the width
@@ -1026,7 +1028,7 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
         table.add_row(
             Text(name),
             _gh(s["idle_gpu_hours"]),
-            _gh(s["usable_gpu_hours"]),
+            _gh(s["usable_gpu_hours"]) if s.get("evaluated", True) else "not evaluated",
             *(_gh(s["stranded_gpu_hours"][c]) for c in denominators.SPLIT),
             _gh(s["unhealthy_gpu_hours"]),
         )
@@ -1220,6 +1222,7 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
             },
         )
     show(table, "productive", _productive_frame(rows, result))
+    out.print(report_api.allocated_kinds(result))
     nb = result.neighbour
     drop = "" if nb["drop"] is None else f": a drop of {_pct1(nb['drop'])}"
     out.print(
@@ -1295,7 +1298,7 @@ def compaction_outcome(summary: dict[str, Any]) -> str:
     ...     "after": {"partial_nodes": 1100, "free_nodes": 52}, "bound_free_nodes": 60,
     ...     "moves": 1500, "migration": {"freed_gpus": 96, "pause_gpu_hours": 1234.5,
     ...     "payback_s": 46293.75}})
-    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234 GPU-hours, repaid after 12.9 h of use'
+    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234.50 GPU-hours, repaid after 12.9 h of use'
     """
     migration = summary.get("migration", {})
     before, after = summary.get("before", {}), summary.get("after", {})
@@ -1320,7 +1323,7 @@ def compaction_outcome(summary: dict[str, Any]) -> str:
         cost.append(f"{_count(summary['moves'])} moves")
     pause = migration.get("pause_gpu_hours")
     if pause is not None:
-        shown = f"{pause:,.0f}" if _is_number(pause) else str(pause)
+        shown = f"{pause:,.2f}" if _is_number(pause) else str(pause)  # as whatif compaction
         cost.append(f"a pause of {shown} GPU-hours")
         if _is_number(migration.get("payback_s")):
             cost[-1] += f", repaid after {_duration(migration['payback_s'])} of use"
