@@ -27,7 +27,7 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__
-from fleetaudit.core.errors import ExitCode, FleetAuditError, UsageError
+from fleetaudit.core.errors import AllRejectedError, ExitCode, FleetAuditError, UsageError
 from fleetaudit.core.fsutil import expand_path, is_stdout
 from fleetaudit.core.lazy import LazyModule, import_with_stand_ins
 from fleetaudit.core.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
@@ -592,7 +592,9 @@ def ingest(
     node_events) or --table; a folder loads every table file in it. One call
     is one transaction: all files land or none do. A row whose key exists
     replaces the stored row. Rows that break the schema go to the rejects
-    table with file, row, column and reason (`fleetaudit rejects` lists them).
+    table with file, row, column and reason (`fleetaudit rejects` lists them);
+    when every row read of a table is rejected the call still lands (its
+    rejects are kept) but exits 65.
 
     --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue
     Workloads). --format slurm reads a Slurm cluster's exports, each
@@ -648,6 +650,13 @@ def ingest(
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths or [], options, progress)
     _emit(result, console.render_ingest, as_csv=as_csv)
+    lost = [t for t in result.tables if t.read and t.rejected == t.read]
+    if lost:  # committed (the rejects say why), but nothing of those tables landed: 65
+        raise AllRejectedError(
+            "every row read was rejected, so nothing of "
+            + ", ".join(f"{t.table} ({t.rejected:,} of {t.read:,})" for t in lost)
+            + f" was loaded; `fleetaudit rejects --ingest {result.ingest_id}` says why"
+        )
 
 
 @app.command()

@@ -859,3 +859,50 @@ def test_a_collector_fetches_into_a_folder_that_is_removed(
             [],
             IngestOptions(format="slurm", collect={"since": "1d"}),
         )
+
+
+def test_an_ingest_whose_every_row_of_a_table_is_rejected_exits_65(tmp_path: Path) -> None:
+    """Telemetry of a node the store does not hold: 3 of 3 rows rejected. The call lands
+    (its rejects are listed) and exits 65 with one line; one good row of the table: 0."""
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    runner = CliRunner()
+    db = tmp_path / "s.duckdb"
+    write(tmp_path / "a" / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H20,8,64\n")
+    assert runner.invoke(app, ["ingest", str(tmp_path / "a"), "--db", str(db), "-q"]).exit_code == 0
+    write(tmp_path / "b" / "telemetry.csv", "ts,node_id,gpu_index,sm_active\n" + "".join(
+        f"2026-01-01T00:0{i}:00Z,ghost,0,0.5\n" for i in range(3)))  # fmt: skip
+    result = runner.invoke(app, ["ingest", str(tmp_path / "b"), "--db", str(db), "-q"])
+    assert result.exit_code == 65
+    assert result.stderr == (
+        "fleetaudit: error: every row read was rejected, so nothing of telemetry (3 of 3) "
+        "was loaded; `fleetaudit rejects --ingest 2` says why\n"
+    )
+    listed = runner.invoke(app, ["rejects", "--db", str(db), "--csv"])
+    assert listed.stdout.count("unknown node ghost") == 3
+    write(tmp_path / "c" / "telemetry.csv", "ts,node_id,gpu_index,sm_active\n"
+          "2026-01-01T00:00:00Z,ghost,0,0.5\n2026-01-01T00:00:00Z,n1,0,0.5\n")  # fmt: skip
+    assert runner.invoke(app, ["ingest", str(tmp_path / "c"), "--db", str(db), "-q"]).exit_code == 0
+
+
+def test_every_command_that_reads_capacity_refuses_a_store_without_nodes(tmp_path: Path) -> None:
+    """One rule: shapes said 'every GPU reads free' (exit 0) where report exited 2."""
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    runner = CliRunner()
+    db = tmp_path / "s.duckdb"
+    write(tmp_path / "r" / "requests.csv", "request_id,submit_time,gpus\nr1,2026-01-01T00:00:00Z,8\n")
+    assert runner.invoke(app, ["ingest", str(tmp_path / "r"), "--db", str(db), "-q"]).exit_code == 0
+    for command in (["shapes"], ["state"], ["report"], ["whatif", "placement"],
+                    ["whatif", "compaction"], ["whatif", "harvesting"]):  # fmt: skip
+        result = runner.invoke(app, [*command, "--db", str(db)])
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stderr == (
+            f"fleetaudit: error: {db}: the store holds no nodes; ingest a nodes table first "
+            "(`fleetaudit status` lists what it holds)\n"
+        ), command
+    assert runner.invoke(app, ["status", "--db", str(db)]).exit_code == 0

@@ -399,12 +399,25 @@ def check_scenario(store: Store, scenario: str | None) -> None:
         raise UsageError(f"--scenario: no scenario named {scenario!r}; scenarios: {offer}")
 
 
+def fleet_nodes(store: Store) -> pl.DataFrame:
+    """The nodes of the store; a store without any fails (exit 2): every command that
+    reads capacity would read an empty fleet ("every GPU reads free" of none), so all of
+    them refuse it, as one rule."""
+    nodes = store.query("nodes")
+    if nodes.height == 0:
+        raise UsageError(
+            f"{store.path}: the store holds no nodes; ingest a nodes table first "
+            "(`fleetaudit status` lists what it holds)"
+        )
+    return nodes
+
+
 def load_frames(
     store: Store, start: datetime, end: datetime, scenario: str | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Nodes and the allocations active at some instant of [start, end)."""
     check_scenario(store, scenario)
-    nodes = store.query("nodes")
+    nodes = fleet_nodes(store)
     frames = [store.query("allocations_overlapping", start=start, end=end, scenario=scenario)]
     return nodes, by_alloc_id(frames)
 

@@ -21,6 +21,7 @@ from fleetaudit.api import (
     Window,
     by_alloc_id,
     check_scenario,
+    fleet_nodes,
     reading,
     record_whatif_run,
     resolve_at,
@@ -28,7 +29,7 @@ from fleetaudit.api import (
 )
 from fleetaudit.core import jitcache
 from fleetaudit.core.errors import UsageError
-from fleetaudit.core.options import HARVEST_SINCE, HarvestRun
+from fleetaudit.core.options import HARVEST_SINCE, WINDOW_LEAST, HarvestRun
 from fleetaudit.core.times import iso
 from fleetaudit.whatif import harvest
 
@@ -138,7 +139,9 @@ def _whatif_harvesting(
 ) -> HarvestingResult:
     with reading(store_options) as store:
         end = resolve_at(store, run.at, run.scenario)
-        window = resolve_window(store, end, run.since, HARVEST_SINCE, run.scenario)
+        window = resolve_window(
+            store, end, run.since, HARVEST_SINCE, run.scenario, least=WINDOW_LEAST
+        )
         start, run = window.start, replace(run, since=window.length)
         # Checked before the store is read at length.
         harvest.check_options(harvest.HarvestOptions.of_run(run, run.policies[0]), start, end)
@@ -159,7 +162,7 @@ def _whatif_harvesting(
         warming = stack.enter_context(ThreadPoolExecutor(1)).submit(harvest.warm_up)
         report("reading allocations and telemetry")
         check_scenario(store, run.scenario)
-        nodes = store.query("nodes")
+        nodes = fleet_nodes(store)
         allocations = by_alloc_id(
             [store.query("harvest_allocations", start=start, end=end, scenario=run.scenario)]
         )

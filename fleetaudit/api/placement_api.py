@@ -14,6 +14,7 @@ import polars as pl
 from fleetaudit.api import (
     StoreOptions,
     Window,
+    fleet_nodes,
     load_frames,
     reading,
     resolve_at,
@@ -22,7 +23,7 @@ from fleetaudit.api import (
     writing,
 )
 from fleetaudit.core.errors import UsageError
-from fleetaudit.core.options import PLACEMENT_QUEUES, PLACEMENT_SINCE
+from fleetaudit.core.options import PLACEMENT_QUEUES, PLACEMENT_SINCE, WINDOW_LEAST
 from fleetaudit.model.capacity import optional_column, usable_expr
 from fleetaudit.whatif import placement
 
@@ -80,7 +81,7 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
         raise UsageError("--fill: give a percentage above 0 (e.g. 100)")
     with reading(store_options) as store:
         at = resolve_at(store, run.at)
-        nodes = store.query("nodes")
+        nodes = fleet_nodes(store)
         requests = store.query("requests_all")
     if requests.height == 0:
         raise UsageError(
@@ -138,7 +139,7 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         raise UsageError(f"--queue: use one of {', '.join(placement.QUEUES)}")
     with reading(store_options) as store:
         at = resolve_at(store, run.at)
-        window = resolve_window(store, at, run.since, PLACEMENT_SINCE)
+        window = resolve_window(store, at, run.since, PLACEMENT_SINCE, least=WINDOW_LEAST)
         start, since = window.start, window.length
         nodes, allocations = load_frames(store, start, at)
         requests = store.query("requests_all")

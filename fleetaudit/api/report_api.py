@@ -413,8 +413,6 @@ def _build_report(
             previous, history = _recorded(store, trend_key, end)
         if stale is not None:
             notes.append(stale["note"])
-    if nodes.height == 0:
-        raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
     notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):

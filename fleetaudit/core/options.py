@@ -231,6 +231,9 @@ class CompactionOptions:
 HARVEST_SINCE = timedelta(days=7)
 """``whatif harvesting --since`` by default (from the data's first record when that is later)."""
 
+WINDOW_LEAST = timedelta(hours=1)
+"""A default window fitted to data shorter than this (a single snapshot) is this long."""
+
 PLACEMENT_SINCE = timedelta(days=1)
 """``whatif placement --since`` by time, by default (from the data's first record when that
 is later)."""
