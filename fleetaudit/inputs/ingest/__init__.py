@@ -25,6 +25,7 @@ import polars as pl
 from fleetaudit.core.errors import InputError, QueryError, UsageError
 from fleetaudit.core.lazy import LazyModule
 from fleetaudit.core.options import INGEST_FORMATS
+from fleetaudit.inputs.ingest import guards
 from fleetaudit.inputs.ingest.labels import PriorityMap
 from fleetaudit.inputs.ingest.sources import (
     CSV_BAD_ROWS,
@@ -203,13 +204,15 @@ def _ingest(
     with store.optimizer_disabled("build_side_probe_side"), store.transaction():
         ingest_id = int(store.scalar("SELECT COALESCE(max(ingest_id), 0) + 1 FROM ingests"))
         summaries: list[TableSummary] = []
+        guarded: list[str] = []  # a second fleet, telemetry counted twice (guards)
         for table_name in schema.INGEST_ORDER:
             mine = [s for s in sources if s.table == table_name]
             if mine:
                 summaries.append(
                     _load_table(
-                        store, schema.table(table_name), mine, ingest_id, say, options.percent
-                    )
+                        store, schema.table(table_name), mine, ingest_id, say, options.percent,
+                        guarded, options.strict,
+                    )  # fmt: skip
                 )
             if table_name == "nodes" and mine:
                 # nodes an earlier --topology placed keep its levels (unless this one moves them)
@@ -260,7 +263,8 @@ def _ingest(
         topology=topology_summary,
         notes=tuple(
             dict.fromkeys(
-                [*(n for s in sources for n in s.notes), *(staged.summary if staged else ())]
+                [*(n for s in sources for n in s.notes), *(staged.summary if staged else ()),
+                 *guarded]
             )
         ),
     )
@@ -277,7 +281,13 @@ def _load_table(
     ingest_id: int,
     say: Progress,
     percent: Sequence[str] = (),
+    notes: list[str] | None = None,
+    strict: bool = False,
 ) -> TableSummary:
+    """Load a table's files of one call, merge them with the stored rows by key, and
+    guard against a second fleet or telemetry counted twice (:mod:`.guards`), whose
+    notes go to ``notes``."""
+    found = [] if notes is None else notes
     name = q(table.name)
     had_rows = store.row_count(table.name) > 0
     read = rejected = 0
@@ -300,6 +310,8 @@ def _load_table(
             f"(SELECT max(rowid) FROM {name} WHERE _ingest_id = $id GROUP BY {keys})",
             params,
         )
+    if had_rows and table.name == "nodes":
+        found.extend(guards.fleet_changes(store, ingest_id, strict))
     replaced = 0
     if had_rows:
         # a key column that may be empty (node_events' gpu_index) matches null to null
@@ -321,6 +333,8 @@ def _load_table(
                 f"AS fresh WHERE {match} AND {name}._ingest_id <> $id",
                 params,
             )
+    if had_rows and table.name == "telemetry":
+        found.extend(guards.telemetry_overlap(store, ingest_id, strict))
     return TableSummary(
         table=table.name,
         files=len(sources),
