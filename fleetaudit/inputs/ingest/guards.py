@@ -7,9 +7,9 @@ ingest id) and those the store held before it:
   ``samples``) and raw telemetry of the same GPU and time would both count in the
   productive figures. Rolled rows of the call replace the stored raw rows they cover;
   raw rows of the call that rolled rows (stored, or of the call) cover are refused.
-- :func:`fleet_changes`: a call whose nodes replace most of the store's nodes by nodes
-  of another GPU model, or share no node and no switch with them, is most likely
-  another fleet: a note says so (``--strict`` refuses it).
+- :func:`fleet_changes`: a call whose nodes turn most of the stored nodes they replace
+  into nodes of another GPU model, or share no node and no switch with the store's, is
+  most likely another fleet: a note says so (``--strict`` refuses it).
 """
 
 from __future__ import annotations
@@ -113,11 +113,12 @@ def fleet_changes(store: Store, ingest_id: int, strict: bool) -> list[str]:
     ).row(0, named=True)
     stored, incoming = int(row["stored"] or 0), int(row["incoming"] or 0)
     notes = []
-    if stored and 2 * int(row["remodelled"] or 0) > stored:
+    shared, remodelled = int(row["shared"] or 0), int(row["remodelled"] or 0)
+    if remodelled >= 2 and 2 * remodelled > shared:
         notes.append(
-            f"nodes: {row['remodelled']:,} of the {stored:,} nodes the store held are replaced "
-            f"by nodes of another GPU model ({row['examples']}, ...): is this export of "
-            "the same fleet?"
+            f"nodes: {remodelled:,} of the {shared:,} stored nodes this call replaces (the "
+            f"store held {stored:,}) are now of another GPU model ({row['examples']}, ...): "
+            "is this export of the same fleet?"
         )
     if stored and incoming and not row["shared"] and not row["shared_switches"]:
         notes.append(
