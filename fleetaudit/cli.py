@@ -672,7 +672,7 @@ def status(
     Examples:
 
       fleetaudit status
-      fleetaudit status --csv > capacity.csv
+      fleetaudit status --csv status/
     """
     from fleetaudit import api
 
@@ -905,7 +905,7 @@ def shapes(
 
     Examples:
 
-      fleetaudit shapes --model H20 --gpus 256 --cpus-per-gpu 16 --explain
+      fleetaudit shapes --model H20 --gpus 8 --cpus-per-gpu 8 --explain
       fleetaudit shapes --reclaim --history 7d --step 5m --deadline 1h --csv
     """
     from fleetaudit.api.shapes_api import ShapesOptions, evaluate_shapes
@@ -1183,8 +1183,9 @@ def whatif_compaction(
 
     Examples:
 
-      fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
-      fleetaudit shapes --scenario compacted --model H20 --gpus 64
+      fleetaudit whatif compaction --model H20 --gpus 8 --cpus-per-gpu 8 \\
+          --save-as packed
+      fleetaudit shapes --scenario packed --model H20 --gpus 8 --cpus-per-gpu 8
     """
     from fleetaudit.api.compaction_api import CompactionRun, compaction_document
     from fleetaudit.api.compaction_api import whatif_compaction as run_compaction

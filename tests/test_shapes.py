@@ -587,3 +587,46 @@ r4,2026-05-01T03:00:00Z,,H20,8,
 
 def _invoke(*args: str) -> object:
     return runner.invoke(app, list(args))
+
+
+def test_model_names_are_matched_without_case(tmp_path: Path) -> None:
+    """--model h20 is the nodes' H20 (the JSON spells it as they do); an unknown one fails."""
+    db = tmp_path / "t.duckdb"
+    assert _invoke("ingest", str(DATA / "tiny"), "--db", str(db), "-q").exit_code == 0
+    lower = json.loads(_invoke("shapes", "--db", str(db), "--model", "h20", "--gpus", "8",
+                               "--json").stdout)  # fmt: skip
+    upper = json.loads(_invoke("shapes", "--db", str(db), "--model", "H20", "--gpus", "8",
+                               "--json").stdout)  # fmt: skip
+    assert lower["shapes"] == upper["shapes"] and lower["shapes"][0]["shape"]["gpu_model"] == "H20"
+    missing = _invoke("shapes", "--db", str(db), "--model", "h2O", "--gpus", "8")
+    assert missing.exit_code == 2 and "no node has model h2O; models are: A10, H20" in missing.stderr
+
+
+def test_the_help_examples_show_something_on_the_demo_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """shapes' example finds an instance and names the nearest misses; compaction's frees
+    instances of its shape (before < after), and the scenario it saves shows them."""
+    import re
+    import shlex
+
+    db = tmp_path / "demo.duckdb"
+    assert _invoke("demo", "--db", str(db), "-q").exit_code == 0
+    monkeypatch.setenv("COLUMNS", "200")  # the help's examples on a line each
+
+    def examples(*command: str) -> list[list[str]]:
+        text = _invoke(*command, "--help").stdout.split("Examples:")[1].split("╭")[0]
+        joined = re.sub(r"\\\s*\n", " ", text)  # an example continued on the next line
+        return [shlex.split(line.strip())[1:] for line in joined.splitlines()
+                if line.strip().startswith("fleetaudit ")]  # fmt: skip
+
+    (explain, _history) = examples("shapes")
+    shown = json.loads(_invoke(*explain, "--db", str(db), "--json").stdout)["shapes"][0]
+    assert shown["instances"] >= 1
+    assert re.search(r"nearest misses: H20", _invoke(*explain, "--db", str(db)).stdout)
+    compact, read = examples("whatif", "compaction")
+    document = json.loads(_invoke(*compact, "--db", str(db), "--jobs", "1", "--json").stdout)
+    before, after = document["before"]["instances"][0], document["after"]["instances"][0]
+    assert after["instances"] > before["instances"]
+    packed = json.loads(_invoke(*read, "--db", str(db), "--json").stdout)["shapes"][0]
+    assert packed["instances"] == after["instances"]

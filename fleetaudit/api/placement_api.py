@@ -24,6 +24,7 @@ from fleetaudit.api import (
 )
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import PLACEMENT_QUEUES, PLACEMENT_SINCE, WINDOW_LEAST
+from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import optional_column, usable_expr
 from fleetaudit.whatif import placement
 
@@ -65,6 +66,9 @@ class PlacementResult:
     queue: str | None = None
     empty: bool | None = None
     window: Window | None = None  # by time: how the window covers the data
+    # by time: the recorded fleet at the curve's instants, the policies' baseline:
+    # instant_pct, allocated_pct, queued, started, failed (fragmentation not computed)
+    recorded: pl.DataFrame | None = None
 
 
 def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> PlacementResult:
@@ -189,7 +193,57 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         queue=run.queue,
         empty=run.empty,
         window=window,
+        recorded=recorded_curve(nodes, allocations, requests, start, at),
     )
+
+
+def recorded_curve(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    requests: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+) -> pl.DataFrame:
+    """What the recorded fleet did at the by-time curve's instants (every 5% of the
+    window): its allocated GPUs as a % of the healthy nodes' GPUs (occupancy as every
+    command counts it), and of the requests the replay takes (GPU requests submitted in
+    the window, or before it and still waiting at its start) how many had started and
+    how many waited; failed: those still waiting at the end."""
+    healthy = usable_expr(nodes)
+    total = float(nodes.filter(healthy)["gpus"].sum() or 0)
+    span = end - start
+    arrivals = requests.filter(
+        (pl.col("gpus") > 0)
+        & (pl.col("submit_time") < end)
+        & (
+            (pl.col("submit_time") >= start)
+            | pl.col("start_time").is_null()
+            | (pl.col("start_time") > start)
+        )
+    )
+    rows = []
+    for step in range(21):
+        pct = 5.0 * step
+        t = start + span * (pct / 100)
+        state = occupancy.node_state(nodes, allocations, t)
+        allocated = float(
+            state.filter(usable_expr(state)).select((pl.col("gpus") - pl.col("free_gpus")).sum()).item()
+            or 0
+        )
+        begun = arrivals.filter(pl.col("start_time") <= t).height
+        waiting = arrivals.filter(
+            (pl.col("submit_time") <= t) & (pl.col("start_time").is_null() | (pl.col("start_time") > t))
+        ).height
+        rows.append({
+            "instant_pct": pct,
+            "allocated_pct": 100.0 * allocated / total if total else None,
+            "queued": waiting, "started": begun, "failed": waiting if step == 20 else 0,
+        })  # fmt: skip
+    return pl.DataFrame(
+        rows,
+        schema={"instant_pct": pl.Float64, "allocated_pct": pl.Float64, "queued": pl.Int64,
+                "started": pl.Int64, "failed": pl.Int64},
+    )  # fmt: skip
 
 
 def _save_placement(

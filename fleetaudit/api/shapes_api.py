@@ -156,9 +156,8 @@ def shapes_to_evaluate(
     notes: list[str] = []
     if given:
         models = store.query("gpu_models")["gpu_model"].to_list()
-        for shape in given:
-            check_models(shape, models)
-        return [(s, _same_shape(queued_frame, s).height) for s in given], notes
+        spelled = [check_models(shape, models) for shape in given]
+        return [(s, _same_shape(queued_frame, s).height) for s in spelled], notes
     pairs, cpu_only = queued_shapes(queued_frame)
     if not holds_requests(store):
         notes.append(

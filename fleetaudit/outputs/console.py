@@ -240,6 +240,9 @@ def show(table: Table, name: str, csv: pl.DataFrame | None, fold: Sequence[str] 
     if out.quiet:
         return
     for part in fit(table, fold):
+        if part.title:  # a line of its own, as wide as the terminal, not the table
+            out.print(Text(str(part.title), style="italic"))
+            part.title = None
         out.print(part)
 
 
@@ -740,6 +743,10 @@ def _spark(values: list[float], top: float = 100.0) -> str:
     return "".join(_SPARK[min(len(_SPARK) - 1, max(0, int(v / top * len(_SPARK))))] for v in values)
 
 
+def _one_pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def render_placement(result: PlacementResult) -> None:
     """Policies side by side: allocated %/fragmented % along the run, failures, a small curve."""
     if result.mode == "time":
@@ -768,13 +775,17 @@ def render_placement(result: PlacementResult) -> None:
         table.add_column("queued at end", justify="right", no_wrap=True)
     table.add_column("failed", justify="right", no_wrap=True)
     table.add_column("allocated (10% steps)", no_wrap=True)
-    for policy, curve in result.curves.items():
+    curves = dict(result.curves)
+    if result.mode == "time" and result.recorded is not None:
+        curves = {"recorded": result.recorded, **curves}  # the baseline, as it happened
+    for policy, curve in curves.items():
         by = {round(r[key], 6): r for r in curve.iter_rows(named=True)}
         cells = []
         for s in steps:
             r = by.get(round(s, 6))
+            frag = None if r is None else r.get("fragmented_pct")
             cells.append(
-                "-" if r is None else f"{r['allocated_pct']:.1f}/{r['fragmented_pct']:.1f}"
+                "-" if r is None else f"{_one_pct(r['allocated_pct'])}/{_one_pct(frag)}"
             )
         last = curve.row(-1, named=True) if curve.height else None
         if result.mode == "time":
@@ -794,7 +805,8 @@ def render_placement(result: PlacementResult) -> None:
         "fragmented: idle GPU capacity the workload's request shapes, weighted by how often "
         "they occur, cannot use (the FGD paper's measure); failed: requests that found no node"
         + (
-            " (by time: fit no node at all, or still waiting at the end)."
+            " (by time: fit no node at all, or still waiting at the end). recorded: the fleet "
+            "as it happened, the policies' baseline (its fragmentation is not computed)."
             if result.mode == "time"
             else "."
         )
@@ -1659,10 +1671,17 @@ _CALIBRATION_KEYS = (
 
 
 def placement_frame(result: PlacementResult) -> pl.DataFrame:
-    """``whatif placement --csv``: every policy's curve, one row per step."""
+    """``whatif placement --csv``: every policy's curve, one row per step; by time, the
+    recorded fleet's first (policy ``recorded``)."""
+    named = dict(result.curves)
+    if result.mode == "time" and result.recorded is not None and named:
+        columns = next(iter(named.values())).columns  # the policies' columns, in their order
+        recorded = result.recorded.with_columns(
+            *(pl.lit(None, pl.Float64).alias(c) for c in columns if c not in result.recorded.columns)
+        ).select(columns)
+        named = {"recorded": recorded, **named}
     curves = [
-        curve.select(pl.lit(policy).alias("policy"), pl.all())
-        for policy, curve in result.curves.items()
+        curve.select(pl.lit(policy).alias("policy"), pl.all()) for policy, curve in named.items()
     ]
     return pl.concat(curves, how="diagonal_relaxed") if curves else pl.DataFrame()
 

@@ -84,6 +84,13 @@ def placement_document(result: PlacementResult) -> dict[str, Any]:
         "saved_as": result.saved,
         "saved_policy": result.saved_policy,
     }
+    if result.mode == "time" and result.recorded is not None:
+        document["recorded"] = {
+            "curve": [
+                {k: (None if r[k] is None else round(float(r[k]), 6)) for k in r}
+                for r in result.recorded.iter_rows(named=True)
+            ]
+        }
     if result.mode == "time":
         document["window"] = {
             "start": iso(result.start),
