@@ -15,6 +15,7 @@ name shown.
 from __future__ import annotations
 
 import copy
+import json
 import io
 import re
 from collections.abc import Iterator
@@ -237,3 +238,50 @@ def test_csv_holds_a_table_of_each_name_shown(
                 assert sorted(tables.unique()) == with_rows  # an empty table has no row here
             else:
                 assert header == (folder / f"{names[0]}.csv").read_text().splitlines()[0].split(",")
+
+
+# -- the output options: one meaning everywhere ---------------------------------------------
+
+
+def test_json_takes_a_path_or_none_or_dash_in_every_command(
+    stores: dict[str, Path], tmp_path: Path
+) -> None:
+    """shapes, like report: --json alone and --json - print the document alone; --json PATH
+    writes it (whole) and the terminal still gets its tables; {date} expands."""
+    db = ["--db", str(stores["sample"])]
+    alone = runner.invoke(app, ["shapes", "--json", *db])
+    dash = runner.invoke(app, ["shapes", *db, "--json", "-"])
+    assert json.loads(alone.stdout) == json.loads(dash.stdout)
+    assert alone.stdout.startswith("{")
+    written = runner.invoke(app, ["shapes", *db, "--json", f"{tmp_path}/s-{{date}}.json"])
+    assert written.exit_code == 0, written.output
+    (path,) = tmp_path.glob("s-*.json")
+    assert re.fullmatch(r"s-\d{4}-\d{2}-\d{2}\.json", path.name)
+    assert json.loads(path.read_text()) == json.loads(alone.stdout)
+    assert written.stdout.startswith("shapes at ") and f"wrote {path}" in written.stderr
+    page = runner.invoke(app, ["report", "--since", "1d", "--step", "1h", *db, "--html"])
+    assert page.exit_code == 0 and page.stdout.startswith("<!DOCTYPE html>")
+    both = runner.invoke(app, ["shapes", *db, "--json", "--csv"])
+    assert both.exit_code == 2
+    assert "--json and --csv: only one output can go to stdout (-)" in both.stderr
+
+
+def test_csv_and_json_together_to_a_file_and_stdout(stores: dict[str, Path], tmp_path: Path) -> None:
+    db = ["--db", str(stores["sample"])]
+    done = runner.invoke(app, ["whatif", "placement", "--since", "6h", "--policy", "best-fit",
+                               *db, "--json", str(tmp_path / "p.json"), "--csv"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert done.stdout.splitlines()[0].startswith("policy,instant_pct,")  # stdout: the CSV alone
+    assert json.loads((tmp_path / "p.json").read_text())["schema"] == "fleetaudit.placement/1"
+
+
+def test_notes_wrap_to_a_terminal_and_stay_one_line_on_a_pipe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    message = "a note " * 20
+    for terminal, lines in ((True, 4), (False, 1)):
+        buffer = io.StringIO()
+        err = Console(file=buffer, width=40, force_terminal=terminal, color_system=None)
+        monkeypatch.setattr(console, "err", err)
+        console.note(message)
+        assert len(buffer.getvalue().splitlines()) == lines, buffer.getvalue()
