@@ -35,9 +35,10 @@ from fleetaudit.api import (
     resolve_window,
     writing,
 )
+from fleetaudit.api.shapes_api import SHAPE_COLUMNS
 from fleetaudit.core.errors import StaleExportError, StoreError, UsageError
 from fleetaudit.core.options import REPORT_SINCE, REPORT_STEP
-from fleetaudit.core.times import iso, to_utc
+from fleetaudit.core.times import iso, seconds_text, to_utc
 from fleetaudit.model import denominators as den
 from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import SHARE_UNITS, UNBOUNDED, usable_expr
@@ -50,7 +51,6 @@ from fleetaudit.model.demand import (
     window_demand,
 )
 from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
-from fleetaudit.api.shapes_api import SHAPE_COLUMNS
 from fleetaudit.model.shapes import (
     Shape,
     beyond_fleet_all,
@@ -868,6 +868,19 @@ def allocated_kinds(result: ReportResult) -> str:
         f"its GPU), exact; {hours('schedulable')} schedulable, the same occupied GPUs at "
         "the sampled instants"
     )
+
+
+def describe_trend(result: ReportResult) -> str:
+    """What the report's trend holds equal: window length, step, demand, shape budget and
+    scenario (its key)."""
+    key = result.trend_key
+    if not key:
+        return "the same window length and step"
+    text = (
+        f"windows of {seconds_text(key['span_s'])}, step {seconds_text(key['step_s'])}, "
+        f"demand {key['demand']}, shape budget {key['shapes']}"
+    )
+    return text + (f", scenario {key['scenario']}" if key.get("scenario") else "")
 
 
 def describe_demand(demand: dict[str, Any]) -> str:

@@ -288,9 +288,14 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
                 if options.reclaim
                 else None,
                 **_history(
-                    nodes, allocations, requests, shape, at, options,
+                    nodes,
+                    allocations,
+                    requests,
+                    shape,
+                    at,
+                    options,
                     every_duration=bool(options.shapes) and shape.duration_s is None,
-                ),  # fmt: skip
+                ),
                 misses=nearest_misses(evaluation, state) if options.explain else None,
             )
         )

@@ -943,13 +943,14 @@ def render_report(result: ReportResult) -> None:
 def _render_trend(result: ReportResult) -> None:
     frame = _trend_frame(result)
     if result.previous is None:
-        out.print(f"trend: no earlier recorded window of this report's kind ({_trend_kind(result)})")
+        kind = report_api.describe_trend(result)
+        out.print(f"trend: no earlier recorded window of this report's kind ({kind})")
         keep("trend", frame)
         return
     before = result.previous
     table = Table(
         title=f"trend since the window {iso(before['start'])} .. {iso(before['end'])} "
-        f"(recorded {iso(before['created_at'])}); like for like: {_trend_kind(result)}",
+        f"(recorded {iso(before['created_at'])}); like for like: {report_api.describe_trend(result)}",
         title_justify="left",
     )
     table.add_column("figure", no_wrap=True)
@@ -984,18 +985,6 @@ def _render_trend(result: ReportResult) -> None:
 
 def _one(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
-
-
-def _trend_kind(result: ReportResult) -> str:
-    """What the trend holds equal: window length, step, demand, shape budget, scenario."""
-    key = result.trend_key
-    if not key:
-        return "same window length and step"
-    text = (
-        f"{seconds_text(key['span_s'])} windows, step {seconds_text(key['step_s'])}, "
-        f"demand {key['demand']}, shape budget {key['shapes']}"
-    )
-    return text + (f", scenario {key['scenario']}" if key.get("scenario") else "")
 
 
 def _trend_frame(result: ReportResult) -> pl.DataFrame:

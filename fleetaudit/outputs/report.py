@@ -22,6 +22,7 @@ from fleetaudit.api.report_api import (
     ReportResult,
     allocated_kinds,
     describe_demand,
+    describe_trend,
     recoverable_summary,
     recoverable_view,
     trend_rates,
@@ -620,7 +621,7 @@ def build_context(result: ReportResult) -> ReportContext:
         if result.previous is None
         else f"{iso(result.previous['start'])} to {iso(result.previous['end'])} (recorded "
         f"{iso(result.previous['created_at'])})",
-        trend_kind=_trend_kind(result),
+        trend_kind=describe_trend(result),
         notes=result.notes,
         headlines=_headlines(result),
         over_time=over_time,
@@ -634,18 +635,6 @@ def build_context(result: ReportResult) -> ReportContext:
         heat_legend=HEAT_LEGEND,
         allocated_kinds=allocated_kinds(result),
     )
-
-
-def _trend_kind(result: ReportResult) -> str:
-    """What the trend holds equal: window length, step, demand, shape budget, scenario."""
-    key = result.trend_key
-    if not key:
-        return "the same window length and step"
-    text = (
-        f"windows of {_duration(key['span_s'])}, step {_duration(key['step_s'])}, "
-        f"demand {key['demand']}, shape budget {key['shapes']}"
-    )
-    return text + (f", scenario {key['scenario']}" if key.get("scenario") else "")
 
 
 def _duration(seconds: float | None) -> str:

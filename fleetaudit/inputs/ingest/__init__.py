@@ -210,9 +210,15 @@ def _ingest(
             if mine:
                 summaries.append(
                     _load_table(
-                        store, schema.table(table_name), mine, ingest_id, say, options.percent,
-                        guarded, options.strict,
-                    )  # fmt: skip
+                        store,
+                        schema.table(table_name),
+                        mine,
+                        ingest_id,
+                        say,
+                        options.percent,
+                        guarded,
+                        options.strict,
+                    )
                 )
             if table_name == "nodes" and mine:
                 # nodes an earlier --topology placed keep its levels (unless this one moves them)
