@@ -17,7 +17,7 @@ import sys
 import typing
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -27,8 +27,8 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__
-from fleetaudit.core.errors import ExitCode, FleetAuditError, UsageError
-from fleetaudit.core.fsutil import is_stdout, write_output
+from fleetaudit.core.errors import AllRejectedError, ExitCode, FleetAuditError, UsageError
+from fleetaudit.core.fsutil import expand_path, is_stdout
 from fleetaudit.core.lazy import LazyModule, import_with_stand_ins
 from fleetaudit.core.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.core.options import (
@@ -37,8 +37,12 @@ from fleetaudit.core.options import (
     COMPACTION_ENGINES,
     DEFAULT_DB,
     DEFAULT_LOCK_TIMEOUT,
+    DEMAND_DEFAULT_SHAPES,
+    DEMAND_PER_MODEL_SHAPES,
+    HARVEST_SINCE,
     INGEST_FORMAT_SPECS,
     PLACEMENT_QUEUES,
+    PLACEMENT_SINCE,
     REJECTS_LIMIT,
     REPORT_SINCE,
     REPORT_STEP,
@@ -63,7 +67,6 @@ from fleetaudit.core.times import iso, parse_duration, parse_instant
 # `fleetaudit --help` and usage errors stay fast.
 if TYPE_CHECKING:
     from fleetaudit import api
-    from fleetaudit.api.report_api import ReportResult
     from fleetaudit.model.shapes import Shape
     from fleetaudit.outputs import console
 else:
@@ -76,7 +79,7 @@ else:
 import_with_stand_ins("typer.rich_utils", {"rich.markdown": ("Markdown",), "rich.traceback": ("Traceback",)})
 
 METAVARS = {
-    "--db": "PATH", "--out": "PATH", "--html": "PATH", "--shapes": "PATH",
+    "--db": "PATH", "--out": "PATH", "--shapes": "PATH",
     "--topology": "PATH", "--priority-map": "PATH",
     "--at": "TIME", "--trace-start": "TIME",
     "--duration": "DURATION", "--since": "DURATION", "--history": "DURATION",
@@ -205,9 +208,45 @@ def _plain_coercion(param: Any) -> None:
             param._runtime_param = _PlainCoercion(param)
 
 
+def optional_values(args: list[str], options: frozenset[str]) -> list[str]:
+    """The arguments with ``-`` after each of ``options`` given without a value (the
+    end, or another option, follows it), which the parser then reads as ``OPTION -``.
+
+    >>> optional_values(["--json", "--db", "x", "--csv"], frozenset({"--json", "--csv"}))
+    ['--json', '-', '--db', 'x', '--csv', '-']
+    >>> optional_values(["--json", "out.json", "--csv", "-", "--", "--json"], frozenset({"--json", "--csv"}))
+    ['--json', 'out.json', '--csv', '-', '--', '--json']
+    """
+    given = list(args)
+    out: list[str] = []
+    while given:
+        arg = given.pop(0)
+        out.append(arg)
+        if arg == "--":
+            return out + given
+        if arg in options and (not given or (given[0].startswith("-") and given[0] != "-")):
+            out.append("-")
+    return out
+
+
+def _with_optional_values(command: Any) -> None:
+    """Let the command's output options (placeholder [PATH]) be given without a value."""
+    options = frozenset(
+        opt
+        for param in command.params
+        if getattr(param, "metavar", None) == OPTIONAL_PATH
+        for opt in param.opts
+    )
+    if not options:
+        return
+    parse = command.parse_args
+    command.parse_args = lambda ctx, args: parse(ctx, optional_values(args, options))
+
+
 def _readable(command: Any, ctx: Any) -> Any:
     if getattr(command, "_fleetaudit_readable", False):
         return command
+    _with_optional_values(command)
     for param in [*command.params, command.get_help_option(ctx)]:
         if param is None:
             continue
@@ -282,17 +321,44 @@ LockTimeoutOption = Annotated[
     ),
 ]
 # Mechanisms every command adopts by declaring the parameter (``handled`` acts on it):
-# --quiet prints nothing but errors; --csv prints the command's table as CSV only.
+# --quiet prints nothing but errors; the outputs --json, --csv and --html take a PATH, or
+# none (or -) for stdout, which then holds that output alone (:func:`_emit` writes them).
 QuietOption = Annotated[
     bool,
     typer.Option(
         "--quiet", "-q", help="Print nothing but errors (for cron); files are still written."
     ),
 ]
-CsvOption = Annotated[
-    bool,
-    typer.Option("--csv", help="Print the table as CSV on stdout, nothing else (for scripts)."),
+OPTIONAL_PATH = "[PATH]"
+"""The placeholder of an output option whose PATH may be left out (stdout)."""
+CsvOption = Annotated[  # text: a trailing / names a folder, which a Path forgets
+    str | None,
+    typer.Option(
+        "--csv",
+        metavar=OPTIONAL_PATH,
+        help="Write every table of the command as CSV, every figure unrounded, to PATH (a "
+        "folder: one NAME.csv per table); - or no value: on stdout, alone. Several tables "
+        "share one CSV under a first column, table.",
+    ),
 ]
+JsonOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--json",
+        metavar=OPTIONAL_PATH,
+        help="Write the command's JSON document to PATH; - or no value: on stdout, alone.",
+    ),
+]
+HtmlOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        metavar=OPTIONAL_PATH,
+        help="Write the self-contained HTML page to PATH; - or no value: on stdout, alone.",
+    ),
+]
+OUTPUTS = {"as_json": "--json", "as_csv": "--csv", "as_html": "--html", "out": "--out"}
+"""The output parameters of the commands (by their parameter name) and their options."""
 
 
 def _fail(message: str, code: int) -> None:
@@ -304,13 +370,22 @@ def handled(func: F) -> F:
     """Turn fleetaudit errors into one line on stderr and the right exit code.
 
     A command that declares ``quiet: QuietOption`` prints nothing but errors when
-    it is set; one that declares ``as_csv: CsvOption`` prints only its CSV.
+    it is set. Of its outputs (``as_json: JsonOption``, ``as_csv: CsvOption``, ``as_html:
+    HtmlOption``, ``out``) at most one is stdout, and then the terminal's tables and lines
+    stay off stdout.
     """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        console.configure(quiet=bool(kwargs.get("quiet")), data=bool(kwargs.get("as_csv")))
+        outputs = {
+            option: None if kwargs.get(name) is None else Path(kwargs[name])
+            for name, option in OUTPUTS.items()
+        }
+        console.configure(
+            quiet=bool(kwargs.get("quiet")), data=any(is_stdout(p) for p in outputs.values())
+        )
         try:
+            _check_outputs(**outputs)
             return func(*args, **kwargs)
         except FleetAuditError as exc:
             _fail(exc.message, int(exc.exit_code))
@@ -372,11 +447,6 @@ def _reader_left() -> None:
     raise typer.Exit(int(ExitCode.PIPE))
 
 
-def _one_format(*, as_json: bool, as_csv: bool) -> None:
-    if as_json and as_csv:
-        raise UsageError("--json and --csv: choose one")
-
-
 def _check_outputs(**paths: Path | None) -> bool:
     """Whether one of the output options is stdout (``-``); two of them cannot be."""
     to_stdout = [name for name, path in paths.items() if is_stdout(path)]
@@ -385,22 +455,41 @@ def _check_outputs(**paths: Path | None) -> bool:
     return bool(to_stdout)
 
 
-def _show(
+def _emit(
     result: Any,
-    as_json: bool,
-    as_csv: bool,
-    document: Callable[[Any], Any],
     render: Callable[[Any], None],
-    frame: Callable[[Any], Any],
+    *,
+    as_json: Path | None = None,
+    document: Callable[[Any], Any] | None = None,
+    as_csv: str | None = None,
+    as_html: Path | None = None,
+    html: Callable[[Any], str] | None = None,
+    when: datetime | None = None,
 ) -> None:
-    """--json: the document only; else the rendering, and with --csv its table (the
-    console, configured by :func:`handled`, then prints nothing but the CSV)."""
-    if as_json:
-        console.print_json(document(result))
-    else:
+    """Put a command's result out, as every command does.
+
+    ``--json`` writes ``document(result)``, ``--html`` writes ``html(result)``, to their
+    path or alone on stdout; ``{date}`` and ``{time}`` in a path become ``when``'s (by
+    default now, UTC); ``--csv`` writes every table ``render`` shows
+    (:func:`fleetaudit.outputs.console.write_tables`). Then ``render`` prints the
+    terminal's tables and lines, unless an output holds stdout.
+    """
+    stamp = when or datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    if as_json is not None:
+        assert document is not None, "a command with --json gives its document"
+        import json
+
+        console.put(expand_path(as_json, stamp), json.dumps(document(result), indent=1) + "\n")
+    if as_html is not None:
+        assert html is not None, "a command with --html gives its page"
+        console.put(expand_path(as_html, stamp), html(result))
+    printed = not (is_stdout(as_json) or is_stdout(as_html) or is_stdout(as_csv))
+    if as_csv is not None:
+        with console.silenced():  # the files first: a reader that leaves stops the rest
+            render(result)
+        console.write_tables(str(expand_path(Path(as_csv), stamp)) + ("/" * as_csv.endswith("/")))
+    if printed:
         render(result)
-        if as_csv:
-            console.print_csv(frame(result))
 
 
 def _instant(text: str | None, option: str) -> datetime | None:
@@ -508,7 +597,7 @@ def ingest(
             "taken, else the newest time in the data).",
         ),
     ] = None,
-    as_csv: CsvOption = False,
+    as_csv: CsvOption = None,
 
     percent: Annotated[
         list[str] | None,
@@ -528,7 +617,9 @@ def ingest(
     node_events) or --table; a folder loads every table file in it. One call
     is one transaction: all files land or none do. A row whose key exists
     replaces the stored row. Rows that break the schema go to the rejects
-    table with file, row, column and reason (`fleetaudit rejects` lists them).
+    table with file, row, column and reason (`fleetaudit rejects` lists them);
+    when every row read of a table is rejected the call still lands (its
+    rejects are kept) but exits 65.
 
     --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue
     Workloads). --format slurm reads a Slurm cluster's exports, each
@@ -597,15 +688,20 @@ def ingest(
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths or [], options, progress)
-    console.render_ingest(result)
-    if as_csv:
-        console.print_csv(console.ingest_frame(result))
+    _emit(result, console.render_ingest, as_csv=as_csv)
+    lost = [t for t in result.tables if t.read and t.rejected == t.read]
+    if lost:  # committed (the rejects say why), but nothing of those tables landed: 65
+        raise AllRejectedError(
+            "every row read was rejected, so nothing of "
+            + ", ".join(f"{t.table} ({t.rejected:,} of {t.read:,})" for t in lost)
+            + f" was loaded; `fleetaudit rejects --ingest {result.ingest_id}` says why"
+        )
 
 
 @app.command()
 @handled
 def status(
-    as_csv: CsvOption = False,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -615,14 +711,12 @@ def status(
     Examples:
 
       fleetaudit status
-      fleetaudit status --csv > capacity.csv
+      fleetaudit status --csv status/
     """
     from fleetaudit import api
 
     summary = api.summarize(_store(db, lock_timeout))
-    console.render_summary(summary)
-    if as_csv:
-        console.print_csv(console.status_frame(summary))
+    _emit(summary, console.render_summary, as_csv=as_csv)
 
 
 @app.command()
@@ -638,11 +732,8 @@ def rejects(
     limit: Annotated[
         int, typer.Option("--limit", help="Show at most this many rows (0: all).", metavar="N")
     ] = REJECTS_LIMIT,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", help="Print the JSON document (fleetaudit.rejects/1) only."),
-    ] = False,
-    as_csv: CsvOption = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -657,14 +748,10 @@ def rejects(
     from fleetaudit import api
     from fleetaudit.outputs.contract import rejects_document
 
-    _one_format(as_json=as_json, as_csv=as_csv)
     result = api.list_rejects(_store(db, lock_timeout), ingest_id, limit)
-    if as_json:
-        console.print_json(rejects_document(result))
-    elif as_csv:
-        console.print_csv(result.rejects.drop("ingest_id"))
-    else:
-        console.render_rejects(result)
+    _emit(
+        result, console.render_rejects, as_json=as_json, document=rejects_document, as_csv=as_csv
+    )
 
 
 @app.command()
@@ -694,7 +781,7 @@ def state(
             metavar="FORMAT",
         ),
     ] = None,
-    as_csv: CsvOption = False,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -712,17 +799,16 @@ def state(
     from fleetaudit import api
 
     window = None if duration is None else parse_duration(duration, option="--duration")
-    to_stdout = _check_outputs(**{"--out": out, "--csv": Path("-") if as_csv else None})
     result = api.node_state(
         _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format
     )
     if out is not None:
         console.wrote(out)
-    if as_csv:
-        frame = console.state_by_model(result.state).drop("overcommitted")
-        console.print_csv(frame if duration else frame.drop("idle_window"))
-    elif not to_stdout:  # stdout holds the file alone
-        console.render_state(result.state, iso(result.at) or "", duration)
+    _emit(
+        result,
+        lambda r: console.render_state(r.state, iso(r.at) or "", duration),
+        as_csv=as_csv,
+    )
     for text in result.notes:  # on stderr, like those of shapes and report
         console.note(text)
 
@@ -844,11 +930,8 @@ def shapes(
             help="Show the nearest misses: the domains or nodes that lack least for one more instance.",
         ),
     ] = False,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", help="Print the JSON document (fleetaudit.shapes/1) only."),
-    ] = False,
-    as_csv: CsvOption = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -861,7 +944,7 @@ def shapes(
 
     Examples:
 
-      fleetaudit shapes --model H20 --gpus 256 --cpus-per-gpu 16 --explain
+      fleetaudit shapes --model H20 --gpus 8 --cpus-per-gpu 8 --explain
       fleetaudit shapes --reclaim --history 7d --step 5m --deadline 1h --csv
     """
     from fleetaudit.api.shapes_api import ShapesOptions, evaluate_shapes
@@ -881,9 +964,10 @@ def shapes(
         max_instances=max_instances,
         explain=explain,
     )
-    _one_format(as_json=as_json, as_csv=as_csv)
     result = evaluate_shapes(_store(db, lock_timeout), options)
-    _show(result, as_json, as_csv, shapes_document, console.render_shapes, console.shapes_frame)
+    _emit(
+        result, console.render_shapes, as_json=as_json, document=shapes_document, as_csv=as_csv
+    )
 
 
 whatif = typer.Typer(
@@ -933,7 +1017,11 @@ def whatif_placement(
     ] = False,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="By-time replay: the window [at - since, at) (default 1d)."),
+        typer.Option(
+            "--since",
+            help=f"By-time replay: the window [at - since, at) (default "
+            f"{duration_text(PLACEMENT_SINCE)}, or from the data's first record when that is later).",
+        ),
     ] = None,
     empty: Annotated[
         bool,
@@ -960,10 +1048,8 @@ def whatif_placement(
         str | None,
         typer.Option("--save-as", help="Save the first policy's final placement as a scenario."),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.placement/1) only.")
-    ] = False,
-    as_csv: CsvOption = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -1003,12 +1089,11 @@ def whatif_placement(
         since=None if since is None else parse_duration(since, option="--since"),
         empty=empty, queue=queue,
     )  # fmt: skip
-    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying placements"):
         result = run_placement(_store(db, lock_timeout), run)
-    _show(
-        result, as_json, as_csv, placement_document,
-        console.render_placement, console.placement_frame,
+    _emit(
+        result, console.render_placement, as_json=as_json, document=placement_document,
+        as_csv=as_csv,
     )  # fmt: skip
 
 
@@ -1096,9 +1181,7 @@ def whatif_compaction(
     queue: Annotated[
         str, typer.Option("--queue", help="With --over: fifo or backfill.")
     ] = _OVER_TIME.queue,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.compaction/1) only.")
-    ] = False,
+    as_json: JsonOption = None,
     engine: Annotated[
         str,
         typer.Option(
@@ -1117,7 +1200,7 @@ def whatif_compaction(
         ),
     ] = None,
 
-    as_csv: CsvOption = False,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -1139,8 +1222,9 @@ def whatif_compaction(
 
     Examples:
 
-      fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
-      fleetaudit shapes --scenario compacted --model H20 --gpus 64
+      fleetaudit whatif compaction --model H20 --gpus 8 --cpus-per-gpu 8 \\
+          --save-as packed
+      fleetaudit shapes --scenario packed --model H20 --gpus 8 --cpus-per-gpu 8
     """
     from fleetaudit.api.compaction_api import CompactionRun, compaction_document
     from fleetaudit.api.compaction_api import whatif_compaction as run_compaction
@@ -1163,12 +1247,11 @@ def whatif_compaction(
                         save_as=save_as, jobs=jobs, options=options,
                         engine=engine, master=master, over_s=over_s,
                         over_time=over_time)  # fmt: skip
-    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("compacting"):
         report = run_compaction(_store(db, lock_timeout), run)
-    _show(
-        report, as_json, as_csv, compaction_document,
-        console.render_compaction, console.compaction_frame,
+    _emit(
+        report, console.render_compaction, as_json=as_json, document=compaction_document,
+        as_csv=as_csv,
     )  # fmt: skip
 
 
@@ -1185,7 +1268,9 @@ def whatif_harvesting(
     since: Annotated[
         str | None,
         typer.Option(
-            "--since", help=f"The window [at - since, at) to replay ({duration_text(HarvestRun.since)})."
+            "--since",
+            help=f"The window [at - since, at) to replay (default {duration_text(HARVEST_SINCE)}, "
+            "or from the data's first record when that is later).",
         ),
     ] = None,
     at: WindowEndOption = None,
@@ -1224,10 +1309,8 @@ def whatif_harvesting(
             help=f"A borrower still there this long is killed: forced ({duration_text(HarvestRun.kill_after)}).",
         ),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.harvesting/1) only.")
-    ] = False,
-    as_csv: CsvOption = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -1265,12 +1348,11 @@ def whatif_harvesting(
         policies=tuple(policy) if policy else VICTIM_POLICIES, seed=seed,
         at=_instant(at, "--at"), scenario=scenario, idle_sm=idle_sm, **durations,
     )  # fmt: skip
-    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying harvesting") as progress:
         result = run_harvesting(_store(db, lock_timeout), run, progress, notice=console.note)
-    _show(
-        result, as_json, as_csv, harvesting_document,
-        console.render_harvesting, console.harvesting_frame,
+    _emit(
+        result, console.render_harvesting, as_json=as_json, document=harvesting_document,
+        as_csv=as_csv,
     )  # fmt: skip
 
 
@@ -1476,8 +1558,13 @@ def rollup(
 def report(
     at: WindowEndOption = None,
     since: Annotated[
-        str, typer.Option("--since", help="The window's length, ending at --at: 90m, 6h, 7d.")
-    ] = duration_text(REPORT_SINCE),
+        str | None,
+        typer.Option(
+            "--since",
+            help=f"The window's length, ending at --at: 90m, 6h, 7d (default "
+            f"{duration_text(REPORT_SINCE)}, or from the data's first record when that is later).",
+        ),
+    ] = None,
     step: Annotated[
         str, typer.Option("--step", help="Sampling step of the schedulable figures.")
     ] = duration_text(REPORT_STEP),
@@ -1491,19 +1578,19 @@ def report(
             "Default: waited, or submitted where none waited.",
         ),
     ] = None,
-    html: Annotated[
-        Path | None,
+    max_shapes: Annotated[
+        int | None,
         typer.Option(
-            "--html", help="Write the self-contained HTML report here ({date}, {time} expand)."
+            "--shapes",
+            help=f"Evaluate the N heaviest shapes of the demand (default: the "
+            f"{DEMAND_DEFAULT_SHAPES} heaviest, and every GPU model's "
+            f"{DEMAND_PER_MODEL_SHAPES} heaviest).",
+            metavar="N",
         ),
     ] = None,
-    json_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--json", help="Write the JSON (fleetaudit.report/1) here ({date}, {time} expand)."
-        ),
-    ] = None,
-    as_csv: CsvOption = False,
+    as_html: HtmlOption = None,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
 
     record: Annotated[
         bool,
@@ -1511,6 +1598,14 @@ def report(
             "--record",
             help="Keep this report as the baseline of the next report's trend (a report that "
             "writes --html or --json is kept anyway).",
+        ),
+    ] = False,
+    fail_if_stale: Annotated[
+        bool,
+        typer.Option(
+            "--fail-if-stale",
+            help="Exit 66, writing nothing, when the export time has not moved since the "
+            "last recorded report (for cron: the export was not refreshed).",
         ),
     ] = False,
     db: DbOption = Path(DEFAULT_DB),
@@ -1523,7 +1618,8 @@ def report(
     window's demand could use and the stranded rest by cause, sampled every
     --step), productive ones (SM-active over allocated, from telemetry), the
     stored what-if estimates, and each headline figure's change since the
-    previous recorded report of the same window length and step.
+    preceding recorded window of the same length, step, demand and shape
+    budget.
 
     Examples:
 
@@ -1531,26 +1627,26 @@ def report(
       fleetaudit report --json - | jq '.fleet'
     """
     from fleetaudit.api.report_api import ReportOptions, build_report, record_report
+    from fleetaudit.outputs.contract import report_document
+    from fleetaudit.outputs.report import render_html
 
-    to_stdout = _check_outputs(
-        **{"--html": html, "--json": json_path, "--csv": Path("-") if as_csv else None}
-    )
     store = _store(db, lock_timeout)
     options = ReportOptions(
         at=_instant(at, "--at"),
-        since=parse_duration(since, option="--since"),
+        since=None if since is None else parse_duration(since, option="--since"),
         step=parse_duration(step, option="--step"),
         scenario=scenario,
         demand=demand,
+        max_shapes=max_shapes,
+        fail_if_stale=fail_if_stale,
     )
     with console.progress_status("computing the report"):
         result = build_report(store, options)
-    _write_report(result, html, json_path)
-    if as_csv:
-        console.print_csv(console.report_frame(result))
-    elif not to_stdout:  # stdout holds the file alone
-        console.render_report(result)
-    if html is not None or json_path is not None or record:
+    _emit(
+        result, console.render_report, as_json=as_json, document=report_document,
+        as_html=as_html, html=render_html, as_csv=as_csv, when=result.generated_at,
+    )  # fmt: skip
+    if as_html is not None or as_json is not None or record:
         why = record_report(store, result)
         if why is not None:
             console.note(f"this report is not recorded for the next trend: {why}")
@@ -1558,22 +1654,6 @@ def report(
         console.note(
             "this report is not recorded for the next trend (it writes no file; --record keeps it)"
         )
-
-
-def _write_report(result: "ReportResult", html: Path | None, json_path: Path | None) -> None:
-    from fleetaudit.outputs.contract import report_document
-    from fleetaudit.outputs.report import expand_path, write_html
-
-    if json_path is not None:
-        import json
-
-        target = expand_path(json_path, result.generated_at)
-        write_output(target, json.dumps(report_document(result), indent=1) + "\n")
-        console.wrote(target)
-    if html is not None:
-        target = expand_path(html, result.generated_at)
-        write_html(result, target)
-        console.wrote(target)
 
 
 @app.command()
@@ -1587,9 +1667,8 @@ def paper(
             "else every day it holds).",
         ),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the fleetaudit.paper/1 document.")
-    ] = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -1616,10 +1695,7 @@ def paper(
     options = PaperOptions(days=asi2026.parse_days(days))
     with console.progress_status("computing the paper's figures"):
         result = build_paper(_store(db, lock_timeout), options)
-    if as_json:
-        console.print_json(paper_document(result))
-    else:
-        console.render_paper(result)
+    _emit(result, console.render_paper, as_json=as_json, document=paper_document, as_csv=as_csv)
 
 
 @app.command()

@@ -429,14 +429,20 @@ def test_at_80_columns_the_state_table_keeps_every_column(demo_at_80: str) -> No
     assert _block(demo_at_80, "GPUs at ") == expected
 
 
-def test_at_80_columns_the_shapes_table_keeps_queued_and_instances(demo_at_80: str) -> None:
+def test_at_80_columns_the_shapes_table_folds_its_labels_and_stacks(demo_at_80: str) -> None:
+    """The 55-character shape label folds; the stranded causes, which do not fit beside
+    the counts, follow in a second part under the same labels: no column is left out."""
     block = _block(demo_at_80, "shapes at ")
-    assert block[2].split("┃")[1:4] == [
-        " shape                                                 ", " queued ", " instances ",
-    ]  # fmt: skip
-    assert "│ H20|H800 256 GPU (32x8) x12 CPU x96 GiB switch for 1d │      1 │         0 │" in block
-    assert any(line.startswith("left out at 80 columns: stranded GPUs by cause") for line in
-               demo_at_80.splitlines())  # fmt: skip
+    assert block[2] == (
+        "┃ shape                         ┃ queued ┃ instances ┃ usable GPUs ┃ idle GPUs ┃"
+    )
+    at = block.index("│ H20|H800 256 GPU (32x8) x12   │      1 │         0 │           0 │        51 │")
+    assert block[at + 1].startswith("│ CPU x96 GiB switch for 1d     │        │")
+    rest = _block(demo_at_80[demo_at_80.index("\n(continued)", demo_at_80.index("shapes at ")):].lstrip(),
+                  "(continued)")  # fmt: skip
+    assert rest[2] == "┃ shape                                             ┃ stranded GPUs by cause   ┃"
+    assert "│ H20 256 GPU (32x8) x12 CPU x96 GiB switch for 1d  │ fffffffffffftttt f23 t8  │" in rest
+    assert "left out" not in demo_at_80
 
 
 def test_at_80_columns_the_report_summary_keeps_model_names(demo_at_80: str) -> None:
@@ -522,4 +528,4 @@ def test_placement_help_keeps_its_brackets(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("COLUMNS", "200")
     text = invoke("whatif", "placement", "--help").stdout
     assert "recorded over [at - since, at)" in text
-    assert "the window [at - since, at) (default 1d)" in text
+    assert "the window [at - since, at) (default 1d, or from the data" in text

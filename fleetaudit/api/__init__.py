@@ -233,67 +233,167 @@ def _stamp(store: Store) -> dict[str, Any] | None:
     return stamp.row(0, named=True) if stamp.height else None
 
 
-def _newest_stamp(store: Store) -> datetime | None:
-    stamp = _stamp(store)
-    return None if stamp is None else to_utc(stamp["at"])
-
-
 def _span(value: timedelta) -> str:
     hours = value.total_seconds() / 3600
     return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} h"
 
 
+@dataclass(frozen=True)
+class DataSpan:
+    """The first and last instant of the data (allocations of the state read, requests,
+    telemetry; the export time too, which a snapshot sets after its last event), and
+    whether the state holds any allocation."""
+
+    first: datetime | None
+    last: datetime | None
+    allocations: int
+
+    def text(self) -> str:
+        return f"the data runs from {iso(self.first)} to {iso(self.last)}"
+
+
+def data_span(store: Store, scenario: str | None = None) -> DataSpan:
+    """What the data covers (:class:`DataSpan`)."""
+    span = store.query("data_span", scenario=scenario).row(0, named=True)
+    if span["first"] is None:
+        return DataSpan(None, None, int(span["allocations"] or 0))
+    last = to_utc(span["last"])
+    exported = export_time(store, scenario)
+    return DataSpan(
+        to_utc(span["first"]),
+        last if exported is None else max(last, exported),
+        int(span["allocations"] or 0),
+    )
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window [start, end) as a command resolved it, and how it covers the data.
+
+    ``shortened_from``: the default length, when the window is shorter because the data
+    begins later (None: not shortened). ``cover``: one line on a window that is longer
+    than the data or reaches beyond it (None: within the data)."""
+
+    start: datetime
+    end: datetime
+    span: DataSpan
+    shortened_from: timedelta | None = None
+    cover: str | None = None
+
+    @property
+    def length(self) -> timedelta:
+        return self.end - self.start
+
+    def headline(self) -> str | None:
+        """What a command's title says about the window beside its bounds (None: nothing)."""
+        if self.shortened_from is not None:
+            return (
+                f"shortened to the data, which begins {iso(self.span.first)}: "
+                f"{_span(self.length)}, not the default {_span(self.shortened_from)}"
+            )
+        return self.cover
+
+    def as_json(self) -> dict[str, Any]:
+        """The window's ``data`` and ``shortened_from_s`` and ``note`` keys."""
+        return {
+            "data": {"start": iso(self.span.first), "end": iso(self.span.last)},
+            "shortened_from_s": None
+            if self.shortened_from is None
+            else self.shortened_from.total_seconds(),
+            "note": self.headline(),
+        }
+
+
+def resolve_window(
+    store: Store,
+    end: datetime,
+    length: timedelta | None,
+    default: timedelta,
+    scenario: str | None = None,
+    least: timedelta = timedelta(0),
+) -> Window:
+    """The window of ``length`` ending at ``end``; with no length given, of the
+    ``default`` length but starting no earlier than the data (and at least ``least``
+    long, a step), so the time before the first record does not count as idle."""
+    span = data_span(store, scenario)
+    if length is not None:
+        start = end - length
+        return Window(start, end, span, None, _cover(span, start, end))
+    start = end - default
+    if span.first is not None and span.first > start:
+        start = min(span.first, end - least)
+        if start > end - default:
+            return Window(start, end, span, default, None)
+    return Window(start, end, span, None, _cover(span, start, end))
+
+
+def _cover(span: DataSpan, start: datetime, end: datetime) -> str | None:
+    """One line on a window [start, end) that is not within the data, or None."""
+    if span.first is None or span.last is None:
+        return None
+    first, last, data = span.first, span.last, span.text()
+    if end <= first:
+        return f"the window lies before all of the data ({data}): its figures are empty"
+    if start >= last:
+        return (
+            f"the window lies after all of the data ({data}): the last recorded allocations "
+            "are carried on, and no request or telemetry is recorded in it"
+        )
+    if start < first and end >= last:
+        return (
+            f"the window ({_span(end - start)}) is longer than the data ({_span(last - first)}; "
+            f"{data}): its rates count the time without data"
+        )
+    if start < first:
+        return (
+            f"the window starts {_span(first - start)} before the data ({data}): "
+            "its rates count the time without data"
+        )
+    if end > last:
+        return (
+            f"the window ends {_span(end - last)} after the data ({data}): the last "
+            "recorded allocations are carried on"
+        )
+    return None
+
+
 def data_notes(
-    store: Store, start: datetime, end: datetime, scenario: str | None = None
+    store: Store,
+    start: datetime,
+    end: datetime,
+    scenario: str | None = None,
+    at_given: bool = True,
+    window: Window | None = None,
 ) -> list[str]:
     """Sanity notes on what the data covers: an inventory-only store, a window (or an
-    instant, when ``start == end``) before, after or longer than the data."""
-    span = store.query("data_span", scenario=scenario).row(0, named=True)
+    instant, when ``start == end``) before, after or longer than the data.
+
+    An instant the user did not give (the export time, a scenario's saved instant) is
+    within the data by definition and gets no note; ``window``, when given, has said its
+    cover already (its headline), and it is repeated here as a note."""
+    span = window.span if window is not None else data_span(store, scenario)
     notes = []
-    if not span["allocations"]:
+    if not span.allocations:
         notes.append(
             "the store holds no allocations: every GPU reads free, and --at gives a snapshot "
             "of the inventory"
         )
-    if span["first"] is None:
+    if span.first is None or span.last is None:
         return notes
-    first, last = to_utc(span["first"]), to_utc(span["last"])
-    exported = _newest_stamp(store)
-    if exported is not None and exported > last:
-        last = exported  # the export saw nothing newer up to its own time
-    data = f"the data runs from {iso(first)} to {iso(last)}"
     if start == end:
-        if end < first:
-            notes.append(f"--at {iso(end)} is before all of the data ({data})")
-        elif end > last:
+        if not at_given:
+            return notes
+        if end < span.first:
+            notes.append(f"--at {iso(end)} is before all of the data ({span.text()})")
+        elif end > span.last:
             notes.append(
-                f"--at {iso(end)} is after all of the data ({data}): the last recorded "
+                f"--at {iso(end)} is after all of the data ({span.text()}): the last recorded "
                 "allocations are carried on"
             )
         return notes
-    if end <= first:
-        notes.append(f"the window lies before all of the data ({data}): its figures are empty")
-    elif start >= last:
-        notes.append(
-            f"the window lies after all of the data ({data}): the last recorded allocations "
-            "are carried on, and no request or telemetry is recorded in it"
-        )
-    elif start < first and end >= last:
-        notes.append(
-            f"the window ({_span(end - start)}) is longer than the data ({_span(last - first)}; "
-            f"{data}): its rates count the time without data"
-        )
-    else:
-        if start < first:
-            notes.append(
-                f"the window starts {_span(first - start)} before the data ({data}): "
-                "its rates count the time without data"
-            )
-        if end > last:
-            notes.append(
-                f"the window ends {_span(end - last)} after the data ({data}): the last "
-                "recorded allocations are carried on"
-            )
+    cover = window.cover if window is not None else _cover(span, start, end)
+    if cover is not None:
+        notes.append(cover)
     return notes
 
 
@@ -354,12 +454,25 @@ def check_scenario(store: Store, scenario: str | None) -> None:
         raise UsageError(f"--scenario: no scenario named {scenario!r}; scenarios: {offer}")
 
 
+def fleet_nodes(store: Store) -> pl.DataFrame:
+    """The nodes of the store; a store without any fails (exit 2): every command that
+    reads capacity would read an empty fleet ("every GPU reads free" of none), so all of
+    them refuse it, as one rule."""
+    nodes = store.query("nodes")
+    if nodes.height == 0:
+        raise UsageError(
+            f"{store.path}: the store holds no nodes; ingest a nodes table first "
+            "(`fleetaudit status` lists what it holds)"
+        )
+    return nodes
+
+
 def load_frames(
     store: Store, start: datetime, end: datetime, scenario: str | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Nodes and the allocations active at some instant of [start, end)."""
     check_scenario(store, scenario)
-    nodes = store.query("nodes")
+    nodes = fleet_nodes(store)
     frames = [store.query("allocations_overlapping", start=start, end=end, scenario=scenario)]
     return nodes, by_alloc_id(frames)
 
@@ -442,7 +555,7 @@ def node_state(
     with reading(options) as store:
         instant = resolve_at(store, at, scenario)
         frame = state_at(store, instant, duration, scenario)
-        notes = tuple(data_notes(store, instant, instant, scenario))
+        notes = tuple(data_notes(store, instant, instant, scenario, at_given=at is not None))
     if out is not None:
         buffer = io.BytesIO()
         if fmt == "csv":

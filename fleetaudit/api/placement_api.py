@@ -13,14 +13,18 @@ import polars as pl
 
 from fleetaudit.api import (
     StoreOptions,
+    Window,
+    fleet_nodes,
     load_frames,
     reading,
     resolve_at,
+    resolve_window,
     save_scenario,
     writing,
 )
 from fleetaudit.core.errors import UsageError
-from fleetaudit.core.options import PLACEMENT_QUEUES
+from fleetaudit.core.options import PLACEMENT_QUEUES, PLACEMENT_SINCE, WINDOW_LEAST
+from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import optional_column, usable_expr
 from fleetaudit.whatif import placement
 
@@ -36,7 +40,7 @@ class PlacementRun:
     shuffle: bool = True  # fill mode: the FGD authors' order, shuffled per seed
     at: datetime | None = None
     save_as: str | None = None
-    since: timedelta | None = None  # by-time replay window [at - since, at); None = 1 day
+    since: timedelta | None = None  # by time: [at - since, at); None: PLACEMENT_SINCE, from the data on
     empty: bool = False  # by-time replay from an empty fleet
     queue: str = PLACEMENT_QUEUES[0]  # by-time replay queue: fifo or backfill
 
@@ -61,9 +65,10 @@ class PlacementResult:
     start: datetime | None = None
     queue: str | None = None
     empty: bool | None = None
-
-
-_DEFAULT_SINCE = timedelta(days=1)
+    window: Window | None = None  # by time: how the window covers the data
+    # by time: the recorded fleet at the curve's instants, the policies' baseline:
+    # instant_pct, allocated_pct, queued, started, failed (fragmentation not computed)
+    recorded: pl.DataFrame | None = None
 
 
 def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> PlacementResult:
@@ -80,7 +85,7 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
         raise UsageError("--fill: give a percentage above 0 (e.g. 100)")
     with reading(store_options) as store:
         at = resolve_at(store, run.at)
-        nodes = store.query("nodes")
+        nodes = fleet_nodes(store)
         requests = store.query("requests_all")
     if requests.height == 0:
         raise UsageError(
@@ -132,14 +137,14 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
 
 
 def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementResult:
-    since = _DEFAULT_SINCE if run.since is None else run.since
-    if since <= timedelta(0):
+    if run.since is not None and run.since <= timedelta(0):
         raise UsageError("--since: give a positive duration (e.g. 1d)")
     if run.queue not in placement.QUEUES:
         raise UsageError(f"--queue: use one of {', '.join(placement.QUEUES)}")
     with reading(store_options) as store:
         at = resolve_at(store, run.at)
-        start = at - since
+        window = resolve_window(store, at, run.since, PLACEMENT_SINCE, least=WINDOW_LEAST)
+        start, since = window.start, window.length
         nodes, allocations = load_frames(store, start, at)
         requests = store.query("requests_all")
     options = placement.PlacementOptions(
@@ -187,7 +192,58 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         start=start,
         queue=run.queue,
         empty=run.empty,
+        window=window,
+        recorded=recorded_curve(nodes, allocations, requests, start, at),
     )
+
+
+def recorded_curve(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    requests: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+) -> pl.DataFrame:
+    """What the recorded fleet did at the by-time curve's instants (every 5% of the
+    window): its allocated GPUs as a % of the healthy nodes' GPUs (occupancy as every
+    command counts it), and of the requests the replay takes (GPU requests submitted in
+    the window, or before it and still waiting at its start) how many had started and
+    how many waited; failed: those still waiting at the end."""
+    healthy = usable_expr(nodes)
+    total = float(nodes.filter(healthy)["gpus"].sum() or 0)
+    span = end - start
+    arrivals = requests.filter(
+        (pl.col("gpus") > 0)
+        & (pl.col("submit_time") < end)
+        & (
+            (pl.col("submit_time") >= start)
+            | pl.col("start_time").is_null()
+            | (pl.col("start_time") > start)
+        )
+    )
+    rows = []
+    for step in range(21):
+        pct = 5.0 * step
+        t = start + span * (pct / 100)
+        state = occupancy.node_state(nodes, allocations, t)
+        allocated = float(
+            state.filter(usable_expr(state)).select((pl.col("gpus") - pl.col("free_gpus")).sum()).item()
+            or 0
+        )
+        begun = arrivals.filter(pl.col("start_time") <= t).height
+        waiting = arrivals.filter(
+            (pl.col("submit_time") <= t) & (pl.col("start_time").is_null() | (pl.col("start_time") > t))
+        ).height
+        rows.append({
+            "instant_pct": pct,
+            "allocated_pct": 100.0 * allocated / total if total else None,
+            "queued": waiting, "started": begun, "failed": waiting if step == 20 else 0,
+        })  # fmt: skip
+    return pl.DataFrame(
+        rows,
+        schema={"instant_pct": pl.Float64, "allocated_pct": pl.Float64, "queued": pl.Int64,
+                "started": pl.Int64, "failed": pl.Int64},
+    )  # fmt: skip
 
 
 def _save_placement(

@@ -23,27 +23,39 @@ import polars as pl
 from fleetaudit.api import (
     StoreOptions,
     WhatifRun,
+    Window,
     check_scenario,
     data_notes,
+    export_time,
     holds_requests,
     ineligible_note,
     latest_whatif_runs,
     load_frames,
     reading,
     resolve_at,
+    resolve_window,
     writing,
 )
-from fleetaudit.core.errors import StoreError, UsageError
+from fleetaudit.api.shapes_api import SHAPE_COLUMNS
+from fleetaudit.core.errors import StaleExportError, StoreError, UsageError
 from fleetaudit.core.options import REPORT_SINCE, REPORT_STEP
-from fleetaudit.core.times import iso, to_utc
+from fleetaudit.core.times import iso, seconds_text, to_utc
 from fleetaudit.model import denominators as den
 from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import SHARE_UNITS, UNBOUNDED, usable_expr
-from fleetaudit.model.demand import WEIGHTS, WindowDemand, window_demand
+from fleetaudit.model.demand import (
+    DEFAULT_SHAPES,
+    PER_MODEL_SHAPES,
+    WEIGHTS,
+    DemandShape,
+    WindowDemand,
+    window_demand,
+)
 from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
 from fleetaudit.model.shapes import (
     Shape,
     beyond_fleet_all,
+    duration_class_expr,
     group_key,
     group_slots,
     make_shape,
@@ -73,12 +85,15 @@ class ReportOptions:
     """What ``fleetaudit report`` covers (defaults are the command line's)."""
 
     at: datetime | None = None
-    since: timedelta = REPORT_SINCE
+    since: timedelta | None = None  # None: REPORT_SINCE, from the data's first record on
     step: timedelta = REPORT_STEP
     scenario: str | None = None
-    max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
+    # budget: the demand shapes evaluated at every step, heaviest first (None: the
+    # DEFAULT_SHAPES heaviest and every GPU model's PER_MODEL_SHAPES heaviest)
+    max_shapes: int | None = None
     demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
     generated_at: datetime | None = None  # the clock, injectable for tests
+    fail_if_stale: bool = False  # raise StaleExportError when the export time has not moved
 
 
 @dataclass(frozen=True)
@@ -116,6 +131,13 @@ class ReportResult:
     # instant, gpu_model (null: any model), queued_gpus: the GPUs of the requests waiting
     # at each instant (submitted by it, not started), for the over-time charts
     queued: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
+    window: Window | None = None  # how the window covers the data, and why it is as long
+    # what defines the figures, which the trend compares like for like: scenario, span_s,
+    # step_s, demand (the mode used), shapes (the budget)
+    trend_key: dict[str, Any] = field(default_factory=dict)
+    # the export time has not moved since the last recorded report: recorded_at,
+    # export_time, note (None: it has, or no report was recorded with it)
+    stale: dict[str, Any] | None = None
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend): rates, and
@@ -300,15 +322,23 @@ def _build_report(
 ) -> ReportResult:
     if options.step <= timedelta(0):
         raise UsageError("--step: must be longer than 0s")
-    if options.since <= timedelta(0):
+    if options.since is not None and options.since <= timedelta(0):
         raise UsageError("--since: must be longer than 0s")
-    if options.since // options.step + 1 > MAX_INSTANTS:
-        raise UsageError(f"--step: {options.step} over {options.since} gives too many instants")
+    if (options.since or REPORT_SINCE) // options.step + 1 > MAX_INSTANTS:
+        raise UsageError(
+            f"--step: {options.step} over {options.since or REPORT_SINCE} gives too many instants"
+        )
     notes: list[str] = []
     with reading(store_options) as store:
         check_scenario(store, options.scenario)
+        stale = stale_export(store)
+        if stale is not None and options.fail_if_stale:
+            raise StaleExportError(f"{stale['note']} (--fail-if-stale)")
         end = resolve_at(store, options.at, options.scenario)
-        start = end - options.since
+        window = resolve_window(
+            store, end, options.since, REPORT_SINCE, options.scenario, least=options.step
+        )
+        start, since = window.start, window.length
         # the telemetry is read on a second connection, opened while this one holds the
         # store, so both read the same state
         reader = open_store(
@@ -316,7 +346,11 @@ def _build_report(
         )
         telemetry_aside = _Aside(_read_telemetry, reader, start, end)
         asides.append(telemetry_aside)
-        notes.extend(data_notes(store, start, end, options.scenario))
+        notes.extend(
+            data_notes(
+                store, start, end, options.scenario, options.at is not None, window=window
+            )
+        )
         if not holds_requests(store):
             notes.append(
                 "the store holds no requests: no shape is evaluated, and every idle GPU "
@@ -327,28 +361,38 @@ def _build_report(
             notes.append(ineligible)
         requests = store.query("requests_in_window", start=start, end=end)
         demand = window_demand(requests, start, end, options.demand)
-        instants = den.window_instants(end, options.since, options.step)
-        queued = queued_gpus(requests, instants)
-        del requests
+        instants = den.window_instants(end, since, options.step)
         if demand.no_gpu:
             notes.append(
                 f"{demand.no_gpu} request(s) of the window's demand ask for no GPU "
                 "and are not GPU shapes"
             )
-        chosen = demand.shapes[: options.max_shapes]
+        fleet_models = store.query("gpu_models")["gpu_model"].to_list()
+        chosen = demand.chosen(options.max_shapes, fleet_models)
         pairs = [(d.shape, d.queued) for d in chosen]
         left_out = len(demand.shapes) - len(chosen)
-        summary = _demand_summary(demand, options.max_shapes)
+        summary = _demand_summary(demand, chosen, options.max_shapes)
+        coverage = model_coverage(demand, chosen, fleet_models)
         if left_out:
             share = summary["not_evaluated_share"]
             notes.append(
-                f"{left_out} lighter shape(s) beyond the budget of {options.max_shapes} "
+                f"{left_out} lighter shape(s) beyond the budget ({_budget_text(options.max_shapes)}) "
                 "are not evaluated at every step"
                 + ("" if share is None else f" ({share:.1%} of the demand)")
+                + "; --shapes N evaluates the N heaviest"
             )
+        for model, cover in coverage.items():
+            if cover["requests"] and not cover["evaluated_requests"]:
+                notes.append(
+                    f"{model}: none of its demand's {cover['requests']:,} request(s) is among "
+                    "the shapes evaluated; its schedulable figures read 'not evaluated' "
+                    "(raise --shapes)"
+                )
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, horizon, options.scenario)
+        queued = queued_gpus(never_startable(requests, nodes), instants)
+        del requests
         rejects: dict[str, int] = {}
         tables = store.table_names()  # a store written before rejects or reports were kept
         if "rejects" in tables:
@@ -362,15 +406,22 @@ def _build_report(
             whatifs["compaction"] = replace(over_time_run, kind="compaction")
         previous: dict[str, Any] | None = None
         history: tuple[dict[str, Any], ...] = ()
+        trend_key = {
+            "scenario": options.scenario,
+            "span_s": since.total_seconds(),
+            "step_s": options.step.total_seconds(),
+            "demand": summary["mode"],
+            "shapes": "default" if options.max_shapes is None else str(options.max_shapes),
+        }
         if "reports" in tables:
-            previous, history = _recorded(store, options.scenario, options.since, options.step)
-    if nodes.height == 0:
-        raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
+            previous, history = _recorded(store, trend_key, end)
+        if stale is not None:
+            notes.append(stale["note"])
     notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):
         if shape.is_share:
-            h = evaluate_history(nodes, allocations, shape, end, options.since, options.step)
+            h = evaluate_history(nodes, allocations, shape, end, since, options.step)
             share_outlook[i] = (h.p_start, h.wait_p50_s, h.wait_p90_s)
     timelines = den.window_timelines(nodes, allocations, start, end, horizon)
     # The physical and productive figures are polars work (no GIL): computed aside, on
@@ -383,13 +434,13 @@ def _build_report(
     # the sweep keeps the free capacity at the instants the stranded places sample
     picks = place_picks(len(instants), nodes.height)
     sched = den.schedulable(
-        nodes, allocations, pairs, instants, options.since, share_outlook, timelines, picks
+        nodes, allocations, pairs, instants, since, share_outlook, timelines, picks
     )
     del timelines
     places, sampled_instants = stranded_places(
-        nodes, allocations, sched.steps, [s for s, _ in pairs], options.since, kept=sched.kept
+        nodes, allocations, sched.steps, [s for s, _ in pairs], since, kept=sched.kept
     )
-    sampled = den.sampled_hours(sched.steps, options.since, ["gpu_model"])
+    sampled = den.sampled_hours(sched.steps, since, ["gpu_model"])
     figures: _Figures = figures_aside.result()
     physical, prod, interval = figures.physical, figures.productive, figures.interval_s
     cadence, sources = figures.telemetry.cadence, figures.telemetry.sources
@@ -401,14 +452,30 @@ def _build_report(
     by_model = den.productive_by(prod.allocations, "gpu_model")
     for row in physical.join(sampled, on="gpu_model", how="left").iter_rows(named=True):
         model = row["gpu_model"]
+        cover = coverage.get(model, {"requests": 0, "evaluated_requests": 0,
+                                     "evaluated_share": None})  # fmt: skip
         models[model] = {
             "physical": _physical(row),
-            "schedulable": _schedulable(row),
+            "schedulable": {
+                **_schedulable(row),
+                "evaluated": not (cover["requests"] and not cover["evaluated_requests"]),
+                "demand": cover,
+            },
             "productive": by_model.get(model) or den.productive_figures(prod.allocations.clear()),
         }
     fleet = {
         "physical": _physical(_sum_rows(physical)),
-        "schedulable": _schedulable(_sum_rows(sampled.drop("gpu_model"))),
+        "schedulable": {
+            **_schedulable(_sum_rows(sampled.drop("gpu_model"))),
+            "evaluated": bool(pairs) or not demand.requests,
+            "demand": {
+                "requests": demand.requests,
+                "evaluated_requests": sum(d.requests for d in chosen),
+                "evaluated_share": None
+                if summary["not_evaluated_share"] is None
+                else 1 - summary["not_evaluated_share"],
+            },
+        },
         "productive": den.productive_figures(prod.allocations),
     }
     tenants = _tenants(nodes, allocations, start, end, prod, fleet)
@@ -474,6 +541,9 @@ def _build_report(
         queued=queued,
         places=places,
         places_instants=sampled_instants,
+        window=window,
+        trend_key=trend_key,
+        stale=stale,
     )
     return _with_trend(result)
 
@@ -666,23 +736,30 @@ def _causes_by_domain(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
 
 def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.DataFrame:
     """GPUs of the requests waiting at each instant (``submit_time <= t < start_time``,
-    or never started), per requested model (null: any model).
+    or never started), per requested model (null: any model), and apart, those of
+    requests that can never start on the fleet (column ``never``, where ``requests``
+    has it; :func:`never_startable`).
 
     Each request adds its GPUs to the instants of its wait, by cumulative sums over the
     sorted instants (no request x instant product).
     """
-    schema: dict[str, PolarsDataType] = {"instant": pl.Datetime("us"), "gpu_model": pl.String, "queued_gpus": pl.Float64}
+    schema: dict[str, PolarsDataType] = {
+        "instant": pl.Datetime("us"), "gpu_model": pl.String, "never": pl.Boolean,
+        "queued_gpus": pl.Float64,
+    }  # fmt: skip
     epoch = datetime(1970, 1, 1)
     times = np.array(sorted((to_utc(t) - epoch).total_seconds() for t in instants))
     frames = []
     if len(times) and requests.height:
+        never = pl.col("never") if "never" in requests.columns else pl.lit(False)
         waiting = requests.filter(pl.col("gpus") > 0).select(
             "gpu_model",
+            never.fill_null(False).alias("never"),
             pl.col("gpus").cast(pl.Float64),
             pl.col("submit_time").dt.epoch("us").cast(pl.Float64) / 1e6,
             pl.col("start_time").dt.epoch("us").cast(pl.Float64) / 1e6,
         )
-        for (model,), group in waiting.group_by(["gpu_model"], maintain_order=True):
+        for (model, apart), group in waiting.group_by(["gpu_model", "never"], maintain_order=True):
             first = np.searchsorted(times, group["submit_time"].to_numpy(), side="left")
             ends = group["start_time"].fill_null(np.inf).to_numpy()
             last = np.searchsorted(times, ends, side="left")  # first instant it no longer waits
@@ -695,6 +772,7 @@ def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.Data
                     {
                         "instant": [epoch + timedelta(seconds=float(t)) for t in times],
                         "gpu_model": [model] * len(times),
+                        "never": [apart] * len(times),
                         "queued_gpus": np.cumsum(delta)[:-1],
                     },
                     schema=schema,
@@ -702,10 +780,43 @@ def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.Data
             )
     if not frames:
         return pl.DataFrame(schema=schema)
-    return pl.concat(frames).sort("instant", "gpu_model", nulls_last=True)
+    return pl.concat(frames).sort("instant", "gpu_model", "never", nulls_last=True)
 
 
-def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
+def never_startable(requests: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """``requests`` with ``never``: its shape can never start on the fleet, whatever is
+    free (:func:`fleetaudit.model.shapes.beyond_fleet`: a gang larger than any switch
+    domain of its models holds, more GPUs than they have)."""
+    columns = list(SHAPE_COLUMNS)
+    if requests.height == 0 or not set(columns) <= set(requests.columns):
+        return requests.with_columns(pl.lit(False).alias("never"))
+    classed = requests.with_columns(duration_class_expr("duration_s").alias("_class"))
+    keys = [*columns[:-1], "_class"]
+    distinct = classed.filter(pl.col("gpus") > 0).select(keys).unique(maintain_order=True)
+    flags = []
+    for r in distinct.iter_rows(named=True):
+        try:
+            shape = make_shape(
+                r["gpu_model"], r["gpus"], r["gpus_per_pod"], r["cpus_per_gpu"],
+                r["memory_gib_per_gpu"], r["locality"], r["_class"],
+            )  # fmt: skip
+        except UsageError:
+            shape = None
+        flags.append(shape)
+    known = [s for s in flags if s is not None]
+    beyond = iter(beyond_fleet_all(known, nodes))
+    never = [False if s is None else next(beyond) is not None for s in flags]
+    table = distinct.with_columns(pl.Series("never", never, dtype=pl.Boolean))
+    return (
+        classed.join(table, on=keys, how="left", nulls_equal=True)
+        .with_columns(pl.col("never").fill_null(False))
+        .drop("_class")
+    )
+
+
+def _demand_summary(
+    demand: WindowDemand, chosen: Sequence[DemandShape], budget: int | None
+) -> dict[str, Any]:
     """Which demand the report used, and how much of it the shape budget evaluates."""
     return {
         "mode": demand.mode,
@@ -714,9 +825,66 @@ def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
         "requests": demand.requests,
         "no_gpu_requests": demand.no_gpu,
         "shapes": len(demand.shapes),
-        "evaluated": min(len(demand.shapes), budget),
-        "not_evaluated_share": demand.left_out_share(budget),
+        "evaluated": len(chosen),
+        "budget": budget,
+        "not_evaluated_share": demand.left_out_share(chosen),
     }
+
+
+def _budget_text(budget: int | None) -> str:
+    if budget is None:
+        return (
+            f"the {DEFAULT_SHAPES} heaviest and every GPU model's {PER_MODEL_SHAPES} heaviest"
+        )
+    return f"--shapes {budget}"
+
+
+def model_coverage(
+    demand: WindowDemand, chosen: Sequence[DemandShape], models: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Per GPU model: the requests of the demand that may run on it (a shape of several
+    models counts for each), and of them those of the shapes evaluated, with the share of
+    the demand's weight on the model that they carry."""
+    out: dict[str, dict[str, Any]] = {}
+    for model in models:
+        mine = [d for d in demand.shapes if d.shape.models is None or model in d.shape.models]
+        evaluated = [d for d in mine if d in chosen]
+        weight = sum(d.weight for d in mine)
+        out[model] = {
+            "requests": sum(d.requests for d in mine),
+            "evaluated_requests": sum(d.requests for d in evaluated),
+            "evaluated_share": None if weight <= 0 else sum(d.weight for d in evaluated) / weight,
+        }
+    return out
+
+
+def allocated_kinds(result: ReportResult) -> str:
+    """The report's three allocated GPU-hours, each named for what it counts (they differ:
+    shares, unhealthy nodes, sampling)."""
+
+    def hours(part: str) -> str:
+        return f"{result.fleet[part]['allocated_gpu_hours']:,.0f}"
+
+    return (
+        f"allocated GPU-hours, three ways: {hours('productive')} productive, each "
+        "allocation's own GPUs (a share as its fraction) on any node; "
+        f"{hours('physical')} physical, the GPUs occupied on healthy nodes (a share fills "
+        f"its GPU), exact; {hours('schedulable')} schedulable, the same occupied GPUs at "
+        "the sampled instants"
+    )
+
+
+def describe_trend(result: ReportResult) -> str:
+    """What the report's trend holds equal: window length, step, demand, shape budget and
+    scenario (its key)."""
+    key = result.trend_key
+    if not key:
+        return "the same window length and step"
+    text = (
+        f"windows of {seconds_text(key['span_s'])}, step {seconds_text(key['step_s'])}, "
+        f"demand {key['demand']}, shape budget {key['shapes']}"
+    )
+    return text + (f", scenario {key['scenario']}" if key.get("scenario") else "")
 
 
 def describe_demand(demand: dict[str, Any]) -> str:
@@ -736,7 +904,7 @@ def describe_demand(demand: dict[str, Any]) -> str:
         text += "; no request waited in the window"
     if demand["shapes"] > demand["evaluated"]:
         share = demand["not_evaluated_share"]
-        text += f"; the {demand['evaluated']} heaviest evaluated"
+        text += f"; {demand['evaluated']} evaluated ({_budget_text(demand.get('budget'))})"
         if share is not None:
             text += f", {share:.1%} of the demand not evaluated"
     return text
@@ -788,43 +956,64 @@ def _domains(state: pl.DataFrame) -> pl.DataFrame:
 
 
 def _recorded(
-    store: Store, scenario: str | None, since: timedelta, step: timedelta
+    store: Store, key: dict[str, Any], end: datetime
 ) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], ...]]:
-    """The recorded reports of the same state, window length and step (the store holds
-    a reports table): the newest of them (the trend's baseline) and all of them, oldest
-    first (the trend chart), from one read."""
-    rows = store.query(
-        "report_history",
-        scenario=scenario,
-        span_s=since.total_seconds(),
-        step_s=step.total_seconds(),
-    ).rows(named=True)
+    """The recorded reports of this report's trend (``key``: the same state, window
+    length, step, demand and shape budget) whose windows end before ``end``, one per
+    window, in window-end order (the trend chart), and the last of them (the trend's
+    baseline: the preceding window). A report of the same window is this one's
+    predecessor in the store, which recording this one replaces: no point of its own.
+    A store whose reports lack the key's columns (recorded before they were kept) has
+    none of this trend."""
+    if not {"demand", "shapes"} <= set(store.column_types("reports")):
+        return None, ()
+    rows = store.query("report_history", **key, end=end).rows(named=True)
     history = tuple(
         {
             "created_at": to_utc(row["created_at"]),
             "at": to_utc(row["at"]),
+            "start": to_utc(row["start"]),
+            "end": to_utc(row["end"]),
             "figures": json.loads(row["figures"]),
         }
         for row in rows
+        if to_utc(row["end"]) < end
     )
-    if not rows:
-        return None, history
-    newest = rows[-1]
-    previous = {
-        **history[-1],
-        "start": to_utc(newest["start"]),
-        "end": to_utc(newest["end"]),
+    return (history[-1] if history else None), history
+
+
+def stale_export(store: Store) -> dict[str, Any] | None:
+    """Whether the store's export time is the one the last recorded report saw (an
+    export that did not move: ``exports/latest`` not refreshed): recorded_at,
+    export_time and a note; None when it moved, or no report recorded it."""
+    if "reports" not in store.table_names() or "exported" not in store.column_types("reports"):
+        return None
+    last = store.query("last_recorded_report")
+    if last.height == 0 or last["exported"][0] is None:
+        return None
+    exported = to_utc(last["exported"][0])
+    if export_time(store) != exported:
+        return None
+    recorded = to_utc(last["created_at"][0]).replace(microsecond=0)
+    return {
+        "recorded_at": recorded,
+        "export_time": exported,
+        "note": (
+            f"the export time ({iso(exported)}) has not moved since the report recorded at "
+            f"{iso(recorded)}: no data was ingested since then (is the export stale?)"
+        ),
     }
-    return previous, history
 
 
 def trend_series(result: ReportResult) -> list[dict[str, Any]]:
-    """The headline figures of every recorded report of this window length and step, then
-    this report's: one point per report, oldest first (created_at, at, figures)."""
+    """The headline figures of the recorded windows of this report's trend that end
+    before it, then this report's: one point per window, by window end (created_at, at,
+    start, end, figures)."""
     points = [dict(h) for h in result.history]
     points.append(
-        {"created_at": result.generated_at, "at": result.end, "figures": result.headline()}
-    )
+        {"created_at": result.generated_at, "at": result.end, "start": result.start,
+         "end": result.end, "figures": result.headline()}
+    )  # fmt: skip
     return points
 
 
@@ -893,15 +1082,22 @@ def record_report(store_options: StoreOptions, result: ReportResult) -> str | No
 
 
 def _record(store_options: StoreOptions, result: ReportResult) -> None:
-    with writing(store_options) as store:
+    """One point per window of a trend: the report replaces one recorded before it of the
+    same trend and window end."""
+    key = result.trend_key
+    with writing(store_options) as store, store.transaction():
+        store.execute("delete_report_window", **key, end=result.end)
         store.execute(
             "insert_report",
             generated_at=result.generated_at,
             at=result.end,
             start=result.start,
             end=result.end,
-            step_s=result.step_s,
-            scenario=result.scenario,
+            step_s=key["step_s"],
+            scenario=key["scenario"],
+            demand=key["demand"],
+            shapes=key["shapes"],
+            exported=export_time(store),
             figures=json.dumps(result.headline(), sort_keys=True),
         )
 

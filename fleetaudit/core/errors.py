@@ -16,6 +16,8 @@ class ExitCode(IntEnum):
     OK = 0
     INTERNAL = 1
     INPUT = 2  # bad input file, bad option or usage
+    REJECTED = 65  # EX_DATAERR: an ingest loaded no row of a table it read: all rejected
+    STALE = 66  # EX_NOINPUT: report --fail-if-stale, and the export time has not moved
     BUSY = 75  # EX_TEMPFAIL: the store is locked by another writer; retry later
     INTERRUPT = 130  # Ctrl-C (128 + SIGINT)
     PIPE = 141  # the reader of stdout left (128 + SIGPIPE), as a shell reports it
@@ -73,3 +75,17 @@ class StoreError(FleetAuditError):
 
 class QueryError(FleetAuditError):
     """DuckDB refused or failed a statement (a file it cannot read, a value it cannot cast)."""
+
+
+class AllRejectedError(FleetAuditError):
+    """An ingest read rows of a table and rejected every one of them (committed: the
+    rejects are kept for ``fleetaudit rejects``)."""
+
+    exit_code = ExitCode.REJECTED
+
+
+class StaleExportError(FleetAuditError):
+    """``report --fail-if-stale``: the export time has not moved since the last recorded
+    report."""
+
+    exit_code = ExitCode.STALE

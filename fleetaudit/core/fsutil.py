@@ -23,6 +23,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 from fleetaudit.core.errors import UsageError
@@ -141,3 +142,16 @@ def atomic_path(path: Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+
+
+def expand_path(template: Path, when: datetime) -> Path:
+    """``{date}`` and ``{time}`` in an output path become ``when``'s date and time (UTC);
+    a stream (``-``, ``/dev/stdout``) stays as it is.
+
+    >>> expand_path(Path("reports/{date}-{time}.html"), datetime(2026, 5, 1, 6, 30))
+    PosixPath('reports/2026-05-01-063000.html')
+    """
+    if stream_fd(template) is not None:
+        return template
+    text = str(template).replace("{date}", when.strftime("%Y-%m-%d"))
+    return Path(text.replace("{time}", when.strftime("%H%M%S")))

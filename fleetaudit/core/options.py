@@ -30,6 +30,12 @@ REPORT_SINCE = timedelta(days=7)
 REPORT_STEP = timedelta(minutes=15)
 """``fleetaudit report --step``: the sampling step of its schedulable figures."""
 
+DEMAND_DEFAULT_SHAPES = 20
+"""``fleetaudit report`` evaluates the demand's heaviest shapes, this many by default..."""
+
+DEMAND_PER_MODEL_SHAPES = 3
+"""...and, by default, every GPU model's heaviest shapes, this many, on top of them."""
+
 
 def duration_text(value: float | timedelta) -> str:
     """A default duration as the command line spells it: in the largest unit that divides it,
@@ -228,6 +234,17 @@ class CompactionOptions:
             raise ValueError("bandwidth_gbps must be above 0")
 
 
+HARVEST_SINCE = timedelta(days=7)
+"""``whatif harvesting --since`` by default (from the data's first record when that is later)."""
+
+WINDOW_LEAST = timedelta(hours=1)
+"""A default window fitted to data shorter than this (a single snapshot) is this long."""
+
+PLACEMENT_SINCE = timedelta(days=1)
+"""``whatif placement --since`` by time, by default (from the data's first record when that
+is later)."""
+
+
 @dataclass(frozen=True)
 class HarvestRun:
     """What ``whatif harvesting`` runs (defaults are the command line's and the SPEC's)."""
@@ -235,7 +252,7 @@ class HarvestRun:
     policies: tuple[str, ...] = VICTIM_POLICIES
     seed: int = 0
     at: datetime | None = None
-    since: timedelta = timedelta(days=7)
+    since: timedelta | None = None  # None: HARVEST_SINCE, from the data's first record on
     scenario: str | None = None
     idle_sm: float = 0.05  # these five are also the engine's HarvestOptions defaults
     idle_for: timedelta = timedelta(seconds=1800)
@@ -250,7 +267,7 @@ class HarvestRun:
         return {
             "policies": list(self.policies),
             "seed": self.seed,
-            "since_s": self.since.total_seconds(),
+            "since_s": None if self.since is None else self.since.total_seconds(),
             "idle_sm": self.idle_sm,
             "idle_for_s": self.idle_for.total_seconds(),
             "eviction_delay_mean_s": self.eviction_delay_mean.total_seconds(),

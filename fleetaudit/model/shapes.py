@@ -314,11 +314,25 @@ def _beyond(shape: Shape, total: float, largest: float, most: int | None) -> str
     return None
 
 
-def check_models(shape: Shape, known: list[str]) -> None:
-    """Fail when a model of the shape is on no node."""
-    for model in shape.models or ():
-        if model not in known:
+def check_models(shape: Shape, known: list[str]) -> Shape:
+    """The shape with its models spelled as the nodes spell them (``--model h20`` is
+    ``H20``: matched without case); fail when a model of the shape is on no node.
+
+    >>> check_models(make_shape("h20|H800", 8), ["H20", "H800"]).gpu_model
+    'H20|H800'
+    """
+    if not shape.models:
+        return shape
+    spelled = {m.casefold(): m for m in known}
+    resolved = []
+    for model in shape.models:
+        found = model if model in known else spelled.get(model.casefold())
+        if found is None:
             raise UsageError(f"no node has model {model}; models are: {', '.join(sorted(known))}")
+        resolved.append(found)
+    if resolved == list(shape.models):
+        return shape  # spelled as the nodes spell them
+    return replace(shape, gpu_model="|".join(sorted(resolved)))
 
 
 @dataclass(frozen=True)

@@ -84,8 +84,19 @@ def placement_document(result: PlacementResult) -> dict[str, Any]:
         "saved_as": result.saved,
         "saved_policy": result.saved_policy,
     }
+    if result.mode == "time" and result.recorded is not None:
+        document["recorded"] = {
+            "curve": [
+                {k: (None if r[k] is None else round(float(r[k]), 6)) for k in r}
+                for r in result.recorded.iter_rows(named=True)
+            ]
+        }
     if result.mode == "time":
-        document["window"] = {"start": iso(result.start), "end": iso(result.at)}
+        document["window"] = {
+            "start": iso(result.start),
+            "end": iso(result.at),
+            **({} if result.window is None else result.window.as_json()),
+        }
         document["queue"] = result.queue
         document["empty"] = result.empty
     return document
@@ -125,6 +136,7 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                 "end": iso(result.end),
                 "step_s": result.step_s,
                 "instants": result.steps["instant"].n_unique(),
+                **({} if result.window is None else result.window.as_json()),
             },
             "scenario": result.scenario,
             "fleet": result.fleet,
@@ -145,21 +157,26 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                 for kind, run in ((k, result.whatifs.get(k)) for k in WHATIF_KINDS)
             },
             "trend": {
+                "key": result.trend_key,
                 "previous": None
                 if result.previous is None
                 else {
-                    "created_at": iso(result.previous["created_at"]),
-                    "at": iso(result.previous["at"]),
+                    k: iso(result.previous[k]) for k in ("created_at", "at", "start", "end")
                 },
                 "figures": list(result.trend),
                 "history": [
                     {
-                        "created_at": iso(h["created_at"]),
-                        "at": iso(h["at"]),
+                        **{k: iso(h[k]) for k in ("created_at", "at", "start", "end")},
                         "figures": h["figures"],
                     }
                     for h in result.history
                 ],
+                "stale": None
+                if result.stale is None
+                else {
+                    "recorded_at": iso(result.stale["recorded_at"]),
+                    "export_time": iso(result.stale["export_time"]),
+                },
             },
             "stranded_places": {
                 "sampled_instants": result.places_instants,

@@ -20,7 +20,9 @@ import polars as pl
 
 from fleetaudit.api.report_api import (
     ReportResult,
+    allocated_kinds,
     describe_demand,
+    describe_trend,
     recoverable_summary,
     recoverable_view,
     trend_rates,
@@ -43,10 +45,11 @@ COLOURS = {
     "cpu_memory": "#cc79a7",
     "topology": "#8e6bb0",
     "unqueued": "#bdbdbd",
-    "sm_active": "#2e8b57",
+    "sm_active": "#762a83",  # not usable's green: the two bars stand side by side
     "not_active": "#f0c27b",
     "no_telemetry": "#d9d9d9",
     "queued": "#111111",
+    "never": "#9e9e9e",
     "usable_share": "#2e8b57",
     "productive_rate": "#d55e00",
 }
@@ -76,13 +79,16 @@ class Bar:
 
 @dataclass(frozen=True)
 class ModelRow:
-    """One GPU model (or the fleet): three stacked bars and their headline rates."""
+    """One GPU model (or the fleet): three stacked bars and their headline rates
+    (``evaluated``: False when none of the model's demand was among the shapes
+    evaluated, so its schedulable split is not known)."""
 
     name: str
     physical: Bar
     schedulable: Bar
     productive: Bar
     figures: dict[str, Any]
+    evaluated: bool = True
 
 
 @dataclass(frozen=True)
@@ -112,13 +118,17 @@ class Cell:
 @dataclass(frozen=True)
 class AreaChart:
     """Idle GPUs over the window, usable then stranded by cause, stacked, with the queued
-    GPUs as a line on the same axis (GPUs at each instant; the area is GPU-hours)."""
+    GPUs as a line on the same axis (GPUs at each instant; the area is GPU-hours), and
+    apart, dashed, the GPUs of requests that can never start on the fleet (clipped at
+    the axis' top, which the idle GPUs and the startable queue set)."""
 
     name: str
     bands: tuple[charts.Band, ...]
     queued: str  # polyline points ("" without requests)
     top: float
     y_ticks: tuple[tuple[float, str], ...]  # (y, label)
+    never: str = ""  # polyline points of the never-startable requests' GPUs ("": none)
+    never_most: float = 0.0  # their most GPUs waiting at once (above top: clipped)
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,7 @@ class ReportContext:
     recoverable: tuple[dict[str, Any], ...]
     trend: tuple[dict[str, Any], ...]
     previous: str | None
+    trend_kind: str
     notes: tuple[str, ...]
     headlines: tuple[dict[str, Any], ...] = ()
     over_time: tuple[AreaChart, ...] = ()
@@ -172,6 +183,7 @@ class ReportContext:
     trend_chart: TrendChart | None = None
     tenants_rest: dict[str, Any] | None = None
     heat_legend: tuple[tuple[str, str], ...] = ()
+    allocated_kinds: str = ""
     places: tuple[dict[str, Any], ...] = ()
     places_rest: dict[str, Any] | None = None
     places_instants: int = 0
@@ -221,7 +233,9 @@ def _row(name: str, figures: dict[str, Any]) -> ModelRow:
             ),
         ],
     )
-    return ModelRow(name, physical, schedulable, productive, figures)
+    return ModelRow(
+        name, physical, schedulable, productive, figures, bool(sc.get("evaluated", True))
+    )
 
 
 def _time_chart(
@@ -378,18 +392,8 @@ def _over_time(
             .fill_null(0.0)
             .sort("instant")
         )
-        q_values: list[float] = []
-        if queued.height:
-            q = queued if model is None else queued.filter(pl.col("gpu_model") == model)
-            q_values = (
-                frame.join(
-                    q.group_by("instant").agg(pl.col("queued_gpus").sum()), on="instant", how="left"
-                )
-                .sort("instant")["queued_gpus"]
-                .fill_null(0.0)
-                .to_list()
-            )
-            q_values = charts.bucket_means(q_values, size)
+        q_values = _queued_series(frame, queued, model, never=False, size=size)
+        n_values = _queued_series(frame, queued, model, never=True, size=size)
         layers = [
             (
                 c,
@@ -409,10 +413,38 @@ def _over_time(
                 bands=charts.stacked_bands(layers, CHART_W, CHART_H, top),
                 queued=charts.polyline(q_values, CHART_W, CHART_H, top) if q_values else "",
                 top=top,
-                y_ticks=tuple((CHART_H - CHART_H * f, _num(top * f)) for f in (0, 0.5, 1)),
+                y_ticks=tuple(
+                    (CHART_H - CHART_H * v / top, _num(v, 1 if top < 5 else 0))
+                    for v in charts.nice_ticks(top)
+                ),
+                never=charts.polyline([min(v, top) for v in n_values], CHART_W, CHART_H, top)
+                if any(n_values)
+                else "",
+                never_most=max(n_values, default=0.0),
             )
         )
     return tuple(out), _instants_axis(instants.to_list()[::size], CHART_W)
+
+
+def _queued_series(
+    frame: pl.DataFrame, queued: pl.DataFrame, model: str | None, never: bool, size: int
+) -> list[float]:
+    """The queued GPUs at each instant (of ``model``; None: the fleet), startable or
+    never-startable, as means of runs of ``size`` instants ([] without requests)."""
+    if not queued.height:
+        return []
+    q = queued if model is None else queued.filter(pl.col("gpu_model") == model)
+    if "never" in q.columns:
+        q = q.filter(pl.col("never") == never)
+    elif never:
+        return []
+    values = (
+        frame.join(q.group_by("instant").agg(pl.col("queued_gpus").sum()), on="instant", how="left")
+        .sort("instant")["queued_gpus"]
+        .fill_null(0.0)
+        .to_list()
+    )
+    return charts.bucket_means(values, size)
 
 
 TREND_COLOURS = ("allocated_high", "allocated_low", "usable_share", "productive_rate")
@@ -548,6 +580,9 @@ def build_context(result: ReportResult) -> ReportContext:
             }
         )
     window = f"{iso(result.start)} to {iso(result.end)}, sampled every {_duration(result.step_s)}"
+    headline = None if result.window is None else result.window.headline()
+    if headline:
+        window += f" ({headline})"
     return ReportContext(
         title=f"fleetaudit report {iso(result.end)}",
         generated_at=iso(result.generated_at) or "",
@@ -584,7 +619,9 @@ def build_context(result: ReportResult) -> ReportContext:
         trend=result.trend,
         previous=None
         if result.previous is None
-        else f"{iso(result.previous['created_at'])} (data to {iso(result.previous['at'])})",
+        else f"{iso(result.previous['start'])} to {iso(result.previous['end'])} (recorded "
+        f"{iso(result.previous['created_at'])})",
+        trend_kind=describe_trend(result),
         notes=result.notes,
         headlines=_headlines(result),
         over_time=over_time,
@@ -596,6 +633,7 @@ def build_context(result: ReportResult) -> ReportContext:
         places_instants=result.places_instants,
         places_of=result.steps["instant"].n_unique(),
         heat_legend=HEAT_LEGEND,
+        allocated_kinds=allocated_kinds(result),
     )
 
 
@@ -650,15 +688,3 @@ def render_html(result: ReportResult) -> str:
 def write_html(result: ReportResult, path: Path) -> None:
     """Write the HTML report to ``path`` (``-``: stdout; a file: whole or not at all)."""
     write_output(path, render_html(result))
-
-
-def expand_path(template: Path, when: datetime) -> Path:
-    """``{date}`` and ``{time}`` in a path become the report's UTC date and time.
-
-    >>> expand_path(Path("reports/{date}-{time}.html"), datetime(2026, 5, 1, 6, 30))
-    PosixPath('reports/2026-05-01-063000.html')
-    """
-    if str(template) == "-":
-        return template
-    text = str(template).replace("{date}", when.strftime("%Y-%m-%d"))
-    return Path(text.replace("{time}", when.strftime("%H%M%S")))

@@ -25,6 +25,7 @@ import polars as pl
 from fleetaudit.core.errors import InputError, QueryError, UsageError
 from fleetaudit.core.lazy import LazyModule
 from fleetaudit.core.options import INGEST_FORMATS
+from fleetaudit.inputs.ingest import guards
 from fleetaudit.inputs.ingest.labels import PriorityMap
 from fleetaudit.inputs.ingest.sources import (
     CSV_BAD_ROWS,
@@ -86,10 +87,6 @@ class IngestOptions:
     export_time: datetime | None = None  # when the files were exported, as the user says it
 
 
-PERCENT_MIN_ROWS = 10
-PERCENT_MIN_SHARE = 0.10
-"""A fraction column fails its file as "looks like percent" when at least this many of its
-values, and this share of them, are above 1, and every value lies within 0..100."""
 
 
 @dataclass(frozen=True)
@@ -218,12 +215,20 @@ def _ingest(
     with store.optimizer_disabled("build_side_probe_side"), store.transaction():
         ingest_id = int(store.scalar("SELECT COALESCE(max(ingest_id), 0) + 1 FROM ingests"))
         summaries: list[TableSummary] = []
+        guarded: list[str] = []  # a second fleet, telemetry counted twice (guards)
         for table_name in schema.INGEST_ORDER:
             mine = [s for s in sources if s.table == table_name]
             if mine:
                 summaries.append(
                     _load_table(
-                        store, schema.table(table_name), mine, ingest_id, say, options.percent
+                        store,
+                        schema.table(table_name),
+                        mine,
+                        ingest_id,
+                        say,
+                        options.percent,
+                        guarded,
+                        options.strict,
                     )
                 )
             if table_name == "nodes" and mine:
@@ -283,7 +288,8 @@ def _ingest(
         topology=topology_summary,
         notes=tuple(
             dict.fromkeys(
-                [*(n for s in sources for n in s.notes), *(staged.summary if staged else ())]
+                [*(n for s in sources for n in s.notes), *(staged.summary if staged else ()),
+                 *guarded]
             )
         ),
     )
@@ -310,7 +316,13 @@ def _load_table(
     ingest_id: int,
     say: Progress,
     percent: Sequence[str] = (),
+    notes: list[str] | None = None,
+    strict: bool = False,
 ) -> TableSummary:
+    """Load a table's files of one call, merge them with the stored rows by key, and
+    guard against a second fleet or telemetry counted twice (:mod:`.guards`), whose
+    notes go to ``notes``."""
+    found = [] if notes is None else notes
     name = q(table.name)
     had_rows = store.row_count(table.name) > 0
     read = rejected = 0
@@ -333,6 +345,8 @@ def _load_table(
             f"(SELECT max(rowid) FROM {name} WHERE _ingest_id = $id GROUP BY {keys})",
             params,
         )
+    if had_rows and table.name == "nodes":
+        found.extend(guards.fleet_changes(store, ingest_id, strict))
     replaced = 0
     if had_rows:
         # a key column that may be empty (node_events' gpu_index) matches null to null
@@ -354,6 +368,8 @@ def _load_table(
                 f"AS fresh WHERE {match} AND {name}._ingest_id <> $id",
                 params,
             )
+    if had_rows and table.name == "telemetry":
+        found.extend(guards.telemetry_overlap(store, ingest_id, strict))
     return TableSummary(
         table=table.name,
         files=len(sources),
@@ -395,9 +411,8 @@ def _load_file(
     store: Store, table: schema.Table, source: Source, ingest_id: int, percent: Sequence[str] = ()
 ) -> tuple[int, int]:
     """Load one file; returns (rows read, rows rejected)."""
-    fractions = [
-        c.name for c in table.columns if c.at_most_one and c.name not in percent
-    ]  # checked for values that look like percent
+    # every fraction column is checked for its unit: as given (in percent with --percent)
+    fractions = {c.name: c.name in percent for c in table.columns if c.at_most_one}
     before = _fraction_stats(store, table, fractions, ingest_id, rejected_too=False)
     try:
         columns = store.describe(source.select, source.params)
@@ -424,7 +439,7 @@ def _load_file(
         read = store.run(plan.load, params) or 0
         bad_lines = _csv_line_rejects(store, table, source, ingest_id) if source.csv else 0
         after = _fraction_stats(store, table, fractions, ingest_id, rejected_too=True)
-        _check_not_percent(source.file, before, after)
+        _check_units(source.file, fractions, before, after)
         rejected = int(
             store.scalar(
                 f"SELECT count(*) FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged
@@ -439,36 +454,58 @@ def _load_file(
 
 
 def _fraction_stats(
-    store: Store, table: schema.Table, columns: list[str], ingest_id: int, rejected_too: bool
+    store: Store, table: schema.Table, columns: dict[str, bool], ingest_id: int, rejected_too: bool
 ) -> dict[str, tuple[int, int, int]]:
-    """Per fraction column: (values, values above 1, values outside 0..100) among this
-    call's rows, with its rejected rows (tagged -ingest_id until deleted) if asked."""
+    """Per fraction column (True: given in percent, stored / 100): (values, values in
+    (1, 100], values above 1) as the file gave them, among this call's rows, with its
+    rejected rows (tagged -ingest_id until deleted) if asked."""
     if not columns:
         return {}
-    parts = ", ".join(
-        f"count({q(c)}), count(*) FILTER ({q(c)} > 1), "
-        f"count(*) FILTER ({q(c)} < 0 OR {q(c)} > 100 OR NOT isfinite({q(c)}))"
-        for c in columns
-    )
+    parts = []
+    for column, in_percent in columns.items():
+        given = f"({q(column)} * 100.0)" if in_percent else q(column)
+        parts.append(
+            f"count({q(column)}), count(*) FILTER ({given} > 1 AND {given} <= 100), "
+            f"count(*) FILTER ({given} > 1)"
+        )
     row = store.small_frame(
-        f"SELECT {parts} FROM {q(table.name)} WHERE _ingest_id IN ($id, $tagged)",
+        f"SELECT {', '.join(parts)} FROM {q(table.name)} WHERE _ingest_id IN ($id, $tagged)",
         {"id": ingest_id, "tagged": -ingest_id if rejected_too else ingest_id},
     ).row(0)
     return {c: (int(row[3 * i] or 0), int(row[3 * i + 1] or 0), int(row[3 * i + 2] or 0))
             for i, c in enumerate(columns)}  # fmt: skip
 
 
-def _check_not_percent(
-    file: str, before: dict[str, tuple[int, int, int]], after: dict[str, tuple[int, int, int]]
+def _check_units(
+    file: str,
+    columns: dict[str, bool],
+    before: dict[str, tuple[int, int, int]],
+    after: dict[str, tuple[int, int, int]],
 ) -> None:
-    """Fail the file when a fraction column's values look like percent (see PERCENT_MIN_*)."""
-    for column, now in after.items():
-        values, above, outside = (a - b for a, b in zip(now, before[column], strict=True))
-        if outside == 0 and above >= PERCENT_MIN_ROWS and above >= PERCENT_MIN_SHARE * values:
+    """Fail the file when a fraction column's unit is not the one it was read in.
+
+    A fraction holds no value above 1: one value in (1, 100] makes the column a percent
+    column, refused without ``--percent``. With ``--percent``, a column whose values all
+    lie within 0..1 is a fraction column, refused: divided by 100 it would read 100
+    times too low. (A value above 100 is neither: a reject of its row.)
+    """
+    for column, in_percent in columns.items():
+        values, percent_like, above_one = (
+            a - b for a, b in zip(after[column], before[column], strict=True)
+        )
+        if not in_percent and percent_like:
             raise InputError(
                 file,
-                f"{above:,} of {values:,} values are above 1 and all lie within 0..100: "
-                f"the column looks like percent; give --percent {column} to scale it to 0..1",
+                f"{percent_like:,} of {values:,} values lie above 1 and within 100; a fraction "
+                f"holds none above 1, so the column is in percent: give --percent {column} "
+                "to scale it to 0..1",
+                column=column,
+            )
+        if in_percent and values and not above_one:
+            raise InputError(
+                file,
+                f"--percent {column}: all {values:,} values lie within 0..1, as fractions do, "
+                f"and would read 100 times too low; drop --percent {column} for this file",
                 column=column,
             )
 
