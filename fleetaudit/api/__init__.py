@@ -60,12 +60,17 @@ def writing(options: StoreOptions) -> Iterator[Store]:
 
 
 @contextmanager
-def reading(options: StoreOptions) -> Iterator[Store]:
-    """The store opened for reading (it must exist)."""
+def reading(options: StoreOptions, *, checked: bool = True) -> Iterator[Store]:
+    """The store opened for reading (it must exist). ``checked``: fail, naming the table,
+    row and column, where an input table holds a value that ingest refuses today (a NaN
+    an older version stored: :meth:`Store.check_finite`); a command that reads only the
+    store's bookkeeping (its rejects, its ingests) need not."""
     store = open_store(
         options.db, read_only=True, lock_timeout=options.lock_timeout, on_wait=options.on_wait
     )
     try:
+        if checked:
+            store.check_finite()
         yield store
     finally:
         store.close()
@@ -166,7 +171,7 @@ def list_rejects(
     """The rejects of ingest call ``ingest_id`` (default: the newest), at most ``limit``."""
     if limit is not None and limit < 0:
         raise UsageError("--limit: must be 0 (all) or more")
-    with reading(options) as store:
+    with reading(options, checked=False) as store:
         counts = store.query("rejects_count", ingest_id=ingest_id).row(0, named=True)
         if ingest_id is not None and not counts["found"]:
             raise UsageError(
@@ -628,7 +633,7 @@ def run_demo(options: StoreOptions, progress: Callable[[str], None] | None = Non
     merged into a real fleet by a stray FLEETAUDIT_DB.
     """
     if options.db.exists():
-        with reading(options) as store:
+        with reading(options, checked=False) as store:
             loaded = store.sql("SELECT files FROM ingests")["files"].to_list()
         names = {Path(f).name for files in loaded for f in json.loads(files)}
         sample = {p.name for p in sample_data_dir().iterdir()}
