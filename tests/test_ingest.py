@@ -620,15 +620,27 @@ def test_alibaba_v2023_unreadable_node_number_is_a_reject(store: Store, tmp_path
     assert got == (2, "cpu_milli", "many", "many is not a number")
 
 
-def test_alibaba_v2023_file_duckdb_cannot_read_names_it(store: Store, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b"p\xff0,12000,16384,1,1000,,LS,Running,0,100,0", "(invalid encoding)"),
+        (b"p0,12000,16384,1,1000,,LS,Running,0,100,0,extra", "12 field(s); the header has 11"),
+    ],
+)
+def test_alibaba_v2023_line_duckdb_cannot_split_is_a_reject(
+    store: Store, tmp_path: Path, line: bytes, reason: str
+) -> None:
+    """A pod line that is not UTF-8, or has a field too many, is a reject naming its row (as
+    in a native CSV file); it failed the whole file ('Error when sniffing file')."""
     nodes = write(tmp_path / "openb_node_list_gpu_node.csv", OPENB_NODES)
     pods = tmp_path / "openb_pod_list_default.csv"
-    pods.write_bytes(OPENB_HEADER.encode() + b"p\xff0,12000,16384,1,1000,,LS,Running,0,100,0\n")
-    with pytest.raises(InputError) as caught:
-        ingest(store, [nodes, pods], IngestOptions(format="alibaba-gpu-v2023"))
-    assert caught.value.file == str(pods)
-    assert "not utf-8 encoded" in str(caught.value)  # DuckDB's cause, not only its line number
-    assert counts(store)["nodes"] == 0
+    good = b"p1,6000,12288,1,460,,BE,Pending,10,,"
+    pods.write_bytes(OPENB_HEADER.encode() + line + b"\n" + good + b"\n")
+    result = ingest(store, [nodes, pods], IngestOptions(format="alibaba-gpu-v2023"))
+    assert result.rejected == 1
+    assert store.sql("SELECT request_id, trace_order FROM requests").rows() == [("p1", 1)]
+    got = store.sql('SELECT file, "row", reason FROM rejects').row(0)
+    assert got[:2] == (str(pods), 1) and reason in got[2]
 
 
 def test_free_text_workload_labels_are_kept_and_mapped(store: Store) -> None:

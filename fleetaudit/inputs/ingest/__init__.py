@@ -524,7 +524,7 @@ def _alibaba_sources(
     staged: asi2026.Staged | None,
 ) -> list[Source]:  # fmt: skip
     return alibaba.trace_sources(
-        store, list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
+        list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
     )
 
 
