@@ -2,7 +2,8 @@
 
 Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 ``$FLEETAUDIT_DB``). Errors become one line on stderr and an exit code
-(:class:`fleetaudit.core.errors.ExitCode`): 0 ok, 2 bad input or usage, 75 store busy.
+(:class:`fleetaudit.core.errors.ExitCode`): 0 ok, 2 bad input or usage, 74 no space
+left on device, 75 store busy.
 """
 
 # No ``from __future__ import annotations``: typer reads every command's parameters at
@@ -27,7 +28,7 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__
-from fleetaudit.core.errors import ExitCode, FleetAuditError, UsageError
+from fleetaudit.core.errors import ExitCode, FleetAuditError, UsageError, no_space
 from fleetaudit.core.fsutil import is_stdout, write_output
 from fleetaudit.core.lazy import LazyModule, import_with_stand_ins
 from fleetaudit.core.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
@@ -320,6 +321,9 @@ def handled(func: F) -> F:
         except (typer.Exit, typer.Abort, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # also panics of native code (pyo3 PanicException)
+            full = no_space(exc)  # a full disk under a library's own error (polars, pyarrow)
+            if full is not None:
+                _fail(full.message, int(full.exit_code))
             if os.environ.get("FLEETAUDIT_DEBUG"):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

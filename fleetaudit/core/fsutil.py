@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from fleetaudit.core.errors import UsageError
+from fleetaudit.core.errors import UsageError, no_space
 
 STDOUT = "-"
 _FD_PATH = re.compile(r"/(?:dev/fd|proc/self/fd)/(\d+)")
@@ -73,7 +73,7 @@ def _write_fd(fd: int, data: bytes, path: Path | str) -> None:
     except BrokenPipeError:
         raise  # the reader left (`| head`): the command line ends quietly
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        raise no_space(exc) or UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
 
 
 def write_output(path: Path | str, data: bytes | str) -> None:
@@ -130,14 +130,14 @@ def atomic_path(path: Path) -> Iterator[Path]:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write here: {exc.strerror or exc}") from exc
+        raise no_space(exc) or UsageError(f"{path}: cannot write here: {exc.strerror or exc}") from exc
     tmp_path = Path(tmp)
     try:
         yield tmp_path
         os.chmod(tmp_path, mode)
         os.replace(tmp_path, path)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        raise no_space(exc) or UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()

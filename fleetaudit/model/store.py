@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 
-from fleetaudit.core.errors import QueryError, StoreBusyError, StoreError
+from fleetaudit.core.errors import QueryError, StoreBusyError, StoreError, no_space
 from fleetaudit.core.options import DEFAULT_DB
 from fleetaudit.core.resources import load_sql
 from fleetaudit.model import schema
@@ -84,6 +84,9 @@ def _statement() -> Iterator[None]:
     except (duckdb.Error, RuntimeError) as exc:
         if _interrupted(exc):
             raise KeyboardInterrupt from exc
+        full = no_space(exc)  # the disk, not the statement or its input
+        if full is not None:
+            raise full from exc
         if isinstance(exc, duckdb.Error):
             raise QueryError(_first_line(exc)) from exc
         raise
@@ -108,7 +111,10 @@ class Store:
 
     # -- lifecycle -----------------------------------------------------------------
     def close(self) -> None:
-        self.con.close()
+        # a connection DuckDB invalidated (a write that failed: a full disk) may refuse to
+        # close; what it held is discarded either way, and the error that caused it counts
+        with suppress(duckdb.Error):
+            self.con.close()
 
     def __enter__(self) -> Store:
         return self
@@ -131,6 +137,9 @@ class Store:
             self.con.execute("COMMIT")
         except (duckdb.Error, RuntimeError) as exc:
             if not _interrupted(exc):
+                full = no_space(exc)  # the log could not be written: nothing of it committed
+                if full is not None:
+                    raise full from exc
                 raise
             # Ctrl-C during the commit (DuckDB raises a bare RuntimeError): the commit
             # landed whole or not at all, so the store holds its last committed state
@@ -170,7 +179,7 @@ class Store:
                 return relation.pl()
             rows = relation.fetchall()
         except duckdb.Error as exc:
-            raise QueryError(_first_line(exc)) from exc
+            raise no_space(exc) or QueryError(_first_line(exc)) from exc
         return pl.DataFrame(rows, schema=list(zip(relation.columns, dtypes)), orient="row")
 
     def run(self, text: str, params: Mapping[str, Any] | None = None) -> int | None:
@@ -441,7 +450,9 @@ def _connect(
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as exc:
             if not _is_lock_error(exc):
-                raise StoreError(f"{path}: cannot open the store: {_first_line(exc)}") from exc
+                raise no_space(exc) or StoreError(
+                    f"{path}: cannot open the store: {_first_line(exc)}"
+                ) from exc
             now = time.monotonic()
             if now >= deadline:
                 raise StoreBusyError(
@@ -558,9 +569,13 @@ def open_store(
         con.close()
         raise
     except (duckdb.Error, RuntimeError) as exc:
-        con.close()
+        with suppress(duckdb.Error):
+            con.close()
         if _interrupted(exc):
             raise KeyboardInterrupt from exc
+        full = no_space(exc)
+        if full is not None:
+            raise full from exc
         if not isinstance(exc, duckdb.Error):
             raise
         raise StoreError(f"{path}: not a usable fleetaudit store: {_first_line(exc)}") from exc
@@ -583,7 +598,10 @@ class ScanEngine:
         _bound_memory(self.con)
 
     def close(self) -> None:
-        self.con.close()
+        # a connection DuckDB invalidated (a write that failed: a full disk) may refuse to
+        # close; what it held is discarded either way, and the error that caused it counts
+        with suppress(duckdb.Error):
+            self.con.close()
 
     def __enter__(self) -> ScanEngine:
         return self
