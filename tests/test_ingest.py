@@ -620,29 +620,6 @@ def test_alibaba_v2023_unreadable_node_number_is_a_reject(store: Store, tmp_path
     assert got == (2, "cpu_milli", "many", "many is not a number")
 
 
-@pytest.mark.parametrize(
-    ("line", "reason"),
-    [
-        (b"p\xff0,12000,16384,1,1000,,LS,Running,0,100,0", "(invalid encoding)"),
-        (b"p0,12000,16384,1,1000,,LS,Running,0,100,0,extra", "12 field(s); the header has 11"),
-    ],
-)
-def test_alibaba_v2023_line_duckdb_cannot_split_is_a_reject(
-    store: Store, tmp_path: Path, line: bytes, reason: str
-) -> None:
-    """A pod line that is not UTF-8, or has a field too many, is a reject naming its row (as
-    in a native CSV file); it failed the whole file ('Error when sniffing file')."""
-    nodes = write(tmp_path / "openb_node_list_gpu_node.csv", OPENB_NODES)
-    pods = tmp_path / "openb_pod_list_default.csv"
-    good = b"p1,6000,12288,1,460,,BE,Pending,10,,"
-    pods.write_bytes(OPENB_HEADER.encode() + line + b"\n" + good + b"\n")
-    result = ingest(store, [nodes, pods], IngestOptions(format="alibaba-gpu-v2023"))
-    assert result.rejected == 1
-    assert store.sql("SELECT request_id, trace_order FROM requests").rows() == [("p1", 1)]
-    got = store.sql('SELECT file, "row", reason FROM rejects').row(0)
-    assert got[:2] == (str(pods), 1) and reason in got[2]
-
-
 def test_free_text_workload_labels_are_kept_and_mapped(store: Store) -> None:
     """An export's own labels load (no reject): the label is kept, the category derived."""
     result = ingest(store, [DATA / "workload_labels"])

@@ -1,0 +1,429 @@
+"""The hostile corpus: every input a hostile or careless user tried that once broke
+fleetaudit (issue 32 and after), each with what it must do now.
+
+A case is small generated input (never a copy of real data), named for what it tries,
+in the section of the issue point it belongs to. The rule they all hold: no input ends
+in anything but a result, a reject row (file, row, column, value, reason) or one line
+``fleetaudit: error: ...`` with a documented exit code, and a failed call leaves the
+store as it was. tests/test_fuzz.py searches for new cases; a case it finds goes here.
+docs/development.md ("The hostile corpus") says how to add one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner, Result
+
+from fleetaudit import api
+from fleetaudit.cli import app
+from fleetaudit.core.errors import InputError
+from fleetaudit.inputs.asi_trace import (
+    POD_SCHEMA,
+    POD_TABLE,
+    SERVER_SCHEMA,
+    SERVER_TABLE,
+    table_of,
+    write_partition,
+)
+from fleetaudit.inputs.ingest import IngestOptions, ingest
+from fleetaudit.model import schema
+from fleetaudit.model.store import open_store
+from tests.asi_fixture import pod_rows, server_rows, write_fixture
+from tests.conftest import REPO, write
+from tests.fuzzing import NODE_N1, VALID_ROWS
+
+runner = CliRunner()
+SAMPLE = REPO / "sample_data"
+ASI = IngestOptions(format="alibaba-gpu-v2026", trace_start=datetime(2026, 1, 1))
+
+
+def invoke(*args: str | Path) -> Result:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def counts(db: Path) -> dict[str, int]:
+    with open_store(db, read_only=True) as store:
+        return {t: store.row_count(t) for t in [*schema.TABLES, "rejects", "ingests"]}
+
+
+def one_line_error(result: Result, code: int = 2) -> str:
+    """The error line of a failed command (asserting its exit code and its one line)."""
+    assert result.exit_code == code, result.output
+    stderr = result.stderr
+    assert stderr.startswith("fleetaudit: error: ") and stderr.count("\n") == 1, stderr
+    return stderr
+
+
+def _table(db: Path, sql: str) -> list[tuple[object, ...]]:
+    with open_store(db, read_only=True) as store:
+        return store.sql(sql).rows()
+
+
+# -- 2. One NaN poisons the store -----------------------------------------------------------
+
+NUMERIC = (schema.Kind.FLOAT, schema.Kind.INT, schema.Kind.TIME)
+BAD_NUMBERS = (float("nan"), float("inf"), float("-inf"))
+BAD_TEXT = ("NaN", "inf", "-Infinity")
+
+
+def _one_bad_value_per_row(table: schema.Table) -> list[tuple[str, int]]:
+    """(column, which bad value) for every numeric or time column of ``table``."""
+    return [
+        (c.name, i % 3) for i, c in enumerate(c for c in table.columns if c.kind in NUMERIC)
+    ]
+
+
+def _write_bad_rows(folder: Path, table: schema.Table, fmt: str) -> list[str]:
+    """A file of ``table``: one valid row, then one row per numeric or time column with a
+    NaN or an infinity in that column alone (typed as a number where the format has
+    types); returns the columns, in row order from row 2."""
+    valid = VALID_ROWS[table.name]
+    bad = _one_bad_value_per_row(table)
+    key = table.key[0] if table.key[0] != "node_id" else None
+    rows: list[dict[str, object]] = []
+    for i, (column, which) in enumerate([("", -1), *bad]):
+        row: dict[str, object] = dict.fromkeys(table.column_names)
+        row.update(valid)
+        if key is not None:
+            row[key] = f"{valid[key]}-{i}"
+        if column:
+            row[column] = BAD_NUMBERS[which] if fmt == "parquet" else BAD_TEXT[which]
+        rows.append(row)
+    path = folder / f"{table.name}.{fmt}"
+    if fmt == "parquet":
+        pq.write_table(
+            pa.table({c.name: _parquet_column(c, [r[c.name] for r in rows]) for c in table.columns}),
+            path,
+        )
+    elif fmt == "csv":
+        lines = [",".join(table.column_names)]
+        lines += [",".join("" if r[n] is None else str(r[n]) for n in table.column_names) for r in rows]
+        path.write_text("\n".join(lines) + "\n")
+    else:
+        path.write_text(
+            "".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in rows)
+        )
+    return [column for column, _ in bad]
+
+
+def _parquet_column(column: schema.Column, values: list[object]) -> pa.Array:
+    """A typed column: numbers and times (as epoch seconds) as DOUBLE, the rest as text."""
+    if column.kind not in NUMERIC:
+        return pa.array(values, type=pa.string())
+    epoch = (datetime(2026, 1, 1) - datetime(1970, 1, 1)).total_seconds()
+    return pa.array(
+        [
+            v if isinstance(v, float) or v is None
+            else epoch if column.kind is schema.Kind.TIME else float(str(v))
+            for v in values
+        ],
+        type=pa.float64(),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
+def test_a_nan_or_infinity_in_any_numeric_column_is_a_reject(tmp_path: Path, fmt: str) -> None:
+    """Every numeric and time column of every table, in each native format: a NaN or an
+    infinity among finite values is a reject naming its row and column. In Parquet, the
+    column's statistics (which leave NaN out) once let DuckDB skip the bound, and a lone
+    NaN was stored; every command then failed 'conversion from f64 to i64 failed'."""
+    write(tmp_path / "base" / "nodes.csv", NODE_N1)
+    db = tmp_path / "fleet.duckdb"
+    assert invoke("ingest", "-q", tmp_path / "base", "--db", db).exit_code == 0
+    for table in schema.TABLES.values():
+        folder = tmp_path / table.name
+        folder.mkdir()
+        expected = _write_bad_rows(folder, table, fmt)
+        with open_store(db) as store:
+            result = ingest(store, [folder])
+            got = store.sql(
+                'SELECT "row", "column", reason FROM rejects WHERE ingest_id = $id ORDER BY "row"',
+                {"id": result.ingest_id},
+            ).rows()
+            store.check_finite()
+        assert [(r, c) for r, c, _ in got] == [(i + 2, c) for i, c in enumerate(expected)], table.name
+        assert all(("nan" in why.lower() or "inf" in why.lower()) for _, _, why in got)
+    for command in ("status", "state", "shapes"):
+        assert invoke(command, "--db", db).exit_code == 0, command
+
+
+def test_a_store_holding_a_nan_names_table_row_and_column(tmp_path: Path) -> None:
+    """A store an older version wrote with a NaN still opens: the commands that read the
+    tables fail in one line naming the table, the row's key and the column (not exit 1,
+    'conversion from f64 to i64 failed'); rejects still lists, and ingesting the row
+    again repairs it."""
+    db = tmp_path / "fleet.duckdb"
+    assert invoke("ingest", "-q", SAMPLE, "--db", db).exit_code == 0
+    con = duckdb.connect(str(db))
+    node = con.execute("SELECT min(node_id) FROM nodes").fetchall()[0][0]
+    con.execute("UPDATE nodes SET cpus = 'nan'::DOUBLE WHERE node_id = ?", [node])
+    con.close()
+    for command in ("status", "state", "shapes"):
+        line = one_line_error(invoke(command, "--db", db))
+        assert f"table nodes, row node_id '{node}', column cpus: nan is not a finite number" in line
+    assert invoke("rejects", "--db", db).exit_code == 0
+    write(tmp_path / "fix" / "nodes.csv", f"node_id,gpu_model,gpus,cpus\n{node},H800,8,96\n")
+    assert invoke("ingest", "-q", tmp_path / "fix", "--db", db).exit_code == 0
+    assert invoke("status", "--db", db).exit_code == 0
+
+
+def test_asi_non_finite_and_impossible_values_are_rejects(tmp_path: Path) -> None:
+    """The ASI release's numbers: a pod's gpu_request of NaN (exit 1, ValueError), a
+    server's gpu_count of 1e30 (exit 1, OverflowError), a NaN cpu_capacity_cores (a NaN
+    node stored) are rejects by partition file and row; nothing non-finite is stored."""
+    root = write_fixture(tmp_path / "data")
+    nan = float("nan")
+    pods = pod_rows(22)
+    pods[0] = {**pods[0], "gpu_request": nan}
+    pods[1] = {**pods[1], "cpu_request_cores": float("inf")}
+    pods[2] = {**pods[2], "used_gpu_hours": nan}
+    write_partition(root, POD_TABLE, 0, 22, table_of(pods, POD_SCHEMA))
+    servers = server_rows(22)
+    servers[0] = {**servers[0], "gpu_count": 1e30}
+    servers[1] = {**servers[1], "cpu_capacity_cores": nan}
+    write_partition(root, SERVER_TABLE, 0, 22, table_of(servers, SERVER_SCHEMA))
+    db = tmp_path / "fleet.duckdb"
+    result = api.ingest_paths(api.StoreOptions(db), [root], ASI)
+    got = set(result.rejects.select("table", "row", "column").rows())
+    assert got == {
+        ("allocations", 1, "gpu_request"),
+        ("allocations", 2, "cpu_request_cores"),
+        ("allocations", 3, "used_gpu_hours"),
+        ("nodes", 1, "gpu_count"),
+        ("nodes", 2, "cpu_capacity_cores"),
+    }
+    assert all(f.endswith("day=0/hour=22/part-000.parquet") for f in result.rejects["file"])
+    with open_store(db, read_only=True) as store:
+        store.check_finite()
+        assert store.sql("SELECT count(*) FROM nodes").item() == 4  # s1, s2 from their other hours
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("day=99999999", "day=99999999 is not a day of the trace (0-36524: 100 years)"),
+        ("day=١", "a day partition whose day is not a number (day=D)"),
+    ],
+)
+def test_asi_day_beyond_any_trace_names_the_folder(tmp_path: Path, name: str, says: str) -> None:
+    """day=99999999 said "Overflow in multiplication of INT32"; a day in another script's
+    digits passed str.isdigit() and failed in SQL."""
+    root = write_fixture(tmp_path / "data")
+    (root / POD_TABLE / "day=1").rename(root / POD_TABLE / name)
+    with pytest.raises(InputError) as caught:
+        api.ingest_paths(api.StoreOptions(tmp_path / "f.duckdb"), [root], ASI)
+    assert caught.value.file == str(root / POD_TABLE / name)
+    assert says in caught.value.message
+    assert not (tmp_path / "f.duckdb").exists()
+
+
+# -- 4. Duplicate data counted twice --------------------------------------------------------
+
+ASI_TABLES = (
+    "SELECT * EXCLUDE (_ingest_id) FROM nodes ORDER BY node_id",
+    "SELECT * EXCLUDE (_ingest_id) FROM allocations ORDER BY alloc_id",
+    "SELECT * EXCLUDE (_ingest_id) FROM telemetry ORDER BY ts, node_id, gpu_index",
+    "SELECT * EXCLUDE (_ingest_id) FROM asi_pod_hourly ORDER BY t, pod_id",
+    "SELECT * EXCLUDE (_ingest_id) FROM asi_server_hourly ORDER BY t, server_id",
+)
+
+
+def test_asi_copied_part_files_count_once(tmp_path: Path) -> None:
+    """'part-000 (1).parquet' beside its original (pods at t = 23, servers at t = 24)
+    doubled pod-hours (allocation rate 76.1% -> 90.8%): now every table is the fixture's,
+    and each copied row is a reject naming the row it repeats."""
+    reference = tmp_path / "ref.duckdb"
+    api.ingest_paths(api.StoreOptions(reference), [write_fixture(tmp_path / "ref")], ASI)
+    root = write_fixture(tmp_path / "data")
+    pods = root / POD_TABLE / "day=0" / "hour=23"
+    shutil.copy(pods / "part-000.parquet", pods / "part-000 (1).parquet")
+    servers = root / SERVER_TABLE / "day=1" / "hour=00"
+    shutil.copy(servers / "part-000.parquet", servers / "part-000 (1).parquet")
+    db = tmp_path / "fleet.duckdb"
+    result = api.ingest_paths(api.StoreOptions(db), [root], ASI)
+    for sql in ASI_TABLES:
+        assert _table(db, sql) == _table(reference, sql), sql
+    assert result.rejected == len(pod_rows(23)) + len(server_rows(24))
+    assert result.rejects["reason"].str.ends_with("counted once").all()
+    # the first of two identical rows is the one of the file that sorts first
+    pod = result.rejects.filter(result.rejects["table"] == "allocations").row(0, named=True)
+    assert (pod["file"], pod["row"], pod["column"]) == (str(pods / "part-000.parquet"), 1, "pod_id")
+    assert f"(the first: row 1 of {pods / 'part-000 (1).parquet'})" in pod["reason"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "link", "says"),
+    [
+        ("day=0/hour=22", "day=0/hour=022", False, "two folders of one partition (day 0, hour 22)"),
+        ("day=1", "day=01", False, "two folders of one partition (day 1, hour 00)"),
+        ("day=1", "day=01", True, "one folder reached by two names (a link)"),
+        ("day=1", "day=2", True, "one folder reached by two names (a link)"),
+    ],
+)
+def test_asi_a_partition_given_twice_fails_naming_both(
+    tmp_path: Path, first: str, second: str, link: bool, says: str
+) -> None:
+    """hour=5 beside hour=05 and a symlinked day folder doubled pod-hours silently."""
+    root = write_fixture(tmp_path / "data")
+    base = root / POD_TABLE
+    if link:
+        os.symlink(base / first, base / second)
+    else:
+        shutil.copytree(base / first, base / second)
+    db = tmp_path / "f.duckdb"
+    line = one_line_error(invoke("ingest", root, "--format", "alibaba-gpu-v2026", "--db", db))
+    assert says in line and "its rows would count twice; remove one" in line
+    assert str(base / first.split("/")[0]) in line and str(base / second) in line
+    assert not db.exists()
+
+
+# -- 6. Errors that name their cause --------------------------------------------------------
+
+OPENB_NODES = "sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0000,64000,262144,8,V100M16\n"
+OPENB_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    "creation_time,deletion_time,scheduled_time\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b"p0,12000,16384,1,1000,,LS,Running,0,100,0,extra", "12 field(s); the header has 11"),
+        (b"p0,12000,16384,1,1000,,LS,Running,0,100", "10 field(s); the header has 11"),
+        (b"p\xff0,12000,16384,1,1000,,LS,Running,0,100,0", "(invalid encoding)"),
+    ],
+)
+def test_alibaba_v2023_line_duckdb_cannot_split_is_a_reject(
+    tmp_path: Path, line: bytes, reason: str
+) -> None:
+    """A 2023-trace pod line with a field too many failed the whole file with DuckDB's
+    "Error when sniffing file": now it is a reject naming its row, as in a native CSV."""
+    nodes = write(tmp_path / "openb_node_list_gpu_node.csv", OPENB_NODES)
+    pods = tmp_path / "openb_pod_list_default.csv"
+    good = b"p1,6000,12288,1,460,,BE,Pending,10,,"
+    pods.write_bytes(OPENB_HEADER.encode() + line + b"\n" + good + b"\n")
+    with open_store(tmp_path / "f.duckdb") as store:
+        result = ingest(store, [nodes, pods], IngestOptions(format="alibaba-gpu-v2023"))
+        assert result.rejected == 1
+        assert store.sql("SELECT request_id, trace_order FROM requests").rows() == [("p1", 1)]
+        got = store.sql('SELECT file, "row", reason FROM rejects').row(0)
+    assert got[:2] == (str(pods), 1) and reason in got[2]
+
+
+def _small_filesystem() -> list[str]:
+    """The command that runs a shell where a small tmpfs can be mounted (a user and mount
+    namespace: root is not needed); skips where the system does not allow one."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("a full disk is tested on a small tmpfs, mounted with unshare (util-linux)")
+    probe = subprocess.run([unshare, "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"unshare -rm is not allowed here: {probe.stderr.decode().strip()}")
+    return [unshare, "-rm", sys.executable, "-c"]
+
+
+# Runs inside the namespace: mounts a tmpfs of SIZE at MOUNT, then for each KEEP (KiB),
+# copies the store in, fills the disk but KEEP, runs the ingest, frees the disk and
+# reports the exit code, stderr and the store's counts before and after (JSON lines).
+_FILL = r"""
+import json, os, shutil, subprocess, sys
+mount, size, store, args, keeps = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5])
+subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", mount], check=True)
+def counts(db):
+    import duckdb
+    con = duckdb.connect(db, read_only=True)
+    try:
+        return [con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in ("nodes", "allocations", "requests", "telemetry", "rejects", "ingests")]
+    finally:
+        con.close()
+for keep in keeps:
+    for name in os.listdir(mount):
+        path = os.path.join(mount, name)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    db = os.path.join(mount, "fleet.duckdb")
+    if store:
+        shutil.copy(store, db)
+    before = counts(db) if store else None
+    st = os.statvfs(mount)
+    free = st.f_bavail * st.f_frsize - keep * 1024
+    with open(os.path.join(mount, "filler"), "wb") as fh:
+        fh.truncate(0)
+        os.posix_fallocate(fh.fileno(), 0, max(free, 1))
+    done = subprocess.run([sys.executable, "-m", "fleetaudit", "ingest", "-q", "--db", db, *args], capture_output=True, text=True)
+    os.remove(os.path.join(mount, "filler"))
+    after = counts(db) if os.path.exists(db) else None
+    print(json.dumps({"keep": keep, "code": done.returncode, "stderr": done.stderr, "before": before, "after": after, "db": os.path.exists(db)}), flush=True)
+"""
+
+
+def _fill_points(tmp_path: Path, store: Path | None, args: list[str], keeps: list[int]) -> list[dict]:
+    mount = tmp_path / "small"
+    mount.mkdir(parents=True)
+    done = subprocess.run(
+        [*_small_filesystem(), _FILL, str(mount), "40m", str(store or ""), json.dumps(args), json.dumps(keeps)],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def _full(point: dict) -> bool:
+    """A call the full disk stopped: exit 74, one line, the store as it was."""
+    if point["code"] == 0:
+        return False
+    assert point["code"] == 74, point
+    line = point["stderr"]
+    assert line.startswith("fleetaudit: error: no space left on device") and line.count("\n") == 1, line
+    assert "a store keeps its last committed state" in line
+    assert point["after"] == point["before"], point  # None == None: a new store was removed
+    return True
+
+
+def test_a_full_disk_during_an_ingest_exits_74_and_leaves_the_store(tmp_path: Path) -> None:
+    """On a 40 MB filesystem filled to a few KiB to 9 MiB of its end, the sample's
+    telemetry and requests ingested into a store of its nodes and allocations: wherever
+    the disk fills (the store's blocks, the write-ahead log at COMMIT), exit 74 "no space
+    left on device" naming the file written, never the input, and the store's counts as
+    before. (A full disk once blamed the input file with exit 2, or exited 1 with
+    "database has been invalidated".) Then a new store on a full disk: none is left."""
+    base = tmp_path / "base"
+    base.mkdir()
+    for name in ("nodes.parquet", "allocations.parquet"):
+        shutil.copy(SAMPLE / name, base / name)
+    store = tmp_path / "fleet.duckdb"
+    assert invoke("ingest", "-q", base, "--db", store).exit_code == 0
+    inputs = [str(SAMPLE / "telemetry.parquet"), str(SAMPLE / "requests.parquet")]
+    points = _fill_points(tmp_path, store, inputs, [64, 2048, 6144, 8192, 40_000])
+    stopped = [p for p in points if _full(p)]
+    assert len(stopped) >= 3, points
+    assert points[-1]["code"] == 0  # with room, the same call lands
+    named = {p["stderr"].split("(writing ")[1].split(")")[0] for p in stopped if "(writing " in p["stderr"]}
+    assert named <= {str(tmp_path / "small" / "fleet.duckdb"), str(tmp_path / "small" / "fleet.duckdb.wal")}
+    new = _fill_points(tmp_path / "new", None, [str(SAMPLE)], [64])
+    assert _full(new[0]) and not new[0]["db"]
+
+
+def test_a_full_disk_during_an_asi_ingest_exits_74(tmp_path: Path) -> None:
+    """The ASI ingest stages its days beside the store (polars and pyarrow write them):
+    a full disk there is exit 74 too, not an internal error."""
+    store = tmp_path / "fleet.duckdb"
+    write(tmp_path / "base" / "nodes.csv", NODE_N1)
+    assert invoke("ingest", "-q", tmp_path / "base", "--db", store).exit_code == 0
+    root = write_fixture(tmp_path / "data")
+    args = ["--format", "alibaba-gpu-v2026", str(root)]
+    points = _fill_points(tmp_path, store, args, [16, 48, 40_000])
+    assert [p for p in points if _full(p)], points
+    assert points[-1]["code"] == 0
