@@ -29,7 +29,7 @@ from typer.exceptions import TyperException
 
 from fleetaudit import __version__
 from fleetaudit.core.errors import ExitCode, FleetAuditError, UsageError, no_space
-from fleetaudit.core.fsutil import is_stdout, write_output
+from fleetaudit.core.fsutil import check_outputs, write_output
 from fleetaudit.core.lazy import LazyModule, import_with_stand_ins
 from fleetaudit.core.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.core.options import (
@@ -380,12 +380,10 @@ def _one_format(*, as_json: bool, as_csv: bool) -> None:
         raise UsageError("--json and --csv: choose one")
 
 
-def _check_outputs(**paths: Path | None) -> bool:
-    """Whether one of the output options is stdout (``-``); two of them cannot be."""
-    to_stdout = [name for name, path in paths.items() if is_stdout(path)]
-    if len(to_stdout) > 1:
-        raise UsageError(f"{' and '.join(to_stdout)}: only one output can go to stdout (-)")
-    return bool(to_stdout)
+def _check_outputs(db: Path | None = None, **paths: Path | None) -> bool:
+    """Whether one of the output options is stdout (``-``); two of them cannot be, and
+    none may name the store ``db`` or another output (:func:`fsutil.check_outputs`)."""
+    return check_outputs(paths, store=db)
 
 
 def _show(
@@ -677,7 +675,7 @@ def state(
     from fleetaudit import api
 
     window = None if duration is None else parse_duration(duration, option="--duration")
-    to_stdout = _check_outputs(**{"--out": out, "--csv": Path("-") if as_csv else None})
+    to_stdout = _check_outputs(db, **{"--out": out, "--csv": Path("-") if as_csv else None})
     result = api.node_state(
         _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format
     )
@@ -1498,7 +1496,7 @@ def report(
     from fleetaudit.api.report_api import ReportOptions, build_report, record_report
 
     to_stdout = _check_outputs(
-        **{"--html": html, "--json": json_path, "--csv": Path("-") if as_csv else None}
+        db, **{"--html": html, "--json": json_path, "--csv": Path("-") if as_csv else None}
     )
     store = _store(db, lock_timeout)
     options = ReportOptions(
@@ -1510,7 +1508,7 @@ def report(
     )
     with console.progress_status("computing the report"):
         result = build_report(store, options)
-    _write_report(result, html, json_path)
+    _write_report(result, html, json_path, db)
     if as_csv:
         console.print_csv(console.report_frame(result))
     elif not to_stdout:  # stdout holds the file alone
@@ -1525,10 +1523,20 @@ def report(
         )
 
 
-def _write_report(result: "ReportResult", html: Path | None, json_path: Path | None) -> None:
+def _write_report(
+    result: "ReportResult", html: Path | None, json_path: Path | None, db: Path
+) -> None:
     from fleetaudit.outputs.contract import report_document
     from fleetaudit.outputs.report import expand_path, write_html
 
+    # {date} and {time} expanded: the names checked again (two templates may meet)
+    check_outputs(
+        {
+            "--json": None if json_path is None else expand_path(json_path, result.generated_at),
+            "--html": None if html is None else expand_path(html, result.generated_at),
+        },
+        store=db,
+    )
     if json_path is not None:
         import json
 

@@ -70,6 +70,93 @@ def _table(db: Path, sql: str) -> list[tuple[object, ...]]:
         return store.sql(sql).rows()
 
 
+# -- 1. An output path equal to the store destroys it --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("sample") / "s.duckdb"
+    assert invoke("ingest", "-q", SAMPLE, "--db", db).exit_code == 0
+    return db
+
+
+@pytest.mark.parametrize(
+    ("command", "spelled", "says"),
+    [
+        (["report", "--since", "1d", "--json"], "{db}", "is the store (--db"),
+        (["report", "--since", "1d", "--html"], "./{name}", "is the store (--db"),
+        (["report", "--since", "1d", "--json"], "{absolute}", "is the store (--db"),
+        (["report", "--since", "1d", "--json"], "{link}", "is the store (--db"),
+        (["report", "--since", "1d", "--html"], "{db}.wal", "is the store's write-ahead log"),
+        (["state", "--out"], "{db}", "is the store (--db"),
+    ],
+)
+def test_an_output_that_is_the_store_is_refused(
+    sample_store: Path, tmp_path: Path, command: list[str], spelled: str, says: str
+) -> None:
+    """`report --json s.duckdb` exited 0 ("wrote s.duckdb") and the store was JSON: the
+    same with --html, ./, the absolute path, a symlink to it and `state --out`."""
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(sample_store)
+    path = spelled.format(
+        db=sample_store, name=sample_store.name, absolute=sample_store.resolve(), link=link
+    )
+    before = sample_store.read_bytes()
+    cwd = os.getcwd()
+    os.chdir(sample_store.parent)  # ./s.duckdb
+    try:
+        line = one_line_error(invoke(*command, path, "--db", sample_store, "-q"))
+    finally:
+        os.chdir(cwd)
+    assert says in line and "writing it would destroy the store; give another path" in line
+    assert sample_store.read_bytes() == before
+
+
+def test_two_outputs_of_one_call_naming_one_file_are_refused(sample_store: Path, tmp_path: Path) -> None:
+    """`--html X --json X` silently overwrote one with the other (also once `{date}` is
+    filled in)."""
+    for path in (tmp_path / "x.out", tmp_path / "{date}.out"):
+        line = one_line_error(
+            invoke("report", "--since", "1d", "--html", path, "--json", path, "--db", sample_store)
+        )
+        assert "--html and --json: both name" in line and "one would overwrite the other" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_over_an_input_of_the_call_is_refused(tmp_path: Path) -> None:
+    """`rollup raw/telemetry.parquet --out raw/` would replace the raw file it reads."""
+    raw = tmp_path / "raw" / "telemetry.parquet"
+    raw.parent.mkdir()
+    pq.write_table(
+        pa.table({
+            "ts": pa.array([datetime(2026, 1, 1)], type=pa.timestamp("us")), "node_id": ["n1"],
+            "gpu_index": [0], "sm_active": [0.5],
+        }),
+        raw,
+    )  # fmt: skip
+    before = raw.read_bytes()
+    line = one_line_error(invoke("rollup", raw, "--out", raw.parent))
+    assert f"is an input this call reads ({raw})" in line
+    assert raw.read_bytes() == before
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_db_naming_a_fifo_or_a_device_is_refused(tmp_path: Path, kind: str) -> None:
+    """`--db FIFO` waited forever for a writer."""
+    db = tmp_path / "fifo"
+    if kind == "fifo":
+        os.mkfifo(db)
+    else:
+        db = Path(os.devnull)
+    for command in (["status"], ["ingest", str(SAMPLE)]):
+        done = subprocess.run(  # a process, with a timeout: a hang fails the test
+            [sys.executable, "-m", "fleetaudit", *command, "--db", str(db)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert ("a FIFO (named pipe)" if kind == "fifo" else "a device") in done.stderr
+
+
 # -- 2. One NaN poisons the store -----------------------------------------------------------
 
 NUMERIC = (schema.Kind.FLOAT, schema.Kind.INT, schema.Kind.TIME)

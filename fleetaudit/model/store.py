@@ -486,9 +486,18 @@ def _first_line(exc: BaseException) -> str:
 
 def _check_foreign_file(path: Path) -> None:
     """Refuse a file that is not a DuckDB database before DuckDB opens it (DuckDB would
-    try to download a reader for a SQLite file and write a log beside a text file)."""
+    try to download a reader for a SQLite file and write a log beside a text file, and
+    wait forever on a FIFO that nothing writes)."""
+    if path.is_dir():
+        return  # DuckDB's own message says so
     if not path.is_file():
-        return  # a folder: DuckDB's own message says so
+        kind = (
+            "a FIFO (named pipe)" if path.is_fifo()
+            else "a device" if path.is_char_device() or path.is_block_device()
+            else "a socket" if path.is_socket()
+            else "not a regular file"
+        )  # fmt: skip
+        raise StoreError(f"{path}: {kind}, not a fleetaudit store; pass the store with --db")
     try:
         with path.open("rb") as fh:
             head = fh.read(16)
