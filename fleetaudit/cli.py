@@ -11,6 +11,7 @@ left on device, 75 store busy.
 
 import contextlib
 import functools
+import inspect
 import os
 import re
 import signal
@@ -30,6 +31,7 @@ from typer.exceptions import TyperException
 from fleetaudit import __version__
 from fleetaudit.core.errors import ExitCode, FleetAuditError, UsageError, no_space
 from fleetaudit.core.fsutil import check_outputs, write_output
+from fleetaudit.core.sanitize import shown
 from fleetaudit.core.lazy import LazyModule, import_with_stand_ins
 from fleetaudit.core.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.core.options import (
@@ -293,6 +295,14 @@ CsvOption = Annotated[
     bool,
     typer.Option("--csv", help="Print the table as CSV on stdout, nothing else (for scripts)."),
 ]
+CsvRawOption = Annotated[
+    bool,
+    typer.Option(
+        "--csv-raw",
+        help="Write CSV cells as they are: no apostrophe before a cell a spreadsheet would "
+        "run as a formula (=, +, -, @), no escaped control characters (for pipelines).",
+    ),
+]
 
 
 def _fail(message: str, code: int) -> None:
@@ -304,12 +314,19 @@ def handled(func: F) -> F:
     """Turn fleetaudit errors into one line on stderr and the right exit code.
 
     A command that declares ``quiet: QuietOption`` prints nothing but errors when
-    it is set; one that declares ``as_csv: CsvOption`` prints only its CSV.
+    it is set; one that declares ``as_csv: CsvOption`` prints only its CSV, and takes
+    ``--csv-raw`` too (added here, so every command that writes CSV has it).
     """
+    signature = inspect.signature(func)
+    # a command that writes CSV takes --csv-raw; one that uses it itself declares it
+    added = "as_csv" in signature.parameters and "csv_raw" not in signature.parameters
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        console.configure(quiet=bool(kwargs.get("quiet")), data=bool(kwargs.get("as_csv")))
+        csv_raw = bool(kwargs.pop("csv_raw", False) if added else kwargs.get("csv_raw"))
+        console.configure(
+            quiet=bool(kwargs.get("quiet")), data=bool(kwargs.get("as_csv")), csv_raw=csv_raw
+        )
         try:
             return func(*args, **kwargs)
         except FleetAuditError as exc:
@@ -334,6 +351,13 @@ def handled(func: F) -> F:
             )
         return None
 
+    if added:
+        raw = inspect.Parameter(
+            "csv_raw", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=CsvRawOption
+        )
+        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*signature.parameters.values(), raw]
+        )
     return wrapper  # type: ignore[return-value]
 
 
@@ -658,6 +682,7 @@ def state(
         ),
     ] = None,
     as_csv: CsvOption = False,
+    csv_raw: CsvRawOption = False,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -677,7 +702,8 @@ def state(
     window = None if duration is None else parse_duration(duration, option="--duration")
     to_stdout = _check_outputs(db, **{"--out": out, "--csv": Path("-") if as_csv else None})
     result = api.node_state(
-        _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format
+        _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format,
+        csv_raw=csv_raw,
     )
     if out is not None:
         console.wrote(out)
@@ -1670,8 +1696,9 @@ def main() -> None:
 
 
 def _print_error(message: str) -> None:
-    """One line on stderr, even under --quiet."""
-    line = " ".join(message.strip().split("\n"))
+    """One line on stderr, even under --quiet; the data's text in it made safe (control
+    characters escaped, cut at 2,000 characters: :func:`sanitize.shown`)."""
+    line = shown(message.strip())  # a line break from the data shows as \n, on this one line
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
     with contextlib.suppress(OSError, ValueError):

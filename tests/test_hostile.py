@@ -11,6 +11,8 @@ docs/development.md ("The hostile corpus") says how to add one.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -313,6 +315,127 @@ def test_asi_day_beyond_any_trace_names_the_folder(tmp_path: Path, name: str, sa
     assert caught.value.file == str(root / POD_TABLE / name)
     assert says in caught.value.message
     assert not (tmp_path / "f.duckdb").exists()
+
+
+# -- 3. A long value hangs the ingest after its commit -------------------------------------
+
+LONG = 1_900_000  # characters: within DuckDB's longest CSV line (2 MiB)
+
+
+def test_a_long_value_is_shown_cut_and_kept_whole(tmp_path: Path) -> None:
+    """A 1.9 MB value rejected by ingest: drawing the rejects table took seconds of CPU
+    per MB, superlinear (47 s for 4 MB), even under -q. Now the table shows its start
+    and end and its length, the output stays small, -q prints nothing, and `rejects
+    --json` has it whole."""
+    value = "x" * LONG
+    write(tmp_path / "in" / "nodes.csv", NODE_N1)
+    write(
+        tmp_path / "in" / "allocations.csv",
+        f"alloc_id,node_id,gpus,cpus,priority,start_time\na1,n1,{value},1,high,2026-01-01\n",
+    )
+    db = tmp_path / "fleet.duckdb"
+    result = invoke("ingest", tmp_path / "in", "--db", db)
+    assert result.exit_code == 0
+    assert len(result.output) < 10_000
+    assert f"({LONG:,}" in result.output  # the cell's "… (1,900,000 characters) …"
+    quiet = invoke("ingest", tmp_path / "in", "--db", db, "-q")
+    assert quiet.exit_code == 0 and quiet.output == ""
+    document = json.loads(invoke("rejects", "--db", db, "--json").stdout)
+    assert document["rejects"][0]["value"] == value
+
+
+# -- 5. Terminal and spreadsheet injection --------------------------------------------------
+
+TITLE_AND_CLEAR = "\x1b]0;pwned\x07\x1b[2J"
+FORGED = "H20\nfleetaudit: error: forged"
+BIDI = "\u202eH20"
+FORMULAS = ("=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "@SUM(1+1)")
+
+
+@pytest.fixture(scope="module")
+def hostile_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny fleet with three more nodes and requests whose models would set the
+    terminal's title and clear its screen, forge an error line, reverse the text; and
+    switch ids that a spreadsheet would run."""
+    folder = tmp_path_factory.mktemp("hostile")
+    tiny = REPO / "tests" / "data" / "tiny"
+    for name in ("allocations.csv", "requests.csv"):
+        shutil.copy(tiny / name, folder / name)
+    nodes = (tiny / "nodes.csv").read_text()
+    requests = (folder / "requests.csv").read_text()
+    for i, (model, switch) in enumerate(zip((TITLE_AND_CLEAR, FORGED, BIDI), FORMULAS, strict=True)):
+        quoted = '"' + model.replace('"', '""') + '"'
+        nodes += f'h{i},{quoted},8,64,1024,"{switch.replace(chr(34), chr(34) * 2)}",healthy\n'
+        requests += f"q{i},2026-01-01T11:00:00Z,,{quoted},1,1,0,0,node,,,high,x\n"
+    (folder / "nodes.csv").write_text(nodes)
+    (folder / "requests.csv").write_text(requests)
+    db = folder / "fleet.duckdb"
+    assert invoke("ingest", "-q", folder, "--db", db).exit_code == 0
+    return db
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"], ["state"], ["shapes"], ["report", "--since", "12h"], ["rejects"],
+        ["whatif", "compaction"], ["whatif", "placement"], ["whatif", "harvesting", "--since", "4h"],
+    ],
+    ids=lambda c: " ".join(c),
+)  # fmt: skip
+def test_terminal_control_characters_are_escaped(hostile_store: Path, command: list[str]) -> None:
+    """An ESC sequence in a model set the terminal's title and cleared the screen through
+    every command (rich strips BEL, not ESC); a bidi override reversed what followed."""
+    result = invoke(*command, "--db", hostile_store)
+    assert result.exit_code == 0, result.output
+    for stream in (result.stdout, result.stderr):
+        assert not set(stream) & {"\x1b", "\x07", "\u202e", "\r"}, stream
+    if command[0] in ("status", "state"):
+        assert "\\x1b]0;pwned\\x07\\x1b[2J" in result.stdout
+        assert "\\u202eH20" in result.stdout and "H20\\nfleetaudit: error: forged" in result.stdout
+
+
+def test_the_ingest_summary_and_the_error_line_escape_them(tmp_path: Path) -> None:
+    """A newline in a value forged a stderr line of its own."""
+    write(tmp_path / "in" / "nodes.csv", f'node_id,gpu_model,gpus,cpus\nn1,H20,"{FORGED}",64\n')
+    db = tmp_path / "fleet.duckdb"
+    summary = invoke("ingest", tmp_path / "in", "--db", db)
+    assert "\x1b" not in summary.output and "fleetaudit: error: forged" not in summary.output.splitlines()
+    line = one_line_error(invoke("ingest", tmp_path / "in", "--db", db, "--strict"))
+    assert "H20\\nfleetaudit: error: forged" in line
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["state"], ["report", "--since", "12h"]], ids=lambda c: c[0]
+)
+def test_csv_cells_a_spreadsheet_would_run_are_neutralised(
+    hostile_store: Path, command: list[str]
+) -> None:
+    """`--csv` wrote =HYPERLINK(...), +cmd|... and @SUM(...) as they were: now with an
+    apostrophe first, control characters escaped; --csv-raw writes them as they are."""
+    safe = invoke(*command, "--db", hostile_store, "--csv")
+    assert safe.exit_code == 0, safe.output
+    cells = _cells(safe.stdout)
+    assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r")]
+    assert "\x1b" not in safe.stdout
+    assert "\\x1b]0;pwned\\x07\\x1b[2J" in safe.stdout or command[0] == "report"
+    raw = invoke(*command, "--db", hostile_store, "--csv", "--csv-raw")
+    assert raw.exit_code == 0
+    if command[0] != "report":
+        assert TITLE_AND_CLEAR in raw.stdout
+
+
+def _cells(text: str) -> list[str]:
+    return [c for row in csv.reader(io.StringIO(text)) for c in row]
+
+
+def test_state_out_csv_is_neutralised(hostile_store: Path, tmp_path: Path) -> None:
+    """`state --out FILE.csv`, the per-node state, holds the switch ids."""
+    out = tmp_path / "state.csv"
+    assert invoke("state", "--db", hostile_store, "--out", out, "-q").exit_code == 0
+    cells = _cells(out.read_text())
+    assert "'=HYPERLINK(\"http://x\",\"y\")" in cells and "'@SUM(1+1)" in cells
+    assert invoke("state", "--db", hostile_store, "--out", out, "-q", "--csv-raw").exit_code == 0
+    assert FORMULAS[0] in _cells(out.read_text())
 
 
 # -- 4. Duplicate data counted twice --------------------------------------------------------

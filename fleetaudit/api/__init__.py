@@ -21,6 +21,7 @@ import polars as pl
 
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.fsutil import write_output
+from fleetaudit.core.sanitize import csv_safe
 from fleetaudit.core.options import DEFAULT_LOCK_TIMEOUT, REJECTS_LIMIT
 from fleetaudit.core.resources import resource_dir
 from fleetaudit.core.times import iso, to_utc
@@ -374,11 +375,13 @@ def node_state(
     scenario: str | None = None,
     out: Path | None = None,
     out_format: str | None = None,
+    csv_raw: bool = False,
 ) -> StateResult:
     """The state of every node at ``at``; also written to ``out`` if given.
 
     ``out_format`` is ``csv`` or ``parquet``; by default the suffix of ``out``
-    says which (``-``, a device or a FIFO need it given).
+    says which (``-``, a device or a FIFO need it given). A CSV's text cells that a
+    spreadsheet would run are neutralised unless ``csv_raw`` (:func:`sanitize.csv_safe`).
     """
     fmt = None if out is None else output_format(out, out_format)
     with reading(options) as store:
@@ -388,9 +391,10 @@ def node_state(
     if out is not None:
         buffer = io.BytesIO()
         if fmt == "csv":
-            frame.with_columns(
+            joined = frame.with_columns(
                 pl.col(pl.List(pl.Float64)).list.eval(pl.element().cast(pl.Utf8)).list.join("|")
-            ).write_csv(buffer)
+            )
+            csv_safe(joined, raw=csv_raw).write_csv(buffer)
         else:
             frame.write_parquet(buffer)
         write_output(out, buffer.getvalue())

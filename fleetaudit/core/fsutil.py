@@ -96,8 +96,11 @@ def check_outputs(
         raise UsageError(f"{' and '.join(to_stdout)}: only one output can go to stdout (-)")
     protected: dict[str, str] = {}  # real path -> what it is
     if store is not None:
-        for path, what in zip(store_files(store), ("", "'s write-ahead log", "'s spill folder")):
-            protected[_real(path)] = f"is the store{what} (--db {store}); writing it would destroy the store"
+        kinds = ("", "'s write-ahead log", "'s spill folder")
+        for part, what in zip(store_files(store), kinds, strict=True):
+            protected[_real(part)] = (
+                f"is the store{what} (--db {store}); writing it would destroy the store"
+            )
     readable = [(_real(p), p) for p in inputs]
     seen: dict[str, str] = {}  # real path -> the option that writes it
     for name, path in given.items():

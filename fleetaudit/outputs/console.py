@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleetaudit.core import sanitize
 from fleetaudit.core.fsutil import stream_fd
 from fleetaudit.core.lazy import LazyModule
 from fleetaudit.core.times import iso, seconds_text
@@ -70,20 +71,72 @@ def output_width(environ: dict[str, str] | None = None, is_tty: bool | None = No
     return None if tty else PIPED_WIDTH
 
 
+class _Terminal(Console):
+    """A rich console that shows the data's text safely and draws nothing when quiet.
+
+    Every string, Text and table it prints passes :func:`safe` first (control
+    characters escaped, long values cut: :mod:`fleetaudit.core.sanitize`), before rich
+    lays anything out; quiet, it returns before rich renders (rich would lay a table out
+    only to throw it away, minutes for a table holding one 4 MB value).
+    """
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self.quiet:
+            return
+        super().print(*(safe(o) for o in objects), **kwargs)
+
+
 # markup=False: ids and models from the data may hold [brackets].
-out = Console(highlight=False, markup=False, width=output_width())
-err = Console(stderr=True, highlight=False, markup=False)
+out = _Terminal(highlight=False, markup=False, width=output_width())
+err = _Terminal(stderr=True, highlight=False, markup=False)
+_csv_raw = False  # --csv-raw: CSV cells as they are (configure)
 
 
-def configure(*, quiet: bool = False, data: bool = False) -> None:
+def configure(*, quiet: bool = False, data: bool = False, csv_raw: bool = False) -> None:
     """Set up the output of one command: its width (``COLUMNS`` as it is now);
     ``quiet``: print nothing but errors (which the CLI writes itself); ``data``: the
-    command prints machine-readable data only, so its tables stay off stdout."""
+    command prints machine-readable data only, so its tables stay off stdout;
+    ``csv_raw``: its CSV cells are written as they are (:func:`sanitize.csv_safe`)."""
+    global _csv_raw
     width = output_width()
     if width is not None:
         out.width = width
     out.quiet = quiet or data
     err.quiet = quiet
+    _csv_raw = csv_raw
+
+
+def safe(renderable: Any) -> Any:
+    """A renderable with the data's text made safe to show (:func:`sanitize.shown`):
+    a string or a Text as a line, a table's title, caption, headers and cells (cells
+    cut at :data:`sanitize.CELL_CHARS`); anything else as it is. A table is changed in
+    place; what this returns it returns unchanged."""
+    if isinstance(renderable, str):
+        return sanitize.shown(renderable)
+    if isinstance(renderable, Text):
+        return _safe_text(renderable, sanitize.LINE_CHARS)
+    if isinstance(renderable, Table):
+        for attribute in ("title", "caption"):
+            value = getattr(renderable, attribute)
+            if isinstance(value, (str, Text)):
+                setattr(renderable, attribute, safe(value))
+        for column in renderable.columns:
+            if isinstance(column.header, (str, Text)):
+                column.header = safe(column.header)
+            column._cells = [
+                sanitize.cell(c) if isinstance(c, str)
+                else _safe_text(c, sanitize.CELL_CHARS) if isinstance(c, Text) else c
+                for c in column._cells
+            ]  # fmt: skip
+    return renderable
+
+
+def _safe_text(text: Text, limit: int) -> Text:
+    plain = text.plain
+    shown = sanitize.shown(plain, limit)
+    if shown == plain:
+        return text  # its styles kept
+    return Text(shown, style=text.style, justify=text.justify, overflow=text.overflow)
 
 
 def note(message: str) -> None:
@@ -188,8 +241,12 @@ def _plain(cell: object) -> str:
 def show(
     table: Table, keys: Sequence[str] = (), drop: Sequence[str] = (), fold: Sequence[str] = ()
 ) -> None:
-    """Print a table fitted to the output width (see :func:`fit`)."""
-    out.print(fit(table, keys, drop, fold))
+    """Print a table fitted to the output width (see :func:`fit`), its text made safe
+    first (:func:`safe`: fitted to the values shown, not to a 4 MB one); nothing under
+    --quiet."""
+    if out.quiet:
+        return
+    out.print(fit(safe(table), keys, drop, fold))
 
 
 def _int(value: object) -> str:
@@ -203,13 +260,14 @@ def print_json(document: object) -> None:
 
 
 def print_csv(frame: pl.DataFrame) -> None:
-    """A table as CSV on stdout, nothing else (``--csv``); list columns joined by ``|``."""
+    """A table as CSV on stdout, nothing else (``--csv``); list columns joined by ``|``;
+    cells a spreadsheet would run neutralised unless --csv-raw (:func:`sanitize.csv_safe`)."""
     lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
     if lists:
         frame = frame.with_columns(
             pl.col(name).list.eval(pl.element().cast(pl.Utf8)).list.join("|") for name in lists
         )
-    sys.stdout.write(frame.write_csv())
+    sys.stdout.write(sanitize.csv_safe(frame, raw=_csv_raw).write_csv())
     sys.stdout.flush()
 
 
@@ -219,8 +277,8 @@ def progress_status(first: str) -> Iterator[Callable[[str], None]]:
     if not err.is_terminal or err.quiet:
         yield lambda _msg: None
         return
-    with err.status(first) as status:
-        yield lambda msg: status.update(msg)
+    with err.status(sanitize.shown(first)) as status:
+        yield lambda msg: status.update(sanitize.shown(msg))
 
 
 def render_ingest(result: IngestResult) -> None:
