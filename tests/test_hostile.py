@@ -72,6 +72,13 @@ def _table(db: Path, sql: str) -> list[tuple[object, ...]]:
         return store.sql(sql).rows()
 
 
+OPENB_NODES = "sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0000,64000,262144,8,V100M16\n"
+OPENB_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    "creation_time,deletion_time,scheduled_time\n"
+)
+
+
 # -- 1. An output path equal to the store destroys it --------------------------------------
 
 
@@ -298,6 +305,35 @@ def test_asi_non_finite_and_impossible_values_are_rejects(tmp_path: Path) -> Non
         assert store.sql("SELECT count(*) FROM nodes").item() == 4  # s1, s2 from their other hours
 
 
+def test_alibaba_v2023_non_finite_numbers_are_rejects_naming_the_trace_column(tmp_path: Path) -> None:
+    """The 2023 trace's numbers: a NaN gpu_milli was read as one whole GPU (NaN is below
+    no bound); a NaN or an infinity in any number column is a reject naming the trace's
+    column, before any mapping."""
+    nodes = write(
+        tmp_path / "openb_node_list_gpu_node.csv",
+        OPENB_NODES + "node-1,NaN,262144,8,P100\nnode-2,64000,inf,8,P100\nnode-3,64000,262144,NaN,P100\n",
+    )
+    pods = write(
+        tmp_path / "openb_pod_list_default.csv",
+        OPENB_HEADER
+        + "p0,NaN,16384,1,1000,,LS,Running,0,100,0\np1,1000,inf,1,1000,,LS,Running,0,100,0\n"
+        + "p2,1000,16384,NaN,1000,,LS,Running,0,100,0\np3,1000,16384,1,nan,,LS,Running,0,100,0\n"
+        + "p4,1000,16384,1,500,,LS,Running,NaN,100,0\np5,1000,16384,1,500,,LS,Running,0,-inf,0\n"
+        + "p6,1000,16384,1,500,,LS,Running,0,100,0\n",
+    )
+    with open_store(tmp_path / "f.duckdb") as store:
+        ingest(store, [nodes, pods], IngestOptions(format="alibaba-gpu-v2023"))
+        got = store.sql('SELECT "table", "row", "column" FROM rejects ORDER BY 1 DESC, 2').rows()
+        assert store.sql("SELECT request_id FROM requests").rows() == [("p6",)]
+        store.check_finite()
+    assert got == [
+        ("requests", 1, "cpu_milli"), ("requests", 2, "memory_mib"), ("requests", 3, "num_gpu"),
+        ("requests", 4, "gpu_milli"), ("requests", 5, "creation_time"),
+        ("requests", 6, "deletion_time"),
+        ("nodes", 2, "cpu_milli"), ("nodes", 3, "memory_mib"), ("nodes", 4, "gpu"),
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("name", "says"),
     [
@@ -342,6 +378,66 @@ def test_a_long_value_is_shown_cut_and_kept_whole(tmp_path: Path) -> None:
     assert quiet.exit_code == 0 and quiet.output == ""
     document = json.loads(invoke("rejects", "--db", db, "--json").stdout)
     assert document["rejects"][0]["value"] == value
+
+
+# -- 4. Duplicate data counted twice --------------------------------------------------------
+
+ASI_TABLES = (
+    "SELECT * EXCLUDE (_ingest_id) FROM nodes ORDER BY node_id",
+    "SELECT * EXCLUDE (_ingest_id) FROM allocations ORDER BY alloc_id",
+    "SELECT * EXCLUDE (_ingest_id) FROM telemetry ORDER BY ts, node_id, gpu_index",
+    "SELECT * EXCLUDE (_ingest_id) FROM asi_pod_hourly ORDER BY t, pod_id",
+    "SELECT * EXCLUDE (_ingest_id) FROM asi_server_hourly ORDER BY t, server_id",
+)
+
+
+def test_asi_copied_part_files_count_once(tmp_path: Path) -> None:
+    """'part-000 (1).parquet' beside its original (pods at t = 23, servers at t = 24)
+    doubled pod-hours (allocation rate 76.1% -> 90.8%): now every table is the fixture's,
+    and each copied row is a reject naming the row it repeats."""
+    reference = tmp_path / "ref.duckdb"
+    api.ingest_paths(api.StoreOptions(reference), [write_fixture(tmp_path / "ref")], ASI)
+    root = write_fixture(tmp_path / "data")
+    pods = root / POD_TABLE / "day=0" / "hour=23"
+    shutil.copy(pods / "part-000.parquet", pods / "part-000 (1).parquet")
+    servers = root / SERVER_TABLE / "day=1" / "hour=00"
+    shutil.copy(servers / "part-000.parquet", servers / "part-000 (1).parquet")
+    db = tmp_path / "fleet.duckdb"
+    result = api.ingest_paths(api.StoreOptions(db), [root], ASI)
+    for sql in ASI_TABLES:
+        assert _table(db, sql) == _table(reference, sql), sql
+    assert result.rejected == len(pod_rows(23)) + len(server_rows(24))
+    assert result.rejects["reason"].str.ends_with("counted once").all()
+    # the first of two identical rows is the one of the file that sorts first
+    pod = result.rejects.filter(result.rejects["table"] == "allocations").row(0, named=True)
+    assert (pod["file"], pod["row"], pod["column"]) == (str(pods / "part-000.parquet"), 1, "pod_id")
+    assert f"(the first: row 1 of {pods / 'part-000 (1).parquet'})" in pod["reason"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "link", "says"),
+    [
+        ("day=0/hour=22", "day=0/hour=022", False, "two folders of one partition (day 0, hour 22)"),
+        ("day=1", "day=01", False, "two folders of one partition (day 1, hour 00)"),
+        ("day=1", "day=01", True, "one folder reached by two names (a link)"),
+        ("day=1", "day=2", True, "one folder reached by two names (a link)"),
+    ],
+)
+def test_asi_a_partition_given_twice_fails_naming_both(
+    tmp_path: Path, first: str, second: str, link: bool, says: str
+) -> None:
+    """hour=5 beside hour=05 and a symlinked day folder doubled pod-hours silently."""
+    root = write_fixture(tmp_path / "data")
+    base = root / POD_TABLE
+    if link:
+        os.symlink(base / first, base / second)
+    else:
+        shutil.copytree(base / first, base / second)
+    db = tmp_path / "f.duckdb"
+    line = one_line_error(invoke("ingest", root, "--format", "alibaba-gpu-v2026", "--db", db))
+    assert says in line and "its rows would count twice; remove one" in line
+    assert str(base / first.split("/")[0]) in line and str(base / second) in line
+    assert not db.exists()
 
 
 # -- 5. Terminal and spreadsheet injection --------------------------------------------------
@@ -438,74 +534,7 @@ def test_state_out_csv_is_neutralised(hostile_store: Path, tmp_path: Path) -> No
     assert FORMULAS[0] in _cells(out.read_text())
 
 
-# -- 4. Duplicate data counted twice --------------------------------------------------------
-
-ASI_TABLES = (
-    "SELECT * EXCLUDE (_ingest_id) FROM nodes ORDER BY node_id",
-    "SELECT * EXCLUDE (_ingest_id) FROM allocations ORDER BY alloc_id",
-    "SELECT * EXCLUDE (_ingest_id) FROM telemetry ORDER BY ts, node_id, gpu_index",
-    "SELECT * EXCLUDE (_ingest_id) FROM asi_pod_hourly ORDER BY t, pod_id",
-    "SELECT * EXCLUDE (_ingest_id) FROM asi_server_hourly ORDER BY t, server_id",
-)
-
-
-def test_asi_copied_part_files_count_once(tmp_path: Path) -> None:
-    """'part-000 (1).parquet' beside its original (pods at t = 23, servers at t = 24)
-    doubled pod-hours (allocation rate 76.1% -> 90.8%): now every table is the fixture's,
-    and each copied row is a reject naming the row it repeats."""
-    reference = tmp_path / "ref.duckdb"
-    api.ingest_paths(api.StoreOptions(reference), [write_fixture(tmp_path / "ref")], ASI)
-    root = write_fixture(tmp_path / "data")
-    pods = root / POD_TABLE / "day=0" / "hour=23"
-    shutil.copy(pods / "part-000.parquet", pods / "part-000 (1).parquet")
-    servers = root / SERVER_TABLE / "day=1" / "hour=00"
-    shutil.copy(servers / "part-000.parquet", servers / "part-000 (1).parquet")
-    db = tmp_path / "fleet.duckdb"
-    result = api.ingest_paths(api.StoreOptions(db), [root], ASI)
-    for sql in ASI_TABLES:
-        assert _table(db, sql) == _table(reference, sql), sql
-    assert result.rejected == len(pod_rows(23)) + len(server_rows(24))
-    assert result.rejects["reason"].str.ends_with("counted once").all()
-    # the first of two identical rows is the one of the file that sorts first
-    pod = result.rejects.filter(result.rejects["table"] == "allocations").row(0, named=True)
-    assert (pod["file"], pod["row"], pod["column"]) == (str(pods / "part-000.parquet"), 1, "pod_id")
-    assert f"(the first: row 1 of {pods / 'part-000 (1).parquet'})" in pod["reason"]
-
-
-@pytest.mark.parametrize(
-    ("first", "second", "link", "says"),
-    [
-        ("day=0/hour=22", "day=0/hour=022", False, "two folders of one partition (day 0, hour 22)"),
-        ("day=1", "day=01", False, "two folders of one partition (day 1, hour 00)"),
-        ("day=1", "day=01", True, "one folder reached by two names (a link)"),
-        ("day=1", "day=2", True, "one folder reached by two names (a link)"),
-    ],
-)
-def test_asi_a_partition_given_twice_fails_naming_both(
-    tmp_path: Path, first: str, second: str, link: bool, says: str
-) -> None:
-    """hour=5 beside hour=05 and a symlinked day folder doubled pod-hours silently."""
-    root = write_fixture(tmp_path / "data")
-    base = root / POD_TABLE
-    if link:
-        os.symlink(base / first, base / second)
-    else:
-        shutil.copytree(base / first, base / second)
-    db = tmp_path / "f.duckdb"
-    line = one_line_error(invoke("ingest", root, "--format", "alibaba-gpu-v2026", "--db", db))
-    assert says in line and "its rows would count twice; remove one" in line
-    assert str(base / first.split("/")[0]) in line and str(base / second) in line
-    assert not db.exists()
-
-
 # -- 6. Errors that name their cause --------------------------------------------------------
-
-OPENB_NODES = "sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0000,64000,262144,8,V100M16\n"
-OPENB_HEADER = (
-    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
-    "creation_time,deletion_time,scheduled_time\n"
-)
-
 
 @pytest.mark.parametrize(
     ("line", "reason"),

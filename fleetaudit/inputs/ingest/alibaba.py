@@ -69,12 +69,15 @@ def _classify(paths: list[Path]) -> tuple[Path, Path | None]:
 
 
 def _not_number(text: str, column: str) -> tuple[str, str, str, str]:
-    """An adapter reject: a non-empty value of ``column`` that is not a number."""
+    """An adapter reject: a non-empty value of ``column`` that is not a finite number (a
+    NaN gpu_milli read as a whole GPU, since NaN is below no bound)."""
+    number = f"TRY_CAST({text} AS DOUBLE)"
     return (
-        f"NULLIF(trim({text}), '') IS NOT NULL AND TRY_CAST({text} AS DOUBLE) IS NULL",
+        f"NULLIF(trim({text}), '') IS NOT NULL AND NOT COALESCE(isfinite({number}), FALSE)",
         column,
         text,
-        f"{text} || ' is not a number'",
+        f"{text} || CASE WHEN {number} IS NULL THEN ' is not a number' "
+        "ELSE ' is not a finite number' END",
     )
 
 
@@ -107,7 +110,7 @@ def trace_sources(paths: list[Path], *, trace_start: datetime) -> list[Source]:
         "TRY_CAST(n.memory_mib AS DOUBLE) / 1024 AS memory_gib, "
         "CAST(NULL AS VARCHAR) AS switch_id, 'healthy' AS health, "
         + _rejects(
-            [_not_number("n.cpu_milli", "cpu_milli"), _not_number("n.memory_mib", "memory_mib")]
+            [_not_number(f"n.{c}", c) for c in ("gpu", "cpu_milli", "memory_mib")]
         )
         + "{row} FROM {scan} AS n ORDER BY n._row"
     )
