@@ -205,7 +205,9 @@ def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult
     files, hive = find_parquet(paths)
     check_files(files, source)
     # a table written over a raw file this call reads would lose it
-    check_outputs({f"--out ({o.table})": out / f"{o.table}.parquet" for o in source.outputs}, inputs=files)
+    check_outputs(
+        {f"--out ({o.table})": out / f"{o.table}.parquet" for o in source.outputs}, inputs=files
+    )
     created = not out.exists()
     try:
         written, counts = _run(files, hive, out, source, options)

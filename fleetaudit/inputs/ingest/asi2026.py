@@ -322,7 +322,8 @@ def _stage(
         loaded = int(store.scalar("SELECT count(*) FROM _asi_day"))
         totals["pod_rows"] += loaded
         if pod_files and loaded < _file_rows(store, pod_files):  # rows the mapping cannot take
-            _reject(staged, store.sql(load_sql("asi_pod_rejects"), pods), folder / f"rejects-{tag}.parquet")
+            rejected = store.sql(load_sql("asi_pod_rejects"), pods)
+            _reject(staged, rejected, folder / f"rejects-{tag}.parquet")
         day_dir = release.root / POD_TABLE / f"day={day}"
         _run(store, load_sql("asi_mark_runs"), {}, day_dir)
         _day_runs(store, day_dir, pods, staged, folder / f"repeats-{tag}.parquet")
