@@ -666,3 +666,11 @@ def test_a_full_disk_during_an_asi_ingest_exits_74(tmp_path: Path) -> None:
     points = _fill_points(tmp_path, store, args, [16, 48, 40_000])
     assert [p for p in points if _full(p)], points
     assert points[-1]["code"] == 0
+
+
+@pytest.mark.parametrize(("option", "value"), [("--since", "١٢h"), ("--at", "١٧٦٧٢٢٥٦٠٠")])
+def test_times_in_other_scripts_digits_are_refused(sample_store: Path, option: str, value: str) -> None:
+    """Python's float() and re's \\d read Arabic-Indic digits as numbers; an option's time
+    or duration is ASCII digits, as every other reader of it takes them."""
+    line = one_line_error(invoke("report", option, value, "--db", sample_store))
+    assert line.startswith(f"fleetaudit: error: {option}: '{value}' is not a")
