@@ -2,7 +2,8 @@
 
 Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 ``$FLEETAUDIT_DB``). Errors become one line on stderr and an exit code
-(:class:`fleetaudit.core.errors.ExitCode`): 0 ok, 2 bad input or usage, 75 store busy.
+(:class:`fleetaudit.core.errors.ExitCode`): 0 ok, 2 bad input or usage, 74 no space
+left on device, 75 store busy.
 """
 
 # No ``from __future__ import annotations``: typer reads every command's parameters at
@@ -10,6 +11,7 @@ Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 
 import contextlib
 import functools
+import inspect
 import os
 import re
 import signal
@@ -27,8 +29,15 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__
-from fleetaudit.core.errors import AllRejectedError, ExitCode, FleetAuditError, UsageError
-from fleetaudit.core.fsutil import expand_path, is_stdout
+from fleetaudit.core.errors import (
+    AllRejectedError,
+    ExitCode,
+    FleetAuditError,
+    UsageError,
+    no_space,
+)
+from fleetaudit.core.fsutil import check_outputs, expand_path, is_stdout
+from fleetaudit.core.sanitize import shown
 from fleetaudit.core.lazy import LazyModule, import_with_stand_ins
 from fleetaudit.core.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.core.options import (
@@ -359,6 +368,14 @@ HtmlOption = Annotated[
 ]
 OUTPUTS = {"as_json": "--json", "as_csv": "--csv", "as_html": "--html", "out": "--out"}
 """The output parameters of the commands (by their parameter name) and their options."""
+CsvRawOption = Annotated[
+    bool,
+    typer.Option(
+        "--csv-raw",
+        help="Write CSV cells as they are: no apostrophe before a cell a spreadsheet would "
+        "run as a formula (=, +, -, @), no escaped control characters (for pipelines).",
+    ),
+]
 
 
 def _fail(message: str, code: int) -> None:
@@ -372,20 +389,30 @@ def handled(func: F) -> F:
     A command that declares ``quiet: QuietOption`` prints nothing but errors when
     it is set. Of its outputs (``as_json: JsonOption``, ``as_csv: CsvOption``, ``as_html:
     HtmlOption``, ``out``) at most one is stdout, and then the terminal's tables and lines
-    stay off stdout.
+    stay off stdout; none may name the store (``db``) or another output of the call. One
+    that declares ``as_csv`` takes ``--csv-raw`` too (added here, so every command that
+    writes CSV has it).
     """
+    signature = inspect.signature(func)
+    # a command that writes CSV takes --csv-raw; one that uses it itself declares it
+    added = "as_csv" in signature.parameters and "csv_raw" not in signature.parameters
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        global _call_db
+        csv_raw = bool(kwargs.pop("csv_raw", False) if added else kwargs.get("csv_raw"))
+        _call_db = kwargs.get("db")
         outputs = {
             option: None if kwargs.get(name) is None else Path(kwargs[name])
             for name, option in OUTPUTS.items()
         }
         console.configure(
-            quiet=bool(kwargs.get("quiet")), data=any(is_stdout(p) for p in outputs.values())
+            quiet=bool(kwargs.get("quiet")),
+            data=any(is_stdout(p) for p in outputs.values()),
+            csv_raw=csv_raw,
         )
         try:
-            _check_outputs(**outputs)
+            _check_outputs(kwargs.get("db"), **outputs)
             return func(*args, **kwargs)
         except FleetAuditError as exc:
             _fail(exc.message, int(exc.exit_code))
@@ -396,6 +423,9 @@ def handled(func: F) -> F:
         except (typer.Exit, typer.Abort, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # also panics of native code (pyo3 PanicException)
+            full = no_space(exc)  # a full disk under a library's own error (polars, pyarrow)
+            if full is not None:
+                _fail(full.message, int(full.exit_code))
             if os.environ.get("FLEETAUDIT_DEBUG"):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -406,6 +436,13 @@ def handled(func: F) -> F:
             )
         return None
 
+    if added:
+        raw = inspect.Parameter(
+            "csv_raw", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=CsvRawOption
+        )
+        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*signature.parameters.values(), raw]
+        )
     return wrapper  # type: ignore[return-value]
 
 
@@ -447,12 +484,15 @@ def _reader_left() -> None:
     raise typer.Exit(int(ExitCode.PIPE))
 
 
-def _check_outputs(**paths: Path | None) -> bool:
-    """Whether one of the output options is stdout (``-``); two of them cannot be."""
-    to_stdout = [name for name, path in paths.items() if is_stdout(path)]
-    if len(to_stdout) > 1:
-        raise UsageError(f"{' and '.join(to_stdout)}: only one output can go to stdout (-)")
-    return bool(to_stdout)
+def _check_outputs(db: Path | None = None, **paths: Path | None) -> bool:
+    """Whether one of the output options is stdout (``-``); two of them cannot be, and
+    none may name the store ``db`` or another output (:func:`fsutil.check_outputs`)."""
+    return check_outputs(paths, store=db)
+
+
+_call_db: Path | None = None
+"""The store (``--db``) of the command running (set by :func:`handled`): its outputs are
+checked against it again once ``{date}`` and ``{time}`` are filled in (:func:`_emit`)."""
 
 
 def _emit(
@@ -475,19 +515,24 @@ def _emit(
     terminal's tables and lines, unless an output holds stdout.
     """
     stamp = when or datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
-    if as_json is not None:
+    json_path, html_path, csv_path = (
+        None if p is None else expand_path(Path(p), stamp) for p in (as_json, as_html, as_csv)
+    )
+    # with {date} and {time} filled in, two templates may meet, or one name the store
+    check_outputs({"--json": json_path, "--html": html_path, "--csv": csv_path}, store=_call_db)
+    if json_path is not None:
         assert document is not None, "a command with --json gives its document"
         import json
 
-        console.put(expand_path(as_json, stamp), json.dumps(document(result), indent=1) + "\n")
-    if as_html is not None:
+        console.put(json_path, json.dumps(document(result), indent=1) + "\n")
+    if html_path is not None:
         assert html is not None, "a command with --html gives its page"
-        console.put(expand_path(as_html, stamp), html(result))
+        console.put(html_path, html(result))
     printed = not (is_stdout(as_json) or is_stdout(as_html) or is_stdout(as_csv))
     if as_csv is not None:
         with console.silenced():  # the files first: a reader that leaves stops the rest
             render(result)
-        console.write_tables(str(expand_path(Path(as_csv), stamp)) + ("/" * as_csv.endswith("/")))
+        console.write_tables(str(csv_path) + ("/" * as_csv.endswith("/")))
     if printed:
         render(result)
 
@@ -782,6 +827,7 @@ def state(
         ),
     ] = None,
     as_csv: CsvOption = None,
+    csv_raw: CsvRawOption = False,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -800,7 +846,8 @@ def state(
 
     window = None if duration is None else parse_duration(duration, option="--duration")
     result = api.node_state(
-        _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format
+        _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format,
+        csv_raw=csv_raw,
     )
     if out is not None:
         console.wrote(out)
@@ -1773,8 +1820,9 @@ def main() -> None:
 
 
 def _print_error(message: str) -> None:
-    """One line on stderr, even under --quiet."""
-    line = " ".join(message.strip().split("\n"))
+    """One line on stderr, even under --quiet; the data's text in it made safe (control
+    characters escaped, cut at 2,000 characters: :func:`sanitize.shown`)."""
+    line = shown(message.strip())  # a line break from the data shows as \n, on this one line
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
     with contextlib.suppress(OSError, ValueError):

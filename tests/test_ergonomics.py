@@ -357,8 +357,11 @@ def test_rejects_csv_and_json(short_lines_db: Path) -> None:
         "the line has 9 field(s); the header has 7",
         f"{DATA / 'short_lines' / 'nodes.csv'},nodes,8,health,\"n8,H20,8,64,1024,sw-a\","
         "the line has 6 field(s); the header has 7",
-        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,12,gpus,-8,-8 is negative",
+        # a text cell beginning with - would be a formula in a spreadsheet: an apostrophe
+        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,12,gpus,'-8,'-8 is negative",
     ]
+    raw = invoke("rejects", "--db", short_lines_db, "--csv", "--csv-raw")
+    assert raw.stdout.splitlines()[-1].endswith(",nodes,12,gpus,-8,-8 is negative")
     document = json.loads(invoke("rejects", "--db", short_lines_db, "--json", "--limit", "1").stdout)
     assert (document["schema"], document["ingest_id"], document["total"], document["shown"]) == (
         "fleetaudit.rejects/1", 2, 5, 1,

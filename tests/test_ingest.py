@@ -620,17 +620,6 @@ def test_alibaba_v2023_unreadable_node_number_is_a_reject(store: Store, tmp_path
     assert got == (2, "cpu_milli", "many", "many is not a number")
 
 
-def test_alibaba_v2023_file_duckdb_cannot_read_names_it(store: Store, tmp_path: Path) -> None:
-    nodes = write(tmp_path / "openb_node_list_gpu_node.csv", OPENB_NODES)
-    pods = tmp_path / "openb_pod_list_default.csv"
-    pods.write_bytes(OPENB_HEADER.encode() + b"p\xff0,12000,16384,1,1000,,LS,Running,0,100,0\n")
-    with pytest.raises(InputError) as caught:
-        ingest(store, [nodes, pods], IngestOptions(format="alibaba-gpu-v2023"))
-    assert caught.value.file == str(pods)
-    assert "not utf-8 encoded" in str(caught.value)  # DuckDB's cause, not only its line number
-    assert counts(store)["nodes"] == 0
-
-
 def test_free_text_workload_labels_are_kept_and_mapped(store: Store) -> None:
     """An export's own labels load (no reject): the label is kept, the category derived."""
     result = ingest(store, [DATA / "workload_labels"])

@@ -21,6 +21,7 @@ import polars as pl
 
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.fsutil import write_output
+from fleetaudit.core.sanitize import csv_safe
 from fleetaudit.core.options import DEFAULT_LOCK_TIMEOUT, REJECTS_LIMIT
 from fleetaudit.core.resources import resource_dir
 from fleetaudit.core.times import iso, to_utc
@@ -60,12 +61,17 @@ def writing(options: StoreOptions) -> Iterator[Store]:
 
 
 @contextmanager
-def reading(options: StoreOptions) -> Iterator[Store]:
-    """The store opened for reading (it must exist)."""
+def reading(options: StoreOptions, *, checked: bool = True) -> Iterator[Store]:
+    """The store opened for reading (it must exist). ``checked``: fail, naming the table,
+    row and column, where an input table holds a value that ingest refuses today (a NaN
+    an older version stored: :meth:`Store.check_finite`); a command that reads only the
+    store's bookkeeping (its rejects, its ingests) need not."""
     store = open_store(
         options.db, read_only=True, lock_timeout=options.lock_timeout, on_wait=options.on_wait
     )
     try:
+        if checked:
+            store.check_finite()
         yield store
     finally:
         store.close()
@@ -168,7 +174,7 @@ def list_rejects(
     """The rejects of ingest call ``ingest_id`` (default: the newest), at most ``limit``."""
     if limit is not None and limit < 0:
         raise UsageError("--limit: must be 0 (all) or more")
-    with reading(options) as store:
+    with reading(options, checked=False) as store:
         counts = store.query("rejects_count", ingest_id=ingest_id).row(0, named=True)
         if ingest_id is not None and not counts["found"]:
             raise UsageError(
@@ -545,11 +551,13 @@ def node_state(
     scenario: str | None = None,
     out: Path | None = None,
     out_format: str | None = None,
+    csv_raw: bool = False,
 ) -> StateResult:
     """The state of every node at ``at``; also written to ``out`` if given.
 
     ``out_format`` is ``csv`` or ``parquet``; by default the suffix of ``out``
-    says which (``-``, a device or a FIFO need it given).
+    says which (``-``, a device or a FIFO need it given). A CSV's text cells that a
+    spreadsheet would run are neutralised unless ``csv_raw`` (:func:`sanitize.csv_safe`).
     """
     fmt = None if out is None else output_format(out, out_format)
     with reading(options) as store:
@@ -559,9 +567,10 @@ def node_state(
     if out is not None:
         buffer = io.BytesIO()
         if fmt == "csv":
-            frame.with_columns(
+            joined = frame.with_columns(
                 pl.col(pl.List(pl.Float64)).list.eval(pl.element().cast(pl.Utf8)).list.join("|")
-            ).write_csv(buffer)
+            )
+            csv_safe(joined, raw=csv_raw).write_csv(buffer)
         else:
             frame.write_parquet(buffer)
         write_output(out, buffer.getvalue())
@@ -804,7 +813,7 @@ def run_demo(options: StoreOptions, progress: Callable[[str], None] | None = Non
     merged into a real fleet by a stray FLEETAUDIT_DB.
     """
     if options.db.exists():
-        with reading(options) as store:
+        with reading(options, checked=False) as store:
             loaded = store.sql("SELECT files FROM ingests")["files"].to_list()
         names = {Path(f).name for files in loaded for f in json.loads(files)}
         sample = {p.name for p in sample_data_dir().iterdir()}

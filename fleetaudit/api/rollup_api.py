@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fleetaudit.core.errors import InputError, UsageError
-from fleetaudit.core.fsutil import atomic_path
+from fleetaudit.core.fsutil import atomic_path, check_outputs
 from fleetaudit.core.options import ROLLUP_INTERVAL_S, SCAN_ENGINES
 from fleetaudit.model.engines import check_engine, open_engine
 
@@ -204,6 +204,10 @@ def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult
         raise UsageError(f"--out: {out} is a file; give a folder")
     files, hive = find_parquet(paths)
     check_files(files, source)
+    # a table written over a raw file this call reads would lose it
+    check_outputs(
+        {f"--out ({o.table})": out / f"{o.table}.parquet" for o in source.outputs}, inputs=files
+    )
     created = not out.exists()
     try:
         written, counts = _run(files, hive, out, source, options)

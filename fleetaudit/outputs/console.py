@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fleetaudit.core import sanitize
 from fleetaudit.core.fsutil import is_stdout, stream_fd, write_output
 from fleetaudit.core.lazy import LazyModule
 from fleetaudit.core.times import iso, seconds_text
@@ -74,22 +75,74 @@ def output_width(environ: dict[str, str] | None = None, is_tty: bool | None = No
     return None if tty else PIPED_WIDTH
 
 
+class _Terminal(Console):
+    """A rich console that shows the data's text safely and draws nothing when quiet.
+
+    Every string, Text and table it prints passes :func:`safe` first (control
+    characters escaped, long values cut: :mod:`fleetaudit.core.sanitize`), before rich
+    lays anything out; quiet, it returns before rich renders (rich would lay a table out
+    only to throw it away, minutes for a table holding one 4 MB value).
+    """
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self.quiet:
+            return
+        super().print(*(safe(o) for o in objects), **kwargs)
+
+
 # markup=False: ids and models from the data may hold [brackets].
-out = Console(highlight=False, markup=False, width=output_width())
-err = Console(stderr=True, highlight=False, markup=False)
+out = _Terminal(highlight=False, markup=False, width=output_width())
+err = _Terminal(stderr=True, highlight=False, markup=False)
+_csv_raw = False  # --csv-raw: CSV cells as they are (configure)
 
 
-def configure(*, quiet: bool = False, data: bool = False) -> None:
+def configure(*, quiet: bool = False, data: bool = False, csv_raw: bool = False) -> None:
     """Set up the output of one command: its width (``COLUMNS`` as it is now);
     ``quiet``: print nothing but errors (which the CLI writes itself); ``data``: the
-    command prints machine-readable data only, so its tables stay off stdout.
+    command prints machine-readable data only, so its tables stay off stdout;
+    ``csv_raw``: its CSV cells are written as they are (:func:`sanitize.csv_safe`).
     The tables the command shows from here on are kept for ``--csv``."""
+    global _csv_raw
     width = output_width()
     if width is not None:
         out.width = width
     out.quiet = quiet or data
     err.quiet = quiet
     _shown.clear()
+    _csv_raw = csv_raw
+
+
+def safe(renderable: Any) -> Any:
+    """A renderable with the data's text made safe to show (:func:`sanitize.shown`):
+    a string or a Text as a line, a table's title, caption, headers and cells (cells
+    cut at :data:`sanitize.CELL_CHARS`); anything else as it is. A table is changed in
+    place; what this returns it returns unchanged."""
+    if isinstance(renderable, str):
+        return sanitize.shown(renderable)
+    if isinstance(renderable, Text):
+        return _safe_text(renderable, sanitize.LINE_CHARS)
+    if isinstance(renderable, Table):
+        for attribute in ("title", "caption"):
+            value = getattr(renderable, attribute)
+            if isinstance(value, (str, Text)):
+                setattr(renderable, attribute, safe(value))
+        for column in renderable.columns:
+            if isinstance(column.header, (str, Text)):
+                column.header = safe(column.header)
+            column._cells = [
+                sanitize.cell(c) if isinstance(c, str)
+                else _safe_text(c, sanitize.CELL_CHARS) if isinstance(c, Text) else c
+                for c in column._cells
+            ]  # fmt: skip
+    return renderable
+
+
+def _safe_text(text: Text, limit: int) -> Text:
+    plain = text.plain
+    shown = sanitize.shown(plain, limit)
+    if shown == plain:
+        return text  # its styles kept
+    return Text(shown, style=text.style, justify=text.justify, overflow=text.overflow)
 
 
 def note(message: str) -> None:
@@ -227,8 +280,9 @@ _shown: list[tuple[str, pl.DataFrame]] = []
 
 
 def show(table: Table, name: str, csv: pl.DataFrame | None, fold: Sequence[str] = ()) -> None:
-    """Print a table fitted to the output width (:func:`fit`), and keep its figures for
-    ``--csv`` as table ``name``.
+    """Print a table fitted to the output width (:func:`fit`), its text made safe first
+    (:func:`safe`: fitted to the values shown, not to a 4 MB one), and keep its figures
+    for ``--csv`` as table ``name``.
 
     ``csv`` holds every figure of the table in machine column names and unrounded
     values, every row (a table on the terminal may list the largest rows only); None
@@ -239,7 +293,7 @@ def show(table: Table, name: str, csv: pl.DataFrame | None, fold: Sequence[str] 
         _shown.append((name, csv))
     if out.quiet:
         return
-    for part in fit(table, fold):
+    for part in fit(safe(table), fold):
         if part.title:  # a line of its own, as wide as the terminal, not the table
             out.print(Text(str(part.title), style="italic"))
             part.title = None
@@ -297,11 +351,17 @@ def tables_csv(tables: list[tuple[str, pl.DataFrame]]) -> str:
     if not tables:
         return ""
     if len(tables) == 1:
-        return tables[0][1].write_csv()
+        return _csv_text(tables[0][1])
     clash = [name for name, frame in tables if "table" in frame.columns]
     assert not clash, f"tables {clash} hold a column named table, which leads the CSV"
     named = [frame.select(pl.lit(name).alias("table"), pl.all()) for name, frame in tables]
-    return _concat(named).write_csv()
+    return _csv_text(_concat(named))
+
+
+def _csv_text(frame: pl.DataFrame) -> str:
+    """A table's CSV, its cells a spreadsheet would run neutralised unless --csv-raw
+    (:func:`sanitize.csv_safe`)."""
+    return sanitize.csv_safe(frame, raw=_csv_raw).write_csv()
 
 
 def put(path: Path, text: str) -> None:
@@ -322,7 +382,7 @@ def write_tables(path: str) -> None:
     tables = shown_tables()
     if not is_stdout(path) and (path.endswith("/") or Path(path).is_dir()):
         for name, frame in tables:
-            put(Path(path) / f"{name}.csv", frame.write_csv())
+            put(Path(path) / f"{name}.csv", _csv_text(frame))
         return
     put(Path(path), tables_csv(tables))
 
@@ -337,8 +397,8 @@ def progress_status(first: str) -> Iterator[Callable[[str], None]]:
     if not err.is_terminal or err.quiet:
         yield lambda _msg: None
         return
-    with err.status(first) as status:
-        yield lambda msg: status.update(msg)
+    with err.status(sanitize.shown(first)) as status:
+        yield lambda msg: status.update(sanitize.shown(msg))
 
 
 def render_ingest(result: IngestResult) -> None:

@@ -242,9 +242,11 @@ def _ingest(
             say("alibaba-gpu-v2026: side tables")
             staged.load_side_tables(store, ingest_id)
             summaries = [
-                replace(s, read=s.read + staged.pod_rejects, rejected=s.rejected + staged.pod_rejects)
-                if s.table == "allocations"
-                else s
+                replace(
+                    s,
+                    read=s.read + staged.rejected.get(s.table, 0),
+                    rejected=s.rejected + staged.rejected.get(s.table, 0),
+                )
                 for s in summaries
             ]
         rejects = store.small_frame(
@@ -588,7 +590,7 @@ def _alibaba_sources(
     staged: asi2026.Staged | None,
 ) -> list[Source]:  # fmt: skip
     return alibaba.trace_sources(
-        store, list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
+        list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
     )
 
 

@@ -44,6 +44,7 @@ from fleetaudit.inputs import asi_trace
 from fleetaudit.inputs.asi_trace import FORMAT, POD_TABLE, SERVER_TABLE
 from fleetaudit.inputs.ingest.labels import asi_bucket
 from fleetaudit.inputs.ingest.sources import Source
+from fleetaudit.model import schema
 from fleetaudit.model.store import Store
 
 __all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "parse_days"]
@@ -72,6 +73,8 @@ def _physical_types(schema: pa.Schema, columns: Sequence[str]) -> dict[str, set[
 
 # the columns the adapter reads: asi_trace names them once, its schemas type them
 _POD_TYPES = _physical_types(asi_trace.POD_SCHEMA, asi_trace.POD_COLUMNS)
+# the sanity bounds of a server-hour's capacity, as ingest checks a node's (asi_server_rows)
+_SERVER_BOUNDS = {"max_gpus": schema.MAX_GPUS_PER_NODE, "max_cpus": schema.MAX_CPUS}
 _SERVER_TYPES = _physical_types(
     asi_trace.SERVER_SCHEMA,
     ("server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_count", "cpu_capacity_cores"),
@@ -114,22 +117,6 @@ class Release:
         return sorted(asi_trace.hour_index(d, h) for d, h in keys)
 
 
-def _check_partition_names(base: Path) -> None:
-    """A ``day=``/``hour=`` folder whose value is no number fails naming it: skipped,
-    its hours would be missing from every figure without a word."""
-    for day_dir in base.iterdir():
-        if not (day_dir.is_dir() and day_dir.name.startswith("day=")):
-            continue
-        if not day_dir.name[4:].isdigit():
-            raise InputError(str(day_dir), "a day partition whose day is not a number (day=D)")
-        for hour_dir in day_dir.iterdir():
-            if hour_dir.is_dir() and hour_dir.name.startswith("hour="):
-                if not hour_dir.name[5:].isdigit():
-                    raise InputError(
-                        str(hour_dir), "an hour partition whose hour is not a number (hour=HH)"
-                    )
-
-
 def find_release(paths: list[Path], days: tuple[int, int] | None) -> Release:
     """The release under the one ROOT given; fails with what was expected."""
     if len(paths) != 1:
@@ -148,18 +135,12 @@ def find_release(paths: list[Path], days: tuple[int, int] | None) -> Release:
         root = root / "data"
     if not (root / SERVER_TABLE).is_dir() or not (root / POD_TABLE).is_dir():
         raise InputError(str(root), f"not the release layout; {expected}")
-    for table in (POD_TABLE, SERVER_TABLE):
-        _check_partition_names(root / table)
     pods = asi_trace.list_partitions(root, POD_TABLE)
     servers = asi_trace.list_partitions(root, SERVER_TABLE)
     if not servers:
         raise InputError(
             str(root / SERVER_TABLE), f"no day=D/hour=HH/*.parquet partition; {expected}"
         )
-    for (d, h) in list(pods) + list(servers):
-        if h > 23:
-            bad = root / (POD_TABLE if (d, h) in pods else SERVER_TABLE) / f"day={d}"
-            raise InputError(str(bad), f"hour={h} is not an hour of the day (00-23)")
     if days is not None:
         lo, hi = days
         pods = {k: v for k, v in pods.items() if lo <= k[0] <= hi}
@@ -181,12 +162,13 @@ class Staged:
     sources: list[Source] = field(default_factory=list)
     pod_hours: list[str] = field(default_factory=list)
     server_hours: list[str] = field(default_factory=list)
-    rejects: list[str] = field(default_factory=list)
-    pod_rejects: int = 0
+    rejects: list[str] = field(default_factory=list)  # staged files of rejects ("table", file, ...)
+    rejected: dict[str, int] = field(default_factory=dict)  # table -> rows rejected while staged
     summary: list[str] = field(default_factory=list)
 
     def load_side_tables(self, store: Store, ingest_id: int) -> None:
-        """Inside the ingest transaction: the side tables and the pod-hour rejects."""
+        """Inside the ingest transaction: the side tables and the rejects of the release's
+        rows (pod-hours and server-hours the mapping cannot take)."""
         store.run(load_sql("asi_create_side_tables"))
         window = {"lo": self.t_first, "hi": self.t_last}
         for table, files in (
@@ -206,7 +188,7 @@ class Staged:
         )
         if self.rejects:
             store.run(
-                "INSERT INTO rejects SELECT $id, file, 'allocations', \"row\", \"column\", value, "
+                "INSERT INTO rejects SELECT $id, file, \"table\", \"row\", \"column\", value, "
                 "reason FROM read_parquet($files)",
                 {"files": self.rejects, "id": ingest_id},
             )
@@ -302,6 +284,7 @@ def _stage(
 ) -> Staged:
     hours = release.hours
     staged = Staged(release.root, folder, trace_start, hours[0], hours[-1])
+    store.run(load_sql("asi_create_macros"))
     store.run(load_sql("asi_create_open_runs"))
     holders = _Colouring()
     servers: pl.DataFrame | None = None
@@ -329,16 +312,21 @@ def _stage(
             # GPU capacities: each server's last of the whole day, as the colouring uses
             # (this checks the schemas of all the day's server files, the block's among them)
             holders.capacity.update(_day_capacity(store, release, day))
+        tag = f"{day}-{first_hour:02d}"
+        pods = {"files": [str(f) for f in pod_files]}
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
-            files = {"files": [str(f) for f in pod_files]}
-            _run(store, load_sql("asi_load_day"), files, pod_files[0])
+            _run(store, load_sql("asi_load_day"), pods, pod_files[0])
         else:
             store.run(load_sql("asi_create_empty_day"))
-        totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
+        loaded = int(store.scalar("SELECT count(*) FROM _asi_day"))
+        totals["pod_rows"] += loaded
+        if pod_files and loaded < _file_rows(store, pod_files):  # rows the mapping cannot take
+            rejected = store.sql(load_sql("asi_pod_rejects"), pods)
+            _reject(staged, rejected, folder / f"rejects-{tag}.parquet")
         day_dir = release.root / POD_TABLE / f"day={day}"
         _run(store, load_sql("asi_mark_runs"), {}, day_dir)
-        _day_runs(store, day_dir)
+        _day_runs(store, day_dir, pods, staged, folder / f"repeats-{tag}.parquet")
         params = {
             "trace_start": trace_start,
             "t_first": staged.t_first,
@@ -366,9 +354,14 @@ def _stage(
 
         # servers: the day's hours for the side table, and the running last-seen facts
         if server_files:
-            server_day = store.sql(
-                load_sql("asi_server_day"), {"files": [str(f) for f in server_files]}
-            )
+            bounds = {"files": [str(f) for f in server_files], **_SERVER_BOUNDS}
+            server_day = store.sql(load_sql("asi_server_day"), bounds)
+            if server_day.height < _file_rows(store, server_files):
+                _reject(
+                    staged,
+                    store.sql(load_sql("asi_server_rejects"), bounds),
+                    folder / f"server-rejects-{tag}.parquet",
+                )
             side = server_day.with_columns(_bucket_of("gpu_spec_public", server_day)).select(
                 "t", "server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_model",
                 "gpu_count", "cpu_capacity_cores", "cpu_only_hp_cpu",
@@ -393,17 +386,6 @@ def _stage(
             path.unlink()
         runs = store.sql(load_sql("asi_gpu_runs"))
         gpu_hours = store.sql(load_sql("asi_gpu_hours"))
-        without_id = "SELECT count(*) FROM _asi_day WHERE pod_id IS NULL OR server_id IS NULL"
-        rejects = (
-            store.sql(load_sql("asi_pod_rejects"), {"files": [str(f) for f in pod_files]})
-            if pod_files and store.scalar(without_id)
-            else None
-        )
-        if rejects is not None and rejects.height:
-            path = folder / f"rejects-{day}-{first_hour:02d}.parquet"
-            rejects.write_parquet(path)
-            staged.rejects.append(str(path))
-            staged.pod_rejects += rejects.height
         store.run(load_sql("asi_carry_open_runs"), {"day_end": day_end, "last_day": last_day})
         store.run("DROP VIEW IF EXISTS _asi_rows")
         store.run("DROP VIEW IF EXISTS _asi_rows_hashed")  # asi_day_runs_exact's
@@ -489,22 +471,36 @@ per full day than 6 of 4 hours, for ~50 MiB more peak memory (12 hours: 1-2% les
 again, for ~300 MiB more)."""
 
 
+def _file_rows(store: Store, files: Sequence[Path | str]) -> int:
+    """The rows the Parquet ``files`` hold, from their footers; fails naming their folder."""
+    if not files:
+        return 0
+    try:
+        return int(store.scalar(
+            "SELECT COALESCE(sum(num_rows), 0) FROM parquet_file_metadata($files)",
+            {"files": [str(f) for f in files]},
+        ))  # fmt: skip
+    except QueryError as exc:
+        raise InputError(str(Path(files[0]).parent.parent), f"cannot read: {exc.message}") from exc
+
+
+def _reject(staged: Staged, rejects: pl.DataFrame, path: Path) -> None:
+    """Stage ``rejects`` ("table", file, row, column, value, reason) for the transaction."""
+    if rejects.height == 0:
+        return
+    rejects.write_parquet(path)
+    staged.rejects.append(str(path))
+    for table, count in rejects.group_by("table").len().iter_rows():
+        staged.rejected[table] = staged.rejected.get(table, 0) + count
+
+
 def _blocks(store: Store, release: Release) -> list[tuple[int, int, int, int]]:
     """(day's position, day, first hour, last hour) of each block, in order; blocks
     without a partition are left out."""
     blocks = []
     for i, day in enumerate(release.days):
-        files = [str(f) for (d, _h), fs in release.pods.items() if d == day for f in fs]
-        rows = 0
-        if files:
-            try:
-                rows = int(store.scalar(
-                    "SELECT COALESCE(sum(num_rows), 0) FROM parquet_file_metadata($files)",
-                    {"files": files},
-                ))  # fmt: skip
-            except QueryError as exc:
-                where = release.root / POD_TABLE / f"day={day}"
-                raise InputError(str(where), f"cannot read: {exc.message}") from exc
+        files = [f for (d, _h), fs in release.pods.items() if d == day for f in fs]
+        rows = _file_rows(store, files)
         hours = {h for d, h in list(release.pods) + list(release.servers) if d == day}
         span = 24 if rows <= BLOCK_ROWS else max(1, 24 * BLOCK_ROWS // rows)
         for first in range(0, 24, span):
@@ -521,7 +517,7 @@ def _day_capacity(store: Store, release: Release, day: int) -> dict[str, float]:
         return {}
     _check_schemas(store, [Path(f) for f in files], _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
     try:
-        rows = store.sql(load_sql("asi_server_gpus"), {"files": files})
+        rows = store.sql(load_sql("asi_server_gpus"), {"files": files, **_SERVER_BOUNDS})
     except QueryError as exc:
         raise InputError(str(Path(files[0]).parent.parent), f"cannot read: {exc.message}") from exc
     last = rows.sort("t").group_by("server_id").agg(pl.col("gpu_count").last())
@@ -543,14 +539,33 @@ def _copy(
             store.run("SET preserve_insertion_order = false")
 
 
-def _day_runs(store: Store, where: Path) -> None:
-    """The day's runs (table _asi_runs), grouped by one hash of the run keys; when two
-    keys share a hash (checked by a second hash), grouped by the keys themselves."""
+def _day_runs(
+    store: Store, where: Path, pods: Mapping[str, object], staged: Staged, rejects: Path
+) -> None:
+    """The block's runs (table _asi_runs), grouped by one hash of the run keys; when two
+    keys share a hash (checked by a second hash), grouped by the keys themselves.
+
+    A pod-hour given twice (the same run keys at the same hour: a copied part file) counts
+    once: the runs' groups tell whether one holds an hour twice (asi_day_runs), and only
+    then are the repeats found (asi_mark_repeats), staged as rejects (the block's ``pods``
+    files read again for their file and row) and removed, and the runs grouped again.
+    """
     _run(store, load_sql("asi_day_runs"), {}, where)
     if store.scalar("SELECT count(*) FROM _asi_hash_clash"):
         store.run(load_sql("asi_day_runs_exact"))  # h: the keys themselves
         _run(store, load_sql("asi_day_runs"), {}, where)
+    if store.scalar("SELECT count(*) FROM _asi_repeats"):
+        store.run(load_sql("asi_mark_repeats"))
+        if store.scalar("SELECT count(*) FROM _asi_repeated"):
+            try:
+                _reject(staged, store.sql(load_sql("asi_pod_repeats"), pods), rejects)
+            except QueryError as exc:
+                raise InputError(str(where), f"cannot read: {exc.message}") from exc
+            store.run("DELETE FROM _asi_day WHERE rowid IN (SELECT rid FROM _asi_repeated)")
+            _run(store, load_sql("asi_day_runs"), {}, where)
+        store.run("DROP TABLE _asi_repeated")
     store.run("DROP TABLE _asi_hash_clash")
+    store.run("DROP TABLE _asi_repeats")
 
 
 def _peak_memory() -> str:
@@ -648,7 +663,7 @@ def _nodes(servers: pl.DataFrame, t_last: int, trace_start: datetime) -> pl.Data
         .select(
             pl.col("server_id").alias("node_id"),
             pl.col("model").alias("gpu_model"),
-            pl.col("gpu_count").fill_nan(0.0).fill_null(0.0).alias("gpus"),
+            pl.col("gpu_count").fill_null(0.0).alias("gpus"),
             pl.col("cpu_capacity_cores").alias("cpus"),
             pl.lit(None, dtype=pl.Float64).alias("memory_gib"),
             pl.when(pl.col("asw_id").is_not_null())

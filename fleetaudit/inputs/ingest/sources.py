@@ -44,6 +44,16 @@ _CSV = (
     f"rejects_table = '{CSV_ERRORS}', rejects_scan = '{CSV_ERRORS}_scans')"
 )
 _CSV_SKIPPING = f"read_csv($path, {_CSV_OPTIONS}, ignore_errors = true)"
+# A CSV file's data rows with _row, the row's number in the file (1: the first after the
+# header). Loading scan: lines with a wrong field count land in CSV_ERRORS, and _row
+# counts the good rows. Numbered scan: those lines are skipped and counted back in
+# (data row = good-row rank + the bad lines before it; CSV_BAD_ROWS: e, k).
+CSV_ROWS = f"(SELECT *, row_number() OVER () AS _row FROM {_CSV})"
+CSV_NUMBERED_ROWS = (
+    f"(SELECT * EXCLUDE (_r), _r + (SELECT count(*) FROM {CSV_BAD_ROWS} AS b "
+    f"WHERE b.e - b.k < s._r) AS _row "
+    f"FROM (SELECT *, row_number() OVER () AS _r FROM {_CSV_SKIPPING}) AS s)"
+)
 _PARQUET = "read_parquet($path)"
 _PARQUET_NUMBERED = "read_parquet($path, file_row_number = true)"
 _JSONL = (
@@ -105,14 +115,9 @@ def native_source(path: Path, table_name: str | None) -> Source:
         )
     params: dict[str, Any] = {"path": str(path)}
     if fmt == "csv":
-        params["columns"] = dict.fromkeys(_csv_header(path), "VARCHAR")
+        params = csv_params(path)
         select = f"SELECT * FROM {_CSV}"
-        # data row = good-row rank + the bad lines before it (CSV_BAD_ROWS: e, k)
-        numbered = (
-            f"SELECT * EXCLUDE (_r), _r + (SELECT count(*) FROM {CSV_BAD_ROWS} AS b "
-            f"WHERE b.e - b.k < s._r) AS _row "
-            f"FROM (SELECT *, row_number() OVER () AS _r FROM {_CSV_SKIPPING}) AS s"
-        )
+        numbered = f"SELECT * FROM {CSV_NUMBERED_ROWS}"
         return Source(str(path), name, select, numbered, params, csv=True)
     elif fmt == "parquet":
         select = f"SELECT * FROM {_PARQUET}"
@@ -126,11 +131,34 @@ def native_source(path: Path, table_name: str | None) -> Source:
     return Source(file=str(path), table=name, select=select, numbered=numbered, params=params)
 
 
+def csv_params(path: Path) -> dict[str, Any]:
+    """The parameters of :data:`CSV_ROWS` and :data:`CSV_NUMBERED_ROWS` for one CSV file
+    (gzip-compressed or not): its path and its header's columns, read as text, so that
+    DuckDB never guesses a type, a delimiter or a header (a line with an extra field is a
+    reject, not a failed sniff of the whole file).
+
+    Raises:
+        InputError: no header, an empty or a repeated column name, a file that cannot be read.
+    """
+    return {"path": str(path), "columns": dict.fromkeys(_csv_header(path), "VARCHAR")}
+
+
+MAX_HEADER_BYTES = 1 << 20
+"""A CSV header line longer than this (a file without line breaks) is no header."""
+
+
 def _csv_header(path: Path) -> list[str]:
+    """The header's column names, from the first line alone: a fault further on (a byte
+    that is not UTF-8, a line with an extra field) is DuckDB's to name by its line."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
-            header = next(csv.reader(fh), None)
+        with opener(path, "rb") as fh:
+            line = fh.readline(MAX_HEADER_BYTES + 1)
+        if len(line) > MAX_HEADER_BYTES:
+            raise InputError(
+                str(path), f"cannot read: the header line is longer than {MAX_HEADER_BYTES:,} bytes"
+            )
+        header = next(csv.reader([line.decode("utf-8-sig")]), None)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(str(path), f"cannot read: {reason}") from exc
