@@ -44,7 +44,7 @@ import polars as pl
 from fleetaudit.core.errors import InputError, UsageError
 from fleetaudit.core.times import parse_instant
 from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
-from fleetaudit.inputs.ingest.quantity import QuantityError, parse_quantity
+from fleetaudit.inputs.ingest.quantity import QuantityError, is_whole, parse_quantity
 from fleetaudit.inputs.ingest.sources import Source, expand_paths
 from fleetaudit.model.store import Store
 
@@ -352,10 +352,26 @@ def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
     for key in {*limits, *requests}:
         raw = requests.get(key, limits.get(key))
         found = _PARSED.get(raw) if isinstance(raw, str) else None
-        out[key] = (
-            found if found is not None else _quantity(raw, f"{key} of {what}", _column_of(key))
-        )
+        value = found if found is not None else _quantity(raw, f"{key} of {what}", _column_of(key))
+        if value < 0:
+            raise _Unmappable(_column_of(key), str(raw), f"{key} of {what} is negative")
+        if is_extended(key) and not is_whole(value):
+            raise _Unmappable(
+                _column_of(key), str(raw), f"{key} of {what} is {raw!s:.40}, not a whole number: "
+                "Kubernetes refuses fractional extended resources",
+            )  # fmt: skip
+        out[key] = value
     return out
+
+
+def is_extended(resource: str) -> bool:
+    """Whether a resource is an extended one (``nvidia.com/gpu``), which Kubernetes holds to
+    whole numbers: a name with a domain other than ``kubernetes.io``.
+
+    >>> is_extended("nvidia.com/gpu"), is_extended("cpu"), is_extended("hugepages-2Mi")
+    (True, False, False)
+    """
+    return "/" in resource and "kubernetes.io/" not in resource
 
 
 def _add(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
@@ -416,12 +432,23 @@ class GpuSetup:
     gpu_memory_mib: float | None = None  # per physical GPU
     gpushare_unit: Decimal | None = None  # aliyun.com/gpu-mem per physical GPU
     mig_per_gpu: int = 0  # MIG single: devices on each physical GPU
+    inferred: str | None = None  # how the physical count was inferred (None: the node says it)
+    replicas_inferred: bool = False  # replicas unknown: the largest plausible count
 
 
 _MIG_PROFILE = re.compile(r"-MIG-(\d+)g\.(\d+)gb", re.IGNORECASE)
 _MIG_MIXED = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+_MIG_SHARED = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb\.shared$")
 _GPU_GB = re.compile(r"(\d+)GB", re.IGNORECASE)
 _GPU_GB_OF = {"A30": 24}  # products whose name carries no memory size
+# MIG memory slices of an Ng profile where the GPU's memory is unknown (8 per GPU; 4 on A30)
+_MIG_MEMORY_SLICES = {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}
+MEMORY_BYTES_FROM = 2**24
+"""A ``nvidia.com/gpu.memory`` label of this value or more is bytes, below it MiB: 2^24 MiB
+(16 TiB) is no GPU's memory, 2^24 bytes (16 MiB) none either (older GFDs wrote bytes)."""
+KARPENTER_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+KARPENTER_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"  # MiB per GPU
+GKE_REPLICAS = "cloud.google.com/gke-max-shared-clients-per-gpu"
 
 
 def mig_devices_per_gpu(g: int, profile_gb: int, gpu_gb: float | None, slices: int) -> int:
@@ -439,6 +466,37 @@ def mig_devices_per_gpu(g: int, profile_gb: int, gpu_gb: float | None, slices: i
     return max(1, min(by_compute, memory_slices // profile_slices))
 
 
+def mig_gpu_bounds(
+    devices: Mapping[tuple[int, int], int], gpu_gb: float | None, slices: int
+) -> tuple[int, int]:
+    """The fewest and the most physical GPUs that MIG devices can sit on.
+
+    ``devices`` counts the devices of each profile ``(N, M)`` (``Ng.Mgb``). The fewest is
+    the largest of what the compute slices, the memory slices and each profile's
+    devices per GPU need (a bound: MIG's placement rules may need more); the most puts
+    every device on a GPU of its own.
+
+    >>> mig_gpu_bounds({(3, 40): 4}, None, 7)  # 4 x 3g.40gb: 2 per GPU
+    (2, 4)
+    >>> mig_gpu_bounds({(1, 12): 2, (1, 24): 1, (3, 48): 1}, 95.6, 7)  # one H20 cut up
+    (1, 4)
+    """
+    memory_slices = 4 if slices == 4 else 8
+    compute = memory = 0
+    fewest = 0
+    for (g, gb), n in devices.items():
+        if n <= 0:
+            continue
+        compute += g * n
+        if gpu_gb:
+            memory += max(1, round(gb * memory_slices / gpu_gb)) * n
+        else:
+            memory += _MIG_MEMORY_SLICES.get(g, g) * n
+        fewest = max(fewest, math.ceil(n / mig_devices_per_gpu(g, gb, gpu_gb, slices)))
+    fewest = max(fewest, math.ceil(compute / slices), math.ceil(memory / memory_slices))
+    return fewest, sum(n for n in devices.values() if n > 0)
+
+
 def _product_gb(product: str) -> int | None:
     """A GPU's memory in GB from its product name (``NVIDIA-H100-80GB-HBM3-MIG-...``)."""
     head = product[: m.start()] if (m := _MIG_PROFILE.search(product)) else product
@@ -450,13 +508,41 @@ def _product_gb(product: str) -> int | None:
 
 def _int_label(labels: Mapping[str, Any], key: str) -> int | None:
     try:
-        return int(str(labels[key]))
+        value = int(str(labels[key]).strip(), 10)
     except (KeyError, ValueError):
         return None
+    return value if 0 <= value < 2**31 else None
+
+
+def gpu_memory_mib(labels: Mapping[str, Any]) -> float | None:
+    """One GPU's memory in MiB from ``nvidia.com/gpu.memory`` (MiB, or bytes from older GFDs,
+    told apart by :data:`MEMORY_BYTES_FROM`), else Karpenter's ``instance-gpu-memory``.
+
+    >>> gpu_memory_mib({"nvidia.com/gpu.memory": "15360"})
+    15360.0
+    >>> gpu_memory_mib({"nvidia.com/gpu.memory": "16106127360"})  # a T4 in bytes
+    15360.0
+    """
+    for key in ("nvidia.com/gpu.memory", KARPENTER_GPU_MEMORY):
+        value = _int_label(labels, key) if key in labels else None
+        if value is None:
+            try:
+                big = int(str(labels.get(key, "")).strip(), 10)
+            except ValueError:
+                continue
+            value = big if big >= MEMORY_BYTES_FROM else None
+        if value:
+            return float(value / 2**20 if value >= MEMORY_BYTES_FROM else value)
+    return None
 
 
 def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
-    """The physical GPUs of a node and how they are shared (never the replica-inflated count)."""
+    """The physical GPUs of a node and how they are shared (never the replica-inflated count).
+
+    With GPU feature discovery labels the node says its count; without them the count is
+    inferred from the resources it advertises, and ``inferred`` says how
+    (docs/formats/kubernetes.md, "Physical GPUs").
+    """
     meta = node.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
@@ -466,15 +552,20 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
     def cap(key: str) -> Decimal | None:
         if key not in capacity:
             return None
-        return _quantity(capacity[key], f"capacity {key}", "gpus")
+        return _whole(_quantity(capacity[key], f"capacity {key}", "gpus"), f"capacity {key}")
 
     product = str(labels.get("nvidia.com/gpu.product", ""))
     count = _int_label(labels, "nvidia.com/gpu.count")
-    replicas = _int_label(labels, "nvidia.com/gpu.replicas") or 1
+    karpenter = _int_label(labels, KARPENTER_GPU_COUNT)  # the instance's physical GPUs
+    replicas_label = _int_label(labels, "nvidia.com/gpu.replicas") or _int_label(
+        labels, GKE_REPLICAS
+    )
+    replicas = replicas_label or 1
     strategy = str(labels.get("nvidia.com/gpu.sharing-strategy", "none")).lower()
-    memory = _int_label(labels, "nvidia.com/gpu.memory")
+    memory = gpu_memory_mib(labels)
     gpu = cap("nvidia.com/gpu")
     slices = 4 if "A30" in product.upper() else 7
+    gpu_gb = memory / 1024 if memory else _product_gb(product)
     mig = _MIG_PRODUCT.search(product)
     if mig and labels.get("nvidia.com/mig.strategy", "single") == "single":
         g = int(mig.group(1))
@@ -482,18 +573,40 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
         per_gpu = mig_devices_per_gpu(
             g, int(profile.group(2)) if profile else 0, _product_gb(product), slices
         )
-        physical = math.ceil((gpu or Decimal(count or 0)) / per_gpu)
+        devices = gpu or Decimal(count or 0)
+        shared = cap("nvidia.com/gpu.shared")
+        if shared and replicas > 1:  # MIG single, time-sliced: devices x replicas
+            devices = shared / replicas
+        physical = karpenter if karpenter is not None else math.ceil(devices / per_gpu)
         return GpuSetup(physical, "mig-single", 1, slices, g, None, None, per_gpu)
-    mig_types = [(int(m.group(1)), cap(k)) for k in capacity if (m := _MIG_RESOURCE.match(k))]
+    mig_types: dict[tuple[int, int], int] = {}
+    for key in capacity:
+        if (m := _MIG_MIXED.match(key)) is not None:
+            n = cap(key) or Decimal(0)
+        elif (m := _MIG_SHARED.match(key)) is not None:
+            profile_replicas = _int_label(labels, key[: -len(".shared")] + ".replicas") or replicas
+            n = (cap(key) or Decimal(0)) / max(profile_replicas, 1)
+        else:
+            continue
+        profile_key = (int(m.group(1)), int(m.group(2)))
+        mig_types[profile_key] = mig_types.get(profile_key, 0) + math.ceil(n)
     if mig_types:
-        physical = (
-            count
-            if count is not None
-            else math.ceil(sum(g * (n or 0) for g, n in mig_types) / slices)
-        )
-        return GpuSetup(physical, "mig-mixed", 1, slices, 0, memory)
+        whole = int(gpu or 0)
+        if count is not None or karpenter is not None:
+            physical = count if count is not None else karpenter or 0
+            return GpuSetup(physical, "mig-mixed", 1, slices, 0, memory)
+        fewest, most = mig_gpu_bounds(mig_types, gpu_gb, slices)
+        config = str(labels.get("nvidia.com/mig.config", ""))
+        inferred = None
+        if fewest != most and not config.startswith("all-"):
+            devices = sum(mig_types.values())
+            inferred = (
+                f"MIG lower bound: {whole} whole + {fewest} split GPU(s); its {devices} MIG "
+                f"device(s) fit on {fewest} to {most} GPUs"
+            )
+        return GpuSetup(whole + fewest, "mig-mixed", 1, slices, 0, memory, inferred=inferred)
     if "hami.io/node-nvidia-register" in annotations:
-        physical = count if count is not None else int((gpu or 0) / 10)
+        physical = count if count is not None else karpenter or int((gpu or 0) / 10)
         split = int((gpu or 0) / physical) if physical else 1
         return GpuSetup(physical, "hami", max(split, 1), slices, 0, memory)
     gpushare = cap("aliyun.com/gpu-count")
@@ -508,15 +621,48 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
         or product.upper().endswith("-SHARED")
         or shared
     ):
-        exposed = shared or gpu or Decimal(0)
-        if count is None:
-            count = int(exposed / replicas)
-        elif replicas <= 1 and count:
-            replicas = max(1, int(exposed / count))
         sharing = strategy if strategy in ("time-slicing", "mps") else "time-slicing"
-        return GpuSetup(count, sharing, replicas, slices, 0, memory)
-    physical = int(gpu) if gpu is not None else (count or 0)
+        # renameByDefault: the shared GPUs are nvidia.com/gpu.shared (nvidia.com/gpu 0);
+        # otherwise nvidia.com/gpu counts the replicas
+        exposed = int(shared or 0) + (int(gpu or 0) if not shared else 0)
+        unshared = int(gpu or 0) if shared else 0  # GPUs a mixed config leaves whole
+        physical = count if count is not None else karpenter
+        if physical is not None:
+            if replicas_label is None and physical > unshared and exposed:
+                replicas = max(1, round(exposed / (physical - unshared)))
+            return GpuSetup(physical, sharing, replicas, slices, 0, memory)
+        if replicas_label:
+            return GpuSetup(unshared + math.ceil(exposed / replicas), sharing, replicas, slices,
+                            0, memory)  # fmt: skip
+        if not exposed:
+            return GpuSetup(unshared, sharing, 1, slices, 0, memory)
+        # no count, no replicas: at least one GPU, at most exposed / 2 (a shared GPU has
+        # 2 replicas or more); counted as the fewest, each replica 1/exposed of it
+        inferred = (
+            f"replicas unknown: {exposed} shared GPU(s) without a replica count are 1 to "
+            f"{max(1, exposed // 2)} physical GPU(s); counted {unshared + 1}, the fewest"
+        )
+        return GpuSetup(
+            unshared + 1, sharing, exposed, slices, 0, memory, inferred=inferred,
+            replicas_inferred=True,
+        )  # fmt: skip
+    if gpu is not None:
+        physical = int(gpu)
+    else:
+        physical = count if count is not None else karpenter or 0
     return GpuSetup(physical, "none", 1, slices, 0, memory)
+
+
+def _whole(value: Decimal, what: str) -> Decimal:
+    """An extended resource's value, which Kubernetes holds to whole numbers."""
+    if not is_whole(value):
+        raise _Unmappable(
+            "gpus", f"{value}", f"{what} {value} is not a whole number: Kubernetes "
+            "refuses fractional extended resources",
+        )  # fmt: skip
+    if value < 0:
+        raise _Unmappable("gpus", f"{value}", f"{what} {value} is negative")
+    return value
 
 
 def stored_setup(row: Mapping[str, Any]) -> GpuSetup:
@@ -534,6 +680,8 @@ def stored_setup(row: Mapping[str, Any]) -> GpuSetup:
         row.get("gpu_memory_mib"),
         Decimal(str(unit)) if unit else None,
         per_gpu,
+        row.get("gpus_inferred"),
+        bool(row.get("gpu_replicas_inferred")),
     )
 
 
@@ -633,6 +781,8 @@ def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
         "gpu_mig_per_gpu": setup.mig_per_gpu or None,
         "gpu_memory_mib": setup.gpu_memory_mib,
         "gpushare_unit": float(setup.gpushare_unit) if setup.gpushare_unit else None,
+        "gpus_inferred": setup.inferred,
+        "gpu_replicas_inferred": setup.replicas_inferred or None,
     }
     if "nvidia.com/gpu" in capacity:
         row["capacity_gpu_units"] = float(
@@ -888,6 +1038,14 @@ class _Mapper:
             values["gpus"] = gpus
             values["gpu_resource"] = resource
             values["gpu_devices"] = pod_devices(request, annotations, setup)
+            if setup is not None and setup.replicas_inferred and gpus and resource and (
+                "nvidia.com/gpu" in resource.split("+")
+                or "nvidia.com/gpu.shared" in resource.split("+")
+            ):
+                values["gpus_inferred"] = (
+                    f"{resource} on a node of unknown replicas: each replica counted as "
+                    f"1/{setup.replicas} of a GPU, the smallest share it can be"
+                )
             values["cpus"] = float(request.get("cpu", Decimal(0)))
             values["memory_gib"] = float(request.get("memory", Decimal(0)) / _GIB)
         except _Unmappable as bad:
@@ -970,6 +1128,8 @@ _NODE_SCHEMA = {
     "gpu_mig_per_gpu": pl.Int64,
     "gpu_memory_mib": pl.Float64,
     "gpushare_unit": pl.Float64,
+    "gpus_inferred": pl.Utf8,
+    "gpu_replicas_inferred": pl.Boolean,
     "snapshot_time": pl.Datetime("us"),
     "absent_since": pl.Datetime("us"),
 }
@@ -994,6 +1154,7 @@ _ALLOC_SCHEMA = {
     "owner_name": pl.Utf8,
     "gpu_resource": pl.Utf8,
     "gpu_devices": pl.Int64,
+    "gpus_inferred": pl.Utf8,
     "first_seen": pl.Datetime("us"),
     "last_seen": pl.Datetime("us"),
     "finished": pl.Boolean,
@@ -1306,6 +1467,14 @@ def map_snapshots(
             values = {k: before.get(k) for k in _NODE_SCHEMA}
             values.update(health="down", absent_since=gone)
             node_rows.append({**values, "_file": newest_file, "_row": 0})
+    inferred = [r for r in node_rows if r.get("gpus_inferred") and r["_row"]]
+    if inferred and notes is not None:
+        shown = "; ".join(f"{r['node_id']}: {r['gpus_inferred']}" for r in inferred[:3])
+        more = "; ..." if len(inferred) > 3 else ""
+        notes.append(
+            f"{len(inferred)} node(s) count their physical GPUs by inference (column "
+            f"gpus_inferred; label them nvidia.com/gpu.count to count them): {shown}{more}"
+        )
     latest_setup: dict[str, GpuSetup] = {}
     for (_t, name), newest in sorted(setups.items(), key=lambda kv: kv[0][0]):
         latest_setup[name] = newest
@@ -1498,6 +1667,12 @@ def map_snapshots(
         else:
             alloc_rows.append(row)
 
+    shares = sum(1 for r in alloc_rows if r.get("gpus_inferred") and r["_row"])
+    if shares and notes is not None:
+        notes.append(
+            f"{shares} allocation(s) hold shared GPUs of nodes whose replicas are unknown: "
+            "each replica is counted as the smallest share it can be (column gpus_inferred)"
+        )
     stored_request: dict[str, dict[str, Any]] = {}
     for stored in stored_requests or []:
         values = {k: stored.get(k) for k in _REQUEST_SCHEMA}
