@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     OK = 0
     INTERNAL = 1
     INPUT = 2  # bad input file, bad option or usage
+    NO_SPACE = 74  # EX_IOERR: no space left on device; the store keeps its last committed state
     BUSY = 75  # EX_TEMPFAIL: the store is locked by another writer; retry later
     INTERRUPT = 130  # Ctrl-C (128 + SIGINT)
     PIPE = 141  # the reader of stdout left (128 + SIGPIPE), as a shell reports it
@@ -65,6 +66,13 @@ class StoreBusyError(FleetAuditError):
     """Another process holds the store's write lock for longer than the timeout."""
 
     exit_code = ExitCode.BUSY
+
+
+class NoSpaceError(FleetAuditError):
+    """The disk of the store (or of DuckDB's temporary files) is full: nothing of the call
+    was committed."""
+
+    exit_code = ExitCode.NO_SPACE
 
 
 class StoreError(FleetAuditError):

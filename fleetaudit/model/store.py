@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 
-from fleetaudit.core.errors import QueryError, StoreBusyError, StoreError
+from fleetaudit.core.errors import NoSpaceError, QueryError, StoreBusyError, StoreError
 from fleetaudit.core.options import DEFAULT_DB
 from fleetaudit.core.resources import load_sql
 from fleetaudit.model import schema
@@ -82,9 +82,20 @@ def _statement() -> Iterator[None]:
     except (duckdb.Error, RuntimeError) as exc:
         if _interrupted(exc):
             raise KeyboardInterrupt from exc
+        _raise_if_full(exc)
         if isinstance(exc, duckdb.Error):
             raise QueryError(_first_line(exc)) from exc
         raise
+
+
+def _raise_if_full(exc: BaseException) -> None:
+    """A DuckDB failure for want of disk space as :class:`NoSpaceError` (never blamed on an
+    input file): DuckDB writes nothing of an uncommitted transaction to the store."""
+    if "No space left on device" in str(exc):
+        raise NoSpaceError(
+            "no space left on device: the store is unchanged; free space (or set TMPDIR "
+            f"to a larger disk) and run again ({_first_line(exc)[:200]})"
+        ) from exc
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -129,6 +140,9 @@ class Store:
             self.con.execute("COMMIT")
         except (duckdb.Error, RuntimeError) as exc:
             if not _interrupted(exc):
+                with suppress(duckdb.Error, RuntimeError):
+                    self.con.execute("ROLLBACK")
+                _raise_if_full(exc)
                 raise
             # Ctrl-C during the commit (DuckDB raises a bare RuntimeError): the commit
             # landed whole or not at all, so the store holds its last committed state
@@ -168,6 +182,7 @@ class Store:
                 return relation.pl()
             rows = relation.fetchall()
         except duckdb.Error as exc:
+            _raise_if_full(exc)
             raise QueryError(_first_line(exc)) from exc
         return pl.DataFrame(rows, schema=list(zip(relation.columns, dtypes)), orient="row")
 

@@ -93,6 +93,7 @@ class TableSummary:
     new: int = 0  # keys the store did not hold
     replaced: int = 0  # stored rows replaced by a row with the same key
     superseded: int = 0  # rows of this call overtaken by a later row with the same key
+    # (for kubectl JSON: objects listed again within one snapshot)
     rejected: int = 0
 
 
@@ -297,6 +298,7 @@ def _load_table(
     loaded = int(store.scalar(f"SELECT count(*) FROM {name} WHERE _ingest_id = $id", params))
     distinct = _distinct_keys(store, name, keys, loaded, params)
     superseded = loaded - distinct
+    merged = sum(s.superseded for s in sources)  # merged by the adapter before the load
     if superseded:
         # the last row of the call wins: row ids grow in load order
         store.run(
@@ -328,10 +330,10 @@ def _load_table(
     return TableSummary(
         table=table.name,
         files=len(sources),
-        read=read,
+        read=read + merged,
         new=distinct - replaced,
         replaced=replaced,
-        superseded=superseded,
+        superseded=superseded + merged,
         rejected=rejected,
     )
 

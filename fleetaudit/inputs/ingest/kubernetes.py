@@ -32,7 +32,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -131,6 +131,25 @@ class _Snapshot:
     nodes: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
     pods: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
     workloads: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
+    # objects listed again within the snapshot (same name or UID), per table they feed
+    repeated: Counter[str] = field(default_factory=Counter)
+    _pod_names: dict[str, str] = field(default_factory=dict)  # namespace/name -> uid
+
+    def add(self, kind: str, key: str, name: str, entry: tuple[str, int, dict[str, Any]]) -> None:
+        """List an object; a later one with the same key or name replaces it, counted."""
+        listed = {"Node": self.nodes, "Pod": self.pods, "Workload": self.workloads}[kind]
+        table = "nodes" if kind == "Node" else "requests"
+        if kind == "Pod":
+            spec = entry[2].get("spec")
+            table = "allocations" if isinstance(spec, dict) and spec.get("nodeName") else "requests"
+            other = self._pod_names.get(name)
+            if other is not None and other != key and other in listed:
+                del listed[other]  # one name, two UIDs at one moment: the later one is it
+                self.repeated[table] += 1
+            self._pod_names[name] = key
+        if key in listed:
+            self.repeated[table] += 1
+        listed[key] = entry
 
 
 def json_files(paths: Iterable[Path]) -> list[Path]:
@@ -152,6 +171,10 @@ def read_document(path: Path) -> list[dict[str, Any]]:
         raise InputError(str(path), f"cannot read: {exc}") from exc
     except json.JSONDecodeError as exc:
         raise InputError(str(path), f"not JSON (line {exc.lineno}): {_EXPECTED}") from exc
+    except RecursionError as exc:
+        raise InputError(
+            str(path), "JSON nested too deeply to read (kubectl writes objects a few dozen levels deep)"
+        ) from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
         raise InputError(str(path), _EXPECTED)
     if doc["kind"] == "List" or (doc["kind"].endswith("List") and "items" in doc):
@@ -178,6 +201,57 @@ def _time(text: object) -> datetime | None:
     if len(_TIMES) < 200_000:
         _TIMES[text] = t
     return t
+
+
+def _time_fields(item: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
+    """Every time field of an object that is read, as (field path, raw value)."""
+    meta = item.get("metadata")
+    if isinstance(meta, dict):
+        for key in ("creationTimestamp", "deletionTimestamp"):
+            if meta.get(key) is not None:
+                yield f"metadata.{key}", meta[key]
+    status = item.get("status")
+    if not isinstance(status, dict):
+        return
+    if status.get("startTime") is not None:
+        yield "status.startTime", status["startTime"]
+    for c in _conditions(item):
+        for key in ("lastTransitionTime", "lastHeartbeatTime"):
+            if c.get(key) is not None:
+                yield f"status.conditions[{c.get('type')}].{key}", c[key]
+    for group in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+        statuses = status.get(group)
+        for cs in statuses if isinstance(statuses, list) else []:
+            if not isinstance(cs, dict):
+                continue
+            for which in ("state", "lastState"):
+                states = cs.get(which)
+                for name, state in states.items() if isinstance(states, dict) else []:
+                    if not isinstance(state, dict):
+                        continue
+                    for key in ("startedAt", "finishedAt"):
+                        if state.get(key) is not None:
+                            yield f"status.{group}[{cs.get('name')}].{which}.{name}.{key}", state[key]
+
+
+def check_times(item: Mapping[str, Any], column: str) -> None:
+    """Refuse an object whose time fields are not times of 1900..2200: a reject naming the
+    field (a creation time of 9999-12-31 or "not-a-time" is never ignored).
+
+    Raises:
+        _Unmappable: the first bad field.
+    """
+    for path, raw in _time_fields(item):
+        if _time(raw) is None:
+            text = raw if isinstance(raw, str) else json.dumps(raw)[:40]
+            try:
+                parse_instant(str(text))
+                reason = "is not a time"  # an empty value or another JSON type
+            except UsageError as exc:
+                reason = "is outside the years 1900..2200" if "outside" in str(exc) else (
+                    "is not an RFC 3339 time"
+                )  # fmt: skip
+            raise _Unmappable(column, str(text)[:60], f"{path} {str(text)[:40]!r} {reason}")
 
 
 def _heartbeat(node: Mapping[str, Any]) -> datetime | None:
@@ -284,15 +358,16 @@ def read_snapshots(
             if not isinstance(meta, dict):
                 meta = {}
             if kind == "Node" and meta.get("name"):
-                snap.nodes[str(meta["name"])] = (name, i, item)
+                snap.add("Node", str(meta["name"]), "", (name, i, item))
             elif kind == "Pod" and (meta.get("uid") or meta.get("name")):
                 uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}")
-                snap.pods[uid] = (name, i, item)
+                pod_name = f"{meta.get('namespace', '')}/{meta.get('name')}"
+                snap.add("Pod", uid, pod_name, (name, i, item))
             elif kind == "Workload" and str(item.get("apiVersion", "")).startswith(
                 "kueue.x-k8s.io"
             ):
                 uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name')}")
-                snap.workloads[uid] = (name, i, item)
+                snap.add("Workload", uid, "", (name, i, item))
             elif kind in ("Node", "Pod"):
                 unnamed[str(kind)] += 1
             else:
@@ -305,6 +380,12 @@ def read_snapshots(
         notes.append(
             f"ignored {sum(unnamed.values())} object(s) without metadata.name ({kinds}): "
             "not as kubectl writes them"
+        )
+    repeated = sum((sum(snap.repeated.values()) for snap in snapshots.values()), 0)
+    if repeated:
+        notes.append(
+            f"{repeated} object(s) listed again within one snapshot (the same name or UID): "
+            "the later one is kept, the earlier counted as superseded"
         )
     for t in sorted(snapshots):
         how = "--snapshot-time" if snapshot_time else "newest heartbeat or event"
@@ -760,6 +841,7 @@ def node_model(labels: Mapping[str, Any], gpus: int) -> str:
 
 
 def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
+    check_times(node, "node_id")
     meta = node.get("metadata") or {}
     labels = meta.get("labels") or {}
     status = node.get("status") or {}
@@ -1033,6 +1115,7 @@ class _Mapper:
             "created": _time(meta.get("creationTimestamp")),
         }
         try:
+            check_times(pod, "start_time" if spec.get("nodeName") else "submit_time")
             request = effective_request(spec)
             gpus, resource = pod_gpus(request, annotations, setup)
             values["gpus"] = gpus
@@ -1057,7 +1140,9 @@ class _Mapper:
 
 
 # A field of an unexpected type (a list where kubectl writes an object, ...)
-_MALFORMED = (AttributeError, TypeError, ValueError, KeyError, IndexError, ArithmeticError)
+_MALFORMED = (
+    AttributeError, TypeError, ValueError, KeyError, IndexError, ArithmeticError, RecursionError
+)
 
 
 def _malformed(kind: str, exc: Exception) -> dict[str, str]:
@@ -1090,7 +1175,10 @@ def _typed(values: list[Any], dtype: Any) -> list[Any]:
         if v is None or type(v) is kind:
             out.append(v)
         elif kind is str:
-            out.append(json.dumps(v) if isinstance(v, (list, dict)) else str(v))
+            try:
+                out.append(json.dumps(v) if isinstance(v, (list, dict)) else str(v))
+            except RecursionError:
+                out.append("(a value nested too deeply to show)")
         elif kind is float and isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
             out.append(float(v))
         elif kind is int and isinstance(v, int) and not isinstance(v, bool):
@@ -1576,12 +1664,19 @@ def map_snapshots(
                 started.setdefault(key, []).append((snap.time, bound))
         for uid, (file, i, wl) in snap.workloads.items():
             try:
+                check_times(wl, "request_id")
                 rows, pending, admitted_at = _workload_requests(mapper, wl, pick)
             except _MALFORMED as exc:
                 rows, pending, admitted_at = (
                     [{"request_id": uid, "kind": "Workload", **_malformed("Workload", exc)}],
                     True,
                     None,
+                )
+            except _Unmappable as bad:
+                rejected = {"_reject_reason": bad.reason, "_reject_column": bad.column,
+                            "_reject_value": bad.value}  # fmt: skip
+                rows, pending, admitted_at = (
+                    [{"request_id": uid, "kind": "Workload", **rejected}], True, None
                 )
             for row in rows:
                 key = row["request_id"]
@@ -1743,16 +1838,19 @@ def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions
     )
     sources: list[Source] = []
     order = [str(f) for f in files]
+    repeated: Counter[str] = Counter()
+    for snap in snapshots:
+        repeated.update(snap.repeated)
     for table, data in frames.items():
         view = _VIEW.format(table=table)
         store.register_frame(view, data)
-        for file in [f for f in order if f in set(data["_file"].to_list())]:
+        for n, file in enumerate([f for f in order if f in set(data["_file"].to_list())]):
             select = f"SELECT * EXCLUDE (_file, _row) FROM {view} WHERE _file = $file ORDER BY _row"
             numbered = f"SELECT * EXCLUDE (_file) FROM {view} WHERE _file = $file ORDER BY _row"
             sources.append(
                 Source(
                     file, table, select, numbered, {"file": file}, notes=tuple(notes),
-                    adapter_rejects=True,
+                    adapter_rejects=True, superseded=repeated[table] if n == 0 else 0,
                 )
             )
     return sources

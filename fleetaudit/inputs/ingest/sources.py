@@ -68,6 +68,7 @@ class Source:
     adapter_rejects: bool = False  # the scan's _reject_* columns reject rows (validate.py)
 
     notes: tuple[str, ...] = ()  # what an adapter decided, shown after the ingest
+    superseded: int = 0  # rows an adapter merged before the scan (an object listed twice)
 
 
 def split_suffix(path: Path) -> tuple[str, str | None]:
