@@ -1058,6 +1058,143 @@ def _selected_models(spec: Mapping[str, Any]) -> str | None:
     return "|".join(sorted(found)) or None
 
 
+# -- health over time (node_events) ----------------------------------------------
+
+_PRESSURES = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
+
+
+def node_conditions(node: Mapping[str, Any]) -> dict[str, tuple[bool, datetime | None, str]]:
+    """What one snapshot of a node says of each kind of unhealth: kind -> (active, since,
+    reason). ``since`` is the time the node records for the state's last change (a
+    condition's ``lastTransitionTime``, a taint's ``timeAdded``), or None where it records
+    none (a cordon, withdrawn GPUs): the snapshots then date it."""
+    found: dict[str, tuple[bool, datetime | None, str]] = {}
+    spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
+    taints = {str(t.get("key")): t for t in (spec or {}).get("taints") or [] if isinstance(t, dict)}
+    ready = _condition(node, "Ready")
+    if ready is not None:
+        active = ready.get("status") != "True"
+        why = f"Ready {ready.get('status')}" + (f": {ready['reason']}" if ready.get("reason") else "")
+        found["Ready"] = (active, _time(ready.get("lastTransitionTime")), why)
+    else:
+        gone = next((taints[k] for k in ("node.kubernetes.io/not-ready",
+                                         "node.kubernetes.io/unreachable") if k in taints), None)
+        found["Ready"] = (gone is not None, _time((gone or {}).get("timeAdded")),
+                          str((gone or {}).get("key") or "Ready"))  # fmt: skip
+    cordon = taints.get("node.kubernetes.io/unschedulable")
+    found["unschedulable"] = (
+        bool((spec or {}).get("unschedulable")) or cordon is not None,
+        _time((cordon or {}).get("timeAdded")),
+        "unschedulable (cordoned)",
+    )
+    for kind in _PRESSURES:
+        c = _condition(node, kind)
+        if c is not None:
+            found[kind] = (c.get("status") == "True", _time(c.get("lastTransitionTime")), kind)
+    status = node.get("status") if isinstance(node.get("status"), dict) else {}
+    cap = ((status or {}).get("capacity") or {}).get("nvidia.com/gpu")
+    alloc = ((status or {}).get("allocatable") or {}).get("nvidia.com/gpu")
+    try:
+        withdrawn = cap is not None and alloc is not None and (
+            parse_quantity(cap) > parse_quantity(alloc)
+        )  # fmt: skip
+    except QuantityError:
+        withdrawn = False
+    found["allocatable"] = (withdrawn, None, f"nvidia.com/gpu: {alloc} of {cap} allocatable")
+    return found
+
+
+# the state each kind means in node_events, and the source named
+EVENT_KINDS = {
+    "Ready": "down",
+    "unschedulable": "cordoned",
+    **{k: "degraded" for k in _PRESSURES},
+    "allocatable": "degraded",
+    "absent": "down",
+}
+
+
+def event_source(kind: str) -> str:
+    """The ``source`` of a node event of one kind (the key keeps kinds apart)."""
+    if kind in ("unschedulable", "absent", "allocatable"):
+        return f"kubernetes:{kind}"
+    return f"kubernetes:condition/{kind}"
+
+
+@dataclass
+class _Open:
+    """An interval still going at the newest observation: its start, last sighting, reason,
+    the time the node recorded for its start (to tell a new interval from the same one),
+    and the file and item that last showed it."""
+
+    start: datetime
+    seen: datetime
+    reason: str
+    since: datetime | None
+    file: str
+    row: int
+
+
+def node_intervals(
+    name: str,
+    observations: list[tuple[datetime, str, int, dict[str, tuple[bool, datetime | None, str]] | None]],
+    stored: Mapping[str, _Open],
+) -> list[dict[str, Any]]:
+    """The intervals of one node's unhealth, from its observations (snapshot time, file,
+    item, what it says; ``None`` where a snapshot listing nodes does not list it) in time
+    order, continuing the intervals an earlier call left open (``stored``, by kind).
+
+    A state the node dates (Ready's ``lastTransitionTime``) starts then and ends at the
+    transition that ends it; one it does not date starts at the first snapshot that shows
+    it. One that a later snapshot no longer shows without saying when it ended (another
+    transition since, the node gone, a cordon lifted) ends at the last snapshot that
+    showed it: the earliest it can have ended. An absent node is down from the first
+    listing without it until it is listed again.
+    """
+    rows: list[dict[str, Any]] = []
+    going: dict[str, _Open] = dict(stored)
+
+    def close(kind: str, end: datetime | None) -> None:
+        o = going.pop(kind)
+        rows.append({
+            "node_id": name, "gpu_index": None, "start_time": o.start,
+            "end_time": max(end, o.start) if end is not None else None,
+            "state": EVENT_KINDS[kind], "reason": o.reason, "source": event_source(kind),
+            "last_seen": o.seen, "recorded_time": o.since, "_file": o.file, "_row": o.row,
+        })  # fmt: skip
+
+    for t, file, row, says in observations:
+        if says is None:  # not listed: every state ends at its last sighting; absent from now
+            for kind in [k for k in going if k != "absent"]:
+                close(kind, going[kind].seen)
+            if "absent" not in going:
+                going["absent"] = _Open(t, t, "not listed (scaled away or deleted)", None, file, row)
+            else:
+                going["absent"].seen = t
+            continue
+        if "absent" in going:
+            close("absent", t)  # listed again
+        for kind in [k for k in going if k not in says]:
+            close(kind, going[kind].seen)  # the node no longer reports it
+        for kind, (active, since, reason) in says.items():
+            o = going.get(kind)
+            if o is not None and (not active or (since is not None and since != o.since)):
+                # ended: at its recorded transition when the node says one, else at its
+                # last sighting (the earliest it can have ended)
+                ended = since if not active and since is not None and since <= t else o.seen
+                close(kind, ended if since is None or since >= o.start else o.seen)
+                o = None
+            if active:
+                if o is None:
+                    start = since if since is not None and since <= t else t
+                    going[kind] = _Open(start, t, reason, since, file, row)
+                else:
+                    o.seen, o.file, o.row = t, file, row
+    for kind in list(going):
+        close(kind, None)
+    return rows
+
+
 # -- mapping -------------------------------------------------------------------
 
 
@@ -1270,6 +1407,17 @@ _REQUEST_SCHEMA = {
     "queue": pl.Utf8,
     "last_seen": pl.Datetime("us"),
     "left_queue": pl.Utf8,
+}
+_EVENT_SCHEMA = {
+    "node_id": pl.Utf8,
+    "gpu_index": pl.Int64,
+    "start_time": pl.Datetime("us"),
+    "end_time": pl.Datetime("us"),
+    "state": pl.Utf8,
+    "reason": pl.Utf8,
+    "source": pl.Utf8,
+    "last_seen": pl.Datetime("us"),  # the last snapshot that showed the interval
+    "recorded_time": pl.Datetime("us"),  # the node's own time of its start, where it has one
 }
 _ADAPTER = {
     "_reject_reason": pl.Utf8,
@@ -1493,6 +1641,7 @@ def map_snapshots(
     stored_requests: list[dict[str, Any]] | None = None,
     stored_latest: Mapping[str, datetime] | None = None,
     notes: list[str] | None = None,
+    stored_events: list[dict[str, Any]] | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Map the snapshots (merged with the rows stored by earlier calls) onto the native tables.
 
@@ -1555,6 +1704,7 @@ def map_snapshots(
             values = {k: before.get(k) for k in _NODE_SCHEMA}
             values.update(health="down", absent_since=gone)
             node_rows.append({**values, "_file": newest_file, "_row": 0})
+    event_rows = _node_event_rows(snapshots, node_obs, stored_nodes, stored_events or [])
     inferred = [r for r in node_rows if r.get("gpus_inferred") and r["_row"]]
     if inferred and notes is not None:
         shown = "; ".join(f"{r['node_id']}: {r['gpus_inferred']}" for r in inferred[:3])
@@ -1814,7 +1964,59 @@ def map_snapshots(
         "nodes": frame(node_rows, _NODE_SCHEMA),
         "allocations": frame(alloc_rows, _ALLOC_SCHEMA),
         "requests": frame(request_rows, _REQUEST_SCHEMA),
+        "node_events": frame(event_rows, _EVENT_SCHEMA),
     }
+
+
+def _node_event_rows(
+    snapshots: list[_Snapshot],
+    node_obs: Mapping[str, _Obs],
+    stored_nodes: Mapping[str, dict[str, Any]],
+    stored_events: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The node_events rows of the call: the intervals of every node the call's snapshots
+    list (or, listing nodes, no longer list), continuing those earlier calls left open."""
+    listings = [snap for snap in snapshots if snap.nodes]
+    if not listings:
+        return []
+    kinds = {event_source(k): k for k in EVENT_KINDS}
+    going: dict[str, dict[str, _Open]] = {}
+    for e in stored_events:
+        kind = kinds.get(str(e.get("source")))
+        if kind is not None and e.get("end_time") is None:
+            going.setdefault(str(e["node_id"]), {})[kind] = _Open(
+                e["start_time"], e.get("last_seen") or e["start_time"], str(e.get("reason") or ""),
+                e.get("recorded_time"), listings[-1].files[0], 0,
+            )  # fmt: skip
+    first_seen: dict[str, datetime] = {}
+    for name, before in stored_nodes.items():
+        if before.get("snapshot_time") is not None:
+            first_seen[name] = before["snapshot_time"]
+    for snap in listings:
+        for name in snap.nodes:
+            first_seen.setdefault(name, snap.time)
+    rows: list[dict[str, Any]] = []
+    for name in sorted(first_seen):
+        latest = node_obs.get(name)
+        if latest is not None and latest.values.get("_reject_reason"):
+            continue  # a node that cannot be mapped has no health to follow
+        stored_time = (stored_nodes.get(name) or {}).get("snapshot_time")
+        observations: list[Any] = []
+        for snap in listings:
+            if snap.time < first_seen[name] or (stored_time is not None and snap.time <= stored_time):
+                continue  # before it was first listed, or older than what is stored
+            listed = snap.nodes.get(name)
+            if listed is None:
+                observations.append((snap.time, snap.files[0], 0, None))
+                continue
+            file, i, item = listed
+            try:
+                observations.append((snap.time, file, i, node_conditions(item)))
+            except _MALFORMED:
+                continue
+        if observations:
+            rows.extend(node_intervals(name, observations, going.get(name, {})))
+    return rows
 
 
 _VIEW = "_fa_kubernetes_{table}"
@@ -1835,6 +2037,9 @@ def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions
         stored_requests=_stored(store, "requests", "last_seen", "TRUE"),
         stored_latest=_stored_latest(store),
         notes=notes,
+        stored_events=_stored(
+            store, "node_events", "last_seen", "end_time IS NULL AND source LIKE 'kubernetes:%'"
+        ),
     )
     sources: list[Source] = []
     order = [str(f) for f in files]
