@@ -18,6 +18,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from datetime import timezone as dt_timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -38,6 +39,7 @@ from fleetaudit.core.options import (
     DEFAULT_DB,
     DEFAULT_LOCK_TIMEOUT,
     INGEST_FORMAT_SPECS,
+    KubectlOptions,
     PLACEMENT_QUEUES,
     REJECTS_LIMIT,
     REPORT_SINCE,
@@ -483,6 +485,39 @@ def ingest(
             help="kubernetes: the pod label naming the tenant (default: the namespace).",
         ),
     ] = None,
+    take_snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--kubectl",
+            help="kubernetes: take the snapshot itself: kubectl get nodes,pods -A -o json (with "
+            "Kueue Workloads and Volcano PodGroups where the cluster serves them), paged, "
+            "ingested as one snapshot at the call's start. For cron.",
+        ),
+    ] = False,
+    context: Annotated[
+        str | None,
+        typer.Option("--context", help="kubernetes --kubectl: the kubeconfig context to use."),
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="kubernetes --kubectl: the kubeconfig file to use."),
+    ] = None,
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace",
+            help="kubernetes --kubectl: list the pods of this namespace only (repeat for "
+            "several; default every namespace). Nodes are always listed whole.",
+        ),
+    ] = None,
+    keep: Annotated[
+        Path | None,
+        typer.Option(
+            "--keep",
+            help="kubernetes --kubectl: also write the raw snapshot into this folder, named "
+            "by the call's start (20260301T100000Z.json).",
+        ),
+    ] = None,
     as_csv: CsvOption = False,
 
     percent: Annotated[
@@ -526,8 +561,6 @@ def ingest(
 
     spec = INGEST_FORMAT_SPECS.get(fmt)
     collect: object | None = None  # a collector's settings, where its flag was given
-    if not paths and collect is None:
-        raise UsageError("name the files or folders to ingest")
     given = {
         "--trace-start": trace_start,
         "--days": days,
@@ -535,11 +568,32 @@ def ingest(
         "--tenant-label": tenant_label,
         "--priority-map": priority_map,
         "--timezone": timezone,
+        "--kubectl": True if take_snapshot else None,
+        "--context": context,
+        "--kubeconfig": kubeconfig,
+        "--namespace": namespace or None,
+        "--keep": keep,
     }
+    if take_snapshot and fmt == "kubernetes":
+        if paths:
+            raise UsageError("--kubectl takes the snapshot itself: name no files with it")
+        collect = KubectlOptions(
+            started=datetime.now(dt_timezone.utc).replace(tzinfo=None, microsecond=0),
+            context=context,
+            kubeconfig=None if kubeconfig is None else str(kubeconfig),
+            namespaces=tuple(namespace or ()),
+            keep=None if keep is None else str(keep),
+        )
+    elif fmt == "kubernetes":
+        for flag in ("--context", "--kubeconfig", "--namespace", "--keep"):
+            if given[flag] is not None:
+                raise UsageError(f"{flag} applies with --kubectl only")
     for flag, value in given.items():
         if value is not None and spec is not None and flag not in spec.options:
             takers = [f.name for f in INGEST_FORMAT_SPECS.values() if flag in f.options]
             raise UsageError(f"{flag} applies to --format {' or '.join(takers)} only")
+    if not paths and collect is None:
+        raise UsageError("name the files or folders to ingest")
     if table is not None and spec is not None and not spec.takes_table:
         raise UsageError(f"--table does not apply to --format {fmt} ({spec.files})")
     options = IngestOptions(
@@ -550,7 +604,9 @@ def ingest(
         topology=topology,
         timezone=timezone or "UTC",
         priority_map=priority_map,
-        snapshot_time=_instant(snapshot_time, "--snapshot-time"),
+        snapshot_time=_instant(snapshot_time, "--snapshot-time")
+        if snapshot_time is not None or not isinstance(collect, KubectlOptions)
+        else collect.started,  # the snapshot is the call's
         tenant_label=tenant_label,
         days=None if days is None else asi2026.parse_days(days),
         percent=tuple(percent or ()),

@@ -46,8 +46,9 @@ from fleetaudit.model.store import Store
 # Each format's adapter loads when a call reads that format (pyarrow, the JSON and
 # text parsers), so a native ingest pays for none of them.
 if TYPE_CHECKING:
-    from fleetaudit.inputs.ingest import alibaba, asi2026, kubernetes, prometheus, slurm
+    from fleetaudit.inputs.ingest import alibaba, asi2026, kubectl, kubernetes, prometheus, slurm
 else:
+    kubectl = LazyModule("fleetaudit.inputs.ingest.kubectl")
     alibaba = LazyModule("fleetaudit.inputs.ingest.alibaba")
     asi2026 = LazyModule("fleetaudit.inputs.ingest.asi2026")
     kubernetes = LazyModule("fleetaudit.inputs.ingest.kubernetes")
@@ -619,7 +620,7 @@ ADAPTERS: dict[str, Adapter] = {
     "native": Adapter(_native_sources),
     "alibaba-gpu-v2023": Adapter(_alibaba_sources),
     "alibaba-gpu-v2026": Adapter(_asi2026_sources, prepare=_prepare_asi2026),
-    "kubernetes": Adapter(_kubernetes_sources),
+    "kubernetes": Adapter(_kubernetes_sources, collect=lambda s, f, p: kubectl.collect(s, f, p)),
     "prometheus": Adapter(_prometheus_sources, prepare=_prepare_prometheus),
     "slurm": Adapter(_slurm_sources, prepare=_prepare_slurm),
 }
