@@ -1446,9 +1446,37 @@ def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> list[dict[s
         store,
         "allocations",
         "last_seen",
-        "end_time IS NULL OR end_censored "
-        f"OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
+        f"end_time IS NULL OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
     )
+
+
+def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str, Any]]:
+    """Stored kubernetes requests still queued, or that this call's objects may be (a pod's
+    UID or gang, a Workload or one of its pod sets): never the whole history."""
+    keys: set[str] = set()
+    for snap in snapshots:
+        for uid, (_f, _i, pod) in snap.pods.items():
+            keys.add(uid)
+            meta = pod.get("metadata")
+            try:
+                keys.add(job_id(meta if isinstance(meta, dict) else {}, uid))
+            except _MALFORMED:
+                pass
+        for uid, (_f, _i, wl) in snap.workloads.items():
+            keys.add(uid)
+            spec = wl.get("spec")
+            sets = spec.get("podSets") if isinstance(spec, dict) else None
+            for ps in sets if isinstance(sets, list) else []:
+                if isinstance(ps, dict):
+                    keys.add(f"{uid}/{ps.get('name')}")
+    store.register_frame(_KEYS, pl.DataFrame({"key": sorted(keys)}, schema={"key": pl.Utf8}))
+    return _stored(
+        store, "requests", "last_seen",
+        f"start_time IS NULL OR request_id IN (SELECT key FROM {_KEYS})",
+    )  # fmt: skip
+
+
+_KEYS = "_fa_kubernetes_request_keys"
 
 
 _UIDS = "_fa_kubernetes_uids"
@@ -2034,7 +2062,7 @@ def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions
         options,
         stored_nodes=stored_nodes,
         stored_allocations=_stored_allocations(store, snapshots),
-        stored_requests=_stored(store, "requests", "last_seen", "TRUE"),
+        stored_requests=_stored_requests(store, snapshots),
         stored_latest=_stored_latest(store),
         notes=notes,
         stored_events=_stored(
