@@ -28,6 +28,7 @@ store.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import re
@@ -162,27 +163,132 @@ _EXPECTED = (
 )
 
 
-def read_document(path: Path) -> list[dict[str, Any]]:
-    """The objects of one kubectl JSON document, in file order."""
+_CHUNK = 1 << 20  # characters read at a time
+_WHITE = " \t\n\r"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant)
+
+
+class _Stream:
+    """A JSON text read a chunk at a time, one value at a time (the standard library's C
+    decoder on each value): a List's items are never all held at once."""
+
+    def __init__(self, path: Path, fh: Any) -> None:
+        self.path, self.fh = path, fh
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.buf, self.pos, self.eof, self.lines = "", 0, False, 1
+
+    def fill(self, want: int = _CHUNK) -> None:
+        self.lines += self.buf.count("\n", 0, self.pos)
+        self.buf = self.buf[self.pos :]
+        self.pos = 0
+        data = self.fh.read(max(want, _CHUNK) * 2)
+        self.eof = not data
+        self.buf += self.decoder.decode(data, final=self.eof)
+
+    def peek(self) -> str:
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in _WHITE:
+                self.pos += 1
+            if self.pos < len(self.buf) or self.eof:
+                return self.buf[self.pos] if self.pos < len(self.buf) else ""
+            self.fill()
+
+    def expect(self, chars: str) -> str:
+        found = self.peek()
+        if not found or found not in chars:
+            self.fail(f"expected {' or '.join(repr(c) for c in chars)}")
+        self.pos += 1
+        return found
+
+    def value(self) -> Any:
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.eof:
+                    self.fail(exc.msg, exc.pos)
+                self.fill(len(self.buf) - self.pos)  # a value cut by the chunk: read on
+                continue
+            except RecursionError:
+                raise InputError(
+                    str(self.path),
+                    "JSON nested too deeply to read (kubectl writes objects a few dozen "
+                    "levels deep)",
+                ) from None
+            except ValueError as exc:  # NaN, Infinity
+                self.fail(str(exc))
+            if end >= len(self.buf) and not self.eof:  # a number may go on in the next chunk
+                self.fill(len(self.buf) - self.pos)
+                continue
+            self.pos = end
+            return value
+
+    def fail(self, what: str, at: int | None = None) -> Any:
+        line = self.lines + self.buf.count("\n", 0, self.pos if at is None else at)
+        raise InputError(str(self.path), f"not JSON (line {line}): {what}; {_EXPECTED}")
+
+
+def iter_document(path: Path) -> Iterator[dict[str, Any]]:
+    """The objects of one kubectl JSON document, in file order, read as a stream: a List's
+    items one at a time (bounded memory), or the one object of a document that is no List."""
     try:
         with path.open("rb") as fh:
-            doc = json.load(fh)
+            stream = _Stream(path, fh)
+            if stream.peek() != "{":
+                stream.value()  # JSON of another shape, or no JSON (which says where)
+                raise InputError(str(path), _EXPECTED)
+            stream.expect("{")
+            top: dict[str, Any] = {}
+            listed = False
+            if stream.peek() != "}":
+                while True:
+                    key = stream.value()
+                    if not isinstance(key, str):
+                        stream.fail("expected a key")
+                    stream.expect(":")
+                    if key == "items" and stream.peek() == "[":
+                        stream.expect("[")
+                        listed = True
+                        if stream.peek() != "]":
+                            while True:
+                                item = stream.value()
+                                yield item if isinstance(item, dict) else {}
+                                if stream.expect(",]") == "]":
+                                    break
+                        else:
+                            stream.expect("]")
+                    else:
+                        top[key] = stream.value()
+                    if stream.expect(",}") == "}":
+                        break
+            else:
+                stream.expect("}")
+            if stream.peek():
+                stream.fail("extra data after the document")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"cannot read: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"not JSON (line {exc.lineno}): {_EXPECTED}") from exc
-    except RecursionError as exc:
-        raise InputError(
-            str(path), "JSON nested too deeply to read (kubectl writes objects a few dozen levels deep)"
-        ) from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
+    kind = top.get("kind")
+    if not isinstance(kind, str):
         raise InputError(str(path), _EXPECTED)
-    if doc["kind"] == "List" or (doc["kind"].endswith("List") and "items" in doc):
-        items = doc.get("items")
-        if not isinstance(items, list):
+    if kind == "List" or (kind.endswith("List") and (listed or "items" in top)):
+        if not listed:
             raise InputError(str(path), f"a List without items: {_EXPECTED}")
-        return [item if isinstance(item, dict) else {} for item in items]
-    return [doc]
+        return
+    if listed:
+        raise InputError(str(path), _EXPECTED)
+    yield top
+
+
+def read_document(path: Path) -> list[dict[str, Any]]:
+    """The objects of one kubectl JSON document, in file order (:func:`iter_document`)."""
+    return list(iter_document(path))
 
 
 _TIMES: dict[str, datetime | None] = {}  # times repeat across pods: parse each once
