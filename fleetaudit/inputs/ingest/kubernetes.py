@@ -406,7 +406,7 @@ def _event_times(item: Mapping[str, Any]) -> list[datetime]:
 
 
 def read_snapshots(
-    files: list[Path], snapshot_time: datetime | None
+    files: list[Path], snapshot_time: datetime | None, options: KubernetesOptions | None = None
 ) -> tuple[list[_Snapshot], list[str]]:
     """Group the files' objects into snapshots (oldest first); also the notes to show.
 
@@ -417,16 +417,34 @@ def read_snapshots(
     """
     ignored: Counter[str] = Counter()
     unnamed: Counter[str] = Counter()  # a Node or Pod without a name (and uid)
-    per_file: list[tuple[str, list[dict[str, Any]], datetime | None, datetime | None]] = []
+    per_file: list[tuple[str, list[Any], datetime | None, datetime | None]] = []
+    mapper = _Mapper(options) if options is not None else None
     for path in files:
-        items = read_document(path)
-        beats = [_heartbeat(item) for item in items if item.get("kind") == "Node"]
-        newest = max((b for b in beats if b is not None), default=None)
-        events = None
-        if snapshot_time is None:
-            events = max((t for item in items for t in _event_times(item)), default=None)
-            if newest is not None and events is not None:
-                newest = max(newest, events)
+        items: list[Any] = []
+        newest: datetime | None = None
+        events: datetime | None = None
+        setups: dict[str, GpuSetup] = {}  # the document's nodes so far
+        for item in iter_document(path):
+            kind = item.get("kind")
+            if kind == "Node":
+                beat = _heartbeat(item)
+                if beat is not None and (newest is None or beat > newest):
+                    newest = beat
+                meta = item.get("metadata")
+                if isinstance(meta, dict) and isinstance(meta.get("name"), str):
+                    try:
+                        setups[meta["name"]] = gpu_setup(item)
+                    except (*_MALFORMED, _Unmappable):
+                        pass
+            if snapshot_time is None:
+                for t in _event_times(item):
+                    if events is None or t > events:
+                        events = t
+            if kind == "Pod" and mapper is not None:
+                item = _bound(mapper, item, setups) or item
+            items.append(item)
+        if snapshot_time is None and newest is not None and events is not None:
+            newest = max(newest, events)
         per_file.append((str(path), items, snapshot_time or newest, events))
     if snapshot_time is not None:
         for listed in ("Pod", "Workload"):
@@ -1301,17 +1319,87 @@ def node_intervals(
     return rows
 
 
+# -- bound pods as read: their values, packed ------------------------------------
+
+class _Packed(tuple):  # type: ignore[type-arg]
+    """A pod's mapped values as a tuple of :data:`_PACK_KEYS` (a dict costs 5x more)."""
+
+
+def _pack(values: dict[str, Any]) -> dict[str, Any] | _Packed:
+    if not values.keys() <= _PACK_SET:
+        return values
+    return _Packed(values.get(k) for k in _PACK_KEYS)
+
+
+def _vals(values: Mapping[str, Any] | _Packed) -> dict[str, Any]:
+    """A pod's values as a dict, packed or not."""
+    if isinstance(values, _Packed):
+        return dict(zip(_PACK_KEYS, values))
+    return dict(values)
+
+
+@dataclass(slots=True)
+class _Bound:
+    """A bound pod as the read maps it at once (its node's GPU setup known from earlier in
+    its document): what the mapping needs, never the object itself, so a List of a
+    million pods is held in a few hundred bytes per pod."""
+
+    node: str
+    phase: Any
+    values: dict[str, Any] | _Packed
+    bind: datetime | None
+    finished: datetime | None  # the last container's finish
+    last_transition: datetime | None  # a terminal pod without a finish ends here
+    terminating: bool
+    uid: str
+    name: Any
+    namespace: Any
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Enough of the object's shape for grouping it (kind, names, node)."""
+        if key == "kind":
+            return "Pod"
+        if key == "metadata":
+            return {"uid": self.uid, "name": self.name, "namespace": self.namespace}
+        if key == "spec":
+            return {"nodeName": self.node}
+        return default
+
+
+def _bound(mapper: _Mapper, item: Mapping[str, Any], setups: Mapping[str, GpuSetup]) -> _Bound | None:
+    """A bound pod mapped as it is read, where its node's setup is known; else None (the
+    object is kept and mapped with the snapshot)."""
+    spec = item.get("spec")
+    node = spec.get("nodeName") if isinstance(spec, dict) else None
+    if not isinstance(node, str) or node not in setups:
+        return None
+    try:
+        values = mapper.pod_values(item, setups[node])
+        status = item.get("status") or {}
+        phase = status.get("phase")
+        terminal = phase in ("Succeeded", "Failed")
+        meta = item.get("metadata") or {}
+        transitions = [t for c in _conditions(item) if (t := _time(c.get("lastTransitionTime")))]
+        return _Bound(
+            node, phase, _pack(values), _bind_time(item), _finished(item) if terminal else None,
+            max(transitions, default=None), bool(meta.get("deletionTimestamp")), values["uid"],
+            meta.get("name"), meta.get("namespace"),
+        )  # fmt: skip
+    except _MALFORMED:
+        return None
+
+
 # -- mapping -------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Obs:
     """One row as one snapshot sees it: its file, item number, time and values."""
 
     file: str
     row: int
     time: datetime
-    values: dict[str, Any]
+    values: Any  # a dict, or a pod's values packed (_Packed)
 
 
 class _Mapper:
@@ -1532,6 +1620,29 @@ _ADAPTER = {
     "_file": pl.Utf8,
     "_row": pl.Int64,
 }
+_PACK_KEYS = tuple(dict.fromkeys([*_ALLOC_SCHEMA, "uid", "created", "finish", *_ADAPTER]))
+_PACK_SET = frozenset(_PACK_KEYS)
+_PACK_INDEX = {k: i for i, k in enumerate(_PACK_KEYS)}
+
+
+def _get(values: Mapping[str, Any] | _Packed, key: str) -> Any:
+    """One of a pod's values, packed or not."""
+    if isinstance(values, _Packed):
+        return values[_PACK_INDEX[key]] if key in _PACK_INDEX else None
+    return values.get(key)
+
+
+class _Rows:
+    """Rows kept as columns as they come: a dict per row would cost a kilobyte each."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.columns: dict[str, list[Any]] = {k: [] for k in {**schema, **_ADAPTER}}
+        self.height = 0
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        for key, column in self.columns.items():
+            column.append(row.get(key))
+        self.height += 1
 
 
 def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str, Any]]:
@@ -1563,6 +1674,9 @@ def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str,
     for snap in snapshots:
         for uid, (_f, _i, pod) in snap.pods.items():
             keys.add(uid)
+            if isinstance(pod, _Bound):
+                keys.add(str(_get(pod.values, "job_id")))
+                continue
             meta = pod.get("metadata")
             try:
                 keys.add(job_id(meta if isinstance(meta, dict) else {}, uid))
@@ -1882,16 +1996,30 @@ def map_snapshots(
         bound_jobs: dict[str, datetime] = {}  # gang -> its latest bind
         for uid, (file, i, pod) in snap.pods.items():
             try:
-                spec = pod.get("spec") or {}
-                status = pod.get("status") or {}
-                phase = status.get("phase")
-                node = spec.get("nodeName")
-                meta = pod.get("metadata") or {}
+                if isinstance(pod, _Bound):  # mapped as it was read
+                    spec, node, phase = {}, pod.node, pod.phase
+                else:
+                    spec = pod.get("spec") or {}
+                    status = pod.get("status") or {}
+                    phase = status.get("phase")
+                    node = spec.get("nodeName")
                 terminal = phase in ("Succeeded", "Failed")
                 if node:
-                    setup = snap_setups.get(node) or latest_setup.get(node)
-                    values = mapper.pod_values(pod, setup)
-                    bound = _bind_time(pod) or snap.time
+                    if isinstance(pod, _Bound):
+                        values = _vals(pod.values)
+                        bind_time, finished = pod.bind, pod.finished
+                        last_transition, terminating = pod.last_transition, pod.terminating
+                    else:
+                        setup = snap_setups.get(node) or latest_setup.get(node)
+                        values = mapper.pod_values(pod, setup)
+                        bind_time = _bind_time(pod)
+                        finished = _finished(pod) if terminal else None
+                        last_transition = max(
+                            (t for c in _conditions(pod) if (t := _time(c.get("lastTransitionTime")))),
+                            default=None,
+                        )  # fmt: skip
+                        terminating = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+                    bound = bind_time or snap.time
                     key = values["job_id"]
                     if key not in bound_jobs or bound > bound_jobs[key]:
                         bound_jobs[key] = bound
@@ -1908,25 +2036,18 @@ def map_snapshots(
                     )
                     if not held:
                         continue
-                    finish = _finished(pod) if terminal else None
+                    finish = finished if terminal else None
                     if terminal and finish is None:
-                        finish = max(
-                            (
-                                t
-                                for c in _conditions(pod)
-                                if (t := _time(c.get("lastTransitionTime")))
-                            ),
-                            default=snap.time,
-                        )
+                        finish = last_transition or snap.time
                     values.update(
                         alloc_id=uid,
                         node_id=node,
-                        start_time=_bind_time(pod),
+                        start_time=bind_time,
                         phase=phase,
-                        terminating=bool(meta.get("deletionTimestamp")),
+                        terminating=terminating,
                         finish=finish,
                     )
-                    alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, values))
+                    alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, _pack(values)))
                 elif not terminal:
                     gates = [g.get("name") for g in spec.get("schedulingGates") or []]
                     if _KUEUE_GATE in gates and snap.workloads:
@@ -2005,12 +2126,13 @@ def map_snapshots(
         alloc_obs.setdefault(stored["alloc_id"], []).append(
             _Obs(newest_file, 0, stored["last_seen"], values)
         )
-    alloc_rows: list[dict[str, Any]] = []
+    alloc_rows = _Rows(_ALLOC_SCHEMA)
+    shares = 0
     for uid, obs in alloc_obs.items():
         o = _latest(obs)
-        v = o.values
-        finishes = [x.values["finish"] for x in obs if x.values.get("finish")]
-        first_seen = min(x.values.get("first_seen") or x.time for x in obs)
+        v = _vals(o.values)
+        finishes = [f for x in obs if (f := _get(x.values, "finish"))]
+        first_seen = min(_get(x.values, "first_seen") or x.time for x in obs)
         row = {k: v.get(k) for k in _ALLOC_SCHEMA}
         row.update(
             alloc_id=uid,
@@ -2045,8 +2167,8 @@ def map_snapshots(
                 alloc_rows.append(part)
         else:
             alloc_rows.append(row)
-
-    shares = sum(1 for r in alloc_rows if r.get("gpus_inferred") and r["_row"])
+        shares += bool(row.get("gpus_inferred") and row["_row"])
+    alloc_obs.clear()  # the rows hold it all now
     if shares and notes is not None:
         notes.append(
             f"{shares} allocation(s) hold shared GPUs of nodes whose replicas are unknown: "
@@ -2089,9 +2211,12 @@ def map_snapshots(
             continue
         request_rows.append(row)
 
-    def frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
+    def frame(rows: list[dict[str, Any]] | _Rows, schema: Mapping[str, Any]) -> pl.DataFrame:
         full = {**schema, **_ADAPTER}
-        columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
+        if isinstance(rows, _Rows):
+            columns = {k: _typed(rows.columns[k], dtype) for k, dtype in full.items()}
+        else:
+            columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
         return pl.DataFrame(columns, schema=full)
 
     return {
@@ -2159,7 +2284,7 @@ _VIEW = "_fa_kubernetes_{table}"
 def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions) -> list[Source]:
     """The sources of one kubernetes ingest call, one per (table, file), carrying the notes."""
     files = json_files(paths)
-    snapshots, notes = read_snapshots(files, options.snapshot_time)
+    snapshots, notes = read_snapshots(files, options.snapshot_time, options)
     if not snapshots:
         raise InputError(", ".join(str(p) for p in paths), "no kubectl JSON object to read")
     stored_nodes = {r["node_id"]: r for r in _stored(store, "nodes", "snapshot_time", "TRUE")}
