@@ -262,7 +262,9 @@ def big_list(args: argparse.Namespace) -> None:
         yield from (cluster._node(n, START) for n in cluster.nodes)
         written = 0
         while written < goal:
-            pod = cluster._pod(cluster._new_pod(START), START)
+            new = cluster._new_pod(START, age_s=cluster.rng.uniform(3600, 7200))
+            new.bound, new.ends = min(new.bound, START), START + timedelta(hours=1)
+            pod = cluster._pod(new, START)  # running, as most of a large cluster's pods
             written += 1100  # about one pod's indented JSON
             yield pod
 

@@ -437,12 +437,13 @@ def read_snapshots(
                     except (*_MALFORMED, _Unmappable):
                         pass
             if snapshot_time is None:
-                for t in _event_times(item):
-                    if events is None or t > events:
-                        events = t
+                for when in _event_times(item):
+                    if events is None or when > events:
+                        events = when
+            entry: Any = item
             if kind == "Pod" and mapper is not None:
-                item = _bound(mapper, item, setups) or item
-            items.append(item)
+                entry = _bound(mapper, item, setups) or item
+            items.append(entry)
         if snapshot_time is None and newest is not None and events is not None:
             newest = max(newest, events)
         per_file.append((str(path), items, snapshot_time or newest, events))
@@ -804,9 +805,9 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
         config = str(labels.get("nvidia.com/mig.config", ""))
         inferred = None
         if fewest != most and not config.startswith("all-"):
-            devices = sum(mig_types.values())
+            split_devices = sum(mig_types.values())
             inferred = (
-                f"MIG lower bound: {whole} whole + {fewest} split GPU(s); its {devices} MIG "
+                f"MIG lower bound: {whole} whole + {fewest} split GPU(s); its {split_devices} MIG "
                 f"device(s) fit on {fewest} to {most} GPUs"
             )
         return GpuSetup(whole + fewest, "mig-mixed", 1, slices, 0, memory, inferred=inferred)
@@ -831,11 +832,11 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
         # otherwise nvidia.com/gpu counts the replicas
         exposed = int(shared or 0) + (int(gpu or 0) if not shared else 0)
         unshared = int(gpu or 0) if shared else 0  # GPUs a mixed config leaves whole
-        physical = count if count is not None else karpenter
-        if physical is not None:
-            if replicas_label is None and physical > unshared and exposed:
-                replicas = max(1, round(exposed / (physical - unshared)))
-            return GpuSetup(physical, sharing, replicas, slices, 0, memory)
+        stated = count if count is not None else karpenter
+        if stated is not None:
+            if replicas_label is None and stated > unshared and exposed:
+                replicas = max(1, round(exposed / (stated - unshared)))
+            return GpuSetup(stated, sharing, replicas, slices, 0, memory)
         if replicas_label:
             return GpuSetup(unshared + math.ceil(exposed / replicas), sharing, replicas, slices,
                             0, memory)  # fmt: skip
@@ -1321,7 +1322,7 @@ def node_intervals(
 
 # -- bound pods as read: their values, packed ------------------------------------
 
-class _Packed(tuple):  # type: ignore[type-arg]
+class _Packed(tuple[Any, ...]):
     """A pod's mapped values as a tuple of :data:`_PACK_KEYS` (a dict costs 5x more)."""
 
 
