@@ -25,6 +25,7 @@ from fleetaudit.inputs.ingest import IngestOptions, ingest
 from fleetaudit.inputs.ingest.kubernetes import KubernetesOptions, map_snapshots, read_snapshots
 from fleetaudit.model.store import Store, open_store
 from tests.conftest import write
+from tests.test_kubernetes import _leaves
 
 runner = CliRunner()
 AT = "2026-03-01T10:05:00Z"
@@ -203,19 +204,8 @@ _VALUES = st.one_of(
 )  # fmt: skip
 
 
-def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix] if prefix else []
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            found += _paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            found += _paths(v, (*prefix, i))
-    return found
-
-
 _TEMPLATES = [node(), pod("p1"), pod("p2", node_name=None)]
-_PATHS = [(i, p) for i, t in enumerate(_TEMPLATES) for p in _paths(t)]
+_PATHS = [(i, p) for i, t in enumerate(_TEMPLATES) for p in _leaves(t) if p]
 
 
 @pytest.mark.fuzz

@@ -383,26 +383,11 @@ def _event_times(item: Mapping[str, Any]) -> list[datetime]:
 
     ``deletionTimestamp`` is left out: it lies in the future by the grace period.
     """
-    texts: list[object] = []
-    meta = item.get("metadata")
-    if isinstance(meta, dict):
-        texts.append(meta.get("creationTimestamp"))
-    status = item.get("status")
-    if isinstance(status, dict):
-        texts.append(status.get("startTime"))
-        for c in _conditions(item):
-            texts.extend((c.get("lastTransitionTime"), c.get("lastHeartbeatTime")))
-        for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
-            statuses = status.get(key)
-            for cs in statuses if isinstance(statuses, list) else []:
-                if not isinstance(cs, dict):
-                    continue
-                for which in ("state", "lastState"):
-                    states = cs.get(which)
-                    for state in states.values() if isinstance(states, dict) else []:
-                        if isinstance(state, dict):
-                            texts.extend((state.get("startedAt"), state.get("finishedAt")))
-    return [t for text in texts if (t := _time(text)) is not None]
+    return [
+        t
+        for path, raw in _time_fields(item)
+        if path != "metadata.deletionTimestamp" and (t := _time(raw)) is not None
+    ]
 
 
 def read_snapshots(
