@@ -187,3 +187,28 @@ def test_a_fractional_extended_resource_is_refused(store: Store, tmp_path: Path)
     reject = result.rejects.row(0, named=True)
     assert reject["column"] == "gpus" and "not a whole number" in reject["reason"]
     assert "nvidia.com/gpu" in reject["reason"] and "container c" in reject["reason"]
+
+
+def test_pods_on_a_node_of_unknown_replicas_hold_the_smallest_share(
+    store: Store, tmp_path: Path
+) -> None:
+    """A bound and a pending pod asking nvidia.com/gpu.shared: 1 of a node advertising 128
+    shared GPUs and no replica count: the node is 1 GPU (1 to 64), each pod 1/128 of it,
+    both flagged, and the summary says so."""
+    def pod(uid: str, node: str | None) -> dict[str, Any]:
+        return {"kind": "Pod", "metadata": {"uid": uid, "name": uid, "namespace": "ns",
+                                            "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {**({"nodeName": node} if node else {}), "containers": [
+                    {"name": "c", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}]},
+                "status": {"phase": "Running" if node else "Pending"}}  # fmt: skip
+
+    node = _node({}, {"nvidia.com/gpu": "0", "nvidia.com/gpu.shared": "128", "cpu": "8"})
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"kind": "List", "items": [node, pod("a", "n"), pod("q", None)]}))
+    result = ingest(store, [path], IngestOptions(format="kubernetes", snapshot_time=AT))
+    (gpus, flag), = store.sql("SELECT gpus, gpus_inferred FROM allocations").rows()
+    assert gpus == pytest.approx(1 / 128) and "1/128" in flag
+    (gpus, flag), = store.sql("SELECT gpus, gpus_inferred FROM requests").rows()
+    assert gpus == pytest.approx(1 / 128) and "1/128" in flag
+    assert any("hold shared GPUs of nodes whose replicas are unknown" in n for n in result.notes)
+    assert any("count their physical GPUs by inference" in n for n in result.notes)

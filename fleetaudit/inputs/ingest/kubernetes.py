@@ -1587,6 +1587,7 @@ _REQUEST_SCHEMA = {
     "queue": pl.Utf8,
     "last_seen": pl.Datetime("us"),
     "left_queue": pl.Utf8,
+    "gpus_inferred": pl.Utf8,
 }
 _EVENT_SCHEMA = {
     "node_id": pl.Utf8,
@@ -1749,6 +1750,7 @@ def _request_values(
         "queue": ((pods[0].get("metadata") or {}).get("labels") or {}).get(
             "kueue.x-k8s.io/queue-name"
         ),
+        "gpus_inferred": next((m["gpus_inferred"] for m in members if m.get("gpus_inferred")), None),
     }
     if bad is not None:
         row.update({k: bad[k] for k in ("_reject_reason", "_reject_column", "_reject_value")})
