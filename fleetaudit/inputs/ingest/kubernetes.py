@@ -32,6 +32,7 @@ import codecs
 import json
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -134,9 +135,9 @@ class _Snapshot:
     workloads: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
     # objects listed again within the snapshot (same name or UID), per table they feed
     repeated: Counter[str] = field(default_factory=Counter)
-    _pod_names: dict[str, str] = field(default_factory=dict)  # namespace/name -> uid
+    _pod_names: dict[object, str] = field(default_factory=dict)  # (namespace, name) -> uid
 
-    def add(self, kind: str, key: str, name: str, entry: tuple[str, int, dict[str, Any]]) -> None:
+    def add(self, kind: str, key: str, name: object, entry: tuple[str, int, Any]) -> None:
         """List an object; a later one with the same key or name replaces it, counted."""
         listed = {"Node": self.nodes, "Pod": self.pods, "Workload": self.workloads}[kind]
         table = "nodes" if kind == "Node" else "requests"
@@ -471,7 +472,10 @@ def read_snapshots(
                 snap.add("Node", str(meta["name"]), "", (name, i, item))
             elif kind == "Pod" and (meta.get("uid") or meta.get("name")):
                 uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}")
-                pod_name = f"{meta.get('namespace', '')}/{meta.get('name')}"
+                ns, pod = meta.get("namespace", ""), meta.get("name")
+                pod_name = (ns, pod) if isinstance(ns, str) and isinstance(pod, str) else (
+                    str(ns), str(pod)
+                )  # fmt: skip
                 snap.add("Pod", uid, pod_name, (name, i, item))
             elif kind == "Workload" and str(item.get("apiVersion", "")).startswith(
                 "kueue.x-k8s.io"
@@ -1366,13 +1370,36 @@ def _bound(mapper: _Mapper, item: Mapping[str, Any], setups: Mapping[str, GpuSet
         terminal = phase in ("Succeeded", "Failed")
         meta = item.get("metadata") or {}
         transitions = [t for c in _conditions(item) if (t := _time(c.get("lastTransitionTime")))]
+        finished = _finished(item) if terminal else None
+        last = max(transitions, default=None)
+        bind = _bind_time(item)
+        terminating = bool(meta.get("deletionTimestamp"))
+        values.update(alloc_id=values["uid"], node_id=node, start_time=bind, phase=phase,
+                      terminating=terminating, finish=(finished or last) if terminal else None)  # fmt: skip
+        for key in _SHARED_TEXT:  # one string for the many pods that share it
+            if isinstance(values.get(key), str):
+                values[key] = sys.intern(values[key])
         return _Bound(
-            node, phase, _pack(values), _bind_time(item), _finished(item) if terminal else None,
-            max(transitions, default=None), bool(meta.get("deletionTimestamp")), values["uid"],
-            meta.get("name"), meta.get("namespace"),
+            values["node_id"], values["phase"], _pack(values), bind, finished, last, terminating,
+            values["uid"], meta.get("name"), values["namespace"],
         )  # fmt: skip
     except _MALFORMED:
         return None
+
+
+def _as_read(pod: _Bound, terminal: bool) -> bool:
+    """Whether a pod mapped as it was read needs nothing of its snapshot: it names no GPU
+    it does not count, and a finished one has its end."""
+    values = pod.values
+    if _get(values, "gpu_resource") and not _get(values, "_reject_reason") and not _get(
+        values, "gpus"
+    ):
+        return False  # a reject naming its node, made with the others below
+    return not (terminal and _get(values, "finish") is None)
+
+
+_SHARED_TEXT = ("namespace", "tenant", "priority_class", "owner_kind", "gpu_resource",
+                "node_id", "phase", "priority", "workload")  # fmt: skip
 
 
 # -- mapping -------------------------------------------------------------------
@@ -1992,6 +2019,17 @@ def map_snapshots(
                     phase = status.get("phase")
                     node = spec.get("nodeName")
                 terminal = phase in ("Succeeded", "Failed")
+                if node and isinstance(pod, _Bound) and _as_read(pod, terminal):
+                    packed = pod.values
+                    bound = pod.bind or snap.time
+                    key = _get(packed, "job_id")
+                    if key not in bound_jobs or bound > bound_jobs[key]:
+                        bound_jobs[key] = bound
+                    if _get(packed, "_reject_reason") or any(
+                        _get(packed, k) for k in ("gpus", "cpus", "memory_gib")
+                    ):
+                        alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, packed))
+                    continue
                 if node:
                     if isinstance(pod, _Bound):
                         values = _vals(pod.values)
@@ -2116,7 +2154,8 @@ def map_snapshots(
         )
     alloc_rows = _Rows(_ALLOC_SCHEMA)
     shares = 0
-    for uid, obs in alloc_obs.items():
+    for uid in list(alloc_obs):
+        obs = alloc_obs.pop(uid)  # freed as the rows take it
         o = _latest(obs)
         v = _vals(o.values)
         finishes = [f for x in obs if (f := _get(x.values, "finish"))]
@@ -2156,7 +2195,6 @@ def map_snapshots(
         else:
             alloc_rows.append(row)
         shares += bool(row.get("gpus_inferred") and row["_row"])
-    alloc_obs.clear()  # the rows hold it all now
     if shares and notes is not None:
         notes.append(
             f"{shares} allocation(s) hold shared GPUs of nodes whose replicas are unknown: "
