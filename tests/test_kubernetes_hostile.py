@@ -8,6 +8,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from datetime import datetime
@@ -235,3 +236,40 @@ def test_fuzz_kubectl_objects(tmp_path_factory: Any, edits: list[Any]) -> None:
         return
     mapped = sum(f.height for f in frames.values())
     assert mapped >= 1 or not snapshots
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64])
+def test_the_stream_reads_values_cut_by_any_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """The document is read a chunk at a time: a value (a string, a number, an object)
+    cut by a chunk's end reads whole, and kubectl's key order (items before kind) holds."""
+    from fleetaudit.inputs.ingest import kubernetes
+
+    monkeypatch.setattr(kubernetes, "_CHUNK", chunk)
+    items = [node(), pod("p\u00e9-1"), {"kind": "Event", "count": 12345678901234567890,
+                                          "rate": 1.25, "note": "é" * 5}]  # fmt: skip
+    path = write(tmp_path / "s.json", json.dumps(
+        {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {}}, indent=4))
+    got = kubernetes.read_document(path)
+    assert [i.get("kind") for i in got] == ["Node", "Pod", "Event"]
+    assert got[2]["count"] == 12345678901234567890 and str(got[2]["rate"]) == "1.25"
+    assert got[1]["metadata"]["uid"] == "p\u00e9-1"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"items": [1, 2], "kind": "List"} x', "extra data"),
+        ('{"kind": "List", "items": [{"a": NaN}]}', "NaN is not JSON"),
+        ('{"kind": "List", "items": [{"a": 1}', "not JSON (line 1)"),
+        ('{"kind": "List", "items": 3}', "a List without items"),
+    ],
+)
+def test_the_stream_refuses_what_is_no_kubectl_json(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    from fleetaudit.inputs.ingest import kubernetes
+
+    with pytest.raises(InputError, match=re.escape(message)):
+        kubernetes.read_document(write(tmp_path / "s.json", text))
