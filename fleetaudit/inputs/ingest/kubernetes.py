@@ -1387,6 +1387,10 @@ def _bound(mapper: _Mapper, item: Mapping[str, Any], setups: Mapping[str, GpuSet
         return None
 
 
+_TAKEN = _Bound("", None, {}, None, None, None, False, "", None, None)
+"""What the snapshot keeps of a pod mapped as it was read once its row took its values."""
+
+
 def _as_read(pod: _Bound, terminal: bool) -> bool:
     """Whether a pod mapped as it was read needs nothing of its snapshot: it names no GPU
     it does not count, and a finished one has its end."""
@@ -2029,6 +2033,7 @@ def map_snapshots(
                         _get(packed, k) for k in ("gpus", "cpus", "memory_gib")
                     ):
                         alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, packed))
+                    snap.pods[uid] = (file, i, _TAKEN)  # its values live on in its row only
                     continue
                 if node:
                     if isinstance(pod, _Bound):
