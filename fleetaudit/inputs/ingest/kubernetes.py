@@ -2244,8 +2244,10 @@ def map_snapshots(
 
     def frame(rows: list[dict[str, Any]] | _Rows, schema: Mapping[str, Any]) -> pl.DataFrame:
         full = {**schema, **_ADAPTER}
-        if isinstance(rows, _Rows):
-            columns = {k: _typed(rows.columns[k], dtype) for k, dtype in full.items()}
+        if isinstance(rows, _Rows):  # one column at a time, each list let go once converted
+            series = [pl.Series(k, _typed(rows.columns.pop(k), dtype), dtype=dtype)
+                      for k, dtype in full.items()]  # fmt: skip
+            return pl.DataFrame(series)
         else:
             columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
         return pl.DataFrame(columns, schema=full)
