@@ -50,6 +50,7 @@ from fleetaudit.core.options import (
     DEMAND_PER_MODEL_SHAPES,
     HARVEST_SINCE,
     INGEST_FORMAT_SPECS,
+    KubectlOptions,
     PLACEMENT_QUEUES,
     PLACEMENT_SINCE,
     REJECTS_LIMIT,
@@ -514,7 +515,7 @@ def _emit(
     (:func:`fleetaudit.outputs.console.write_tables`). Then ``render`` prints the
     terminal's tables and lines, unless an output holds stdout.
     """
-    stamp = when or datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+    stamp = when or _utc_now()
     json_path, html_path, csv_path = (
         None if p is None else expand_path(Path(p), stamp) for p in (as_json, as_html, as_csv)
     )
@@ -535,6 +536,12 @@ def _emit(
         console.write_tables(str(csv_path) + ("/" * as_csv.endswith("/")))
     if printed:
         render(result)
+
+
+def _utc_now() -> datetime:
+    """Now, in UTC without a zone, to the second (ingest's own parameter ``timezone``
+    shadows the module's name inside that command)."""
+    return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
 
 
 def _instant(text: str | None, option: str) -> datetime | None:
@@ -616,6 +623,39 @@ def ingest(
         typer.Option(
             "--tenant-label",
             help="kubernetes: the pod label naming the tenant (default: the namespace).",
+        ),
+    ] = None,
+    take_snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--kubectl",
+            help="kubernetes: take the snapshot itself: kubectl get nodes,pods -A -o json (with "
+            "Kueue Workloads and Volcano PodGroups where the cluster serves them), paged, "
+            "ingested as one snapshot at the call's start. For cron.",
+        ),
+    ] = False,
+    context: Annotated[
+        str | None,
+        typer.Option("--context", help="kubernetes --kubectl: the kubeconfig context to use."),
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="kubernetes --kubectl: the kubeconfig file to use."),
+    ] = None,
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace",
+            help="kubernetes --kubectl: list the pods of this namespace only (repeat for "
+            "several; default every namespace). Nodes are always listed whole.",
+        ),
+    ] = None,
+    keep: Annotated[
+        Path | None,
+        typer.Option(
+            "--keep",
+            help="kubernetes --kubectl: also write the raw snapshot into this folder, named "
+            "by the call's start (20260301T100000Z.json).",
         ),
     ] = None,
     from_slurm: Annotated[
@@ -700,8 +740,6 @@ def ingest(
         )
     elif since is not None:
         raise UsageError("--since applies with --from-slurm only")
-    if not paths and collect is None:
-        raise UsageError("name the files or folders to ingest")
     given = {
         "--trace-start": trace_start,
         "--days": days,
@@ -709,11 +747,32 @@ def ingest(
         "--tenant-label": tenant_label,
         "--priority-map": priority_map,
         "--timezone": timezone,
+        "--kubectl": True if take_snapshot else None,
+        "--context": context,
+        "--kubeconfig": kubeconfig,
+        "--namespace": namespace or None,
+        "--keep": keep,
     }
+    if take_snapshot and fmt == "kubernetes":
+        if paths:
+            raise UsageError("--kubectl takes the snapshot itself: name no files with it")
+        collect = KubectlOptions(
+            started=_utc_now(),
+            context=context,
+            kubeconfig=None if kubeconfig is None else str(kubeconfig),
+            namespaces=tuple(namespace or ()),
+            keep=None if keep is None else str(keep),
+        )
+    elif fmt == "kubernetes":
+        for flag in ("--context", "--kubeconfig", "--namespace", "--keep"):
+            if given[flag] is not None:
+                raise UsageError(f"{flag} applies with --kubectl only")
     for flag, value in given.items():
         if value is not None and spec is not None and flag not in spec.options:
             takers = [f.name for f in INGEST_FORMAT_SPECS.values() if flag in f.options]
             raise UsageError(f"{flag} applies to --format {' or '.join(takers)} only")
+    if not paths and collect is None:
+        raise UsageError("name the files or folders to ingest")
     if table is not None and spec is not None and not spec.takes_table:
         raise UsageError(f"--table does not apply to --format {fmt} ({spec.files})")
     options = IngestOptions(
@@ -724,7 +783,9 @@ def ingest(
         topology=topology,
         timezone=timezone or "UTC",
         priority_map=priority_map,
-        snapshot_time=_instant(snapshot_time, "--snapshot-time"),
+        snapshot_time=_instant(snapshot_time, "--snapshot-time")
+        if snapshot_time is not None or not isinstance(collect, KubectlOptions)
+        else collect.started,  # the snapshot is the call's
         tenant_label=tenant_label,
         days=None if days is None else asi2026.parse_days(days),
         percent=tuple(percent or ()),

@@ -82,8 +82,10 @@ INGEST_FORMAT_SPECS: dict[str, IngestFormat] = {
         ),
         IngestFormat(
             "kubernetes",
-            ("--snapshot-time", "--tenant-label", "--priority-map"),
+            ("--snapshot-time", "--tenant-label", "--priority-map", "--kubectl", "--context",
+             "--kubeconfig", "--namespace", "--keep"),
             files="its files are recognised by content",
+            collector="--kubectl",
         ),
         IngestFormat("prometheus", files="its files are recognised by content"),
         IngestFormat(
@@ -95,6 +97,30 @@ INGEST_FORMAT_SPECS: dict[str, IngestFormat] = {
     )
 }
 """Every ``ingest --format``, the default first: one entry each."""
+
+KUBECTL_CHUNK_SIZE = 500
+"""Objects per page that ``ingest --kubectl`` asks of the API server (kubectl's own default):
+a large cluster is listed page by page."""
+KUBECTL_REQUEST_TIMEOUT = "60s"
+"""How long kubectl waits for one request of the API server (its --request-timeout)."""
+KUBECTL_TIMEOUT_S = 1800.0
+"""How long one kubectl run of ``ingest --kubectl`` may take in all before it is stopped."""
+
+
+@dataclass(frozen=True)
+class KubectlOptions:
+    """What ``ingest --format kubernetes --kubectl`` runs: the collector's settings."""
+
+    started: datetime  # naive UTC: the call's start, the snapshot's time
+    context: str | None = None
+    kubeconfig: str | None = None
+    namespaces: tuple[str, ...] = ()  # none: every namespace (-A)
+    keep: str | None = None  # a folder for the raw snapshot, dated
+    kubectl: str = "kubectl"
+    chunk_size: int = KUBECTL_CHUNK_SIZE
+    request_timeout: str = KUBECTL_REQUEST_TIMEOUT
+    timeout_s: float = KUBECTL_TIMEOUT_S
+
 
 INGEST_FORMATS = tuple(INGEST_FORMAT_SPECS)
 """``ingest --format`` values (fleetaudit.inputs.ingest.FORMATS)."""

@@ -139,6 +139,8 @@ class Store:
             self.con.execute("COMMIT")
         except (duckdb.Error, RuntimeError) as exc:
             if not _interrupted(exc):
+                with suppress(duckdb.Error, RuntimeError):
+                    self.con.execute("ROLLBACK")
                 full = no_space(exc)  # the log could not be written: nothing of it committed
                 if full is not None:
                     raise full from exc

@@ -50,12 +50,14 @@ if TYPE_CHECKING:
     from fleetaudit.inputs.ingest import (
         alibaba,
         asi2026,
+        kubectl,
         kubernetes,
         prometheus,
         slurm,
         slurm_collect,
     )
 else:
+    kubectl = LazyModule("fleetaudit.inputs.ingest.kubectl")
     alibaba = LazyModule("fleetaudit.inputs.ingest.alibaba")
     asi2026 = LazyModule("fleetaudit.inputs.ingest.asi2026")
     kubernetes = LazyModule("fleetaudit.inputs.ingest.kubernetes")
@@ -99,6 +101,7 @@ class TableSummary:
     new: int = 0  # keys the store did not hold
     replaced: int = 0  # stored rows replaced by a row with the same key
     superseded: int = 0  # rows of this call overtaken by a later row with the same key
+    # (for kubectl JSON: objects listed again within one snapshot)
     rejected: int = 0
 
 
@@ -340,6 +343,7 @@ def _load_table(
     loaded = int(store.scalar(f"SELECT count(*) FROM {name} WHERE _ingest_id = $id", params))
     distinct = _distinct_keys(store, name, keys, loaded, params)
     superseded = loaded - distinct
+    merged = sum(s.superseded for s in sources)  # merged by the adapter before the load
     if superseded:
         # the last row of the call wins: row ids grow in load order
         store.run(
@@ -375,10 +379,10 @@ def _load_table(
     return TableSummary(
         table=table.name,
         files=len(sources),
-        read=read,
+        read=read + merged,
         new=distinct - replaced,
         replaced=replaced,
-        superseded=superseded,
+        superseded=superseded + merged,
         rejected=rejected,
     )
 
@@ -689,7 +693,7 @@ ADAPTERS: dict[str, Adapter] = {
     "native": Adapter(_native_sources),
     "alibaba-gpu-v2023": Adapter(_alibaba_sources),
     "alibaba-gpu-v2026": Adapter(_asi2026_sources, prepare=_prepare_asi2026),
-    "kubernetes": Adapter(_kubernetes_sources),
+    "kubernetes": Adapter(_kubernetes_sources, collect=lambda s, f, p: kubectl.collect(s, f, p)),
     "prometheus": Adapter(_prometheus_sources, prepare=_prepare_prometheus),
     "slurm": Adapter(_slurm_sources, prepare=_prepare_slurm, collect=_collect_slurm),
 }

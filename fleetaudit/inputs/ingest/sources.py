@@ -79,6 +79,7 @@ class Source:
     adapter_rejects: bool = False  # the scan's _reject_* columns reject rows (validate.py)
 
     notes: tuple[str, ...] = ()  # what an adapter decided, shown after the ingest
+    superseded: int = 0  # rows an adapter merged before the scan (an object listed twice)
     # (file, instant, how it is known) of the exports of the call that say when they were
     # taken; an adapter may attach those of files that feed no table (sdiag) to any source
     exported: tuple[tuple[str, datetime, str], ...] = ()
