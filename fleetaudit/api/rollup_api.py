@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shutil
+import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,7 +198,8 @@ def check_files(files: list[Path], source: RollupSource) -> None:
 def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult:
     """Roll the raw telemetry under ``paths`` up into native tables in the folder ``out``.
 
-    Every output file is written whole or not at all (a temporary file, then a rename).
+    Every output file is written whole or not at all (a temporary file, then a rename),
+    and a folder this call creates is left only with its tables in it.
     """
     started = time.perf_counter()
     options.check()
@@ -206,11 +210,20 @@ def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult
     check_files(files, source)
     created = not out.exists()
     try:
-        written, counts = _run(files, hive, out, source, options)
+        out.mkdir(parents=True, exist_ok=True)
+        # the Spark executors write their part files here, beside the tables (a folder
+        # they see whenever they can write --out), and the tables are made from them
+        scratch = Path(tempfile.mkdtemp(prefix=".fleetaudit-rollup-", dir=out))
+    except OSError as exc:
+        raise UsageError(f"--out: {out}: cannot write here: {exc.strerror or exc}") from exc
+    try:
+        written, counts = _run(files, hive, out, scratch, source, options)
     except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
         if created and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()  # a folder this call made stays only with its tables in it
+            out.rmdir()
         raise
+    shutil.rmtree(scratch, ignore_errors=True)
     return RollupResult(
         engine=options.engine,
         format=options.format,
@@ -223,8 +236,40 @@ def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult
     )
 
 
+ROW_GROUP_ROWS = 1 << 17
+"""Rows per row group of a rolled table, whatever batches the engine yields: the
+same rows give the same file on either engine."""
+
+
+def write_rows(path: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
+    """Write ``batches`` (cast to ``schema``) to the Parquet file ``path`` in row groups
+    of :data:`ROW_GROUP_ROWS`; the rows written."""
+    rows = 0
+    pending: list[pa.Table] = []
+    held = 0
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for batch in batches:
+            table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+            pending.append(table)
+            held += table.num_rows
+            while held >= ROW_GROUP_ROWS:
+                whole = pa.concat_tables(pending)
+                writer.write_table(whole.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+                pending, held = [whole.slice(ROW_GROUP_ROWS)], whole.num_rows - ROW_GROUP_ROWS
+                rows += ROW_GROUP_ROWS
+        if held:
+            writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
+            rows += held
+    return rows
+
+
 def _run(
-    files: list[Path], hive: bool, out: Path, source: RollupSource, options: RollupOptions
+    files: list[Path],
+    hive: bool,
+    out: Path,
+    scratch: Path,
+    source: RollupSource,
+    options: RollupOptions,
 ) -> tuple[dict[str, tuple[Path, int]], dict[str, int]]:
     interval_us = int(options.interval_s * 1_000_000)
     written: dict[str, tuple[Path, int]] = {}
@@ -235,11 +280,8 @@ def _run(
             for output in source.outputs:
                 target = out / f"{output.table}.parquet"
                 tmp = renames.enter_context(atomic_path(target))
-                rows = 0
-                with pq.ParquetWriter(tmp, output.schema, compression="zstd") as writer:
-                    for batch in engine.batches(output.query, interval_us=interval_us):
-                        table = pa.Table.from_batches([batch]).select(output.schema.names)
-                        writer.write_table(table.cast(output.schema))
-                        rows += batch.num_rows
-                written[output.table] = (target, rows)
+                batches = engine.batches(
+                    output.query, scratch=scratch / output.table, interval_us=interval_us
+                )
+                written[output.table] = (target, write_rows(tmp, output.schema, batches))
     return written, counts

@@ -508,8 +508,11 @@ class ScanEngine:
         rows = self.con.execute(f"DESCRIBE {quote_identifier(view)}").fetchall()
         return {str(r[0]): str(r[1]) for r in rows}
 
-    def batches(self, query_name: str, /, **params: Any) -> Iterator[pa.RecordBatch]:
-        """Run ``queries/<query_name>.sql``; its result, streamed."""
+    def batches(
+        self, query_name: str, /, scratch: Path | None = None, **params: Any
+    ) -> Iterator[pa.RecordBatch]:
+        """Run ``queries/<query_name>.sql``; its result, streamed (``scratch``, where
+        Spark's executors would write the result, is not used: DuckDB streams it)."""
         try:
             reader = self.con.sql(load_sql(query_name), params=params).to_arrow_reader(1 << 17)
             yield from reader
