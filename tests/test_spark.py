@@ -128,3 +128,26 @@ def test_compaction_on_spark_gives_the_local_ledger(
         }
     assert any(p.exact_status is not None for p in remote.partitions)
     assert local.allocations.equals(remote.allocations)
+
+
+def test_prometheus_rollup_on_spark_gives_duckdbs_file(spark: object, tmp_path: Path) -> None:
+    """The dumps are parsed by the ingest's reader on this machine, and the engine rolls
+    the parsed rows up: the same file from both engines."""
+    from tests.test_rollup_sources import _prom_files
+
+    files = _prom_files()
+    rollup(files, tmp_path / "duckdb", RollupOptions(3600, format="prometheus"))
+    rollup(files, tmp_path / "spark", RollupOptions(3600, engine="spark", master=MASTER, format="prometheus"))
+    assert (tmp_path / "duckdb" / "telemetry.parquet").read_bytes() == (
+        tmp_path / "spark" / "telemetry.parquet"
+    ).read_bytes()
+
+
+def test_rollup_parity_is_byte_for_byte(spark: object, fleet: Path, tmp_path: Path) -> None:
+    """The means are taken in fixed point, the row groups are cut at fixed rows: the
+    engines write the same bytes."""
+    rollup([fleet], tmp_path / "duckdb", RollupOptions(7200))
+    _spark_rollup([fleet], tmp_path / "spark", 7200)
+    assert (tmp_path / "duckdb" / "telemetry.parquet").read_bytes() == (
+        tmp_path / "spark" / "telemetry.parquet"
+    ).read_bytes()

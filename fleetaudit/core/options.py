@@ -87,7 +87,7 @@ VICTIM_POLICIES = ("spotgpu", "newest", "smallest", "random")
 ROLLUP_INTERVAL_S = 3600
 """``rollup --interval`` by default: one hour."""
 
-ROLLUP_SOURCES = ("native",)
+ROLLUP_SOURCES = ("native", "prometheus", "alibaba-gpu-v2026")
 """``rollup --format`` values (the keys of fleetaudit.api.rollup_api.SOURCES, held equal by a test)."""
 
 

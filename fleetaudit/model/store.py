@@ -178,6 +178,14 @@ class Store:
             return None
         return int(rows[0][0])
 
+    def copy_to_parquet(
+        self, sql: str, path: Path, params: Mapping[str, Any] | None = None
+    ) -> None:
+        """Write the rows of the SELECT ``sql`` to the Parquet file ``path`` (DuckDB writes
+        it: the rows never become a frame in Python)."""
+        target = str(path).replace("'", "''")
+        self.run(f"COPY ({sql}\n) TO '{target}' (FORMAT parquet)", params)
+
     def scalar(self, text: str, params: Mapping[str, Any] | None = None) -> Any:
         rows = self._fetchall(text, params)
         return rows[0][0] if rows else None

@@ -157,6 +157,8 @@ def ingest(
             (with ``options.strict``) a row was rejected. Nothing is written.
     """
     say = progress or (lambda _msg: None)
+    if options.format == "native" and asi2026.rolled_folder(paths) is not None:
+        options = replace(options, format="alibaba-gpu-v2026")  # a rolled-up release
     with ExitStack() as stack:
         prepare = _PREPARE.get(options.format)
         staged = prepare(store, paths, options, say, stack) if prepare is not None else None
@@ -556,6 +558,9 @@ def _prepare_asi2026(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
 ) -> asi2026.Staged | None:
     stack.enter_context(asi2026.bounded_memory(store))
+    rolled = asi2026.rolled_folder(paths)
+    if rolled is not None:  # `rollup --format alibaba-gpu-v2026` staged it already
+        return asi2026.read_rolled(rolled)
     return asi2026.stage_release(
         store,
         list(paths),
