@@ -175,3 +175,12 @@ def test_a_rolled_folder_missing_a_file_fails_naming_it(tmp_path: Path) -> None:
     (tmp_path / "rolled" / "nodes.parquet").unlink()
     with pytest.raises(InputError, match=r"nodes\.parquet: missing: alibaba-gpu-v2026\.rolled\.json names it"):
         api.ingest_paths(api.StoreOptions(tmp_path / "x.duckdb"), [tmp_path / "rolled"])
+
+
+def test_days_belong_to_the_rollup_not_to_the_ingest_of_it(tmp_path: Path) -> None:
+    rollup([write_fixture(tmp_path / "data")], tmp_path / "rolled", RollupOptions(format=ASI))
+    with pytest.raises(InputError, match="give --days to rollup, not to ingest"):
+        api.ingest_paths(
+            api.StoreOptions(tmp_path / "x.duckdb"), [tmp_path / "rolled"],
+            IngestOptions(format=ASI, days=(0, 0)),
+        )  # fmt: skip

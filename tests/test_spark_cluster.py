@@ -29,6 +29,12 @@ pytest.importorskip("pyspark", reason="pyspark comes with the spark extra: pip i
 pytest.importorskip("grpc", reason="Spark Connect's client comes with the spark extra")
 if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
     pytest.skip("Spark needs Java 17 or 21 (no java on PATH, no JAVA_HOME)", allow_module_level=True)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    pytest.skip(
+        "the cluster suite runs in one process: pytest -n 0 tests/test_spark_cluster.py "
+        "(.ci/run runs it so, after the main suite)",
+        allow_module_level=True,
+    )
 
 from typer.testing import CliRunner  # noqa: E402
 

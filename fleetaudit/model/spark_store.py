@@ -221,13 +221,16 @@ class SparkEngine:
     def _executors(self) -> int | None:
         """Executors the application holds now; None where this driver cannot tell
         (Spark Connect, local mode)."""
-        if self.remote:
+        if self.remote or self._local():
             return None
-        sc = self.spark.sparkContext
-        if sc.master.startswith("local"):
-            return None
-        status = sc._jsc.sc().getExecutorMemoryStatus()  # the driver's block manager too
+        status = self.spark.sparkContext._jsc.sc().getExecutorMemoryStatus()  # the driver's block manager too
         return int(status.size()) - 1
+
+    def _executor_timeout(self) -> float:
+        return float(self.spark.conf.get(EXECUTOR_TIMEOUT_KEY, str(EXECUTOR_TIMEOUT_S)) or 0)
+
+    def _local(self) -> bool:
+        return not self.remote and str(self.spark.sparkContext.master).startswith("local")
 
     @contextlib.contextmanager
     def _watch(self) -> Iterator[None]:
@@ -235,7 +238,7 @@ class SparkEngine:
         if self._executors() is None:
             yield
             return
-        timeout = float(self.spark.conf.get(EXECUTOR_TIMEOUT_KEY, str(EXECUTOR_TIMEOUT_S)))
+        timeout = self._executor_timeout()
         done = threading.Event()
 
         def watch() -> None:
@@ -273,10 +276,9 @@ class SparkEngine:
             raise
         except (PySparkException, Py4JError, ConnectionError) as exc:
             if self._lost:
-                timeout = self.spark.conf.get(EXECUTOR_TIMEOUT_KEY, str(EXECUTOR_TIMEOUT_S))
                 reason = (
                     f"the application lost every executor (a worker gone?) and none came back "
-                    f"within {float(timeout):g} s ({EXECUTOR_TIMEOUT_KEY})"
+                    f"within {self._executor_timeout():g} s ({EXECUTOR_TIMEOUT_KEY})"
                 )
             else:
                 reason = _reason(exc)
@@ -360,7 +362,7 @@ class SparkEngine:
         """
         if self._python_ready:
             return
-        if not self.remote and self.spark.sparkContext.master.startswith("local"):
+        if self._local():
             self._python_ready = True
             return
         package = self._package_zip()

@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fleetaudit.core.errors import InputError, QueryError
-from fleetaudit.core.options import ASI_TRACE_START
+from fleetaudit.core.options import ASI_ROLLED_MANIFEST, ASI_TRACE_START
 from fleetaudit.core.resources import load_sql
 from fleetaudit.inputs import asi_trace
 from fleetaudit.inputs.asi_trace import FORMAT, POD_TABLE, SERVER_TABLE
@@ -248,9 +248,7 @@ def _check_schemas(
                 )
 
 
-ROLLED_MANIFEST = "alibaba-gpu-v2026.rolled.json"
-"""The file that makes a folder a rolled-up release (``rollup --format alibaba-gpu-v2026``):
-it names the staged files, in load order, and what the staging found."""
+ROLLED_MANIFEST = ASI_ROLLED_MANIFEST  # names the staged files, in load order, and what was found
 
 
 def write_rolled(staged: Staged, out: Path) -> list[Path]:
@@ -289,13 +287,6 @@ def write_rolled(staged: Staged, out: Path) -> list[Path]:
     tmp.write_text(json.dumps(manifest, indent=1) + "\n")
     os.replace(tmp, out / ROLLED_MANIFEST)
     return [out / name for name in moved.values()] + [out / ROLLED_MANIFEST]
-
-
-def rolled_folder(paths: Sequence[Path]) -> Path | None:
-    """The one folder of ``paths`` when it is a rolled-up release, else None."""
-    if len(paths) == 1 and (paths[0] / ROLLED_MANIFEST).is_file():
-        return paths[0]
-    return None
 
 
 def read_rolled(folder: Path) -> Staged:
@@ -520,7 +511,7 @@ def _stage(
     path = folder / "nodes.parquet"
     nodes.write_parquet(path)
     staged.sources.insert(0, _staged_source(path, "nodes", str(release.root / SERVER_TABLE)))
-    staged.pod_rows = totals["pod_rows"]
+    staged.pod_rows = int(totals["pod_rows"])
     changed = int(servers.filter(pl.col("changes") > 0).height)
     staged.summary = [
         f"{FORMAT}: days {day_list[0]}-{day_list[-1]}, hours t={staged.t_first}..{staged.t_last} "

@@ -1,0 +1,85 @@
+"""``rollup --format alibaba-gpu-v2026`` of a generated full-density release, then ``ingest`` of it.
+
+    python -m benchmarks.bench_rollup_asi [--servers 37707] [--days 1,3,7] [--work DIR] [--direct]
+
+Writes a generated release (``generate --format alibaba-gpu-v2026``, the release's
+layout and density, as benchmarks/bench_asi2026.py does) of max(--days) days from day
+109 once; then for each D in --days rolls days 109..109+D-1 up with ``fleetaudit rollup
+--format alibaba-gpu-v2026 --days A-B`` and ingests the rolled folder into an empty
+store (``fleetaudit ingest FOLDER``), each in its own child process: wall time, CPU
+time and peak RSS of each, and the sizes of the release and of the rolled folder.
+``--direct`` also times ``ingest --format alibaba-gpu-v2026`` of the release for the
+same days, to compare. Only DuckDB runs this source (``--engine spark`` refuses it:
+docs/rollup.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from pathlib import Path
+
+from benchmarks.bench_asi2026 import _child, _load
+from fleetaudit.inputs.asi_trace import PAPER_DAYS
+from fleetaudit.inputs.generate_asi import AsiReleaseOptions, generate_release
+
+
+def _gib(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**30
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", type=int, default=37_707)
+    parser.add_argument("--days", default="1,3,7", help="comma-separated day counts")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/fleetaudit-bench-rollup-asi"))
+    parser.add_argument("--direct", action="store_true", help="also ingest the release itself")
+    args = parser.parse_args()
+    counts = sorted({int(d) for d in args.days.split(",")})
+    first = PAPER_DAYS[0]
+    release = args.work / f"release-{args.servers}x{counts[-1]}"
+    print(f"servers {args.servers:,}, days {counts}, load average {_load()}", flush=True)
+    if not (release / "done").exists():
+        shutil.rmtree(release, ignore_errors=True)
+        started = time.perf_counter()
+        written = generate_release(release, AsiReleaseOptions(servers=args.servers, days=counts[-1]))
+        (release / "done").write_text("")
+        print(
+            f"generated {written.pod_rows:,} pod rows, {_gib(release):.2f} GiB "
+            f"in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+    for d in counts:
+        window = f"{first}-{first + d - 1}"
+        rolled = args.work / f"rolled-{d}"
+        shutil.rmtree(rolled, ignore_errors=True)
+        seconds, cpu, rss = _child(
+            ["rollup", str(release), "--format", "alibaba-gpu-v2026", "--days", window,
+             "--out", str(rolled)]
+        )  # fmt: skip
+        print(
+            f"rollup {d} day(s): wall {seconds:7.1f} s, CPU {cpu:7.1f} s, peak RSS {rss:7.0f} MiB, "
+            f"rolled {_gib(rolled):.2f} GiB, load {_load()}",
+            flush=True,
+        )
+        runs = [("ingest of the rolled folder", [str(rolled)])]
+        if args.direct:
+            runs.append(
+                ("ingest of the release", [str(release), "--format", "alibaba-gpu-v2026", "--days", window])
+            )
+        for what, argv in runs:
+            db = args.work / "store.duckdb"
+            for stale in args.work.glob("store.duckdb*"):
+                shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+            seconds, cpu, rss = _child(["ingest", *argv, "--db", str(db)])
+            print(
+                f"{what}, {d} day(s): wall {seconds:7.1f} s, CPU {cpu:7.1f} s, "
+                f"peak RSS {rss:7.0f} MiB, load {_load()}",
+                flush=True,
+            )
+        shutil.rmtree(rolled, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
