@@ -37,6 +37,7 @@ from fleetaudit.core.options import (
     COMPACTION_ENGINES,
     DEFAULT_DB,
     DEFAULT_LOCK_TIMEOUT,
+    INGEST_FORMAT_SPECS,
     PLACEMENT_QUEUES,
     REJECTS_LIMIT,
     REPORT_SINCE,
@@ -409,8 +410,12 @@ def _instant(text: str | None, option: str) -> datetime | None:
 @handled
 def ingest(
     paths: Annotated[
-        list[Path], typer.Argument(help="Table files or folders of them.", show_default=False)
-    ],
+        list[Path] | None,
+        typer.Argument(
+            help="Table files or folders of them (none where the format's collector fetches them).",
+            show_default=False,
+        ),
+    ] = None,
     table: Annotated[
         str | None,
         typer.Option("--table", help="The table every file feeds (default: the file's stem)."),
@@ -494,11 +499,11 @@ def ingest(
 ) -> None:
     """Load CSV (.csv, .csv.gz), Parquet or JSON Lines files into the store.
 
-    A file's table is its stem (nodes, allocations, requests, telemetry) or
-    --table; a folder loads every table file in it. One call is one
-    transaction: all files land or none do. A row whose key exists replaces
-    the stored row. Rows that break the schema go to the rejects table with
-    file, row, column and reason (`fleetaudit rejects` lists them).
+    A file's table is its stem (nodes, allocations, requests, telemetry,
+    node_events) or --table; a folder loads every table file in it. One call
+    is one transaction: all files land or none do. A row whose key exists
+    replaces the stored row. Rows that break the schema go to the rejects
+    table with file, row, column and reason (`fleetaudit rejects` lists them).
 
     --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue
     Workloads). --format slurm reads a Slurm cluster's exports, each
@@ -519,26 +524,24 @@ def ingest(
     from fleetaudit import api
     from fleetaudit.inputs.ingest import IngestOptions, asi2026
 
-    traces = ("alibaba-gpu-v2023", "alibaba-gpu-v2026")
-    if fmt not in traces and trace_start is not None:
-        raise UsageError(f"--trace-start applies to --format {' or '.join(traces)} only")
-    if fmt != "alibaba-gpu-v2026" and days is not None:
-        raise UsageError("--days applies to --format alibaba-gpu-v2026 only")
-    per_format = {
-        "--snapshot-time": (snapshot_time, ("kubernetes",)),
-        "--tenant-label": (tenant_label, ("kubernetes",)),
-        "--priority-map": (priority_map, ("kubernetes", "slurm")),
-        "--timezone": (timezone, ("slurm",)),
+    spec = INGEST_FORMAT_SPECS.get(fmt)
+    collect: object | None = None  # a collector's settings, where its flag was given
+    if not paths and collect is None:
+        raise UsageError("name the files or folders to ingest")
+    given = {
+        "--trace-start": trace_start,
+        "--days": days,
+        "--snapshot-time": snapshot_time,
+        "--tenant-label": tenant_label,
+        "--priority-map": priority_map,
+        "--timezone": timezone,
     }
-    for flag, (value, formats) in per_format.items():
-        if value is not None and fmt not in formats:
-            raise UsageError(f"{flag} applies to --format {' and '.join(formats)} only")
-    if fmt in traces and table is not None:
-        raise UsageError(f"--table does not apply to --format {fmt} (its files name their tables)")
-    if fmt in ("kubernetes", "slurm", "prometheus") and table is not None:
-        raise UsageError(
-            f"--table does not apply to --format {fmt} (its files are recognised by content)"
-        )
+    for flag, value in given.items():
+        if value is not None and spec is not None and flag not in spec.options:
+            takers = [f.name for f in INGEST_FORMAT_SPECS.values() if flag in f.options]
+            raise UsageError(f"{flag} applies to --format {' or '.join(takers)} only")
+    if table is not None and spec is not None and not spec.takes_table:
+        raise UsageError(f"--table does not apply to --format {fmt} ({spec.files})")
     options = IngestOptions(
         table=table,
         format=fmt,
@@ -551,9 +554,10 @@ def ingest(
         tenant_label=tenant_label,
         days=None if days is None else asi2026.parse_days(days),
         percent=tuple(percent or ()),
+        collect=collect,
     )
     with console.progress_status("ingesting") as progress:
-        result = api.ingest_paths(_store(db, lock_timeout), paths, options, progress)
+        result = api.ingest_paths(_store(db, lock_timeout), paths or [], options, progress)
     console.render_ingest(result)
     if as_csv:
         console.print_csv(console.ingest_frame(result))

@@ -7,4 +7,6 @@ SELECT 'requests', count(*), min(submit_time), max(greatest(submit_time, COALESC
 UNION ALL
 SELECT 'telemetry', count(*), min(ts), max(ts) FROM telemetry
 UNION ALL
+SELECT 'node_events', count(*), min(start_time), max(greatest(start_time, COALESCE(end_time, start_time))) FROM node_events
+UNION ALL
 SELECT 'rejects', count(*), NULL, NULL FROM rejects

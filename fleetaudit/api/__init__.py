@@ -86,11 +86,14 @@ def ingest_paths(
     ingest_options: IngestOptions | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> IngestResult:
-    """Ingest ``paths`` into the store in one transaction (see :mod:`fleetaudit.inputs.ingest`)."""
-    from fleetaudit.inputs.ingest import IngestOptions, ingest
+    """Ingest ``paths`` into the store in one transaction (see :mod:`fleetaudit.inputs.ingest`),
+    with the exports the format's collector fetched first where ``ingest_options.collect`` asks
+    for them (fetched before the store is opened: a long fetch holds no lock)."""
+    from fleetaudit.inputs.ingest import IngestOptions, collected, ingest
 
-    with writing(options) as store:
-        return ingest(store, paths, ingest_options or IngestOptions(), progress)
+    ingest_options = ingest_options or IngestOptions()
+    with collected(ingest_options, progress) as fetched, writing(options) as store:
+        return ingest(store, [*paths, *fetched], ingest_options, progress)
 
 
 # -- what the store holds --------------------------------------------------------------

@@ -47,15 +47,48 @@ def duration_text(value: float | timedelta) -> str:
     return f"{seconds:g}s"
 
 
-INGEST_FORMATS = (
-    "native",
-    "alibaba-gpu-v2023",
-    "alibaba-gpu-v2026",
-    "kubernetes",
-    "prometheus",
-    "slurm",
-)
-"""``ingest --format`` values (fleetaudit.inputs.ingest.FORMATS, held equal by a test)."""
+@dataclass(frozen=True)
+class IngestFormat:
+    """An ``ingest --format`` as the command line knows it before its reader loads: which of
+    ingest's per-format options apply to it, and how its files are told apart. Its reader
+    (and collector, where it has one) is bound in ``fleetaudit.inputs.ingest.ADAPTERS``,
+    keyed by the same names (a test holds the two equal)."""
+
+    name: str
+    options: tuple[str, ...] = ()  # the per-format ingest options (flags) that apply to it
+    files: str = "named"  # "named": --table or a file's stem names its table; else why not
+    collector: str | None = None  # the flag that makes ingest fetch the exports itself
+
+    @property
+    def takes_table(self) -> bool:
+        return self.files == "named"
+
+
+INGEST_FORMAT_SPECS: dict[str, IngestFormat] = {
+    f.name: f
+    for f in (
+        IngestFormat("native"),
+        IngestFormat(
+            "alibaba-gpu-v2023", ("--trace-start",), files="its files name their tables"
+        ),
+        IngestFormat(
+            "alibaba-gpu-v2026", ("--trace-start", "--days"), files="its files name their tables"
+        ),
+        IngestFormat(
+            "kubernetes",
+            ("--snapshot-time", "--tenant-label", "--priority-map"),
+            files="its files are recognised by content",
+        ),
+        IngestFormat("prometheus", files="its files are recognised by content"),
+        IngestFormat(
+            "slurm", ("--priority-map", "--timezone"), files="its files are recognised by content"
+        ),
+    )
+}
+"""Every ``ingest --format``, the default first: one entry each."""
+
+INGEST_FORMATS = tuple(INGEST_FORMAT_SPECS)
+"""``ingest --format`` values (fleetaudit.inputs.ingest.FORMATS)."""
 
 ALIBABA_TRACE_START = datetime(2023, 1, 1)
 """The instant second 0 of an alibaba-gpu-v2023 trace stands for, by default."""

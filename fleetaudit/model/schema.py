@@ -1,4 +1,4 @@
-"""The four input tables of SPEC §1: one source of truth for columns and rules.
+"""The input tables: one source of truth for columns and rules.
 
 Ingest validates against these specs, the store creates its tables from them,
 and the time model reads the column names from here. A column's ``kind`` says
@@ -69,6 +69,9 @@ MAX_SECONDS = 10_000_000_000  # about 317 years
 TIME_RANGE = ("1900-01-01", "2200-01-01")  # timestamps outside are rejects
 
 HEALTH = ("healthy", "degraded", "cordoned", "down")
+# The states of a health interval (node_events): what kept a node or one GPU of it from
+# taking new work, and for how long.
+EVENT_STATES = ("down", "drain", "cordoned", "degraded", "unhealthy")
 PRIORITY = ("high", "low")
 WORKLOAD = (
     "online_inference",
@@ -177,11 +180,31 @@ TELEMETRY = Table(
     ),
 )
 
-TABLES: dict[str, Table] = {t.name: t for t in (NODES, ALLOCATIONS, REQUESTS, TELEMETRY)}
+NODE_EVENTS = Table(
+    name="node_events",
+    # one interval per node (or GPU), start, state and source: a later export that ends an
+    # open interval replaces it; gpu_index and source may be empty (compared null-safely)
+    key=("node_id", "gpu_index", "start_time", "state", "source"),
+    references_node=True,
+    columns=(
+        Column("node_id", Kind.TEXT, required=True),
+        # empty: the whole node; else the one GPU the event is about
+        Column("gpu_index", Kind.INT, nonnegative=True, maximum=MAX_GPUS_PER_NODE),
+        Column("start_time", Kind.TIME, required=True),
+        Column("end_time", Kind.TIME),  # empty: still going at the export
+        Column("state", Kind.TEXT, required=True, enum=EVENT_STATES),
+        Column("reason", Kind.TEXT),
+        Column("source", Kind.TEXT),  # which export said it, e.g. slurm:sacctmgr, dcgm:xid
+    ),
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t for t in (NODES, ALLOCATIONS, REQUESTS, TELEMETRY, NODE_EVENTS)
+}
 
 # Ingest order within one call: a table that references nodes sees the nodes of
 # the same call.
-INGEST_ORDER: tuple[str, ...] = ("nodes", "allocations", "requests", "telemetry")
+INGEST_ORDER: tuple[str, ...] = ("nodes", "allocations", "requests", "telemetry", "node_events")
 
 # Internal column on every input table: the ingest call that loaded the row
 # (negative while a row of the running call awaits its reject check).

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from fleetaudit.core.errors import InputError, QueryError
+from fleetaudit.core.errors import InputError, QueryError, UsageError
 from fleetaudit.core.lazy import LazyModule
 from fleetaudit.core.options import ASI_ROLLED_MANIFEST, INGEST_FORMATS
 from fleetaudit.inputs.ingest.labels import PriorityMap
@@ -73,6 +74,7 @@ class IngestOptions:
     tenant_label: str | None = None  # kubernetes: the pod label naming the tenant
     days: tuple[int, int] | None = None  # alibaba-gpu-v2026: the days read (None: all)
     percent: tuple[str, ...] = ()  # fraction columns given in percent: scaled by 1/100
+    collect: object | None = None  # the settings of the format's collector (see collected())
 
 
 PERCENT_MIN_ROWS = 10
@@ -123,11 +125,7 @@ def plan_sources(
 
     For alibaba-gpu-v2026 they are the files ``staged`` (:func:`asi2026.stage_release`).
     """
-    if options.format not in FORMATS:
-        raise InputError(
-            ", ".join(str(p) for p in paths),
-            f"unknown --format {options.format!r}; use {' or '.join(FORMATS)}",
-        )
+    adapter = _adapter(options, paths)
     if options.table is not None and options.table not in schema.TABLES:
         raise InputError(
             "--table", f"no table named {options.table!r}; use one of {', '.join(schema.TABLES)}"
@@ -139,7 +137,7 @@ def plan_sources(
                 "--percent",
                 f"{column!r} is not a fraction column; use one of {', '.join(fractions)}",
             )
-    sources = _SOURCES[options.format](store, paths, options, progress, staged)
+    sources = adapter.sources(store, paths, options, progress, staged)
     order = {name: i for i, name in enumerate(schema.INGEST_ORDER)}
     return sorted(sources, key=lambda s: order[s.table])  # stable: file order within a table
 
@@ -160,9 +158,39 @@ def ingest(
     if options.format == "native" and _rolled_release(paths) is not None:
         options = replace(options, format="alibaba-gpu-v2026")  # a rolled-up release
     with ExitStack() as stack:
-        prepare = _PREPARE.get(options.format)
+        prepare = _adapter(options, paths).prepare
         staged = prepare(store, paths, options, say, stack) if prepare is not None else None
         return _ingest(store, paths, options, say, staged)
+
+
+@contextmanager
+def collected(options: IngestOptions, progress: Progress | None = None) -> Iterator[list[Path]]:
+    """The exports the format's collector fetches itself (``options.collect`` holds its
+    settings), in a temporary folder that is removed when the block ends; ``[]`` when the
+    call names its files. Collect before the store is opened for writing, so that a long
+    fetch does not hold the store's lock.
+
+    Raises:
+        UsageError: the format has no collector.
+    """
+    if options.collect is None:
+        yield []
+        return
+    adapter = _adapter(options, ())
+    if adapter.collect is None:
+        raise UsageError(f"--format {options.format} cannot fetch its exports itself; name its files")
+    with tempfile.TemporaryDirectory(prefix="fleetaudit-collect-") as folder:
+        yield adapter.collect(options.collect, Path(folder), progress or (lambda _msg: None))
+
+
+def _adapter(options: IngestOptions, paths: Sequence[Path]) -> Adapter:
+    adapter = ADAPTERS.get(options.format)
+    if adapter is None:
+        raise InputError(
+            ", ".join(str(p) for p in paths) or "--format",
+            f"unknown --format {options.format!r}; use {' or '.join(FORMATS)}",
+        )
+    return adapter
 
 
 def _ingest(
@@ -280,7 +308,12 @@ def _load_table(
         )
     replaced = 0
     if had_rows:
-        match = " AND ".join(f"{name}.{q(k)} = fresh.{q(k)}" for k in table.key)
+        # a key column that may be empty (node_events' gpu_index) matches null to null
+        match = " AND ".join(
+            f"{name}.{q(k)} {'=' if table.column(k).required else 'IS NOT DISTINCT FROM'} "
+            f"fresh.{q(k)}"
+            for k in table.key
+        )
         replaced = int(
             store.scalar(
                 f"SELECT count(*) FROM {name} JOIN (SELECT {keys} FROM {name} WHERE _ingest_id = $id) "
@@ -584,17 +617,25 @@ def _prepare_asi2026(
     )
 
 
-# one entry per --format (test_ingest checks the keys are INGEST_FORMATS)
-_SOURCES: dict[str, Callable[..., list[Source]]] = {
-    "native": _native_sources,
-    "alibaba-gpu-v2023": _alibaba_sources,
-    "alibaba-gpu-v2026": _asi2026_sources,
-    "slurm": _slurm_sources,
-    "kubernetes": _kubernetes_sources,
-    "prometheus": _prometheus_sources,
-}
-_PREPARE: dict[str, Callable[..., asi2026.Staged | None]] = {
-    "alibaba-gpu-v2026": _prepare_asi2026,
-    "slurm": _prepare_slurm,
-    "prometheus": _prepare_prometheus,
+@dataclass(frozen=True)
+class Adapter:
+    """How ingest reads one ``--format``: its ``sources`` (the files as sources of the input
+    tables), what a call sets up first (``prepare``: staging, memory caps, clean-ups on the
+    call's ExitStack) and its ``collect``or, where the format can fetch its exports itself
+    (``collect(settings, folder, progress)`` writes them into ``folder`` and returns their
+    paths; the call then reads them as if they had been named, see :func:`collected`)."""
+
+    sources: Callable[..., list[Source]]
+    prepare: Callable[..., asi2026.Staged | None] | None = None
+    collect: Callable[[object, Path, Progress], list[Path]] | None = None
+
+
+# one entry per --format, keyed as core.options.INGEST_FORMAT_SPECS (a test holds them equal)
+ADAPTERS: dict[str, Adapter] = {
+    "native": Adapter(_native_sources),
+    "alibaba-gpu-v2023": Adapter(_alibaba_sources),
+    "alibaba-gpu-v2026": Adapter(_asi2026_sources, prepare=_prepare_asi2026),
+    "kubernetes": Adapter(_kubernetes_sources),
+    "prometheus": Adapter(_prometheus_sources, prepare=_prepare_prometheus),
+    "slurm": Adapter(_slurm_sources, prepare=_prepare_slurm),
 }

@@ -11,7 +11,8 @@ Checks, in column order, first failure wins (docs/ingest.md):
 missing required value, unparsable, not finite, not an integer, negative,
 above 1 (fractions), unknown enum value; then per table: unknown node, gpus
 above the node's GPUs (allocations), gpu_index beyond the node's GPUs
-(telemetry), end_time before start_time, start_time before submit_time,
+(telemetry, node_events), end_time before start_time (allocations,
+node_events), start_time before submit_time,
 gpus not a multiple of gpus_per_pod and locality node with several pods
 (requests). An adapter that maps a foreign format can reject a row for a
 reason of its own (a hostlist or a time it cannot read): its scan sets
@@ -260,7 +261,9 @@ def _table_checks(table: Table) -> list[_Check]:
             f"{_shown('gpus')} || ' is above its node''s ' || CAST(_node_gpus AS VARCHAR) || ' GPUs'",
         )
         check("end_time", "end_time < start_time", "'end_time is before start_time'")
-    if table.name == "telemetry":
+    if table.name == "node_events":
+        check("end_time", "end_time < start_time", "'end_time is before start_time'")
+    if table.name in ("telemetry", "node_events"):
         check(
             "gpu_index",
             "gpu_index >= _node_gpus",
