@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import time
 from pathlib import Path
 
-from benchmarks.bench_asi2026 import _child, _load
+from benchmarks.bench_asi2026 import _child, _load, release_for
 from fleetaudit.inputs.asi_trace import PAPER_DAYS
-from fleetaudit.inputs.generate_asi import AsiReleaseOptions, generate_release
 
 
 def _gib(folder: Path) -> float:
@@ -38,18 +36,8 @@ def main() -> None:
     args = parser.parse_args()
     counts = sorted({int(d) for d in args.days.split(",")})
     first = PAPER_DAYS[0]
-    release = args.work / f"release-{args.servers}x{counts[-1]}"
     print(f"servers {args.servers:,}, days {counts}, load average {_load()}", flush=True)
-    if not (release / "done").exists():
-        shutil.rmtree(release, ignore_errors=True)
-        started = time.perf_counter()
-        written = generate_release(release, AsiReleaseOptions(servers=args.servers, days=counts[-1]))
-        (release / "done").write_text("")
-        print(
-            f"generated {written.pod_rows:,} pod rows, {_gib(release):.2f} GiB "
-            f"in {time.perf_counter() - started:.0f} s",
-            flush=True,
-        )
+    release = release_for(args.work, args.servers, counts[-1])
     for d in counts:
         window = f"{first}-{first + d - 1}"
         rolled = args.work / f"rolled-{d}"
