@@ -144,15 +144,17 @@ class SparkEngine:
         local = master is None and not _environment_session()
         master = DEFAULT_MASTER if local else master
         self.where = remote or master or "the spark-submit session"
-        self._scratch = Path(tempfile.mkdtemp(prefix="fleetaudit-spark-"))
         self._python_ready = False
         self._lost = False
         check_reachable(self.where)
+        self._scratch = Path(tempfile.mkdtemp(prefix="fleetaudit-spark-"))
         try:
             self.spark = self._connect(remote) if remote else self._classic(master)
         except FleetAuditError:
+            self.close()
             raise
         except Exception as exc:
+            self.close()
             raise FleetAuditError(
                 f"{self.where}: could not start Spark ({_first_line(exc)}); --engine spark needs "
                 "Java 17 or 21 on PATH (or JAVA_HOME) and a reachable --master"
