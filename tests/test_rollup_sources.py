@@ -64,7 +64,7 @@ def _prom_files() -> list[Path]:
 
 def test_prometheus_dumps_roll_up_by_hand(tmp_path: Path) -> None:
     result = rollup(_prom_files(), tmp_path / "out", RollupOptions(3600, format="prometheus"))
-    assert (result.rows, result.skipped) == (11, 0)  # the merged (GPU, minute) rows
+    assert (result.files, result.rows, result.skipped) == (5, 11, 0)  # rows: (GPU, minute)
     rows = pq.read_table(tmp_path / "out" / "telemetry.parquet").to_pylist()
     got = {(r["node_id"], r["gpu_index"]): r for r in rows}
     assert set(got) == set(PROM_HOURLY)

@@ -245,9 +245,12 @@ def rollup(
         if source.reader == "asi":
             written, counts = _run_asi(paths, out, scratch, options, progress)
         else:
+            read = files
             if source.reader == "prometheus":
-                files = [_parse_prometheus(paths, scratch, progress)]
+                parsed, read = _parse_prometheus(paths, scratch, progress)
+                files = [parsed]
             written, counts = _run(files, hive, out, scratch, source, options)
+            files = read
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         if created and out.is_dir() and not any(out.iterdir()):
@@ -319,20 +322,20 @@ def _run(
 
 def _parse_prometheus(
     paths: list[Path], scratch: Path, progress: Callable[[str], None] | None
-) -> Path:
+) -> tuple[Path, list[Path]]:
     """The query_range dumps under ``paths`` as one Parquet file of raw native rows,
-    parsed and merged by ``ingest --format prometheus``'s own reader."""
+    parsed and merged by ``ingest --format prometheus``'s own reader; and the files read."""
     from fleetaudit.inputs.ingest import prometheus
     from fleetaudit.model.store import open_store
 
     target = scratch / "prometheus-telemetry.parquet"
     with open_store(scratch / "parse.duckdb") as store, store.memory_capped(prometheus.MEMORY_LIMIT):
         try:
-            prometheus.parse_files(store, paths, progress)
+            inputs = prometheus.parse_files(store, paths, progress)
             store.copy_to_parquet(prometheus.merged_rows_select(), target)
         finally:
             prometheus.drop_staging(store)
-    return target
+    return target, [item.path for item in inputs]
 
 
 def _run_asi(
