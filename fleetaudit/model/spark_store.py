@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -60,7 +61,7 @@ _DEFAULT_PORTS = {"spark": 7077, "sc": 15002}
 
 # Spark's own log lines would drown the one-line errors and the progress on stderr.
 _LOG4J = """\
-rootLogger.level = error
+rootLogger.level = fatal
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -93,20 +94,30 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+_JAVA_CLASS = re.compile(r"^:?\s*(?:[\w$]+\.)+[\w$]*(?:Exception|Error)(?::\s*|$)")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
+
+
 def _reason(exc: BaseException) -> str:
-    """The useful line of a Spark error: a task's own failure rather than the job's wrapper."""
-    text = str(exc).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """The useful line of a Spark error: the task's own failure (an error class such as
+    ``[FAILED_READ_FILE...]``, or a Python import error), not py4j's or the job's wrapper."""
+    lines = [
+        line.strip() for line in str(exc).splitlines()
+        if line.strip() and not line.strip().startswith(("at ", "..."))
+    ]  # fmt: skip
     if not lines:
         return type(exc).__name__
-    first = lines[0]
-    for marker in ("most recent failure: ", "Caused by: "):
-        if marker in first:
-            first = first.split(marker, 1)[1]
     for line in lines:
         if "ModuleNotFoundError" in line or "ImportError" in line:
             return line
-    return first if len(first) <= 400 else first[:397] + "..."
+    causes = [line.split("Caused by: ", 1)[1] for line in lines if "Caused by: " in line]
+    causes += [line.split("most recent failure: ", 1)[1] for line in lines if "most recent failure: " in line]
+    causes += [line for line in lines if not line.startswith("An error occurred while calling")]
+    best = next((c for c in causes if "[" in c and "]" in c), causes[0] if causes else lines[0])
+    if ": " in best and best.split(": ", 1)[0].startswith(("Lost task", "Job aborted")):
+        best = best.split(": ", 1)[1]
+    best = _SQLSTATE.sub("", _JAVA_CLASS.sub("", best)).strip()
+    return best if len(best) <= 400 else best[:397] + "..."
 
 
 def check_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
