@@ -57,6 +57,12 @@ TIMEOUT_KEY = "spark.fleetaudit.executorTimeout"
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with standalone(tmp_path_factory.mktemp("cluster"), workers=2, connect=True) as running:
         yield running
+        # a Connect client left open retries against the stopped server when Python exits
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        left = getattr(ConnectSession, "_default_session", None) or ConnectSession.getActiveSession()
+        if left is not None:
+            left.stop()
 
 
 @pytest.fixture(scope="module")

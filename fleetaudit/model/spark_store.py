@@ -209,8 +209,13 @@ class SparkEngine:
         return builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
 
     def close(self) -> None:
-        """Leave the session to its owner (a local one ends with this process); remove
+        """Release a Spark Connect session (the server stays up; a client that leaves
+        its session to the exit handler retries against a server that may be gone);
+        leave a classic one to its owner (a local one ends with this process); remove
         this engine's scratch files."""
+        if getattr(self, "remote", False):
+            with contextlib.suppress(Exception):
+                self.spark.stop()
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> SparkEngine:
