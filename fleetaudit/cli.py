@@ -1616,7 +1616,9 @@ def rollup(
     sources: Annotated[
         list[Path],
         typer.Argument(
-            help="Raw telemetry: Parquet files, or folders of them (hive partitions too).",
+            help="Raw telemetry: Parquet files, or folders of them (hive partitions too); "
+            "Prometheus query_range dumps (--format prometheus); the ASI release's data folder "
+            "(--format alibaba-gpu-v2026).",
             show_default=False,
         ),
     ],
@@ -1631,6 +1633,14 @@ def rollup(
     fmt: Annotated[
         str, typer.Option("--format", help=f"Format of the raw files: {', '.join(SOURCES)}.")
     ] = "native",
+    days: Annotated[
+        str | None,
+        typer.Option(
+            "--days",
+            help="alibaba-gpu-v2026: the trace days to roll up, A-B or A (default every day).",
+            show_default=False,
+        ),
+    ] = None,
     quiet: QuietOption = False,
 ) -> None:
     """Roll raw telemetry up per node, GPU, allocation and interval, into Parquet.
@@ -1641,11 +1651,18 @@ def rollup(
     those of the raw telemetry. `--engine spark` runs the same SQL on Spark,
     where the raw history lives.
 
+    --format prometheus reads query_range dumps with ingest's own reader, then
+    rolls them up the same way. --format alibaba-gpu-v2026 reduces the ASI
+    release (pod-hours into allocation runs, server-hours, GPU-hours) into
+    OUT, which `fleetaudit ingest OUT` loads exactly as it would the release.
+
     Examples:
 
       fleetaudit rollup lake/telemetry/ --out rolled/ && fleetaudit ingest rolled/
       fleetaudit rollup lake/telemetry/ --out rolled/ --interval 15m \\
-          --engine spark
+          --engine spark --master spark://head:7077
+      fleetaudit rollup dumps/ --format prometheus --out rolled/
+      fleetaudit rollup release/data --format alibaba-gpu-v2026 --out asi-rolled/
     """
     from fleetaudit.api.rollup_api import RollupOptions
     from fleetaudit.api.rollup_api import rollup as run_rollup
@@ -1655,9 +1672,10 @@ def rollup(
         engine=engine,
         master=master,
         format=fmt,
+        days=days,
     )
-    with console.progress_status(f"rolling up on {engine}"):
-        result = run_rollup(sources, out, options)
+    with console.progress_status(f"rolling up on {engine}") as progress:
+        result = run_rollup(sources, out, options, progress)
     console.render_rollup(result)
 
 

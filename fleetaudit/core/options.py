@@ -158,7 +158,11 @@ VICTIM_POLICIES = ("spotgpu", "newest", "smallest", "random")
 ROLLUP_INTERVAL_S = 3600
 """``rollup --interval`` by default: one hour."""
 
-ROLLUP_SOURCES = ("native",)
+ASI_ROLLED_MANIFEST = "alibaba-gpu-v2026.rolled.json"
+"""The file that makes a folder a rolled-up ASI release (``rollup --format alibaba-gpu-v2026``),
+which ``ingest`` loads as the release (fleetaudit.inputs.ingest.asi2026.write_rolled)."""
+
+ROLLUP_SOURCES = ("native", "prometheus", "alibaba-gpu-v2026")
 """``rollup --format`` values (the keys of fleetaudit.api.rollup_api.SOURCES, held equal by a test)."""
 
 

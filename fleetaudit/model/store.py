@@ -193,6 +193,14 @@ class Store:
             return None
         return int(rows[0][0])
 
+    def copy_to_parquet(
+        self, sql: str, path: Path, params: Mapping[str, Any] | None = None
+    ) -> None:
+        """Write the rows of the SELECT ``sql`` to the Parquet file ``path`` (DuckDB writes
+        it: the rows never become a frame in Python)."""
+        target = str(path).replace("'", "''")
+        self.run(f"COPY ({sql}\n) TO '{target}' (FORMAT parquet)", params)
+
     def scalar(self, text: str, params: Mapping[str, Any] | None = None) -> Any:
         rows = self._fetchall(text, params)
         return rows[0][0] if rows else None
@@ -648,8 +656,11 @@ class ScanEngine:
         rows = self.con.execute(f"DESCRIBE {quote_identifier(view)}").fetchall()
         return {str(r[0]): str(r[1]) for r in rows}
 
-    def batches(self, query_name: str, /, **params: Any) -> Iterator[pa.RecordBatch]:
-        """Run ``queries/<query_name>.sql``; its result, streamed."""
+    def batches(
+        self, query_name: str, /, scratch: Path | None = None, **params: Any
+    ) -> Iterator[pa.RecordBatch]:
+        """Run ``queries/<query_name>.sql``; its result, streamed (``scratch``, where
+        Spark's executors would write the result, is not used: DuckDB streams it)."""
         try:
             reader = self.con.sql(load_sql(query_name), params=params).to_arrow_reader(1 << 17)
             yield from reader

@@ -597,6 +597,16 @@ def render_generate(result: GenerateResult) -> None:
 
 
 def render_rollup(result: RollupResult) -> None:
+    if result.format == "alibaba-gpu-v2026":
+        out.print(
+            f"rolled up {result.rows:,} pod-hours of the release into {len(result.written):,} "
+            f"file(s) on {result.engine} in {result.seconds:.1f} s; `fleetaudit ingest` of the "
+            "folder loads them as it would the release",
+            soft_wrap=True,
+        )
+        if result.skipped:
+            err.print(f"note: {result.skipped:,} pod-hour(s) without a pod or server id: kept as rejects")
+        return
     seconds = int(result.interval_s)
     unit = next(
         u for u, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if seconds % size == 0

@@ -24,7 +24,7 @@ import polars as pl
 
 from fleetaudit.core.errors import InputError, QueryError, UsageError
 from fleetaudit.core.lazy import LazyModule
-from fleetaudit.core.options import INGEST_FORMATS
+from fleetaudit.core.options import ASI_ROLLED_MANIFEST, INGEST_FORMATS
 from fleetaudit.inputs.ingest import guards
 from fleetaudit.inputs.ingest.labels import PriorityMap
 from fleetaudit.inputs.ingest.sources import (
@@ -166,6 +166,8 @@ def ingest(
             (with ``options.strict``) a row was rejected. Nothing is written.
     """
     say = progress or (lambda _msg: None)
+    if options.format == "native" and _rolled_release(paths) is not None:
+        options = replace(options, format="alibaba-gpu-v2026")  # a rolled-up release
     with ExitStack() as stack:
         prepare = _adapter(options, paths).prepare
         staged = prepare(store, paths, options, say, stack) if prepare is not None else None
@@ -657,6 +659,13 @@ def _prepare_slurm(
     return None
 
 
+def _rolled_release(paths: Sequence[Path]) -> Path | None:
+    """The one folder of ``paths`` when it is a rolled-up ASI release, else None."""
+    if len(paths) == 1 and (paths[0] / ASI_ROLLED_MANIFEST).is_file():
+        return paths[0]
+    return None
+
+
 def _collect_slurm(settings: object, folder: Path, progress: Progress) -> list[Path]:
     return slurm_collect.collect(settings, folder, progress)
 
@@ -665,6 +674,15 @@ def _prepare_asi2026(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
 ) -> asi2026.Staged | None:
     stack.enter_context(asi2026.bounded_memory(store))
+    rolled = _rolled_release(paths)
+    if rolled is not None and (options.days is not None or options.trace_start is not None):
+        raise InputError(
+            str(rolled),
+            "a rolled-up release holds the days and trace start it was rolled up with: "
+            "give --days to rollup, not to ingest",
+        )
+    if rolled is not None:  # `rollup --format alibaba-gpu-v2026` staged it already
+        return asi2026.read_rolled(rolled)
     return asi2026.stage_release(
         store,
         list(paths),

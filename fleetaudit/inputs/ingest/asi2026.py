@@ -22,7 +22,9 @@ docs/formats/alibaba-gpu-v2026.md states every mapping rule.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import shutil
 import sys
@@ -38,7 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fleetaudit.core.errors import InputError, QueryError
-from fleetaudit.core.options import ASI_TRACE_START
+from fleetaudit.core.options import ASI_ROLLED_MANIFEST, ASI_TRACE_START
 from fleetaudit.core.resources import load_sql
 from fleetaudit.inputs import asi_trace
 from fleetaudit.inputs.asi_trace import FORMAT, POD_TABLE, SERVER_TABLE
@@ -165,6 +167,7 @@ class Staged:
     rejects: list[str] = field(default_factory=list)  # staged files of rejects ("table", file, ...)
     rejected: dict[str, int] = field(default_factory=dict)  # table -> rows rejected while staged
     summary: list[str] = field(default_factory=list)
+    pod_rows: int = 0  # the pod-hours read
 
     def load_side_tables(self, store: Store, ingest_id: int) -> None:
         """Inside the ingest transaction: the side tables and the rejects of the release's
@@ -225,6 +228,82 @@ def _check_schemas(
                     f"wrong schema: type {columns[name]} where the release has {kind}",
                     column=name,
                 )
+
+
+ROLLED_MANIFEST = ASI_ROLLED_MANIFEST  # names the staged files, in load order, and what was found
+
+
+def write_rolled(staged: Staged, out: Path) -> list[Path]:
+    """Move the staged files into the folder ``out`` and write the manifest last (a
+    temporary file, then a rename), so that ``ingest OUT`` loads them as
+    :func:`stage_release` left them; the files written, manifest included."""
+    moved: dict[str, str] = {}
+
+    def keep(path: str) -> str:
+        if path not in moved:
+            target = out / Path(path).name
+            os.replace(path, target)
+            moved[path] = target.name
+        return moved[path]
+
+    sources = []
+    for source in staged.sources:
+        files = source.params["path"]
+        sources.append(
+            {"table": source.table, "file": source.file, "paths": [keep(f) for f in files]}
+        )
+    manifest = {
+        "format": FORMAT,
+        "release": str(staged.root),
+        "trace_start": staged.trace_start.isoformat(),
+        "t_first": staged.t_first,
+        "t_last": staged.t_last,
+        "sources": sources,
+        "pod_hours": [keep(f) for f in staged.pod_hours],
+        "server_hours": [keep(f) for f in staged.server_hours],
+        "rejects": [keep(f) for f in staged.rejects],
+        "rejected": staged.rejected,
+        "summary": staged.summary,
+    }
+    tmp = out / f".{ROLLED_MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(tmp, out / ROLLED_MANIFEST)
+    return [out / name for name in moved.values()] + [out / ROLLED_MANIFEST]
+
+
+def read_rolled(folder: Path) -> Staged:
+    """The :class:`Staged` a rolled-up release folder holds (its manifest's files)."""
+    path = folder / ROLLED_MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+        if manifest.get("format") != FORMAT:
+            raise ValueError(f"format {manifest.get('format')!r}, not {FORMAT}")
+        named = manifest["pod_hours"] + manifest["server_hours"] + manifest["rejects"]
+        named += [n for source in manifest["sources"] for n in source["paths"]]
+        rejected = {str(t): int(n) for t, n in manifest["rejected"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(str(path), f"not a rolled-up {FORMAT} release: {exc}") from exc
+    for name in named:
+        if not (folder / name).is_file():
+            raise InputError(
+                str(folder / name), f"missing: {ROLLED_MANIFEST} names it; roll the release up again"
+            )
+    return Staged(
+        root=Path(manifest["release"]),
+        folder=folder,
+        trace_start=datetime.fromisoformat(manifest["trace_start"]),
+        t_first=int(manifest["t_first"]),
+        t_last=int(manifest["t_last"]),
+        sources=[
+            _staged_source([folder / n for n in s["paths"]], s["table"], s["file"])
+            for s in manifest["sources"]
+        ],
+        pod_hours=[str(folder / n) for n in manifest["pod_hours"]],
+        server_hours=[str(folder / n) for n in manifest["server_hours"]],
+        rejects=[str(folder / n) for n in manifest["rejects"]],
+        rejected=rejected,
+        summary=[str(line) for line in manifest["summary"]],
+    )
 
 
 @contextmanager
@@ -415,6 +494,7 @@ def _stage(
     path = folder / "nodes.parquet"
     nodes.write_parquet(path)
     staged.sources.insert(0, _staged_source(path, "nodes", str(release.root / SERVER_TABLE)))
+    staged.pod_rows = int(totals["pod_rows"])
     changed = int(servers.filter(pl.col("changes") > 0).height)
     staged.summary = [
         f"{FORMAT}: days {day_list[0]}-{day_list[-1]}, hours t={staged.t_first}..{staged.t_last} "
@@ -529,11 +609,10 @@ def _copy(
     store: Store, sql: str, params: Mapping[str, object], path: Path, ordered: bool = False
 ) -> None:
     """Write a query's rows to the Parquet file ``path`` (in the query's order if ``ordered``)."""
-    target = str(path).replace("'", "''")
     if ordered:
         store.run("SET preserve_insertion_order = true")
     try:
-        store.run(f"COPY ({sql}\n) TO '{target}' (FORMAT parquet)", params)
+        store.copy_to_parquet(sql, path, params)
     finally:
         if ordered:
             store.run("SET preserve_insertion_order = false")

@@ -170,6 +170,22 @@ def telemetry_sources(
     allocations) as the ingest's transaction loads it, where the rows are
     checked like native ones (unknown node, GPU index beyond the node's GPUs).
     """
+    inputs = parse_files(store, paths, progress)
+    sources = []
+    for file_no, item in enumerate(inputs):
+        select = _rows_select(store, file_no)
+        numbered = (
+            f"SELECT *, row_number() OVER (ORDER BY node_id, gpu_index, ts) AS _row FROM ({select})"
+        )
+        sources.append(Source(str(item.path), "telemetry", select, numbered))
+    return sources
+
+
+def parse_files(
+    store: Store, paths: list[Path], progress: Callable[[str], None] | None = None
+) -> list[_Input]:
+    """Parse every file and merge the series into one narrow row per GPU and instant
+    (temporary tables of this connection; :func:`drop_staging` frees them)."""
     inputs = _classify(paths)
     _create_staging(store)
     try:
@@ -185,14 +201,20 @@ def telemetry_sources(
         _merge(store)
     finally:
         store.run(f"DROP TABLE IF EXISTS {_FILE}")
-    sources = []
-    for file_no, item in enumerate(inputs):
-        select = _rows_select(store, file_no)
-        numbered = (
-            f"SELECT *, row_number() OVER (ORDER BY node_id, gpu_index, ts) AS _row FROM ({select})"
-        )
-        sources.append(Source(str(item.path), "telemetry", select, numbered))
-    return sources
+    return inputs
+
+
+def merged_rows_select() -> str:
+    """SQL: every merged row of :func:`parse_files` as a raw native telemetry row, without
+    a store to resolve pods in (``rollup --format prometheus``): ``alloc_id`` is the
+    ``pod_uid`` label (a Kubernetes pod's uid is its allocation's id), and ``gpu_index``
+    the ``gpu`` label as a number (empty where it is none)."""
+    return (
+        "SELECT make_timestamp(w.ts_us) AS ts, g.node AS node_id, "
+        "TRY_CAST(g.gpu AS BIGINT) AS gpu_index, w.sm_active, w.mem_used, p.pod_uid AS alloc_id "
+        f"FROM {_MERGED} AS w JOIN {_GPUS} AS g USING (gpu_key) "
+        f"LEFT JOIN {_PODS} AS p USING (pod_id)"
+    )
 
 
 def drop_staging(store: Store) -> None:
