@@ -676,10 +676,13 @@ class Replay:
         self.checkpoint = np.maximum(
             as_array(optional_column(window, "checkpoint_s", pl.Float64, None), 0), 0
         )
-        # (without a start_time column the record says nothing of starts: nothing is held)
-        self.recorded_start = as_array(
-            optional_column(window, "start_time", pl.Datetime("us"), None), _NEVER
-        ) if "start_time" in window.columns else np.full(len(submit), -1, dtype=np.int64)
+        # When the arrivals' record holds no start at all, it says nothing of starts, and
+        # nothing is held (-1); else a request it never started is held for good (_NEVER).
+        began = optional_column(window, "start_time", pl.Datetime("us"), None)
+        self.recorded_start = (
+            as_array(began, _NEVER) if began.is_not_null().any()
+            else np.full(len(submit), -1, dtype=np.int64)
+        )  # fmt: skip
         priority = optional_column(window, "priority", pl.String, None)
         self.low = (priority == "low").fill_null(False).to_numpy().astype(bool)
         self.options, self.queue, self.empty = options, queue, empty
@@ -1297,10 +1300,11 @@ class Replay:
             self.never_ids.append(self.workload.request_ids[r])
             return
         began = self.recorded_start_l[r]
-        if self.hold_mode == "record" and t < began < _NEVER and self.has_room(r):
-            # It finds room, yet the record started it later: it waited for something
-            # other than capacity, and is held until its recorded start. (One the
-            # record never started is not held: nothing says why it did not start.)
+        if self.hold_mode == "record" and t < began and self.has_room(r):
+            # It finds room, yet the record started it later, or not at all: it waited
+            # for something other than capacity, and is held until its recorded start
+            # (for good when the record never started it; _NEVER when the window's
+            # record holds no start at all, and then nothing is held).
             self.hold_until[r] = began
         until = int(self.hold_until[r])
         if until > t:
