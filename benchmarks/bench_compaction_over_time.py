@@ -1,7 +1,7 @@
 """``fleetaudit whatif compaction --over``: a week of hourly rounds at ASI scale.
 
     python -m benchmarks.bench_compaction_over_time [--nodes 19400] [--days 30]
-        [--over-days 7] [--every-hours 1] [--moves-per-hour 64] [--queue fifo]
+        [--over-days 7] [--every-hours 1] [--moves-per-hour 0.1%] [--queue kubernetes]
         [--work DIR]
 
 Generates the fleet once (Parquet, no telemetry) into a store in --work, then
@@ -21,6 +21,7 @@ from pathlib import Path
 
 from benchmarks.fleets import bare_fleet_store, peak_rss_mib
 from fleetaudit.api.compaction_api import CompactionRun, whatif_compaction
+from fleetaudit.core.options import parse_budget
 from fleetaudit.whatif import compaction
 from fleetaudit.whatif.compaction_over_time import OverTimeOptions
 
@@ -37,12 +38,13 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=30.0)
     parser.add_argument("--over-days", type=float, default=7.0)
     parser.add_argument("--every-hours", type=float, default=1.0)
-    parser.add_argument("--moves-per-hour", type=float, default=64.0)
-    parser.add_argument("--queue", default="fifo")
+    parser.add_argument("--moves-per-hour", default="0.1%", help="GPUs, or a share (0.1%%)")
+    parser.add_argument("--queue", default="kubernetes")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--work", type=Path, default=Path("bench-out/overtime"))
     args = parser.parse_args()
     store = bare_fleet_store(args.work, args.nodes, args.days)
+    budget, unit = parse_budget(args.moves_per_hour)
     searched = [0.0, 0]
     original = compaction.compact
 
@@ -60,7 +62,7 @@ def main() -> None:
         jobs=args.jobs,
         over_time=replace(
             OverTimeOptions(), every_s=args.every_hours * 3600,
-            moves_per_hour=args.moves_per_hour, queue=args.queue,
+            moves_per_hour=budget, budget_unit=unit, queue=args.queue,
         ),  # fmt: skip
     )
     cpu_before = _cpu_s()
@@ -72,7 +74,8 @@ def main() -> None:
     moves = sum(len(t.moves) for t in over.ticks)
     print(
         f"{args.nodes:,} nodes, {args.over_days:g} days, a round every {args.every_hours:g} h, "
-        f"{args.moves_per_hour:g} GPUs/h, queue {args.queue}: {seconds:.1f} s (target < 600 s)"
+        f"{args.moves_per_hour} moved per hour, queue {args.queue}: {seconds:.1f} s "
+        "(target < 600 s)"
     )
     print(
         f"  searches {searched[0]:.1f} s over {searched[1]} calls; the rest (two replays, "

@@ -64,7 +64,9 @@ from fleetaudit.core.options import (
     HarvestRun,
     OverTimeOptions,
     SlurmGenerateOptions,
+    budget_text,
     duration_text,
+    parse_budget,
 )
 from fleetaudit.core.options import INGEST_FORMATS as FORMATS
 from fleetaudit.core.options import PLACEMENT_POLICIES as POLICIES
@@ -86,7 +88,9 @@ else:
 # typer's help and error renderer imports rich's Markdown (markdown-it, pygments) and
 # Traceback at its top, a third of --help's start-up, for markdown help texts and pretty
 # tracebacks, neither of which this command line uses: they load if ever called.
-import_with_stand_ins("typer.rich_utils", {"rich.markdown": ("Markdown",), "rich.traceback": ("Traceback",)})
+import_with_stand_ins(
+    "typer.rich_utils", {"rich.markdown": ("Markdown",), "rich.traceback": ("Traceback",)}
+)
 
 METAVARS = {
     "--db": "PATH", "--out": "PATH", "--shapes": "PATH",
@@ -106,6 +110,7 @@ METAVARS = {
     "--harvested-nights": "CHANCE", "--days": "DAYS", "--telemetry-days": "DAYS",
     "--snapshot-time": "TIME", "--tenant-label": "LABEL", "--timezone": "ZONE",
     "--engine": "ENGINE", "--master": "URL", "--interval": "DURATION", "--jobs": "N",
+    "--moves-per-hour": "BUDGET", "--sweep-budget": "BUDGETS", "--target-reduction": "PERCENT",
 }  # fmt: skip
 _TYPE_METAVARS = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT"}
 
@@ -309,14 +314,16 @@ DbOption = Annotated[
     ),
 ]
 AtOption = Annotated[
-    str | None, typer.Option(
+    str | None,
+    typer.Option(
         "--at", help="The instant (default: the export time; a --scenario's saved instant)."
-    )
+    ),
 ]
 WindowEndOption = Annotated[
-    str | None, typer.Option(
+    str | None,
+    typer.Option(
         "--at", help="The window's end (default: the export time; a --scenario's saved instant)."
-    )
+    ),
 ]
 ScenarioOption = Annotated[
     str | None,
@@ -683,7 +690,6 @@ def ingest(
         ),
     ] = None,
     as_csv: CsvOption = None,
-
     percent: Annotated[
         list[str] | None,
         typer.Option(
@@ -831,7 +837,8 @@ def rejects(
     ingest_id: Annotated[
         int | None,
         typer.Option(
-            "--ingest", help="The ingest call (its # in ingest's summary; default: the newest).",
+            "--ingest",
+            help="The ingest call (its # in ingest's summary; default: the newest).",
             metavar="N",
         ),
     ] = None,
@@ -855,9 +862,7 @@ def rejects(
     from fleetaudit.outputs.contract import rejects_document
 
     result = api.list_rejects(_store(db, lock_timeout), ingest_id, limit)
-    _emit(
-        result, console.render_rejects, as_json=as_json, document=rejects_document, as_csv=as_csv
-    )
+    _emit(result, console.render_rejects, as_json=as_json, document=rejects_document, as_csv=as_csv)
 
 
 @app.command()
@@ -907,7 +912,12 @@ def state(
 
     window = None if duration is None else parse_duration(duration, option="--duration")
     result = api.node_state(
-        _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format,
+        _store(db, lock_timeout),
+        _instant(at, "--at"),
+        window,
+        scenario,
+        out,
+        out_format,
         csv_raw=csv_raw,
     )
     if out is not None:
@@ -943,7 +953,9 @@ MemoryPerGpuOption = Annotated[
 ]
 LocalityOption = Annotated[
     str | None,
-    typer.Option("--locality", help="switch, block, any or node (default node for one pod, else switch)."),
+    typer.Option(
+        "--locality", help="switch, block, any or node (default node for one pod, else switch)."
+    ),
 ]
 DurationOption = Annotated[
     str | None,
@@ -1073,17 +1085,13 @@ def shapes(
         explain=explain,
     )
     result = evaluate_shapes(_store(db, lock_timeout), options)
-    _emit(
-        result, console.render_shapes, as_json=as_json, document=shapes_document, as_csv=as_csv
-    )
+    _emit(result, console.render_shapes, as_json=as_json, document=shapes_document, as_csv=as_csv)
 
 
 whatif = typer.Typer(
     cls=ReadableGroup,
     name="whatif",
-    help=(
-        "Replay what-ifs offline: placement, in-place compaction, standby harvesting."
-    ),
+    help=("Replay what-ifs offline: placement, in-place compaction, standby harvesting."),
     no_args_is_help=True,
 )
 app.add_typer(whatif)
@@ -1139,12 +1147,31 @@ def whatif_placement(
         ),
     ] = False,
     queue: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--queue",
-            help="By-time replay: fifo (strict arrival order) or backfill (later requests start when the head does not fit).",
+            help=f"By-time replay: the queue discipline, {', '.join(PLACEMENT_QUEUES)} "
+            "(default: the one the store's calibration chose; a store without one is "
+            "calibrated first).",
         ),
-    ] = PLACEMENT_QUEUES[0],
+    ] = None,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="By-time replay: first replay the window under every named discipline, "
+            "print each beside the record, and keep the closest as the store's default.",
+        ),
+    ] = False,
+    preempt: Annotated[
+        bool | None,
+        typer.Option(
+            "--preempt/--no-preempt",
+            help="By-time replay: high-priority requests evict low-priority work (default: "
+            "when the window's requests hold both priorities).",
+            show_default=False,
+        ),
+    ] = None,
     at: Annotated[
         str | None,
         typer.Option(
@@ -1164,17 +1191,22 @@ def whatif_placement(
 ) -> None:
     """Replay the stored requests onto the nodes under placement policies.
 
-    By time (default): arrivals and departures as
-    recorded over [at - since, at), from the state at the window's start (or
-    --empty), waiting requests in a fifo or backfill queue; allocated and
-    fragmented GPU % at every 5% of the window. --fill is the FGD paper's
-    method: no departures, requests in an order shuffled per seed (--in-order:
-    list order) on an empty fleet (resampled with the seed); allocated and
-    fragmented GPU % at every 5% of arrival.
+    By time (default): the requests of [at - since, at) arrive as recorded,
+    from the state at the window's start (or --empty), each running its
+    recorded run time, queued under a discipline operators run (kubernetes,
+    kueue-best-effort-fifo, kueue-strict-fifo, slurm-backfill; high priority
+    evicts low). First the recorded fleet is replayed: the baseline, whose
+    started requests and waits are printed beside the record's; then each
+    policy, with the baseline's holds. Allocated and fragmented GPU % at every
+    5% of the window. --fill is the FGD paper's method: no departures,
+    requests in an order shuffled per seed (--in-order: list order) on an
+    empty fleet (resampled with the seed); allocated and fragmented GPU % at
+    every 5% of arrival.
 
     Examples:
 
-      fleetaudit whatif placement --since 1d --queue backfill
+      fleetaudit whatif placement --since 2d --calibrate
+      fleetaudit whatif placement --since 1d --queue slurm-backfill
       fleetaudit whatif placement --fill 90 --seeds 5 \\
           --policy fgd --policy best-fit
     """
@@ -1186,8 +1218,13 @@ def whatif_placement(
     unknown = [p for p in chosen if p not in POLICIES]
     if unknown:
         raise UsageError(f"--policy: unknown {unknown[0]!r}; use {', '.join(POLICIES)}")
-    if fill is not None and (since is not None or empty or queue != PLACEMENT_QUEUES[0]):
-        raise UsageError("--since, --empty and --queue apply to by-time replay, not to --fill")
+    if fill is not None and (
+        since is not None or empty or queue is not None or calibrate or preempt is not None
+    ):
+        raise UsageError(
+            "--since, --empty, --queue, --calibrate and --preempt apply to by-time replay, "
+            "not to --fill"
+        )
     if shuffle and in_order:
         raise UsageError("--shuffle and --in-order: give one of them")
     shuffle = not in_order
@@ -1195,7 +1232,7 @@ def whatif_placement(
         policies=chosen, fill_pct=fill, seeds=seeds, seed=seed, shuffle=shuffle,
         at=_instant(at, "--at"), save_as=save_as,
         since=None if since is None else parse_duration(since, option="--since"),
-        empty=empty, queue=queue,
+        empty=empty, queue=queue, calibrate=calibrate, preempt=preempt,
     )  # fmt: skip
     with console.progress_status("replaying placements"):
         result = run_placement(_store(db, lock_timeout), run)
@@ -1263,7 +1300,10 @@ def whatif_compaction(
     scenario: ScenarioOption = None,
     save_as: Annotated[
         str | None,
-        typer.Option("--save-as", help="Save the compacted state as a scenario (with --over: the window's final state)."),
+        typer.Option(
+            "--save-as",
+            help="Save the compacted state as a scenario (with --over: the window's final state).",
+        ),
     ] = None,
     over: Annotated[
         str | None,
@@ -1276,9 +1316,29 @@ def whatif_compaction(
         str, typer.Option("--every", help="With --over: time between compaction rounds.")
     ] = duration_text(_OVER_TIME.every_s),
     moves_per_hour: Annotated[
+        str,
+        typer.Option(
+            "--moves-per-hour",
+            help="With --over: the migration budget, GPUs that may move per hour (64) or a "
+            "share of the fleet's healthy GPUs per hour (0.1%).",
+        ),
+    ] = budget_text(_OVER_TIME.moves_per_hour, _OVER_TIME.budget_unit),
+    sweep_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep-budget",
+            help="With --over: replay these budgets (comma-separated, e.g. 0.05%,0.1%,0.4%) "
+            "against the one baseline, and report the one nearest --target-reduction in full.",
+        ),
+    ] = None,
+    target_reduction: Annotated[
         float,
-        typer.Option("--moves-per-hour", help="With --over: GPUs that may move per hour (migration budget)."),
-    ] = _OVER_TIME.moves_per_hour,
+        typer.Option(
+            "--target-reduction",
+            help="With --sweep-budget: the change of partially occupied nodes to match, in % "
+            "(default: the ASI paper's).",
+        ),
+    ] = _OVER_TIME.target_reduction_pct,
     policy: Annotated[
         str,
         typer.Option(
@@ -1287,8 +1347,22 @@ def whatif_compaction(
         ),
     ] = _OVER_TIME.policy,
     queue: Annotated[
-        str, typer.Option("--queue", help="With --over: fifo or backfill.")
-    ] = _OVER_TIME.queue,
+        str | None,
+        typer.Option(
+            "--queue",
+            help=f"With --over: the queue discipline, {', '.join(PLACEMENT_QUEUES)} (default: "
+            "the store's calibrated one, see whatif placement --calibrate).",
+        ),
+    ] = None,
+    preempt: Annotated[
+        bool | None,
+        typer.Option(
+            "--preempt/--no-preempt",
+            help="With --over: high-priority requests evict low-priority work (default: when "
+            "the window's requests hold both priorities).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = None,
     engine: Annotated[
         str,
@@ -1307,7 +1381,6 @@ def whatif_compaction(
             show_default=False,
         ),
     ] = None,
-
     as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
@@ -1322,17 +1395,19 @@ def whatif_compaction(
     GPUs moved. Without a shape option the queued shapes at --at count.
 
     With --over, the window before --at is also replayed by time twice on
-    the same arrivals: without compaction, and with a compaction round every
-    --every that applies at most --moves-per-hour GPUs of moves. It reports
+    the same arrivals: without compaction (the baseline, printed beside the
+    record), and with a compaction round every --every that applies at most
+    --moves-per-hour of moves (GPUs, or a share of the fleet's). It reports
     partially occupied and free nodes along the window, start probabilities,
     requests that started earlier and the migration paid; report then shows
-    this run.
+    this run. --sweep-budget replays several budgets on the one baseline.
 
     Examples:
 
       fleetaudit whatif compaction --model H20 --gpus 8 --cpus-per-gpu 8 \\
           --save-as packed
       fleetaudit shapes --scenario packed --model H20 --gpus 8 --cpus-per-gpu 8
+      fleetaudit whatif compaction --over 2d --sweep-budget 0.05%,0.1%,0.4%
     """
     from fleetaudit.api.compaction_api import CompactionRun, compaction_document
     from fleetaudit.api.compaction_api import whatif_compaction as run_compaction
@@ -1346,9 +1421,17 @@ def whatif_compaction(
     shapes = _shape_options(
         model, gpus, gpus_per_pod, cpus_per_gpu, memory_gib_per_gpu, locality, duration, shapes_file
     )
+    budget, unit = parse_budget(moves_per_hour)
+    sweep = tuple(
+        parse_budget(part, option="--sweep-budget")
+        for part in (sweep_budget or "").split(",") if part.strip()
+    )  # fmt: skip
+    if sweep_budget is not None and not sweep:
+        raise UsageError("--sweep-budget: give budgets separated by commas (e.g. 0.05%,0.1%)")
     over_time = replace(
         _OVER_TIME, every_s=parse_duration(every, option="--every").total_seconds(),
-        moves_per_hour=moves_per_hour, policy=policy, queue=queue,
+        moves_per_hour=budget, budget_unit=unit, policy=policy, queue=queue, sweep=sweep,
+        target_reduction_pct=target_reduction, preempt=preempt,
     )  # fmt: skip
     over_s = None if over is None else parse_duration(over, option="--over").total_seconds()
     run = CompactionRun(shapes=shapes, at=_instant(at, "--at"), scenario=scenario,
@@ -1717,7 +1800,6 @@ def report(
     as_html: HtmlOption = None,
     as_json: JsonOption = None,
     as_csv: CsvOption = None,
-
     record: Annotated[
         bool,
         typer.Option(

@@ -47,9 +47,10 @@ def read(name: str) -> pl.DataFrame:
 
 def over(nodes: pl.DataFrame, allocations: pl.DataFrame, requests: pl.DataFrame, hours: int,
          **ot: Any) -> OverTimeResult:  # fmt: skip
+    # budgets in GPUs and the plain fifo queue, as the hand-worked figures below count
     return compact_over_time(
         nodes, allocations, requests, T0, T0 + hours * H, (), CompactionOptions(),
-        OverTimeOptions(**ot), keep_frames=True,
+        OverTimeOptions(**{"budget_unit": "gpus", "queue": "fifo", **ot}), keep_frames=True,
     )  # fmt: skip
 
 
@@ -244,7 +245,8 @@ def test_the_budget_is_never_exceeded_and_every_applied_move_replays(
     allocations = allocations.with_columns(pl.lit(T0 - H).alias("start_time"))
     result = compact_over_time(
         nodes, allocations, requests, T0, T0 + 3 * H, (), CompactionOptions(),
-        OverTimeOptions(every_s=1800, moves_per_hour=budget, queue=queue, policy="best-fit"),
+        OverTimeOptions(every_s=1800, moves_per_hour=budget, budget_unit="gpus", queue=queue,
+                        policy="best-fit"),
         keep_frames=True,
     )  # fmt: skip
     checked(result, nodes, budget / 2)
@@ -310,6 +312,38 @@ def test_cli_json_over_time_save_as_and_report(overtime_db) -> None:
     assert "-10.0%" in report.output
 
 
+def test_cli_budget_as_a_share_of_the_fleets_gpus_and_a_sweep(overtime_db) -> None:
+    # The fleet holds 5 x 8 = 40 GPUs: 5% an hour is the 2 GPUs of the hand-worked run.
+    db = str(overtime_db)
+    args = ("whatif", "compaction", "--db", db, "--at", "2026-01-01T03:00:00", "--over", "3h",
+            "--every", "1h", "--queue", "fifo")  # fmt: skip
+    count = json.loads(_invoke(*args, "--moves-per-hour", "2", "--json").output)["over_time"]
+    share = json.loads(_invoke(*args, "--moves-per-hour", "5%", "--json").output)["over_time"]
+    assert share["budget"] == {"given": "5%", "gpus_per_hour": 2.0, "pct_of_gpus_per_hour": 5.0}
+    assert count["budget"] == {"given": "2", "gpus_per_hour": 2.0, "pct_of_gpus_per_hour": 5.0}
+    assert share["moves_per_hour"] == 2.0 and share["fleet_gpus"] == 40
+    assert share["ticks"] == count["ticks"] and share["moves"] == count["moves"]
+    assert share["sweep"] is None
+    # the baseline beside the record, in every over-time document
+    calibration = share["calibration"]
+    assert calibration["discipline"] == "fifo" and calibration["chosen_by"] == "--queue"
+    assert calibration["record"]["arrived"] == share["requests"]["arrived"]
+    # a sweep replays the budgets on one baseline and reports the one nearest the target
+    # in full: 2 GPUs an hour gives the hand-worked -10%; 40 an hour (100%) more
+    swept = json.loads(_invoke(*args, "--sweep-budget", "100%,2", "--target-reduction", "-10",
+                               "--json").output)["over_time"]  # fmt: skip
+    sweep = swept["sweep"]
+    assert sweep["nearest"] == "2" and sweep["target_reduction_pct"] == -10.0
+    assert [b["given"] for b in sweep["budgets"]] == ["100%", "2"]
+    assert sweep["budgets"][1]["partial_nodes"]["reduction_pct"] == -10.0
+    assert sweep["budgets"][0]["gpus_per_hour"] == 40.0
+    assert swept["ticks"] == count["ticks"]  # the nearest, reported in full
+    assert swept["requests"]["started"]["without"] == count["requests"]["started"]["without"]
+    text = _invoke(*args, "--sweep-budget", "100%,2", "--target-reduction", "-10")
+    assert "budgets replayed on the one baseline" in text.output
+    assert "the budget nearest the target: 2" in text.output
+
+
 def test_cli_report_labels_a_one_instant_run(overtime_db) -> None:
     db = str(overtime_db)
     assert _invoke("whatif", "compaction", "--db", db, "--json").exit_code == 0
@@ -323,6 +357,11 @@ def test_cli_report_labels_a_one_instant_run(overtime_db) -> None:
         (("--over", "0s"), "--over"),
         (("--over", "3h", "--every", "0s"), "--every"),
         (("--over", "3h", "--moves-per-hour", "-1"), "--moves-per-hour"),
+        (("--over", "3h", "--moves-per-hour", "5x"), "--moves-per-hour: give GPUs per hour"),
+        (("--over", "3h", "--moves-per-hour", "150%"), "--moves-per-hour"),
+        (("--over", "3h", "--sweep-budget", ","), "--sweep-budget"),
+        (("--over", "3h", "--sweep-budget", "0.1%,x"), "--sweep-budget"),
+        (("--over", "3h", "--queue", "lifo"), "--queue"),
         (("--over", "3h", "--policy", "nearest"), "--policy"),
     ],
 )
@@ -401,7 +440,8 @@ def test_a_rounds_state_after_its_moves_is_the_replays_own(fleet, requests, budg
         result = compact_over_time(
             nodes, allocations, requests, T0, T0 + 3 * H, (make_shape(None, 1),),
             CompactionOptions(),
-            OverTimeOptions(every_s=1800, moves_per_hour=budget, queue=queue, policy="best-fit"),
+            OverTimeOptions(every_s=1800, moves_per_hour=budget, budget_unit="gpus", queue=queue,
+                        policy="best-fit"),
         )  # fmt: skip
     applied = sum(1 for t in result.ticks if t.moves)
     assert len(seen) == 2 * len(result.ticks) + applied  # without, before, and after moves
@@ -424,9 +464,8 @@ def _scan_live(view: Any) -> tuple[list[int], list[int]]:
     t = view._t
     records = [i for i, rec in enumerate(view._records) if t is None or rec.end_us > t]
     groups = []
-    for g, (r, _) in enumerate(view._groups):
-        length = int(view._duration[r])
-        if g >= view._groups_seen or t is None or length < 0 or view._group_start[g] + length > t:
+    for g in range(len(view._groups)):
+        if g >= view._groups_seen or t is None or view._group_end[g] > t:
             groups.append(g)
     return records, groups
 
@@ -475,15 +514,15 @@ def _scan_frame(view: Any, t: int) -> pl.DataFrame:
                          sum(rec.units) / U, rec.cpu / U, rec.memory / U, rec.start_us,
                          None if rec.end_us == cot.placement.replay._NEVER else rec.end_us))  # fmt: skip
     for g, (r, pods) in enumerate(view._groups):
-        begin, length = view._group_start[g], int(view._duration[r])
-        if length >= 0 and begin + length <= t:
+        begin, end = view._group_start[g], view._group_end[g]
+        if end <= t:
             continue
         rid = w.request_ids[r]
         for pod, n, _ in pods:
             rows.append((f"replay/{rid}" if w.pods[r] == 1 else f"replay/{rid}/{pod}", rid,
                          fleet.node_ids[n], int(w.share[r]) * int(w.count[r]) / U,
                          int(w.cpu[r]) / U, int(w.memory[r]) / U, begin,
-                         None if length < 0 else begin + length))  # fmt: skip
+                         None if end == cot.placement.replay._NEVER else end))  # fmt: skip
     return pl.DataFrame(
         rows,
         schema={"alloc_id": pl.String, "job_id": pl.String, "node_id": pl.String,
@@ -533,6 +572,7 @@ def test_the_views_per_node_state_equals_a_full_scan(fleet, requests, budget, qu
         result = compact_over_time(
             nodes, allocations, requests, T0, T0 + 3 * H, (make_shape(None, 1),),
             CompactionOptions(),
-            OverTimeOptions(every_s=1800, moves_per_hour=budget, queue=queue, policy="best-fit"),
+            OverTimeOptions(every_s=1800, moves_per_hour=budget, budget_unit="gpus", queue=queue,
+                        policy="best-fit"),
         )  # fmt: skip
     assert checks[0] == 2 * len(result.ticks) + sum(1 for t in result.ticks if t.moves)

@@ -180,6 +180,7 @@ def test_writes_the_four_tables_with_the_spec_columns(small: GenerateResult) -> 
             "start_deadline_s": "int64",
             "priority": "string",
             "tenant": "string",
+            "job_id": "string",  # an extra column: the job whose allocations ran it
         },
         "telemetry": {
             "ts": ts,
@@ -377,6 +378,9 @@ def test_one_request_per_started_job(fleet: GenerateResult) -> None:
         pl.col("tenant").first(),
     )
     assert started.height == jobs.height
+    # each started request names its job; a pending one names none
+    assert (started["job_id"].str.replace("j-", "r-") == started["request_id"]).all()
+    assert requests.filter(pl.col("start_time").is_null())["job_id"].is_null().all()
     joined = jobs.with_columns(request_id=pl.col("job_id").str.replace("j-", "r-")).join(
         started, on="request_id", suffix="_req"
     )

@@ -624,7 +624,7 @@ def test_the_help_examples_show_something_on_the_demo_store(
     shown = json.loads(_invoke(*explain, "--db", str(db), "--json").stdout)["shapes"][0]
     assert shown["instances"] >= 1
     assert re.search(r"nearest misses: H20", _invoke(*explain, "--db", str(db)).stdout)
-    compact, read = examples("whatif", "compaction")
+    compact, read, _over_time = examples("whatif", "compaction")
     document = json.loads(_invoke(*compact, "--db", str(db), "--jobs", "1", "--json").stdout)
     before, after = document["before"]["instances"][0], document["after"]["instances"][0]
     assert after["instances"] > before["instances"]

@@ -271,7 +271,8 @@ def test_csv_and_json_together_to_a_file_and_stdout(stores: dict[str, Path], tmp
     done = runner.invoke(app, ["whatif", "placement", "--since", "6h", "--policy", "best-fit",
                                *db, "--json", str(tmp_path / "p.json"), "--csv"])  # fmt: skip
     assert done.exit_code == 0, done.output
-    assert done.stdout.splitlines()[0].startswith("policy,instant_pct,")  # stdout: the CSV alone
+    header = done.stdout.splitlines()[0]  # stdout: the CSV alone (the baseline, the policies)
+    assert header.startswith("table,replay,") and ",policy,instant_pct," in header
     assert json.loads((tmp_path / "p.json").read_text())["schema"] == "fleetaudit.placement/1"
 
 

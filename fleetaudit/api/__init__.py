@@ -660,11 +660,12 @@ def record_whatif_run(
     """Keep a what-if's ``--json`` document in the store, so ``report`` can show it.
 
     Args:
-        kind: one of :data:`WHATIF_KINDS`.
+        kind: one of :data:`WHATIF_KINDS`, ``compaction_over_time`` or ``calibration``
+            (the queue discipline a replay calibration chose, which later replays reuse).
         run_options: the options it ran with (JSON-serialisable; datetimes become text).
         document: the SPEC document the run printed.
     """
-    if kind not in (*WHATIF_KINDS, "compaction_over_time"):
+    if kind not in (*WHATIF_KINDS, "compaction_over_time", "calibration"):
         raise ValueError(f"unknown what-if kind {kind!r}")
     with writing(options) as store:
         store.execute(

@@ -24,13 +24,19 @@ from fleetaudit.api import (
     writing,
 )
 from fleetaudit.api import resolve_at as resolve_instant
+from fleetaudit.api.placement_api import (
+    Baseline,
+    choose_discipline,
+    recorded_discipline,
+    suggested_discipline,
+)
 from fleetaudit.api.shapes_api import shapes_to_evaluate
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import COMPACTION_ENGINES
 from fleetaudit.core.times import iso
 from fleetaudit.model import engines
 from fleetaudit.model.shapes import Shape
-from fleetaudit.whatif import compaction, compaction_over_time
+from fleetaudit.whatif import compaction, compaction_over_time, placement
 from fleetaudit.whatif.compaction import CompactionOptions, CompactionResult, Snapshot
 from fleetaudit.whatif.compaction_over_time import OverTimeOptions, OverTimeResult
 
@@ -85,6 +91,7 @@ class CompactionReport:
     over_time: OverTimeResult | None = None
     over_s: float | None = None
     over_time_options: OverTimeOptions | None = None
+    baseline: Baseline | None = None  # with --over: the replay without compaction, beside the record
 
 
 def _checked(run: CompactionRun) -> CompactionOptions:
@@ -123,6 +130,10 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
         first = at if run.over_s is None else at - timedelta(seconds=run.over_s)
         nodes, allocations = load_frames(store, first, end, run.scenario)
         requests = store.query("requests_all") if run.over_s is not None else None
+        suggested = recorded = None
+        if requests is not None:
+            suggested = suggested_discipline(store, requests)
+            recorded = recorded_discipline(store)
     shapes = tuple(s for s, _ in pairs)
     if spark is None:
         result = compaction.compact(nodes, allocations, at, shapes, options)
@@ -130,11 +141,25 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
         with spark:
             result = compaction.compact(nodes, allocations, at, shapes, options, spark.map_groups)
     over: OverTimeResult | None = None
+    baseline: Baseline | None = None
+    over_time = run.over_time
     if run.over_s is not None and requests is not None:
         start, _ = compaction_over_time.window(at, run.over_s)
+        demand = placement.window_demand(nodes, allocations, requests, start, at)
+        discipline, chosen_by, calibration = choose_discipline(
+            store_options, nodes, demand, queue=over_time.queue, recorded=recorded,
+            suggested=suggested, calibrate=False, at=at, preempt=over_time.preempt,
+        )  # fmt: skip
+        over_time = replace(over_time, queue=discipline)
         over = compaction_over_time.compact_over_time(
-            nodes, allocations, requests, start, at, shapes, options, run.over_time
+            nodes, allocations, requests, start, at, shapes, options, over_time, demand=demand
         )
+        assert over.base is not None
+        baseline = Baseline(
+            discipline, chosen_by, suggested, over.base,
+            placement.compare(discipline, over.base.figures(), demand.record), calibration,
+        )  # fmt: skip
+        notes.extend(baseline.notes)
     if run.save_as is not None:
         if over is not None:
             _save_final(store_options, run, over, options, at)
@@ -162,7 +187,8 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
         notes=tuple(notes),
         over_time=over,
         over_s=run.over_s,
-        over_time_options=None if over is None else run.over_time,
+        over_time_options=None if over is None else over_time,
+        baseline=baseline,
     )
     record_whatif_run(
         store_options,
@@ -304,7 +330,10 @@ def compaction_document(report: CompactionReport) -> dict[str, Any]:
         "notes": list(report.notes),
         "over_time": None
         if report.over_time is None or report.over_time_options is None
-        else compaction_over_time.over_time_json(
-            report.over_time, report.over_s or 0.0, report.over_time_options
-        ),
+        else {
+            **compaction_over_time.over_time_json(
+                report.over_time, report.over_s or 0.0, report.over_time_options
+            ),
+            "calibration": None if report.baseline is None else report.baseline.as_json(),
+        },
     }

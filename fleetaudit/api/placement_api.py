@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import polars as pl
 
@@ -15,18 +16,23 @@ from fleetaudit.api import (
     StoreOptions,
     Window,
     fleet_nodes,
+    latest_whatif_runs,
     load_frames,
     reading,
+    record_whatif_run,
     resolve_at,
     resolve_window,
     save_scenario,
     writing,
 )
 from fleetaudit.core.errors import UsageError
-from fleetaudit.core.options import PLACEMENT_QUEUES, PLACEMENT_SINCE, WINDOW_LEAST
+from fleetaudit.core.options import PLACEMENT_SINCE, QUEUE_DISCIPLINES, WINDOW_LEAST
+from fleetaudit.core.times import iso
 from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import optional_column, usable_expr
+from fleetaudit.model.store import Store
 from fleetaudit.whatif import placement
+from fleetaudit.whatif.placement.calibration import tolerance_json
 
 
 @dataclass(frozen=True)
@@ -40,9 +46,13 @@ class PlacementRun:
     shuffle: bool = True  # fill mode: the FGD authors' order, shuffled per seed
     at: datetime | None = None
     save_as: str | None = None
-    since: timedelta | None = None  # by time: [at - since, at); None: PLACEMENT_SINCE, from the data on
+    since: timedelta | None = (
+        None  # by time: [at - since, at); None: PLACEMENT_SINCE, from the data on
+    )
     empty: bool = False  # by-time replay from an empty fleet
-    queue: str = PLACEMENT_QUEUES[0]  # by-time replay queue: fifo or backfill
+    queue: str | None = None  # by-time queue discipline; None: the store's calibrated one
+    calibrate: bool = False  # replay every discipline against the record first (by time)
+    preempt: bool | None = None  # high priority evicts low; None: when both priorities arrive
 
 
 @dataclass(frozen=True)
@@ -66,9 +76,145 @@ class PlacementResult:
     queue: str | None = None
     empty: bool | None = None
     window: Window | None = None  # by time: how the window covers the data
-    # by time: the recorded fleet at the curve's instants, the policies' baseline:
+    # by time: the recorded fleet at the curve's instants, as the record did:
     # instant_pct, allocated_pct, queued, started, failed (fragmentation not computed)
     recorded: pl.DataFrame | None = None
+    baseline: Baseline | None = None  # by time: the calibrated baseline beside the record
+
+
+# -- the baseline: the recorded fleet replayed under the discipline that reproduces it -----
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The calibrated baseline of a by-time what-if, and how its discipline was chosen.
+
+    ``chosen_by``: ``--queue`` (given), ``calibration`` (the store's latest calibration,
+    made on the same data), ``calibrated now`` (none was recorded, or ``--calibrate``).
+    ``fit`` sets the baseline's figures beside the record's; ``calibration`` holds every
+    discipline's when one ran now.
+    """
+
+    discipline: str
+    chosen_by: str
+    suggested: str | None
+    result: placement.ReplayResult
+    fit: placement.Fit
+    calibration: placement.Calibration | None = None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Warnings: where the baseline misses the record beyond the tolerance."""
+        if self.fit.within_tolerance:
+            return ()
+        return tuple(
+            f"the baseline ({self.discipline}) misses the record: {n}" for n in self.fit.notes
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``calibration`` object every replay-based document carries."""
+        result = self.result
+        return {
+            "discipline": self.discipline,
+            "chosen_by": self.chosen_by,
+            "suggested": self.suggested,
+            "policy": placement.BASELINE_POLICY,
+            "record": self.fit.record.as_json(),
+            "baseline": {
+                **self.fit.as_json(),
+                "held_at_end": result.held,
+                "holds": len(result.holds),
+                "preempt": result.preempt,
+                "preemptions": result.preemptions.height,
+                "lost_gpu_hours": round(result.lost_gpu_hours, 3),
+                "never_ids": list(result.never),
+            },
+            "tolerance": tolerance_json(),
+            "disciplines": None
+            if self.calibration is None
+            else [f.as_json() for f in self.calibration.fits],
+        }
+
+
+def suggested_discipline(store: Store, requests: pl.DataFrame) -> str | None:
+    """The discipline the store's formats suggest: Slurm's exports ``slurm-backfill``;
+    Kubernetes ``kubernetes``, or with Kueue (requests naming a ``queue``) its ClusterQueue
+    strategy: ``queueing_strategy`` when the requests carry it, else Kueue's default,
+    BestEffortFIFO. None for the other formats."""
+    formats = set(store.query("ingest_formats")["format"].to_list())
+    if "slurm" in formats:
+        return "slurm-backfill"
+    if "kubernetes" not in formats:
+        return None
+    if "queue" in requests.columns and requests["queue"].is_not_null().any():
+        strategy = optional_column(requests, "queueing_strategy", pl.String, None)
+        if (strategy == "StrictFIFO").any():
+            return "kueue-strict-fifo"
+        return "kueue-best-effort-fifo"
+    return "kubernetes"
+
+
+def recorded_discipline(store: Store) -> str | None:
+    """The discipline of the store's latest calibration, if it was made on the current data."""
+    run = latest_whatif_runs(store).get("calibration")
+    if run is None or run.stale:
+        return None
+    best = run.document.get("best")
+    return best if best in QUEUE_DISCIPLINES else None
+
+
+def choose_discipline(
+    store_options: StoreOptions,
+    nodes: pl.DataFrame,
+    demand: placement.Demand,
+    *,
+    queue: str | None,
+    recorded: str | None,
+    suggested: str | None,
+    calibrate: bool,
+    at: datetime,
+    preempt: bool | None = None,
+) -> tuple[str, str, placement.Calibration | None]:
+    """The baseline's discipline and how it was chosen: ``queue`` when given, else the
+    recorded calibration's, else (or with ``calibrate``) a calibration run now, which is
+    recorded in the store for later runs (with its replays, so the chosen one need not
+    run again)."""
+    if queue is not None and queue not in placement.QUEUES:
+        raise UsageError(f"--queue: use one of {', '.join(placement.QUEUES)}")
+    calibration = None
+    if calibrate or (queue is None and recorded is None):
+        calibration = placement.calibrate(
+            nodes, demand, suggested=suggested, keep_results=True, preempt=preempt
+        )
+        record_whatif_run(
+            store_options, "calibration", at=at, scenario=None,
+            run_options={"start": iso(demand.start), "end": iso(demand.end), "preempt": preempt},
+            document={"schema": "fleetaudit.calibration/1", **calibration.as_json()},
+        )  # fmt: skip
+    if queue is not None:
+        return queue, "--queue", calibration
+    if calibration is not None:
+        return calibration.best, "calibrated now", calibration
+    assert recorded is not None
+    return recorded, "calibration", None
+
+
+def make_baseline(
+    nodes: pl.DataFrame,
+    demand: placement.Demand,
+    chosen: tuple[str, str, placement.Calibration | None],
+    suggested: str | None,
+    preempt: bool | None = None,
+) -> Baseline:
+    """The baseline replay of ``demand`` under the discipline :func:`choose_discipline`
+    chose (``chosen``: discipline, how, the calibration run now if any, whose replay of
+    that discipline is reused)."""
+    discipline, chosen_by, calibration = chosen
+    result = None if calibration is None else calibration.results.get(discipline)
+    if result is None:
+        result = placement.replay_demand(nodes, demand, discipline, preempt=preempt)
+    fit = placement.compare(discipline, result.figures(), demand.record)
+    return Baseline(discipline, chosen_by, suggested, result, fit, calibration)
 
 
 def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> PlacementResult:
@@ -139,7 +285,7 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
 def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementResult:
     if run.since is not None and run.since <= timedelta(0):
         raise UsageError("--since: give a positive duration (e.g. 1d)")
-    if run.queue not in placement.QUEUES:
+    if run.queue is not None and run.queue not in placement.QUEUES:
         raise UsageError(f"--queue: use one of {', '.join(placement.QUEUES)}")
     with reading(store_options) as store:
         at = resolve_at(store, run.at)
@@ -147,20 +293,32 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         start, since = window.start, window.length
         nodes, allocations = load_frames(store, start, at)
         requests = store.query("requests_all")
+        suggested = suggested_discipline(store, requests)
+        recorded = recorded_discipline(store)
+    if nodes.filter(usable_expr(nodes))["gpus"].sum() == 0:
+        raise UsageError("the fleet has no healthy GPUs to replay onto")
+    demand = placement.window_demand(nodes, allocations, requests, start, at)
+    chosen = choose_discipline(
+        store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
+        calibrate=run.calibrate, at=at, preempt=run.preempt,
+    )  # fmt: skip
+    baseline = make_baseline(nodes, demand, chosen, suggested, run.preempt)
+    queue, holds, preempt = baseline.discipline, baseline.result.holds, baseline.result.preempt
     options = placement.PlacementOptions(
         seeds=run.seeds, seed=run.seed, workers=min(os.cpu_count() or 1, 2)
     )
     curves = placement.replay_curves(
-        nodes, allocations, requests, options, start, at, run.empty, run.queue, run.policies
-    )
+        nodes, demand.allocations, demand.requests, options, start, at, run.empty, queue,
+        run.policies, hold=holds, preempt=preempt,
+    )  # fmt: skip
     gpus = int(nodes.filter(usable_expr(nodes))["gpus"].sum())
     saved_policy = None
     if run.save_as is not None:
         saved_policy = run.policies[0]
         final = placement.simulate_replay(
-            nodes, allocations, requests,
+            nodes, demand.allocations, demand.requests,
             placement.PlacementOptions(policy=saved_policy, seed=run.seed),
-            start, at, run.empty, run.queue,
+            start, at, run.empty, queue, hold=holds, preempt=preempt,
         ).allocations  # fmt: skip
         # The state at the window's end: what still runs there (recorded or replayed).
         final = final.filter(pl.col("end_time").is_null() | (pl.col("end_time") > at))
@@ -173,7 +331,7 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
                 "mode": "time",
                 "since_s": since.total_seconds(),
                 "empty": run.empty,
-                "queue": run.queue,
+                "queue": queue,
                 "seed": run.seed,
             },
             at,
@@ -190,10 +348,11 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         saved_policy=saved_policy,
         at=at,
         start=start,
-        queue=run.queue,
+        queue=queue,
         empty=run.empty,
         window=window,
         recorded=recorded_curve(nodes, allocations, requests, start, at),
+        baseline=baseline,
     )
 
 
@@ -227,12 +386,15 @@ def recorded_curve(
         t = start + span * (pct / 100)
         state = occupancy.node_state(nodes, allocations, t)
         allocated = float(
-            state.filter(usable_expr(state)).select((pl.col("gpus") - pl.col("free_gpus")).sum()).item()
+            state.filter(usable_expr(state))
+            .select((pl.col("gpus") - pl.col("free_gpus")).sum())
+            .item()
             or 0
         )
         begun = arrivals.filter(pl.col("start_time") <= t).height
         waiting = arrivals.filter(
-            (pl.col("submit_time") <= t) & (pl.col("start_time").is_null() | (pl.col("start_time") > t))
+            (pl.col("submit_time") <= t)
+            & (pl.col("start_time").is_null() | (pl.col("start_time") > t))
         ).height
         rows.append({
             "instant_pct": pct,
@@ -309,4 +471,3 @@ def _save_placement(
             store, name, allocations, base="empty", command="whatif placement",
             options=options, at=at,
         )  # fmt: skip
-

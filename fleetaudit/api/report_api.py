@@ -1174,6 +1174,9 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
                 "earlier": over.get("earlier"),
                 "migration_gpu_hours": migration.get("pause_gpu_hours"),
                 "gpus_moved": migration.get("gpus_moved"),
+                "budget": over.get("budget"),
+                "queue": over.get("queue"),
+                "calibration": _calibration_summary(over.get("calibration")),
             }
     else:
         if isinstance(doc.get("window"), dict):
@@ -1184,6 +1187,25 @@ def recoverable_summary(run: WhatifRun) -> dict[str, Any]:
                 {k: p[k] for k in _HARVEST_KEYS if k in p} for p in policies if isinstance(p, dict)
             ]
     return out
+
+
+def _calibration_summary(calibration: object) -> dict[str, Any] | None:
+    """A stored run's baseline beside the record (started, waits), read defensively."""
+    if not isinstance(calibration, dict):
+        return None
+    record, baseline = calibration.get("record"), calibration.get("baseline")
+    if not isinstance(record, dict) or not isinstance(baseline, dict):
+        return None
+    found = baseline.get("replay")
+    replay: dict[str, Any] = found if isinstance(found, dict) else {}
+    keys = ("arrived", "started", "wait_p50_s", "wait_p90_s")
+    return {
+        "discipline": calibration.get("discipline"),
+        "record": {k: record.get(k) for k in keys},
+        "baseline": {k: replay.get(k) for k in keys},
+        "within_tolerance": baseline.get("within_tolerance"),
+        "notes": baseline.get("notes") or [],
+    }
 
 
 def _shape_label(shape: object) -> str:

@@ -140,8 +140,18 @@ ASI_RELEASE_DAYS = 7
 PLACEMENT_POLICIES = ("first-fit", "best-fit", "random", "fgd", "topology")
 """``whatif placement --policy`` values, in the order they run and print."""
 
-PLACEMENT_QUEUES = ("fifo", "backfill")
-"""``--queue`` values of the by-time replay (fleetaudit.whatif.placement.QUEUES, held equal by a test)."""
+QUEUE_DISCIPLINES = ("kubernetes", "kueue-best-effort-fifo", "kueue-strict-fifo", "slurm-backfill")
+"""The queue disciplines named after the schedulers operators run (docs/placement.md)."""
+
+PLACEMENT_QUEUES = (*QUEUE_DISCIPLINES, "fifo", "backfill")
+"""``--queue`` values of the by-time replay (fleetaudit.whatif.placement.QUEUES, held equal
+by a test): the named disciplines, then the plain queues (arrival order alone)."""
+
+CALIBRATION_STARTS_TOLERANCE_PCT = 2.0
+"""A baseline replay whose started requests differ from the record's by more than this % is flagged."""
+
+CALIBRATION_WAIT_FACTOR = 2.0
+"""A baseline replay whose wait p50 or p90 is beyond this factor of the record's is flagged."""
 
 COMPACTION_ENGINES = ("local", "spark")
 """``whatif compaction --engine``: where the partitions' searches run (the first is the default)."""
@@ -306,38 +316,99 @@ class HarvestRun:
         }
 
 
+def parse_budget(text: str, *, option: str = "--moves-per-hour") -> tuple[float, str]:
+    """A migration budget: a count of GPUs per hour (``64``) or a share of the fleet's
+    GPUs per hour (``0.1%``), as (value, unit) with unit ``gpus`` or ``pct``.
+
+    >>> parse_budget("64"), parse_budget("0.1%"), parse_budget(" 2.5 % ")
+    ((64.0, 'gpus'), (0.1, 'pct'), (2.5, 'pct'))
+    """
+    raw = text.strip()
+    unit = "pct" if raw.endswith("%") else "gpus"
+    number = raw[:-1].strip() if unit == "pct" else raw
+    try:
+        value = float(number)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (unit == "pct" and value > 100):
+        raise UsageError(
+            f"{option}: give GPUs per hour (e.g. 64) or a share of the fleet's GPUs per hour "
+            f"(e.g. 0.1%), not {text!r}"
+        )
+    return value, unit
+
+
+def budget_text(value: float, unit: str) -> str:
+    """A budget as the command line spells it (:func:`parse_budget` reads it back).
+
+    >>> budget_text(0.1, "pct"), budget_text(64.0, "gpus")
+    ('0.1%', '64')
+    """
+    return f"{value:g}%" if unit == "pct" else f"{value:g}"
+
+
+PAPER_PARTIAL_REDUCTION_PCT = -20.2
+"""ASI (OSDI 2026): the change of partially occupied nodes with compaction in production."""
+
+
 @dataclass(frozen=True)
 class OverTimeOptions:
     """The window's replay: tick interval, migration budget, arrival placement and queue.
 
     Args:
         every_s: seconds between compaction rounds.
-        moves_per_hour: GPUs that may move per hour of the window.
+        moves_per_hour: the migration budget per hour, in ``budget_unit``.
+        budget_unit: ``pct`` (a % of the fleet's healthy GPUs) or ``gpus``.
         policy: ``recorded`` or a placement policy.
-        queue: ``fifo`` or ``backfill``.
+        queue: a queue discipline (None: the store's calibrated one; the library
+            function alone takes ``kubernetes``).
         seed: the seed of the ``random`` policy.
         observe_shapes: the shapes (the first ones: most queued first) whose
             instances each round counts; the search's objective keeps them all.
+        sweep: budgets (value, unit) to replay on the one baseline instead of
+            ``moves_per_hour``; the one whose reduction is nearest
+            ``target_reduction_pct`` is reported in full.
+        target_reduction_pct: the change of partially occupied nodes a sweep
+            looks for (default: the ASI paper's).
+        preempt: high priority evicts low (None: when both priorities arrive).
     """
 
     every_s: float = 3600.0
-    moves_per_hour: float = 64.0
+    moves_per_hour: float = 0.1
+    budget_unit: str = "pct"
     policy: str = "recorded"
-    queue: str = PLACEMENT_QUEUES[0]
+    queue: str | None = None
     seed: int = 0
     observe_shapes: int = 10
+    sweep: tuple[tuple[float, str], ...] = ()
+    target_reduction_pct: float = PAPER_PARTIAL_REDUCTION_PCT
+    preempt: bool | None = None
 
     def check(self) -> None:
         """Raise UsageError naming the first option out of range."""
         if not math.isfinite(self.every_s) or self.every_s <= 0:
             raise UsageError("--every: give a positive duration (e.g. 1h)")
-        if not math.isfinite(self.moves_per_hour) or self.moves_per_hour < 0:
-            raise UsageError("--moves-per-hour: must be 0 or more")
+        for value, unit in ((self.moves_per_hour, self.budget_unit), *self.sweep):
+            if unit not in ("gpus", "pct"):
+                raise UsageError(f"--moves-per-hour: unknown unit {unit!r}")
+            if not math.isfinite(value) or value < 0 or (unit == "pct" and value > 100):
+                raise UsageError("--moves-per-hour: must be 0 or more (a share: at most 100%)")
         if self.policy not in OVER_TIME_POLICIES:
             raise UsageError(f"--policy: use one of {', '.join(OVER_TIME_POLICIES)}")
-        if self.queue not in PLACEMENT_QUEUES:
+        if self.queue is not None and self.queue not in PLACEMENT_QUEUES:
             raise UsageError(f"--queue: use one of {', '.join(PLACEMENT_QUEUES)}")
+        if not math.isfinite(self.target_reduction_pct):
+            raise UsageError("--target-reduction: give a finite percentage (e.g. -20.2)")
 
-    @property
-    def budget_per_tick(self) -> float:
-        return self.moves_per_hour * self.every_s / 3600.0
+    def budgets(self) -> tuple[tuple[float, str], ...]:
+        """The budgets to replay: the sweep's, or the one budget."""
+        return self.sweep or ((self.moves_per_hour, self.budget_unit),)
+
+
+def gpus_per_hour(value: float, unit: str, fleet_gpus: float) -> float:
+    """A budget in GPUs per hour on a fleet of ``fleet_gpus`` healthy GPUs.
+
+    >>> gpus_per_hour(0.1, "pct", 16_000), gpus_per_hour(64, "gpus", 16_000)
+    (16.0, 64)
+    """
+    return value * fleet_gpus / 100.0 if unit == "pct" else value

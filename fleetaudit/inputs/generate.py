@@ -272,6 +272,7 @@ _REQUEST_SCHEMA = pa.schema(
         ("start_deadline_s", pa.int64()),
         ("priority", pa.string()),
         ("tenant", pa.string()),
+        ("job_id", pa.string()),  # the job whose allocations ran it (null: still pending)
     ]
 )
 _TELEMETRY_SCHEMA = pa.schema(
@@ -1060,6 +1061,7 @@ def _emit_block(
             _optional(deadline_menu, has_deadline),
             _take(PRIORITIES, jobs.priority),
             _take(TENANTS, tenant),
+            job_ids,
         ],
         schema=_REQUEST_SCHEMA,
     )
@@ -1409,6 +1411,7 @@ def _queue_table(fleet: _Fleet, ctx: _Context, ids: _Ids) -> pa.Table:
             _optional(deadline[order], has_deadline[order]),
             _take(PRIORITIES, (~hp[order]).astype(np.int64)),
             _take(TENANTS, rng.choice(len(TENANTS), size=n, p=_TENANT_P)[order]),
+            pa.nulls(n, pa.string()),
         ],
         schema=_REQUEST_SCHEMA,
     )

@@ -23,6 +23,7 @@ from rich.text import Text
 from fleetaudit.core import sanitize
 from fleetaudit.core.fsutil import is_stdout, stream_fd, write_output
 from fleetaudit.core.lazy import LazyModule
+from fleetaudit.core.options import CALIBRATION_STARTS_TOLERANCE_PCT, CALIBRATION_WAIT_FACTOR
 from fleetaudit.core.times import iso, seconds_text
 from fleetaudit.outputs.charts import sparkline
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from fleetaudit.api.compaction_api import CompactionReport
     from fleetaudit.api.harvest_api import HarvestingResult
     from fleetaudit.api.paper_api import PaperResult
-    from fleetaudit.api.placement_api import PlacementResult
+    from fleetaudit.api.placement_api import Baseline, PlacementResult
     from fleetaudit.api.report_api import ReportResult
     from fleetaudit.api.rollup_api import RollupResult
     from fleetaudit.api.shapes_api import ShapeReport, ShapesResult
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from fleetaudit.model import history as history_model
     from fleetaudit.model import shapes as shapes_model
     from fleetaudit.whatif import compaction_over_time
+    from fleetaudit.whatif.placement.record import QueueFigures
 else:
     pl = LazyModule("polars")
     capacity = LazyModule("fleetaudit.model.capacity")
@@ -605,7 +607,9 @@ def render_rollup(result: RollupResult) -> None:
             soft_wrap=True,
         )
         if result.skipped:
-            err.print(f"note: {result.skipped:,} pod-hour(s) without a pod or server id: kept as rejects")
+            err.print(
+                f"note: {result.skipped:,} pod-hour(s) without a pod or server id: kept as rejects"
+            )
         return
     seconds = int(result.interval_s)
     unit = next(
@@ -715,7 +719,9 @@ def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
     with_history = any(r.history is not None for r in reports)
     if not (with_reclaim or with_history):
         return
-    title = " and ".join(t for t, on in (("reclaim", with_reclaim), ("start outlook", with_history)) if on)
+    title = " and ".join(
+        t for t, on in (("reclaim", with_reclaim), ("start outlook", with_history)) if on
+    )
     table = Table(title=title, title_justify="left")
     table.add_column("shape", no_wrap=True)
     if with_reclaim:
@@ -818,8 +824,49 @@ def _one_pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def render_calibration(baseline: Baseline) -> None:
+    """The baseline replay beside the record (every replay-based what-if prints it), with
+    every discipline's when a calibration ran; a note where it misses the record."""
+    fit = baseline.fit
+    table = Table(
+        title=f"baseline: the recorded fleet replayed under {baseline.discipline} "
+        f"({baseline.chosen_by}), beside the record",
+        title_justify="left",
+    )
+    for name in ("", "started", "waiting", "never", "wait p50", "wait p90", "alloc gap"):
+        table.add_column(name, justify="left" if not name else "right", no_wrap=True)
+
+    def row(label: str, f: QueueFigures, gap: str) -> None:
+        table.add_row(label, f"{f.started:,}", f"{f.waiting:,}", f"{f.never:,}",
+                      _duration(f.wait_p50_s), _duration(f.wait_p90_s), gap)  # fmt: skip
+
+    row("record", fit.record, "")
+    fits = baseline.calibration.fits if baseline.calibration is not None else (fit,)
+    for f in fits:
+        mark = "*" if f.discipline == baseline.discipline else ""
+        ok = "" if f.within_tolerance else " !"
+        row(f"{f.discipline}{mark}{ok}", f.replay, f"{f.allocation_gap_pts:.1f} pts")
+    show(table, "calibration", calibration_frame(baseline))
+    tol = (
+        f"within {CALIBRATION_STARTS_TOLERANCE_PCT:g}% of the record's starts and a factor "
+        f"{CALIBRATION_WAIT_FACTOR:g} of its waits"
+    )
+    result = baseline.result
+    out.print(
+        f"{fit.record.arrived:,} requests arrived; * the baseline, ! outside the tolerance "
+        f"({tol}); waits of the started requests; alloc gap: mean distance of the allocation "
+        f"curves. Baseline: {result.held:,} held to their recorded start at the end, "
+        f"{result.preemptions.height:,} preemptions ({result.lost_gpu_hours:,.1f} GPU-hours "
+        f"lost), {len(result.never):,} fit no node even empty."
+    )
+    for text in baseline.notes:
+        note(text)
+
+
 def render_placement(result: PlacementResult) -> None:
     """Policies side by side: allocated %/fragmented % along the run, failures, a small curve."""
+    if result.baseline is not None:
+        render_calibration(result.baseline)
     if result.mode == "time":
         key, steps = "instant_pct", [0.0, 25.0, 50.0, 75.0, 100.0]
         title = (
@@ -855,9 +902,7 @@ def render_placement(result: PlacementResult) -> None:
         for s in steps:
             r = by.get(round(s, 6))
             frag = None if r is None else r.get("fragmented_pct")
-            cells.append(
-                "-" if r is None else f"{_one_pct(r['allocated_pct'])}/{_one_pct(frag)}"
-            )
+            cells.append("-" if r is None else f"{_one_pct(r['allocated_pct'])}/{_one_pct(frag)}")
         last = curve.row(-1, named=True) if curve.height else None
         if result.mode == "time":
             cells += (
@@ -877,7 +922,7 @@ def render_placement(result: PlacementResult) -> None:
         "they occur, cannot use (the FGD paper's measure); failed: requests that found no node"
         + (
             " (by time: fit no node at all, or still waiting at the end). recorded: the fleet "
-            "as it happened, the policies' baseline (its fragmentation is not computed)."
+            "as it happened (its fragmentation is not computed)."
             if result.mode == "time"
             else "."
         )
@@ -1181,9 +1226,7 @@ def _demand_shapes_frame(result: ReportResult) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def _productive_frame(
-    rows: list[tuple[str, dict[str, Any]]], result: ReportResult
-) -> pl.DataFrame:
+def _productive_frame(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> pl.DataFrame:
     """The productive figures per workload, per model (and the fleet) and per tenant, all
     of them (the terminal lists the largest tenants)."""
     keys = ("allocated_gpu_hours", "telemetry_gpu_hours", "coverage", "sm_active_gpu_hours",
@@ -1224,14 +1267,20 @@ def _render_places(result: ReportResult) -> None:
         )
     rest = places.slice(_PLACES_SHOWN)
     if rest.height:
-        summed = rest.select(pl.col("stranded_gpu_hours", *denominators.SPLIT).sum()).row(0, named=True)
+        summed = rest.select(pl.col("stranded_gpu_hours", *denominators.SPLIT).sum()).row(
+            0, named=True
+        )
         table.add_row(
             Text(f"the other {rest.height:,}", style="italic"),
             "",
             _gh(summed["stranded_gpu_hours"]),
             *(_gh(summed[c]) for c in denominators.SPLIT),
         )
-    show(table, "places", places.select("domain", "gpu_model", "stranded_gpu_hours", *denominators.SPLIT))
+    show(
+        table,
+        "places",
+        places.select("domain", "gpu_model", "stranded_gpu_hours", *denominators.SPLIT),
+    )
 
 
 def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
@@ -1325,7 +1374,9 @@ def _render_recoverable(result: ReportResult) -> None:
             )
         if kind == "compaction":
             # an over-time run said its window above; a one-instant run says so here
-            instant = f"one instant at {summary['at']}: " if summary.get("label") == "one instant" else ""
+            instant = (
+                f"one instant at {summary['at']}: " if summary.get("label") == "one instant" else ""
+            )
             out.print("  " + instant + compaction_outcome(summary))
             shapes = report_api.recoverable_view(summary)["instances"]
             gained = [i for i in shapes if i["gained"]]
@@ -1515,14 +1566,17 @@ def render_compaction(report: CompactionReport, worst: int = 5) -> None:
 def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
     """The window's rounds (a sample of at most ``rows``), then what compaction changed."""
     over, ot = report.over_time, report.over_time_options
-    if over is None or ot is None:
+    if over is None or ot is None or over.run is None:
         return
-    ticks = over.ticks
+    if report.baseline is not None:
+        render_calibration(report.baseline)
+    ticks, run = over.ticks, over.run
     table = Table(
         title=(
             f"compaction over time, {iso(over.start)} .. {iso(over.end)}: a round every "
-            f"{_duration(ot.every_s)}, at most {ot.moves_per_hour:,.4g} GPUs moved per hour, "
-            f"arrivals placed {ot.policy}, queue {ot.queue}"
+            f"{_duration(ot.every_s)}, at most {run.gpus_per_hour:,.4g} GPUs moved per hour "
+            f"({run.pct_per_hour:.3g}% of {over.fleet_gpus:,}), arrivals placed {ot.policy}, "
+            f"queue {over.discipline}"
         ),
         title_justify="left",
     )
@@ -1549,7 +1603,9 @@ def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
     )  # fmt: skip
     show(table, "rounds", rounds)
     if stride > 1:
-        out.print(f"(one round in {stride} of {len(ticks):,} shown; --csv and --json have them all)")
+        out.print(
+            f"(one round in {stride} of {len(ticks):,} shown; --csv and --json have them all)"
+        )
     reduction = over.partial_reduction_pct
     out.print(
         f"partially occupied nodes, time-averaged: {over.partial_without:,.1f} without, "
@@ -1585,6 +1641,37 @@ def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
         f"migration paid: {m.moves:,} moves, {m.gpus_moved:,.4g} GPUs moved, "
         f"{m.pause_gpu_hours:,.2f} GPU-hours of pause; {over.seconds:.1f} s"
     )
+    if len(over.runs) > 1 or ot.sweep:
+        sweep = Table(
+            title=f"budgets replayed on the one baseline (target {over.target_reduction_pct:+.1f}% "
+            "partially occupied nodes)",
+            title_justify="left",
+        )
+        for column in ("budget", "GPUs/h", "partial with", "change", "GPUs moved", "pause GPU-h"):
+            sweep.add_column(column, justify="left" if column == "budget" else "right")
+        for r in over.runs:
+            change = r.partial_reduction_pct
+            sweep.add_row(
+                r.given + (" *" if r is run else ""), f"{r.gpus_per_hour:,.4g}",
+                f"{r.partial_with:,.1f}", "-" if change is None else f"{change:+.1f}%",
+                f"{r.gpus_moved:,.4g}", f"{r.migration.pause_gpu_hours:,.2f}",
+            )  # fmt: skip
+        budgets = pl.DataFrame(
+            [
+                {
+                    "budget": r.given, "nearest_target": r is run, "gpus_per_hour": r.gpus_per_hour,
+                    "partial_with": r.partial_with, "partial_change_pct": r.partial_reduction_pct,
+                    "gpus_moved": r.gpus_moved, "pause_gpu_hours": r.migration.pause_gpu_hours,
+                }
+                for r in over.runs
+            ],
+            schema={"budget": pl.String, "nearest_target": pl.Boolean,
+                    "gpus_per_hour": pl.Float64, "partial_with": pl.Float64,
+                    "partial_change_pct": pl.Float64, "gpus_moved": pl.Float64,
+                    "pause_gpu_hours": pl.Float64},
+        )  # fmt: skip
+        show(sweep, "budgets", budgets)
+        out.print(f"* the budget nearest the target: {run.given} (reported above in full)")
     out.print("the one-instant figures above are for the state at the window's end")
 
 
@@ -1730,6 +1817,35 @@ _CALIBRATION_KEYS = (
 )  # fmt: skip
 
 
+def calibration_frame(baseline: Baseline) -> pl.DataFrame:
+    """The baseline beside the record (``--csv`` table ``calibration``): the record's
+    queue figures, then each discipline's replay (``baseline`` true on the one chosen),
+    waits in seconds."""
+    fits = baseline.calibration.fits if baseline.calibration is not None else (baseline.fit,)
+    rows: list[tuple[str, bool | None, bool | None, QueueFigures, float | None]]
+    rows = [("record", None, None, baseline.fit.record, None)]
+    rows += [
+        (f.discipline, f.discipline == baseline.discipline, f.within_tolerance, f.replay,
+         f.allocation_gap_pts)
+        for f in fits
+    ]  # fmt: skip
+    return pl.DataFrame(
+        [
+            {
+                "replay": name, "baseline": chosen, "within_tolerance": ok,
+                "started": q.started, "waiting": q.waiting, "never": q.never,
+                "wait_p50_s": q.wait_p50_s, "wait_p90_s": q.wait_p90_s,
+                "allocation_gap_pts": gap,
+            }
+            for name, chosen, ok, q, gap in rows
+        ],
+        schema={"replay": pl.String, "baseline": pl.Boolean, "within_tolerance": pl.Boolean,
+                "started": pl.Int64, "waiting": pl.Int64, "never": pl.Int64,
+                "wait_p50_s": pl.Float64, "wait_p90_s": pl.Float64,
+                "allocation_gap_pts": pl.Float64},
+    )  # fmt: skip
+
+
 def placement_frame(result: PlacementResult) -> pl.DataFrame:
     """``whatif placement --csv``: every policy's curve, one row per step; by time, the
     recorded fleet's first (policy ``recorded``)."""
@@ -1737,7 +1853,11 @@ def placement_frame(result: PlacementResult) -> pl.DataFrame:
     if result.mode == "time" and result.recorded is not None and named:
         columns = next(iter(named.values())).columns  # the policies' columns, in their order
         recorded = result.recorded.with_columns(
-            *(pl.lit(None, pl.Float64).alias(c) for c in columns if c not in result.recorded.columns)
+            *(
+                pl.lit(None, pl.Float64).alias(c)
+                for c in columns
+                if c not in result.recorded.columns
+            )
         ).select(columns)
         named = {"recorded": recorded, **named}
     curves = [
@@ -1871,9 +1991,7 @@ def render_paper(result: PaperResult) -> None:
         )
     show(idle, "idle", _paper_frame(f.idle, result.fleet_idle, ("gpus", "cpus")))
     out.print(Text(f"  {paper.DIFFERENCES['idle']}", style="dim"))
-    slots = Table(
-        title="gangs of 1-GPU, 12-vCPU slots (paper: hour 10)", title_justify="left"
-    )
+    slots = Table(title="gangs of 1-GPU, 12-vCPU slots (paper: hour 10)", title_justify="left")
     for column in (
         "model", "gang", "paper slots", "across cluster", "within ASW", "fleetaudit any",
         "fleetaudit switch",

@@ -99,6 +99,9 @@ def placement_document(result: PlacementResult) -> dict[str, Any]:
         }
         document["queue"] = result.queue
         document["empty"] = result.empty
+        if result.baseline is not None:
+            document["calibration"] = result.baseline.as_json()
+            document["notes"] = list(result.baseline.notes)
     return document
 
 

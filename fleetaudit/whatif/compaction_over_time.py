@@ -10,9 +10,16 @@ its ledger is applied. Both are observed at the same ticks.
 - Ticks: ``start + k * every`` inside [start, end); a tick runs after that
   instant's departures and arrivals. After a tick's moves the queue is retried
   on the nodes the moves emptied, so waiting work can start earlier.
-- Budget: ``moves_per_hour`` counts GPUs moved (a share counts as its
-  fraction), ``moves_per_hour * every / 1h`` per tick; an unused budget is not
-  carried over.
+- The replays: the window's demand as the record shows it
+  (:func:`fleetaudit.whatif.placement.window_demand`: each request runs its recorded
+  run time), under the queue discipline the store's calibration chose. The replay
+  without compaction is the baseline: it holds the requests that find room on arrival
+  until their recorded start, and the replay with compaction holds the same ones, so
+  that the two differ by the moves alone.
+- Budget: ``moves_per_hour`` counts GPUs moved (a share counts as its fraction),
+  given as GPUs per hour or as a % of the fleet's healthy GPUs per hour;
+  ``GPUs per hour * every / 1h`` per tick; an unused budget is not carried over.
+  A sweep replays several budgets against the one baseline.
 - Cut: the applied prefix is the longest prefix within the budget that ends
   where a node has just been emptied of GPU work or just filled (or the whole
   ledger). A prefix that stops half-way through emptying a node pays moves for
@@ -37,23 +44,28 @@ from typing import Any
 import polars as pl
 
 from fleetaudit.core.errors import UsageError
-from fleetaudit.core.options import OverTimeOptions
+from fleetaudit.core.options import (
+    PAPER_PARTIAL_REDUCTION_PCT,
+    OverTimeOptions,
+    budget_text,
+    gpus_per_hour,
+)
 from fleetaudit.core.times import epoch_us, from_epoch_us
 from fleetaudit.model import occupancy
+from fleetaudit.model.capacity import usable_expr
 from fleetaudit.model.shapes import Shape, group_slots, json_number, make_shape, node_slots
 from fleetaudit.whatif import compaction, placement
 from fleetaudit.whatif.compaction import CompactionOptions, Migration, Move
 
 __all__ = [
+    "PAPER_PARTIAL_REDUCTION_PCT",
+    "BudgetRun",
     "OverTimeOptions",
     "OverTimeResult",
-    "PAPER_PARTIAL_REDUCTION_PCT",
     "Tick",
     "affordable_prefix",
     "compact_over_time",
 ]
-
-PAPER_PARTIAL_REDUCTION_PCT = -20.2  # ASI (OSDI 2026): partial nodes, compaction in production
 
 
 @dataclass(frozen=True)
@@ -93,23 +105,10 @@ class Tick:
         return sum(m.gpus for m in self.moves)
 
 
-@dataclass(frozen=True)
-class OverTimeResult:
-    """Both replays observed at every tick, and what compaction changed."""
+class _Rounds:
+    """Time-averaged figures over a run's ticks (mixed into the results below)."""
 
-    start: datetime
-    end: datetime
-    shapes: tuple[Shape, ...]
     ticks: tuple[Tick, ...]
-    migration: Migration  # over every applied move (freed_gpus: not tracked over time, 0)
-    start_probability: tuple[tuple[float | None, float | None, int], ...]  # without, with, arrived
-    earlier: dict[str, Any]
-    arrived: int
-    recorded_node: int  # arrivals with a recorded node (policy ``recorded``)
-    started: tuple[int, int]  # without, with
-    failed: tuple[int, int]
-    seconds: float
-    final: pl.DataFrame = field(repr=False)  # the work active at the window's end, with compaction
 
     @property
     def partial_without(self) -> float:
@@ -134,6 +133,73 @@ class OverTimeResult:
     @property
     def free_with(self) -> float:
         return _mean([(t.before.free_nodes + t.after.free_nodes) / 2 for t in self.ticks])
+
+
+@dataclass(frozen=True)
+class BudgetRun(_Rounds):
+    """The replay with compaction under one budget, observed at every tick.
+
+    ``value`` and ``unit`` are the budget as given (``pct``: a % of the fleet's healthy
+    GPUs per hour; ``gpus``: GPUs per hour); ``gpus_per_hour`` and ``pct_per_hour``
+    state it both ways.
+    """
+
+    value: float
+    unit: str
+    gpus_per_hour: float
+    pct_per_hour: float
+    ticks: tuple[Tick, ...]
+    migration: Migration
+    started: int
+    failed: int
+    result: placement.ReplayResult = field(repr=False, compare=False)
+    final: pl.DataFrame = field(repr=False, compare=False)
+
+    @property
+    def given(self) -> str:
+        return budget_text(self.value, self.unit)
+
+    @property
+    def gpus_moved(self) -> float:
+        return sum(t.gpus_moved for t in self.ticks)
+
+    def budget_json(self) -> dict[str, Any]:
+        return {
+            "given": self.given,
+            "gpus_per_hour": round(self.gpus_per_hour, 4),
+            "pct_of_gpus_per_hour": round(self.pct_per_hour, 5),
+        }
+
+
+@dataclass(frozen=True)
+class OverTimeResult(_Rounds):
+    """Both replays observed at every tick, and what compaction changed.
+
+    ``base`` is the replay without compaction (the baseline: ``discipline``, the
+    record's holds); ``runs`` the replays with compaction, one per budget (a sweep
+    holds several), ``run`` the one reported in full (a sweep's nearest to its
+    target), whose ticks, moves and counts the other fields repeat.
+    """
+
+    start: datetime
+    end: datetime
+    shapes: tuple[Shape, ...]
+    ticks: tuple[Tick, ...]
+    migration: Migration  # over every applied move (freed_gpus: not tracked over time, 0)
+    start_probability: tuple[tuple[float | None, float | None, int], ...]  # without, with, arrived
+    earlier: dict[str, Any]
+    arrived: int
+    recorded_node: int  # arrivals with a recorded node (policy ``recorded``)
+    started: tuple[int, int]  # without, with
+    failed: tuple[int, int]
+    seconds: float
+    final: pl.DataFrame = field(repr=False)  # the work active at the window's end, with compaction
+    discipline: str = "kubernetes"
+    fleet_gpus: int = 0
+    base: placement.ReplayResult | None = field(default=None, repr=False, compare=False)
+    runs: tuple[BudgetRun, ...] = field(default=(), repr=False, compare=False)
+    run: BudgetRun | None = field(default=None, repr=False, compare=False)
+    target_reduction_pct: float = PAPER_PARTIAL_REDUCTION_PCT
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -223,24 +289,6 @@ def moved(frame: pl.DataFrame, moves: Sequence[Move]) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def recorded_nodes(allocations: pl.DataFrame, requests: pl.DataFrame) -> dict[str, str]:
-    """request_id -> the node its only recorded allocation (job_id = request_id) ran on."""
-    if "job_id" not in allocations.columns or allocations.is_empty():
-        return {}
-    jobs = (
-        allocations.select(pl.col("job_id").cast(pl.String), pl.col("node_id").cast(pl.String))
-        .drop_nulls()
-        .group_by("job_id")
-        .agg(pl.col("node_id").first(), pl.len().alias("n"))
-        .filter(pl.col("n") == 1)
-        .join(
-            requests.select(pl.col("request_id").cast(pl.String).alias("job_id")), on="job_id",
-            how="semi",
-        )  # fmt: skip
-    )
-    return dict(zip(jobs["job_id"].to_list(), jobs["node_id"].to_list(), strict=True))
-
-
 def _request_shapes(requests: pl.DataFrame) -> list[Shape | None]:
     out: list[Shape | None] = []
     for row in requests.iter_rows(named=True):
@@ -274,8 +322,9 @@ def compact_over_time(
     options: CompactionOptions | None = None,
     over_time: OverTimeOptions | None = None,
     keep_frames: bool = False,
+    demand: placement.Demand | None = None,
 ) -> OverTimeResult:
-    """Replay [start, end) twice on the same arrivals, with and without compaction rounds.
+    """Replay [start, end) without compaction and with compaction rounds, on the same arrivals.
 
     Args:
         nodes, allocations, requests: the store's frames (allocations: at least
@@ -284,9 +333,11 @@ def compact_over_time(
         start, end: the window (naive = UTC).
         shapes: the objective's shapes (also observed at every tick).
         options: the one-instant search's options (used at every tick).
-        over_time: ticks, budget, policy and queue.
+        over_time: ticks, budget (or budgets to sweep), policy and queue discipline.
         keep_frames: keep each round's input state (``Tick.frame``: the work
             active at the tick, before its moves), to check the applied moves.
+        demand: the window's demand, when the caller read it already
+            (:func:`fleetaudit.whatif.placement.window_demand`).
 
     Returns:
         The :class:`OverTimeResult`.
@@ -296,18 +347,18 @@ def compact_over_time(
     ot = over_time or OverTimeOptions()
     ot.check()
     shapes = tuple(shapes)
+    if demand is None:
+        demand = placement.window_demand(nodes, allocations, requests, start, end)
+    discipline = ot.queue or placement.DISCIPLINES[0]
     start_us, end_us = epoch_us(start), epoch_us(end)
     every_us = round(ot.every_s * 1e6)
     ticks = list(range(start_us, end_us, every_us))
-    prefer = recorded_nodes(allocations, requests) if ot.policy == "recorded" else None
-    policy = "best-fit" if ot.policy == "recorded" else ot.policy
-    popts = placement.PlacementOptions(policy=policy, seed=ot.seed, step_pct=100.0)
-    budget = ot.budget_per_tick
+    fleet_gpus = int(nodes.filter(usable_expr(nodes))["gpus"].cast(pl.Int64).fill_null(0).sum())
+    observed = shapes[: ot.observe_shapes]
     # A round applies at most the budget, and the search's ledger within it is the
     # full search's: it may stop past it. Rounds run in this process (a round is
     # short, and starting worker processes every round costs more than it saves).
-    per_round = replace(options, jobs=1, stop_after_gpus=budget, count_instances=False)
-    observed = shapes[: ot.observe_shapes]
+    base_round = replace(options, jobs=1, count_instances=False)
 
     without: dict[int, Side] = {}
 
@@ -315,62 +366,93 @@ def compact_over_time(
         at = from_epoch_us(t)
         without[t] = _side(nodes, view, view.allocations(t), at, observed)
 
-    rounds: list[Tick] = []
-    last: list[placement.ReplayView] = []
+    def replay(on_tick: Any, hold: Any) -> placement.ReplayResult:
+        return placement.replay_demand(
+            nodes, demand, discipline, policy=ot.policy, hold=hold, preempt=ot.preempt,
+            seed=ot.seed, step_pct=5.0, on_tick=on_tick, ticks=ticks,
+        )  # fmt: skip
 
-    def compact_tick(view: placement.ReplayView, t: int) -> None:
-        if not last:
-            last.append(view)
-        at = from_epoch_us(t)
-        frame = view.allocations(t)
-        before = _side(nodes, view, frame, at, observed)
-        result = compaction.compact(nodes, frame, at, shapes, per_round)
-        count, cut = affordable_prefix(result.moves, budget, frame, nodes)
-        applied: list[Move] = []
-        for m in result.moves[:count]:
-            if not view.move(m.alloc_id, m.destination):
-                cut = "refused"
-                break
-            applied.append(m)
-        after = before
-        if applied:
-            after = _side(nodes, view, moved(frame, applied), at, observed)
-        rounds.append(
-            Tick(at, before, before, after, len(result.moves), sum(m.gpus for m in result.moves),
-                 tuple(applied), cut, frame if keep_frames else None)  # fmt: skip
+    base = replay(observe, "record")
+    runs: list[BudgetRun] = []
+    for value, unit in ot.budgets():
+        per_hour = gpus_per_hour(value, unit, fleet_gpus)
+        budget = per_hour * ot.every_s / 3600.0
+        per_round = replace(base_round, stop_after_gpus=budget)
+        rounds: list[Tick] = []
+        last: list[placement.ReplayView] = []
+
+        def compact_tick(view: placement.ReplayView, t: int, budget: float = budget,
+                         per_round: CompactionOptions = per_round, rounds: list[Tick] = rounds,
+                         last: list[placement.ReplayView] = last) -> None:  # fmt: skip
+            if not last:
+                last.append(view)
+            at = from_epoch_us(t)
+            frame = view.allocations(t)
+            before = _side(nodes, view, frame, at, observed)
+            result = compaction.compact(nodes, frame, at, shapes, per_round)
+            count, cut = affordable_prefix(result.moves, budget, frame, nodes)
+            applied: list[Move] = []
+            for m in result.moves[:count]:
+                if not view.move(m.alloc_id, m.destination):
+                    cut = "refused"
+                    break
+                applied.append(m)
+            after = before
+            if applied:
+                after = _side(nodes, view, moved(frame, applied), at, observed)
+            rounds.append(
+                Tick(at, before, before, after, len(result.moves), sum(m.gpus for m in result.moves),
+                     tuple(applied), cut, frame if keep_frames else None)  # fmt: skip
+            )
+
+        comp = replay(compact_tick, base.holds)
+        full = tuple(
+            Tick(r.at, without[epoch_us(r.at)], r.before, r.after, r.ledger_moves, r.ledger_gpus,
+                 r.moves, r.cut, r.frame)  # fmt: skip
+            for r in rounds
         )
-
-    base = placement.simulate_replay(
-        nodes, allocations, requests, popts, start, end, empty=False, queue=ot.queue,
-        on_tick=observe, ticks=ticks, prefer=prefer,
-    )  # fmt: skip
-    comp = placement.simulate_replay(
-        nodes, allocations, requests, popts, start, end, empty=False, queue=ot.queue,
-        on_tick=compact_tick, ticks=ticks, prefer=prefer,
-    )  # fmt: skip
-    full = tuple(
-        Tick(r.at, without[epoch_us(r.at)], r.before, r.after, r.ledger_moves, r.ledger_gpus,
-             r.moves, r.cut, r.frame)  # fmt: skip
-        for r in rounds
-    )
-    moves = [m for r in full for m in r.moves]
-    migration = compaction._migration(moves, 0, options)
-    final = last[0].allocations(end_us) if last else allocations.head(0)
+        runs.append(
+            BudgetRun(
+                value=value, unit=unit, gpus_per_hour=per_hour,
+                pct_per_hour=100.0 * per_hour / fleet_gpus if fleet_gpus else 0.0,
+                ticks=full, migration=compaction._migration([m for r in full for m in r.moves], 0, options),
+                started=comp.started, failed=comp.failed, result=comp,
+                final=last[0].allocations(end_us) if last else allocations.head(0),
+            )  # fmt: skip
+        )
+    run = _nearest(runs, ot.target_reduction_pct) if ot.sweep else runs[0]
+    prefer = demand.recorded_nodes if ot.policy == "recorded" else {}
     return OverTimeResult(
         start=start,
         end=end,
         shapes=shapes,
-        ticks=full,
-        migration=migration,
-        start_probability=_start_probability(requests, start, end, shapes, base, comp),
-        earlier=_earlier(base.waits, comp.waits),
+        ticks=run.ticks,
+        migration=run.migration,
+        start_probability=_start_probability(requests, start, end, shapes, base, run.result),
+        earlier=_earlier(base.waits, run.result.waits),
         arrived=base.arrived,
-        recorded_node=sum(1 for rid in base.waits["request_id"].to_list() if rid in (prefer or {})),
-        started=(base.started, comp.started),
-        failed=(base.failed, comp.failed),
+        recorded_node=sum(1 for rid in base.waits["request_id"].to_list() if rid in prefer),
+        started=(base.started, run.started),
+        failed=(base.failed, run.failed),
         seconds=time.perf_counter() - started,
-        final=final,
+        final=run.final,
+        discipline=discipline,
+        fleet_gpus=fleet_gpus,
+        base=base,
+        runs=tuple(runs),
+        run=run,
+        target_reduction_pct=ot.target_reduction_pct,
     )
+
+
+def _nearest(runs: Sequence[BudgetRun], target: float) -> BudgetRun:
+    """The run whose reduction of partial nodes is nearest ``target`` (ties: the smaller budget,
+    as given first)."""
+    def distance(run: BudgetRun) -> float:
+        reduction = run.partial_reduction_pct
+        return math.inf if reduction is None else abs(reduction - target)
+
+    return min(runs, key=distance)
 
 
 def _start_probability(
@@ -439,15 +521,19 @@ def _earlier(base: pl.DataFrame, comp: pl.DataFrame) -> dict[str, Any]:
 def over_time_json(result: OverTimeResult, over_s: float, ot: OverTimeOptions) -> dict[str, Any]:
     """The ``over_time`` object of the ``fleetaudit.compaction/1`` document."""
     reduction = result.partial_reduction_pct
+    run = result.run
     return {
         "start": from_epoch_us(epoch_us(result.start)).isoformat(),
         "end": from_epoch_us(epoch_us(result.end)).isoformat(),
         "over_s": over_s,
         "every_s": ot.every_s,
-        "moves_per_hour": ot.moves_per_hour,
+        # the budget both ways: GPUs per hour (moves_per_hour, as before), and a share
+        "moves_per_hour": None if run is None else round(run.gpus_per_hour, 4),
         "budget_unit": "gpus",
+        "budget": None if run is None else run.budget_json(),
+        "fleet_gpus": result.fleet_gpus,
         "policy": ot.policy,
-        "queue": ot.queue,
+        "queue": result.discipline,
         "shapes": [s.as_json() for s in result.shapes],
         "observed_shapes": min(len(result.shapes), ot.observe_shapes),
         "ticks": [
@@ -486,8 +572,30 @@ def over_time_json(result: OverTimeResult, over_s: float, ot: OverTimeOptions) -
         "moves": [
             {**m.as_json(), "at": t.at.isoformat()} for t in result.ticks for m in t.moves
         ],
+        "sweep": None if not ot.sweep else {
+            "target_reduction_pct": result.target_reduction_pct,
+            "nearest": None if run is None else run.given,
+            "budgets": [
+                {
+                    **r.budget_json(),
+                    "partial_nodes": {"with": round(r.partial_with, 3),
+                                      "reduction_pct": _round(r.partial_reduction_pct, 2)},
+                    "free_nodes": {"with": round(r.free_with, 3)},
+                    "moves": sum(len(t.moves) for t in r.ticks),
+                    "gpus_moved": json_number(r.gpus_moved),
+                    "migration_gpu_hours": round(r.migration.pause_gpu_hours, 4),
+                    "started": r.started,
+                    "failed": r.failed,
+                }
+                for r in result.runs
+            ],
+        },
         "seconds": round(result.seconds, 3),
     }
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def window(at: datetime, over_s: float) -> tuple[datetime, datetime]:

@@ -41,8 +41,10 @@ Model (docs/harvesting.md):
 
 Victim policies pick, among the low-priority jobs on the node, one at a time
 until the work fits: ``spotgpu`` the least lost work (job GPUs x time since its
-last checkpoint), ``newest`` the latest (re)started, ``smallest`` the fewest
-GPUs, ``random`` a seeded draw; ties go to the newest, then the job order.
+last checkpoint: :mod:`fleetaudit.whatif.victims`, the definition the by-time
+placement replay's preemption shares), ``newest`` the latest (re)started,
+``smallest`` the fewest GPUs, ``random`` a seeded draw; ties go to the newest,
+then the job order.
 """
 
 from __future__ import annotations

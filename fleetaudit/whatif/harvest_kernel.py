@@ -50,6 +50,7 @@ if (os.environ.get(ENV) or "") != (numba_config.CACHE_DIR or ""):
     numba_config.reload_config()  # numba was imported before the folder was chosen
 
 from fleetaudit.model.occupancy import SHARE_UNITS  # noqa: E402
+from fleetaudit.whatif import victims  # noqa: E402
 
 U = SHARE_UNITS
 BIG = np.iinfo(np.int64).max  # "never" for an end time
@@ -965,11 +966,12 @@ def _hp_shape(S, X, n: int, i: int, sign: int, lent: bool) -> None:  # type: ign
 # ------------------------------------------------------------------ victims
 
 
+_lost_since = njit(cache=True)(victims.since_checkpoint)
+
+
 @njit(cache=True)
 def _since_checkpoint(S, X, j: int, t: int) -> int:  # type: ignore[no-untyped-def]
-    elapsed = t - X.j_run_start[j]
-    ckpt = S.j_ckpt[j]
-    return elapsed % ckpt if ckpt else elapsed
+    return _lost_since(t - X.j_run_start[j], S.j_ckpt[j])
 
 
 @njit(cache=True)

@@ -115,10 +115,3 @@ class _State:
         self.memory = fleet.memory.copy()
         self.group_used = np.zeros(len(fleet.group_gpus), dtype=np.int64)
         self.version = np.ones(n, dtype=np.int64)
-
-    def refresh(self, n: int) -> None:
-        row = self.free[n].tolist()  # a few GPUs: Python's sum and max beat numpy's calls
-        self.free_total[n] = sum(row)
-        self.whole[n] = row.count(_U)
-        self.largest[n] = max(row)
-        self.version[n] += 1

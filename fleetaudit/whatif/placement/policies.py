@@ -35,6 +35,8 @@ from fleetaudit.whatif.placement.workload import _DEDUP_AT, LOCALITIES, _fragmen
 
 POLICIES = PLACEMENT_POLICIES
 _CPU_KEY = np.int64(1) << np.int64(32)  # best-fit key = free GPU units x this + free CPU units
+_CPU_MAX = int(_CPU_KEY) - 1
+NO_DRAW = ("first-fit", "best-fit", "topology")  # policies that take the only node as it is
 _ROUND = 6  # decimals of a fragmentation delta (micro-GPUs) compared for ties
 
 
@@ -56,10 +58,46 @@ class _Run:
         self.best_key = self.state.free_total * _CPU_KEY + np.minimum(self.state.cpu, _CPU_KEY - 1)
         gpuless = fleet.gpus == 0
         self.gpuless: np.ndarray | None = gpuless if gpuless.any() else None
+        # per model set, its nodes (ascending): no other node can take its pods
+        self.set_nodes = [np.flatnonzero(ok) for ok in workload.model_ok]
+        # one request's sizes as Python ints (read once per pod placed or released)
+        self._share, self._count = workload.share.tolist(), workload.count.tolist()
+        self._cpu, self._memory = workload.cpu.tolist(), workload.memory.tolist()
+        self.topology = policy == "topology"  # only it reads the groups' use
         # A single pod placed ``among`` a few nodes is checked and chosen on those
         # nodes only (the same node as over a whole-fleet mask; False: the mask, the
         # reference the replay's tests compare to).
         self.narrow = False
+        # Nodes no pod may take now (a reservation held for another request), or None.
+        self.blocked: np.ndarray | None = None
+        # Preemptible work (see track_preemptible): per request whether it may be
+        # evicted, and per node what such work holds; None: nothing is tracked.
+        self.evictable: np.ndarray | None = None
+
+    def track_preemptible(self, evictable: np.ndarray) -> None:
+        """Track what the requests marked in ``evictable`` hold on each node, so that
+        :meth:`fits_after_eviction` and :meth:`room_after_eviction` see a node as it
+        would be with all of that work evicted."""
+        st, n = self.state, len(self.fleet.node_ids)
+        self.evictable = evictable
+        self.lp_free = np.zeros_like(st.free)
+        self.lp_cpu = np.zeros(n, dtype=np.int64)
+        self.lp_memory = np.zeros(n, dtype=np.int64)
+        self.lp_count = np.zeros(n, dtype=np.int64)  # evictable pods on the node
+        self._pre_whole = st.whole.copy()
+        self._pre_largest = st.largest.copy()
+        self._pre_dirty: list[int] = []  # nodes changed since pre() last brought them up to date
+
+    def pre(self) -> tuple[np.ndarray, np.ndarray]:
+        """(fully free GPUs, largest free share) of every node were its evictable work
+        evicted (needs :meth:`track_preemptible`; worked out for the changed nodes only)."""
+        if self._pre_dirty:
+            d = np.unique(np.array(self._pre_dirty, dtype=np.int64))
+            self._pre_dirty = []
+            after = self.state.free[d] + self.lp_free[d]
+            self._pre_whole[d] = (after == _U).sum(axis=1)
+            self._pre_largest[d] = after.max(axis=1)
+        return self._pre_whole, self._pre_largest
 
     def resync(self) -> None:
         """Recompute every derived array after the state was set in bulk."""
@@ -71,6 +109,8 @@ class _Run:
         self.best_key = st.free_total * _CPU_KEY + np.minimum(np.maximum(st.cpu, 0), _CPU_KEY - 1)
         if self.frag_before is not None:
             self.frag_before = _fragmentation(self.shapes, st.free, st.cpu, self.fleet.model)
+        if self.evictable is not None:
+            self._pre_dirty = list(range(len(self.fleet.node_ids)))
 
     # ---- node choice
 
@@ -80,6 +120,10 @@ class _Run:
         """The nodes that can take one pod of r (a mask), inside ``within`` (a mask);
         ``among`` (node indices): the caller knows no other node can."""
         w, st = self.workload, self.state
+        if among is None:
+            nodes = self.set_nodes[w.allowed[r]]
+            if len(nodes) < len(self.fleet.node_ids):  # the model set's nodes alone
+                among = nodes
         at: slice | np.ndarray = slice(None) if among is None else among
         ok = (
             w.model_ok[w.allowed[r], at] & (st.cpu[at] >= w.cpu[r]) & (st.memory[at] >= w.memory[r])
@@ -95,6 +139,8 @@ class _Run:
             ok = full
         if within is not None:
             ok &= within
+        if self.blocked is not None:
+            ok &= ~self.blocked
         return ok
 
     def _choose(self, r: int, ok: np.ndarray) -> tuple[int, int]:
@@ -131,17 +177,81 @@ class _Run:
 
     def fits(self, r: int, nodes: np.ndarray) -> np.ndarray:
         """Which of ``nodes`` (node indices) can take one pod of r now (a mask over them)."""
+        w = self.workload
+        return w.model_ok[w.allowed[r], nodes] & self._room_for_one(r, nodes)
+
+    def _room_for_one(self, r: int, nodes: np.ndarray) -> np.ndarray:
+        """Which of ``nodes`` have the CPUs, memory and GPUs of one pod of r, unreserved
+        (their model aside)."""
         w, st = self.workload, self.state
-        ok = (
-            w.model_ok[w.allowed[r], nodes]
-            & (st.cpu[nodes] >= w.cpu[r])
-            & (st.memory[nodes] >= w.memory[r])
-        )
+        ok = (st.cpu[nodes] >= w.cpu[r]) & (st.memory[nodes] >= w.memory[r])
         if w.count[r]:
             if w.share[r] < _U:
                 ok &= st.largest[nodes] >= w.share[r]
             else:
                 ok &= st.whole[nodes] >= w.count[r]
+        if self.blocked is not None:
+            ok &= ~self.blocked[nodes]
+        result: np.ndarray = ok
+        return result
+
+    def pre_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`pre` on ``nodes`` alone, worked out afresh (for a few nodes)."""
+        after = self.state.free[nodes] + self.lp_free[nodes]
+        return (after == _U).sum(axis=1), after.max(axis=1)
+
+    def room_one(self, r: int, n: int, after_eviction: bool = False) -> int:
+        """:meth:`room` of r on node n alone (a scalar computation)."""
+        w, st = self.workload, self.state
+        if not w.model_ok[w.allowed[r], n] or (self.blocked is not None and self.blocked[n]):
+            return 0
+        cpu, memory = int(st.cpu[n]), int(st.memory[n])
+        row = st.free[n].tolist()
+        if after_eviction:
+            cpu, memory = cpu + int(self.lp_cpu[n]), memory + int(self.lp_memory[n])
+            row = [a + b for a, b in zip(row, self.lp_free[n].tolist(), strict=True)]
+        cap = int(w.pods[r])
+        need_cpu, need_memory = int(w.cpu[r]), int(w.memory[r])
+        if need_cpu > 0:
+            cap = min(cap, cpu // need_cpu)
+        elif cpu < need_cpu:
+            return 0
+        if need_memory > 0:
+            cap = min(cap, memory // need_memory)
+        elif memory < need_memory:
+            return 0
+        share, count = int(w.share[r]), int(w.count[r])
+        if count:
+            if share < _U:
+                cap = min(cap, sum(v // share for v in row))
+            else:
+                cap = min(cap, row.count(_U) // count)
+        return max(cap, 0)
+
+    def fits_in_set(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """(the nodes of r's model set, which of them can take one pod of r now): :meth:`fits`
+        on the only nodes that can (without checking their model again)."""
+        nodes = self.set_nodes[self.workload.allowed[r]]
+        return nodes, self._room_for_one(r, nodes)
+
+    def fits_after_eviction(self, r: int, nodes: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`fits` were every evictable pod evicted (a mask over ``nodes``,
+        default all); needs :meth:`track_preemptible`."""
+        w, st = self.workload, self.state
+        at: slice | np.ndarray = slice(None) if nodes is None else nodes
+        ok = (
+            w.model_ok[w.allowed[r], at]
+            & (st.cpu[at] + self.lp_cpu[at] >= w.cpu[r])
+            & (st.memory[at] + self.lp_memory[at] >= w.memory[r])
+        )
+        if w.count[r]:
+            pre_whole, pre_largest = self.pre()
+            if w.share[r] < _U:
+                ok &= pre_largest[at] >= w.share[r]
+            else:
+                ok &= pre_whole[at] >= w.count[r]
+        if self.blocked is not None:
+            ok &= ~self.blocked[at]
         return ok
 
     def _choose_in(self, r: int, nodes: np.ndarray, ok: np.ndarray) -> tuple[int, int]:
@@ -228,45 +338,96 @@ class _Run:
     # ---- state changes
 
     def _apply(self, r: int, n: int, value: int) -> list[int]:
-        w, st = self.workload, self.state
-        share, count = int(w.share[r]), int(w.count[r])
+        # Python's ints and lists: a node's few GPUs and one request's sizes, where
+        # numpy's per-call cost is most of the work
+        st = self.state
+        share, count = self._share[r], self._count[r]
         row = st.free[n]
+        values = row.tolist()
         if not count:
             used: list[int] = []
         elif share < _U:
-            # a node's few GPUs: Python's list beats numpy's calls
-            values = row.tolist()
             target = value if value >= 0 else min(v for v in values if v >= share)
             gpu = values.index(target)
-            row[gpu] -= share
+            values[gpu] -= share
+            row[gpu] = values[gpu]
             used = [gpu]
         else:
-            used = [g for g, v in enumerate(row.tolist()) if v == _U][:count]
-            row[used] = 0
-        st.cpu[n] -= w.cpu[r]
-        st.memory[n] -= w.memory[r]
-        st.group_used[self.fleet.group[n]] += share * count
-        self._changed(n)
+            used = [g for g, v in enumerate(values) if v == _U][:count]
+            for g in used:
+                row[g] = 0
+                values[g] = 0
+        cpu, memory = self._cpu[r], self._memory[r]
+        st.cpu[n] -= cpu
+        st.memory[n] -= memory
+        if self.topology:
+            st.group_used[self.fleet.group[n]] += share * count
+        if self.evictable is not None and self.evictable[r]:
+            for g in used:
+                self.lp_free[n, g] += share
+            self.lp_cpu[n] += cpu
+            self.lp_memory[n] += memory
+            self.lp_count[n] += 1
+        self._changed(n, values)
         return used
 
     def _undo(self, r: int, n: int, used: list[int]) -> None:
-        w, st = self.workload, self.state
-        st.free[n, used] += w.share[r]
-        st.cpu[n] += w.cpu[r]
-        st.memory[n] += w.memory[r]
-        st.group_used[self.fleet.group[n]] -= int(w.share[r]) * int(w.count[r])
+        st = self.state
+        row, share = st.free[n], self._share[r]
+        for g in used:
+            row[g] += share
+        cpu, memory = self._cpu[r], self._memory[r]
+        st.cpu[n] += cpu
+        st.memory[n] += memory
+        if self.topology:
+            st.group_used[self.fleet.group[n]] -= share * self._count[r]
+        if self.evictable is not None and self.evictable[r]:
+            for g in used:
+                self.lp_free[n, g] -= share
+            self.lp_cpu[n] -= cpu
+            self.lp_memory[n] -= memory
+            self.lp_count[n] -= 1
         self._changed(n)
 
-    def _changed(self, n: int) -> None:
+    def _changed(self, n: int, row: list[int] | None = None) -> None:
+        """Node n's state changed: its derived values again (``row``: its free GPU units
+        as a list, when the caller has them)."""
         st = self.state
-        st.refresh(n)
-        self.best_key[n] = st.free_total[n] * _CPU_KEY + min(int(st.cpu[n]), int(_CPU_KEY) - 1)
+        if row is None:
+            row = st.free[n].tolist()  # a few GPUs: Python's sum and max beat numpy's calls
+        total = sum(row)
+        st.free_total[n] = total
+        st.whole[n] = row.count(_U)
+        st.largest[n] = max(row)
+        st.version[n] += 1
+        self.best_key[n] = (total << 32) + min(int(st.cpu[n]), _CPU_MAX)
         if self.frag_before is not None:
             self.frag_before[n] = _fragmentation(
                 self.shapes, st.free[n : n + 1], st.cpu[n : n + 1], self.fleet.model[n : n + 1]
             )[0]
+        if self.evictable is not None:
+            self._pre_dirty.append(n)
 
-    def room(self, r: int, nodes: np.ndarray | None = None) -> np.ndarray:
+    def place_on(self, r: int, n: int) -> list[tuple[int, int, list[int]]] | None:
+        """:meth:`place` of a single pod on node n alone, for a policy that draws nothing
+        (there it takes the one node as it is, or none)."""
+        return [(0, n, self._apply(r, n, -1))] if self.fits_one(r, n) else None
+
+    def fits_one(self, r: int, n: int) -> bool:
+        """:meth:`fits` on node n alone (a scalar check)."""
+        w, st = self.workload, self.state
+        if not w.model_ok[w.allowed[r], n] or st.cpu[n] < w.cpu[r] or st.memory[n] < w.memory[r]:
+            return False
+        count = w.count[r]
+        if count:
+            share = w.share[r]
+            if (st.largest[n] < share) if share < _U else (st.whole[n] < count):
+                return False
+        return self.blocked is None or not self.blocked[n]
+
+    def room(
+        self, r: int, nodes: np.ndarray | None = None, after_eviction: bool = False
+    ) -> np.ndarray:
         """Pods of request r each node (of ``nodes``, default all) can still take, capped at
         the request's pod count.
 
@@ -276,32 +437,31 @@ class _Run:
         whole gang wherever the policy puts each pod inside it.
         """
         w, st = self.workload, self.state
-        at: slice | np.ndarray = slice(None) if nodes is None else nodes
         k = int(w.pods[r])
         share, count = int(w.share[r]), int(w.count[r])
-        # The nodes with room for one pod; the others have none (each bound below
-        # would be 0 there), so the bounds are worked out on these only.
-        ok = (
-            w.model_ok[w.allowed[r], at] & (st.cpu[at] >= w.cpu[r]) & (st.memory[at] >= w.memory[r])
-        )
-        if count:
-            if share >= _U:
-                ok &= st.whole[at] >= count
-            elif share > 0:
-                ok &= st.largest[at] >= share
+        if after_eviction:  # ``after_eviction``: as if every evictable pod were evicted
+            ok = self.fits_after_eviction(r, nodes)
+        else:
+            # The nodes with room for one pod; the others have none (each bound
+            # below would be 0 there), so the bounds are worked out on these only.
+            ok = self.fits(r, np.arange(len(self.fleet.node_ids)) if nodes is None else nodes)
         some = np.flatnonzero(ok)
         on = some if nodes is None else nodes[some]
+        cpu, memory, free = st.cpu[on], st.memory[on], st.free[on]
+        if after_eviction:
+            cpu, memory = cpu + self.lp_cpu[on], memory + self.lp_memory[on]
+            free = free + self.lp_free[on]
         cap = np.full(len(some), k, dtype=np.int64)
         if w.cpu[r] > 0:
-            cap = np.minimum(cap, st.cpu[on] // w.cpu[r])
+            cap = np.minimum(cap, cpu // w.cpu[r])
         if w.memory[r] > 0:
-            cap = np.minimum(cap, st.memory[on] // w.memory[r])
+            cap = np.minimum(cap, memory // w.memory[r])
         if count:
             if share < _U:
                 if share > 0:
-                    cap = np.minimum(cap, (st.free[on] // share).sum(axis=1))
+                    cap = np.minimum(cap, (free // share).sum(axis=1))
             else:
-                cap = np.minimum(cap, st.whole[on] // count)
+                cap = np.minimum(cap, (free == _U).sum(axis=1) // count)
         room = np.zeros(len(ok), dtype=np.int64)
         room[some] = np.maximum(cap, 0)
         return room
@@ -335,7 +495,15 @@ class _Run:
         node can take it, so only these are checked.
         """
         w = self.workload
+        if w.pods[r] == 1 and among is None:
+            # a single pod: only its model set's nodes can take it (the same node as the
+            # policy over a whole-fleet mask: _choose_in)
+            n, value = self._choose_in(r, *self.fits_in_set(r))
+            return None if n < 0 else [(0, n, self._apply(r, n, value))]
         if among is not None and self.narrow and w.pods[r] == 1:
+            if len(among) == 1 and self.policy in NO_DRAW:  # one node: it fits or not
+                n = int(among[0])
+                return [(0, n, self._apply(r, n, -1))] if self.fits_one(r, n) else None
             n, value = self._choose_in(r, among, self.fits(r, among))
             return None if n < 0 else [(0, n, self._apply(r, n, value))]
         placed: list[tuple[int, int, list[int]]] = []

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -14,11 +15,14 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.core.errors import UsageError
+from fleetaudit.core.options import PLACEMENT_QUEUES, QUEUE_DISCIPLINES
 from fleetaudit.core.parallel import map_processes as _map_runs
 from fleetaudit.core.times import epoch_us, from_epoch_us
 from fleetaudit.model.capacity import first_fit_decreasing, optional_column
+from fleetaudit.whatif import victims
 from fleetaudit.whatif.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids
-from fleetaudit.whatif.placement.policies import POLICIES, _Run
+from fleetaudit.whatif.placement.policies import NO_DRAW, POLICIES, _Run
+from fleetaudit.whatif.placement.record import QueueFigures, arrivals, as_array, wait_figures
 from fleetaudit.whatif.placement.workload import (
     LOCALITIES,
     PlacementOptions,
@@ -29,8 +33,17 @@ from fleetaudit.whatif.placement.workload import (
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
 
-QUEUES = ("fifo", "backfill")
+QUEUES = PLACEMENT_QUEUES
+"""The queue disciplines of the by-time replay (see :class:`Replay`)."""
+DISCIPLINES = QUEUE_DISCIPLINES
+"""The disciplines named after the schedulers operators run (the others are the plain queues)."""
+HOLDS = ("record", "none")
 _NEVER = np.iinfo(np.int64).max
+_PREEMPT_NODES = 8  # nodes whose victims a single pod's preemption costs exactly
+# Kueue's defaults: waitForPodsReady's timeout, and the requeue backoff (base, doubling, most)
+_KUEUE_READY_US = 300 * 1_000_000
+_KUEUE_BACKOFF_US = 60 * 1_000_000
+_KUEUE_BACKOFF_MAX_US = 3600 * 1_000_000
 _REPLAY_CURVE: dict[str, PolarsDataType] = {
     "instant": pl.Datetime("us"), "instant_pct": pl.Float64, "allocated_pct": pl.Float64,
     "fragmented_pct": pl.Float64, "queued": pl.Int64, "started": pl.Int64, "failed": pl.Int64,
@@ -63,6 +76,17 @@ class ReplayResult:
         failed: requests still waiting at the end, plus the rejected ones.
         rejected: requests that fit no node even of an empty fleet; they fail
             on arrival and never join the queue.
+        never: the request ids of those (in arrival order).
+        waiting: requests still waiting at the end (held ones included).
+        held: requests still held at the end (see :class:`Replay`'s ``hold``).
+        holds: request_id -> the instant (epoch µs) each held request was held
+            until (the window's end or later: never released in it); a later
+            replay given them holds the same requests (``hold=result.holds``).
+        preempt: whether high-priority requests could evict low-priority work.
+        preemptions: one row per eviction: request_id (the victim), at, by (the
+            request it made room for), lost_gpu_hours.
+        lost_gpu_hours: the work the evictions lost, in GPU-hours.
+        reservations: reservations made (``slurm-backfill``).
     """
 
     policy: str
@@ -79,6 +103,28 @@ class ReplayResult:
     started: int
     failed: int
     rejected: int
+    never: tuple[str, ...] = ()
+    waiting: int = 0
+    held: int = 0
+    holds: Mapping[str, int] = field(default_factory=dict)
+    preempt: bool = False
+    preemptions: pl.DataFrame = field(default_factory=pl.DataFrame)
+    lost_gpu_hours: float = 0.0
+    reservations: int = 0
+
+    def figures(self) -> QueueFigures:
+        """The replay's :class:`~fleetaudit.whatif.placement.record.QueueFigures`."""
+        p50, p90 = wait_figures(self.waits["wait_s"])
+        return QueueFigures(
+            arrived=self.arrived,
+            started=self.started,
+            waiting=self.waiting,
+            never=self.rejected,
+            wait_p50_s=p50,
+            wait_p90_s=p90,
+            instants=tuple(self.curve["instant"].to_list()),
+            allocated_pct=tuple(self.curve["allocated_pct"].to_list()),
+        )
 
 
 @dataclass
@@ -171,14 +217,20 @@ def _release_recorded(run: _Run, record: _Recorded) -> None:
     run._changed(n)
 
 
-def _replay_classes(workload: _Workload) -> np.ndarray:
-    """Requests that fit exactly the same states share a class."""
+def _replay_classes(
+    workload: _Workload, low: np.ndarray | None = None, limit: np.ndarray | None = None
+) -> np.ndarray:
+    """Requests that fit exactly the same states share a class (and, given ``low``, the
+    same priority; given ``limit``, the same limit, which a reservation reads)."""
     w = workload
     if not len(w.request_ids):
         return np.zeros(0, dtype=np.int64)
-    return _row_ids(
-        np.column_stack([w.share, w.count, w.cpu, w.memory, w.allowed, w.pods, w.locality])
-    )
+    columns = [w.share, w.count, w.cpu, w.memory, w.allowed, w.pods, w.locality]
+    if low is not None:
+        columns.append(low.astype(np.int64))
+    if limit is not None:
+        columns.append(limit)
+    return _row_ids(np.column_stack(columns))
 
 
 def _check_replay(options: PlacementOptions, start: datetime, end: datetime, queue: str) -> None:
@@ -206,9 +258,11 @@ class ReplayView:
     """
 
     def __init__(self, run: _Run, records: list[_Recorded], groups: list[Any],
-                 group_start: list[int], duration: np.ndarray) -> None:  # fmt: skip
+                 group_start: list[int], group_end: list[int]) -> None:  # fmt: skip
         self._run, self._records, self._groups = run, records, groups
-        self._group_start, self._duration = group_start, duration
+        self._group_start, self._group_end = group_start, group_end
+        # told of each move: (record or group, pod (-1: a record), source, node, GPUs)
+        self._hook: Callable[[int, int, int, int, list[int]], None] | None = None
         self.queued = 0
         self.freed: list[int] = []
         self._index: dict[str, tuple[int, int]] | None = None
@@ -293,13 +347,12 @@ class ReplayView:
         for g in range(len(self._group_row), len(self._groups)):
             r, pods = self._groups[g]
             self._group_row.append(len(self._row_end) + len(rows))
-            begin, length = self._group_start[g], int(self._duration[r])
+            begin, end = self._group_start[g], self._group_end[g]
             rid = w.request_ids[r]
             for pod, n, _ in pods:
                 name = _pod_name(rid, w.pods[r] == 1, pod)
                 rows.append((name, rid, int(w.share[r]) * int(w.count[r]) / _U,
-                             int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin,
-                             _NEVER if length < 0 else begin + length, n))  # fmt: skip
+                             int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin, end, n))  # fmt: skip
         self._catalog_rows(rows)
         self._t = t_us
         self._groups_seen = len(self._groups)
@@ -320,8 +373,13 @@ class ReplayView:
         and every group started since)."""
         if g >= self._groups_seen or self._t is None:
             return True
-        length = int(self._duration[self._groups[g][0]])
-        return length < 0 or self._group_start[g] + length > self._t
+        return self._group_end[g] > self._t
+
+    def _ended(self, g: int, t: int) -> None:
+        """Pod group g was evicted at t: its rows end there."""
+        if g < len(self._group_row):
+            first = self._group_row[g]
+            self._row_end[first : first + len(self._groups[g][1])] = t
 
     def _on_node(self, d: int) -> tuple[list[int], list[int]]:
         """The live records and pod groups holding work on node d, each ascending."""
@@ -482,9 +540,12 @@ class ReplayView:
             run._changed(d)
             _release_recorded(run, rec)
             self.freed.append(rec.node)
+            source = rec.node
             rec.node, rec.gpus, rec.units = d, taken, units
             self._node_records.setdefault(d, set()).add(i)
             self._row_node[i] = d
+            if self._hook is not None:
+                self._hook(i, -1, source, d, taken)
             return True
         r, pods = self._groups[i]
         pod, n, used = pods[k]
@@ -500,6 +561,8 @@ class ReplayView:
             self._node_groups.setdefault(d, set()).add(i)
         if i < len(self._group_row):
             self._row_node[self._group_row[i] + k] = d
+        if self._hook is not None:
+            self._hook(i, k, n, d, new_used)
         return True
 
 
@@ -509,8 +572,37 @@ class Replay:
     The constructor prepares the fleet, the window's workload and the recorded
     state at ``start``; :meth:`run` then plays the events in time order (each
     instant's departures (:meth:`depart`), then the queue's retry
-    (:meth:`retry`), then its arrivals (:meth:`arrive`)) and returns the
-    :class:`ReplayResult`. A replay runs once.
+    (:meth:`retry`), then the requests whose hold ends, then its arrivals
+    (:meth:`arrive`)) and returns the :class:`ReplayResult`. A replay runs once.
+
+    The queue disciplines (``queue``, see :data:`QUEUES` and docs/placement.md):
+
+    - ``kubernetes``: waiting requests in priority order, then by age (the time
+      they became ready); any that fits starts, in that order: none blocks another.
+    - ``kueue-best-effort-fifo`` / ``kueue-strict-fifo``: Kueue's two strategies.
+      A request is first admitted against the quota of its GPU model (the model's
+      healthy GPUs, one ClusterQueue over the fleet), in priority then age order;
+      strict: the first one the quota cannot admit blocks those behind it;
+      best effort: it does not. An admitted request holds its quota while it waits
+      for nodes (the reservation that keeps the fleet from draining behind it),
+      and is placed as under ``kubernetes``.
+    - ``slurm-backfill``: priority then age; the first waiting request that cannot
+      start gets a reservation: the earliest instant, by the running work's limits,
+      at which it fits, and the nodes it fits on then. Another request may start
+      on those nodes only if its limit ends it by then (EASY backfill).
+    - ``fifo`` and ``backfill``: the plain queues, by arrival alone, without
+      priorities or reservations (fifo: the head blocks everyone behind it).
+
+    With ``preempt`` (the named disciplines; default: when the arriving requests
+    hold both priorities), a high-priority request that cannot start evicts
+    low-priority work that the replay started (:mod:`fleetaudit.whatif.victims`:
+    least lost work first); the victim keeps the work up to its last checkpoint
+    and waits again in its place in the queue.
+
+    ``hold``: ``record`` holds a request that finds room when it arrives until its
+    recorded start (its recorded wait was not for capacity); a mapping
+    (request_id -> µs) holds the requests named until then (the holds a
+    baseline decided, :attr:`ReplayResult.holds`); None holds nothing.
 
     ``precheck`` (default on): at a departure, a waiting request is tried only
     where the nodes freed at that instant could now host it (see :meth:`retry`);
@@ -523,14 +615,14 @@ class Replay:
     policy runs, and a single pod is checked and chosen on the freed nodes only.
     Off: the engine as it was before, which the tests compare it to.
 
-    ``index`` (default on, backfill with the memo): the same decisions as the memo,
-    found with arrays over the replay classes instead of one check per waiting
-    shape: a retry pass checks every waiting class against the freed nodes at
-    once, walks the classes that fit in the order of their oldest request, and
-    after each start checks the rest again at once (a start only takes room);
-    an arrival whose class already waits, and failed everywhere since the last
-    room the queue's passes did not see, queues without a try (see
-    :meth:`arrive`). Off: the memo's pass, which the tests compare it to.
+    ``index`` (default on, all queues but fifo, with the memo): the same decisions
+    as the memo, found with arrays over the replay classes instead of one check per
+    waiting shape: a retry pass checks every waiting class against the freed nodes
+    at once, walks the classes that fit in queue order, and after each start checks
+    the rest again at once (a start only takes room); an arrival whose class
+    already waits, and failed everywhere since the last room the queue's passes did
+    not see, queues without a try (see :meth:`enqueue`). Off: the memo's pass,
+    which the tests compare it to.
     """
 
     def __init__(
@@ -545,11 +637,16 @@ class Replay:
         queue: str = "fifo",
         *,
         prefer: Mapping[str, str] | None = None,
+        hold: str | Mapping[str, int] | None = None,
+        preempt: bool | None = None,
+        fragmentation: bool = True,
         precheck: bool = True,
         memo: bool = True,
         index: bool = True,
     ) -> None:
         _check_replay(options, start, end, queue)
+        if isinstance(hold, str) and hold not in HOLDS:
+            raise UsageError(f"unknown hold {hold!r}: use one of {', '.join(HOLDS)}")
         fleet = _prepare_fleet(nodes)
         if fleet.total_gpus == 0:
             raise UsageError("the fleet has no healthy GPUs to replay onto")
@@ -557,31 +654,62 @@ class Replay:
         if "trace_order" in frame.columns:
             frame = frame.drop("trace_order")
         start_us, end_us = epoch_us(start), epoch_us(end)
-        submit = frame["submit_time"].dt.epoch("us").fill_null(_NEVER).to_numpy().astype(np.int64)
-        inside = (submit >= start_us) & (submit < end_us)
-        # Only the requests submitted in the window arrive: the workload is theirs (in
-        # the same order), while every request weighs the fragmentation measure.
-        window = frame.filter(pl.Series(inside))
-        submit = submit[inside]
+        # The requests submitted in the window arrive at their submit time; those
+        # already waiting at its start join the queue then. Only they make the
+        # workload (in the same order), while every request weighs the
+        # fragmentation measure.
+        window = frame.filter(arrivals(frame, start, end))
+        submit = as_array(window["submit_time"].cast(pl.Datetime("us")), _NEVER)
         # By time, the measure weighs shapes by the GPUs they ask for: requests without
         # GPUs (most of a serving fleet's) would otherwise make every idle GPU a fragment.
         workload = _prepare_workload(
             window, fleet, replace(options, frag_weight="gpus"), weigh=frame
         )
-        duration_s = optional_column(window, "duration_s", pl.Float64, None).to_numpy()
-        duration = np.where(np.isnan(duration_s), -1, np.round(np.nan_to_num(duration_s) * 1e6))
+        limit = as_array(optional_column(window, "duration_s", pl.Float64, None), -1)
+        if "run_s" in window.columns:
+            recorded_run = as_array(window["run_s"].cast(pl.Float64), -1)
+            run_us = np.where(recorded_run >= 0, recorded_run, limit)
+            limit = np.where(limit >= 0, limit, recorded_run)
+        else:
+            run_us = limit
+        self.limit = limit.astype(np.int64)  # what the scheduler expects: -1 unknown
+        self.checkpoint = np.maximum(
+            as_array(optional_column(window, "checkpoint_s", pl.Float64, None), 0), 0
+        )
+        # When the arrivals' record holds no start at all, it says nothing of starts, and
+        # nothing is held (-1); else a request it never started is held for good (_NEVER).
+        began = optional_column(window, "start_time", pl.Datetime("us"), None)
+        self.recorded_start = (
+            as_array(began, _NEVER) if began.is_not_null().any()
+            else np.full(len(submit), -1, dtype=np.int64)
+        )  # fmt: skip
+        priority = optional_column(window, "priority", pl.String, None)
+        self.low = (priority == "low").fill_null(False).to_numpy().astype(bool)
         self.options, self.queue, self.empty = options, queue, empty
+        self.fragmentation = fragmentation  # sample the curve's fragmentation (NaN when off)
         self.start, self.end = start, end
         self.precheck, self.memo = precheck, memo and precheck
         self.fleet, self.workload = fleet, workload
         self.start_us, self.end_us = start_us, end_us
         self.submit = submit
-        self.duration = duration.astype(np.int64)
+        self.arrive_at = np.maximum(submit, start_us)
+        self.remaining_l: list[int] = run_us.astype(np.int64).tolist()  # run left; -1: no end
         self.arriving = np.arange(len(submit))
-        self.classes = classes = _replay_classes(workload)
+
+        self.named = queue in DISCIPLINES
+        self.kueue = queue.startswith("kueue-")
+        self.strict = queue == "kueue-strict-fifo"
+        self.reserving = queue == "slurm-backfill"
+        both = bool(self.low.any()) and bool((~self.low).any())
+        self.preempt = self.named and (both if preempt is None else preempt)
+        self.classes = classes = _replay_classes(
+            workload, self.low if self.named else None, self.limit if self.reserving else None
+        )
 
         self.engine = run = _Run(fleet, workload, options.policy, options.seed)
         run.narrow = self.memo
+        if self.preempt:
+            run.track_preemptible(self.low)
         # requests whose pods are equal (what fits one pod fits the other)
         self.pod_shape = (
             _row_ids(np.column_stack([workload.share, workload.count, workload.cpu,
@@ -598,28 +726,52 @@ class Replay:
                     self.heap.append((record.end_us, len(self.heap), -1 - i))
             heapq.heapify(self.heap)
         self.seq = len(self.heap)
+        self.ready: list[tuple[int, int, int]] = []  # (hold's end, seq, request)
 
         self.probe: _Run | None = None  # first-fit on an empty fleet: does a class ever fit
         self.never: dict[int, bool] = {}
+        self.never_ids: list[str] = []
 
         self.started_at = np.full(len(workload.request_ids), -1, dtype=np.int64)
-        # request, pod, node, GPUs, start
-        self.placed: list[tuple[int, int, int, list[int], int]] = []
+        # request, pod, node, GPUs, start, group
+        self.placed: list[tuple[int, int, int, list[int], int, int]] = []
         self.groups: list[tuple[int, list[tuple[int, int, list[int]]]]] = []
         self.group_start: list[int] = []
+        self.group_end: list[int] = []  # the departure (_NEVER: none in the window)
         self.started = self.rejected = 0
 
-        self.preferred = np.full(len(workload.request_ids), -1, dtype=np.int64)
+        self.preferred_l = [-1] * len(workload.request_ids)
         if prefer:
             node_index = {n: i for i, n in enumerate(fleet.node_ids)}
+            pods_l = workload.pods.tolist()
             for r_, rid in enumerate(workload.request_ids):
                 n_ = node_index.get(prefer.get(rid, ""), -1)
-                if n_ >= 0 and workload.pods[r_] == 1:
-                    self.preferred[r_] = n_
+                if n_ >= 0 and pods_l[r_] == 1:
+                    self.preferred_l[r_] = n_
+        self.draws = options.policy not in NO_DRAW  # placing on one node may draw a number
+        # per request, as Python values: read at every event
+        self.low_l: list[bool] = self.low.tolist()
+        self.class_l: list[int] = classes.tolist()
+        self.recorded_start_l: list[int] = self.recorded_start.tolist()
+        self.arrive_l: list[int] = self.arrive_at.tolist()
+        self.limit_l: list[int] = self.limit.tolist()
+
+        # Holds: per request the instant it is held until (-1: not held).
+        self.hold_mode = hold if isinstance(hold, str) else ("given" if hold else "none")
+        self.hold_until = np.full(len(workload.request_ids), -1, dtype=np.int64)
+        if hold is not None and not isinstance(hold, str):
+            index_of = {rid: i for i, rid in enumerate(workload.request_ids)}
+            for rid, until in hold.items():
+                i_ = index_of.get(rid)
+                if i_ is not None:
+                    self.hold_until[i_] = int(until)
+        self.holding = 0  # requests held now
 
         self.fifo: deque[int] = deque()
-        # backfill: class -> (arrival, request)
-        self.waiting: dict[int, deque[tuple[int, int]]] = {}
+        # the other queues: class -> heap of (key, request)
+        self.waiting: dict[int, list[tuple[int, int]]] = {}
+        self.key = np.zeros(len(workload.request_ids), dtype=np.int64)  # queue order
+        self.enqueued = 0
         self.queued = 0
 
         # Backfill pre-check. Every waiting shape failed at its last try (a retry pass
@@ -631,6 +783,9 @@ class Replay:
         # but caches, and draws no random number). A gang kept in one switch domain (or
         # node) starts iff some domain has room for all of it (_Run.gang_hosts): after
         # a failure, only the domains of the freed nodes can have gained that room.
+        # (With preemption, a high-priority request is checked against the nodes as
+        # they would be without their evictable work: that room, too, grows only
+        # where work that cannot be evicted leaves.)
         self.rep = np.zeros(int(classes.max()) + 1 if len(classes) else 0, dtype=np.int64)
         self.rep[classes] = np.arange(len(classes))
         self.gang = (workload.pods > 1) & (workload.locality != LOCALITIES.index("any"))
@@ -648,21 +803,77 @@ class Replay:
             for g, d in grouping.items()
         }
         self.freed_room: dict[tuple[int, ...], int] = {}  # this pass: pod shape -> most room
+        # per gang shape: each node's room and the state version it was worked out at
+        self.room_cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         # The indexed backfill (see the class's docstring): per replay class, what one pod
         # needs (a share pod: its share in the node's largest free share; a whole-GPU pod:
-        # its GPUs fully free; else nothing), whether the class waits, the arrival of
-        # its oldest waiting request, and whether that request would fail anywhere now.
-        self.index = index and self.memo and queue == "backfill"
+        # its GPUs fully free; else nothing), whether the class waits, the key of its
+        # oldest waiting request, and whether that request would fail anywhere now.
+        self.index = index and self.memo and queue != "fifo"
         reps = self.rep
         share, count = workload.share[reps], workload.count[reps]
         self.class_allowed = workload.allowed[reps]
         self.class_cpu, self.class_memory = workload.cpu[reps], workload.memory[reps]
         self.class_largest = np.where((count > 0) & (share < _U), share, 0)
         self.class_whole = np.where((count > 0) & (share >= _U), count, 0)
+        self.class_evicts = (~self.low[reps]) if self.preempt else np.zeros(len(reps), bool)
         self.class_waits = np.zeros(len(reps), dtype=bool)
         self.class_head = np.full(len(reps), _NEVER, dtype=np.int64)
         self.class_blocked = np.zeros(len(reps), dtype=bool)
         self.freed_domain_nodes: dict[int, np.ndarray] = {}  # this pass: freed domains' nodes
+        self.waiting_version = 0  # changes when a class starts or stops waiting
+        self._needs_version = -1
+        self._needs: tuple[int, int, int, int, bool] = (0, 0, 0, 0, False)
+        self.freed_later: list[int] = []  # nodes freed by an eviction or a dropped reservation
+
+        # Preemption: the evictable groups on each node; what was evicted.
+        self.evictable_on: dict[int, set[int]] = {}
+        self.preemptions: list[tuple[str, int, str, float]] = []  # victim, at, by, GPU-hours
+        self.lost_us_units = 0  # GPU units x µs lost, summed
+        self.evictions = 0
+
+        # Kueue: per GPU model its quota (healthy GPU units) and the units charged to it.
+        self.quota = np.bincount(fleet.model, weights=fleet.gpus * _U,
+                                 minlength=len(fleet.models)).astype(np.int64)  # fmt: skip
+        self.charged = np.zeros(len(fleet.models), dtype=np.int64)
+        self.charged_low = np.zeros(len(fleet.models), dtype=np.int64)
+        self.charge = np.full(len(workload.request_ids), -1, dtype=np.int64)  # model charged
+        self.need = workload.share * workload.count * workload.pods  # GPU units asked
+        # not yet admitted: per quota class (GPUs asked, models allowed), a heap of (key, request)
+        self.admission: dict[int, list[tuple[int, int]]] = {}
+        self.quota_class = (
+            _row_ids(np.column_stack([self.need, workload.allowed]))
+            if len(classes) else np.zeros(0, dtype=np.int64)
+        )  # fmt: skip
+        self.timers: list[tuple[int, int, int, int, int]] = []  # Kueue: (t, seq, kind, r, token)
+        self.admissions = np.zeros(len(workload.request_ids), dtype=np.int64)
+        self.requeues = np.zeros(len(workload.request_ids), dtype=np.int64)
+        self.placing: set[int] = set()  # admitted, waiting for nodes
+        self.low_running: dict[int, set[int]] = {}  # model -> running low-priority groups
+        if self.kueue:
+            for record in self.records:
+                self.charged[fleet.model[record.node]] += sum(record.units)
+            self.set_models = [  # the models each model set allows, in name order
+                np.unique(fleet.model[workload.model_ok[s]]) for s in range(len(workload.model_ok))
+            ]
+
+        # Slurm: the running work's expected ends per pod (slots), and the reservation.
+        self.slot_node = np.zeros(1024, dtype=np.int64)
+        self.slot_end = np.zeros(1024, dtype=np.int64)
+        self.slot_alive = np.zeros(1024, dtype=bool)
+        self.slot_units: list[int] = []
+        self.slot_cpu: list[int] = []
+        self.slot_memory: list[int] = []
+        self.slot_gpus: list[list[int]] = []
+        self.group_slots: list[int] = []  # group -> its first slot
+        self.record_slots: list[int] = []
+        self.reservation: tuple[int, int, np.ndarray, np.ndarray] | None = None  # owner key, T, mask, nodes
+        self.reservations = 0
+        if self.reserving:
+            for record in self.records:
+                self.record_slots.append(len(self.slot_units))
+                self._add_slot(record.node, record.end_us, record.units, record.gpus,
+                               record.cpu, record.memory)  # fmt: skip
 
         self.total = fleet.total_gpus * _U
         window_us = end_us - start_us
@@ -676,14 +887,15 @@ class Replay:
             "queued": [], "started": [], "failed": [],
         }  # fmt: skip
         self.mark = 0
-        self.view = ReplayView(run, self.records, self.groups, self.group_start, self.duration)
+        self.view = ReplayView(run, self.records, self.groups, self.group_start, self.group_end)
+        self.view._hook = self._moved
         self._done = False
 
     # ---- steps
 
     def fits_empty(self, r: int) -> bool:
         """Whether request r fits the empty fleet (first-fit); once per replay class."""
-        c = int(self.classes[r])
+        c = self.class_l[r]
         if c not in self.never:
             if self.probe is None:
                 self.probe = _Run(self.fleet, self.workload, "first-fit", 0)
@@ -693,33 +905,99 @@ class Replay:
                 self.probe._undo(r, n, used)
         return not self.never[c]
 
+    def has_room(self, r: int) -> bool:
+        """Whether request r would find room now (by evicting, where it may): a probe
+        that changes nothing and draws no random number."""
+        run, w = self.engine, self.workload
+        after = self.preempt and not self.low_l[r]
+        if w.pods[r] == 1:
+            n = self.preferred_l[r]
+            if n >= 0 and run.fits_one(r, n):
+                return True  # its recorded node has room
+            nodes, ok = run.fits_in_set(r)
+            if ok.any():
+                return True
+            return bool(after and run.fits_after_eviction(r, nodes).any())
+        for evict in (False, True) if after else (False,):
+            room = run.room(r, after_eviction=evict)
+            k = int(w.pods[r])
+            locality = LOCALITIES[int(w.locality[r])]
+            if locality == "any":
+                if int(room.sum()) >= k:
+                    return True
+            elif locality == "node":
+                if (room >= k).any():
+                    return True
+            else:
+                domain = self.fleet.block if locality == "block" else self.fleet.domain
+                if (np.bincount(domain, weights=room) >= k).any():
+                    return True
+        return False
+
     def try_start(self, r: int, t: int, among: np.ndarray | None = None) -> bool:
         """Start request r at t if it fits (its recorded node first, when preferred)."""
         run = self.engine
         pods = None
-        n_pref = int(self.preferred[r])
+        n_pref = self.preferred_l[r]
         if n_pref >= 0 and (among is None or n_pref in among):
-            pods = run.place(r, np.array([n_pref], dtype=np.int64))
+            if self.draws:
+                pods = run.place(r, np.array([n_pref], dtype=np.int64))
+            else:
+                pods = run.place_on(r, n_pref)
         if pods is None:
             pods = run.place(r, among)
         if pods is None:
             return False
+        g = len(self.groups)
         self.group_start.append(t)
-        self.started_at[r] = t
-        self.started += 1
-        self.placed.extend((r, pod, n, used, t) for pod, n, used in pods)
-        length = int(self.duration[r])
-        if length >= 0 and t + length < self.end_us:
-            heapq.heappush(self.heap, (t + length, self.seq, len(self.groups)))
+        if self.started_at[r] < 0:
+            self.started_at[r] = t
+            self.started += 1
+        placed = self.placed
+        for pod, n, used in pods:
+            placed.append((r, pod, n, used, t, g))
+        length = self.remaining_l[r]
+        end = t + length if length >= 0 else _NEVER
+        self.group_end.append(end)
+        if end < self.end_us:
+            heapq.heappush(self.heap, (end, self.seq, g))
             self.seq += 1
         self.groups.append((r, pods))
+        low = self.low_l[r]
+        if self.preempt and low:
+            for _, n, _ in pods:
+                self.evictable_on.setdefault(n, set()).add(g)
+        if self.kueue:
+            self._charge_placed(r, pods)
+            if low and self.charge[r] >= 0:
+                self.low_running.setdefault(int(self.charge[r]), set()).add(g)
+        if self.reserving:
+            limit = self.limit_l[r]
+            expected = t + limit if limit >= 0 else _NEVER
+            w = self.workload
+            self.group_slots.append(len(self.slot_units))
+            for _, n, used in pods:
+                self._add_slot(n, expected, [int(w.share[r])] * len(used), used,
+                               int(w.cpu[r]), int(w.memory[r]))  # fmt: skip
         return True
+
+    def _start(self, r: int, t: int, among: np.ndarray | None = None) -> bool:
+        """Start r under the discipline: outside another's reservation, else by evicting."""
+        run = self.engine
+        run.blocked = self._reserved_for(r, t)
+        try:
+            if self.try_start(r, t, among):
+                return True
+            return self.preempt and not self.low_l[r] and self._preempt(r, t)
+        finally:
+            run.blocked = None
 
     def _freed_domains_room(self, r: int, freed: np.ndarray) -> int:
         """The most pods of r's shape one domain (or node) holding a freed node can take."""
         w, run = self.workload, self.engine
+        after = bool(self.preempt and not self.low_l[r])
         shape = (int(w.locality[r]), int(w.share[r]), int(w.count[r]), int(w.cpu[r]),
-                 int(w.memory[r]), int(w.allowed[r]))  # fmt: skip
+                 int(w.memory[r]), int(w.allowed[r]), int(w.pods[r]), after)  # fmt: skip
         most = self.freed_room.get(shape)
         if most is None:
             if shape[0] in self.grouping:
@@ -732,15 +1010,37 @@ class Replay:
                         else np.concatenate([of[at[d] : at[d + 1]] for d in domains])
                     )  # fmt: skip
                 nodes = self.freed_domain_nodes[shape[0]]
-                room = run.room(r, nodes)
+                room = self._room_cached(shape, r, nodes, after)
                 if len(nodes) and domain[nodes[0]] == domain[nodes[-1]]:  # one domain
                     most = int(room.sum())
                 else:
                     most = int(np.bincount(domain[nodes], weights=room).max())
             else:
-                most = int(run.room(r, freed).max())
+                most = int(run.room(r, freed, after).max())
             self.freed_room[shape] = most
         return most
+
+    def _room_cached(self, shape: tuple[int, ...], r: int, nodes: np.ndarray,
+                     after: bool) -> np.ndarray:  # fmt: skip
+        """:meth:`_Run.room` of r on ``nodes``, worked out again only for the nodes whose
+        state changed since (a pod's room on a node depends on that node alone)."""
+        cache = self.room_cache.get(shape)
+        if cache is None:
+            n_nodes = len(self.fleet.node_ids)
+            cache = self.room_cache[shape] = (np.zeros(n_nodes, np.int64),
+                                               np.zeros(n_nodes, np.int64))  # fmt: skip
+        room, seen = cache
+        version = self.engine.state.version
+        stale = nodes[seen[nodes] != version[nodes]]
+        if len(stale) > 8:
+            room[stale] = self.engine.room(r, stale, after)
+            seen[stale] = version[stale]
+        else:
+            for n in stale.tolist():
+                room[n] = self.engine.room_one(r, n, after)
+                seen[n] = version[n]
+        result: np.ndarray = room[nodes]
+        return result
 
     def _candidates(self, freed: np.ndarray) -> set[int]:
         """The waiting classes worth a try after the nodes ``freed`` got room back."""
@@ -756,98 +1056,191 @@ class Replay:
 
     def _classes_fit(self, cls: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """Which of the classes ``cls`` some node of ``nodes`` can take one pod of now
-        (a mask over ``cls``): :meth:`_Run.fits` of each class's requests, at once."""
-        st = self.engine.state
+        (a mask over ``cls``): :meth:`_Run.fits` of each class's requests, at once
+        (with preemption, a high-priority class as if evictable work were gone)."""
+        st, run = self.engine.state, self.engine
+        whole, largest, cpu, memory = st.whole, st.largest, st.cpu, st.memory
+        evicts = self.class_evicts[cls]
         if len(nodes) == 1:
             n = int(nodes[0])
+            ok = self.workload.model_ok[self.class_allowed[cls], n]
+            cpu_n: int | np.ndarray = int(cpu[n])
+            mem_n: int | np.ndarray = int(memory[n])
+            largest_n: int | np.ndarray = int(largest[n])
+            whole_n: int | np.ndarray = int(whole[n])
+            if evicts.any():  # per class: as it is, or without the evictable work
+                pre_whole, pre_largest = run.pre_at(nodes)
+                cpu_n = np.where(evicts, cpu_n + int(run.lp_cpu[n]), cpu_n)
+                mem_n = np.where(evicts, mem_n + int(run.lp_memory[n]), mem_n)
+                largest_n = np.where(evicts, int(pre_largest[0]), largest_n)
+                whole_n = np.where(evicts, int(pre_whole[0]), whole_n)
             return (
-                self.workload.model_ok[self.class_allowed[cls], n]
-                & (self.class_cpu[cls] <= st.cpu[n])
-                & (self.class_memory[cls] <= st.memory[n])
-                & (self.class_largest[cls] <= st.largest[n])
-                & (self.class_whole[cls] <= st.whole[n])
+                ok
+                & (self.class_cpu[cls] <= cpu_n)
+                & (self.class_memory[cls] <= mem_n)
+                & (self.class_largest[cls] <= largest_n)
+                & (self.class_whole[cls] <= whole_n)
             )
-        ok = self.workload.model_ok[self.class_allowed[cls][:, None], nodes[None, :]]
-        ok &= self.class_cpu[cls][:, None] <= st.cpu[nodes][None, :]
-        ok &= self.class_memory[cls][:, None] <= st.memory[nodes][None, :]
-        ok &= self.class_largest[cls][:, None] <= st.largest[nodes][None, :]
-        ok &= self.class_whole[cls][:, None] <= st.whole[nodes][None, :]
-        return ok.any(axis=1)
+
+        def fit(c: np.ndarray, cpu_: np.ndarray, mem_: np.ndarray, largest_: np.ndarray,
+                whole_: np.ndarray) -> np.ndarray:  # fmt: skip
+            ok = self.workload.model_ok[self.class_allowed[c][:, None], nodes[None, :]]
+            ok &= self.class_cpu[c][:, None] <= cpu_[None, :]
+            ok &= self.class_memory[c][:, None] <= mem_[None, :]
+            ok &= self.class_largest[c][:, None] <= largest_[None, :]
+            ok &= self.class_whole[c][:, None] <= whole_[None, :]
+            result: np.ndarray = ok.any(axis=1)
+            return result
+
+        here = (cpu[nodes], memory[nodes], largest[nodes], whole[nodes])
+        if not evicts.any():
+            return fit(cls, *here)
+        out = np.zeros(len(cls), dtype=bool)
+        out[~evicts] = fit(cls[~evicts], *here)
+        pre_whole, pre_largest = run.pre_at(nodes)
+        out[evicts] = fit(cls[evicts], here[0] + run.lp_cpu[nodes], here[1] + run.lp_memory[nodes],
+                          pre_largest, pre_whole)  # fmt: skip
+        return out
+
+    def _any_may_fit(self, nodes: np.ndarray) -> bool:
+        """False when no waiting class can take one pod on any of ``nodes``: each class
+        needs at least the least of the waiting classes' needs (GPUs, share, CPUs,
+        memory), so a node short of one of those takes none (a quick test before
+        :meth:`_classes_fit`; with preemption, against the nodes without evictable work)."""
+        if self._needs_version != self.waiting_version:
+            cls = np.flatnonzero(self.class_waits)
+            if not len(cls):
+                return False
+            self._needs = (int(self.class_whole[cls].min()), int(self.class_largest[cls].min()),
+                           int(self.class_cpu[cls].min()), int(self.class_memory[cls].min()),
+                           bool(self.class_evicts[cls].any()))  # fmt: skip
+            self._needs_version = self.waiting_version
+        whole, largest, cpu, memory, evicts = self._needs
+        run, st = self.engine, self.engine.state
+        if evicts:
+            pre_whole, pre_largest = run.pre_at(nodes)
+            return bool(
+                ((pre_whole >= whole) & (pre_largest >= largest)
+                 & (st.cpu[nodes] + run.lp_cpu[nodes] >= cpu)
+                 & (st.memory[nodes] + run.lp_memory[nodes] >= memory)).any()
+            )  # fmt: skip
+        return bool(
+            ((st.whole[nodes] >= whole) & (st.largest[nodes] >= largest)
+             & (st.cpu[nodes] >= cpu) & (st.memory[nodes] >= memory)).any()
+        )  # fmt: skip
+
+    def _pop(self, c: int) -> None:
+        """The waiting class c's first request started: update the class's index."""
+        q = self.waiting[c]
+        self.placing.discard(heapq.heappop(q)[1])
+        self.queued -= 1
+        self.hopeless.discard(c)
+        self._class_changed(c)
+
+    def _class_changed(self, c: int) -> None:
+        """Class c's queue lost its first request: its index follows (or it leaves)."""
+        q = self.waiting[c]
+        if q:
+            self.class_head[c] = q[0][0]
+            return
+        del self.waiting[c]
+        self.class_waits[c] = False
+        self.class_head[c] = _NEVER
+        self.class_blocked[c] = False
+        self.hopeless.discard(c)
+        self.waiting_version += 1
 
     def _retry_indexed(self, t: int, freed: list[int]) -> None:
         """The memo's backfill pass (see :meth:`retry`), with the waiting classes
         checked against the freed nodes at once.
 
-        The memo pops the waiting classes in the order of their oldest request and
-        skips one whose pod no freed node takes now; a start only takes room, so the
-        classes that fit after a start are among those that fit before it, and until
-        a start the classes that fit stay the same. Here the classes that fit are
-        walked in that order, and checked again at once after each start.
+        The memo pops the waiting classes in queue order and skips one whose pod no
+        freed node takes now; a start only takes room, so the classes that fit after
+        a start are among those that fit before it, and until a start the classes
+        that fit stay the same. Here the classes that fit are walked in that order,
+        and checked again at once after each start.
         """
         waiting, workload, gang, hopeless = self.waiting, self.workload, self.gang, self.hopeless
         nodes = np.array(sorted(set(freed)), dtype=np.int64)
+        if not self._any_may_fit(nodes):
+            return
         self.freed_room.clear()
         self.freed_domain_nodes.clear()
         cls = np.flatnonzero(self.class_waits)
         cls = cls[self._classes_fit(cls, nodes)]
+        # An eviction gives room back: the classes after it are checked one at a time
+        # (as the memo's pass pops them), not dropped at once.
+        unchecked = False
         while len(cls):
-            order = cls[np.argsort(self.class_head[cls])]
+            order = cls[np.argsort(self.class_head[cls], kind="stable")]
+            evicted = self.evictions
             for i in range(len(order)):
                 c = int(order[i])
-                q = waiting[c]
-                r = q[0][1]
+                if (unchecked or self.evictions != evicted) and not self._classes_fit(
+                    order[i : i + 1], nodes
+                )[0]:
+                    continue
+                r = waiting[c][0][1]
                 if c in hopeless and self._freed_domains_room(r, nodes) < int(workload.pods[r]):
                     continue
-                if self.try_start(r, t, nodes):
+                if self.reserving:
+                    self._ensure_reservation(t)
+                if self._start(r, t, nodes):
                     break
                 if gang[r]:
                     hopeless.add(c)
             else:
                 return
-            q.popleft()
-            self.queued -= 1
-            hopeless.discard(c)
+            self._pop(c)
             rest = order[i + 1 :]
-            if q:
-                self.class_head[c] = q[0][0]
+            if c in waiting:
                 rest = np.append(rest, c)
-            else:
-                del waiting[c]
-                self.class_waits[c] = False
-                self.class_head[c] = _NEVER
-                self.class_blocked[c] = False
             if not len(rest):
                 return
-            cls = rest[self._classes_fit(rest, nodes)]
+            if self.evictions != evicted:
+                self.freed_room.clear()
+                cls, unchecked = rest, True
+            else:
+                cls, unchecked = rest[self._classes_fit(rest, nodes)], False
 
     def retry(self, t: int, freed: list[int]) -> None:
         """Start what waits and now fits, after the nodes ``freed`` got room back at t."""
+        if not freed:
+            return
         if self.index:
             self._retry_indexed(t, freed)
-            return
+        elif self.queue == "fifo":
+            self._retry_fifo(t, freed)
+        else:
+            self._retry_memo(t, freed)
+        if self.reserving and self.waiting:
+            self._ensure_reservation(t)
+
+    def _retry_fifo(self, t: int, freed: list[int]) -> None:
         precheck, workload = self.precheck, self.workload
-        if self.queue == "fifo":
-            fifo = self.fifo
-            # Strict FIFO: nothing started since the head failed, so only the nodes
-            # freed now gained room (the same pre-check as backfill, for the head).
-            among = None
-            if precheck and fifo:
-                nodes = np.unique(np.array(freed, dtype=np.int64))
-                self.freed_room.clear()
-                self.freed_domain_nodes.clear()
-                head = fifo[0]
-                if self.memo and not self.engine.fits(head, nodes).any():
-                    return  # no freed node takes one of its pods: no room was gained for it
-                if self.gang[head] and self._freed_domains_room(head, nodes) < int(
-                    workload.pods[head]
-                ):
-                    return
-                among = nodes
-            while fifo and self.try_start(fifo[0], t, among):
-                fifo.popleft()
-                self.queued -= 1
-                among = None  # the others wait untried behind the head
-            return
+        fifo = self.fifo
+        # Strict FIFO: nothing started since the head failed, so only the nodes
+        # freed now gained room (the same pre-check as backfill, for the head).
+        among = None
+        if precheck and fifo:
+            nodes = np.unique(np.array(freed, dtype=np.int64))
+            self.freed_room.clear()
+            self.freed_domain_nodes.clear()
+            head = fifo[0]
+            if self.memo and not self.engine.fits(head, nodes).any():
+                return  # no freed node takes one of its pods: no room was gained for it
+            if self.gang[head] and self._freed_domains_room(head, nodes) < int(
+                workload.pods[head]
+            ):
+                return
+            among = nodes
+        while fifo and self.try_start(fifo[0], t, among):
+            fifo.popleft()
+            self.queued -= 1
+            among = None  # the others wait untried behind the head
+
+    def _retry_memo(self, t: int, freed: list[int]) -> None:
+        precheck, workload = self.precheck, self.workload
         waiting = self.waiting
         nodes = np.zeros(0, dtype=np.int64)
         if precheck:
@@ -860,8 +1253,13 @@ class Replay:
             heads = [(q[0][0], c) for c, q in waiting.items()]
         heapq.heapify(heads)
         memo, engine, pod_shape = self.memo, self.engine, self.pod_shape
-        no_room: set[int] = set()  # this pass: pod shapes no freed node can take
+        no_room: set[tuple[int, bool]] = set()  # this pass: pod shapes no freed node can take
+        evicted = self.evictions
         while heads:
+            if self.evictions != evicted:  # an eviction gave room back
+                evicted = self.evictions
+                no_room.clear()
+                self.freed_room.clear()
             _, c = heapq.heappop(heads)
             q = waiting[c]
             r = q[0][1]
@@ -870,10 +1268,12 @@ class Replay:
                 # gained room: a single pod fits only there, a gang needs room in pods
                 # (the fleet's, or a domain's) that only they can have raised. With
                 # none of them able to take one pod, it fails again.
-                shape = int(pod_shape[r])
+                evicts = bool(self.class_evicts[c])
+                shape = (int(pod_shape[r]), evicts)
                 if shape in no_room:
                     continue
-                if not engine.fits(r, nodes).any():
+                fits = engine.fits_after_eviction(r, nodes) if evicts else engine.fits(r, nodes)
+                if not fits.any():
                     no_room.add(shape)
                     continue
             if (
@@ -884,42 +1284,472 @@ class Replay:
                 continue
             # A single pod failed at its last try, and since then only the freed
             # nodes gained room (this pass only takes it): no other node can fit it.
-            if self.try_start(r, t, nodes if precheck else None):
-                q.popleft()
-                self.queued -= 1
-                if q:
-                    heapq.heappush(heads, (q[0][0], c))
-                else:
-                    del waiting[c]
-                self.hopeless.discard(c)
+            if self.reserving:
+                self._ensure_reservation(t)
+            if self._start(r, t, nodes if precheck else None):
+                self._pop(c)
+                if c in waiting:
+                    heapq.heappush(heads, (waiting[c][0][0], c))
             elif self.gang[r]:
                 self.hopeless.add(c)
 
     def arrive(self, r: int, arrival: int, t: int) -> None:
-        """Request r (the ``arrival``-th of the window) arrives at t: start it or queue it."""
+        """Request r (the ``arrival``-th of the window) arrives at t: hold, start or queue it."""
         if not self.fits_empty(r):
             self.rejected += 1
+            self.never_ids.append(self.workload.request_ids[r])
             return
+        began = self.recorded_start_l[r]
+        if self.hold_mode == "record" and t < began and self.has_room(r):
+            # It finds room, yet the record started it later, or not at all: it waited
+            # for something other than capacity, and is held until its recorded start
+            # (for good when the record never started it; _NEVER when the window's
+            # record holds no start at all, and then nothing is held).
+            self.hold_until[r] = began
+        until = int(self.hold_until[r])
+        if until > t:
+            self.holding += 1
+            if until < self.end_us:
+                heapq.heappush(self.ready, (until, self.seq, r))
+                self.seq += 1
+            return
+        self.enqueue(r, t)
+
+    def release(self, r: int, t: int) -> None:
+        """Request r's hold ends at t: it becomes ready."""
+        self.holding -= 1
+        self.enqueue(r, t)
+
+    def enqueue(self, r: int, t: int) -> None:
+        """Request r is ready at t: start it or queue it, as the discipline says."""
+        self.key[r] = (int(self.low_l[r]) << 40) + self.enqueued if self.named else self.enqueued
+        self.enqueued += 1
         if self.queue == "fifo":
             if not self.fifo and self.try_start(r, t):
                 return
             self.fifo.append(r)
-        else:
-            c = int(self.classes[r])
-            # Indexed: a class that waits and failed everywhere since the last room the
-            # queue's passes did not see fails again (a pass leaves every waiting class
-            # failing on the freed nodes, and nothing else gained room).
-            if not (self.index and self.class_blocked[c]) and self.try_start(r, t):
-                return
-            if self.gang[r]:
-                self.hopeless.add(c)
-            self.waiting.setdefault(c, deque()).append((arrival, r))
-            if self.index:
-                if not self.class_waits[c]:
-                    self.class_waits[c] = True
-                    self.class_head[c] = arrival
-                self.class_blocked[c] = True
+            self.queued += 1
+            return
+        if self.kueue:
+            self.queued += 1
+            first = not self.admission or self.key[r] < min(q[0][0] for q in self.admission.values())
+            if not self.strict or first:
+                # best effort, or strict with none waiting ahead: nothing freed quota
+                # since the last pass, so only r can be admitted now
+                m = self._flavor(r)
+                if m != -1:
+                    self._admitted(r, m, t)
+                    return
+            self._to_admission(r)
+            return
+        self._start_or_wait(r, t)
+
+    def _start_or_wait(self, r: int, t: int) -> None:
+        c = self.class_l[r]
+        # Indexed: a class that waits and failed everywhere since the last room the
+        # queue's passes did not see fails again (a pass leaves every waiting class
+        # failing on the freed nodes, and nothing else gained room).
+        if self.reserving:
+            self._ensure_reservation(t, r)
+        if not (self.index and self.class_blocked[c]) and self._start(r, t):
+            return
+        self._wait(r, t)
+
+    def _wait(self, r: int, t: int, tried: bool = True) -> None:
+        """Put r in its class's queue (``tried``: it failed to start at t; else it was
+        evicted, and its class may well fit elsewhere)."""
+        c = self.class_l[r]
+        if self.gang[r] and tried:
+            self.hopeless.add(c)
+        q = self.waiting.setdefault(c, [])
+        heapq.heappush(q, (int(self.key[r]), r))
+        if self.kueue:
+            self.placing.add(r)
+        if self.index:
+            if not self.class_waits[c]:
+                self.class_blocked[c] = False
+                self.waiting_version += 1
+            self.class_waits[c] = True
+            self.class_head[c] = q[0][0]
+            self.class_blocked[c] |= tried
         self.queued += 1
+        if self.reserving:
+            self._ensure_reservation(t)
+
+    # ---- Kueue: admission against the quota
+
+    def _flavor(self, r: int) -> int:
+        """The GPU model whose quota admits r (-2: r needs no GPU quota; -1: none can).
+        With preemption, a high-priority request may count the low-priority charges."""
+        need = int(self.need[r])
+        if not need:
+            return -2
+        reclaim = self.preempt and not self.low_l[r]
+        for m in self.set_models[int(self.workload.allowed[r])].tolist():
+            free = self.quota[m] - self.charged[m]
+            if free + (self.charged_low[m] if reclaim else 0) >= need:
+                return int(m)
+        return -1
+
+    def _to_admission(self, r: int) -> None:
+        """Queue r for admission (it is counted in ``queued`` already)."""
+        heapq.heappush(self.admission.setdefault(int(self.quota_class[r]), []), (int(self.key[r]), r))
+
+    def _admit(self, t: int) -> None:
+        """Admit what the quota allows, in queue order (strict: stop at the first that it
+        cannot admit; best effort: pass over it); each admitted request starts or waits
+        for nodes. Requests of one quota class (GPUs asked, models allowed) are admitted
+        alike, so only the first of each is checked."""
+        admission = self.admission
+        while admission:
+            heads = sorted((q[0][0], qc) for qc, q in admission.items())
+            for _, qc in heads:
+                r = admission[qc][0][1]
+                m = self._flavor(r)
+                if m != -1:
+                    break
+                if self.strict:
+                    return
+            else:
+                return
+            q = admission[qc]
+            heapq.heappop(q)
+            if not q:
+                del admission[qc]
+            self._admitted(r, m, t)
+
+    def _admitted(self, r: int, m: int, t: int) -> None:
+        self.queued -= 1
+        if m >= 0:
+            self.charge[r] = m
+            self.charged[m] += int(self.need[r])
+            if self.low_l[r]:
+                self.charged_low[m] += int(self.need[r])
+        self.admissions[r] += 1
+        groups = len(self.groups)
+        self._start_or_wait(r, t)
+        if len(self.groups) == groups:  # it waits for nodes: Kueue's waitForPodsReady
+            heapq.heappush(self.timers, (t + _KUEUE_READY_US, self.seq, 0, r, int(self.admissions[r])))
+            self.seq += 1
+
+    def _reclaim(self, r: int, m: int, t: int) -> None:
+        """Evict low-priority work charged to model m, least lost work first, until the
+        quota admits high-priority r (Kueue's preemption within the ClusterQueue)."""
+        mine = self.low_running.get(m, set())
+        while mine and self.quota[m] - self.charged[m] < self.need[r]:
+            g = min(mine, key=lambda g: self._group_lost(g, t))
+            self._evict(g, t, r)
+
+    def _timer(self, kind: int, r: int, token: int, t: int) -> None:
+        """A Kueue timer of request r at t: its pods were not all placed in time (kind 0:
+        evict it from admission and requeue it after a backoff), or its backoff ends (1)."""
+        if kind == 1:
+            self._to_admission(r)
+            self._admit(t)
+            return
+        if token != self.admissions[r] or r not in self.placing:
+            return  # it started (or was admitted again) since
+        c = self.class_l[r]
+        q = self.waiting[c]
+        q.remove((int(self.key[r]), r))
+        heapq.heapify(q)
+        self.placing.discard(r)
+        self._class_changed(c)
+        self._uncharge(r)
+        self.requeues[r] += 1
+        backoff = min(_KUEUE_BACKOFF_US << (int(self.requeues[r]) - 1), _KUEUE_BACKOFF_MAX_US)
+        heapq.heappush(self.timers, (t + backoff, self.seq, 1, r, 0))
+        self.seq += 1
+        self._admit(t)  # the quota it gave back
+
+    def _charge_placed(self, r: int, pods: list[tuple[int, int, list[int]]]) -> None:
+        """The charge follows the model the request was placed on."""
+        m = int(self.charge[r])
+        placed = int(self.fleet.model[pods[0][1]])
+        if m >= 0 and m != placed:
+            units = int(self.need[r])
+            self.charged[m] -= units
+            self.charged[placed] += units
+            if self.low_l[r]:
+                self.charged_low[m] -= units
+                self.charged_low[placed] += units
+            self.charge[r] = placed
+
+    def _uncharge(self, r: int) -> None:
+        m = int(self.charge[r])
+        if m >= 0:
+            self.charged[m] -= int(self.need[r])
+            if self.low_l[r]:
+                self.charged_low[m] -= int(self.need[r])
+            self.charge[r] = -1
+
+    # ---- Slurm: the reservation of the first waiting request
+
+    def _add_slot(self, node: int, end: int, units: list[int], gpus: list[int], cpu: int,
+                  memory: int) -> None:  # fmt: skip
+        s = len(self.slot_units)
+        if s == len(self.slot_node):
+            grow = len(self.slot_node)
+            self.slot_node = np.concatenate([self.slot_node, np.zeros(grow, np.int64)])
+            self.slot_end = np.concatenate([self.slot_end, np.zeros(grow, np.int64)])
+            self.slot_alive = np.concatenate([self.slot_alive, np.zeros(grow, bool)])
+        self.slot_node[s], self.slot_end[s], self.slot_alive[s] = node, end, True
+        self.slot_units.append(units[0] if units else 0)
+        self.slot_cpu.append(cpu)
+        self.slot_memory.append(memory)
+        self.slot_gpus.append(list(gpus))
+
+    def _head(self) -> int:
+        """The first waiting request in queue order (-1: none waits)."""
+        if not self.waiting:
+            return -1
+        if self.index:
+            c = int(self.class_head.argmin())
+        else:
+            c = min(self.waiting, key=lambda x: self.waiting[x][0][0])
+        return self.waiting[c][0][1]
+
+    def _ensure_reservation(self, t: int, arriving: int = -1) -> None:
+        """Keep the reservation with the first waiting request (or ``arriving``, when it
+        comes first): drop it when that request changed, and make a new one when it
+        cannot start now."""
+        head = self._head()
+        if arriving >= 0 and (head < 0 or self.key[arriving] < self.key[head]):
+            head = -1  # the arriving request comes first: it tries before any reservation
+        if head < 0:
+            self._set_reservation(None)
+            return
+        if self.reservation is not None and self.reservation[0] == int(self.key[head]):
+            return
+        self._set_reservation(self._reserve(head, t))
+
+    def _set_reservation(self, new: tuple[int, int, np.ndarray, np.ndarray] | None) -> None:
+        old = self.reservation
+        self.reservation = new
+        if old is not None and len(old[3]):
+            # capacity the old reservation held back is offered to the queue again
+            self.freed_later.extend(old[3].tolist())
+            if self.index:
+                self.class_blocked[:] = False
+        if new is not None:
+            self.reservations += 1
+
+    def _reserved_for(self, r: int, t: int) -> np.ndarray | None:
+        """The nodes r may not take now (another's reservation), or None."""
+        resv = self.reservation
+        if resv is None or not len(resv[3]) or self.key[r] <= resv[0]:
+            return None
+        limit = self.limit_l[r]
+        if limit >= 0 and t + limit <= resv[1]:
+            return None  # it ends, by its limit, before the reservation begins
+        return resv[2]
+
+    def _reserve(self, h: int, t: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+        """(h's key, the earliest instant h fits by the running work's expected ends,
+        a mask of the nodes it fits on then, those nodes): released in expected-end
+        order, on a copy of the state. No such instant: no nodes are reserved."""
+        fleet, w, st = self.fleet, self.workload, self.engine.state
+        n_nodes = len(fleet.node_ids)
+        none = (int(self.key[h]), _NEVER, np.zeros(n_nodes, dtype=bool), np.zeros(0, np.int64))
+        eligible = w.model_ok[w.allowed[h]]
+        live = np.flatnonzero(self.slot_alive[: len(self.slot_units)])
+        live = live[eligible[self.slot_node[live]] & (self.slot_end[live] < _NEVER)]
+        if not len(live):
+            return none
+        live = live[np.argsort(self.slot_end[live], kind="stable")]
+        free = st.free.copy()
+        cpu, memory = st.cpu.copy(), st.memory.copy()
+        share, count = int(w.share[h]), int(w.count[h])
+        need_cpu, need_memory = int(w.cpu[h]), int(w.memory[h])
+        k = int(w.pods[h])
+        locality = LOCALITIES[int(w.locality[h])]
+        domain = (fleet.block if locality == "block" else fleet.domain) if k > 1 else None
+
+        def room_of(n: int) -> int:
+            row = free[n]
+            cap = k
+            if need_cpu > 0:
+                cap = min(cap, int(cpu[n]) // need_cpu)
+            if need_memory > 0:
+                cap = min(cap, int(memory[n]) // need_memory)
+            if count:
+                if share < _U:
+                    cap = min(cap, int((row // share).sum()))
+                else:
+                    cap = min(cap, int((row == _U).sum()) // count)
+            return max(cap, 0)
+
+        room = np.zeros(n_nodes, dtype=np.int64)
+        if k > 1:
+            for n in np.flatnonzero(eligible).tolist():
+                room[n] = room_of(n)
+        sums = np.bincount(domain, weights=room) if domain is not None else None
+        for s in live.tolist():
+            n = int(self.slot_node[s])
+            gpus = self.slot_gpus[s]
+            if gpus:
+                free[n, gpus] += self.slot_units[s]
+                np.minimum(free[n], _U, out=free[n])  # (a compaction move may have repacked n)
+            cpu[n] += self.slot_cpu[s]
+            memory[n] += self.slot_memory[s]
+            got = room_of(n)
+            when = int(self.slot_end[s])
+            if k == 1:
+                if got >= 1:
+                    mask = np.zeros(n_nodes, dtype=bool)
+                    mask[n] = True
+                    return int(self.key[h]), when, mask, np.array([n], dtype=np.int64)
+                continue
+            if locality == "any":
+                room[n] = got
+                if int(room.sum()) >= k:
+                    nodes = np.flatnonzero(room > 0)
+                    return int(self.key[h]), when, room > 0, nodes
+                continue
+            if locality == "node":
+                if got >= k:
+                    mask = np.zeros(n_nodes, dtype=bool)
+                    mask[n] = True
+                    return int(self.key[h]), when, mask, np.array([n], dtype=np.int64)
+                continue
+            assert domain is not None and sums is not None
+            sums[domain[n]] += got - room[n]
+            room[n] = got
+            if sums[domain[n]] >= k:
+                mask = (domain == domain[n]) & (room > 0)
+                return int(self.key[h]), when, mask, np.flatnonzero(mask)
+        return none
+
+    # ---- preemption
+
+    def _group_lost(self, g: int, t: int) -> tuple[int, int, int]:
+        r = self.groups[g][0]
+        w = self.workload
+        units = int(w.share[r]) * int(w.count[r]) * int(w.pods[r])
+        return victims.victim_key(units, self.group_start[g], int(self.checkpoint[r]), t, g)
+
+    def _preempt(self, r: int, t: int) -> bool:
+        """Evict low-priority work so that high-priority r starts now; False: no node
+        (or domain) would hold r even with all of it evicted."""
+        run, w = self.engine, self.workload
+        k = int(w.pods[r])
+        locality = LOCALITIES[int(w.locality[r])]
+        if k == 1:
+            ok = run.fits_after_eviction(r) & (run.lp_count > 0)
+            candidates = np.flatnonzero(ok)
+            if not len(candidates):
+                return False
+            # the nodes with the fewest evictable pods first (node order on ties), the
+            # first few costed exactly: the victims, least lost work first, until r fits
+            order = candidates[np.argsort(run.lp_count[candidates], kind="stable")]
+            best: tuple[int, int, int, list[int]] | None = None
+            for n in order[:_PREEMPT_NODES].tolist():
+                chosen, lost = self._victims_on(r, n, t)
+                if chosen is not None and (best is None or (lost, len(chosen), n) < best[:3]):
+                    best = (lost, len(chosen), n, chosen)
+            if best is None:
+                return False
+            for g in best[3]:
+                self._evict(g, t, r)
+            return self.try_start(r, t, np.array([best[2]], dtype=np.int64))
+        room_now = run.room(r)
+        room_after = run.room(r, after_eviction=True)
+        if locality == "any":
+            if int(room_after.sum()) < k:
+                return False
+            domain = np.zeros(len(room_now), dtype=np.int64)
+        elif locality == "node":
+            domain = np.arange(len(room_now))
+        else:
+            domain = self.fleet.block if locality == "block" else self.fleet.domain
+        sums = np.bincount(domain, weights=room_after)
+        fit = np.flatnonzero(sums >= k)
+        if not len(fit):
+            return False
+        # the domain that needs the fewest evictions (the most room now), then the
+        # lowest; in it, nodes are emptied of evictable work in order of their fewest
+        # evictable pods until it holds the gang
+        now = np.bincount(domain, weights=room_now, minlength=len(sums))
+        d = int(fit[np.argmax(now[fit])])
+        have = int(now[d])
+        nodes = np.flatnonzero((domain == d) & (room_after > room_now))
+        nodes = nodes[np.argsort(run.lp_count[nodes], kind="stable")]
+        for n in nodes.tolist():
+            if have >= k:
+                break
+            have += int(room_after[n] - room_now[n])
+            for g in sorted(self.evictable_on.get(n, set()), key=lambda g: self._group_lost(g, t)):
+                self._evict(g, t, r)
+        return self.try_start(r, t)
+
+    def _victims_on(self, r: int, n: int, t: int) -> tuple[list[int] | None, int]:
+        """The evictable groups on n to evict, least lost work first, until r fits there."""
+        w, st = self.workload, self.engine.state
+        row = st.free[n].copy()
+        cpu, memory = int(st.cpu[n]), int(st.memory[n])
+        share, count = int(w.share[r]), int(w.count[r])
+        chosen: list[int] = []
+        lost = 0
+        for g in sorted(self.evictable_on.get(n, set()), key=lambda g: self._group_lost(g, t)):
+            rv, pods = self.groups[g]
+            for _, m, used in pods:
+                if m == n:
+                    row[used] += w.share[rv]
+                    cpu += int(w.cpu[rv])
+                    memory += int(w.memory[rv])
+            chosen.append(g)
+            lost += self._group_lost(g, t)[0]
+            if cpu < w.cpu[r] or memory < w.memory[r]:
+                continue
+            if not count or (share < _U and row.max() >= share) or (
+                share >= _U and int((row == _U).sum()) >= count
+            ):
+                return chosen, lost
+        return None, 0
+
+    def _evict(self, g: int, t: int, by: int) -> None:
+        """Evict pod group g at t (for request ``by``): it loses the work since its last
+        checkpoint and waits again in its place in the queue."""
+        run, w = self.engine, self.workload
+        rv, pods = self.groups[g]
+        self.evictions += 1
+        for _, n, used in reversed(pods):
+            run._undo(rv, n, used)
+            self.evictable_on.get(n, set()).discard(g)
+            self.freed_later.append(n)
+        elapsed = t - self.group_start[g]
+        lost = victims.since_checkpoint(elapsed, int(self.checkpoint[rv]))
+        if self.remaining_l[rv] >= 0:
+            self.remaining_l[rv] = max(self.remaining_l[rv] - (elapsed - lost), 0)
+        units = int(w.share[rv]) * int(w.count[rv]) * int(w.pods[rv])
+        self.lost_us_units += lost * units
+        self.preemptions.append(
+            (w.request_ids[rv], t, w.request_ids[by], lost / 1e6 / 3600 * units / _U)
+        )
+        self.group_end[g] = t
+        self.view._ended(g, t)
+        if self.reserving:
+            first = self.group_slots[g]
+            self.slot_alive[first : first + len(pods)] = False
+        if self.kueue:
+            self.low_running.get(int(self.charge[rv]), set()).discard(g)
+            self._uncharge(rv)
+            self.queued += 1
+            self._to_admission(rv)
+            return
+        self._wait(rv, t, tried=False)
+
+    def _moved(self, i: int, k: int, source: int, node: int, gpus: list[int]) -> None:
+        """The view moved record i (k < 0) or pod k of group i from ``source`` to ``node``."""
+        if k >= 0 and self.preempt and self.low_l[self.groups[i][0]]:
+            self.evictable_on.setdefault(node, set()).add(i)
+            if not any(m == source for _, m, _ in self.groups[i][1]):
+                self.evictable_on.get(source, set()).discard(i)
+        if self.reserving:
+            s = self.record_slots[i] if k < 0 else self.group_slots[i] + k
+            self.slot_node[s] = node
+            self.slot_gpus[s] = list(gpus)
+            self._set_reservation(None)
 
     def depart(self, t: int) -> list[int]:
         """Release everything that ends at t; the nodes freed (with repeats)."""
@@ -928,13 +1758,28 @@ class Replay:
         while heap and heap[0][0] == t:
             _, _, item = heapq.heappop(heap)
             if item < 0:
-                _release_recorded(run, records[-1 - item])
-                freed.append(records[-1 - item].node)
+                i = -1 - item
+                _release_recorded(run, records[i])
+                freed.append(records[i].node)
+                if self.kueue:
+                    self.charged[self.fleet.model[records[i].node]] -= sum(records[i].units)
+                if self.reserving:
+                    self.slot_alive[self.record_slots[i]] = False
             else:
+                if self.group_end[item] != t:
+                    continue  # evicted before its end
                 r, pods = groups[item]
                 for _, n, used in reversed(pods):
                     run._undo(r, n, used)
                     freed.append(n)
+                    if self.preempt:
+                        self.evictable_on.get(n, set()).discard(item)
+                if self.kueue:
+                    self.low_running.get(int(self.charge[r]), set()).discard(item)
+                    self._uncharge(r)
+                if self.reserving:
+                    first = self.group_slots[item]
+                    self.slot_alive[first : first + len(pods)] = False
         return freed
 
     def sample(self, upto: int) -> None:
@@ -943,14 +1788,26 @@ class Replay:
         while self.mark < len(instants) and instants[self.mark] <= upto:
             allocated = self.total - int(run.state.free_total.sum())
             last = self.mark == len(instants) - 1
+            waiting = self.queued + self.holding
             curve["instant"].append(from_epoch_us(instants[self.mark]))
             curve["instant_pct"].append(self.marks[self.mark])
             curve["allocated_pct"].append(100.0 * allocated / self.total)
-            curve["fragmented_pct"].append(100.0 * run.fragmentation() / self.total)
-            curve["queued"].append(self.queued)
+            curve["fragmented_pct"].append(
+                100.0 * run.fragmentation() / self.total if self.fragmentation else math.nan
+            )
+            curve["queued"].append(waiting)
             curve["started"].append(self.started)
-            curve["failed"].append(self.rejected + (self.queued if last else 0))
+            curve["failed"].append(self.rejected + (waiting if last else 0))
             self.mark += 1
+
+    def _settle(self, t: int) -> None:
+        """Offer the queue what evictions or a dropped reservation gave back at t."""
+        while self.freed_later:
+            freed, self.freed_later = self.freed_later, []
+            if self.queued:
+                self.retry(t, freed)
+            if self.kueue and self.admission:
+                self._admit(t)
 
     def run(
         self,
@@ -961,38 +1818,83 @@ class Replay:
         if self._done:
             raise RuntimeError("a Replay runs once")
         self._done = True
-        start_us, end_us, submit, arriving = self.start_us, self.end_us, self.submit, self.arriving
-        heap, view = self.heap, self.view
+        # The replay makes millions of small tuples and lists that live to its end: the
+        # cyclic garbage collector would walk them again and again (a fifth of the
+        # time) and find nothing to free, since the loop makes no reference cycles.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(on_tick, ticks)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run(
+        self,
+        on_tick: Callable[[ReplayView, int], None] | None,
+        ticks: Sequence[int],
+    ) -> ReplayResult:
+        start_us, end_us, arriving = self.start_us, self.end_us, self.arriving
+        arrive_l = self.arrive_l  # the arrivals' instants, in arrival order
+        heap, ready, view = self.heap, self.ready, self.view
         tick_list = [int(x) for x in ticks if start_us <= int(x) < end_us] if on_tick else []
         k_tick = 0
         a = 0
         while True:
             t_dep = heap[0][0] if heap else _NEVER
-            t_arr = int(submit[arriving[a]]) if a < len(arriving) else _NEVER
+            t_arr = arrive_l[a] if a < len(arriving) else _NEVER
+            t_ready = ready[0][0] if ready else _NEVER
+            if self.timers:
+                t_ready = min(t_ready, self.timers[0][0])
             t_tick = tick_list[k_tick] if k_tick < len(tick_list) else _NEVER
-            t = min(t_dep, t_arr, t_tick)
+            t = min(t_dep, t_arr, t_ready, t_tick)
             if t >= end_us:
                 break
             self.sample(t)
-            if t_tick == t and t_dep > t and t_arr > t and on_tick is not None:
+            if t_tick == t and t_dep > t and t_arr > t and t_ready > t and on_tick is not None:
                 # a tick runs after its instant's departures and arrivals
                 k_tick += 1
-                view.queued, view.freed = self.queued, []
+                view.queued, view.freed = self.queued + self.holding, []
                 on_tick(view, t)
                 # a move may give room the queue's pass does not see (a repacked node)
                 self.class_blocked[:] = False
                 if self.queued and view.freed:
                     self.retry(t, view.freed)
+                if self.kueue and self.admission:
+                    self._admit(t)
+                self._settle(t)
                 continue
             if t_dep == t:
                 freed = self.depart(t)
                 if self.queued:
                     self.retry(t, freed)
-            while a < len(arriving) and int(submit[arriving[a]]) == t:
+                if self.kueue and self.admission:
+                    self._admit(t)
+                self._settle(t)
+            while self.timers and self.timers[0][0] == t:
+                _, _, kind, r, token = heapq.heappop(self.timers)
+                self._timer(kind, r, token, t)
+                self._settle(t)
+            while ready and ready[0][0] == t:
+                self.release(heapq.heappop(ready)[2], t)
+                self._settle(t)
+            while a < len(arriving) and arrive_l[a] == t:
                 self.arrive(int(arriving[a]), a, t)
                 a += 1
+                self._settle(t)
         self.sample(end_us)
         fleet, workload = self.fleet, self.workload
+        held = {
+            workload.request_ids[i]: int(u)
+            for i in np.flatnonzero(self.hold_until >= 0).tolist()
+            for u in (self.hold_until[i],)
+        }
+        preemptions = pl.DataFrame(
+            self.preemptions,
+            schema={"request_id": pl.String, "at": pl.Int64, "by": pl.String,
+                    "lost_gpu_hours": pl.Float64},
+            orient="row",
+        ).with_columns(pl.col("at").cast(pl.Datetime("us")))  # fmt: skip
         return ReplayResult(
             policy=self.options.policy,
             seed=self.options.seed,
@@ -1002,14 +1904,22 @@ class Replay:
             end=self.end,
             curve=pl.DataFrame(self.curve, schema=_REPLAY_CURVE),
             allocations=_replay_allocations(
-                fleet, workload, self.records, self.placed, self.duration
+                fleet, workload, self.records, self.placed, self.group_end
             ),
-            waits=_replay_waits(workload, arriving, submit, self.started_at),
+            waits=_replay_waits(workload, arriving, self.submit, self.started_at),
             gpus=fleet.total_gpus,
             arrived=len(arriving),
             started=self.started,
-            failed=self.rejected + self.queued,
+            failed=self.rejected + self.queued + self.holding,
             rejected=self.rejected,
+            never=tuple(self.never_ids),
+            waiting=self.queued + self.holding,
+            held=self.holding,
+            holds=held,
+            preempt=self.preempt,
+            preemptions=preemptions,
+            lost_gpu_hours=self.lost_us_units / 1e6 / 3600 / _U,
+            reservations=self.reservations,
         )
 
 
@@ -1025,6 +1935,8 @@ def simulate_replay(
     on_tick: Callable[[ReplayView, int], None] | None = None,
     ticks: Sequence[int] = (),
     prefer: Mapping[str, str] | None = None,
+    hold: str | Mapping[str, int] | None = None,
+    preempt: bool | None = None,
 ) -> ReplayResult:
     """By-time replay of the requests submitted in [start, end) under ``options.policy``.
 
@@ -1087,16 +1999,17 @@ def simulate_replay(
         [('r1', 0.0), ('r2', 60.0)]
     """
     return Replay(
-        nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer
-    ).run(on_tick, ticks)
+        nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer,
+        hold=hold, preempt=preempt,
+    ).run(on_tick, ticks)  # fmt: skip
 
 
 def _replay_allocations(
     fleet: _Fleet,
     workload: _Workload,
     records: list[_Recorded],
-    placed: list[tuple[int, int, int, list[int], int]],
-    duration: np.ndarray,
+    placed: list[tuple[int, int, int, list[int], int, int]],
+    group_end: list[int],
 ) -> pl.DataFrame:
     w = workload
     node_ids = fleet.node_ids
@@ -1104,11 +2017,12 @@ def _replay_allocations(
     # and instants as arrays
     r = np.fromiter((p[0] for p in placed), dtype=np.int64, count=len(placed))
     starts = np.fromiter((p[4] for p in placed), dtype=np.int64, count=len(placed))
-    length = duration[r]
+    ends = np.array(group_end, dtype=np.int64)[
+        np.fromiter((p[5] for p in placed), dtype=np.int64, count=len(placed))
+    ]
     rids = [w.request_ids[x] for x in r.tolist()]
     single = (w.pods[r] == 1).tolist()
     records_end = [None if rec.end_us == _NEVER else rec.end_us for rec in records]
-    placed_end = np.where(length < 0, 0, starts + length)
     columns = {
         "alloc_id": [rec.alloc_id for rec in records] + [
             _pod_name(rid, one, p[1]) for rid, one, p in zip(rids, single, placed, strict=True)
@@ -1124,8 +2038,7 @@ def _replay_allocations(
         "memory_gib": [rec.memory / _U for rec in records]
         + (w.memory[r].astype(np.int64) / _U).tolist(),
         "start_time": [rec.start_us for rec in records] + starts.tolist(),
-        "end_time": records_end
-        + [None if x < 0 else e for x, e in zip(length.tolist(), placed_end.tolist(), strict=True)],
+        "end_time": records_end + [None if e == _NEVER else e for e in ends.tolist()],
         "recorded": [True] * len(records) + [False] * len(placed),
     }
     return pl.DataFrame(
@@ -1162,10 +2075,15 @@ def _replay_waits(
 
 def _replay_task(
     args: tuple[
-        pl.DataFrame, pl.DataFrame, pl.DataFrame, PlacementOptions, datetime, datetime, bool, str
+        pl.DataFrame, pl.DataFrame, pl.DataFrame, PlacementOptions, datetime, datetime, bool, str,
+        Mapping[str, int] | None, bool | None,
     ],
 ) -> pl.DataFrame:
-    return simulate_replay(*args).curve.drop("instant")
+    nodes, allocations, requests, options, start, end, empty, queue, hold, preempt = args
+    return simulate_replay(
+        nodes, allocations, requests, options, start, end, empty, queue, hold=hold,
+        preempt=preempt,
+    ).curve.drop("instant")  # fmt: skip
 
 
 def replay_curves(
@@ -1178,8 +2096,13 @@ def replay_curves(
     empty: bool,
     queue: str = "fifo",
     policies: Sequence[str] = POLICIES,
+    hold: Mapping[str, int] | None = None,
+    preempt: bool | None = None,
 ) -> dict[str, pl.DataFrame]:
     """By-time replay curves of several policies, each the mean over ``options.seeds`` seeds.
+
+    ``hold`` and ``preempt`` as :func:`simulate_replay` (the same for every run: a
+    baseline's holds, so that the policies differ by their placements alone).
 
     Returns:
         policy -> curve (instant_pct, allocated_pct, fragmented_pct, queued,
@@ -1191,7 +2114,7 @@ def replay_curves(
         raise UsageError("seeds must be at least 1")
     tasks = [
         (nodes, allocations, requests, replace(options, policy=policy, seed=options.seed + i),
-         start, end, empty, queue)
+         start, end, empty, queue, hold, preempt)
         for policy in policies
         for i in range(options.seeds)
     ]  # fmt: skip
