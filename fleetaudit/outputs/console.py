@@ -958,13 +958,18 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
     for header in ("allocated", "with telemetry", "SM-active", "SM-active rate"):
         table.add_column(header, justify="right", no_wrap=True)
 
+    bounded = False
+
     def add(name: str, p: dict[str, Any]) -> None:
+        nonlocal bounded
+        upper = bool(p.get("upper_bound")) and p["productive_rate"] is not None
+        bounded = bounded or upper
         table.add_row(
             Text(name),
             _gh(p["allocated_gpu_hours"]),
             _pct1(p["coverage"]),
             _gh(p["sm_active_gpu_hours"]),
-            _pct1(p["productive_rate"]),
+            ("≤ " if upper else "") + _pct1(p["productive_rate"]),
         )
 
     for workload, p in result.fleet["productive"]["workloads"].items():
@@ -984,12 +989,19 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
             f"the other {len(rest):,} tenants",
             {
                 "allocated_gpu_hours": allocated,
-                "coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+                "coverage": denominators.coverage(telemetry, allocated),
                 "sm_active_gpu_hours": active,
                 "productive_rate": active / telemetry if telemetry > 0 else None,
+                "upper_bound": any(p.get("upper_bound") for p in summed),
             },
         )
     show(table, keys=("allocated", "SM-active rate"), drop=("with telemetry",))
+    if bounded:
+        out.print(
+            "≤: an upper bound: part of that telemetry read SM activity from "
+            + " or ".join(sorted(denominators.UPPER_BOUND_METRICS))
+            + ", which overstate it"
+        )
     nb = result.neighbour
     drop = "" if nb["drop"] is None else f": a drop of {_pct1(nb['drop'])}"
     out.print(
