@@ -83,8 +83,14 @@ def _statement() -> Iterator[None]:
         if _interrupted(exc):
             raise KeyboardInterrupt from exc
         if isinstance(exc, duckdb.Error):
-            raise QueryError(_first_line(exc)) from exc
+            raise _query_error(exc) from exc
         raise
+
+
+def _query_error(exc: duckdb.Error) -> QueryError:
+    return QueryError(
+        _first_line(exc), out_of_memory=isinstance(exc, duckdb.OutOfMemoryException)
+    )
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -168,7 +174,7 @@ class Store:
                 return relation.pl()
             rows = relation.fetchall()
         except duckdb.Error as exc:
-            raise QueryError(_first_line(exc)) from exc
+            raise _query_error(exc) from exc
         return pl.DataFrame(rows, schema=list(zip(relation.columns, dtypes)), orient="row")
 
     def run(self, text: str, params: Mapping[str, Any] | None = None) -> int | None:
@@ -216,6 +222,10 @@ class Store:
         self.run(
             f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {quote_identifier(name)} {sql_type}"
         )
+
+    def memory_limit(self) -> str:
+        """DuckDB's memory limit on this connection, as DuckDB shows it (``"953.6 MiB"``)."""
+        return str(self.scalar("SELECT current_setting('memory_limit')"))
 
     @contextmanager
     def memory_capped(self, limit: str) -> Iterator[None]:

@@ -32,6 +32,7 @@ from fleetaudit.inputs.ingest.sources import (
     Source,
     expand_paths,
     native_source,
+    read_failure,
 )
 from fleetaudit.inputs.ingest.topology import (
     TopologySummary,
@@ -373,7 +374,7 @@ def _load_file(
     try:
         columns = store.describe(source.select, source.params)
     except QueryError as exc:
-        raise InputError(source.file, f"cannot read: {exc.message}") from exc
+        raise InputError(source.file, read_failure(store.memory_limit(), exc)) from exc
     plan = plan_load(
         table,
         source.file,
@@ -405,7 +406,7 @@ def _load_file(
             store.run(plan.rejects, {**params, "file": source.file})
             store.run(f"DELETE FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged)
     except QueryError as exc:
-        raise InputError(source.file, f"cannot read: {exc.message}") from exc
+        raise InputError(source.file, read_failure(store.memory_limit(), exc)) from exc
     return read + bad_lines, rejected + bad_lines
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetaudit.core.errors import InputError
+from fleetaudit.core.errors import InputError, QueryError
 from fleetaudit.model import schema
 
 _SUFFIXES: dict[str, str] = {
@@ -68,6 +68,18 @@ class Source:
     adapter_rejects: bool = False  # the scan's _reject_* columns reject rows (validate.py)
 
     notes: tuple[str, ...] = ()  # what an adapter decided, shown after the ingest
+
+
+def read_failure(memory_limit: str, exc: QueryError) -> str:
+    """Why DuckDB could not read a file: its own words, or, where it ran out of memory,
+    that, with the setting that raises the limit (``memory_limit``: the one it had)."""
+    if exc.out_of_memory:
+        return (
+            f"out of memory: the ingest may use {memory_limit} (DuckDB's limit, beyond which "
+            "it spills to disk) and needed more; set FLEETAUDIT_MEMORY_LIMIT (for example "
+            "FLEETAUDIT_MEMORY_LIMIT=4GB) to raise it"
+        )
+    return f"cannot read: {exc.message}"
 
 
 def split_suffix(path: Path) -> tuple[str, str | None]:
