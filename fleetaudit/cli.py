@@ -39,6 +39,7 @@ from fleetaudit.core.options import (
     DEFAULT_LOCK_TIMEOUT,
     INGEST_FORMAT_SPECS,
     PLACEMENT_QUEUES,
+    PULL_STEP,
     REJECTS_LIMIT,
     REPORT_SINCE,
     REPORT_STEP,
@@ -48,6 +49,7 @@ from fleetaudit.core.options import (
     GenerateOptions,
     HarvestRun,
     OverTimeOptions,
+    PrometheusPull,
     SlurmGenerateOptions,
     duration_text,
 )
@@ -92,6 +94,8 @@ METAVARS = {
     "--harvested-nights": "CHANCE", "--days": "DAYS", "--telemetry-days": "DAYS",
     "--snapshot-time": "TIME", "--tenant-label": "LABEL", "--timezone": "ZONE",
     "--engine": "ENGINE", "--master": "URL", "--interval": "DURATION", "--jobs": "N",
+    "--url": "URL", "--until": "TIME", "--bearer-token-file": "PATH", "--user": "NAME[:PASSWORD]",
+    "--ca-file": "PATH", "--header": "K=V",
 }  # fmt: skip
 _TYPE_METAVARS = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT"}
 
@@ -483,6 +487,67 @@ def ingest(
             help="kubernetes: the pod label naming the tenant (default: the namespace).",
         ),
     ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="prometheus: pull the dcgm-exporter series from this Prometheus (or Thanos, "
+            "Mimir, VictoriaMetrics) URL instead of reading files (see docs/formats/prometheus.md).",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", help="prometheus --url: the window pulled, ending at --until (e.g. 7d)."
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="prometheus --url: the window's end (default: now)."),
+    ] = None,
+    step: Annotated[
+        str | None,
+        typer.Option(
+            "--step",
+            help=f"prometheus --url: the resolution pulled (default {duration_text(PULL_STEP)}).",
+        ),
+    ] = None,
+    bearer_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--bearer-token-file",
+            help="prometheus --url: send this file's token as Authorization: Bearer.",
+        ),
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            help="prometheus --url: basic auth as NAME:PASSWORD, or NAME with the password "
+            "from ~/.netrc (default: ~/.netrc's entry for the host, if any).",
+        ),
+    ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--ca-file", help="prometheus --url: PEM certificates to verify the server with."
+        ),
+    ] = None,
+    insecure_skip_verify: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-skip-verify",
+            help="prometheus --url: do not verify the server's certificate.",
+        ),
+    ] = False,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            help="prometheus --url: an extra request header K=V (e.g. X-Scope-OrgID=team-a); "
+            "repeat for several.",
+        ),
+    ] = None,
     as_csv: CsvOption = False,
 
     percent: Annotated[
@@ -526,6 +591,22 @@ def ingest(
 
     spec = INGEST_FORMAT_SPECS.get(fmt)
     collect: object | None = None  # a collector's settings, where its flag was given
+    pulled = {
+        "--since": since,
+        "--until": until,
+        "--step": step,
+        "--bearer-token-file": bearer_token_file,
+        "--user": user,
+        "--ca-file": ca_file,
+        "--insecure-skip-verify": insecure_skip_verify or None,
+        "--header": header or None,
+    }
+    if url is not None and fmt == "prometheus":
+        collect = _prometheus_pull(url, since, until, step, bearer_token_file, user, ca_file,
+                                   insecure_skip_verify, header or [])  # fmt: skip
+    elif fmt == "prometheus" and any(v is not None for v in pulled.values()):
+        flag = next(f for f, v in pulled.items() if v is not None)
+        raise UsageError(f"{flag} applies to --format prometheus --url only")
     if not paths and collect is None:
         raise UsageError("name the files or folders to ingest")
     given = {
@@ -535,6 +616,8 @@ def ingest(
         "--tenant-label": tenant_label,
         "--priority-map": priority_map,
         "--timezone": timezone,
+        "--url": url,
+        **pulled,
     }
     for flag, value in given.items():
         if value is not None and spec is not None and flag not in spec.options:
@@ -561,6 +644,39 @@ def ingest(
     console.render_ingest(result)
     if as_csv:
         console.print_csv(console.ingest_frame(result))
+
+
+def _prometheus_pull(
+    url: str,
+    since: str | None,
+    until: str | None,
+    step: str | None,
+    bearer_token_file: Path | None,
+    user: str | None,
+    ca_file: Path | None,
+    insecure_skip_verify: bool,
+    header: list[str],
+) -> PrometheusPull:
+    """The settings of ``ingest --format prometheus --url`` from its flags."""
+    if since is None:
+        raise UsageError("--url needs --since, the window to pull (e.g. --since 7d)")
+    headers = []
+    for item in header:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--header {item!r}: write NAME=VALUE, e.g. X-Scope-OrgID=team-a")
+        headers.append((name.strip(), value))
+    return PrometheusPull(
+        url=url,
+        since=parse_duration(since, option="--since"),
+        until=_instant(until, "--until"),
+        step=PULL_STEP if step is None else parse_duration(step, option="--step"),
+        bearer_token_file=bearer_token_file,
+        user=user,
+        ca_file=ca_file,
+        insecure_skip_verify=insecure_skip_verify,
+        headers=tuple(headers),
+    )
 
 
 @app.command()
@@ -738,7 +854,7 @@ def _shape_options(
     from fleetaudit.api.shapes_api import read_shapes_file
     from fleetaudit.model.shapes import make_shape
 
-    adhoc: "tuple[Shape, ...]" = ()
+    adhoc: tuple[Shape, ...] = ()
     if model is not None and gpus is None:
         raise UsageError("--model needs --gpus (the GPUs of one instance)")
     if gpus is not None:

@@ -47,12 +47,20 @@ from fleetaudit.model.store import Store
 # Each format's adapter loads when a call reads that format (pyarrow, the JSON and
 # text parsers), so a native ingest pays for none of them.
 if TYPE_CHECKING:
-    from fleetaudit.inputs.ingest import alibaba, asi2026, kubernetes, prometheus, slurm
+    from fleetaudit.inputs.ingest import (
+        alibaba,
+        asi2026,
+        kubernetes,
+        prometheus,
+        prometheus_pull,
+        slurm,
+    )
 else:
     alibaba = LazyModule("fleetaudit.inputs.ingest.alibaba")
     asi2026 = LazyModule("fleetaudit.inputs.ingest.asi2026")
     kubernetes = LazyModule("fleetaudit.inputs.ingest.kubernetes")
     prometheus = LazyModule("fleetaudit.inputs.ingest.prometheus")
+    prometheus_pull = LazyModule("fleetaudit.inputs.ingest.prometheus_pull")
     slurm = LazyModule("fleetaudit.inputs.ingest.slurm")
 
 FORMATS = INGEST_FORMATS  # native, alibaba-gpu-v2023, alibaba-gpu-v2026, kubernetes, prometheus, slurm
@@ -579,6 +587,10 @@ def _prepare_prometheus(
     return None
 
 
+def _collect_prometheus(settings: object, folder: Path, progress: Progress) -> list[Path]:
+    return prometheus_pull.collect(settings, folder, progress)
+
+
 def _prepare_slurm(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
 ) -> asi2026.Staged | None:
@@ -619,6 +631,8 @@ ADAPTERS: dict[str, Adapter] = {
     "alibaba-gpu-v2023": Adapter(_alibaba_sources),
     "alibaba-gpu-v2026": Adapter(_asi2026_sources, prepare=_prepare_asi2026),
     "kubernetes": Adapter(_kubernetes_sources),
-    "prometheus": Adapter(_prometheus_sources, prepare=_prepare_prometheus),
+    "prometheus": Adapter(
+        _prometheus_sources, prepare=_prepare_prometheus, collect=_collect_prometheus
+    ),
     "slurm": Adapter(_slurm_sources, prepare=_prepare_slurm),
 }
