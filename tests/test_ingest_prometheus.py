@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from fleetaudit.core.errors import InputError
 from fleetaudit.inputs.generate import GenerateOptions
 from fleetaudit.inputs.ingest import IngestOptions, ingest
 from fleetaudit.model.store import Store, open_store
-from tests.conftest import DATA, write
+from tests.conftest import DATA, REPO, write
 
 # the module itself: the package binds the name to a lazy stand-in, on which monkeypatch
 # would set attributes the module never reads
@@ -805,4 +806,83 @@ def test_coverage_above_one_is_shown_and_noted(store: Store, db_path: Path, tmp_
     assert note.startswith(
         "telemetry exceeds the allocated GPU-hours (coverage the fleet 400%, model A100 400%, "
         "tenant ops 400%"
+    )
+
+
+# -- real dcgm-exporter scrapes from public sources (../shared/realsamples/dcgm) -----------------
+
+REALSAMPLES = Path(
+    os.environ.get("FLEETAUDIT_REALSAMPLES") or REPO.parent / "shared" / "realsamples"
+) / "dcgm"
+
+# sample -> (host, the row it reads: sm_active, mem_used, metric), worked from the scrape
+REAL_READINGS = {
+    # a pod's labels (no stored allocation: the sample counts for its node); XID 0
+    "D1_lke_rtx4000ada": ("lke529760-766837-0a634ab30000", 0.004656, 1 / (1 + 20015 + 457), GR),
+    # an exporter that labels no pod: every GPU is loaded
+    "D2_kops_L4": ("i-030791dc5a37cd257", 0.0, 0.0, GR),
+    "D3_upcloud_L40S": ("gpu1-wl8sg", 0.0, 0.0, GR),
+    # a vGPU (GRID A100-40C) without profiling metrics: GPU_UTIL / 100, an upper bound
+    "D5_vks_GRID_A100-40C": ("test-ai-1-node-pool-40c-d5ds8-br9r6-9tb2c", 0.0, 0.0, UTIL),
+    "D6_rafay_T4": ("ip-10-200-3-41", 0.0, 0.0, GR),
+    "D7_ericsson_T4": ("cp-bm14r7", 0.156205, 5120 / (5120 + 9791 + 447), GR),
+}
+
+
+def _realsample(name: str) -> Path:
+    path = REALSAMPLES / name / "scrape.metrics"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent (set FLEETAUDIT_REALSAMPLES or place ../shared/realsamples)")
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(REAL_READINGS))
+def test_a_real_scrape_reads_its_gpu(store: Store, tmp_path: Path, name: str) -> None:
+    scrape = _realsample(name)
+    host, sm, mem, metric = REAL_READINGS[name]
+    write(tmp_path / "nodes.csv", f"node_id,gpu_model,gpus,cpus\n{host},GPU,1,8\n")
+    ingest(store, [tmp_path / "nodes.csv"])
+    result = ingest(store, [scrape], PROMETHEUS)
+    rows = store.sql("SELECT node_id, gpu_index, sm_active, mem_used, alloc_id, metric FROM telemetry")
+    assert rows.rows() == [(host, 0, pytest.approx(sm), pytest.approx(mem), None, metric)]
+    assert (result.rejected, store.row_count("node_events")) == (0, 0)
+
+
+def test_a_real_scrape_abbreviated_by_its_author_is_refused(store: Store) -> None:
+    """D4's paste shortens label sets to '...' (its SOURCE.txt says so): not a scrape."""
+    scrape = _realsample("D4_viettel_L40Sx2")
+    with pytest.raises(InputError) as caught:
+        ingest(store, [scrape], PROMETHEUS)
+    assert caught.value.file == str(scrape)
+    assert caught.value.reason.startswith("cannot parse as Prometheus text: Invalid labels")
+
+
+def test_a_real_mig_scrape_in_lower_case_without_host_labels(store: Store) -> None:
+    """NVIDIA/dcgm-exporter#272: lower-case names (read), uuid and pod_name labels, MIG
+    instances of two GPUs, no host label: each GPU's row is a reject that says which
+    labels were looked for and how to set NODE_NAME."""
+    scrape = _realsample("D8_issue272_mig_lowercase")
+    result = ingest(store, [scrape], PROMETHEUS)
+    rejects = store.sql('SELECT "column", reason FROM rejects ORDER BY "row"').rows()
+    assert rejects == [("node_id", prometheus.NO_HOST)] * 2  # GPU 0 (two instances), GPU 1
+    assert result.rejected == 2
+    assert store.row_count("telemetry") == 0
+
+
+def test_a_scrape_of_idle_gpus_says_why_it_reads_nothing(store: Store, tmp_path: Path) -> None:
+    """Every GPU with empty pod labels (an exporter that maps pods, none held): no rows,
+    and a note that says so."""
+    write(tmp_path / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H100,2,8\n")
+    ingest(store, [tmp_path / "nodes.csv"])
+    scrape = write(
+        tmp_path / "idle.prom",
+        '# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n'
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n1",container="",namespace="",pod=""} 0\n'
+        'DCGM_FI_DEV_GPU_UTIL{gpu="1",Hostname="n1",container="",namespace="",pod=""} 0\n',
+    )
+    result = ingest(store, [scrape], PROMETHEUS)
+    assert store.row_count("telemetry") == 0
+    assert result.notes == (
+        f"{scrape}: 2 sample(s) of GPUs held by no pod left out (series without pod labels "
+        "from an exporter that labels pods: idle GPUs)",
     )
