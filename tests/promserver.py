@@ -194,7 +194,11 @@ def samples(host: Host, t: float) -> Iterator[tuple[str, dict[str, str], float]]
         ]  # fmt: skip
         attributes = {"err_code": str(code), "err_msg": XID_TEXT.get(code, "Unknown Error")}
         for pod in pods or [{}]:
-            yield "DCGM_FI_DEV_XID_ERRORS", {**device, **dict(sorted({**pod, **attributes}.items()))}, code
+            yield (
+                "DCGM_FI_DEV_XID_ERRORS",
+                {**device, **dict(sorted({**pod, **attributes}.items()))},
+                code,
+            )
             yield "DCGM_FI_DEV_ROW_REMAP_FAILURE", {**device, **pod}, 0
 
 
@@ -244,7 +248,9 @@ class StandIn:
         for host in self.hosts:
             server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(host, self.epoch))
             server.daemon_threads = True
-            thread = threading.Thread(target=server.serve_forever, name=f"dcgm-{host.name}", daemon=True)
+            thread = threading.Thread(
+                target=server.serve_forever, name=f"dcgm-{host.name}", daemon=True
+            )
             thread.start()
             self.servers.append(server)
             self.threads.append(thread)
@@ -349,7 +355,15 @@ def write_history(
 def backfill(openmetrics: Path, data: Path) -> None:
     """``promtool tsdb create-blocks-from openmetrics``: history blocks into ``data``."""
     subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(openmetrics), str(data)],
+        [
+            "promtool",
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--quiet",
+            str(openmetrics),
+            str(data),
+        ],
         check=True,
         capture_output=True,
         timeout=1800,
@@ -364,8 +378,7 @@ def missing() -> str | None:
     for tool in ("prometheus", "promtool"):
         if shutil.which(tool) is None:
             return (
-                f"{tool} is not installed (Debian: apt-get install prometheus; "
-                ".ci/run installs it)"
+                f"{tool} is not installed (Debian: apt-get install prometheus; .ci/run installs it)"
             )
     return None
 
@@ -502,7 +515,9 @@ def main() -> None:
         Host(
             r["node_id"],
             "H100",
-            tuple(Gpu(g, (Hold(f"{r['node_id']}-pod", "fleet", 0.5),)) for g in range(int(r["gpus"]))),
+            tuple(
+                Gpu(g, (Hold(f"{r['node_id']}-pod", "fleet", 0.5),)) for g in range(int(r["gpus"]))
+            ),
         )
         for r in rows
         if int(r["gpus"] or 0) > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -471,7 +472,9 @@ def _points(series: list[tuple[dict[str, str], dict[int, str]]]) -> str:
     )
 
 
-def test_prometheus_semantics_idle_gpus_pod_changes_and_ranges(store: Store, tmp_path: Path) -> None:
+def test_prometheus_semantics_idle_gpus_pod_changes_and_ranges(
+    store: Store, tmp_path: Path
+) -> None:
     """Hand-worked, minute by minute:
 
     - n1 GPU 0 holds p0 (0.8, 0.8); GPU 1 has no pod labels at all (0.0, 0.0): idle,
@@ -612,7 +615,10 @@ def test_promtool_tsdb_dump_is_read(store: Store, tmp_path: Path) -> None:
 
 def test_a_cut_dump_line_is_one_error_naming_the_line(store: Store, tmp_path: Path) -> None:
     _fleet(store, tmp_path)
-    dump = write(tmp_path / "dump.txt", '{__name__="DCGM_FI_PROF_SM_ACTIVE", gpu="0"} 0.5 1767225600000\n{__name__="DCGM')
+    dump = write(
+        tmp_path / "dump.txt",
+        '{__name__="DCGM_FI_PROF_SM_ACTIVE", gpu="0"} 0.5 1767225600000\n{__name__="DCGM',
+    )
     with pytest.raises(InputError) as caught:
         ingest(store, [dump], PROMETHEUS)
     assert (caught.value.file, caught.value.row) == (str(dump), 2)
@@ -688,9 +694,7 @@ def test_a_later_pull_continues_an_open_interval(store: Store, tmp_path: Path) -
 # -- size: streamed, bounded memory -----------------------------------------------------------
 
 
-def test_a_file_streams_in_small_pieces(
-    cluster: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_file_streams_in_small_pieces(cluster: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The reader's buffer and batches cut the files anywhere: the rows are the same."""
     monkeypatch.setattr(prometheus.read, "_CHUNK_CHARS", 7)
     monkeypatch.setattr(prometheus.read, "BATCH_SAMPLES", 1)
@@ -811,9 +815,10 @@ def test_coverage_above_one_is_shown_and_noted(store: Store, db_path: Path, tmp_
 
 # -- real dcgm-exporter scrapes from public sources (../shared/realsamples/dcgm) -----------------
 
-REALSAMPLES = Path(
-    os.environ.get("FLEETAUDIT_REALSAMPLES") or REPO.parent / "shared" / "realsamples"
-) / "dcgm"
+REALSAMPLES = (
+    Path(os.environ.get("FLEETAUDIT_REALSAMPLES") or REPO.parent / "shared" / "realsamples")
+    / "dcgm"
+)
 
 # sample -> (host, the row it reads: sm_active, mem_used, metric), worked from the scrape
 REAL_READINGS = {
@@ -843,7 +848,9 @@ def test_a_real_scrape_reads_its_gpu(store: Store, tmp_path: Path, name: str) ->
     write(tmp_path / "nodes.csv", f"node_id,gpu_model,gpus,cpus\n{host},GPU,1,8\n")
     ingest(store, [tmp_path / "nodes.csv"])
     result = ingest(store, [scrape], PROMETHEUS)
-    rows = store.sql("SELECT node_id, gpu_index, sm_active, mem_used, alloc_id, metric FROM telemetry")
+    rows = store.sql(
+        "SELECT node_id, gpu_index, sm_active, mem_used, alloc_id, metric FROM telemetry"
+    )
     assert rows.rows() == [(host, 0, pytest.approx(sm), pytest.approx(mem), None, metric)]
     assert (result.rejected, store.row_count("node_events")) == (0, 0)
 
@@ -876,7 +883,7 @@ def test_a_scrape_of_idle_gpus_says_why_it_reads_nothing(store: Store, tmp_path:
     ingest(store, [tmp_path / "nodes.csv"])
     scrape = write(
         tmp_path / "idle.prom",
-        '# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n'
+        "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
         'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n1",container="",namespace="",pod=""} 0\n'
         'DCGM_FI_DEV_GPU_UTIL{gpu="1",Hostname="n1",container="",namespace="",pod=""} 0\n',
     )
@@ -886,3 +893,226 @@ def test_a_scrape_of_idle_gpus_says_why_it_reads_nothing(store: Store, tmp_path:
         f"{scrape}: 2 sample(s) of GPUs held by no pod left out (series without pod labels "
         "from an exporter that labels pods: idle GPUs)",
     )
+
+
+# -- fuzzing: any input ends in a result, reject rows or one line of error ----------------------
+
+FUZZ_EXAMPLES = int(os.environ.get("FLEETAUDIT_FUZZ_EXAMPLES", "200"))
+
+_names = st.sampled_from(
+    [SM, GR, UTIL, "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_XID_ERRORS",
+     "dcgm_fi_prof_sm_active", "DCGM_FI_DEV_SM_CLOCK", "up", "", "9bad", "a{b"]
+)  # fmt: skip
+_label_names = st.sampled_from(
+    ["gpu", "hostname", "Hostname", "pod", "namespace", "pod_uid", "GPU_I_PROFILE", "GPU_I_ID",
+     "__name__", "instance", "le", "quantile", "x y", ""]
+)  # fmt: skip
+_label_values = st.one_of(
+    st.sampled_from(["0", "1", "7", "-1", "1025", "node-a", "node-b", "node-m", "ghost",
+                     "train-0", "ml", "3g.40gb", "", "1e400"]),
+    st.text(max_size=12),
+)  # fmt: skip
+_numbers = st.one_of(
+    st.sampled_from(["0.5", "1", "150", "NaN", "+Inf", "-Inf", "9223372036854775794", "-3",
+                     "1e400", "0x10", "", "abc", "1_0"]),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+)  # fmt: skip
+_times = st.one_of(
+    st.sampled_from(["", " 1767225600000", " 1767225600", " -1", " 1e30", " 99999999999999999999",
+                     " 1767225600.5", " abc"]),
+    st.integers(-(2**70), 2**70).map(lambda n: f" {n}"),
+)  # fmt: skip
+
+
+@st.composite
+def _scrape(draw: st.DrawFn) -> str:
+    """Prometheus text or OpenMetrics built from dcgm-exporter's pieces, broken at random."""
+    lines = []
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.integers(0, 9))
+        name = draw(_names)
+        if kind == 0:
+            lines.append(
+                f"# TYPE {name} {draw(st.sampled_from(['gauge', 'counter', 'bogus', '']))}"
+            )
+        elif kind == 1:
+            lines.append(f"# HELP {name} {draw(st.text(max_size=10))}")
+        elif kind == 2:
+            lines.append("# EOF")
+        elif kind == 3:
+            lines.append(draw(st.text(max_size=40)))
+        else:
+            labels = draw(st.dictionaries(_label_names, _label_values, max_size=5))
+            if draw(st.booleans()):  # mostly a GPU of the store, its values escaped
+                labels = {"gpu": draw(st.sampled_from(["0", "1"])),
+                          "Hostname": draw(st.sampled_from(["node-a", "node-b", "node-m"])),
+                          **labels}  # fmt: skip
+                labels = {k: v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+                          for k, v in labels.items()}  # fmt: skip
+            inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
+            lines.append(f"{name}{{{inner}}} {draw(_numbers)}{draw(_times)}")
+    end = draw(st.sampled_from(["", "\n", "\n# EOF\n", "# EOF"]))
+    return "\n".join(lines) + end
+
+
+def _series_json(draw: st.DrawFn) -> object:
+    labels = draw(st.dictionaries(_label_names, _label_values, max_size=5))
+    if draw(st.booleans()):  # mostly a GPU of the store
+        labels = {"gpu": draw(st.sampled_from(["0", "1"])),
+                  "hostname": draw(st.sampled_from(["node-a", "node-b", "node-m"])), **labels}  # fmt: skip
+    points = draw(
+        st.lists(
+            st.one_of(
+                st.tuples(
+                    st.one_of(
+                        st.integers(1767225600, 1767229200),
+                        st.integers(-(2**40), 2**40),
+                        st.floats(),
+                        st.text(max_size=5),
+                    ),
+                    _numbers,
+                ).map(list),
+                st.just([]),
+                st.just(None),
+                st.integers(),
+            ),
+            max_size=5,
+        )
+    )
+    return draw(
+        st.sampled_from(
+            [{"metric": labels, "values": points}, {"metric": labels, "values": points},
+             {"metric": labels, "value": points[:1]}, {"metric": "x", "values": points},
+             {"values": points}, [labels], labels]
+        )
+    )  # fmt: skip
+
+
+@st.composite
+def _query_range(draw: st.DrawFn) -> str:
+    """query_range responses, some well formed, some cut, some of another shape."""
+    result = [_series_json(draw) for _ in range(draw(st.integers(0, 4)))]
+    data = {
+        "resultType": draw(st.sampled_from(["matrix", "vector", "scalar", 3])),
+        "result": result,
+    }
+    if draw(st.booleans()):
+        data["resultType"] = "matrix"
+    doc = draw(
+        st.sampled_from(
+            [{"status": "success", "data": data}, {"status": "success", "data": data},
+             {"data": data, "status": "success"},
+             {"status": "error", "errorType": "bad_data", "error": "x"}, {"status": "success"},
+             {"status": "success", "data": None}, [data], "text", 7]
+        )
+    )  # fmt: skip
+    text = json.dumps(doc, allow_nan=True)
+    cut = draw(st.integers(0, len(text)))
+    return draw(st.sampled_from([text, text, text[:cut], text + draw(st.text(max_size=5))]))
+
+
+def _ends_well(store: Store, path: Path) -> None:
+    """An ingest of ``path`` ends in a result (with reject rows, perhaps) or in one
+    InputError of one line; nothing else escapes."""
+    try:
+        ingest(store, [path], PROMETHEUS)
+    except InputError as exc:
+        assert "\n" not in str(exc), str(exc)
+        assert str(exc).startswith(str(path))
+
+
+@pytest.mark.fuzz
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(text=_scrape(), suffix=st.sampled_from([".prom", ".om", ".txt"]))
+def test_fuzz_text_scrapes(cluster: Store, tmp_path: Path, text: str, suffix: str) -> None:
+    path = tmp_path / f"scrape{suffix}"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    _ends_well(cluster, path)
+
+
+@pytest.mark.fuzz
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    text=_query_range(),
+    name=st.sampled_from(
+        ["DCGM_FI_PROF_SM_ACTIVE.json", "x.json", "count_over_time-DCGM_FI_DEV_GPU_UTIL.json"]
+    ),
+)
+def test_fuzz_query_range(cluster: Store, tmp_path: Path, text: str, name: str) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    _ends_well(cluster, path)
+
+
+@pytest.mark.fuzz
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.binary(max_size=300), name=st.sampled_from(["a.json", "a.prom", "a.json.gz"]))
+def test_fuzz_bytes(cluster: Store, tmp_path: Path, data: bytes, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    _ends_well(cluster, path)
+
+
+_valid_values = st.one_of(
+    st.floats(-1, 200, allow_nan=False),
+    st.sampled_from([0.0, 1.0, 100.0, 79.0, 48.0, 13.0, 3.1e18, 9.2e18, 140737488355328.0]),
+    st.just(float("nan")),
+)
+
+
+@st.composite
+def _valid_matrix(draw: st.DrawFn) -> list[tuple[str, str]]:
+    """Well-formed query_range files (name, text) of the store's GPUs: any metric, pod,
+    MIG profile, value and count, as a server could answer them."""
+    files = []
+    for _ in range(draw(st.integers(1, 3))):
+        metric = draw(st.sampled_from(prometheus.READ_METRICS))
+        function = draw(st.sampled_from(["avg_over_time", "count_over_time", "max_over_time"]))
+        series = []
+        for _ in range(draw(st.integers(0, 4))):
+            labels = {
+                "gpu": draw(st.sampled_from(["0", "1", "2"])),
+                draw(st.sampled_from(["hostname", "Hostname"])): draw(
+                    st.sampled_from(["node-a", "node-b", "node-m", "ghost"])
+                ),
+                **draw(st.dictionaries(st.sampled_from(["pod", "namespace", "pod_uid", "GPU_I_PROFILE",
+                                                        "GPU_I_ID", "replica"]),
+                                       st.sampled_from(["train-0", "ml", "uid-train-0", "3g.40gb",
+                                                        "1", "2", "b"]), max_size=4)),
+            }  # fmt: skip
+            minutes = draw(st.lists(st.integers(0, 5), unique=True, max_size=6))
+            series.append((labels, {m: repr(draw(_valid_values)) for m in minutes}))
+        files.append((f"{function}-{metric}.{len(files)}.json", _points(series)))
+    return files
+
+
+@pytest.mark.fuzz
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(files=_valid_matrix())
+def test_fuzz_well_formed_answers_always_load(
+    cluster: Store, tmp_path: Path, files: list[tuple[str, str]]
+) -> None:
+    """What a server can answer always loads (values out of range as reject rows)."""
+    folder = tmp_path / "dump"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    for name, text in files:
+        (folder / name).write_text(text)
+    result = ingest(cluster, [folder], PROMETHEUS)
+    assert all(t.read >= t.rejected for t in result.tables)

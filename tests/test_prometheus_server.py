@@ -75,7 +75,9 @@ def _fleet(hist_start: float) -> list[ps.Host]:
                 ps.Gpu(4),
                 ps.Gpu(5, (ps.Hold("dev-0", "lab", 0.9, start=22.5, container="notebook"),)),
                 ps.Gpu(6, xid=((20, 79), (40, 0))),
-                ps.Gpu(7, xid=((hist_start + 30 * 3600, 48), (hist_start + 32 * 3600, 0), (30, 13))),
+                ps.Gpu(
+                    7, xid=((hist_start + 30 * 3600, 48), (hist_start + 32 * 3600, 0), (30, 13))
+                ),
             ),
             activity=(SM, GR, UTIL),
         ),
@@ -99,7 +101,9 @@ def _fleet(hist_start: float) -> list[ps.Host]:
             "V100",
             (
                 *(
-                    ps.Gpu(g, (ps.Hold("batch-0", "batch", 0.45),), blank=((30, 34),) if g == 2 else ())
+                    ps.Gpu(
+                        g, (ps.Hold("batch-0", "batch", 0.45),), blank=((30, 34),) if g == 2 else ()
+                    )
                     for g in range(6)
                 ),
                 ps.Gpu(6, (ps.Hold("old-0", "archive", 0.2, ever, hist_start + DAY),)),
@@ -112,7 +116,10 @@ def _fleet(hist_start: float) -> list[ps.Host]:
         ps.Host(
             "h100-d",
             "H100",
-            (ps.Gpu(0, (ps.Hold("serve-1", "serving", 0.6), ps.Hold("serve-2", "serving", 0.6))), ps.Gpu(1)),
+            (
+                ps.Gpu(0, (ps.Hold("serve-1", "serving", 0.6), ps.Hold("serve-2", "serving", 0.6))),
+                ps.Gpu(1),
+            ),
         ),
     ]
 
@@ -152,7 +159,11 @@ class Server:
     def raw(self, selector: str) -> list[dict[str, Any]]:
         """The raw samples of the live minute (a range selector at its end)."""
         end = self.epoch + LIVE + 2
-        data = _api(self.prometheus.url, "/api/v1/query", {"query": f"{selector}[{LIVE + 8}s]", "time": str(end)})
+        data = _api(
+            self.prometheus.url,
+            "/api/v1/query",
+            {"query": f"{selector}[{LIVE + 8}s]", "time": str(end)},
+        )
         return list(data["result"])
 
 
@@ -208,7 +219,9 @@ def _store(folder: Path, hosts: list[ps.Host], epoch: float) -> Path:
             begin = epoch + 22.5
         if alloc == "old-0":
             end = str(epoch + _fleet_hold_end(hosts))
-        rows.append(f"{alloc},{node},{gpus!r},4,high,{workload},{tenant},{begin},{end},{tenant},{alloc}")
+        rows.append(
+            f"{alloc},{node},{gpus!r},4,high,{workload},{tenant},{begin},{end},{tenant},{alloc}"
+        )
     write(folder / "allocations.csv", "\n".join(rows) + "\n")
     with open_store(db) as store:
         ingest(store, [folder / "nodes.csv", folder / "allocations.csv"])
@@ -260,7 +273,9 @@ def test_history_rows_are_the_known_values(server: Server, history: Path) -> Non
         ("h100-a", 1): (steps, 0.8, 0.8, SM, ["train-0"], 1, 1, HIST_STEP),
         ("h100-a", 2): (steps, 0.3, 0.3, SM, ["serve-0"], 1, 1, HIST_STEP),
         ("h100-d", 0): (steps, 0.6, 0.6, SM, [None], 1, 1, HIST_STEP),
-        **{("v100-c", g): (steps, 0.45, 0.45, UTIL, ["batch-0"], 1, 1, HIST_STEP) for g in range(6)},
+        **{
+            ("v100-c", g): (steps, 0.45, 0.45, UTIL, ["batch-0"], 1, 1, HIST_STEP) for g in range(6)
+        },
         ("v100-c", 6): (steps // 2, 0.2, 0.2, UTIL, ["old-0"], 1, 1, HIST_STEP),
     }
 
@@ -277,7 +292,9 @@ def test_history_xid_48_is_a_two_hour_interval(server: Server, history: Path) ->
     ]  # fmt: skip
 
 
-def test_history_productive_figures_worked_by_hand(server: Server, history: Path, tmp_path: Path) -> None:
+def test_history_productive_figures_worked_by_hand(
+    server: Server, history: Path, tmp_path: Path
+) -> None:
     """Every held GPU reports every step of the window, so telemetry GPU-hours are
     allocated GPU-hours (48 h per GPU, old-0 24 h), and the rates are the known values:
 
@@ -331,7 +348,16 @@ def live(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("live")
     db = _store(folder, server.hosts, server.epoch)
     until = server.epoch + LIVE
-    _pull(db, server.prometheus.url, "--since", f"{LIVE}s", "--until", str(until), "--step", f"{STEP}s")
+    _pull(
+        db,
+        server.prometheus.url,
+        "--since",
+        f"{LIVE}s",
+        "--until",
+        str(until),
+        "--step",
+        f"{STEP}s",
+    )
     return db
 
 
@@ -358,7 +384,9 @@ def _rows(db: Path, node: str, gpu: int) -> dict[float, tuple[Any, ...]]:
     return {r[0]: r[1:] for r in rows}
 
 
-def test_live_steps_count_the_ha_pair_once_and_weigh_partial_steps(server: Server, live: Path) -> None:
+def test_live_steps_count_the_ha_pair_once_and_weigh_partial_steps(
+    server: Server, live: Path
+) -> None:
     """train-0's GPU 0: a row per step with its raw samples of one job (the other job's
     copies count once): their mean and their number, one second each."""
     raw = server.raw(f'{SM}{{hostname="h100-a", gpu="0"}}')
@@ -383,7 +411,11 @@ def test_live_outages_leave_gaps_and_partial_steps(server: Server, live: Path) -
         for t, v in want.items()
         if server.epoch <= t <= server.epoch + LIVE
     }
-    missing = [t for t in range(int(server.epoch) + STEP, int(server.epoch) + LIVE + 1, STEP) if t not in got]
+    missing = [
+        t
+        for t in range(int(server.epoch) + STEP, int(server.epoch) + LIVE + 1, STEP)
+        if t not in got
+    ]
     assert missing, "the long outage leaves whole steps without a row"
     assert all(server.epoch + 44 < t <= server.epoch + 60 for t in missing)
     assert any(r[1] < STEP for r in got.values()), "the short outage leaves a partial step"
@@ -450,7 +482,9 @@ def test_a_rerun_over_the_same_window_replaces(server: Server, live: Path) -> No
     assert int(lines["telemetry"][4]) == before[0]  # replaced
 
 
-def test_a_scrape_and_a_tsdb_dump_read_like_the_server(server: Server, live: Path, tmp_path: Path) -> None:
+def test_a_scrape_and_a_tsdb_dump_read_like_the_server(
+    server: Server, live: Path, tmp_path: Path
+) -> None:
     """The stand-in's /metrics (dcgm-exporter's text) saved by a cron of curl, and
     ``promtool tsdb dump`` of the server's storage (one job: a dump holds each job's own
     scrape times), read into rows of the known values."""
@@ -471,7 +505,9 @@ def test_a_scrape_and_a_tsdb_dump_read_like_the_server(server: Server, live: Pat
     folder.mkdir()
     db = _store(folder, server.hosts, server.epoch)
     for path in (scrape, dump):
-        done = CliRunner().invoke(app, ["ingest", "--db", str(db), "--format", "prometheus", str(path)])
+        done = CliRunner().invoke(
+            app, ["ingest", "--db", str(db), "--format", "prometheus", str(path)]
+        )
         assert done.exit_code == 0, done.stderr
     raw = server.raw(f'{SM}{{hostname="h100-a", gpu="0", job="dcgm-a"}}')
     (series,) = raw
@@ -498,7 +534,9 @@ def test_a_scrape_and_a_tsdb_dump_read_like_the_server(server: Server, live: Pat
 # -- the server's refusals, transport and retries -----------------------------------------------
 
 
-def test_a_request_too_large_is_split_in_halves(server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_request_too_large_is_split_in_halves(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Asked for 20,000 steps in one request, Prometheus refuses ("exceeded maximum
     resolution of 11,000 points per timeseries"): the collector asks for the halves."""
     pull = importlib.import_module("fleetaudit.inputs.ingest.prometheus_pull")
@@ -515,12 +553,25 @@ def test_a_request_too_large_is_split_in_halves(server: Server, tmp_path: Path, 
 def test_unreachable_and_refusing_servers_say_so(server: Server, tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     closed = f"http://127.0.0.1:{ps.free_port()}"
-    done = CliRunner().invoke(app, ["ingest", "--db", str(db), "--format", "prometheus", "--url", closed, "--since", "1h"])
+    done = CliRunner().invoke(
+        app, ["ingest", "--db", str(db), "--format", "prometheus", "--url", closed, "--since", "1h"]
+    )
     assert done.exit_code == 2
     assert done.stderr.count("\n") == 1
     assert "cannot reach the server" in done.stderr and "Connection refused" in done.stderr
     done = CliRunner().invoke(
-        app, ["ingest", "--db", str(db), "--format", "prometheus", "--url", server.prometheus.url + "/nowhere", "--since", "1h"]
+        app,
+        [
+            "ingest",
+            "--db",
+            str(db),
+            "--format",
+            "prometheus",
+            "--url",
+            server.prometheus.url + "/nowhere",
+            "--since",
+            "1h",
+        ],
     )
     assert done.exit_code == 2
     assert "HTTP 404 Not Found" in done.stderr
@@ -555,7 +606,9 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             headers={k: v for k, v in self.headers.items() if k.lower() not in ("host", "proxy-connection")},
             method=self.command,
         )  # fmt: skip
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=30) as answer:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+            request, timeout=30
+        ) as answer:
             body = answer.read()
             self.send_response(answer.status)
             for key in ("Content-Type", "Content-Encoding"):
@@ -598,7 +651,9 @@ def test_proxy_from_the_environment_headers_token_and_retries(
     assert all(h.get("x-scope-orgid") == "team-a" for h in proxy.seen)
 
 
-def test_tls_and_basic_auth(server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tls_and_basic_auth(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A second Prometheus behind its own TLS certificate and basic auth (its web config)."""
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed: no certificate to serve TLS with")
@@ -666,4 +721,3 @@ def _utc(epoch: float) -> datetime:
 
 def _chunk_of(message: str) -> str:
     return message.split(" chunk ")[1].split(" ")[1]
-

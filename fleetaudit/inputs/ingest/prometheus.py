@@ -331,7 +331,13 @@ class _FileStager:
 
     def add(self, batch: read.SeriesBatch) -> None:
         local: list[int] = []
-        new: dict[str, list[object]] = {"sid": [], "metric": [], "labels": [], "lkey": [], "step": []}
+        new: dict[str, list[object]] = {
+            "sid": [],
+            "metric": [],
+            "labels": [],
+            "lkey": [],
+            "step": [],
+        }
         for name, labels, step in zip(batch.names, batch.labels, batch.steps, strict=True):
             lkey = json.dumps(sorted(labels.items()), ensure_ascii=False)
             key = f"{name}\n{lkey}"
@@ -568,9 +574,7 @@ def _merge_samples(store: Store, counted: bool) -> None:
         )
 
     n = "c.n" if counted else "CAST(NULL AS DOUBLE)"
-    counts = (
-        f"LEFT JOIN {_COUNTS} AS c ON c.lk = k.lk AND c.ts = sa.ts " if counted else ""
-    )
+    counts = f"LEFT JOIN {_COUNTS} AS c ON c.lk = k.lk AND c.ts = sa.ts " if counted else ""
     # one window of time's samples of GPUs that pods hold (or that no exporter maps),
     # without gaps (NaN, infinities, blank sentinels)
     chunk = (
@@ -588,11 +592,7 @@ def _merge_samples(store: Store, counted: bool) -> None:
         f"SELECT gpu_key, CAST(round(ts * 1e6) AS BIGINT) AS ts_us, min(file_no) AS file_no, "
         f"m, max(value) AS value FROM {_CHUNK} WHERE NOT ({in_range}) GROUP BY gpu_key, ts, m"
     )
-    full = (
-        f"LEFT JOIN {_CADENCE} AS f ON f.gpu_key = u1.gpu_key AND f.m = u1.m "
-        if counted
-        else ""
-    )
+    full = f"LEFT JOIN {_CADENCE} AS f ON f.gpu_key = u1.gpu_key AND f.m = u1.m " if counted else ""
     samples = "least(sum(n), max(f.full))" if counted else "CAST(NULL AS DOUBLE)"
     merged = (
         f"WITH ok AS (SELECT * FROM {_CHUNK} WHERE {in_range}), "
@@ -665,9 +665,10 @@ def _health_intervals(store: Store) -> list[tuple[int, int]]:
         f"FROM {_SAMPLES} AS sa JOIN {_KEYS} AS k USING (sid) "
         f"WHERE k.kind = 'value' AND k.m IN ({xid}, {remap}) AND isfinite(sa.value) "
         f"AND sa.value >= 0 AND sa.value < {BLANK_SENTINEL} GROUP BY k.gpu_key, k.m, sa.ts), "
+        # an XID is a whole number below 65536 (anything else, an averaged blank, is none)
         f"c AS (SELECT *, CASE WHEN m = {xid} AND v = round(v) AND list_contains($reset, "
-        f"CAST(v AS INTEGER)) THEN CAST(v AS INTEGER) WHEN m = {remap} AND v > 0 THEN 1 "
-        "ELSE 0 END AS rc FROM x), "
+        f"TRY_CAST(v AS INTEGER)) THEN TRY_CAST(v AS INTEGER) WHEN m = {remap} AND v > 0 "
+        "THEN 1 ELSE 0 END AS rc FROM x), "
         "l AS (SELECT *, lag(rc) OVER w AS prev, lead(ts) OVER w AS nxt FROM c "
         "WINDOW w AS (PARTITION BY gpu_key, m ORDER BY ts)), "
         "g AS (SELECT *, sum(CASE WHEN rc <> 0 AND (prev IS NULL OR prev <> rc) THEN 1 ELSE 0 END) "
@@ -678,11 +679,11 @@ def _health_intervals(store: Store) -> list[tuple[int, int]]:
     )
     # the XIDs that need no reset: counted for a note (their GPUs stay healthy)
     found = store.sql(
-        "SELECT CAST(v AS BIGINT) AS code, count(DISTINCT gpu_key) AS gpus FROM "
+        "SELECT CAST(v AS INTEGER) AS code, count(DISTINCT gpu_key) AS gpus FROM "
         f"(SELECT k.gpu_key, sa.value AS v FROM {_SAMPLES} AS sa JOIN {_KEYS} AS k USING (sid) "
-        f"WHERE k.kind = 'value' AND k.m = {xid} AND isfinite(sa.value) AND sa.value > 0 "
-        f"AND sa.value < {BLANK_SENTINEL}) WHERE v <> round(v) "
-        "OR NOT list_contains($reset, CAST(v AS INTEGER)) GROUP BY code ORDER BY code",
+        f"WHERE k.kind = 'value' AND k.m = {xid} AND sa.value >= 1 AND sa.value < 65536 "
+        "AND sa.value = round(sa.value)) "
+        "WHERE NOT list_contains($reset, CAST(v AS INTEGER)) GROUP BY code ORDER BY code",
         {"reset": sorted(RESET_XIDS)},
     )
     return [(int(c), int(g)) for c, g in found.iter_rows()]
@@ -706,9 +707,7 @@ def _rows_select(store: Store, file_no: int, counted: bool, by_pod_name: bool) -
     else:
         by_name, named = "", "NULL"
     names = ", ".join(f"'{m}'" for m in ACTIVITY_METRICS)
-    weights = (
-        "w.n AS samples, c.interval_s AS sample_interval_s, " if counted else ""
-    )
+    weights = "w.n AS samples, c.interval_s AS sample_interval_s, " if counted else ""
     cadence = (
         f"LEFT JOIN {_CADENCE} AS c ON c.gpu_key = w.gpu_key AND c.m = w.m " if counted else ""
     )

@@ -167,7 +167,9 @@ def plan(
     while first < steps:
         last = min(steps, first + per_chunk) - 1
         for hosts, count in groups:
-            parts.append(_Part(metric, name, hosts, count, start + first * step, start + last * step))
+            parts.append(
+                _Part(metric, name, hosts, count, start + first * step, start + last * step)
+            )
         first = last + 1
     return parts
 
@@ -413,7 +415,9 @@ class _Client:
                 reason = getattr(exc, "reason", exc)
                 # a server that refuses or a name that does not resolve will not answer a
                 # retry either; a timeout or a broken connection may
-                lasting = isinstance(reason, (ConnectionRefusedError, socket.gaierror, ssl.SSLError))
+                lasting = isinstance(
+                    reason, (ConnectionRefusedError, socket.gaierror, ssl.SSLError)
+                )
                 if lasting or attempt >= self.pull.retries:
                     raise InputError(
                         url, f"{what}: cannot reach the server: {reason}"

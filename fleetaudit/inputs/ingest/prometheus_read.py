@@ -94,9 +94,7 @@ class _Batches:
         self._value: list[pa.Array] = []
         self.samples = 0
 
-    def add(
-        self, name: str | None, labels: dict[str, str], ts: pa.Array, value: pa.Array
-    ) -> None:
+    def add(self, name: str | None, labels: dict[str, str], ts: pa.Array, value: pa.Array) -> None:
         index = len(self.names)
         self.names.append(name)
         self.labels.append(labels)
@@ -234,11 +232,17 @@ class _JsonStream:
             except json.JSONDecodeError as exc:
                 if _cut(exc, self.buf) and self._grow(what):
                     continue
-                raise self.fail(f"cannot read: {exc.msg} ({what}); expected {EXPECTED_JSON}") from exc
+                raise self.fail(
+                    f"cannot read: {exc.msg} ({what}); expected {EXPECTED_JSON}"
+                ) from exc
             except RecursionError as exc:
                 raise self.fail(f"cannot read: {what} is nested too deeply") from exc
             # a number that ends where the buffer ends may go on in the next chunk
-            if end == len(self.buf) and not isinstance(value, (dict, list, str)) and self._grow(what):
+            if (
+                end == len(self.buf)
+                and not isinstance(value, (dict, list, str))
+                and self._grow(what)
+            ):
                 continue
             self.pos = end
             return value
@@ -300,7 +304,9 @@ def read_query_range(
             while True:
                 key = stream.value("a key of the response")
                 if not isinstance(key, str):
-                    raise stream.fail(f"cannot read: a key that is not a string; expected {EXPECTED_JSON}")
+                    raise stream.fail(
+                        f"cannot read: a key that is not a string; expected {EXPECTED_JSON}"
+                    )
                 stream.expect(":", "after a key")
                 if key == "data" and stream.peek() == "{":
                     seen_data = True
@@ -321,7 +327,8 @@ def _check_response(stream: _JsonStream, top: dict[str, Any], seen_data: bool) -
     if status == "error":
         error = " ".join(str(top.get(k, "")) for k in ("errorType", "error")).strip()
         raise stream.fail(
-            "a Prometheus error response, not data" + (f" ({error})" if error else "")
+            "a Prometheus error response, not data"
+            + (f" ({error})" if error else "")
             + "; re-run the query"
         )
     kind = top.get("_resultType")
@@ -629,7 +636,9 @@ def _dump_line(
         labels[match.group(1)] = _unquote_go(match.group(2))
         at = match.end()
     if at != len(text):
-        raise InputError(str(path), "cannot parse the labels of a promtool tsdb dump line", row=number)
+        raise InputError(
+            str(path), "cannot parse the labels of a promtool tsdb dump line", row=number
+        )
     name = keep(labels.pop("__name__", ""))
     if name is None:
         return
