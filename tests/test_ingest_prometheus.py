@@ -898,6 +898,11 @@ def test_a_scrape_of_idle_gpus_says_why_it_reads_nothing(store: Store, tmp_path:
 # -- fuzzing: any input ends in a result, reject rows or one line of error ----------------------
 
 FUZZ_EXAMPLES = int(os.environ.get("FLEETAUDIT_FUZZ_EXAMPLES", "200"))
+_FUZZ = settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 _names = st.sampled_from(
     [SM, GR, UTIL, "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_XID_ERRORS",
@@ -1022,11 +1027,7 @@ def _ends_well(store: Store, path: Path) -> None:
 
 
 @pytest.mark.fuzz
-@settings(
-    max_examples=FUZZ_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_FUZZ
 @given(text=_scrape(), suffix=st.sampled_from([".prom", ".om", ".txt"]))
 def test_fuzz_text_scrapes(cluster: Store, tmp_path: Path, text: str, suffix: str) -> None:
     path = tmp_path / f"scrape{suffix}"
@@ -1035,11 +1036,7 @@ def test_fuzz_text_scrapes(cluster: Store, tmp_path: Path, text: str, suffix: st
 
 
 @pytest.mark.fuzz
-@settings(
-    max_examples=FUZZ_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_FUZZ
 @given(
     text=_query_range(),
     name=st.sampled_from(
@@ -1053,11 +1050,7 @@ def test_fuzz_query_range(cluster: Store, tmp_path: Path, text: str, name: str) 
 
 
 @pytest.mark.fuzz
-@settings(
-    max_examples=FUZZ_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_FUZZ
 @given(data=st.binary(max_size=300), name=st.sampled_from(["a.json", "a.prom", "a.json.gz"]))
 def test_fuzz_bytes(cluster: Store, tmp_path: Path, data: bytes, name: str) -> None:
     path = tmp_path / name
@@ -1099,11 +1092,7 @@ def _valid_matrix(draw: st.DrawFn) -> list[tuple[str, str]]:
 
 
 @pytest.mark.fuzz
-@settings(
-    max_examples=FUZZ_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_FUZZ
 @given(files=_valid_matrix())
 def test_fuzz_well_formed_answers_always_load(
     cluster: Store, tmp_path: Path, files: list[tuple[str, str]]
