@@ -109,6 +109,7 @@ class Store:
         self.con = con
         self.path = path
         self.created = created
+        self._capped: str | None = None  # the limit memory_capped set, while it lasts
 
     # -- lifecycle -----------------------------------------------------------------
     def close(self) -> None:
@@ -224,8 +225,10 @@ class Store:
         )
 
     def memory_limit(self) -> str:
-        """DuckDB's memory limit on this connection, as DuckDB shows it (``"953.6 MiB"``)."""
-        return str(self.scalar("SELECT current_setting('memory_limit')"))
+        """DuckDB's memory limit on this connection as it was set (``"1GB"``), without a
+        query: a failed statement may have aborted the transaction."""
+        limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", "")
+        return self._capped or (limit if _MEMORY.fullmatch(limit) else _DEFAULT_MEMORY_LIMIT)
 
     @contextmanager
     def memory_capped(self, limit: str) -> Iterator[None]:
@@ -235,9 +238,11 @@ class Store:
             yield
             return
         self.run(f"SET memory_limit = '{limit}'")
+        self._capped = limit
         try:
             yield
         finally:
+            self._capped = None
             self.con.execute(f"SET memory_limit = '{_DEFAULT_MEMORY_LIMIT}'")
 
     @contextmanager
