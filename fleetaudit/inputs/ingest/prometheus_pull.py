@@ -364,12 +364,22 @@ class _Client:
         with self._send("/api/v1/query_range", form, what) as response:
             gz = response.headers.get("Content-Encoding", "").lower() == "gzip"
             path = stem.with_name(stem.name + (".json.gz" if gz else ".json"))
-            try:
-                with open(path, "wb") as out:
-                    while chunk := response.read(_CHUNK_BYTES):
+            with open(path, "wb") as out:
+                while True:
+                    try:
+                        chunk = response.read(_CHUNK_BYTES)
+                    except (TimeoutError, OSError) as exc:
+                        raise InputError(self.base, f"{what}: the answer broke off: {exc}") from exc
+                    if not chunk:
+                        break
+                    try:
                         out.write(chunk)
-            except (TimeoutError, OSError) as exc:
-                raise InputError(self.base, f"{what}: the answer broke off: {exc}") from exc
+                    except OSError as exc:
+                        raise InputError(
+                            str(path.parent),
+                            f"cannot write the pulled answers: {exc.strerror or exc} (the "
+                            "temporary folder is $TMPDIR's; point TMPDIR at a larger disk)",
+                        ) from exc
         return path
 
     def _json(self, path: str, form: list[tuple[str, str]], what: str) -> Any:

@@ -71,8 +71,18 @@ class Source:
 
 
 def read_failure(memory_limit: str, exc: QueryError) -> str:
-    """Why DuckDB could not read a file: its own words, or, where it ran out of memory,
-    that, with the setting that raises the limit (``memory_limit``: the one it had)."""
+    """Why DuckDB could not read a file: its own words; where it ran out of memory, that,
+    with the setting that raises the limit (``memory_limit``: the one it had); where the
+    disk is full, that (the file is not to blame).
+
+    >>> read_failure("1GB", QueryError("IO Error: Could not write file: No space left on device"))
+    'no space left on device (IO Error: Could not write file: No space left on device): free space beside the store, where DuckDB writes what does not fit in memory'
+    """
+    if "no space left on device" in exc.message.lower():
+        return (
+            f"no space left on device ({exc.message}): free space beside the store, where "
+            "DuckDB writes what does not fit in memory"
+        )
     if exc.out_of_memory:
         return (
             f"out of memory: the ingest may use {memory_limit} (DuckDB's limit, beyond which "
