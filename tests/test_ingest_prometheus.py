@@ -550,11 +550,16 @@ def test_partial_steps_count_for_their_part(store: Store, db_path: Path, tmp_pat
         tmp_path / "count_over_time-DCGM_FI_PROF_SM_ACTIVE.0.json",
         _points([(_host(0, pod="p0"), {0: "4", 1: "2", 2: "4"})]),
     )
-    ingest(store, [sm, counts], PROMETHEUS)
+    # minute 3: SM_ACTIVE missing, GPU_UTIL exported without its counts: a whole step
+    util = write(
+        tmp_path / "avg_over_time-DCGM_FI_DEV_GPU_UTIL.0.json",
+        _points([(_host(0, pod="p0"), {3: "40"})]),
+    )
+    ingest(store, [sm, counts, util], PROMETHEUS)
     rows = store.sql(
         "SELECT minute(ts) AS m, sm_active, samples, sample_interval_s FROM telemetry ORDER BY ts"
     ).rows()
-    assert rows == [(0, 0.5, 4, 15.0), (1, 0.25, 2, 15.0), (2, 1.0, 4, 15.0)]
+    assert rows == [(0, 0.5, 4, 15.0), (1, 0.25, 2, 15.0), (2, 1.0, 4, 15.0), (3, 0.4, 4, 15.0)]
     store.close()
     out = tmp_path / "r.json"
     done = CliRunner().invoke(

@@ -532,8 +532,8 @@ def _merge(store: Store) -> _Merged:
         )
         store.run(
             f"CREATE OR REPLACE TEMP TABLE {_CADENCE} AS "
-            "SELECT f.gpu_key, f.m, f.full, s.step / f.full AS interval_s FROM "
-            f"(SELECT k.gpu_key, k.m, max(c.n) AS full FROM {_COUNTS} AS c JOIN "
+            "SELECT f.gpu_key, f.m, f.most, s.step / f.most AS interval_s FROM "
+            f"(SELECT k.gpu_key, k.m, max(c.n) AS most FROM {_COUNTS} AS c JOIN "
             f"(SELECT DISTINCT lk, gpu_key, m FROM {_KEYS} WHERE kind = 'count') AS k USING (lk) "
             "GROUP BY k.gpu_key, k.m) AS f LEFT JOIN "
             f"(SELECT gpu_key, m, min(step) AS step FROM {_KEYS} WHERE kind = 'value' "
@@ -593,7 +593,7 @@ def _merge_samples(store: Store, counted: bool) -> None:
         f"m, max(value) AS value FROM {_CHUNK} WHERE NOT ({in_range}) GROUP BY gpu_key, ts, m"
     )
     full = f"LEFT JOIN {_CADENCE} AS f ON f.gpu_key = u1.gpu_key AND f.m = u1.m " if counted else ""
-    samples = "least(sum(n), max(f.full))" if counted else "CAST(NULL AS DOUBLE)"
+    samples = "least(sum(n), max(f.most))" if counted else "CAST(NULL AS DOUBLE)"
     merged = (
         f"WITH ok AS (SELECT * FROM {_CHUNK} WHERE {in_range}), "
         # overlapping copies of one GPU instance's metric count once: per pod the mean
@@ -707,9 +707,20 @@ def _rows_select(store: Store, file_no: int, counted: bool, by_pod_name: bool) -
     else:
         by_name, named = "", "NULL"
     names = ", ".join(f"'{m}'" for m in ACTIVITY_METRICS)
-    weights = "w.n AS samples, c.interval_s AS sample_interval_s, " if counted else ""
+    # a step without its count (a metric exported without count_over_time) counts whole
+    weights = (
+        "CAST(round(coalesce(w.n, c.most, c0.most)) AS BIGINT) AS samples, "
+        "coalesce(c.interval_s, c0.interval_s) AS sample_interval_s, "
+        if counted
+        else ""
+    )
     cadence = (
-        f"LEFT JOIN {_CADENCE} AS c ON c.gpu_key = w.gpu_key AND c.m = w.m " if counted else ""
+        f"LEFT JOIN {_CADENCE} AS c ON c.gpu_key = w.gpu_key AND c.m = w.m "
+        # the GPU's cadence, for a metric exported without its counts
+        f"LEFT JOIN (SELECT gpu_key, max(most) AS most, min(interval_s) AS interval_s "
+        f"FROM {_CADENCE} GROUP BY gpu_key) AS c0 ON c0.gpu_key = w.gpu_key "
+        if counted
+        else ""
     )
     weighted = "t.samples, t.sample_interval_s, " if counted else ""
     no_weights = "NULL, NULL, " if counted else ""
