@@ -122,6 +122,7 @@ row remap) is informational (docs/formats/prometheus.md lists the choice)."""
 BLANK_SENTINEL = 9e18  # DCGM's integer "blank" values sit near 9.22e18: no reading
 FP64_BLANKS = (140737488355328.0, 140737488355331.0)  # its double ones: 2^47 .. 2^47 + 3
 _CHUNK_SAMPLES = 4_000_000  # samples merged per statement
+_MOST_SAMPLES = 1_000_000  # raw samples a step may count (a step of a day at 0.1 s)
 # DuckDB's memory during the call (it spills to disk beyond it), unless
 # $FLEETAUDIT_MEMORY_LIMIT sets one: keeps a 20 M-sample dump well within 2 GiB of RSS
 # (benchmarks/README.md, "Prometheus ingest")
@@ -310,7 +311,7 @@ def _create_staging(store: Store) -> None:
         f"CREATE OR REPLACE TEMP TABLE {_SERIES} (sid BIGINT, file_no INTEGER, metric VARCHAR, "
         "kind VARCHAR, node VARCHAR, gpu VARCHAR, gi_id VARCHAR, gi_slices DOUBLE, "
         "pod_uid VARCHAR, namespace VARCHAR, pod VARCHAR, attributed BOOLEAN, lkey VARCHAR, "
-        "step DOUBLE, t0 DOUBLE, t1 DOUBLE)"
+        "step DOUBLE, most DOUBLE, t0 DOUBLE, t1 DOUBLE)"
     )
     store.run(f"CREATE OR REPLACE TEMP TABLE {_SAMPLES} (sid BIGINT, ts DOUBLE, value DOUBLE)")
 
@@ -320,7 +321,12 @@ def _next_sid(store: Store) -> int:
 
 
 class _FileStager:
-    """Stages one file's batches: a series row per distinct (metric, labels), its samples."""
+    """Stages one file's batches: a series row per distinct (metric, labels), its samples.
+
+    A count series (count_over_time) keeps its largest count (``most``: a whole step)
+    on its series row, and only the samples of the steps that hold fewer (partial
+    steps), which are few: the merge reads a step without one as whole.
+    """
 
     def __init__(self, store: Store, file_no: int, kind: str) -> None:
         self.store = store
@@ -337,8 +343,31 @@ class _FileStager:
             "labels": [],
             "lkey": [],
             "step": [],
+            "most": [],
         }
-        for name, labels, step in zip(batch.names, batch.labels, batch.steps, strict=True):
+        samples = pl.DataFrame(
+            {
+                "series": pl.from_arrow(batch.series),
+                "ts": pl.from_arrow(batch.ts),
+                "value": pl.from_arrow(batch.value),
+            }
+        )
+        most: list[float | None] = [None] * len(batch.names)
+        if self.kind == "count" and samples.height:
+            # a count is a number of raw samples: anything else (NaN, a blank) is none
+            samples = samples.filter(
+                pl.col("value").is_finite()
+                & (pl.col("value") >= 1)
+                & (pl.col("value") <= _MOST_SAMPLES)
+                & (pl.col("value") == pl.col("value").round())
+            )
+            largest = samples.group_by("series").agg(pl.col("value").max())
+            for index, value in largest.iter_rows():
+                most[index] = value
+            samples = samples.filter(pl.col("value") < pl.col("value").max().over("series"))
+        for position, (name, labels, step) in enumerate(
+            zip(batch.names, batch.labels, batch.steps, strict=True)
+        ):
             lkey = json.dumps(sorted(labels.items()), ensure_ascii=False)
             key = f"{name}\n{lkey}"
             sid = self.sids.get(key)
@@ -349,6 +378,7 @@ class _FileStager:
                 new["labels"].append({"keys": list(labels), "values": list(labels.values())})
                 new["lkey"].append(lkey)
                 new["step"].append(step)
+                new["most"].append(most[position])
             local.append(sid)
         if new["sid"]:
             frame = pl.DataFrame(
@@ -359,24 +389,18 @@ class _FileStager:
                     "labels": pl.Struct({"keys": pl.List(pl.Utf8), "values": pl.List(pl.Utf8)}),
                     "lkey": pl.Utf8,
                     "step": pl.Float64,
+                    "most": pl.Float64,
                 },
             )
             self.store.register_frame(_BATCH_SERIES, frame)
             self.store.run(
                 f"INSERT INTO {_SERIES} SELECT sid, $file_no, metric, $kind, {_SERIES_COLUMNS}, "
-                "lkey, step, NULL, NULL FROM (SELECT sid, metric, lkey, step, "
+                "lkey, step, most, NULL, NULL FROM (SELECT sid, metric, lkey, step, most, "
                 f"map_from_entries(list_zip(labels.keys, labels.values)) AS labels FROM {_BATCH_SERIES})",
                 {"file_no": self.file_no, "kind": self.kind},
             )
             self.store.unregister(_BATCH_SERIES)
-        if len(batch):
-            samples = pl.DataFrame(
-                {
-                    "series": pl.from_arrow(batch.series),
-                    "ts": pl.from_arrow(batch.ts),
-                    "value": pl.from_arrow(batch.value),
-                }
-            )
+        if samples.height:
             self.store.register_frame(_BATCH, samples)
             self.store.run(
                 f"INSERT INTO {_SAMPLES} SELECT ($sids)[series + 1], ts, value FROM {_BATCH}",
@@ -516,6 +540,8 @@ def _merge(store: Store) -> _Merged:
         # runs on each node; its host label, unlike its instance, survives a restart)
         "se.node IS NOT NULL AND se.pod_uid IS NULL AND se.pod IS NULL "
         "AND bool_or(se.attributed) OVER (PARTITION BY se.node) AS idle, "
+        # a count series' whole step, and for a value series that of its count series
+        "se.most, max(se.most) OVER (PARTITION BY se.metric, se.lkey) AS cmost, "
         f"se.step, se.t0, se.t1 FROM {_SERIES} AS se), "
         "v AS (SELECT * FROM k WHERE kind = 'value' AND NOT idle) "
         "SELECT k.*, k.kind = 'value' AND NOT k.idle AND EXISTS (SELECT 1 FROM v AS o "
@@ -524,7 +550,8 @@ def _merge(store: Store) -> _Merged:
     )
     counted = bool(store.scalar(f"SELECT count(*) FROM {_KEYS} WHERE kind = 'count'"))
     if counted:
-        # each step's raw samples, per label set; the cadence of one raw sample per GPU
+        # the raw samples of the partial steps, per label set (a step without one is whole);
+        # the cadence of one raw sample per GPU
         store.run(
             f"CREATE OR REPLACE TEMP TABLE {_COUNTS} AS SELECT k.lk, sa.ts, max(sa.value) AS n "
             f"FROM {_SAMPLES} AS sa JOIN {_KEYS} AS k USING (sid) "
@@ -533,9 +560,8 @@ def _merge(store: Store) -> _Merged:
         store.run(
             f"CREATE OR REPLACE TEMP TABLE {_CADENCE} AS "
             "SELECT f.gpu_key, f.m, f.most, s.step / f.most AS interval_s FROM "
-            f"(SELECT k.gpu_key, k.m, max(c.n) AS most FROM {_COUNTS} AS c JOIN "
-            f"(SELECT DISTINCT lk, gpu_key, m FROM {_KEYS} WHERE kind = 'count') AS k USING (lk) "
-            "GROUP BY k.gpu_key, k.m) AS f LEFT JOIN "
+            f"(SELECT gpu_key, m, max(most) AS most FROM {_KEYS} WHERE kind = 'count' "
+            "GROUP BY gpu_key, m) AS f LEFT JOIN "
             f"(SELECT gpu_key, m, min(step) AS step FROM {_KEYS} WHERE kind = 'value' "
             "GROUP BY gpu_key, m) AS s USING (gpu_key, m)"
         )
@@ -573,7 +599,7 @@ def _merge_samples(store: Store, counted: bool) -> None:
             f"/ greatest(count(*) FILTER (WHERE {which} AND slices IS NULL), 1)"
         )
 
-    n = "c.n" if counted else "CAST(NULL AS DOUBLE)"
+    n = "coalesce(c.n, k.cmost)" if counted else "CAST(NULL AS DOUBLE)"
     counts = f"LEFT JOIN {_COUNTS} AS c ON c.lk = k.lk AND c.ts = sa.ts " if counted else ""
     # one window of time's samples of GPUs that pods hold (or that no exporter maps),
     # without gaps (NaN, infinities, blank sentinels)

@@ -312,8 +312,9 @@ class _Client:
             handlers.append(urllib.request.HTTPSHandler(context=context))
         self.opener = urllib.request.build_opener(*handlers)
         self.closed_ranges = True  # see ranges_closed_on_the_left()
+        # uncompressed: gzip costs the server more than it saves on a datacenter network
+        # (a day of 2,000 GPUs took 1.5x as long compressed); a gzip answer is read too
         self.headers = {
-            "Accept-Encoding": "gzip",
             "User-Agent": f"fleetaudit/{__version__}",
             **dict(pull.headers),
         }
