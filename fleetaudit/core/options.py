@@ -106,10 +106,12 @@ PULL_POINTS_PER_SERIES = 10_000
 """Steps per ``query_range`` call at most: Prometheus refuses more than 11,000 points per
 series."""
 
-PULL_POINTS_PER_QUERY = 5_000_000
-"""Points (series x steps) per ``query_range`` call at most: well within Prometheus'
-``--query.max-samples`` (50 million by default); a fleet with more series per metric is
-split by host. A server that still refuses (a lower setting) gets halves."""
+PULL_POINTS_PER_QUERY = 500_000
+"""Points (series x steps) per ``query_range`` call at most: far within Prometheus'
+``--query.max-samples`` (50 million by default), and where a server answers fastest per
+point (a day of 2,000 GPUs took 13-17 s as one call of 2.9 M points, 4 s as six of
+480,000: benchmarks/README.md); a fleet with more series per metric is split by host. A
+server that still refuses (a lower setting) gets halves."""
 
 
 @dataclass(frozen=True)
