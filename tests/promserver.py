@@ -499,45 +499,47 @@ def nodes_csv(hosts: list[Host]) -> str:
 
 
 def main() -> None:
-    """Serve ``--nodes`` (a native nodes.csv: each node's GPUs busy with one pod each) from a
-    stand-in and a Prometheus, with ``--days`` of history backfilled, until killed; print
-    the server's URL and the PID to stop."""
+    """Serve the GPUs of ``--nodes`` (a native nodes table, CSV or Parquet: each GPU busy
+    with a pod of its node at SM activity 0.5) from a stand-in scraped every 15 s by a
+    Prometheus that holds ``--days`` of history backfilled, until SIGTERM; print the
+    server's URL and the PID to stop (the stand-in and the server stop with it)."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--nodes", type=Path, required=True)
     parser.add_argument("--days", type=float, default=2.0)
     parser.add_argument("--folder", type=Path, default=None)
     args = parser.parse_args()
-    import csv
+    # SIGTERM waits for sigwait below, so that the server started meanwhile is stopped
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    import polars as pl
 
-    with open(args.nodes, newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    read = pl.read_parquet if args.nodes.suffix == ".parquet" else pl.read_csv
+    rows = read(args.nodes).select("node_id", "gpu_model", "gpus").iter_rows()
     hosts = [
         Host(
-            r["node_id"],
+            str(node),
             "H100",
-            tuple(
-                Gpu(g, (Hold(f"{r['node_id']}-pod", "fleet", 0.5),)) for g in range(int(r["gpus"]))
-            ),
+            tuple(Gpu(g, (Hold(f"{node}-pod", "fleet", 0.5),)) for g in range(int(gpus))),
         )
-        for r in rows
-        if int(r["gpus"] or 0) > 0
+        for node, _, gpus in rows
+        if gpus
     ]
     folder = args.folder or Path(tempfile.mkdtemp(prefix="fleetaudit-prom-"))
+    folder.mkdir(parents=True, exist_ok=True)
     epoch = math.floor(time.time())
     stand_in = StandIn(hosts, epoch).start()
     server = Prometheus(folder, stand_in.targets(), scrape_interval="15s")
-    history = folder / "history.om"
-    ports = dict(zip((h.name for h in hosts), stand_in.targets(), strict=True))
-    with open(history, "w") as out:
-        write_history(
-            out, hosts, epoch, -args.days * 86400, -60, 60, lambda h: ports[h.name], "dcgm",
-            ("DCGM_FI_PROF_SM_ACTIVE",),
-        )  # fmt: skip
-    server.data.mkdir(parents=True, exist_ok=True)
-    backfill(history, server.data)
-    server.start()
-    print(server.url, os.getpid(), flush=True)
     try:
+        history = folder / "history.om"
+        ports = dict(zip((h.name for h in hosts), stand_in.targets(), strict=True))
+        with open(history, "w") as out:
+            write_history(
+                out, hosts, epoch, -args.days * 86400, -60, 60, lambda h: ports[h.name],
+                "dcgm", ("DCGM_FI_PROF_SM_ACTIVE",),
+            )  # fmt: skip
+        server.data.mkdir(parents=True, exist_ok=True)
+        backfill(history, server.data)
+        server.start()
+        print(server.url, os.getpid(), flush=True)
         signal.sigwait({signal.SIGTERM, signal.SIGINT})
     finally:
         server.stop()
