@@ -53,6 +53,7 @@ from fleetaudit.core.options import (
     KubectlOptions,
     PLACEMENT_QUEUES,
     PLACEMENT_SINCE,
+    PULL_STEP,
     REJECTS_LIMIT,
     REPORT_SINCE,
     REPORT_STEP,
@@ -63,6 +64,7 @@ from fleetaudit.core.options import (
     GenerateOptions,
     HarvestRun,
     OverTimeOptions,
+    PrometheusPull,
     SlurmGenerateOptions,
     budget_text,
     duration_text,
@@ -111,6 +113,8 @@ METAVARS = {
     "--snapshot-time": "TIME", "--tenant-label": "LABEL", "--timezone": "ZONE",
     "--engine": "ENGINE", "--master": "URL", "--interval": "DURATION", "--jobs": "N",
     "--moves-per-hour": "BUDGET", "--sweep-budget": "BUDGETS", "--target-reduction": "PERCENT",
+    "--url": "URL", "--until": "TIME", "--bearer-token-file": "PATH", "--user": "NAME[:PASSWORD]",
+    "--ca-file": "PATH", "--header": "K=V",
 }  # fmt: skip
 _TYPE_METAVARS = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT"}
 
@@ -678,7 +682,8 @@ def ingest(
         typer.Option(
             "--since",
             help="slurm --from-slurm: how far back the fetched history reaches "
-            f"(default {duration_text(SLURM_COLLECT_SINCE)}).",
+            f"(default {duration_text(SLURM_COLLECT_SINCE)}); prometheus --url: the window "
+            "pulled, ending at --until (e.g. 7d).",
         ),
     ] = None,
     export_time: Annotated[
@@ -687,6 +692,61 @@ def ingest(
             "--export-time",
             help="When the files were exported (default: the instant an export says it was "
             "taken, else the newest time in the data).",
+        ),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="prometheus: pull the dcgm-exporter series from this Prometheus (or Thanos, "
+            "Mimir, VictoriaMetrics) URL instead of reading files (see docs/formats/prometheus.md).",
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="prometheus --url: the window's end (default: now)."),
+    ] = None,
+    step: Annotated[
+        str | None,
+        typer.Option(
+            "--step",
+            help=f"prometheus --url: the resolution pulled (default {duration_text(PULL_STEP)}).",
+        ),
+    ] = None,
+    bearer_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--bearer-token-file",
+            help="prometheus --url: send this file's token as Authorization: Bearer.",
+        ),
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            help="prometheus --url: basic auth as NAME:PASSWORD, or NAME with the password "
+            "from ~/.netrc (default: ~/.netrc's entry for the host, if any).",
+        ),
+    ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--ca-file", help="prometheus --url: PEM certificates to verify the server with."
+        ),
+    ] = None,
+    insecure_skip_verify: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-skip-verify",
+            help="prometheus --url: do not verify the server's certificate.",
+        ),
+    ] = False,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            help="prometheus --url: an extra request header K=V (e.g. X-Scope-OrgID=team-a); "
+            "repeat for several.",
         ),
     ] = None,
     as_csv: CsvOption = None,
@@ -713,13 +773,14 @@ def ingest(
     rejects are kept) but exits 65.
 
     --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue
-    Workloads). --format slurm reads a Slurm cluster's exports, each
-    recognised by its content: sacct -P or --json, scontrol -d -o show node or
-    --json, scontrol -d -o show job, squeue --json, sacctmgr -P show event,
-    sdiag, topology.conf; with --from-slurm it runs them itself.
-    --format prometheus loads
-    dcgm-exporter GPU series (query_range JSON, /metrics scrapes) into
-    telemetry; ingest the nodes first.
+    Workloads); with --kubectl it takes a snapshot itself. --format slurm
+    reads a Slurm cluster's exports, each recognised by its content: sacct -P
+    or --json, scontrol -d -o show node or --json, scontrol -d -o show job,
+    squeue --json, sacctmgr -P show event, sdiag, topology.conf; with
+    --from-slurm it runs them itself. --format prometheus loads dcgm-exporter
+    GPU series (query_range JSON, /metrics scrapes, promtool tsdb dump) into
+    telemetry and XID errors into node_events; with --url it pulls them from
+    the server itself. Ingest the nodes first.
 
     Examples:
 
@@ -730,6 +791,8 @@ def ingest(
       fleetaudit ingest --format slurm sacct.psv nodes.txt topology.conf
       fleetaudit ingest --format slurm --from-slurm --since 1d
       fleetaudit ingest --format prometheus dcgm/
+      fleetaudit ingest --format prometheus --url http://prometheus:9090 \\
+          --since 2d
     """
     from fleetaudit import api
     from fleetaudit.inputs.ingest import IngestOptions, asi2026
@@ -744,8 +807,24 @@ def ingest(
         collect = SlurmCollect(
             since=SLURM_COLLECT_SINCE if since is None else parse_duration(since, option="--since")
         )
-    elif since is not None:
-        raise UsageError("--since applies with --from-slurm only")
+    elif since is not None and fmt != "prometheus":
+        raise UsageError("--since applies with --from-slurm or --url only")
+    pulled = {
+        "--since": since,
+        "--until": until,
+        "--step": step,
+        "--bearer-token-file": bearer_token_file,
+        "--user": user,
+        "--ca-file": ca_file,
+        "--insecure-skip-verify": insecure_skip_verify or None,
+        "--header": header or None,
+    }
+    if url is not None and fmt == "prometheus":
+        collect = _prometheus_pull(url, since, until, step, bearer_token_file, user, ca_file,
+                                   insecure_skip_verify, header or [])  # fmt: skip
+    elif fmt == "prometheus" and any(v is not None for v in pulled.values()):
+        flag = next(f for f, v in pulled.items() if v is not None)
+        raise UsageError(f"{flag} applies to --format prometheus --url only")
     given = {
         "--trace-start": trace_start,
         "--days": days,
@@ -758,6 +837,8 @@ def ingest(
         "--kubeconfig": kubeconfig,
         "--namespace": namespace or None,
         "--keep": keep,
+        "--url": url,
+        **pulled,
     }
     if take_snapshot and fmt == "kubernetes":
         if paths:
@@ -808,6 +889,39 @@ def ingest(
             + ", ".join(f"{t.table} ({t.rejected:,} of {t.read:,})" for t in lost)
             + f" was loaded; `fleetaudit rejects --ingest {result.ingest_id}` says why"
         )
+
+
+def _prometheus_pull(
+    url: str,
+    since: str | None,
+    until: str | None,
+    step: str | None,
+    bearer_token_file: Path | None,
+    user: str | None,
+    ca_file: Path | None,
+    insecure_skip_verify: bool,
+    header: list[str],
+) -> PrometheusPull:
+    """The settings of ``ingest --format prometheus --url`` from its flags."""
+    if since is None:
+        raise UsageError("--url needs --since, the window to pull (e.g. --since 7d)")
+    headers = []
+    for item in header:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--header {item!r}: write NAME=VALUE, e.g. X-Scope-OrgID=team-a")
+        headers.append((name.strip(), value))
+    return PrometheusPull(
+        url=url,
+        since=parse_duration(since, option="--since"),
+        until=_instant(until, "--until"),
+        step=PULL_STEP if step is None else parse_duration(step, option="--step"),
+        bearer_token_file=bearer_token_file,
+        user=user,
+        ca_file=ca_file,
+        insecure_skip_verify=insecure_skip_verify,
+        headers=tuple(headers),
+    )
 
 
 @app.command()
@@ -983,7 +1097,7 @@ def _shape_options(
     from fleetaudit.api.shapes_api import read_shapes_file
     from fleetaudit.model.shapes import make_shape
 
-    adhoc: "tuple[Shape, ...]" = ()
+    adhoc: tuple[Shape, ...] = ()
     if model is not None and gpus is None:
         raise UsageError("--model needs --gpus (the GPUs of one instance)")
     if gpus is not None:

@@ -202,20 +202,21 @@ def _telemetry(
     raw cadence comes from their ``sample_interval_s`` (docs/rollup.md). Raw rows
     are counted per allocation and per series in one scan.
     """
-    rolled = ROLLED_COLUMNS <= {c.lower() for c in store.column_types("telemetry")}
+    rolled = {c.lower() for c in store.column_types("telemetry")} >= ROLLED_COLUMNS
     cadence = None
+    upper = list(den.UPPER_BOUND_METRICS)
     if rolled:
-        by_alloc = store.query("telemetry_by_alloc_rolled", start=start, end=end)
-        by_node = store.query("telemetry_by_node_rolled", start=start, end=end)
+        by_alloc = store.query("telemetry_by_alloc_rolled", start=start, end=end, upper=upper)
+        by_node = store.query("telemetry_by_node_rolled", start=start, end=end, upper=upper)
         cadence = store.query("telemetry_interval_rolled", start=start, end=end).row(0, named=True)
         metrics = store.query("telemetry_metrics", start=start, end=end)
     else:
-        parts = store.query("telemetry_by_alloc_and_metric", start=start, end=end)
+        parts = store.query("telemetry_by_alloc_and_metric", start=start, end=end, upper=upper)
         by_alloc = parts.filter(pl.col("per_alloc") & pl.col("alloc_id").is_not_null()).select(
-            "alloc_id", "samples", "sm_active_sum"
+            "alloc_id", "samples", "sm_active_sum", "upper_samples"
         )
         metrics = parts.filter(~pl.col("per_alloc")).select("metric", "samples")
-        by_node = store.query("telemetry_by_node", start=start, end=end)
+        by_node = store.query("telemetry_by_node", start=start, end=end, upper=upper)
     if cadence is None or cadence["interval_s"] is None:
         cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
     return by_alloc, by_node, cadence, metrics
@@ -498,6 +499,7 @@ def _build_report(
                 f"{src['metric']} ({den.UPPER_BOUND_METRICS[src['metric']]}): "
                 "the productive rates are upper bounds"
             )
+    notes.extend(_over_coverage(fleet, models, tenants))
     if prod.samples == 0:
         notes.append("no telemetry in the window: the productive figures are empty")
     if rejects:
@@ -908,6 +910,38 @@ def describe_demand(demand: dict[str, Any]) -> str:
         if share is not None:
             text += f", {share:.1%} of the demand not evaluated"
     return text
+
+
+_OVER_SHOWN = 8  # figures named in the note on telemetry beyond allocation
+
+
+def _over_coverage(
+    fleet: dict[str, Any], models: dict[str, Any], tenants: dict[str, Any]
+) -> list[str]:
+    """Notes for the figures whose telemetry exceeds their allocated GPU-hours."""
+    groups = [("the fleet", fleet), *((f"model {m}", f) for m, f in models.items())]
+    groups += [(f"tenant {t}", f) for t, f in tenants.items()]
+    over = [
+        f"{name} {p['coverage']:.0%}"
+        for name, figures in groups
+        for p in (figures["productive"],)
+        if p["coverage"] is not None and p["coverage"] > den.OVER_COVERAGE
+    ]
+    over += [
+        f"workload {w} {p['coverage']:.0%}"
+        for w, p in fleet["productive"]["workloads"].items()
+        if p["coverage"] is not None and p["coverage"] > den.OVER_COVERAGE
+    ]
+    if not over:
+        return []
+    shown = ", ".join(over[:_OVER_SHOWN]) + (
+        f" and {len(over) - _OVER_SHOWN:,} more" if len(over) > _OVER_SHOWN else ""
+    )
+    return [
+        "telemetry exceeds the allocated GPU-hours (coverage " + shown + "): the "
+        "store holds telemetry of GPUs no allocation held, or of one GPU loaded twice (an "
+        "idle GPU's series, one GPU under two node names); the SM-active rates are diluted"
+    ]
 
 
 def _tenants(

@@ -177,7 +177,9 @@ def find_parquet(paths: list[Path]) -> tuple[list[Path], bool]:
             )  # fmt: skip
             if not found:
                 raise InputError(str(path), "holds no .parquet files")
-            hive = hive or any("=" in part for f in found for part in f.relative_to(path).parts[:-1])
+            hive = hive or any(
+                "=" in part for f in found for part in f.relative_to(path).parts[:-1]
+            )
             files.extend(found)
         else:
             raise InputError(str(path), "no such file or folder")
@@ -333,9 +335,12 @@ def _parse_prometheus(
     from fleetaudit.model.store import open_store
 
     target = scratch / "prometheus-telemetry.parquet"
-    with open_store(scratch / "parse.duckdb") as store, store.memory_capped(prometheus.MEMORY_LIMIT):
+    with (
+        open_store(scratch / "parse.duckdb") as store,
+        store.memory_capped(prometheus.MEMORY_LIMIT),
+    ):
         try:
-            inputs = prometheus.parse_files(store, paths, progress)
+            inputs, _merged = prometheus.parse_files(store, paths, progress)
             store.copy_to_parquet(prometheus.merged_rows_select(), target)
         finally:
             prometheus.drop_staging(store)

@@ -76,7 +76,15 @@ class StoreError(FleetAuditError):
 
 
 class QueryError(FleetAuditError):
-    """DuckDB refused or failed a statement (a file it cannot read, a value it cannot cast)."""
+    """DuckDB refused or failed a statement (a file it cannot read, a value it cannot cast).
+
+    ``out_of_memory``: DuckDB stopped because the statement needed more memory than its
+    limit allows (the caller can name the setting that raises it).
+    """
+
+    def __init__(self, message: str, *, out_of_memory: bool = False) -> None:
+        super().__init__(message)
+        self.out_of_memory = out_of_memory
 
 
 class AllRejectedError(FleetAuditError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 from fleetaudit.core.errors import UsageError
@@ -74,20 +75,41 @@ INGEST_FORMAT_SPECS: dict[str, IngestFormat] = {
     f.name: f
     for f in (
         IngestFormat("native"),
-        IngestFormat(
-            "alibaba-gpu-v2023", ("--trace-start",), files="its files name their tables"
-        ),
+        IngestFormat("alibaba-gpu-v2023", ("--trace-start",), files="its files name their tables"),
         IngestFormat(
             "alibaba-gpu-v2026", ("--trace-start", "--days"), files="its files name their tables"
         ),
         IngestFormat(
             "kubernetes",
-            ("--snapshot-time", "--tenant-label", "--priority-map", "--kubectl", "--context",
-             "--kubeconfig", "--namespace", "--keep"),
+            (
+                "--snapshot-time",
+                "--tenant-label",
+                "--priority-map",
+                "--kubectl",
+                "--context",
+                "--kubeconfig",
+                "--namespace",
+                "--keep",
+            ),
             files="its files are recognised by content",
             collector="--kubectl",
         ),
-        IngestFormat("prometheus", files="its files are recognised by content"),
+        IngestFormat(
+            "prometheus",
+            (
+                "--url",
+                "--since",
+                "--until",
+                "--step",
+                "--bearer-token-file",
+                "--user",
+                "--ca-file",
+                "--insecure-skip-verify",
+                "--header",
+            ),
+            files="its files are recognised by content",
+            collector="--url",
+        ),
         IngestFormat(
             "slurm",
             ("--priority-map", "--timezone", "--since"),
@@ -127,6 +149,60 @@ INGEST_FORMATS = tuple(INGEST_FORMAT_SPECS)
 
 SLURM_COLLECT_SINCE = timedelta(days=1)
 """``ingest --from-slurm --since``: how far back the fetched history reaches, by default."""
+
+PULL_STEP = timedelta(seconds=60)
+"""``ingest --format prometheus --url --step``: the resolution of the pulled series."""
+
+PULL_POINTS_PER_SERIES = 10_000
+"""Steps per ``query_range`` call at most: Prometheus refuses more than 11,000 points per
+series."""
+
+PULL_POINTS_PER_QUERY = 500_000
+"""Points (series x steps) per ``query_range`` call at most: far within Prometheus'
+``--query.max-samples`` (50 million by default), and where a server answers fastest per
+point (a day of 2,000 GPUs took 13-17 s as one call of 2.9 M points, 4 s as six of
+480,000: benchmarks/README.md); a fleet with more series per metric is split by host. A
+server that still refuses (a lower setting) gets halves."""
+
+
+@dataclass(frozen=True)
+class PrometheusPull:
+    """What ``ingest --format prometheus --url`` pulls, and how it talks to the server.
+
+    Attributes:
+        url: the Prometheus (Thanos, Mimir, VictoriaMetrics) base URL; its
+            ``/api/v1/query_range`` is asked.
+        since: the length of the window pulled, ending at ``until``.
+        until: the window's end (naive UTC; None: now). Both ends are rounded down to
+            a multiple of ``step`` since the epoch, so that runs over overlapping
+            windows ask for the same instants.
+        step: the resolution (each step averages the raw samples of the step before it).
+        bearer_token_file: a file whose content is sent as ``Authorization: Bearer``.
+        user: basic auth, ``NAME:PASSWORD`` or ``NAME`` (the password then comes from
+            ~/.netrc); None: ~/.netrc's entry for the host, if any.
+        ca_file: PEM certificates to verify the server with (default: the system's).
+        insecure_skip_verify: do not verify the server's certificate.
+        headers: extra request headers (a tenant: ``X-Scope-OrgID``), as (name, value).
+        timeout_s: seconds a request may wait for the server between two reads.
+        retries: attempts after the first for a request that times out or gets 429,
+            502, 503 or 504, waiting ``retry_wait_s`` x 2^attempt in between.
+        points_per_query: the most points (series x steps) one request asks for.
+    """
+
+    url: str
+    since: timedelta
+    until: datetime | None = None
+    step: timedelta = PULL_STEP
+    bearer_token_file: Path | None = None
+    user: str | None = None
+    ca_file: Path | None = None
+    insecure_skip_verify: bool = False
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = 120.0
+    retries: int = 5
+    retry_wait_s: float = 1.0
+    points_per_query: int = PULL_POINTS_PER_QUERY
+
 
 ALIBABA_TRACE_START = datetime(2023, 1, 1)
 """The instant second 0 of an alibaba-gpu-v2023 trace stands for, by default."""

@@ -838,9 +838,10 @@ class Productive:
         interval_s: the seconds each telemetry sample stands for.
         allocations: one row per allocation overlapping the window: alloc_id,
             node_id, gpu_model, workload, tenant, priority, alloc_gpu_s (gpus x
-            overlap), telemetry_gpu_s, sm_active_gpu_s, cpu_neighbour (training
-            only: a cpu_only allocation shared its node at some time of its run
-            in the window; null for other workloads).
+            overlap), telemetry_gpu_s, sm_active_gpu_s, upper_gpu_s (the telemetry
+            GPU-seconds read from a series of UPPER_BOUND_METRICS), cpu_neighbour
+            (training only: a cpu_only allocation shared its node at some time of
+            its run in the window; null for other workloads).
         samples: telemetry samples in the window.
         unattributed_gpu_s: GPU-seconds of samples with no allocation to go to
             (an alloc_id that is not in the window's allocations, or no GPU
@@ -870,11 +871,17 @@ def productive(
     that samples only allocated GPUs, as ASI's does, makes that exact).
 
     Args:
-        by_alloc: alloc_id, samples, sm_active_sum (samples with an alloc_id).
-        by_node: node_id, ts, samples, sm_active_sum (samples without one).
+        by_alloc: alloc_id, samples, sm_active_sum and optionally upper_samples (samples
+            with an alloc_id; upper_samples: those read from UPPER_BOUND_METRICS).
+        by_node: node_id, ts, samples, sm_active_sum, optionally upper_samples
+            (samples without one).
         interval_s: seconds per sample (None: no telemetry).
     """
     dt = interval_s or 0.0
+    by_alloc, by_node = (
+        f if "upper_samples" in f.columns else f.with_columns(pl.lit(0).alias("upper_samples"))
+        for f in (by_alloc, by_node)
+    )
     window = _overlap(allocations, start, end).join(
         nodes.select(pl.col("node_id").cast(pl.String), "gpu_model"), on="node_id", how="left"
     )
@@ -906,6 +913,7 @@ def productive(
     node_share = shared.group_by("alloc_id").agg(
         (pl.col("samples") * pl.col("weight")).sum().alias("node_samples"),
         (pl.col("sm_active_sum") * pl.col("weight")).sum().alias("node_sm"),
+        (pl.col("upper_samples") * pl.col("weight")).sum().alias("node_upper"),
     )
     per_alloc = (
         window.join(attributed, on="alloc_id", how="left")
@@ -917,6 +925,9 @@ def productive(
             ((pl.col("sm_active_sum").fill_null(0) + pl.col("node_sm").fill_null(0)) * dt).alias(
                 "sm_active_gpu_s"
             ),
+            (
+                (pl.col("upper_samples").fill_null(0) + pl.col("node_upper").fill_null(0)) * dt
+            ).alias("upper_gpu_s"),
         )
     )
     per_alloc = per_alloc.join(_neighbours(per_alloc, start, end), on="alloc_id", how="left")
@@ -933,6 +944,7 @@ def productive(
             "alloc_gpu_s",
             "telemetry_gpu_s",
             "sm_active_gpu_s",
+            "upper_gpu_s",
             "cpu_neighbour",
         ).sort("alloc_id"),
         samples=samples,
@@ -970,15 +982,39 @@ def _neighbours(window: pl.DataFrame, start: datetime, end: datetime) -> pl.Data
     )
 
 
-def _figures(allocated_s: float, telemetry_s: float, active_s: float) -> dict[str, Any]:
+def _figures(
+    allocated_s: float, telemetry_s: float, active_s: float, upper_s: float = 0.0
+) -> dict[str, Any]:
     allocated, telemetry, active = allocated_s / 3600, telemetry_s / 3600, active_s / 3600
     return {
         "allocated_gpu_hours": allocated,
         "telemetry_gpu_hours": telemetry,
         "sm_active_gpu_hours": active,
         "productive_rate": active / telemetry if telemetry > 0 else None,
-        "coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+        "coverage": coverage(telemetry, allocated),
+        "upper_bound": upper_s > 0,
+        "upper_bound_share": upper_s / telemetry_s if telemetry_s > 0 else None,
     }
+
+
+def coverage(telemetry_gpu_hours: float, allocated_gpu_hours: float) -> float | None:
+    """Telemetry GPU-hours over allocated GPU-hours, not capped: above 1, the telemetry
+    holds GPU-hours that no allocation had (see :data:`OVER_COVERAGE`).
+
+    >>> coverage(2.93, 1.13) > 1, coverage(1.0, 0.0)
+    (True, None)
+    """
+    return telemetry_gpu_hours / allocated_gpu_hours if allocated_gpu_hours > 0 else None
+
+
+OVER_COVERAGE = 1.05
+"""Coverage above this says the telemetry holds GPU-hours no allocation had (a GPU
+loaded twice, an idle GPU's samples shared among its node's allocations): the report
+notes it. Up to it, the samples at an allocation's two ends (each counts a whole
+interval) explain the excess."""
+
+
+_SUMMED = ("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s", "upper_gpu_s")
 
 
 def productive_by(rows: pl.DataFrame, key: str | None) -> dict[Any, dict[str, Any]]:
@@ -986,8 +1022,11 @@ def productive_by(rows: pl.DataFrame, key: str | None) -> dict[Any, dict[str, An
 
     productive_rate = SM-active GPU-hours / telemetry GPU-hours: the SM-active
     share of the allocated GPU-hours that had telemetry; coverage = telemetry
-    GPU-hours / allocated GPU-hours says how much of the allocated time that is.
-    Rows are :attr:`Productive.allocations`; null keys are left out.
+    GPU-hours / allocated GPU-hours says how much of the allocated time that is (not
+    capped: above 1 the telemetry holds more than the allocations had).
+    upper_bound: some of that telemetry read SM activity from a series of
+    UPPER_BOUND_METRICS (upper_bound_share of its GPU-hours), so the rate is an upper
+    bound. Rows are :attr:`Productive.allocations`; null keys are left out.
     """
     frame = rows if key is not None else rows.with_columns(pl.lit(None).alias("_all"))
     group = key if key is not None else "_all"
@@ -995,19 +1034,17 @@ def productive_by(rows: pl.DataFrame, key: str | None) -> dict[Any, dict[str, An
         frame = frame.filter(pl.col(key).is_not_null())
     sums = (
         frame.group_by(group, "workload")
-        .agg(pl.col("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s").sum())
+        .agg(pl.col(_SUMMED).sum())
         .sort(group, "workload", nulls_last=True)
     )
     out: dict[Any, dict[str, Any]] = {}
     for value, part in sums.group_by(group, maintain_order=True):
         detail = {
-            w: _figures(a, t, s)
-            for w, a, t, s in part.select(
-                "workload", "alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s"
-            ).iter_rows()
+            w: _figures(a, t, s, u)
+            for w, a, t, s, u in part.select("workload", *_SUMMED).iter_rows()
             if w is not None
         }
-        totals = part.select(pl.col("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s").sum())
+        totals = part.select(pl.col(_SUMMED).sum())
         out[value[0]] = {
             "metric": PRODUCTIVE_METRIC,
             **_figures(*(float(v or 0) for v in totals.row(0))),

@@ -51,6 +51,8 @@ def _bound_memory(con: duckdb.DuckDBPyConnection) -> None:
     limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", _DEFAULT_MEMORY_LIMIT)
     if _MEMORY.fullmatch(limit):
         con.execute(f"SET memory_limit = '{limit}'")
+
+
 # DuckDB types whose polars type :meth:`Store.small_frame` spells as ``.pl()`` would.
 _PLAIN_TYPES: dict[str, Any] = {
     "VARCHAR": pl.String,
@@ -90,8 +92,12 @@ def _statement() -> Iterator[None]:
         if full is not None:
             raise full from exc
         if isinstance(exc, duckdb.Error):
-            raise QueryError(_first_line(exc)) from exc
+            raise _query_error(exc) from exc
         raise
+
+
+def _query_error(exc: duckdb.Error) -> QueryError:
+    return QueryError(_first_line(exc), out_of_memory=isinstance(exc, duckdb.OutOfMemoryException))
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -110,6 +116,7 @@ class Store:
         self.con = con
         self.path = path
         self.created = created
+        self._capped: str | None = None  # the limit memory_capped set, while it lasts
 
     # -- lifecycle -----------------------------------------------------------------
     def close(self) -> None:
@@ -183,7 +190,7 @@ class Store:
                 return relation.pl()
             rows = relation.fetchall()
         except duckdb.Error as exc:
-            raise no_space(exc) or QueryError(_first_line(exc)) from exc
+            raise no_space(exc) or _query_error(exc) from exc
         return pl.DataFrame(rows, schema=list(zip(relation.columns, dtypes)), orient="row")
 
     def run(self, text: str, params: Mapping[str, Any] | None = None) -> int | None:
@@ -240,6 +247,12 @@ class Store:
             f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {quote_identifier(name)} {sql_type}"
         )
 
+    def memory_limit(self) -> str:
+        """DuckDB's memory limit on this connection as it was set (``"1GB"``), without a
+        query: a failed statement may have aborted the transaction."""
+        limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", "")
+        return self._capped or (limit if _MEMORY.fullmatch(limit) else _DEFAULT_MEMORY_LIMIT)
+
     @contextmanager
     def memory_capped(self, limit: str) -> Iterator[None]:
         """Run the block with DuckDB's memory limit at ``limit`` (a constant such as
@@ -248,9 +261,11 @@ class Store:
             yield
             return
         self.run(f"SET memory_limit = '{limit}'")
+        self._capped = limit
         try:
             yield
         finally:
+            self._capped = None
             self.con.execute(f"SET memory_limit = '{_DEFAULT_MEMORY_LIMIT}'")
 
     @contextmanager

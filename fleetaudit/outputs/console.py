@@ -1235,9 +1235,14 @@ def _productive_frame(rows: list[tuple[str, dict[str, Any]]], result: ReportResu
     entries += [("model", name, f["productive"]) for name, f in rows]
     entries += [("tenant", t, f["productive"]) for t, f in sorted(result.tenants.items())]
     return pl.DataFrame(
-        [{"by": by, "name": name, **{k: p.get(k) for k in keys}} for by, name, p in entries],
-        schema={"by": pl.String, "name": pl.String, **dict.fromkeys(keys, pl.Float64)},
-    )
+        [
+            {"by": by, "name": name, **{k: p.get(k) for k in keys},
+             "upper_bound": bool(p.get("upper_bound"))}
+            for by, name, p in entries
+        ],
+        schema={"by": pl.String, "name": pl.String, **dict.fromkeys(keys, pl.Float64),
+                "upper_bound": pl.Boolean},
+    )  # fmt: skip
 
 
 _PLACES_SHOWN = 20
@@ -1311,13 +1316,18 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
     for header in ("allocated", "with telemetry", "SM-active", "SM-active rate"):
         table.add_column(header, justify="right", no_wrap=True)
 
+    bounded = False
+
     def add(name: str, p: dict[str, Any]) -> None:
+        nonlocal bounded
+        upper = bool(p.get("upper_bound")) and p["productive_rate"] is not None
+        bounded = bounded or upper
         table.add_row(
             Text(name),
             _gh(p["allocated_gpu_hours"]),
             _pct1(p["coverage"]),
             _gh(p["sm_active_gpu_hours"]),
-            _pct1(p["productive_rate"]),
+            ("≤ " if upper else "") + _pct1(p["productive_rate"]),
         )
 
     for workload, p in result.fleet["productive"]["workloads"].items():
@@ -1337,13 +1347,20 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
             f"the other {len(rest):,} tenants",
             {
                 "allocated_gpu_hours": allocated,
-                "coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+                "coverage": denominators.coverage(telemetry, allocated),
                 "sm_active_gpu_hours": active,
                 "productive_rate": active / telemetry if telemetry > 0 else None,
+                "upper_bound": any(p.get("upper_bound") for p in summed),
             },
         )
     show(table, "productive", _productive_frame(rows, result))
     out.print(report_api.allocated_kinds(result))
+    if bounded:
+        out.print(
+            "≤: an upper bound: part of that telemetry read SM activity from "
+            + " or ".join(sorted(denominators.UPPER_BOUND_METRICS))
+            + ", which overstate it"
+        )
     nb = result.neighbour
     drop = "" if nb["drop"] is None else f": a drop of {_pct1(nb['drop'])}"
     out.print(

@@ -31,7 +31,7 @@ from fleetaudit.api.report_api import (
 from fleetaudit.core.fsutil import write_output
 from fleetaudit.core.resources import resource_dir
 from fleetaudit.core.times import iso, seconds_text
-from fleetaudit.model.denominators import SPLIT
+from fleetaudit.model.denominators import SPLIT, coverage
 from fleetaudit.outputs import charts
 
 COLOURS = {
@@ -492,7 +492,8 @@ def _tenant_rows(result: ReportResult) -> tuple[tuple[dict[str, Any], ...], dict
         "productive_productive_rate": total("productive_sm_active_gpu_hours") / telemetry
         if telemetry > 0
         else None,
-        "productive_coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+        "productive_coverage": coverage(telemetry, allocated),
+        "productive_upper_bound": any(r.get("productive_upper_bound") for r in rest),
     }
     return tuple(shown), summed
 
@@ -655,6 +656,12 @@ def _num(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def _bounded(figures: dict[str, Any], rate: str = "productive_rate", upper: str = "upper_bound") -> str:
+    """A productive rate as a percent, marked ``≤`` where it is an upper bound."""
+    value = figures.get(rate)
+    return ("≤ " if value is not None and figures.get(upper) else "") + _pct(value)
+
+
 def _pct(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{100 * value:.{digits}f}%"
 
@@ -676,7 +683,9 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=_num, pct=_pct, duration=_duration, signed=_signed, wait=_wait)
+    env.filters.update(
+        num=_num, pct=_pct, duration=_duration, signed=_signed, wait=_wait, bounded=_bounded
+    )
     return env
 
 

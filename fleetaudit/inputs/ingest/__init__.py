@@ -33,6 +33,7 @@ from fleetaudit.inputs.ingest.sources import (
     Source,
     expand_paths,
     native_source,
+    read_failure,
 )
 from fleetaudit.inputs.ingest.topology import (
     TopologySummary,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         kubectl,
         kubernetes,
         prometheus,
+        prometheus_pull,
         slurm,
         slurm_collect,
     )
@@ -62,10 +64,13 @@ else:
     asi2026 = LazyModule("fleetaudit.inputs.ingest.asi2026")
     kubernetes = LazyModule("fleetaudit.inputs.ingest.kubernetes")
     prometheus = LazyModule("fleetaudit.inputs.ingest.prometheus")
+    prometheus_pull = LazyModule("fleetaudit.inputs.ingest.prometheus_pull")
     slurm = LazyModule("fleetaudit.inputs.ingest.slurm")
     slurm_collect = LazyModule("fleetaudit.inputs.ingest.slurm_collect")
 
-FORMATS = INGEST_FORMATS  # native, alibaba-gpu-v2023, alibaba-gpu-v2026, kubernetes, prometheus, slurm
+FORMATS = (
+    INGEST_FORMATS  # native, alibaba-gpu-v2023, alibaba-gpu-v2026, kubernetes, prometheus, slurm
+)
 
 Progress = Callable[[str], None]
 
@@ -87,8 +92,6 @@ class IngestOptions:
     percent: tuple[str, ...] = ()  # fraction columns given in percent: scaled by 1/100
     collect: object | None = None  # the settings of the format's collector (see collected())
     export_time: datetime | None = None  # when the files were exported, as the user says it
-
-
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,9 @@ def collected(options: IngestOptions, progress: Progress | None = None) -> Itera
         return
     adapter = _adapter(options, ())
     if adapter.collect is None:
-        raise UsageError(f"--format {options.format} cannot fetch its exports itself; name its files")
+        raise UsageError(
+            f"--format {options.format} cannot fetch its exports itself; name its files"
+        )
     with tempfile.TemporaryDirectory(prefix="fleetaudit-collect-") as folder:
         yield adapter.collect(options.collect, Path(folder), progress or (lambda _msg: None))
 
@@ -295,8 +300,11 @@ def _ingest(
         topology=topology_summary,
         notes=tuple(
             dict.fromkeys(
-                [*(n for s in sources for n in s.notes), *(staged.summary if staged else ()),
-                 *guarded]
+                [
+                    *(n for s in sources for n in s.notes),
+                    *(staged.summary if staged else ()),
+                    *guarded,
+                ]
             )
         ),
     )
@@ -395,9 +403,7 @@ from a million rows on, the hashes save most of a GROUP BY's CPU; the array of h
 (8 bytes a row, held outside DuckDB's memory limit) stays below 160 MB."""
 
 
-def _distinct_keys(
-    store: Store, name: str, keys: str, loaded: int, params: dict[str, int]
-) -> int:
+def _distinct_keys(store: Store, name: str, keys: str, loaded: int, params: dict[str, int]) -> int:
     """The distinct keys among the ``loaded`` rows of this call in table ``name``.
 
     Most calls hold no key twice. Between :data:`HASHED_KEYS_ROWS` rows, distinct 64-bit
@@ -412,7 +418,9 @@ def _distinct_keys(
         if store.distinct_count(f"SELECT hash({keys}) {where}", params) == loaded:
             return loaded
     # GROUP BY beats count(DISTINCT ...) in DuckDB for string keys
-    return int(store.scalar(f"SELECT count(*) FROM (SELECT {keys} {where} GROUP BY {keys})", params))
+    return int(
+        store.scalar(f"SELECT count(*) FROM (SELECT {keys} {where} GROUP BY {keys})", params)
+    )
 
 
 def _load_file(
@@ -425,7 +433,7 @@ def _load_file(
     try:
         columns = store.describe(source.select, source.params)
     except QueryError as exc:
-        raise InputError(source.file, f"cannot read: {exc.message}") from exc
+        raise InputError(source.file, read_failure(store.memory_limit(), exc)) from exc
     plan = plan_load(
         table,
         source.file,
@@ -457,7 +465,7 @@ def _load_file(
             store.run(plan.rejects, {**params, "file": source.file})
             store.run(f"DELETE FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged)
     except QueryError as exc:
-        raise InputError(source.file, f"cannot read: {exc.message}") from exc
+        raise InputError(source.file, read_failure(store.memory_limit(), exc)) from exc
     return read + bad_lines, rejected + bad_lines
 
 
@@ -548,8 +556,8 @@ def _csv_line_rejects(store: Store, table: schema.Table, source: Source, ingest_
         )
         store.register_frame("_fa_bad_lines", frame)
         store.run(
-            "INSERT INTO rejects SELECT $ingest_id, $file, $table, \"row\", \"column\", value, "
-            "reason FROM _fa_bad_lines ORDER BY \"row\"",
+            'INSERT INTO rejects SELECT $ingest_id, $file, $table, "row", "column", value, '
+            'reason FROM _fa_bad_lines ORDER BY "row"',
             {"ingest_id": ingest_id, "file": source.file, "table": table.name},
         )
         store.unregister("_fa_bad_lines")
@@ -572,8 +580,10 @@ def _bad_line(
             fields = len(next(csv.reader([text]), []))
         except csv.Error:
             fields = None
-    if fields is not None and fields != len(header) and (
-        "missing columns" in kinds or "too many columns" in kinds
+    if (
+        fields is not None
+        and fields != len(header)
+        and ("missing columns" in kinds or "too many columns" in kinds)
     ):
         column = header[fields] if fields < len(header) else None
         return row, column, text, f"the line has {fields} field(s); the header has {len(header)}"
@@ -652,6 +662,10 @@ def _prepare_prometheus(
     return None
 
 
+def _collect_prometheus(settings: object, folder: Path, progress: Progress) -> list[Path]:
+    return prometheus_pull.collect(settings, folder, progress)
+
+
 def _prepare_slurm(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
 ) -> asi2026.Staged | None:
@@ -712,6 +726,8 @@ ADAPTERS: dict[str, Adapter] = {
     "alibaba-gpu-v2023": Adapter(_alibaba_sources),
     "alibaba-gpu-v2026": Adapter(_asi2026_sources, prepare=_prepare_asi2026),
     "kubernetes": Adapter(_kubernetes_sources, collect=lambda s, f, p: kubectl.collect(s, f, p)),
-    "prometheus": Adapter(_prometheus_sources, prepare=_prepare_prometheus),
+    "prometheus": Adapter(
+        _prometheus_sources, prepare=_prepare_prometheus, collect=_collect_prometheus
+    ),
     "slurm": Adapter(_slurm_sources, prepare=_prepare_slurm, collect=_collect_slurm),
 }

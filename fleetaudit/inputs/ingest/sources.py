@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fleetaudit.core.errors import InputError
+from fleetaudit.core.errors import InputError, QueryError
 from fleetaudit.model import schema
 
 _SUFFIXES: dict[str, str] = {
@@ -83,6 +83,28 @@ class Source:
     # (file, instant, how it is known) of the exports of the call that say when they were
     # taken; an adapter may attach those of files that feed no table (sdiag) to any source
     exported: tuple[tuple[str, datetime, str], ...] = ()
+
+
+def read_failure(memory_limit: str, exc: QueryError) -> str:
+    """Why DuckDB could not read a file: its own words; where it ran out of memory, that,
+    with the setting that raises the limit (``memory_limit``: the one it had); where the
+    disk is full, that (the file is not to blame).
+
+    >>> read_failure("1GB", QueryError("IO Error: Could not write file: No space left on device"))
+    'no space left on device (IO Error: Could not write file: No space left on device): free space beside the store, where DuckDB writes what does not fit in memory'
+    """
+    if "no space left on device" in exc.message.lower():
+        return (
+            f"no space left on device ({exc.message}): free space beside the store, where "
+            "DuckDB writes what does not fit in memory"
+        )
+    if exc.out_of_memory:
+        return (
+            f"out of memory: the ingest may use {memory_limit} (DuckDB's limit, beyond which "
+            "it spills to disk) and needed more; set FLEETAUDIT_MEMORY_LIMIT (for example "
+            "FLEETAUDIT_MEMORY_LIMIT=4GB) to raise it"
+        )
+    return f"cannot read: {exc.message}"
 
 
 def split_suffix(path: Path) -> tuple[str, str | None]:
