@@ -25,6 +25,7 @@ from fleetaudit.core.options import DEFAULT_LOCK_TIMEOUT, REJECTS_LIMIT
 from fleetaudit.core.resources import resource_dir
 from fleetaudit.core.times import iso, to_utc
 from fleetaudit.model import occupancy
+from fleetaudit.model.capacity import Health, health_of, no_health, whole_window_health
 from fleetaudit.model.store import Store, open_store
 
 if TYPE_CHECKING:  # imported where used: a read-only command loads no ingest or generator
@@ -301,6 +302,19 @@ def load_frames(
     return nodes, by_alloc_id(frames)
 
 
+def load_health(
+    store: Store, nodes: pl.DataFrame, start: datetime, end: datetime
+) -> tuple[pl.DataFrame, Health]:
+    """The fleet's health over [start, end): the health intervals that meet it (and every
+    open one), merged (:func:`fleetaudit.model.capacity.health_of`), and ``nodes`` with the
+    health that holds over all the time (:func:`fleetaudit.model.capacity.whole_window_health`).
+    A store without intervals (or made before they existed) gives ``nodes`` unchanged."""
+    if "node_events" not in store.table_names():
+        return nodes, no_health()
+    health = health_of(nodes, store.query("node_events_overlapping", start=start, end=end))
+    return whole_window_health(nodes, health), health
+
+
 def by_alloc_id(frames: list[pl.DataFrame]) -> pl.DataFrame:
     """The allocations frame ``frames`` holds, in alloc_id order (rows sharing an
     alloc_id: by all their columns), so that no figure depends on the order in which
@@ -348,7 +362,8 @@ def state_at(
     instant = resolve_at(store, at, scenario)
     end = instant + (duration or timedelta(0)) + timedelta(microseconds=1)
     nodes, allocations = load_frames(store, instant, end, scenario)
-    return occupancy.node_state(nodes, allocations, instant, duration)
+    nodes, health = load_health(store, nodes, instant, end)
+    return occupancy.node_state(nodes, allocations, instant, duration, health)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from fleetaudit.api import (
     data_notes,
     holds_requests,
     load_frames,
+    load_health,
     reading,
     resolve_at,
 )
@@ -28,6 +29,7 @@ from fleetaudit.core.errors import InputError, UsageError
 from fleetaudit.core.lazy import LazyModule
 from fleetaudit.core.times import parse_duration
 from fleetaudit.model import occupancy
+from fleetaudit.model.capacity import Health
 from fleetaudit.model.shapes import (
     Evaluation,
     Shape,
@@ -259,9 +261,12 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
             else None
         )
         nodes, allocations = load_frames(store, start, end, options.scenario)
+        nodes, health = load_health(store, nodes, start, end)
     durations = list(dict.fromkeys(shape.duration_s for shape, _ in pairs))
     windows = [timedelta(seconds=d) if d else None for d in durations]
-    states = dict(zip(durations, occupancy.node_states(nodes, allocations, at, windows), strict=True))
+    states = dict(
+        zip(durations, occupancy.node_states(nodes, allocations, at, windows, health), strict=True)
+    )
     reports = []
     notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
     evaluations = evaluate_all([(states[shape.duration_s], shape) for shape, _ in pairs])
@@ -275,10 +280,10 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
                 evaluation=evaluation,
                 queued=queued,
                 capped=capped,
-                reclaim=reclaim_mod.reclaimable(nodes, allocations, at, shape, evaluation)
+                reclaim=reclaim_mod.reclaimable(nodes, allocations, at, shape, evaluation, health)
                 if options.reclaim
                 else None,
-                **_history(nodes, allocations, requests, shape, at, options),
+                **_history(nodes, allocations, requests, shape, at, options, health),
                 misses=nearest_misses(evaluation, state) if options.explain else None,
             )
         )
@@ -297,11 +302,12 @@ def _history(
     shape: Shape,
     at: datetime,
     options: ShapesOptions,
+    health: Health,
 ) -> dict[str, Any]:
     if options.history is None or requests is None:
         return {}
     series = history_mod.evaluate_history(
-        nodes, allocations, shape, at, options.history, options.step, options.deadline
+        nodes, allocations, shape, at, options.history, options.step, options.deadline, health
     )
     started = _same_shape(requests, shape).filter(pl.col("start_time").is_not_null())
     return {"history": series, "calibration": history_mod.calibrate(series, started)}
