@@ -30,6 +30,14 @@ REPORT_SINCE = timedelta(days=7)
 REPORT_STEP = timedelta(minutes=15)
 """``fleetaudit report --step``: the sampling step of its schedulable figures."""
 
+REPORT_QUARANTINE = 3
+"""``fleetaudit report --quarantine``: failures in the window that make a node a
+quarantine candidate."""
+
+REPORT_INTERRUPTED_WITHIN = timedelta(minutes=5)
+"""``fleetaudit report --interrupted-within``: an allocation that ended this close to its
+node's failure was interrupted by it."""
+
 
 def duration_text(value: float | timedelta) -> str:
     """A default duration as the command line spells it: in the largest unit that divides it,

@@ -7,8 +7,10 @@ Physical (exact, not sampled): per node, the integral over ``[start, end)`` of
 its occupied GPUs (SPEC §2, FFD of shares on every constant segment, capped at
 the node's GPUs), and of its high-priority allocations' occupancy alone; only
 healthy nodes count as allocated. Installed GPU-hours are GPUs x window hours;
-healthy GPU-hours the same over healthy nodes (health is the node's current
-value: the nodes table holds no health history).
+healthy GPU-hours the same over healthy nodes, less the integral of the GPUs that
+health intervals put out of service and no work holds (a node's recorded health,
+where no interval dates it, holds over the whole window:
+:func:`fleetaudit.model.capacity.whole_window_health`).
 
 Schedulable (sampled): the instants are those of ``shapes --history`` (``end -
 j x step`` while not before ``start``, ascending, both ends when the span is a
@@ -47,6 +49,7 @@ from fleetaudit.core.times import epoch_us
 from fleetaudit.model.capacity import (
     BLOCK_DOMAIN,
     SHARE_UNITS,
+    Health,
     Pod,
     free_array,
     gang_instances,
@@ -97,10 +100,17 @@ def window_instants(end: datetime, span: timedelta, step: timedelta) -> list[dat
 
 
 def _integral(
-    timeline: pl.DataFrame, caps: pl.DataFrame, lo: int, hi: int, name: str
+    timeline: pl.DataFrame,
+    caps: pl.DataFrame,
+    lo: int,
+    hi: int,
+    name: str,
+    unhealthy: bool = False,
 ) -> pl.DataFrame:
     """Per node: the integral over [lo, hi) µs of its occupied GPUs, capped at its GPUs
-    (a node without a GPU count is not capped).
+    (a node without a GPU count is not capped); with ``unhealthy``, of its GPUs out of
+    service that no work holds: its GPUs occupied or out of service (gpus_held) capped,
+    less its occupied GPUs capped.
 
     On the timeline's arrays (rows by node rank, then time, each node's a contiguous
     run): each segment runs to the node's next one or to ``hi``; whole GPU-microseconds,
@@ -127,6 +137,9 @@ def _integral(
     )
     used = timeline["gpus_used"].to_numpy()
     capped = np.where(np.isnan(cap), used, np.minimum(used, cap)).astype(np.int64)
+    if unhealthy:
+        held = timeline["gpus_held"].to_numpy()
+        capped = np.where(np.isnan(cap), held, np.minimum(held, cap)).astype(np.int64) - capped
     runs = np.flatnonzero(np.r_[True, ~same])
     return pl.DataFrame(
         {
@@ -152,7 +165,12 @@ def physical(
         gpu_model, installed_gpu_hours, healthy_gpu_hours,
         allocated_high_gpu_hours, allocated_gpu_hours (Float64), sorted by model.
         Allocated figures count healthy nodes only, capped at the node's GPUs
-        on every segment (an over-committed node is full, not more).
+        on every segment (an over-committed node is full, not more). A node whose
+        ``health`` is not healthy (over all the time) is unhealthy throughout; on
+        the others, health intervals (a timeline with gpus_held,
+        :func:`window_timelines` with ``health``) take out of the healthy GPU-hours
+        the integral of their GPUs out of service that no work holds, while work on
+        them counts as allocated.
 
     >>> nodes = pl.DataFrame({"node_id": ["n1"], "gpu_model": ["H20"], "gpus": [8],
     ...     "health": ["healthy"]})
@@ -168,6 +186,7 @@ def physical(
     lo, hi = epoch_us(start), epoch_us(end)
     caps = nodes.select(pl.col("node_id").cast(pl.String), pl.col("gpus").cast(pl.Int64))
 
+    out = None
     if hi == lo:
         zero = caps.select("node_id", pl.lit(0.0).alias("all_us"))
         every, high = zero, zero.rename({"all_us": "high_us"})
@@ -177,6 +196,8 @@ def physical(
         # the sweeps end at or after the window's end; _integral clips them there
         every = _integral(timelines[0], caps, lo, hi, "all_us")
         high = _integral(timelines[1], caps, lo, hi, "high_us")
+        if "gpus_held" in timelines[0].columns:
+            out = _integral(timelines[0], caps, lo, hi, "out_us", unhealthy=True)
     per_node = (
         nodes.select(
             pl.col("node_id").cast(pl.String), "gpu_model", pl.col("gpus").cast(pl.Int64), "health"
@@ -186,13 +207,15 @@ def physical(
         .with_columns(pl.col("all_us", "high_us").fill_null(0))
     )
     healthy = usable_expr(per_node)
+    healthy_hours = pl.col("gpus").filter(healthy).sum() * hours
+    if out is not None:
+        per_node = per_node.join(out, on="node_id", how="left")
+        healthy_hours = healthy_hours - pl.col("out_us").filter(healthy).sum() / 3.6e9
     return (
         per_node.group_by("gpu_model")
         .agg(
             (pl.col("gpus").sum() * hours).cast(pl.Float64).alias("installed_gpu_hours"),
-            (pl.col("gpus").filter(healthy).sum() * hours)
-            .cast(pl.Float64)
-            .alias("healthy_gpu_hours"),
+            healthy_hours.cast(pl.Float64).alias("healthy_gpu_hours"),
             (pl.min_horizontal("high_us", "all_us").filter(healthy).sum() / 3.6e9)
             .cast(pl.Float64)
             .alias("allocated_high_gpu_hours"),
@@ -527,12 +550,18 @@ def _sliding_max(values: np.ndarray, width: int, n: int) -> np.ndarray:
 
 
 def window_timelines(
-    nodes: pl.DataFrame, allocations: pl.DataFrame, start: datetime, end: datetime, hi: datetime
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    hi: datetime,
+    health: Health | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """occupancy_timeline of all allocations over [start, hi) and of the high ones over
-    [start, end + 1 µs): computed once, read by :func:`physical` and :func:`schedulable`."""
+    [start, end + 1 µs): computed once, read by :func:`physical` and :func:`schedulable`.
+    With ``health``, the first holds the GPUs out of service too (gpus_held)."""
     return (
-        occupancy_timeline(nodes, allocations, start, max(hi, end + _ONE_US)),
+        occupancy_timeline(nodes, allocations, start, max(hi, end + _ONE_US), health=health),
         occupancy_timeline(
             nodes, allocations.filter(pl.col("priority") == "high"), start, end + _ONE_US
         ),
@@ -606,6 +635,13 @@ def schedulable(
         return everything.select(micro_units(column)).to_series().to_numpy()[order]
 
     used_gpus = everything["gpus_used"].to_numpy()[order].astype(np.int32)
+    # GPUs out of service (health intervals) take no work: free capacity reads the GPUs
+    # occupied or out of service, the allocated figures the occupied ones
+    held_gpus = (
+        everything["gpus_held"].to_numpy()[order].astype(np.int32)
+        if "gpus_held" in everything.columns
+        else None
+    )
     high_keys, high_order = keys_of(high)
     high_used = high["gpus_used"].to_numpy()[high_order].astype(np.int32)
     del high_order
@@ -615,7 +651,7 @@ def schedulable(
     by_duration: dict[float | None, list[int]] = {}
     for i in whole:
         by_duration.setdefault(shapes[i][0].duration_s, []).append(i)
-    occupied = {"gpus": used_gpus}
+    occupied = {"gpus": used_gpus if held_gpus is None else held_gpus}
 
     def needed(members: list[int]) -> list[str]:
         columns = ["gpus"]
@@ -700,21 +736,26 @@ def schedulable(
             now = at(keys, 0, grid_c)
         used_now = np.minimum(used_gpus[now], gpus)
         high_now = np.minimum(high_used[at(high_keys, 0, grid_c)], used_now)
-        free_now = np.where(healthy, gpus - used_now, 0)
+        held_now = used_now if held_gpus is None else np.minimum(held_gpus[now], gpus)
+        free_now = np.where(healthy, gpus - held_now, 0)
         keeping = {i: i - first_instant for i in keep if first_instant <= i < first_instant + width}
         for i, j in keeping.items():
             windows[i] = {}
             nows[i] = free_now[:, j].copy()
         # installed and unhealthy GPUs do not change over the instants: one column each
         base["installed"][rows_c] = _per_model(gpus, layout)
-        base["unhealthy"][rows_c] = _per_model(np.where(healthy, 0, gpus), layout)
+        base["unhealthy"][rows_c] = _per_model(
+            np.where(healthy, 0, gpus) if held_gpus is None
+            else np.where(healthy, held_now - used_now, gpus),
+            layout,
+        )  # fmt: skip
         for name, values in (
             ("allocated_high", np.where(healthy, high_now, 0)),
             ("allocated_low", np.where(healthy, used_now - high_now, 0)),
             ("idle", free_now),
         ):
             base[name][rows_c] = _per_model(values, layout)
-        del high_now, used_now
+        del high_now, used_now, held_now
         for duration in durations:  # ascending durations: each doubling is done once
             members = by_duration[duration]
             columns = needed(members)

@@ -11,7 +11,7 @@ computed here; the templates only place it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,12 @@ COLOURS = {
     "queued": "#111111",
     "usable_share": "#2e8b57",
     "productive_rate": "#d55e00",
+    # health states (what failures cost), most severe darkest
+    "down": "#67001f",
+    "state unhealthy": "#b2182b",
+    "drain": "#2166ac",
+    "cordoned": "#4393c3",
+    "degraded": "#f4a582",
 }
 """Fill colours by segment (colour-blind-safe where it matters; printed as greys they stay apart by order)."""
 
@@ -122,6 +128,21 @@ class AreaChart:
 
 
 @dataclass(frozen=True)
+class FailuresView:
+    """What failures cost (the report's ``failures`` object) as the HTML shows it."""
+
+    section: dict[str, Any]  # the JSON object
+    states: tuple[str, ...]  # the states in the window, most severe first
+    colours: dict[str, str]  # by state
+    bands: tuple[charts.Band, ...]  # mean unhealthy GPUs per bucket, stacked by state
+    top: float
+    y_ticks: tuple[tuple[float, str], ...]
+    labels: tuple[tuple[float, str, str], ...]
+    reasons: tuple[dict[str, Any], ...]
+    nodes: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class TrendChart:
     """The headline rates over every recorded report of the same window length and step."""
 
@@ -176,6 +197,7 @@ class ReportContext:
     places_rest: dict[str, Any] | None = None
     places_instants: int = 0
     places_of: int = 0
+    failures: FailuresView | None = None
 
 
 def _bar(name: str, parts: list[tuple[str, str, float]]) -> Bar:
@@ -415,6 +437,63 @@ def _over_time(
     return tuple(out), _instants_axis(instants.to_list()[::size], CHART_W)
 
 
+FAILING_NODES_SHOWN = 20
+REASONS_SHOWN = 10
+
+
+def _state_colour(state: str) -> str:
+    key = "state unhealthy" if state == "unhealthy" else state
+    return COLOURS.get(key, "#7f7f7f")
+
+
+def failures_view(result: ReportResult) -> FailuresView | None:
+    """The failures section's tables and its chart: the mean unhealthy GPUs of each bucket
+    of the window (its unhealthy GPU-hours over its hours), stacked by state."""
+    from fleetaudit.model.capacity import SEVERITY
+
+    section = result.failures
+    if not section:
+        return None
+    fleet = section["fleet"]
+    seen = set(fleet["by_state"])
+    states = tuple(
+        sorted(seen, key=lambda s: (SEVERITY.index(s) if s in SEVERITY else len(SEVERITY), s))
+    )
+    size = section["over_time"]["bucket_s"]
+    starts: list[datetime] = []
+    at = result.start
+    while size > 0 and at < result.end:
+        starts.append(at)
+        at = at + timedelta(seconds=size)
+    by_start = {b["start"]: b["by_state"] for b in section["over_time"]["buckets"]}
+    hours = size / 3600 if size > 0 else 1.0
+    layers = [
+        (
+            state,
+            state,
+            _state_colour(state),
+            [by_start.get(iso(t), {}).get(state, 0.0) / hours for t in starts],
+        )
+        for state in states
+    ]
+    top = charts.nice_top(
+        max((sum(v) for v in zip(*(layer[3] for layer in layers), strict=True)), default=0.0)
+    )
+    return FailuresView(
+        section=section,
+        states=states,
+        colours={state: _state_colour(state) for state in states},
+        bands=charts.stacked_bands(layers, CHART_W, CHART_H, top) if starts else (),
+        top=top,
+        y_ticks=tuple((CHART_H - CHART_H * f, _num(top * f)) for f in (0, 0.5, 1)),
+        labels=_instants_axis(starts, CHART_W),
+        reasons=tuple(fleet["by_reason"][:REASONS_SHOWN]),
+        nodes=tuple(
+            n for n in section["nodes"] if n["failures"] or n["interrupted"]
+        )[:FAILING_NODES_SHOWN],
+    )
+
+
 TREND_COLOURS = ("allocated_high", "allocated_low", "usable_share", "productive_rate")
 
 
@@ -596,6 +675,7 @@ def build_context(result: ReportResult) -> ReportContext:
         places_instants=result.places_instants,
         places_of=result.steps["instant"].n_unique(),
         heat_legend=HEAT_LEGEND,
+        failures=failures_view(result),
     )
 
 
