@@ -40,6 +40,8 @@ from fleetaudit.core.options import (
     INGEST_FORMAT_SPECS,
     PLACEMENT_QUEUES,
     REJECTS_LIMIT,
+    REPORT_INTERRUPTED_WITHIN,
+    REPORT_QUARANTINE,
     REPORT_SINCE,
     REPORT_STEP,
     SCAN_ENGINES,
@@ -82,7 +84,7 @@ METAVARS = {
     "--step": "DURATION", "--deadline": "DURATION", "--idle-for": "DURATION",
     "--eviction-delay": "DURATION", "--eviction-delay-p95": "DURATION",
     "--kill-after": "DURATION", "--min-remaining": "DURATION", "--warmup": "DURATION",
-    "--telemetry-step": "DURATION",
+    "--telemetry-step": "DURATION", "--interrupted-within": "DURATION",
     "--model": "MODEL", "--policy": "POLICY", "--scenario": "NAME", "--save-as": "NAME",
     "--table": "TABLE", "--format": "FORMAT", "--out-format": "FORMAT",
     "--locality": "LOCALITY", "--queue": "QUEUE",
@@ -90,6 +92,7 @@ METAVARS = {
     "--memory-gib-per-gpu": "GIB", "--state-gib-per-gpu": "GIB", "--bandwidth-gbps": "GBPS",
     "--lock-timeout": "SECONDS", "--idle-sm": "FRACTION", "--fill": "PERCENT",
     "--harvested-nights": "CHANCE", "--days": "DAYS", "--telemetry-days": "DAYS",
+    "--node-events": "RATE", "--node-events-days": "DAYS",
     "--snapshot-time": "TIME", "--tenant-label": "LABEL", "--timezone": "ZONE",
     "--engine": "ENGINE", "--master": "URL", "--interval": "DURATION", "--jobs": "N",
 }  # fmt: skip
@@ -1289,6 +1292,20 @@ def generate(
             "over capacity in the record while the container sleeps. Default 0: none.",
         ),
     ] = GenerateOptions.harvested_nights,
+    node_events: Annotated[
+        float,
+        typer.Option(
+            "--node-events",
+            help="Also write node_events: health intervals per node and year (GPU XIDs, "
+            "drains, outages, cordons; a few nodes flap), e.g. 15. Default 0: none.",
+        ),
+    ] = GenerateOptions.node_events,
+    node_events_days: Annotated[
+        float,
+        typer.Option(
+            "--node-events-days", help="Days of health history before the export time."
+        ),
+    ] = GenerateOptions.node_events_days,
     quiet: QuietOption = False,
 ) -> None:
     """Write a deterministic synthetic fleet shaped like Alibaba's ASI platform.
@@ -1339,6 +1356,8 @@ def generate(
         ),
         telemetry_days=telemetry_days,
         harvested_nights=harvested_nights,
+        node_events=node_events,
+        node_events_days=node_events_days,
     )
     try:
         with console.progress_status("generating") as progress:
@@ -1353,6 +1372,8 @@ def generate(
 
 
 _GENERATE_FLAGS = {
+    "node_events": "--node-events",
+    "node_events_days": "--node-events-days",
     "nodes": "--nodes",
     "days": "--days",
     "seed": "--seed",
@@ -1452,6 +1473,20 @@ def report(
             "Default: waited, or submitted where none waited.",
         ),
     ] = None,
+    quarantine: Annotated[
+        int,
+        typer.Option(
+            "--quarantine",
+            help="Failures in the window that make a node a quarantine candidate.",
+        ),
+    ] = REPORT_QUARANTINE,
+    interrupted_within: Annotated[
+        str,
+        typer.Option(
+            "--interrupted-within",
+            help="An allocation that ended this close to its node going down was interrupted.",
+        ),
+    ] = duration_text(REPORT_INTERRUPTED_WITHIN),
     html: Annotated[
         Path | None,
         typer.Option(
@@ -1482,9 +1517,11 @@ def report(
 
     Physical GPU-hours (exact), schedulable ones (idle GPU-hours the
     window's demand could use and the stranded rest by cause, sampled every
-    --step), productive ones (SM-active over allocated, from telemetry), the
-    stored what-if estimates, and each headline figure's change since the
-    previous recorded report of the same window length and step.
+    --step), productive ones (SM-active over allocated, from telemetry), what
+    failures cost (unhealthy GPU-hours by state and reason, the nodes that fail
+    most, MTBF, interrupted work), the stored what-if estimates, and each
+    headline figure's change since the previous recorded report of the same
+    window length and step.
 
     Examples:
 
@@ -1503,6 +1540,8 @@ def report(
         step=parse_duration(step, option="--step"),
         scenario=scenario,
         demand=demand,
+        quarantine=quarantine,
+        interrupted_within=parse_duration(interrupted_within, option="--interrupted-within"),
     )
     with console.progress_status("computing the report"):
         result = build_report(store, options)

@@ -18,6 +18,7 @@ from fleetaudit.api import (
     StoreOptions,
     check_scenario,
     load_frames,
+    load_health,
     reading,
     record_whatif_run,
     save_scenario,
@@ -28,7 +29,7 @@ from fleetaudit.api.shapes_api import shapes_to_evaluate
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import COMPACTION_ENGINES
 from fleetaudit.core.times import iso
-from fleetaudit.model import engines
+from fleetaudit.model import engines, occupancy
 from fleetaudit.model.shapes import Shape
 from fleetaudit.whatif import compaction, compaction_over_time
 from fleetaudit.whatif.compaction import CompactionOptions, CompactionResult, Snapshot
@@ -122,19 +123,25 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
         first = at if run.over_s is None else at - timedelta(seconds=run.over_s)
         nodes, allocations = load_frames(store, first, end, run.scenario)
+        nodes, health = load_health(store, nodes, first, end)
         requests = store.query("requests_all") if run.over_s is not None else None
     shapes = tuple(s for s, _ in pairs)
+    # the nodes as they stand at t: one out of service is out of scope, failed GPUs take no move
+    standing = occupancy.nodes_at(nodes, allocations, at, health)
     if spark is None:
-        result = compaction.compact(nodes, allocations, at, shapes, options)
+        result = compaction.compact(standing, allocations, at, shapes, options)
     else:
         with spark:
-            result = compaction.compact(nodes, allocations, at, shapes, options, spark.map_groups)
+            result = compaction.compact(
+                standing, allocations, at, shapes, options, spark.map_groups
+            )
     over: OverTimeResult | None = None
     if run.over_s is not None and requests is not None:
         start, _ = compaction_over_time.window(at, run.over_s)
         over = compaction_over_time.compact_over_time(
-            nodes, allocations, requests, start, at, shapes, options, run.over_time
-        )
+            nodes, allocations, requests, start, at, shapes, options, run.over_time,
+            health=health,
+        )  # fmt: skip
     if run.save_as is not None:
         if over is not None:
             _save_final(store_options, run, over, options, at)

@@ -154,6 +154,13 @@ class GenerateOptions:
             work shares the container's GPUs, CPUs and memory, so such a node is
             over capacity in the record while the container sleeps. 0 (the
             default) records none, and every node stays within capacity.
+        node_events: health intervals (``node_events``) per node and year, over the
+            ``node_events_days`` before `end`: GPU XIDs, drains, outages, cordons and
+            degraded spells, a few nodes failing far more often than the rest, some
+            outages told by two sources; the nodes unhealthy at the export get an
+            open interval from when they left service. 0 (the default) writes no
+            node_events table.
+        node_events_days: the days of health history before `end` (default a year).
     """
 
     nodes: int = 19_400
@@ -164,6 +171,8 @@ class GenerateOptions:
     telemetry_days: float = 2.0
     end: datetime = datetime(2026, 5, 1, tzinfo=timezone.utc)
     harvested_nights: float = 0.0
+    node_events: float = 0.0
+    node_events_days: float = 365.0
 
 
 @dataclass(frozen=True)

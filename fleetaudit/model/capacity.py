@@ -735,8 +735,9 @@ def node_use(frame: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
     occupied: the one definition (``state``, compaction). Both are usable nodes with
     GPUs; a free node has none occupied (gpus_used == 0), a partially occupied one
     0 < gpus_used < gpus. A node without GPUs is neither. With health intervals
-    (gpus_out), a node with a GPU out of service at t is not free, and one whose GPUs
-    are all occupied or out of service is not partial.
+    (gpus_out), a node out of service whole at t is neither, a node with some GPUs out
+    of service and no work is free (of its other GPUs), and one whose GPUs are all
+    occupied or out of service is not partial.
 
     >>> state = pl.DataFrame({"health": ["healthy", "healthy", None, "down", "healthy"],
     ...     "gpus": [8, 8, 8, 8, 0], "gpus_used": [0, 3, 8, 0, 0]})
@@ -746,8 +747,11 @@ def node_use(frame: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
     """
     scope = usable_expr(frame) & (pl.col("gpus") > 0)
     used = pl.col("gpus_used")
-    held = used + pl.col("gpus_out") if "gpus_out" in frame.columns else used
-    return scope & (held == 0), scope & (used > 0) & (held < pl.col("gpus"))
+    if "gpus_out" not in frame.columns:
+        return scope & (used == 0), scope & (used > 0) & (used < pl.col("gpus"))
+    out = pl.col("gpus_out")
+    free = scope & (used == 0) & (out < pl.col("gpus"))
+    return free, scope & (used > 0) & (used + out < pl.col("gpus"))
 
 
 def gang_instances(slots: GangSlots, pods: int) -> tuple[GangSlots, GangSlots]:

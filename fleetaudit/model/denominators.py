@@ -156,10 +156,12 @@ def physical(
     start: datetime,
     end: datetime,
     timelines: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    health: Health | None = None,
 ) -> pl.DataFrame:
     """Exact GPU-hours per GPU model over ``[start, end)``.
 
-    ``timelines`` (:func:`window_timelines`, covering the window) spares the sweeps.
+    ``timelines`` (:func:`window_timelines`, covering the window) spares the sweeps;
+    without them, they are swept here, with ``health``.
 
     Returns:
         gpu_model, installed_gpu_hours, healthy_gpu_hours,
@@ -192,7 +194,7 @@ def physical(
         every, high = zero, zero.rename({"all_us": "high_us"})
     else:
         if timelines is None:
-            timelines = window_timelines(nodes, allocations, start, end, end)
+            timelines = window_timelines(nodes, allocations, start, end, end, health)
         # the sweeps end at or after the window's end; _integral clips them there
         every = _integral(timelines[0], caps, lo, hi, "all_us")
         high = _integral(timelines[1], caps, lo, hi, "high_us")

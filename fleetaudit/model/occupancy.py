@@ -70,6 +70,7 @@ __all__ = [
     "micro_units",
     "node_state",
     "node_states",
+    "nodes_at",
     "occupancy_at",
     "occupancy_timeline",
     "occupied_gpu_seconds",
@@ -900,6 +901,73 @@ def node_states(
             "node_id"
         )
     return [states[window_end] for window_end in window_ends]
+
+
+def nodes_at(
+    nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime, health: Health | None
+) -> pl.DataFrame:
+    """``nodes`` as they stand at ``at``, for an engine that reads one instant and knows
+    nothing of health intervals (compaction): a node out of service whole at ``at``
+    takes the state of its interval as its ``health`` (``unhealthy`` when each of its
+    GPUs failed apart), so it is out of scope; a node with some GPUs out of service has
+    as many fewer ``gpus`` as no work holds (:func:`node_state`'s gpus_unhealthy), so
+    no work lands on them. Other nodes are unchanged, and so is every node without
+    health intervals.
+
+    >>> from datetime import datetime
+    >>> from fleetaudit.model.capacity import health_of
+    >>> nodes = pl.DataFrame({"node_id": ["a", "b"], "gpus": [8, 8], "health": [None, None]},
+    ...     schema_overrides={"health": pl.String})
+    >>> t = datetime(2026, 1, 1)
+    >>> events = pl.DataFrame({"node_id": ["a", "b"], "gpu_index": [None, 2],
+    ...     "start_time": [t, t], "end_time": [None, None], "state": ["drain", "unhealthy"]})
+    >>> allocations = pl.DataFrame({"alloc_id": ["x"], "node_id": ["b"], "gpus": [8.0],
+    ...     "cpus": [1.0], "memory_gib": [None], "priority": ["high"], "start_time": [t],
+    ...     "end_time": [None]}, schema_overrides={"memory_gib": pl.Float64,
+    ...     "end_time": pl.Datetime("us")})
+    >>> nodes_at(nodes, allocations, t, health_of(nodes, events)).rows()
+    [('a', 8, 'drain'), ('b', 8, None)]
+    """
+    if health is None or health.empty:
+        return nodes
+    t = epoch_us(at)
+    out = gpus_out_at(health, t)
+    if out.height == 0:
+        return nodes
+    hit = nodes.filter(pl.col("node_id").cast(pl.String).is_in(out["node_id"].implode()))
+    used = occupancy_at(hit, allocations, at).select("node_id", "gpus_used")
+    gpus = pl.col("gpus").cast(pl.Int64).fill_null(0)
+    change = (
+        hit.select(pl.col("node_id").cast(pl.String), gpus.alias("_gpus"))
+        .join(out, on="node_id")
+        .join(used, on="node_id", how="left")
+        .join(event_states_at(health, t), on="node_id", how="left")
+        .select(
+            "node_id",
+            (pl.col("gpus_out") >= pl.col("_gpus")).alias("_whole"),
+            (
+                pl.min_horizontal(pl.col("gpus_used").fill_null(0) + pl.col("gpus_out"), "_gpus")
+                - pl.min_horizontal(pl.col("gpus_used").fill_null(0), "_gpus")
+            )
+            .clip(lower_bound=0)
+            .alias("_out"),
+            pl.col("state").fill_null("unhealthy").alias("_state"),
+        )
+    )
+    recorded = optional_column(nodes, "health", pl.String, None)
+    return (
+        nodes.with_columns(recorded.alias("health"), pl.col("node_id").cast(pl.String))
+        .join(change, on="node_id", how="left", maintain_order="left")
+        .with_columns(
+            pl.when(pl.col("_whole")).then(pl.col("_state")).otherwise(pl.col("health")).alias("health"),
+            pl.when(pl.col("_whole").not_() & pl.col("_out").is_not_null())
+            .then(pl.col("gpus") - pl.col("_out"))
+            .otherwise(pl.col("gpus"))
+            .cast(nodes.schema["gpus"])
+            .alias("gpus"),
+        )
+        .drop("_whole", "_out", "_state")
+    )
 
 
 def bound_nodes(state: pl.DataFrame) -> pl.DataFrame:

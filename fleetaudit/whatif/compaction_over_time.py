@@ -40,6 +40,7 @@ from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import OverTimeOptions
 from fleetaudit.core.times import epoch_us, from_epoch_us
 from fleetaudit.model import occupancy
+from fleetaudit.model.capacity import Health
 from fleetaudit.model.shapes import Shape, group_slots, json_number, make_shape, node_slots
 from fleetaudit.whatif import compaction, placement
 from fleetaudit.whatif.compaction import CompactionOptions, Migration, Move
@@ -274,6 +275,7 @@ def compact_over_time(
     options: CompactionOptions | None = None,
     over_time: OverTimeOptions | None = None,
     keep_frames: bool = False,
+    health: Health | None = None,
 ) -> OverTimeResult:
     """Replay [start, end) twice on the same arrivals, with and without compaction rounds.
 
@@ -287,6 +289,9 @@ def compact_over_time(
         over_time: ticks, budget, policy and queue.
         keep_frames: keep each round's input state (``Tick.frame``: the work
             active at the tick, before its moves), to check the applied moves.
+        health: the fleet's health over time: each round and each observation
+            sees the nodes as they stand at its tick
+            (:func:`fleetaudit.model.occupancy.nodes_at`), or None.
 
     Returns:
         The :class:`OverTimeResult`.
@@ -313,7 +318,8 @@ def compact_over_time(
 
     def observe(view: placement.ReplayView, t: int) -> None:
         at = from_epoch_us(t)
-        without[t] = _side(nodes, view, view.allocations(t), at, observed)
+        frame = view.allocations(t)
+        without[t] = _side(occupancy.nodes_at(nodes, frame, at, health), view, frame, at, observed)
 
     rounds: list[Tick] = []
     last: list[placement.ReplayView] = []
@@ -323,9 +329,10 @@ def compact_over_time(
             last.append(view)
         at = from_epoch_us(t)
         frame = view.allocations(t)
-        before = _side(nodes, view, frame, at, observed)
-        result = compaction.compact(nodes, frame, at, shapes, per_round)
-        count, cut = affordable_prefix(result.moves, budget, frame, nodes)
+        standing = occupancy.nodes_at(nodes, frame, at, health)  # out of service: out of scope
+        before = _side(standing, view, frame, at, observed)
+        result = compaction.compact(standing, frame, at, shapes, per_round)
+        count, cut = affordable_prefix(result.moves, budget, frame, standing)
         applied: list[Move] = []
         for m in result.moves[:count]:
             if not view.move(m.alloc_id, m.destination):
@@ -334,7 +341,7 @@ def compact_over_time(
             applied.append(m)
         after = before
         if applied:
-            after = _side(nodes, view, moved(frame, applied), at, observed)
+            after = _side(standing, view, moved(frame, applied), at, observed)
         rounds.append(
             Tick(at, before, before, after, len(result.moves), sum(m.gpus for m in result.moves),
                  tuple(applied), cut, frame if keep_frames else None)  # fmt: skip
