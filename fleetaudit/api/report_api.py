@@ -528,6 +528,18 @@ def _build_report(
     return _with_trend(result)
 
 
+def failure_buckets(result: ReportResult) -> list[datetime]:
+    """The start of every stretch of the failures' curve (``failures.over_time``), from the
+    window's start: those without unhealthy GPU-hours too, which the JSON leaves out."""
+    size = timedelta(seconds=result.failures["over_time"]["bucket_s"]) if result.failures else None
+    starts: list[datetime] = []
+    at = result.start
+    while size is not None and size > timedelta(0) and at < result.end:
+        starts.append(at)
+        at += size
+    return starts
+
+
 FAILURE_NODES_SHOWN = 100
 """The report lists at most this many nodes ranked by failures (every quarantine
 candidate is counted, and named in ``quarantine``)."""

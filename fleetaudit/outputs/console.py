@@ -1083,24 +1083,12 @@ def _render_failures(result: ReportResult) -> None:
     buckets = section["over_time"]["buckets"]
     if buckets:
         by_start = {b["start"]: sum(b["by_state"].values()) for b in buckets}
-        values = [by_start.get(start, 0.0) for start in _bucket_starts(result, section)]
+        values = [by_start.get(iso(t), 0.0) for t in report_api.failure_buckets(result)]
         out.print(
             Text(f"unhealthy GPU-hours over the window: {sparkline(values)}"),
             no_wrap=True,
             overflow="ellipsis",
         )
-
-
-def _bucket_starts(result: ReportResult, section: dict[str, Any]) -> list[str]:
-    """The ISO starts of every bucket of the failures' curve, from the window's start."""
-    from datetime import timedelta
-
-    size = timedelta(seconds=section["over_time"]["bucket_s"])
-    starts, at = [], result.start
-    while size > timedelta(0) and at < result.end:
-        starts.append(iso(at) or "")
-        at += size
-    return starts
 
 
 def _render_recoverable(result: ReportResult) -> None:

@@ -11,7 +11,7 @@ computed here; the templates only place it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import polars as pl
 from fleetaudit.api.report_api import (
     ReportResult,
     describe_demand,
+    failure_buckets,
     recoverable_summary,
     recoverable_view,
     trend_rates,
@@ -460,11 +461,7 @@ def failures_view(result: ReportResult) -> FailuresView | None:
         sorted(seen, key=lambda s: (SEVERITY.index(s) if s in SEVERITY else len(SEVERITY), s))
     )
     size = section["over_time"]["bucket_s"]
-    starts: list[datetime] = []
-    at = result.start
-    while size > 0 and at < result.end:
-        starts.append(at)
-        at = at + timedelta(seconds=size)
+    starts = failure_buckets(result)
     by_start = {b["start"]: b["by_state"] for b in section["over_time"]["buckets"]}
     hours = size / 3600 if size > 0 else 1.0
     layers = [
