@@ -175,16 +175,6 @@ def _health_rows(
     )
 
 
-def _with_health(overlapping: pl.DataFrame, rows: pl.DataFrame | None) -> pl.DataFrame:
-    """``overlapping`` with the health rows added (an ``out`` column, 0 on allocations)."""
-    if rows is None:
-        return overlapping
-    return pl.concat(
-        [overlapping.with_columns(pl.lit(0, dtype=pl.Int64).alias("out")),
-         rows.cast({**overlapping.schema, "out": pl.Int64})],  # type: ignore[dict-item]
-    )  # fmt: skip
-
-
 # ------------------------------------------------------------ packing at an instant
 
 
@@ -438,25 +428,27 @@ def _share_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
     )
 
 
-def _sweep(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+def _sweep(
+    overlapping: pl.DataFrame, lo: int, hi: int, health: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Each node's occupancy on every constant segment of ``[lo, hi)``.
 
     Occupancy only changes at an allocation's start (clamped to ``lo``) or
     end, so the segments start at those event times. Returns node, time
     (segment start, µs), length (µs), gpus (FFD exact), cpus_u and memory_u
     (micro-units) on that segment, sorted by node and time. Before a node's
-    first segment its occupancy is 0. Rows with an ``out`` column (health steps,
-    :func:`_health_rows`) add it up too: the GPUs out of service on the segment.
+    first segment its occupancy is 0. With ``health`` (the rows of :func:`_health_rows`)
+    the segments have an ``out`` column too: the GPUs out of service on the segment.
     """
-    out = ["out"] if "out" in overlapping.columns else []
-    columns = ["gpus", "cpus_u", "memory_u", *out]
+    zero = [pl.lit(0, dtype=pl.Int64).alias("out")] if health is not None else []
+    columns = ["gpus", "cpus_u", "memory_u", *(["out"] if health is not None else [])]
     starts = overlapping.select(
         "node",
         pl.max_horizontal("start_us", pl.lit(lo)).alias("time"),
         pl.col("whole").alias("gpus"),
         "cpus_u",
         "memory_u",
-        *out,
+        *zero,
     )
     ends = overlapping.filter(pl.col("end_us") < hi).select(
         "node",
@@ -464,15 +456,22 @@ def _sweep(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
         (-pl.col("whole")).alias("gpus"),
         -pl.col("cpus_u"),
         -pl.col("memory_u"),
-        *(-pl.col(c) for c in out),
+        *zero,
     )
-    shares = _share_steps(overlapping, lo, hi)
-    if out:
-        shares = shares.with_columns(pl.lit(0, dtype=pl.Int64).alias("out"))
+    parts = [starts, ends, _share_steps(overlapping, lo, hi).with_columns(*zero)]
+    if health is not None:
+        none = [pl.lit(0, dtype=pl.Int64).alias(c) for c in ("gpus", "cpus_u", "memory_u")]
+        parts += [
+            health.select("node", pl.max_horizontal("start_us", pl.lit(lo)).alias("time"),
+                          *none, "out").cast(starts.schema),
+            health.filter(pl.col("end_us") < hi).select(
+                "node", pl.col("end_us").alias("time"), *none, -pl.col("out")
+            ).cast(starts.schema),
+        ]  # fmt: skip
     same_node_next = pl.col("node") == pl.col("node").shift(-1)
     next_time = pl.when(same_node_next).then(pl.col("time").shift(-1)).otherwise(hi)
     return (
-        pl.concat([starts, ends, shares])
+        pl.concat(parts)
         .lazy()
         .group_by("node", "time")
         .agg(pl.col(columns).sum())
@@ -707,11 +706,8 @@ def occupancy_timeline(
         pl.lit(False).alias("high"),
         *(pl.lit(0, dtype=pl.Int64).alias(c) for c in ("whole", "frac", "cpus_u", "memory_u")),
     )
-    rows = _with_health(
-        pl.concat([overlapping, zero.cast(overlapping.schema)]),
-        _health_rows(health, index, lo, hi),
-    )
-    segments = _sweep(rows, lo, hi)
+    rows = pl.concat([overlapping, zero.cast(overlapping.schema)])
+    segments = _sweep(rows, lo, hi, _health_rows(health, index, lo, hi))
     if share_fills:
         segments = (
             segments.join(
@@ -828,8 +824,8 @@ def node_states(
     index = _index(nodes)
     overlapping = _overlapping(allocations, index, t, longest)
     occupancy = _occupancy_units(index, overlapping.filter(pl.col("start_us") <= t))
-    swept = _with_health(overlapping, _health_rows(health, index, t, longest))
-    segments = _sweep(swept, t, longest) if longest > t + 1 else None
+    rows = _health_rows(health, index, t, longest)
+    segments = _sweep(overlapping, t, longest, rows) if longest > t + 1 else None
 
     def free(capacity: str, used: str) -> pl.Expr:
         # clip keeps a null (unknown) capacity null; it becomes inf below
