@@ -347,3 +347,85 @@ def test_without_intervals_every_figure_is_as_before(data: st.DataObject) -> Non
         den.physical(nodes, allocations, h(0), h(12))
     )
     assert occupancy.nodes_at(nodes, allocations, at, empty).equals(nodes)
+
+
+# -- placement by time ------------------------------------------------------------------
+
+
+def _placement(events: list[tuple[Any, ...]]) -> Any:
+    """Two 8-GPU nodes; n1 runs a recorded 4-GPU allocation (GPUs 0-3) throughout; r1 (8
+    GPUs, 3 h) arrives at 01:00 and r2 (4 GPUs, 1 h) at 01:30; best-fit, backfill."""
+    from fleetaudit.whatif.placement import PlacementOptions, simulate_replay
+
+    nodes = pl.DataFrame({"node_id": ["n1", "n2"], "gpu_model": ["H20"] * 2, "gpus": [8, 8],
+                          "cpus": [64.0, 64.0], "switch_id": ["s", "s"]})  # fmt: skip
+    allocations = pl.DataFrame(
+        {"alloc_id": ["rec"], "node_id": ["n1"], "gpus": [4.0], "cpus": [4.0],
+         "start_time": [h(-1)], "end_time": [None]},
+        schema_overrides={"end_time": pl.Datetime("us")},
+    )  # fmt: skip
+    requests = pl.DataFrame(
+        {"request_id": ["r1", "r2"], "gpus": [8.0, 4.0], "cpus": [1.0, 1.0],
+         "submit_time": [h(1), h(1.5)], "duration_s": [3 * 3600.0, 3600.0]}
+    )  # fmt: skip
+    frame = pl.DataFrame(
+        events,
+        schema={"node_id": pl.String, "gpu_index": pl.Int64, "start_time": pl.Datetime("us"),
+                "end_time": pl.Datetime("us"), "state": pl.String},
+        orient="row",
+    )  # fmt: skip
+    return simulate_replay(
+        nodes, allocations, requests, PlacementOptions(policy="best-fit"), h(0), h(6),
+        empty=False, queue="backfill", health=health_of(nodes, frame),
+    )  # fmt: skip
+
+
+def _runs(result: Any) -> list[tuple[str, str, float, float | None]]:
+    rows = result.allocations.sort("start_time", "alloc_id").rows(named=True)
+    return [
+        (r["alloc_id"], r["node_id"], (r["start_time"] - T0) / timedelta(hours=1),
+         None if r["end_time"] is None else (r["end_time"] - T0) / timedelta(hours=1))
+        for r in rows
+    ]  # fmt: skip
+
+
+def test_placement_a_node_going_down_evicts_its_work_and_comes_back() -> None:
+    """n2 down 02:00-03:00: r1 (on n2 since 01:00) stops at 02:00 and waits again; r2 runs
+    on n1 01:30-02:30; n1's 4 free GPUs cannot take r1, so it restarts on n2 at 03:00."""
+    result = _placement([("n2", None, h(2), h(3), "down")])
+    assert _runs(result) == [
+        ("rec", "n1", -1.0, None),
+        ("replay/r1", "n2", 1.0, 2.0),
+        ("replay/r2", "n1", 1.5, 2.5),
+        ("replay/r1", "n2", 3.0, 6.0),
+    ]
+    waits = dict(result.waits.select("request_id", "wait_s").rows())
+    assert waits == {"r1": 2 * 3600.0, "r2": 0.0}
+    assert (result.started, result.failed) == (2, 0)
+
+
+def test_placement_a_drain_keeps_the_work_and_takes_the_free_gpus() -> None:
+    """n1 drained 00:30-01:45: its recorded work runs on, its 4 free GPUs take nothing, so
+    r2 (n2 is r1's) waits until 01:45."""
+    result = _placement([("n1", None, h(0.5), h(1.75), "drain")])
+    assert _runs(result) == [
+        ("rec", "n1", -1.0, None),
+        ("replay/r1", "n2", 1.0, 4.0),
+        ("replay/r2", "n1", 1.75, 2.75),
+    ]
+    # at 01:30 the fleet's 16 GPUs: 4 recorded + 8 of r1 allocated, n1's 4 out of service
+    at = result.curve.filter(pl.col("instant") == h(1.5))
+    assert at["allocated_pct"].to_list() == [75.0]
+
+
+def test_placement_an_xid_on_one_gpu_takes_that_gpu_only() -> None:
+    """GPU 5 of n1 fails 00:30-02:00 (the recorded work holds GPUs 0-3): n1 has 3 free
+    GPUs, too few for r2 until 02:00. A GPU failing under work ends that work: GPU 2
+    failing at 04:00 ends the recorded allocation then."""
+    result = _placement([("n1", 5, h(0.5), h(2), "unhealthy"),
+                         ("n1", 2, h(4), h(4.5), "unhealthy")])  # fmt: skip
+    assert _runs(result) == [
+        ("rec", "n1", -1.0, 4.0),
+        ("replay/r1", "n2", 1.0, 4.0),
+        ("replay/r2", "n1", 2.0, 3.0),
+    ]

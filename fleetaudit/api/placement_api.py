@@ -14,6 +14,7 @@ import polars as pl
 from fleetaudit.api import (
     StoreOptions,
     load_frames,
+    load_health,
     reading,
     resolve_at,
     save_scenario,
@@ -141,13 +142,15 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         at = resolve_at(store, run.at)
         start = at - since
         nodes, allocations = load_frames(store, start, at)
+        nodes, health = load_health(store, nodes, start, at)
         requests = store.query("requests_all")
     options = placement.PlacementOptions(
         seeds=run.seeds, seed=run.seed, workers=min(os.cpu_count() or 1, 2)
     )
     curves = placement.replay_curves(
-        nodes, allocations, requests, options, start, at, run.empty, run.queue, run.policies
-    )
+        nodes, allocations, requests, options, start, at, run.empty, run.queue, run.policies,
+        health,
+    )  # fmt: skip
     gpus = int(nodes.filter(usable_expr(nodes))["gpus"].sum())
     saved_policy = None
     if run.save_as is not None:
@@ -155,7 +158,7 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         final = placement.simulate_replay(
             nodes, allocations, requests,
             placement.PlacementOptions(policy=saved_policy, seed=run.seed),
-            start, at, run.empty, run.queue,
+            start, at, run.empty, run.queue, health=health,
         ).allocations  # fmt: skip
         # The state at the window's end: what still runs there (recorded or replayed).
         final = final.filter(pl.col("end_time").is_null() | (pl.col("end_time") > at))

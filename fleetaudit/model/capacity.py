@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_DOMAIN",
+    "FAILING_STATES",
     "FOREVER_US",
     "HEALTHY",
     "SEVERITY",
@@ -781,6 +782,10 @@ instant after its start."""
 SEVERITY = ("down", "unhealthy", "drain", "cordoned", "degraded")
 """The states of a health interval, most severe first: where intervals overlap, the most
 severe one names that time (its state and reason)."""
+
+FAILING_STATES = ("down", "unhealthy")
+"""The states of a health interval that end the work on what it covers (the node goes
+down, the GPU fails); the others (drain, cordoned, degraded) only keep new work off."""
 
 _EVENT_SCHEMA: dict[str, PolarsDataType] = {
     "node_id": pl.String,

@@ -37,6 +37,7 @@ import polars as pl
 
 from fleetaudit.core.times import epoch_us
 from fleetaudit.model.capacity import (
+    FAILING_STATES,
     FOREVER_US,
     HEALTHY,
     Health,
@@ -45,10 +46,7 @@ from fleetaudit.model.capacity import (
     usable_expr,
 )
 
-__all__ = ["FAILING_STATES", "Failures", "failures"]
-
-FAILING_STATES = ("down", "unhealthy")
-"""The states of a whole-node interval that end the work on the node (interrupted)."""
+__all__ = ["Failures", "failures"]
 
 _US_PER_HOUR = 3_600_000_000
 _SEGMENT_SCHEMA: dict[str, Any] = {

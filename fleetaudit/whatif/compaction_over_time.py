@@ -349,11 +349,11 @@ def compact_over_time(
 
     base = placement.simulate_replay(
         nodes, allocations, requests, popts, start, end, empty=False, queue=ot.queue,
-        on_tick=observe, ticks=ticks, prefer=prefer,
+        on_tick=observe, ticks=ticks, prefer=prefer, health=health,
     )  # fmt: skip
     comp = placement.simulate_replay(
         nodes, allocations, requests, popts, start, end, empty=False, queue=ot.queue,
-        on_tick=compact_tick, ticks=ticks, prefer=prefer,
+        on_tick=compact_tick, ticks=ticks, prefer=prefer, health=health,
     )  # fmt: skip
     full = tuple(
         Tick(r.at, without[epoch_us(r.at)], r.before, r.after, r.ledger_moves, r.ledger_gpus,

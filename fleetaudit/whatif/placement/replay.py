@@ -16,7 +16,13 @@ import polars as pl
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.parallel import map_processes as _map_runs
 from fleetaudit.core.times import epoch_us, from_epoch_us
-from fleetaudit.model.capacity import first_fit_decreasing, optional_column
+from fleetaudit.model.capacity import (
+    FAILING_STATES,
+    Health,
+    first_fit_decreasing,
+    health_pieces,
+    optional_column,
+)
 from fleetaudit.whatif.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids
 from fleetaudit.whatif.placement.policies import POLICIES, _Run
 from fleetaudit.whatif.placement.workload import (
@@ -243,6 +249,9 @@ class ReplayView:
         # of a node holding shares (the others read the per-GPU state)
         self._use_version = np.zeros(len(run.fleet.node_ids), dtype=np.int64)
         self._share_used: dict[int, int] = {}
+        # pod groups ended early (a health interval took their node: Replay.outage)
+        self._group_end: dict[int, int] = {}
+        self.out_of_service: np.ndarray | None = None  # per (node, GPU): an outage holds it
 
     def _where(self) -> dict[str, tuple[int, int]]:
         """alloc_id -> (record index, -1) or (group index, pod position)."""
@@ -295,11 +304,11 @@ class ReplayView:
             self._group_row.append(len(self._row_end) + len(rows))
             begin, length = self._group_start[g], int(self._duration[r])
             rid = w.request_ids[r]
+            ends = self._group_end.get(g, _NEVER if length < 0 else begin + length)
             for pod, n, _ in pods:
                 name = _pod_name(rid, w.pods[r] == 1, pod)
                 rows.append((name, rid, int(w.share[r]) * int(w.count[r]) / _U,
-                             int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin,
-                             _NEVER if length < 0 else begin + length, n))  # fmt: skip
+                             int(w.cpu[r]) / _U, int(w.memory[r]) / _U, begin, ends, n))  # fmt: skip
         self._catalog_rows(rows)
         self._t = t_us
         self._groups_seen = len(self._groups)
@@ -318,10 +327,22 @@ class ReplayView:
     def _live_group(self, g: int) -> bool:
         """Whether pod group g is live work (as :meth:`allocations` last pruned them,
         and every group started since)."""
+        if g in self._group_end:
+            return self._t is None or self._group_end[g] > self._t
         if g >= self._groups_seen or self._t is None:
             return True
         length = int(self._duration[self._groups[g][0]])
         return length < 0 or self._group_start[g] + length > self._t
+
+    def end(self, record: int | None, group: int | None, t: int) -> None:
+        """Record ``record`` (its end_us already set) or pod group ``group`` ended at t."""
+        if record is not None:
+            self._row_end[record] = t
+        if group is not None:
+            self._group_end[group] = t
+            if group < len(self._group_row):
+                first = self._group_row[group]
+                self._row_end[first : first + len(self._groups[group][1])] = t
 
     def _on_node(self, d: int) -> tuple[list[int], list[int]]:
         """The live records and pod groups holding work on node d, each ascending."""
@@ -394,8 +415,11 @@ class ReplayView:
 
     def _repack_shares(self, d: int) -> None:
         """Lay node d's shares out first-fit-decreasing on the GPUs no whole
-        allocation holds (the occupancy's packing), updating each holder's GPU."""
+        allocation holds (the occupancy's packing), updating each holder's GPU. A node
+        with a GPU out of service keeps its layout."""
         run, st = self._run, self._run.state
+        if self.out_of_service is not None and self.out_of_service[d].any():
+            return
         w = run.workload
         holders: list[tuple[int, _Recorded | int, int]] = []  # (units, holder, position)
         whole: set[int] = set()
@@ -548,6 +572,7 @@ class Replay:
         precheck: bool = True,
         memo: bool = True,
         index: bool = True,
+        health: Health | None = None,
     ) -> None:
         _check_replay(options, start, end, queue)
         fleet = _prepare_fleet(nodes)
@@ -679,6 +704,20 @@ class Replay:
         self.view = ReplayView(run, self.records, self.groups, self.group_start, self.duration)
         self._done = False
 
+        # Health over time (see :meth:`outage`): per (node, GPU), the spans covering it
+        # now and the units they hold; the events of the window, in time order.
+        self.outages = _outages(health, fleet, start_us, end_us)
+        self.k_out = 0
+        self.out_count = np.zeros(run.state.free.shape, dtype=np.int64)
+        self.out_held = np.zeros(run.state.free.shape, dtype=np.int64)
+        self.out_total = 0  # units the outages hold
+        self.gone: set[int] = set()  # heap items an outage ended before their departure
+        self.group_first: list[int] = []  # pod group -> its first row of placed
+        self.placed_end: dict[int, int] = {}  # row of placed -> the instant an outage ended it
+        self.interrupted = 0  # pod groups and recorded allocations an outage ended
+        if self.outages:
+            self.view.out_of_service = self.out_count
+
     # ---- steps
 
     def fits_empty(self, r: int) -> bool:
@@ -707,6 +746,7 @@ class Replay:
         self.group_start.append(t)
         self.started_at[r] = t
         self.started += 1
+        self.group_first.append(len(self.placed))
         self.placed.extend((r, pod, n, used, t) for pod, n, used in pods)
         length = int(self.duration[r])
         if length >= 0 and t + length < self.end_us:
@@ -927,6 +967,8 @@ class Replay:
         freed: list[int] = []
         while heap and heap[0][0] == t:
             _, _, item = heapq.heappop(heap)
+            if item in self.gone:  # an outage ended it already
+                continue
             if item < 0:
                 _release_recorded(run, records[-1 - item])
                 freed.append(records[-1 - item].node)
@@ -941,7 +983,7 @@ class Replay:
         """Record the curve's points at the instants up to ``upto`` (before its events)."""
         run, curve, instants = self.engine, self.curve, self.instants
         while self.mark < len(instants) and instants[self.mark] <= upto:
-            allocated = self.total - int(run.state.free_total.sum())
+            allocated = self.total - int(run.state.free_total.sum()) - self.out_total
             last = self.mark == len(instants) - 1
             curve["instant"].append(from_epoch_us(instants[self.mark]))
             curve["instant_pct"].append(self.marks[self.mark])
@@ -951,6 +993,94 @@ class Replay:
             curve["started"].append(self.started)
             curve["failed"].append(self.rejected + (self.queued if last else 0))
             self.mark += 1
+
+    # ---- health over time
+
+    def hold_out(self, nodes: Sequence[int]) -> None:
+        """Units freed on GPUs out of service go to the outage, not to new work."""
+        if not self.outages:
+            return
+        run, out = self.engine, self.out_count
+        st = run.state
+        for n in set(nodes):
+            take = (out[n] > 0) & (st.free[n] > 0)
+            if take.any():
+                units = st.free[n, take]
+                self.out_held[n, take] += units
+                st.free[n, take] = 0
+                st.group_used[self.fleet.group[n]] += int(units.sum())
+                self.out_total += int(units.sum())
+                run._changed(n)
+
+    def outage(self, t: int) -> tuple[list[int], list[int]]:
+        """The health events at t (:func:`_outages`), ends first: a span that ends gives
+        its GPUs back; one that begins takes its GPUs as work leaves them (new work
+        lands on none of them meanwhile); a failing interval (state down or unhealthy)
+        ends the work on what it covers at its start: a recorded allocation ends there,
+        a replayed request's pods all stop and the request waits again, from scratch.
+
+        Returns the nodes that got room back and the requests to queue again."""
+        run, st, out = self.engine, self.engine.state, self.out_count
+        freed: list[int] = []
+        evicted: list[int] = []
+        while self.k_out < len(self.outages) and self.outages[self.k_out][0] == t:
+            _, kind, n, gpus = self.outages[self.k_out]
+            self.k_out += 1
+            at = list(gpus)
+            if kind == _GIVE:
+                out[n, at] -= 1
+                back = [g for g in at if out[n, g] == 0 and self.out_held[n, g]]
+                if back:
+                    units = self.out_held[n, back]
+                    st.free[n, back] += units
+                    self.out_held[n, back] = 0
+                    st.group_used[self.fleet.group[n]] -= int(units.sum())
+                    self.out_total -= int(units.sum())
+                    run._changed(n)
+                    freed.append(n)
+                continue
+            if kind == _TAKE:
+                out[n, at] += 1
+            else:
+                freed += self._end_work(n, set(at), t, evicted)
+            self.hold_out([n])
+        self.hold_out(freed)
+        return freed, evicted
+
+    def _end_work(self, n: int, gpus: set[int], t: int, evicted: list[int]) -> list[int]:
+        """End the work on GPUs ``gpus`` of node n at t; the nodes it held (module doc)."""
+        run, view = self.engine, self.view
+        freed: list[int] = []
+        recs, held = view._on_node(n)
+        for i in recs:
+            rec = self.records[i]
+            if rec.node != n or rec.end_us <= t or -1 - i in self.gone or not gpus & set(rec.gpus):
+                continue
+            _release_recorded(run, rec)
+            rec.end_us = t
+            self.gone.add(-1 - i)
+            view.end(i, None, t)
+            freed.append(n)
+            self.interrupted += 1
+        for g in held:
+            r, pods = self.groups[g]
+            length = int(self.duration[r])
+            live = g not in self.gone and (length < 0 or self.group_start[g] + length > t)
+            if not live or not any(m == n and gpus & set(used) for _, m, used in pods):
+                continue
+            for _, m, used in reversed(pods):
+                run._undo(r, m, used)
+                freed.append(m)
+            self.gone.add(g)
+            view.end(None, g, t)
+            first = self.group_first[g]
+            for row in range(first, first + len(pods)):
+                self.placed_end[row] = t
+            self.started -= 1
+            self.started_at[r] = -1
+            self.interrupted += 1
+            evicted.append(r)
+        return freed
 
     def run(
         self,
@@ -966,14 +1096,31 @@ class Replay:
         tick_list = [int(x) for x in ticks if start_us <= int(x) < end_us] if on_tick else []
         k_tick = 0
         a = 0
+        outages = self.outages
         while True:
             t_dep = heap[0][0] if heap else _NEVER
             t_arr = int(submit[arriving[a]]) if a < len(arriving) else _NEVER
             t_tick = tick_list[k_tick] if k_tick < len(tick_list) else _NEVER
-            t = min(t_dep, t_arr, t_tick)
+            t_out = outages[self.k_out][0] if self.k_out < len(outages) else _NEVER
+            t = min(t_dep, t_arr, t_tick, t_out)
             if t >= end_us:
                 break
             self.sample(t)
+            if t_out == t:
+                # health first: what it ends departs now, then the instant's departures
+                freed, evicted = self.outage(t)
+                if t_dep == t:
+                    freed += self.depart(t)
+                    self.hold_out(freed)
+                self.class_blocked[:] = False  # room the queue's passes did not see
+                if freed and self.queued:
+                    self.retry(t, freed)
+                for r in evicted:  # each waits again, in its place of arrival
+                    self.arrive(r, r, t)
+                while a < len(arriving) and int(submit[arriving[a]]) == t:
+                    self.arrive(int(arriving[a]), a, t)
+                    a += 1
+                continue
             if t_tick == t and t_dep > t and t_arr > t and on_tick is not None:
                 # a tick runs after its instant's departures and arrivals
                 k_tick += 1
@@ -986,6 +1133,7 @@ class Replay:
                 continue
             if t_dep == t:
                 freed = self.depart(t)
+                self.hold_out(freed)
                 if self.queued:
                     self.retry(t, freed)
             while a < len(arriving) and int(submit[arriving[a]]) == t:
@@ -1002,7 +1150,7 @@ class Replay:
             end=self.end,
             curve=pl.DataFrame(self.curve, schema=_REPLAY_CURVE),
             allocations=_replay_allocations(
-                fleet, workload, self.records, self.placed, self.duration
+                fleet, workload, self.records, self.placed, self.duration, self.placed_end
             ),
             waits=_replay_waits(workload, arriving, submit, self.started_at),
             gpus=fleet.total_gpus,
@@ -1025,6 +1173,7 @@ def simulate_replay(
     on_tick: Callable[[ReplayView, int], None] | None = None,
     ticks: Sequence[int] = (),
     prefer: Mapping[str, str] | None = None,
+    health: Health | None = None,
 ) -> ReplayResult:
     """By-time replay of the requests submitted in [start, end) under ``options.policy``.
 
@@ -1063,6 +1212,12 @@ def simulate_replay(
             ``allocations`` keep each pod on the node it started on.
         prefer: request_id -> node_id: a single-pod request tries that node
             first (its recorded placement), then the policy.
+        health: the fleet's health over time. GPUs out of service take no new work
+            while a span lasts (the work already on them runs on, as on a drained
+            node) and come back when it ends; a node going down, or a GPU failing
+            (the states down and unhealthy), ends what runs there: a recorded
+            allocation ends at that instant, a replayed request stops (all its pods)
+            and waits again from scratch, in its place of arrival (:meth:`Replay.outage`).
 
     Returns:
         The :class:`ReplayResult`.
@@ -1087,8 +1242,49 @@ def simulate_replay(
         [('r1', 0.0), ('r2', 60.0)]
     """
     return Replay(
-        nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer
-    ).run(on_tick, ticks)
+        nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer,
+        health=health,
+    ).run(on_tick, ticks)  # fmt: skip
+
+
+_GIVE, _TAKE, _END_WORK = range(3)  # a health event's kind, in the order of one instant
+
+
+def _outages(
+    health: Health | None, fleet: _Fleet, lo: int, hi: int
+) -> list[tuple[int, int, int, tuple[int, ...]]]:
+    """The health events of [lo, hi) on the replay's nodes, in time order: (t, kind,
+    node, GPUs). Each span (every source's intervals merged) takes its GPUs at its
+    start (the window's start for one already going) and gives them back at its end;
+    each piece in a failing state (:data:`fleetaudit.model.capacity.FAILING_STATES`)
+    ends the work on them at its start."""
+    if health is None or health.empty:
+        return []
+    index = {n: i for i, n in enumerate(fleet.node_ids)}
+
+    def where(node_id: str, gpu: int | None) -> tuple[int, tuple[int, ...]]:
+        n = index.get(node_id, -1)
+        if n < 0:
+            return n, ()
+        count = int(fleet.gpus[n])
+        if gpu is None:
+            return n, tuple(range(count))
+        return n, (int(gpu),) if gpu < count else ()
+
+    events: list[tuple[int, int, int, tuple[int, ...]]] = []
+    spans = health.spans.filter((pl.col("start_us") < hi) & (pl.col("end_us") > lo))
+    for node_id, gpu, s, e in spans.rows():
+        n, gpus = where(node_id, gpu)
+        if gpus:
+            events.append((max(s, lo), _TAKE, n, gpus))
+            if e < hi:
+                events.append((e, _GIVE, n, gpus))
+    for node_id, gpu, s, _e, state, _reason, _source in health_pieces(health, lo, hi).rows():
+        n, gpus = where(node_id, gpu)
+        if gpus and state in FAILING_STATES:
+            events.append((s, _END_WORK, n, gpus))
+    events.sort()
+    return events
 
 
 def _replay_allocations(
@@ -1097,6 +1293,7 @@ def _replay_allocations(
     records: list[_Recorded],
     placed: list[tuple[int, int, int, list[int], int]],
     duration: np.ndarray,
+    placed_end: Mapping[int, int] | None = None,
 ) -> pl.DataFrame:
     w = workload
     node_ids = fleet.node_ids
@@ -1108,7 +1305,10 @@ def _replay_allocations(
     rids = [w.request_ids[x] for x in r.tolist()]
     single = (w.pods[r] == 1).tolist()
     records_end = [None if rec.end_us == _NEVER else rec.end_us for rec in records]
-    placed_end = np.where(length < 0, 0, starts + length)
+    ends = np.where(length < 0, 0, starts + length)
+    early = np.full(len(placed), -1, dtype=np.int64)
+    for row, t in (placed_end or {}).items():
+        early[row] = t
     columns = {
         "alloc_id": [rec.alloc_id for rec in records] + [
             _pod_name(rid, one, p[1]) for rid, one, p in zip(rids, single, placed, strict=True)
@@ -1125,7 +1325,10 @@ def _replay_allocations(
         + (w.memory[r].astype(np.int64) / _U).tolist(),
         "start_time": [rec.start_us for rec in records] + starts.tolist(),
         "end_time": records_end
-        + [None if x < 0 else e for x, e in zip(length.tolist(), placed_end.tolist(), strict=True)],
+        + [
+            x if x >= 0 else None if n < 0 else e
+            for x, n, e in zip(early.tolist(), length.tolist(), ends.tolist(), strict=True)
+        ],
         "recorded": [True] * len(records) + [False] * len(placed),
     }
     return pl.DataFrame(
@@ -1162,10 +1365,14 @@ def _replay_waits(
 
 def _replay_task(
     args: tuple[
-        pl.DataFrame, pl.DataFrame, pl.DataFrame, PlacementOptions, datetime, datetime, bool, str
+        pl.DataFrame, pl.DataFrame, pl.DataFrame, PlacementOptions, datetime, datetime, bool,
+        str, Health | None,
     ],
 ) -> pl.DataFrame:
-    return simulate_replay(*args).curve.drop("instant")
+    nodes, allocations, requests, options, start, end, empty, queue, health = args
+    return simulate_replay(
+        nodes, allocations, requests, options, start, end, empty, queue, health=health
+    ).curve.drop("instant")
 
 
 def replay_curves(
@@ -1178,8 +1385,10 @@ def replay_curves(
     empty: bool,
     queue: str = "fifo",
     policies: Sequence[str] = POLICIES,
+    health: Health | None = None,
 ) -> dict[str, pl.DataFrame]:
-    """By-time replay curves of several policies, each the mean over ``options.seeds`` seeds.
+    """By-time replay curves of several policies, each the mean over ``options.seeds`` seeds
+    (``health``: as :func:`simulate_replay`).
 
     Returns:
         policy -> curve (instant_pct, allocated_pct, fragmented_pct, queued,
@@ -1191,7 +1400,7 @@ def replay_curves(
         raise UsageError("seeds must be at least 1")
     tasks = [
         (nodes, allocations, requests, replace(options, policy=policy, seed=options.seed + i),
-         start, end, empty, queue)
+         start, end, empty, queue, health)
         for policy in policies
         for i in range(options.seeds)
     ]  # fmt: skip
