@@ -184,6 +184,7 @@ def failures(
             descending=[True, True, True, False],
         )
     )
+    meeting = health.events.filter((pl.col("start_us") < hi) & (pl.col("end_us") > lo))
     return Failures(
         start=start,
         end=end,
@@ -195,19 +196,8 @@ def failures(
         nodes=ranked,
         models=_models(per_node, by_node, health, lo, hi),
         interrupted=interrupted,
-        intervals=health.events.filter(
-            (pl.col("start_us") < hi) & (pl.col("end_us") > lo)
-        ).height,
-        sources=tuple(
-            sorted(
-                health.events.filter((pl.col("start_us") < hi) & (pl.col("end_us") > lo))[
-                    "source"
-                ]
-                .drop_nulls()
-                .unique()
-                .to_list()
-            )
-        ),
+        intervals=meeting.height,
+        sources=tuple(sorted(meeting["source"].drop_nulls().unique().to_list())),
     )
 
 

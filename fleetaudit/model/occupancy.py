@@ -149,30 +149,22 @@ def _overlapping(allocations: pl.DataFrame, index: pl.DataFrame, lo: int, hi: in
 def _health_rows(
     health: Health | None, index: pl.DataFrame, lo: int, hi: int
 ) -> pl.DataFrame | None:
-    """The health steps that meet ``[lo, hi)`` as sweep rows (None: there are none).
+    """The health steps that meet ``[lo, hi)`` as sweep events (None: there are none).
 
-    Columns of :func:`_overlapping` (no GPUs, CPUs or memory taken) plus ``out``: the
-    GPUs of the node out of service from start_us to end_us (:attr:`Health.steps`). A
-    GPU out of service takes no work, so the sweeps add ``out`` to the occupied GPUs
-    wherever free capacity is read; allocated figures keep reading ``gpus``.
+    Columns node (the index), start_us, end_us and out: the GPUs of the node out of
+    service from start_us to end_us (:attr:`Health.steps`). A GPU out of service takes
+    no work, so the sweeps add ``out`` to the occupied GPUs wherever free capacity is
+    read; allocated figures keep reading the occupied GPUs.
     """
     if health is None or health.empty:
         return None
     steps = health.steps_between(lo, hi)
     if steps.height == 0:
         return None
-    node_enum = pl.Enum(index["node_id"])
-    return (
-        steps.select(
-            pl.col("node_id").cast(node_enum, strict=False).to_physical().cast(pl.UInt32).alias("node"),
-            "start_us",
-            "end_us",
-            pl.lit(False).alias("high"),
-            *(pl.lit(0, dtype=pl.Int64).alias(c) for c in ("whole", "frac", "cpus_u", "memory_u")),
-            pl.col("gpus_out").cast(pl.Int64).alias("out"),
-        )
-        .drop_nulls("node")
-    )
+    node = pl.col("node_id").cast(pl.Enum(index["node_id"]), strict=False).to_physical()
+    return steps.select(
+        node.cast(pl.UInt32).alias("node"), "start_us", "end_us", pl.col("gpus_out").alias("out")
+    ).drop_nulls("node")
 
 
 # ------------------------------------------------------------ packing at an instant
