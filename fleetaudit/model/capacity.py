@@ -931,32 +931,29 @@ def health_of(nodes: pl.DataFrame, events: pl.DataFrame | None) -> Health:
 
 
 def _union(events: pl.DataFrame) -> pl.DataFrame:
-    """The union of the intervals per node (gpu_index null) and per GPU: :attr:`Health.spans`."""
-    slot = pl.col("gpu_index").fill_null(-1)
-    return (
-        events.lazy()
-        .select("node_id", slot.alias("slot"), "start_us", "end_us")
-        .sort("node_id", "slot", "start_us", "end_us")
-        # a span ends where no interval reaches on: a start beyond every earlier end
-        .with_columns(pl.col("end_us").cum_max().shift(1).over("node_id", "slot").alias("reach"))
-        .with_columns(
-            (pl.col("reach").is_null() | (pl.col("start_us") > pl.col("reach")))
-            .cum_sum()
-            .over("node_id", "slot")
-            .alias("run")
-        )
-        .group_by("node_id", "slot", "run")
-        .agg(pl.col("start_us").min(), pl.col("end_us").max())
-        .select(
-            "node_id",
-            pl.when(pl.col("slot") >= 0).then(pl.col("slot")).alias("gpu_index"),
-            "start_us",
-            "end_us",
-        )
-        .sort("node_id", "gpu_index", "start_us", nulls_last=False)
-        .collect()
-        .cast(_SPAN_SCHEMA)  # type: ignore[arg-type]
-    )
+    """The union of the intervals per node (gpu_index null) and per GPU: :attr:`Health.spans`.
+
+    ``events`` is sorted by node, GPU (the node's own first) and start: a span runs on
+    while the next interval of its node or GPU starts at or before its end so far."""
+    nodes = events["node_id"].to_list()
+    gpus = events["gpu_index"].to_list()
+    starts = events["start_us"].to_list()
+    ends = events["end_us"].to_list()
+    out: dict[str, list[Any]] = {name: [] for name in _SPAN_SCHEMA}
+    key: tuple[Any, Any] | None = None
+    first = last = 0
+    for node, gpu, start, end in zip(nodes, gpus, starts, ends, strict=True):
+        if key == (node, gpu) and start <= last:
+            last = max(last, end)
+            continue
+        if key is not None:
+            for name, value in zip(out, (*key, first, last), strict=True):
+                out[name].append(value)
+        key, first, last = (node, gpu), start, end
+    if key is not None:
+        for name, value in zip(out, (*key, first, last), strict=True):
+            out[name].append(value)
+    return pl.DataFrame(out, schema=_SPAN_SCHEMA)
 
 
 def _steps(spans: pl.DataFrame, capacity: pl.DataFrame) -> pl.DataFrame:
