@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -64,6 +64,9 @@ from fleetaudit.model.history import (  # waits and percentiles; the sweep's spa
 )
 from fleetaudit.model.occupancy import occupancy_timeline
 from fleetaudit.model.shapes import CAUSES, Shape
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 __all__ = [
     "SPLIT",
@@ -105,19 +108,21 @@ def _integral(
     lo: int,
     hi: int,
     name: str,
-    unhealthy: bool = False,
+    unhealthy: str | None = None,
 ) -> pl.DataFrame:
     """Per node: the integral over [lo, hi) µs of its occupied GPUs, capped at its GPUs
-    (a node without a GPU count is not capped); with ``unhealthy``, of its GPUs out of
-    service that no work holds: its GPUs occupied or out of service (gpus_held) capped,
-    less its occupied GPUs capped.
+    (a node without a GPU count is not capped); with ``unhealthy`` (a column name), in
+    the same pass, that of its GPUs out of service that no work holds: its GPUs occupied
+    or out of service (gpus_held) capped, less its occupied GPUs capped.
 
     On the timeline's arrays (rows by node rank, then time, each node's a contiguous
     run): each segment runs to the node's next one or to ``hi``; whole GPU-microseconds,
     summed per run in int64.
     """
+    columns = [name] if unhealthy is None else [name, unhealthy]
+    schema: dict[str, PolarsDataType] = {"node_id": pl.String, **dict.fromkeys(columns, pl.Int64)}
     if timeline.height == 0:
-        return pl.DataFrame(schema={"node_id": pl.String, name: pl.Int64})
+        return pl.DataFrame(schema=schema)
     ids = timeline["node_id"]
     rank = ids.to_physical().cast(pl.Int64).to_numpy()
     start = timeline["time"].dt.epoch("us").to_numpy()
@@ -137,17 +142,13 @@ def _integral(
     )
     used = timeline["gpus_used"].to_numpy()
     capped = np.where(np.isnan(cap), used, np.minimum(used, cap)).astype(np.int64)
-    if unhealthy:
-        held = timeline["gpus_held"].to_numpy()
-        capped = np.where(np.isnan(cap), held, np.minimum(held, cap)).astype(np.int64) - capped
     runs = np.flatnonzero(np.r_[True, ~same])
-    return pl.DataFrame(
-        {
-            "node_id": names.gather(rank[runs]),
-            name: np.add.reduceat(capped * length, runs),
-        },
-        schema={"node_id": pl.String, name: pl.Int64},
-    )
+    values = {name: np.add.reduceat(capped * length, runs)}
+    if unhealthy is not None:
+        held = timeline["gpus_held"].to_numpy()
+        out = np.where(np.isnan(cap), held, np.minimum(held, cap)).astype(np.int64) - capped
+        values[unhealthy] = np.add.reduceat(out * length, runs)
+    return pl.DataFrame({"node_id": names.gather(rank[runs]), **values}, schema=schema)
 
 
 def physical(
@@ -188,7 +189,7 @@ def physical(
     lo, hi = epoch_us(start), epoch_us(end)
     caps = nodes.select(pl.col("node_id").cast(pl.String), pl.col("gpus").cast(pl.Int64))
 
-    out = None
+    held = False
     if hi == lo:
         zero = caps.select("node_id", pl.lit(0.0).alias("all_us"))
         every, high = zero, zero.rename({"all_us": "high_us"})
@@ -196,10 +197,9 @@ def physical(
         if timelines is None:
             timelines = window_timelines(nodes, allocations, start, end, end, health)
         # the sweeps end at or after the window's end; _integral clips them there
-        every = _integral(timelines[0], caps, lo, hi, "all_us")
+        held = "gpus_held" in timelines[0].columns
+        every = _integral(timelines[0], caps, lo, hi, "all_us", "out_us" if held else None)
         high = _integral(timelines[1], caps, lo, hi, "high_us")
-        if "gpus_held" in timelines[0].columns:
-            out = _integral(timelines[0], caps, lo, hi, "out_us", unhealthy=True)
     per_node = (
         nodes.select(
             pl.col("node_id").cast(pl.String), "gpu_model", pl.col("gpus").cast(pl.Int64), "health"
@@ -210,9 +210,8 @@ def physical(
     )
     healthy = usable_expr(per_node)
     healthy_hours = pl.col("gpus").filter(healthy).sum() * hours
-    if out is not None:
-        per_node = per_node.join(out, on="node_id", how="left")
-        healthy_hours = healthy_hours - pl.col("out_us").filter(healthy).sum() / 3.6e9
+    if held:
+        healthy_hours = healthy_hours - pl.col("out_us").fill_null(0).filter(healthy).sum() / 3.6e9
     return (
         per_node.group_by("gpu_model")
         .agg(
