@@ -429,3 +429,13 @@ def test_placement_an_xid_on_one_gpu_takes_that_gpu_only() -> None:
         ("replay/r1", "n2", 1.0, 4.0),
         ("replay/r2", "n1", 2.0, 3.0),
     ]
+
+
+def test_status_counts_healthy_gpus_at_the_export(db: Path, frames: Any) -> None:
+    nodes, _, health = frames
+    # the export (12:00): n2 down since 10:00, its recorded health dated by that interval
+    summary = api.summarize(api.StoreOptions(db))
+    assert summary.models.select("gpus", "healthy_gpus").rows() == [(24, 16)]
+    # at 03:00 n2 was in service and n3 had one GPU out
+    models, _ = api.capacity_by_model(nodes, health, h(3))
+    assert models.select("gpus", "healthy_gpus").rows() == [(24, 23)]

@@ -113,20 +113,32 @@ class StoreSummary:
     domains: int  # switch domains of the whole fleet (one holding two models counts once)
 
 
-def capacity_by_model(nodes: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def capacity_by_model(
+    nodes: pl.DataFrame, health: Health | None = None, at: datetime | None = None
+) -> tuple[pl.DataFrame, int]:
     """Installed capacity per GPU model (nodes, GPUs, healthy GPUs, switch domains), most
     GPUs first, and the fleet's switch domains: health and the domain key are the
     capacity model's (a null health is healthy; a node without a switch is a domain by
-    itself, never one with a switch of its name)."""
-    from fleetaudit.model.capacity import SWITCH_DOMAIN, node_index
+    itself, never one with a switch of its name). With ``health`` and ``at``, healthy
+    GPUs leave out those the health intervals put out of service at ``at``."""
+    from fleetaudit.core.times import epoch_us
+    from fleetaudit.model.capacity import SWITCH_DOMAIN, gpus_out_at, node_index
 
     index = node_index(nodes)
+    out = pl.lit(0, dtype=pl.Int64)
+    if health is not None and at is not None and not health.empty:
+        index = index.join(
+            gpus_out_at(health, epoch_us(at)).select("node_id", "gpus_out"),
+            on="node_id",
+            how="left",
+        )
+        out = pl.min_horizontal(pl.col("gpus_out").fill_null(0), "gpus")
     models = (
         index.group_by("gpu_model")
         .agg(
             pl.len().cast(pl.Int64).alias("nodes"),
             pl.col("gpus").sum().alias("gpus"),
-            pl.col("gpus").filter(pl.col("usable")).sum().alias("healthy_gpus"),
+            (pl.col("gpus") - out).filter(pl.col("usable")).sum().alias("healthy_gpus"),
             pl.col(SWITCH_DOMAIN).n_unique().cast(pl.Int64).alias("domains"),
         )
         .sort(["gpus", "gpu_model"], descending=[True, False])
@@ -139,7 +151,10 @@ def summarize(options: StoreOptions) -> StoreSummary:
     with reading(options) as store:
         at = export_time(store)
         queued = 0 if at is None else store.query("queued_requests_at", at=at).height
-        models, domains = capacity_by_model(store.query("nodes"))
+        nodes, health = store.query("nodes"), None
+        if at is not None:
+            nodes, health = load_health(store, nodes, at, at + timedelta(microseconds=1))
+        models, domains = capacity_by_model(nodes, health, at)
         return StoreSummary(
             db=options.db,
             tables=store.query("store_tables"),
