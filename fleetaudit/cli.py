@@ -45,6 +45,7 @@ from fleetaudit.core.options import (
     REPORT_SINCE,
     REPORT_STEP,
     SCAN_ENGINES,
+    SLURM_COLLECT_SINCE,
     VICTIM_POLICIES,
     CompactionOptions,
     GenerateOptions,
@@ -486,6 +487,30 @@ def ingest(
             help="kubernetes: the pod label naming the tenant (default: the namespace).",
         ),
     ] = None,
+    from_slurm: Annotated[
+        bool,
+        typer.Option(
+            "--from-slurm",
+            help="slurm: run sacct, scontrol, squeue, sacctmgr and sdiag on this host (a login "
+            "node) and ingest their output instead of named files; nothing is left behind.",
+        ),
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="slurm --from-slurm: how far back the fetched history reaches "
+            f"(default {duration_text(SLURM_COLLECT_SINCE)}).",
+        ),
+    ] = None,
+    export_time: Annotated[
+        str | None,
+        typer.Option(
+            "--export-time",
+            help="When the files were exported (default: the instant an export says it was "
+            "taken, else the newest time in the data).",
+        ),
+    ] = None,
     as_csv: CsvOption = False,
 
     percent: Annotated[
@@ -511,7 +536,9 @@ def ingest(
     --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue
     Workloads). --format slurm reads a Slurm cluster's exports, each
     recognised by its content: sacct -P or --json, scontrol -d -o show node or
-    --json, squeue --json, topology.conf. --format prometheus loads
+    --json, scontrol -d -o show job, squeue --json, sacctmgr -P show event,
+    sdiag, topology.conf; with --from-slurm it runs them itself.
+    --format prometheus loads
     dcgm-exporter GPU series (query_range JSON, /metrics scrapes) into
     telemetry; ingest the nodes first.
 
@@ -522,6 +549,7 @@ def ingest(
       fleetaudit ingest --format kubernetes snapshots/ \\
           --priority-map priorities.txt
       fleetaudit ingest --format slurm sacct.psv nodes.txt topology.conf
+      fleetaudit ingest --format slurm --from-slurm --since 1d
       fleetaudit ingest --format prometheus dcgm/
     """
     from fleetaudit import api
@@ -529,6 +557,16 @@ def ingest(
 
     spec = INGEST_FORMAT_SPECS.get(fmt)
     collect: object | None = None  # a collector's settings, where its flag was given
+    if from_slurm:
+        if spec is not None and spec.collector != "--from-slurm":
+            raise UsageError("--from-slurm applies to --format slurm only")
+        from fleetaudit.inputs.ingest.slurm_collect import SlurmCollect
+
+        collect = SlurmCollect(
+            since=SLURM_COLLECT_SINCE if since is None else parse_duration(since, option="--since")
+        )
+    elif since is not None:
+        raise UsageError("--since applies with --from-slurm only")
     if not paths and collect is None:
         raise UsageError("name the files or folders to ingest")
     given = {
@@ -558,6 +596,7 @@ def ingest(
         days=None if days is None else asi2026.parse_days(days),
         percent=tuple(percent or ()),
         collect=collect,
+        export_time=_instant(export_time, "--export-time"),
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths or [], options, progress)

@@ -8,6 +8,11 @@ CREATE TABLE IF NOT EXISTS ingests (
     ingest_id BIGINT, started_at TIMESTAMP, finished_at TIMESTAMP,
     format VARCHAR, files VARCHAR, summary VARCHAR
 );
+-- the instant an ingest call's exports were taken, where they say it themselves (or
+-- --export-time says it): one row per file that carries its own time
+CREATE TABLE IF NOT EXISTS exports (
+    ingest_id BIGINT, file VARCHAR, export_time TIMESTAMP, how VARCHAR
+);
 CREATE TABLE IF NOT EXISTS scenarios (
     name VARCHAR, created_at TIMESTAMP, command VARCHAR, options VARCHAR,
     "at" TIMESTAMP, base VARCHAR

@@ -1,7 +1,10 @@
--- Requests submitted in [$start, $end], with their shape columns and start time
+-- Requests that began to wait in [$start, $end], with their shape columns and start time
 -- (calibration compares their real waits with the predicted ones), in no
 -- particular order: the calibration's percentiles do not depend on it.
+-- A request waits for capacity from its eligible_time (else its submit_time); one with
+-- an ineligible_reason and no eligible_time never does (held, waiting on another job):
+-- submit_time below is that wait's start, and such requests are left out.
 SELECT request_id, submit_time, start_time, gpu_model, gpus, gpus_per_pod, cpus_per_gpu,
        memory_gib_per_gpu, locality, duration_s
-FROM requests
+FROM (SELECT * REPLACE (CASE WHEN ineligible_reason IS NULL THEN COALESCE(eligible_time, submit_time) ELSE eligible_time END AS submit_time) FROM requests)
 WHERE submit_time >= $start AND submit_time <= $end

@@ -823,5 +823,5 @@ def test_a_collector_fetches_into_a_folder_that_is_removed(
         api.ingest_paths(
             api.StoreOptions(db=tmp_path / "s.duckdb"),
             [],
-            IngestOptions(format="slurm", collect={"since": "1d"}),
+            IngestOptions(format="alibaba-gpu-v2023", collect={"since": "1d"}),
         )

@@ -26,6 +26,7 @@ from fleetaudit.inputs.ingest.topology_conf import (
         ("n[0-10/5]", "n0 n5 n10"),
         ("gpu[8-10]", "gpu8 gpu9 gpu10"),  # the width is the lower bound's
         ("single", "single"),
+        (",a", "a"),  # empty items are skipped, as Slurm skips them
     ],
 )
 def test_expand_hostlist(expression: str, hosts: str) -> None:
@@ -33,7 +34,7 @@ def test_expand_hostlist(expression: str, hosts: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "expression", ["None assigned", "", "n[1-", "n[]", "n[3-1]", "n[a]", "n[1-2]],x", ",a", "n[[1]]"]
+    "expression", ["None assigned", "", "n[1-", "n[]", "n[3-1]", "n[a]", "n[1-2]],x", ", ,", "n[[1]]"]
 )
 def test_expand_hostlist_rejects(expression: str) -> None:
     with pytest.raises(HostlistError):

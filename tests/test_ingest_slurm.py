@@ -330,17 +330,21 @@ def test_requests_every_job(cluster: Store) -> None:
     assert (done["gpus"], done["gpus_per_pod"], done["locality"]) == (8, 8, "node")
     assert (done["cpus_per_gpu"], done["memory_gib_per_gpu"]) == (8, 62.5)
     assert done["gpu_model"] is None  # ReqTRES untyped: any model
-    # the queue wait starts at Eligible, not Submit (1100_1 was held until T+7.5h)
-    assert requests["1102:1772332200"]["submit_time"] == _plus(7.5)
+    # the queue wait starts at Eligible, not Submit (1100_1 was held until T+7.5h); an
+    # array task's request is keyed by its task, 1100_1, as squeue keys it while it waits
+    held = requests["1100_1:1772332200"]
+    assert (held["submit_time"], held["eligible_time"]) == (_plus(2.5), _plus(7.5))
+    assert held["ineligible_reason"] is None
     # cancelled while pending: no allocation; it left the queue at the cancel time
     cancelled = requests["1400:1772337600"]
     assert cancelled["start_time"] == _plus(5) and cancelled["never_started"]
-    # pending two-node job: typed ReqTRES names the model; duration is the time limit
+    # pending two-node job: typed ReqTRES names the model; duration is the time limit; sacct
+    # does not record --switches, and without it Slurm spreads a job over any switches
     pending = requests["1500:1772355600"]
     assert pending["start_time"] is None
     assert (pending["gpu_model"], pending["gpus"], pending["gpus_per_pod"]) == ("H100", 16, 8)
     assert (pending["locality"], pending["duration_s"], pending["duration_is_limit"]) == (
-        "switch",
+        "any",
         2880 * 60,
         True,
     )
@@ -387,15 +391,17 @@ def test_json_flavours(store: Store) -> None:
     requests = _requests(store)
     # sacct's three jobs plus squeue's two pending ones (its running job comes from sacct)
     assert sorted(requests) == [
-        "2001:1772323200",
+        "2000_3:1772323200",  # an array task: keyed by its task, as squeue keys it
         "2101:1772323200",
         "2200:1772330400",
         "2300:1772334000",
         "2301:1772334000",
     ]
-    assert requests["2200:1772330400"]["submit_time"] == _plus(2)  # eligible 0: Submit
+    assert requests["2200:1772330400"]["submit_time"] == _plus(2)
+    assert requests["2200:1772330400"]["eligible_time"] is None  # eligible 0: from Submit
     big = requests["2300:1772334000"]
-    assert big["submit_time"] == _plus(3) + timedelta(minutes=1)  # eligible_time
+    assert (big["submit_time"], big["eligible_time"]) == (_plus(3), _plus(3) + timedelta(minutes=1))
+    # squeue's required_switches 1: one leaf switch
     assert (big["gpu_model"], big["gpus"], big["gpus_per_pod"], big["locality"]) == (
         "A100",
         8,
@@ -550,7 +556,8 @@ def test_end_to_end_shapes_report_compaction(tmp_path: Path) -> None:
     result = _cli("whatif", "compaction", "--at", at, "--json", "--db", db)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    # the queued 1500 (2 pods of 8 H100 in one switch): 2 in leaf0 + 1 in leaf1 before and after;
+    # the queued 1500 (2 pods of 8 H100, anywhere: sacct does not record --switches): 3 pairs of
+    # free nodes (leaf0 holds 4, leaf1 gpu007-008) before and after;
     # the only movable work is 1001 and 1100_1 (4 and 2 GPUs)
     assert [i["instances"] for i in doc["before"]["instances"]] == [3]
     assert [i["instances"] for i in doc["after"]["instances"]] == [3]
@@ -714,3 +721,67 @@ def test_a_suspended_job_releases_its_cpus(store: Store, tmp_path: Path) -> None
     ingest(store, [nodes, sacct], IngestOptions(format="slurm"))
     # Slurm gives a suspended job's CPUs to others; its GPUs stay allocated
     assert store.sql("SELECT gpus, cpus, suspended FROM allocations").rows() == [(8.0, 0.0, True)]
+
+
+def test_held_dependent_and_begin_time_jobs_wait_for_no_capacity(tmp_path: Path) -> None:
+    # at T: 10 waits for capacity; 11 is held and 12 waits on 10 (no eligible time: never
+    # queued); 13 may start from T+3h (--begin); 14 was held, then cancelled at T+1h
+    sacct = write(
+        tmp_path / "in" / "sacct.psv",
+        HEADER + "|Reason\n"
+        "10|10|a|u|acct|gpu|normal|1772319600|1772319600|Unknown|Unknown|0|60|PENDING|1|None assigned|8|cpu=8,gres/gpu=8||Resources\n"
+        "11|11|a|u|acct|gpu|normal|1772319600|Unknown|Unknown|Unknown|0|60|PENDING|1|None assigned|8|cpu=8,gres/gpu=8||JobHeldUser\n"
+        "12|12|a|u|acct|gpu|normal|1772319600|Unknown|Unknown|Unknown|0|60|PENDING|1|None assigned|8|cpu=8,gres/gpu=8||Dependency\n"
+        "13|13|a|u|acct|gpu|normal|1772319600|1772334000|Unknown|Unknown|0|60|PENDING|1|None assigned|8|cpu=8,gres/gpu=8||BeginTime\n"
+        "14|14|a|u|acct|gpu|normal|1772319600|Unknown|None|1772326800|0|60|CANCELLED by 0|1|None assigned|8|cpu=8,gres/gpu=8||JobHeldUser\n",
+    )
+    write(tmp_path / "in" / "nodes.txt", NODE.format(name="n1") + "\n")
+    db = tmp_path / "s.duckdb"
+    assert _cli("ingest", "--format", "slurm", sacct.parent, "--db", db).exit_code == 0
+    with open_store(db, read_only=True) as store:
+        got = store.sql(
+            "SELECT request_id, eligible_time, ineligible_reason FROM requests ORDER BY 1"
+        ).rows()
+        assert got == [
+            ("10:1772319600", _plus(-1), None),
+            ("11:1772319600", None, "JobHeldUser"),
+            ("12:1772319600", None, "Dependency"),
+            ("13:1772319600", _plus(3), "BeginTime"),
+            ("14:1772319600", None, "JobHeldUser"),
+        ]
+        for hours, queued in ((0, ["10"]), (0.5, ["10"]), (4, ["10", "13"])):
+            at = _plus(hours)
+            ids = store.query("queued_requests_at", at=at)["request_id"].to_list()
+            assert [i.split(":")[0] for i in ids] == queued, hours
+    result = _cli("shapes", "--at", "2026-03-01T00:00:00Z", "--json", "--db", db)
+    doc = json.loads(result.stdout)
+    assert [s["queued"] for s in doc["shapes"]] == [1]
+    # 14 was still held at T (it left at T+1h)
+    assert (
+        "4 request(s) submitted by 2026-03-01T00:00:00Z are not queued demand: they may not "
+        "start yet for reasons of their own (2 JobHeldUser, 1 BeginTime, 1 Dependency)"
+    ) in doc["notes"]
+    report = tmp_path / "r.json"
+    result = _cli("report", "--at", "2026-03-01T04:00:00Z", "--since", "4h", "--json", report, "--db", db)
+    assert result.exit_code == 0, result.output
+    notes = json.loads(report.read_text())["notes"]
+    # at T+4h: 13 is eligible, 14 has left; 11 and 12 still wait on themselves
+    assert any(
+        n.startswith("2 request(s) submitted by 2026-03-01T04:00:00Z are not queued demand")
+        and n.endswith("(1 Dependency, 1 JobHeldUser)")
+        for n in notes
+    )
+
+
+def test_switches_give_block_where_a_level_holds_that_many_leaves(store: Store, tmp_path: Path) -> None:
+    # squeue's required_switches: 1 -> switch; 2 -> block (the spine holds 2 leaves); 3 -> any
+    jobs = [
+        {"job_id": 30 + n, "job_state": ["PENDING"], "state_reason": "Resources",
+         "submit_time": 1772323200, "node_count": 2, "tres_req_str": "cpu=2,gres/gpu=16",
+         "required_switches": n}
+        for n in (0, 1, 2, 3)
+    ]  # fmt: skip
+    squeue = write(tmp_path / "squeue.json", json.dumps({"jobs": jobs}))
+    ingest(store, [SLURM / "nodes.txt", SLURM / "topology.conf", squeue], IngestOptions(format="slurm"))
+    got = store.sql("SELECT request_id, locality FROM requests ORDER BY 1").rows()
+    assert [loc for _, loc in got] == ["any", "switch", "block", "any"]

@@ -108,6 +108,7 @@ class StoreSummary:
     tables: pl.DataFrame  # table, rows, first, last
     models: pl.DataFrame  # gpu_model, nodes, gpus, healthy_gpus, domains
     export_time: datetime | None
+    export_time_from: str | None  # where the export time came from
     queued: int
     scenarios: pl.DataFrame  # name, created_at, command, at, base, options
     domains: int  # switch domains of the whole fleet (one holding two models counts once)
@@ -149,7 +150,7 @@ def capacity_by_model(
 def summarize(options: StoreOptions) -> StoreSummary:
     """Summarise the store at ``options.db``."""
     with reading(options) as store:
-        at = export_time(store)
+        at, how = export_time_of(store)
         queued = 0 if at is None else store.query("queued_requests_at", at=at).height
         nodes, health = store.query("nodes"), None
         if at is not None:
@@ -160,6 +161,7 @@ def summarize(options: StoreOptions) -> StoreSummary:
             tables=store.query("store_tables"),
             models=models,
             export_time=at,
+            export_time_from=how,
             queued=queued,
             scenarios=store.query("scenario_names"),
             domains=domains,
@@ -200,14 +202,56 @@ def list_rejects(
 
 
 def export_time(store: Store, scenario: str | None = None) -> datetime | None:
-    """The latest timestamp in the data (SPEC §2), or None for an empty store."""
-    value = store.query("export_time", scenario=scenario)["at"][0]
+    """The instant the data was exported (:func:`export_time_of`), or None for an empty store."""
+    return export_time_of(store, scenario)[0]
+
+
+def export_time_of(
+    store: Store, scenario: str | None = None
+) -> tuple[datetime | None, str | None]:
+    """The export time and where it came from.
+
+    The newest of: the instants the exports said they were taken at (``exports``: sdiag,
+    a running job's elapsed time, ``--export-time``), the Kubernetes snapshot times, and
+    the newest time in the rows of the ingest calls whose exports said nothing (SPEC §2:
+    the latest timestamp in the data). A row's time after its own export's time lies in
+    that export's future and is never the export time; an eligible time is no event.
+    """
+    candidates: list[tuple[datetime, str]] = []
+    stamp = _stamp(store)
+    if stamp is not None:
+        where = "" if stamp["file"] == "--export-time" else f": {stamp['file']}"
+        candidates.append(
+            (to_utc(stamp["at"]), f"{stamp['how']}{where}, ingest #{stamp['ingest_id']}")
+        )
+        value = store.query("export_time_unstamped")["at"][0]
+    else:
+        value = store.query("export_time", scenario=scenario)["at"][0]
+    if value is not None:
+        candidates.append((to_utc(value), "the newest start, end, submit or sample in the data"))
     if "snapshot_time" in store.column_types("nodes"):
         # a snapshot is an export of its own moment, later than its last event
         snapshot = store.query("snapshot_export_time")["at"][0]
-        if snapshot is not None and (value is None or snapshot > value):
-            value = snapshot
-    return None if value is None else to_utc(value)
+        if snapshot is not None:
+            candidates.append((to_utc(snapshot), "the newest Kubernetes snapshot time"))
+    if not candidates:
+        return None, None
+    # on a tie the export's own word is the better source
+    at, how = max(candidates, key=lambda c: c[0])
+    return at, how
+
+
+def _stamp(store: Store) -> dict[str, Any] | None:
+    """The newest row of ``exports`` (a store older than the table has none)."""
+    if "exports" not in store.table_names():
+        return None
+    stamp = store.query("newest_export_stamp")
+    return stamp.row(0, named=True) if stamp.height else None
+
+
+def _newest_stamp(store: Store) -> datetime | None:
+    stamp = _stamp(store)
+    return None if stamp is None else to_utc(stamp["at"])
 
 
 def _span(value: timedelta) -> str:
@@ -230,6 +274,9 @@ def data_notes(
     if span["first"] is None:
         return notes
     first, last = to_utc(span["first"]), to_utc(span["last"])
+    exported = _newest_stamp(store)
+    if exported is not None and exported > last:
+        last = exported  # the export saw nothing newer up to its own time
     data = f"the data runs from {iso(first)} to {iso(last)}"
     if start == end:
         if end < first:
@@ -264,6 +311,22 @@ def data_notes(
                 "recorded allocations are carried on"
             )
     return notes
+
+
+def ineligible_note(store: Store, at: datetime) -> str | None:
+    """How many requests waiting at ``at`` are left out of the queued demand because they may
+    not start yet for reasons of their own, and why (None: none)."""
+    counts = store.query("ineligible_requests_at", at=at)
+    if not counts.height:
+        return None
+    total = int(counts["requests"].sum())
+    why = ", ".join(
+        f"{int(n):,} {reason}" for reason, n in counts.select("ineligible_reason", "requests").rows()
+    )
+    return (
+        f"{total:,} request(s) submitted by {iso(at)} are not queued demand: they may not start "
+        f"yet for reasons of their own ({why})"
+    )
 
 
 def holds_requests(store: Store) -> bool:

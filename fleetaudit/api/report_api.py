@@ -26,6 +26,7 @@ from fleetaudit.api import (
     check_scenario,
     data_notes,
     holds_requests,
+    ineligible_note,
     latest_whatif_runs,
     load_frames,
     load_health,
@@ -353,6 +354,9 @@ def _build_report(
                 "the store holds no requests: no shape is evaluated, and every idle GPU "
                 "counts as unqueued"
             )
+        ineligible = ineligible_note(store, end)
+        if ineligible:
+            notes.append(ineligible)
         requests = store.query("requests_in_window", start=start, end=end)
         demand = window_demand(requests, start, end, options.demand)
         instants = den.window_instants(end, options.since, options.step)

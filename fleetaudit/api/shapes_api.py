@@ -20,6 +20,7 @@ from fleetaudit.api import (
     check_scenario,
     data_notes,
     holds_requests,
+    ineligible_note,
     load_frames,
     load_health,
     reading,
@@ -167,6 +168,9 @@ def shapes_to_evaluate(
         )
     if cpu_only:
         notes.append(f"{cpu_only} queued request(s) ask for no GPU and are not GPU shapes")
+    ineligible = ineligible_note(store, at)
+    if ineligible:
+        notes.append(ineligible)
     return pairs, notes
 
 

@@ -89,7 +89,10 @@ INGEST_FORMAT_SPECS: dict[str, IngestFormat] = {
         ),
         IngestFormat("prometheus", files="its files are recognised by content"),
         IngestFormat(
-            "slurm", ("--priority-map", "--timezone"), files="its files are recognised by content"
+            "slurm",
+            ("--priority-map", "--timezone", "--since"),
+            files="its files are recognised by content",
+            collector="--from-slurm",
         ),
     )
 }
@@ -97,6 +100,9 @@ INGEST_FORMAT_SPECS: dict[str, IngestFormat] = {
 
 INGEST_FORMATS = tuple(INGEST_FORMAT_SPECS)
 """``ingest --format`` values (fleetaudit.inputs.ingest.FORMATS)."""
+
+SLURM_COLLECT_SINCE = timedelta(days=1)
+"""``ingest --from-slurm --since``: how far back the fetched history reaches, by default."""
 
 ALIBABA_TRACE_START = datetime(2023, 1, 1)
 """The instant second 0 of an alibaba-gpu-v2023 trace stands for, by default."""

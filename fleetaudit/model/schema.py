@@ -161,6 +161,13 @@ REQUESTS = Table(
         Column("start_deadline_s", Kind.FLOAT, nonnegative=True, maximum=MAX_SECONDS),
         Column("priority", Kind.TEXT, enum=PRIORITY),
         Column("tenant", Kind.TEXT),
+        # when the request could first start (a begin time reached, a hold released, a
+        # dependency met); it waits for capacity from then. Empty: from its submit_time.
+        Column("eligible_time", Kind.TIME),
+        # why the request could not start at the export for reasons of its own (held,
+        # waiting on another job, a begin time): it is queued demand only from its
+        # eligible_time, and never without one
+        Column("ineligible_reason", Kind.TEXT),
     ),
 )
 

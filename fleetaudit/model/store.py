@@ -9,6 +9,8 @@ Tables besides the four input tables:
 
 - ``rejects(ingest_id, file, row, column, value, reason)``: rows that broke the schema;
 - ``ingests(ingest_id, at, files, summary)``: one row per ingest call;
+- ``exports(ingest_id, file, export_time, how)``: the instant a call's exports were
+  taken, where an export says it itself (or ``ingest --export-time`` does);
 - ``meta(key, value)``: the store's schema version;
 - ``scenarios(name, created_at, command, options, at, base)`` and
   ``scenario_allocations``: allocation states saved by a what-if (``--save-as``);

@@ -304,8 +304,9 @@ def render_rejects(result: RejectsResult) -> None:
 
 
 def render_summary(summary: StoreSummary) -> None:
+    source = f" (from {summary.export_time_from})" if summary.export_time_from else ""
     out.print(
-        f"store {summary.db}: export time {iso(summary.export_time) or '-'}, "
+        f"store {summary.db}: export time {iso(summary.export_time) or '-'}{source}, "
         f"{summary.queued:,} request(s) queued"
     )
     tables = Table(title="tables", title_justify="left")

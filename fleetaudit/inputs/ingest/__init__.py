@@ -46,13 +46,21 @@ from fleetaudit.model.store import Store
 # Each format's adapter loads when a call reads that format (pyarrow, the JSON and
 # text parsers), so a native ingest pays for none of them.
 if TYPE_CHECKING:
-    from fleetaudit.inputs.ingest import alibaba, asi2026, kubernetes, prometheus, slurm
+    from fleetaudit.inputs.ingest import (
+        alibaba,
+        asi2026,
+        kubernetes,
+        prometheus,
+        slurm,
+        slurm_collect,
+    )
 else:
     alibaba = LazyModule("fleetaudit.inputs.ingest.alibaba")
     asi2026 = LazyModule("fleetaudit.inputs.ingest.asi2026")
     kubernetes = LazyModule("fleetaudit.inputs.ingest.kubernetes")
     prometheus = LazyModule("fleetaudit.inputs.ingest.prometheus")
     slurm = LazyModule("fleetaudit.inputs.ingest.slurm")
+    slurm_collect = LazyModule("fleetaudit.inputs.ingest.slurm_collect")
 
 FORMATS = INGEST_FORMATS  # native, alibaba-gpu-v2023, alibaba-gpu-v2026, kubernetes, prometheus, slurm
 
@@ -75,6 +83,7 @@ class IngestOptions:
     days: tuple[int, int] | None = None  # alibaba-gpu-v2026: the days read (None: all)
     percent: tuple[str, ...] = ()  # fraction columns given in percent: scaled by 1/100
     collect: object | None = None  # the settings of the format's collector (see collected())
+    export_time: datetime | None = None  # when the files were exported, as the user says it
 
 
 PERCENT_MIN_ROWS = 10
@@ -108,6 +117,8 @@ class IngestResult:
     )  # the first rejects (file, row, column, value, reason)
     topology: TopologySummary | None = None  # what --topology did to the call's nodes
     notes: tuple[str, ...] = ()  # what the adapter decided (snapshot times, objects ignored)
+    # the instant the call's exports were taken and how it is known, where they say it
+    export_time: tuple[datetime, str] | None = None
 
     @property
     def rejected(self) -> int:
@@ -245,6 +256,12 @@ def _ingest(
                 row=int(first["row"]),
                 column=str(first["column"]),
             )
+        stamps = _export_stamps(sources, options)
+        for file, instant, how in stamps:
+            store.run(
+                "INSERT INTO exports VALUES ($id, $file, $at, $how)",
+                {"id": ingest_id, "file": file, "at": instant, "how": how},
+            )
         store.run(
             "INSERT INTO ingests VALUES ($id, $started, $finished, $format, $files, $summary)",
             {
@@ -256,8 +273,10 @@ def _ingest(
                 "summary": json.dumps([asdict(s) for s in summaries]),
             },
         )
+    newest = max(stamps, key=lambda stamp: stamp[1], default=None)
     return IngestResult(
         ingest_id=ingest_id,
+        export_time=None if newest is None else (newest[1], f"{newest[2]}, {newest[0]}"),
         files=tuple(dict.fromkeys(s.file for s in sources)),
         tables=tuple(summaries),
         rejects=rejects,
@@ -268,6 +287,16 @@ def _ingest(
             )
         ),
     )
+
+
+def _export_stamps(
+    sources: Sequence[Source], options: IngestOptions
+) -> list[tuple[str, datetime, str]]:
+    """(file, instant, how) of every file that says when it was exported; ``--export-time``
+    stands for all of them."""
+    if options.export_time is not None:
+        return [("--export-time", options.export_time, "given with --export-time")]
+    return list(dict.fromkeys(stamp for s in sources for stamp in s.exported))
 
 
 def _utc_now() -> datetime:
@@ -585,6 +614,10 @@ def _prepare_slurm(
     return None
 
 
+def _collect_slurm(settings: object, folder: Path, progress: Progress) -> list[Path]:
+    return slurm_collect.collect(settings, folder, progress)
+
+
 def _prepare_asi2026(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
 ) -> asi2026.Staged | None:
@@ -619,5 +652,5 @@ ADAPTERS: dict[str, Adapter] = {
     "alibaba-gpu-v2026": Adapter(_asi2026_sources, prepare=_prepare_asi2026),
     "kubernetes": Adapter(_kubernetes_sources),
     "prometheus": Adapter(_prometheus_sources, prepare=_prepare_prometheus),
-    "slurm": Adapter(_slurm_sources, prepare=_prepare_slurm),
+    "slurm": Adapter(_slurm_sources, prepare=_prepare_slurm, collect=_collect_slurm),
 }

@@ -9,6 +9,7 @@ joined with ``+``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,9 +65,16 @@ def _text(value: Any) -> str | None:
 
 
 def _time(value: Any) -> str:
+    """A JSON time as sacct prints it with ``SLURM_TIME_FORMAT=%s``; a value that is no
+    whole number of seconds (``NaN``, ``1e30``, text) is passed on as written, for the
+    mapping to reject."""
     value = json_value(value)
     if value is None or value == 0 or value == "":
         return "Unknown"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)[:100]
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return str(value)
     return str(int(value))
 
 
@@ -76,10 +84,15 @@ def _minutes(value: Any) -> str | None:
     return _text(value)
 
 
+# -1 and -2 are Slurm's "infinite" and "not set" (INFINITE64, NO_VAL64 printed signed):
+# from 23.02 every job's energy TRES has count -2
+_COUNT_MARKERS = (-1, -2)
+
+
 def tres_string(items: Any) -> str | None:
     """A TRES string of data_parser's TRES list (``[{"type": "gres", "name": "gpu:h100", "count": 8}]``).
 
-    >>> tres_string([{"type": "cpu", "name": "", "count": 16},
+    >>> tres_string([{"type": "cpu", "name": "", "count": 16}, {"type": "energy", "count": -2},
     ...              {"type": "gres", "name": "gpu:h100", "count": 8}, {"type": "mem", "count": 65536}])
     'cpu=16,gres/gpu:h100=8,mem=65536M'
     """
@@ -91,6 +104,8 @@ def tres_string(items: Any) -> str | None:
     for item in items:
         if not isinstance(item, Mapping) or item.get("count") is None:
             continue
+        if item["count"] in _COUNT_MARKERS:
+            continue  # Slurm's INFINITE64 and NO_VAL64 read as signed: not counts
         key = str(item.get("type") or "")
         if item.get("name"):
             key += "/" + str(item["name"])
@@ -100,14 +115,38 @@ def tres_string(items: Any) -> str | None:
     return ",".join(sorted(parts)) or None
 
 
-def _display_id(job_id: str, array_id: Any, task_id: Any, het_id: Any, het_offset: Any) -> str:
+def _display_id(
+    job_id: str, array_id: Any, task_id: Any, het_id: Any, het_offset: Any, tasks: Any = None
+) -> str:
+    """The JobID sacct prints: ``4400+1`` (a het component), ``29_3`` (an array task) or
+    ``29_[0-9%1]`` (the array's tasks still pending, ``tasks`` as JSON gives them)."""
     array_id, task_id = json_value(array_id), json_value(task_id)
     het_id, het_offset = json_value(het_id), json_value(het_offset)
     if het_id and het_offset is not None:
         return f"{het_id}+{het_offset}"
     if array_id and task_id is not None:
         return f"{array_id}_{task_id}"
+    pending = _pending_tasks(tasks)
+    if array_id and pending:
+        return f"{array_id}_[{pending}]"
     return job_id
+
+
+def _pending_tasks(tasks: Any) -> str | None:
+    """The task list of a pending array in sacct --json: a hex bitmap (``0x3FF``, Slurm
+    22.05) or a task string (``0-9%1``), as the ``[...]`` of a compressed JobID."""
+    if isinstance(tasks, dict):
+        tasks = tasks.get("task")
+    text = str(tasks or "").strip()
+    if not text:
+        return None
+    if text.lower().startswith("0x"):
+        try:
+            bits = int(text, 16)
+        except ValueError:
+            return text
+        return ",".join(str(i) for i in range(bits.bit_length()) if bits >> i & 1) or None
+    return text
 
 
 def sacct_json_row(job: Mapping[str, Any]) -> dict[str, str | None]:
@@ -122,7 +161,12 @@ def sacct_json_row(job: Mapping[str, Any]) -> dict[str, str | None]:
     exit_code = job.get("exit_code") or {}
     return {
         "JobID": _display_id(
-            raw, array.get("job_id"), array.get("task_id"), het.get("job_id"), het.get("job_offset")
+            raw,
+            array.get("job_id"),
+            array.get("task_id"),
+            het.get("job_id"),
+            het.get("job_offset"),
+            array.get("task"),
         ),
         "JobIDRaw": raw,
         "JobName": _text(job.get("name")),
@@ -139,7 +183,8 @@ def sacct_json_row(job: Mapping[str, Any]) -> dict[str, str | None]:
         "TimelimitRaw": _minutes(time.get("limit")),
         "State": _text(state.get("current")) if isinstance(state, Mapping) else _text(state),
         "ExitCode": _text(exit_code.get("return_code")) if isinstance(exit_code, Mapping) else None,
-        "NNodes": _text(job.get("allocation_nodes")),
+        # a job that never started has allocation_nodes 0: its node count is the requested one
+        "NNodes": _text(json_value(job.get("allocation_nodes")) or None),
         "NodeList": _text(job.get("nodes")) or "None assigned",
         "ReqCPUS": _text(required.get("CPUs")),
         "AllocCPUS": None,
@@ -192,7 +237,7 @@ def squeue_json_row(job: Mapping[str, Any]) -> dict[str, str | None]:
         "Reason": _text(job.get("state_reason")),
         "Flags": None,
         "SubmitLine": None,  # squeue's "command" is the script, not the submit line
-        "ReqSwitches": _text(job.get("required_switches")),
+        "ReqSwitches": _text(job.get("required_switches") or None),
     }
 
 

@@ -206,12 +206,12 @@ def node_row(fields: Mapping[str, Any]) -> dict[str, Any]:
         "cpus": None,
         "memory_gib": None,
         "health": None,
-        "state": fields.get("State"),
-        "partitions": fields.get("Partitions"),
-        "features": fields.get("AvailableFeatures"),
-        "reason": fields.get("Reason"),
-        "gres": fields.get("Gres"),
-        "gres_drain": fields.get("GresDrain"),
+        "state": _given(fields.get("State")),
+        "partitions": _given(fields.get("Partitions")),
+        "features": _given(fields.get("AvailableFeatures")),
+        "reason": _given(fields.get("Reason")),
+        "gres": _given(fields.get("Gres")),
+        "gres_drain": _given(fields.get("GresDrain")),
         "_reject_column": None,
         "_reject_reason": None,
         "_reject_value": None,
@@ -265,6 +265,19 @@ def node_row(fields: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _given(value: object) -> str | None:
+    """A text value as scontrol prints it, None where it prints that there is none
+    (``(null)``, empty).
+
+    >>> _given("(null)"), _given(" h100,nvlink "), _given("")
+    (None, 'h100,nvlink', None)
+    """
+    if value is None:
+        return None
+    text = str(value).strip()
+    return None if text in ("", "(null)") else text
+
+
 def _number(value: object) -> float | None:
     if value is None:
         return None
@@ -286,7 +299,11 @@ def _json_text(value: Any) -> str | None:
 def json_node_fields(node: Mapping[str, Any]) -> dict[str, Any]:
     """scontrol text keys from one ``scontrol show node --json`` object."""
     state = node.get("state")
-    state_text = "+".join(state) if isinstance(state, list) else (state or None)
+    words = list(state) if isinstance(state, list) else [state] if state else []
+    # Slurm 21.08's JSON: the base state apart from its flags (["DRAIN"])
+    flags = node.get("state_flags")
+    words += [f for f in flags if f not in words] if isinstance(flags, list) else []
+    state_text = "+".join(str(w) for w in words) or None
     return {
         "NodeName": node.get("name") or node.get("hostname"),
         "State": state_text,

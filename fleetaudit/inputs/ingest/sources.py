@@ -13,6 +13,7 @@ import gzip
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,9 @@ class Source:
     adapter_rejects: bool = False  # the scan's _reject_* columns reject rows (validate.py)
 
     notes: tuple[str, ...] = ()  # what an adapter decided, shown after the ingest
+    # (file, instant, how it is known) of the exports of the call that say when they were
+    # taken; an adapter may attach those of files that feed no table (sdiag) to any source
+    exported: tuple[tuple[str, datetime, str], ...] = ()
 
 
 def split_suffix(path: Path) -> tuple[str, str | None]:

@@ -7,7 +7,9 @@ Two plugins write it:
 - topology/block: ``BlockName=b1 Nodes=gpu[001-032]``, with ``BlockSizes=...``.
 
 Parameter names are case-insensitive, ``#`` starts a comment, values are hostlist
-expressions. A node gets the chain of switches from its leaf up to the top
+expressions. ``scontrol show topology`` prints the same lines (with ``Level=`` and
+``LinkSpeed=``), where a switch above others lists its subtree's nodes too: the nodes
+of a switch that has ``Switches=`` are its children's, not its own. A node gets the chain of switches from its leaf up to the top
 (``("s0", "s10")``); under the block plugin its block alone (``("b1",)``). A node
 listed under two leaves (dual rail) keeps the first and is reported.
 """
@@ -74,6 +76,11 @@ def parse_topology_conf(lines: Iterable[str]) -> TopologyConf:
     (('s0', 'top'), ('s1', 'top'))
     >>> parse_topology_conf(["BlockName=b1 Nodes=n[1-2]", "BlockSizes=2,4"]).levels
     {'n1': ('b1',), 'n2': ('b1',)}
+    >>> parse_topology_conf([  # scontrol show topology
+    ...     "SwitchName=s0 Level=0 LinkSpeed=1 Nodes=n1",
+    ...     "SwitchName=top Level=1 LinkSpeed=1 Nodes=n1 Switches=s0",
+    ... ]).levels
+    {'n1': ('s0', 'top')}
     """
     leaf_of: dict[str, str] = {}
     duplicates: list[str] = []
@@ -92,7 +99,7 @@ def parse_topology_conf(lines: Iterable[str]) -> TopologyConf:
         if "blockname" in params:
             plugin = "block"
         try:
-            if "nodes" in params:
+            if "nodes" in params and "switches" not in params:
                 for node in expand_hostlist(params["nodes"]):
                     if node in leaf_of:
                         duplicates.append(node)
@@ -103,6 +110,13 @@ def parse_topology_conf(lines: Iterable[str]) -> TopologyConf:
                     parent_of.setdefault(child, name)
         except HostlistError as exc:
             raise TopologyConfError(number, str(exc)) from exc
+    for switch in parent_of:  # a cycle is an error whether or not a node hangs below it
+        seen = [switch]
+        while seen[-1] in parent_of:
+            parent = parent_of[seen[-1]]
+            if parent in seen:
+                raise TopologyConfError(0, f"switch {parent!r} is its own ancestor")
+            seen.append(parent)
     levels: dict[str, tuple[str, ...]] = {}
     for node, leaf in leaf_of.items():
         chain = [leaf]

@@ -21,13 +21,15 @@ Written here: the parsers in python-hostlist and pyslurm are GPL.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 _MEM_SUFFIX = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2, "P": 1024.0**3}
-_COUNT = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$", re.IGNORECASE)
-_ITEM = re.compile(r"^([a-z_]+(?:/[^=,]+)?)=(.*)$", re.IGNORECASE)
+_COUNT = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([KMGTP]?)$", re.IGNORECASE | re.ASCII)
+_NEGATIVE = re.compile(r"^-[0-9]+(?:\.[0-9]+)?[KMGTP]?$", re.IGNORECASE | re.ASCII)
+_ITEM = re.compile(r"^([a-z_]+(?:/[^=,]+)?)=(.*)$", re.IGNORECASE | re.ASCII)
 
 
 class TresError(ValueError):
@@ -76,9 +78,19 @@ def parse_count(text: str, *, memory: bool = False) -> float:
     """
     match = _COUNT.match(text.strip())
     if match is None:
-        raise TresError(f"count {text!r} is not a number")
+        if _NEGATIVE.match(text.strip()):
+            raise TresError(f"count {_short(text)} is negative")
+        raise TresError(f"count {_short(text)} is not a number")
     number, suffix = float(match.group(1)), match.group(2).upper()
-    return number * (_MEM_SUFFIX[suffix] if memory else _SUFFIX[suffix])
+    value = number * (_MEM_SUFFIX[suffix] if memory else _SUFFIX[suffix])
+    if not math.isfinite(value):
+        raise TresError(f"count {_short(text)} is not a number")
+    return value
+
+
+def _short(text: str, width: int = 40) -> str:
+    """``text`` quoted, cut to ``width`` characters (a 100 MB field stays a short reason)."""
+    return repr(text if len(text) <= width else text[: width - 3] + "...")
 
 
 def parse_tres(text: str | None) -> Tres:
@@ -97,12 +109,12 @@ def parse_tres(text: str | None) -> Tres:
     for item in text.strip().split(","):
         match = _ITEM.match(item.strip())
         if match is None:
-            raise TresError(f"TRES item {item.strip()!r} is not type=count")
+            raise TresError(f"TRES item {_short(item.strip())} is not type=count")
         key, value = match.group(1).lower(), match.group(2)
         try:
             counts[key] = parse_count(value, memory=key in ("mem", "gres/gpumem"))
         except TresError as exc:
-            raise TresError(f"TRES item {item.strip()!r}: {exc}") from exc
+            raise TresError(f"TRES item {_short(item.strip())}: {exc}") from exc
     return Tres(counts)
 
 
@@ -133,7 +145,7 @@ def parse_gres(text: str | None) -> list[Gres]:
         item = re.sub(r"\([^)]*\)", "", raw).strip()
         parts = [p for p in item.split(":") if p.lower() != "no_consume"]
         if not parts or not parts[0]:
-            raise TresError(f"GRES item {raw!r} has no name")
+            raise TresError(f"GRES item {_short(raw)} has no name")
         name, gres_type, count_text = parts[0].lower(), None, "1"
         if len(parts) >= 2 and _COUNT.match(parts[-1]):
             count_text = parts[-1]

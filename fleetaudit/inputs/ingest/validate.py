@@ -271,6 +271,9 @@ def _table_checks(table: Table) -> list[_Check]:
         )
     if table.name == "requests":
         check("start_time", "start_time < submit_time", "'start_time is before submit_time'")
+        check(
+            "eligible_time", "eligible_time < submit_time", "'eligible_time is before submit_time'"
+        )
         check("gpus", "gpus > 1 AND gpus <> floor(gpus)",
               f"{_shown('gpus')} || ' is not a whole number of GPUs (a share is below 1)'")  # fmt: skip
         check(
