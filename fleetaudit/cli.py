@@ -55,6 +55,8 @@ from fleetaudit.core.options import (
     PLACEMENT_SINCE,
     PULL_STEP,
     REJECTS_LIMIT,
+    REPORT_INTERRUPTED_WITHIN,
+    REPORT_QUARANTINE,
     REPORT_SINCE,
     REPORT_STEP,
     SCAN_ENGINES,
@@ -102,7 +104,7 @@ METAVARS = {
     "--step": "DURATION", "--deadline": "DURATION", "--idle-for": "DURATION",
     "--eviction-delay": "DURATION", "--eviction-delay-p95": "DURATION",
     "--kill-after": "DURATION", "--min-remaining": "DURATION", "--warmup": "DURATION",
-    "--telemetry-step": "DURATION",
+    "--telemetry-step": "DURATION", "--interrupted-within": "DURATION",
     "--model": "MODEL", "--policy": "POLICY", "--scenario": "NAME", "--save-as": "NAME",
     "--table": "TABLE", "--format": "FORMAT", "--out-format": "FORMAT",
     "--locality": "LOCALITY", "--queue": "QUEUE",
@@ -110,6 +112,7 @@ METAVARS = {
     "--memory-gib-per-gpu": "GIB", "--state-gib-per-gpu": "GIB", "--bandwidth-gbps": "GBPS",
     "--lock-timeout": "SECONDS", "--idle-sm": "FRACTION", "--fill": "PERCENT",
     "--harvested-nights": "CHANCE", "--days": "DAYS", "--telemetry-days": "DAYS",
+    "--node-events": "RATE", "--node-events-days": "DAYS",
     "--snapshot-time": "TIME", "--tenant-label": "LABEL", "--timezone": "ZONE",
     "--engine": "ENGINE", "--master": "URL", "--interval": "DURATION", "--jobs": "N",
     "--moves-per-hour": "BUDGET", "--sweep-budget": "BUDGETS", "--target-reduction": "PERCENT",
@@ -1715,6 +1718,20 @@ def generate(
             "over capacity in the record while the container sleeps. Default 0: none.",
         ),
     ] = GenerateOptions.harvested_nights,
+    node_events: Annotated[
+        float,
+        typer.Option(
+            "--node-events",
+            help="Also write node_events: health intervals per node and year (GPU XIDs, "
+            "drains, outages, cordons; a few nodes flap), e.g. 15. Default 0: none.",
+        ),
+    ] = GenerateOptions.node_events,
+    node_events_days: Annotated[
+        float,
+        typer.Option(
+            "--node-events-days", help="Days of health history before the export time."
+        ),
+    ] = GenerateOptions.node_events_days,
     quiet: QuietOption = False,
 ) -> None:
     """Write a deterministic synthetic fleet shaped like Alibaba's ASI platform.
@@ -1765,6 +1782,8 @@ def generate(
         ),
         telemetry_days=telemetry_days,
         harvested_nights=harvested_nights,
+        node_events=node_events,
+        node_events_days=node_events_days,
     )
     try:
         with console.progress_status("generating") as progress:
@@ -1779,6 +1798,8 @@ def generate(
 
 
 _GENERATE_FLAGS = {
+    "node_events": "--node-events",
+    "node_events_days": "--node-events-days",
     "nodes": "--nodes",
     "days": "--days",
     "seed": "--seed",
@@ -1901,6 +1922,20 @@ def report(
             "Default: waited, or submitted where none waited.",
         ),
     ] = None,
+    quarantine: Annotated[
+        int,
+        typer.Option(
+            "--quarantine",
+            help="Failures in the window that make a node a quarantine candidate.",
+        ),
+    ] = REPORT_QUARANTINE,
+    interrupted_within: Annotated[
+        str,
+        typer.Option(
+            "--interrupted-within",
+            help="An allocation that ended this close to its node going down was interrupted.",
+        ),
+    ] = duration_text(REPORT_INTERRUPTED_WITHIN),
     max_shapes: Annotated[
         int | None,
         typer.Option(
@@ -1938,10 +1973,11 @@ def report(
 
     Physical GPU-hours (exact), schedulable ones (idle GPU-hours the
     window's demand could use and the stranded rest by cause, sampled every
-    --step), productive ones (SM-active over allocated, from telemetry), the
-    stored what-if estimates, and each headline figure's change since the
-    preceding recorded window of the same length, step, demand and shape
-    budget.
+    --step), productive ones (SM-active over allocated, from telemetry), what
+    failures cost (unhealthy GPU-hours by state and reason, the nodes that fail
+    most, MTBF, interrupted work), the stored what-if estimates, and each
+    headline figure's change since the preceding recorded window of the same
+    length, step, demand and shape budget.
 
     Examples:
 
@@ -1961,6 +1997,8 @@ def report(
         demand=demand,
         max_shapes=max_shapes,
         fail_if_stale=fail_if_stale,
+        quarantine=quarantine,
+        interrupted_within=parse_duration(interrupted_within, option="--interrupted-within"),
     )
     with console.progress_status("computing the report"):
         result = build_report(store, options)

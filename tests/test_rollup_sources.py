@@ -139,7 +139,10 @@ def _same_ingest(release: Path, tmp_path: Path, days: str | None = None) -> api.
 
 def test_the_rolled_fixture_ingests_as_the_release(tmp_path: Path) -> None:
     result = _same_ingest(write_fixture(tmp_path / "data"), tmp_path)
-    assert {t.table: t.read for t in result.tables} == {"nodes": 4, "allocations": 12, "telemetry": 69}
+    # node_events: the fixture's server that misses listed hours is down meanwhile
+    assert {t.table: t.read for t in result.tables} == {
+        "nodes": 4, "allocations": 12, "telemetry": 69, "node_events": 1
+    }  # fmt: skip
 
 
 def test_a_rolled_generated_release_ingests_as_the_release(tmp_path: Path) -> None:

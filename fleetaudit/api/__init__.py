@@ -21,11 +21,12 @@ import polars as pl
 
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.fsutil import write_output
-from fleetaudit.core.sanitize import csv_safe
 from fleetaudit.core.options import DEFAULT_LOCK_TIMEOUT, REJECTS_LIMIT
 from fleetaudit.core.resources import resource_dir
+from fleetaudit.core.sanitize import csv_safe
 from fleetaudit.core.times import iso, to_utc
 from fleetaudit.model import occupancy
+from fleetaudit.model.capacity import Health, health_of, no_health, whole_window_health
 from fleetaudit.model.store import Store, open_store
 
 if TYPE_CHECKING:  # imported where used: a read-only command loads no ingest or generator
@@ -119,20 +120,32 @@ class StoreSummary:
     domains: int  # switch domains of the whole fleet (one holding two models counts once)
 
 
-def capacity_by_model(nodes: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def capacity_by_model(
+    nodes: pl.DataFrame, health: Health | None = None, at: datetime | None = None
+) -> tuple[pl.DataFrame, int]:
     """Installed capacity per GPU model (nodes, GPUs, healthy GPUs, switch domains), most
     GPUs first, and the fleet's switch domains: health and the domain key are the
     capacity model's (a null health is healthy; a node without a switch is a domain by
-    itself, never one with a switch of its name)."""
-    from fleetaudit.model.capacity import SWITCH_DOMAIN, node_index
+    itself, never one with a switch of its name). With ``health`` and ``at``, healthy
+    GPUs leave out those the health intervals put out of service at ``at``."""
+    from fleetaudit.core.times import epoch_us
+    from fleetaudit.model.capacity import SWITCH_DOMAIN, gpus_out_at, node_index
 
     index = node_index(nodes)
+    out = pl.lit(0, dtype=pl.Int64)
+    if health is not None and at is not None and not health.empty:
+        index = index.join(
+            gpus_out_at(health, epoch_us(at)).select("node_id", "gpus_out"),
+            on="node_id",
+            how="left",
+        )
+        out = pl.min_horizontal(pl.col("gpus_out").fill_null(0), "gpus")
     models = (
         index.group_by("gpu_model")
         .agg(
             pl.len().cast(pl.Int64).alias("nodes"),
             pl.col("gpus").sum().alias("gpus"),
-            pl.col("gpus").filter(pl.col("usable")).sum().alias("healthy_gpus"),
+            (pl.col("gpus") - out).filter(pl.col("usable")).sum().alias("healthy_gpus"),
             pl.col(SWITCH_DOMAIN).n_unique().cast(pl.Int64).alias("domains"),
         )
         .sort(["gpus", "gpu_model"], descending=[True, False])
@@ -145,7 +158,10 @@ def summarize(options: StoreOptions) -> StoreSummary:
     with reading(options) as store:
         at, how = export_time_of(store)
         queued = 0 if at is None else store.query("queued_requests_at", at=at).height
-        models, domains = capacity_by_model(store.query("nodes"))
+        nodes, health = store.query("nodes"), None
+        if at is not None:
+            nodes, health = load_health(store, nodes, at, at + timedelta(microseconds=1))
+        models, domains = capacity_by_model(nodes, health, at)
         return StoreSummary(
             db=options.db,
             tables=store.query("store_tables"),
@@ -483,6 +499,19 @@ def load_frames(
     return nodes, by_alloc_id(frames)
 
 
+def load_health(
+    store: Store, nodes: pl.DataFrame, start: datetime, end: datetime
+) -> tuple[pl.DataFrame, Health]:
+    """The fleet's health over [start, end): the health intervals that meet it (and every
+    open one), merged (:func:`fleetaudit.model.capacity.health_of`), and ``nodes`` with the
+    health that holds over all the time (:func:`fleetaudit.model.capacity.whole_window_health`).
+    A store without intervals (or made before they existed) gives ``nodes`` unchanged."""
+    if "node_events" not in store.table_names():
+        return nodes, no_health()
+    health = health_of(nodes, store.query("node_events_overlapping", start=start, end=end))
+    return whole_window_health(nodes, health), health
+
+
 def by_alloc_id(frames: list[pl.DataFrame]) -> pl.DataFrame:
     """The allocations frame ``frames`` holds, in alloc_id order (rows sharing an
     alloc_id: by all their columns), so that no figure depends on the order in which
@@ -530,7 +559,8 @@ def state_at(
     instant = resolve_at(store, at, scenario)
     end = instant + (duration or timedelta(0)) + timedelta(microseconds=1)
     nodes, allocations = load_frames(store, instant, end, scenario)
-    return occupancy.node_state(nodes, allocations, instant, duration)
+    nodes, health = load_health(store, nodes, instant, end)
+    return occupancy.node_state(nodes, allocations, instant, duration, health)
 
 
 @dataclass(frozen=True)

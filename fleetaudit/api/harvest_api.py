@@ -22,6 +22,7 @@ from fleetaudit.api import (
     by_alloc_id,
     check_scenario,
     fleet_nodes,
+    load_health,
     reading,
     record_whatif_run,
     resolve_at,
@@ -166,6 +167,7 @@ def _whatif_harvesting(
         allocations = by_alloc_id(
             [store.query("harvest_allocations", start=start, end=end, scenario=run.scenario)]
         )
+        nodes, health = load_health(store, nodes, start, end)
         # A second thread reads the telemetry and derives the sleeps from it while this one
         # prepares the nodes, allocations and jobs, which need no sleeps (DuckDB, polars and
         # numpy mostly run outside the interpreter lock): the store is that thread's alone
@@ -177,7 +179,7 @@ def _whatif_harvesting(
             report("preparing the replay")
             prepared = harvest.prepare_replay(
                 nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]),
-                start, end,
+                start, end, health,
             )  # fmt: skip
         except BaseException:
             # Ctrl-C or a failure here: the second thread's work is no longer wanted, and

@@ -18,6 +18,7 @@ from fleetaudit.api import (
     fleet_nodes,
     latest_whatif_runs,
     load_frames,
+    load_health,
     reading,
     record_whatif_run,
     resolve_at,
@@ -292,12 +293,13 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         window = resolve_window(store, at, run.since, PLACEMENT_SINCE, least=WINDOW_LEAST)
         start, since = window.start, window.length
         nodes, allocations = load_frames(store, start, at)
+        nodes, health = load_health(store, nodes, start, at)
         requests = store.query("requests_all")
         suggested = suggested_discipline(store, requests)
         recorded = recorded_discipline(store)
     if nodes.filter(usable_expr(nodes))["gpus"].sum() == 0:
         raise UsageError("the fleet has no healthy GPUs to replay onto")
-    demand = placement.window_demand(nodes, allocations, requests, start, at)
+    demand = placement.window_demand(nodes, allocations, requests, start, at, health=health)
     chosen = choose_discipline(
         store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
         calibrate=run.calibrate, at=at, preempt=run.preempt,
@@ -309,7 +311,7 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
     )
     curves = placement.replay_curves(
         nodes, demand.allocations, demand.requests, options, start, at, run.empty, queue,
-        run.policies, hold=holds, preempt=preempt,
+        run.policies, hold=holds, preempt=preempt, health=health,
     )  # fmt: skip
     gpus = int(nodes.filter(usable_expr(nodes))["gpus"].sum())
     saved_policy = None
@@ -318,7 +320,7 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         final = placement.simulate_replay(
             nodes, demand.allocations, demand.requests,
             placement.PlacementOptions(policy=saved_policy, seed=run.seed),
-            start, at, run.empty, queue, hold=holds, preempt=preempt,
+            start, at, run.empty, queue, hold=holds, preempt=preempt, health=health,
         ).allocations  # fmt: skip
         # The state at the window's end: what still runs there (recorded or replayed).
         final = final.filter(pl.col("end_time").is_null() | (pl.col("end_time") > at))

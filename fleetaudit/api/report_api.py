@@ -31,6 +31,7 @@ from fleetaudit.api import (
     ineligible_note,
     latest_whatif_runs,
     load_frames,
+    load_health,
     reading,
     resolve_at,
     resolve_window,
@@ -38,11 +39,16 @@ from fleetaudit.api import (
 )
 from fleetaudit.api.shapes_api import SHAPE_COLUMNS
 from fleetaudit.core.errors import StaleExportError, StoreError, UsageError
-from fleetaudit.core.options import REPORT_SINCE, REPORT_STEP
+from fleetaudit.core.options import (
+    REPORT_INTERRUPTED_WITHIN,
+    REPORT_QUARANTINE,
+    REPORT_SINCE,
+    REPORT_STEP,
+)
 from fleetaudit.core.times import iso, seconds_text, to_utc
 from fleetaudit.model import denominators as den
 from fleetaudit.model import occupancy
-from fleetaudit.model.capacity import SHARE_UNITS, UNBOUNDED, usable_expr
+from fleetaudit.model.capacity import SHARE_UNITS, UNBOUNDED, Health, usable_expr
 from fleetaudit.model.demand import (
     DEFAULT_SHAPES,
     PER_MODEL_SHAPES,
@@ -51,6 +57,7 @@ from fleetaudit.model.demand import (
     WindowDemand,
     window_demand,
 )
+from fleetaudit.model.failures import Failures, failures
 from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
 from fleetaudit.model.shapes import (
     Shape,
@@ -94,6 +101,8 @@ class ReportOptions:
     demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
     generated_at: datetime | None = None  # the clock, injectable for tests
     fail_if_stale: bool = False  # raise StaleExportError when the export time has not moved
+    quarantine: int = REPORT_QUARANTINE  # failures in the window: a quarantine candidate
+    interrupted_within: timedelta = REPORT_INTERRUPTED_WITHIN  # an end this close to a failure
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,10 @@ class ReportResult:
     # the export time has not moved since the last recorded report: recorded_at,
     # export_time, note (None: it has, or no report was recorded with it)
     stale: dict[str, Any] | None = None
+    # what failures cost in the window (failures_section: the JSON ``failures`` object)
+    failures: dict[str, Any] = field(default_factory=dict)
+    # bucket, state, gpu_hours: the unhealthy GPU-hours over the window, for the chart
+    failures_over_time: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend): rates, and
@@ -274,9 +287,11 @@ class _Aside:
 
 @dataclass(frozen=True)
 class _Figures:
-    """The physical figures and the telemetry's productive ones of the window."""
+    """The physical figures, what failures cost and the telemetry's productive figures
+    of the window."""
 
     physical: pl.DataFrame
+    failures: Failures
     productive: den.Productive
     telemetry: _WindowTelemetry
     interval_s: float | None  # the seconds of one telemetry sample
@@ -291,10 +306,23 @@ def _physical_and_productive(
     timelines: tuple[pl.DataFrame, pl.DataFrame],
     telemetry_aside: _Aside,
     step: timedelta,
+    health: Health,
+    options: ReportOptions,
 ) -> _Figures:
-    """:func:`fleetaudit.model.denominators.physical`, then, once the telemetry is read,
+    """:func:`fleetaudit.model.denominators.physical` and
+    :func:`fleetaudit.model.failures.failures`, then, once the telemetry is read,
     :func:`fleetaudit.model.denominators.productive`."""
     physical = den.physical(nodes, allocations, start, end, timelines)
+    cost = failures(
+        nodes,
+        allocations,
+        health,
+        timelines[0],
+        start,
+        end,
+        quarantine=options.quarantine,
+        within=options.interrupted_within,
+    )
     del timelines
     telemetry: _WindowTelemetry = telemetry_aside.result()
     by_alloc, by_node = telemetry.by_alloc, telemetry.by_node
@@ -304,7 +332,7 @@ def _physical_and_productive(
     if step_interval:
         interval = step.total_seconds()
     prod = den.productive(nodes, allocations, start, end, by_alloc, by_node, interval)
-    return _Figures(physical, prod, telemetry, interval, step_interval)
+    return _Figures(physical, cost, prod, telemetry, interval, step_interval)
 
 
 def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportResult:
@@ -329,6 +357,10 @@ def _build_report(
         raise UsageError(
             f"--step: {options.step} over {options.since or REPORT_SINCE} gives too many instants"
         )
+    if options.quarantine < 1:
+        raise UsageError("--quarantine: must be 1 or more")
+    if options.interrupted_within < timedelta(0):
+        raise UsageError("--interrupted-within: must be 0s or more")
     notes: list[str] = []
     with reading(store_options) as store:
         check_scenario(store, options.scenario)
@@ -348,9 +380,7 @@ def _build_report(
         telemetry_aside = _Aside(_read_telemetry, reader, start, end)
         asides.append(telemetry_aside)
         notes.extend(
-            data_notes(
-                store, start, end, options.scenario, options.at is not None, window=window
-            )
+            data_notes(store, start, end, options.scenario, options.at is not None, window=window)
         )
         if not holds_requests(store):
             notes.append(
@@ -392,6 +422,7 @@ def _build_report(
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, horizon, options.scenario)
+        nodes, health = load_health(store, nodes, start, horizon)
         queued = queued_gpus(never_startable(requests, nodes), instants)
         del requests
         rejects: dict[str, int] = {}
@@ -422,14 +453,15 @@ def _build_report(
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):
         if shape.is_share:
-            h = evaluate_history(nodes, allocations, shape, end, since, options.step)
+            h = evaluate_history(nodes, allocations, shape, end, since, options.step, health=health)
             share_outlook[i] = (h.p_start, h.wait_p50_s, h.wait_p90_s)
-    timelines = den.window_timelines(nodes, allocations, start, end, horizon)
+    timelines = den.window_timelines(nodes, allocations, start, end, horizon, health)
     # The physical and productive figures are polars work (no GIL): computed aside, on
     # the second core, while the schedulable sweep (numpy, one core) runs here.
     figures_aside = _Aside(
         _physical_and_productive,
-        nodes, allocations, start, end, timelines, telemetry_aside, options.step,
+        nodes, allocations, start, end, timelines, telemetry_aside, options.step, health,
+        options,
     )  # fmt: skip
     asides.append(figures_aside)
     # the sweep keeps the free capacity at the instants the stranded places sample
@@ -439,7 +471,13 @@ def _build_report(
     )
     del timelines
     places, sampled_instants = stranded_places(
-        nodes, allocations, sched.steps, [s for s, _ in pairs], since, kept=sched.kept
+        nodes,
+        allocations,
+        sched.steps,
+        [s for s, _ in pairs],
+        since,
+        kept=sched.kept,
+        health=health,
     )
     sampled = den.sampled_hours(sched.steps, since, ["gpu_model"])
     figures: _Figures = figures_aside.result()
@@ -508,10 +546,18 @@ def _build_report(
             + ", ".join(f"{table} {n:,}" for table, n in rejects.items())
             + "); the figures leave them out, and the rejects table says why"
         )
-    end_state = occupancy.node_state(nodes, allocations, end)
-    bound = {
-        r.pop("gpu_model"): r for r in occupancy.bound_nodes(end_state).iter_rows(named=True)
-    }
+    end_state = occupancy.node_state(nodes, allocations, end, health=health)
+    if not health.empty:
+        notes.append(
+            f"{figures.failures.intervals:,} health interval(s) meet the window: GPUs out of "
+            "service count as unhealthy while they last, and work on them as allocated"
+        )
+    if health.dated:
+        notes.append(
+            f"{len(health.dated):,} node(s) recorded out of service have an open health "
+            "interval: they count as healthy before it began"
+        )
+    bound = {r.pop("gpu_model"): r for r in occupancy.bound_nodes(end_state).iter_rows(named=True)}
     generated = to_utc(options.generated_at or datetime.now(timezone.utc)).replace(microsecond=0)
     outlooks = tuple(
         replace(o, requests=d.requests, demand_weight=d.weight)
@@ -546,8 +592,102 @@ def _build_report(
         window=window,
         trend_key=trend_key,
         stale=stale,
+        failures=failures_section(figures.failures),
+        failures_over_time=figures.failures.over_time,
     )
     return _with_trend(result)
+
+
+def failure_buckets(result: ReportResult) -> list[datetime]:
+    """The start of every stretch of the failures' curve (``failures.over_time``), from the
+    window's start: those without unhealthy GPU-hours too, which the JSON leaves out."""
+    size = timedelta(seconds=result.failures["over_time"]["bucket_s"]) if result.failures else None
+    starts: list[datetime] = []
+    at = result.start
+    while size is not None and size > timedelta(0) and at < result.end:
+        starts.append(at)
+        at += size
+    return starts
+
+
+FAILURE_NODES_SHOWN = 100
+"""The report lists at most this many nodes ranked by failures (every quarantine
+candidate is counted, and named in ``quarantine``)."""
+
+
+def _cost(frame: pl.DataFrame) -> dict[str, Any]:
+    """Unhealthy GPU-hours of ``frame`` (rows of Failures.unhealthy): in all, recorded,
+    by state, and by state and reason."""
+    by_state = frame.group_by("state").agg(pl.col("gpu_hours").sum()).sort("state")
+    by_reason = (
+        frame.group_by("state", "reason")
+        .agg(pl.col("gpu_hours").sum())
+        .sort(["gpu_hours", "state", "reason"], descending=[True, False, False], nulls_last=True)
+    )
+    return {
+        "unhealthy_gpu_hours": float(frame["gpu_hours"].sum() or 0.0),
+        "recorded_gpu_hours": float(frame.filter(pl.col("recorded"))["gpu_hours"].sum() or 0.0),
+        "by_state": dict(by_state.iter_rows()),
+        "by_reason": by_reason.to_dicts(),
+    }
+
+
+def _interruptions(frame: pl.DataFrame) -> dict[str, Any]:
+    bound = frame.filter(pl.col("upper_bound"))
+    return {
+        "allocations": frame.height,
+        "lost_gpu_hours": float(frame["lost_gpu_hours"].sum() or 0.0),
+        "without_checkpoint": bound.height,
+        "lost_gpu_hours_without_checkpoint": float(bound["lost_gpu_hours"].sum() or 0.0),
+    }
+
+
+def failures_section(cost: Failures) -> dict[str, Any]:
+    """The report's ``failures`` object (docs/report.md, What failures cost)."""
+    models: dict[str, Any] = {}
+    for row in cost.models.iter_rows(named=True):
+        model = row["gpu_model"]
+        models[model] = {
+            **_cost(cost.unhealthy.filter(pl.col("gpu_model") == model)),
+            "nodes": row["nodes"],
+            "failures": row["failures"],
+            "failed_nodes": row["failed_nodes"],
+            "in_service_node_hours": row["in_service_node_hours"],
+            "mtbf_hours": row["mtbf_hours"],
+            "interrupted": _interruptions(cost.interrupted.filter(pl.col("gpu_model") == model)),
+        }
+    total_failures = int(cost.models["failures"].sum() or 0)
+    in_service = float(cost.models["in_service_node_hours"].sum() or 0.0)
+    quarantine = cost.nodes.filter(pl.col("quarantine"))["node_id"].to_list()
+    return {
+        "intervals": cost.intervals,
+        "sources": list(cost.sources),
+        "quarantine_failures": cost.quarantine,
+        "interrupted_within_s": cost.within.total_seconds(),
+        "fleet": {
+            **_cost(cost.unhealthy),
+            "nodes": int(cost.models["nodes"].sum() or 0),
+            "failures": total_failures,
+            "failed_nodes": int(cost.models["failed_nodes"].sum() or 0),
+            "in_service_node_hours": in_service,
+            "mtbf_hours": in_service / total_failures if total_failures else None,
+            "interrupted": _interruptions(cost.interrupted),
+        },
+        "models": models,
+        "quarantine": quarantine,
+        "nodes_ranked": cost.nodes.height,
+        "nodes": cost.nodes.head(FAILURE_NODES_SHOWN).to_dicts(),
+        "over_time": {
+            "bucket_s": cost.bucket.total_seconds(),
+            "buckets": [
+                {
+                    "start": iso(bucket),
+                    "by_state": dict(part.select("state", "gpu_hours").iter_rows()),
+                }
+                for (bucket,), part in cost.over_time.group_by(["bucket"], maintain_order=True)
+            ],
+        },
+    }
 
 
 PLACE_SAMPLES = 48
@@ -594,6 +734,7 @@ def stranded_places(
     span: timedelta,
     samples: int | None = None,
     kept: dict[int, den.FreeAt] | None = None,
+    health: Health | None = None,
 ) -> tuple[pl.DataFrame, int]:
     """Stranded GPU-hours per switch domain (a node without a switch is its own domain)
     and cause, and how many of the window's instants they are estimated from.
@@ -649,7 +790,7 @@ def stranded_places(
                 duration = seconds
                 if duration not in states:
                     window = timedelta(seconds=seconds) if seconds else None
-                    states[duration] = occupancy.node_state(nodes, allocations, at, window)
+                    states[duration] = occupancy.node_state(nodes, allocations, at, window, health)
             on_model = states[duration].filter(pl.col("gpu_model") == model)
             part = (
                 _unqueued_by_domain(on_model)
@@ -835,9 +976,7 @@ def _demand_summary(
 
 def _budget_text(budget: int | None) -> str:
     if budget is None:
-        return (
-            f"the {DEFAULT_SHAPES} heaviest and every GPU model's {PER_MODEL_SHAPES} heaviest"
-        )
+        return f"the {DEFAULT_SHAPES} heaviest and every GPU model's {PER_MODEL_SHAPES} heaviest"
     return f"--shapes {budget}"
 
 
@@ -982,7 +1121,14 @@ def _domains(state: pl.DataFrame) -> pl.DataFrame:
             pl.col("gpu_model").unique().sort().str.join("|").alias("gpu_model"),
             pl.len().alias("nodes"),
             pl.col("gpus").sum().alias("gpus"),
-            pl.col("gpus").filter(~healthy).sum().alias("unhealthy_gpus"),
+            (
+                pl.col("gpus").filter(~healthy).sum()
+                + (
+                    pl.col("gpus_unhealthy").filter(healthy).sum()
+                    if "gpus_unhealthy" in state.columns
+                    else 0
+                )
+            ).alias("unhealthy_gpus"),
             pl.col("free_gpus").filter(healthy).sum().alias("free_gpus"),
         )
         .sort("gpu_model", "domain")

@@ -22,6 +22,7 @@ from fleetaudit.api import (
     holds_requests,
     ineligible_note,
     load_frames,
+    load_health,
     reading,
     resolve_at,
 )
@@ -29,6 +30,7 @@ from fleetaudit.core.errors import InputError, UsageError
 from fleetaudit.core.lazy import LazyModule
 from fleetaudit.core.times import parse_duration
 from fleetaudit.model import occupancy
+from fleetaudit.model.capacity import Health
 from fleetaudit.model.shapes import (
     Evaluation,
     Shape,
@@ -272,9 +274,12 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
             longest = max(longest, float(classes or 0.0))
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, end, options.scenario)
+        nodes, health = load_health(store, nodes, start, end)
     durations = list(dict.fromkeys(shape.duration_s for shape, _ in pairs))
     windows = [timedelta(seconds=d) if d else None for d in durations]
-    states = dict(zip(durations, occupancy.node_states(nodes, allocations, at, windows), strict=True))
+    states = dict(
+        zip(durations, occupancy.node_states(nodes, allocations, at, windows, health), strict=True)
+    )
     reports = []
     notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
     evaluations = evaluate_all([(states[shape.duration_s], shape) for shape, _ in pairs])
@@ -288,7 +293,7 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
                 evaluation=evaluation,
                 queued=queued,
                 capped=capped,
-                reclaim=reclaim_mod.reclaimable(nodes, allocations, at, shape, evaluation)
+                reclaim=reclaim_mod.reclaimable(nodes, allocations, at, shape, evaluation, health)
                 if options.reclaim
                 else None,
                 **_history(
@@ -298,6 +303,7 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
                     shape,
                     at,
                     options,
+                    health,
                     every_duration=bool(options.shapes) and shape.duration_s is None,
                 ),
                 misses=nearest_misses(evaluation, state) if options.explain else None,
@@ -318,6 +324,7 @@ def _history(
     shape: Shape,
     at: datetime,
     options: ShapesOptions,
+    health: Health,
     every_duration: bool = False,
 ) -> dict[str, Any]:
     """The shape's history and its calibration against the requests of the shape.
@@ -330,7 +337,7 @@ def _history(
     if options.history is None or requests is None:
         return {}
     series = history_mod.evaluate_history(
-        nodes, allocations, shape, at, options.history, options.step, options.deadline
+        nodes, allocations, shape, at, options.history, options.step, options.deadline, health
     )
     anyhow = _same_shape(requests, shape, any_duration=True)
     if not every_duration:

@@ -37,6 +37,14 @@ DEMAND_DEFAULT_SHAPES = 20
 DEMAND_PER_MODEL_SHAPES = 3
 """...and, by default, every GPU model's heaviest shapes, this many, on top of them."""
 
+REPORT_QUARANTINE = 3
+"""``fleetaudit report --quarantine``: failures in the window that make a node a
+quarantine candidate."""
+
+REPORT_INTERRUPTED_WITHIN = timedelta(minutes=5)
+"""``fleetaudit report --interrupted-within``: an allocation that ended this close to its
+node's failure was interrupted by it."""
+
 
 def duration_text(value: float | timedelta) -> str:
     """A default duration as the command line spells it: in the largest unit that divides it,
@@ -274,6 +282,13 @@ class GenerateOptions:
             work shares the container's GPUs, CPUs and memory, so such a node is
             over capacity in the record while the container sleeps. 0 (the
             default) records none, and every node stays within capacity.
+        node_events: health intervals (``node_events``) per node and year, over the
+            ``node_events_days`` before `end`: GPU XIDs, drains, outages, cordons and
+            degraded spells, a few nodes failing far more often than the rest, some
+            outages told by two sources; the nodes unhealthy at the export get an
+            open interval from when they left service. 0 (the default) writes no
+            node_events table.
+        node_events_days: the days of health history before `end` (default a year).
     """
 
     nodes: int = 19_400
@@ -284,6 +299,8 @@ class GenerateOptions:
     telemetry_days: float = 2.0
     end: datetime = datetime(2026, 5, 1, tzinfo=timezone.utc)
     harvested_nights: float = 0.0
+    node_events: float = 0.0
+    node_events_days: float = 365.0
 
 
 @dataclass(frozen=True)

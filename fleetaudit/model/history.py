@@ -64,6 +64,7 @@ from fleetaudit.core.errors import UsageError
 from fleetaudit.core.times import epoch_us, from_epoch_us
 from fleetaudit.model.capacity import (
     SHARE_UNITS,
+    Health,
     Pod,
     free_array,
     micro_units,
@@ -197,6 +198,7 @@ def evaluate_history(
     span: timedelta,
     step: timedelta,
     deadline: timedelta | None = None,
+    health: Health | None = None,
 ) -> History:
     """The shape's instances at every step of the window ending at ``end``, and its waits.
 
@@ -209,6 +211,8 @@ def evaluate_history(
         span: the window's length (``--history``), >= 0.
         step: the time between instants (``--step``), > 0.
         deadline: ``--deadline``, or None.
+        health: the fleet's health over time: GPUs out of service at an instant take
+            no work then (:func:`fleetaudit.model.occupancy.node_state`), or None.
 
     Returns:
         The :class:`History`; equal, series included, to
@@ -235,7 +239,7 @@ def evaluate_history(
         {'p_start': 0.6, 'wait_p50_s': 0.0, 'wait_p90_s': 7200.0, 'p_within_deadline': 0.8}
     """
     grid, step_us = _instants(end, span, step, deadline)
-    instances = _swept_instances(nodes, allocations, shape, grid, step_us)
+    instances = _swept_instances(nodes, allocations, shape, grid, step_us, health)
     return history_of(grid, step_us, instances, deadline)
 
 
@@ -247,6 +251,7 @@ def evaluate_history_naive(
     span: timedelta,
     step: timedelta,
     deadline: timedelta | None = None,
+    health: Health | None = None,
 ) -> History:
     """The reference for :func:`evaluate_history`: ``node_state`` and ``shapes.evaluate`` per instant.
 
@@ -256,7 +261,7 @@ def evaluate_history_naive(
     grid, step_us = _instants(end, span, step, deadline)
     duration = _duration(shape)
     counts = [
-        evaluate(node_state(nodes, allocations, from_epoch_us(t), duration), shape).instances
+        evaluate(node_state(nodes, allocations, from_epoch_us(t), duration, health), shape).instances
         for t in grid.tolist()
     ]
     return history_of(grid, step_us, np.asarray(counts, dtype=np.int64), deadline)
@@ -494,7 +499,12 @@ def range_max(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.nda
 
 
 def _swept_instances(
-    nodes: pl.DataFrame, allocations: pl.DataFrame, shape: Shape, grid: np.ndarray, step_us: int
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    shape: Shape,
+    grid: np.ndarray,
+    step_us: int,
+    health: Health | None = None,
 ) -> np.ndarray:
     """Instances at each instant of ``grid`` (µs), by the sweep of the module docstring."""
     n = len(grid)
@@ -506,12 +516,19 @@ def _swept_instances(
         return np.zeros(n, dtype=np.int64)
     hi = t_last + max(window_us, 1)
     timeline = occupancy_timeline(
-        eligible, allocations, from_epoch_us(t0), from_epoch_us(hi), share_fills=shape.is_share
+        eligible,
+        allocations,
+        from_epoch_us(t0),
+        from_epoch_us(hi),
+        share_fills=shape.is_share,
+        health=health,
     )
     node = timeline["node_id"].to_physical().cast(pl.Int64).to_numpy()
     start = timeline["time"].dt.epoch("us").to_numpy()
     occupied = np.empty((timeline.height, 3), dtype=np.int64)
-    occupied[:, 0] = timeline["gpus_used"].to_numpy()
+    # GPUs out of service take no work: slots read the GPUs occupied or out of service
+    held = "gpus_held" if "gpus_held" in timeline.columns else "gpus_used"
+    occupied[:, 0] = timeline[held].to_numpy()
     occupied[:, 1:] = timeline.select(micro_units("cpus_used"), micro_units("memory_used")).to_numpy()
     fills = timeline["share_fills"] if shape.is_share else None
     del timeline

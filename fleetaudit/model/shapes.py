@@ -38,8 +38,8 @@ from fleetaudit.model.capacity import (
     UNBOUNDED,
     Pod,
     block_domains,
+    closed_fills,
     gang_instances,
-    over_committed,
     slot_exprs,
     switch_domains,
     to_quantity,
@@ -406,7 +406,7 @@ def _node_slots(state: pl.DataFrame, shape: Shape) -> pl.LazyFrame:
     # the slot count is the capacity model's (fleetaudit.model.capacity.node_slots): with a
     # duration, a partly filled GPU counts only where nothing starts in W, and not on a
     # node the record over-commits
-    exprs = slot_exprs(Pod.of(shape), over=over_committed(state))
+    exprs = slot_exprs(Pod.of(shape), over=closed_fills(state))
     slots = eligible.select(
         "node_id",
         "gpu_model",
@@ -539,16 +539,25 @@ def _in_models(shape: Shape) -> pl.Expr:
 
 def ledger_exprs(state: pl.DataFrame) -> list[pl.Expr]:
     """The ledger's sums (:data:`_LEDGER_SUMS`) over a state's rows: the GPUs installed,
-    unhealthy, allocated high and low and idle (allocated GPUs capped at the node's GPUs)."""
+    unhealthy, allocated high and low and idle (allocated GPUs capped at the node's GPUs).
+
+    A node whose ``health`` (over all the time) is not healthy is unhealthy whole; on
+    the others, the GPUs out of service at t that no work holds (gpus_unhealthy, from
+    health intervals) are unhealthy, and work on them still counts as allocated."""
     healthy = usable_expr(state)
     used = pl.min_horizontal("gpus_used", "gpus")
     high = pl.min_horizontal("gpus_used_high", used)
+    unhealthy = pl.col("gpus").filter(~healthy).sum()
+    idle = pl.col("gpus") - used
+    if "gpus_unhealthy" in state.columns:
+        unhealthy = unhealthy + pl.col("gpus_unhealthy").filter(healthy).sum()
+        idle = idle - pl.col("gpus_unhealthy")
     return [
         pl.col("gpus").sum().alias("installed"),
-        pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
+        unhealthy.alias("unhealthy"),
         high.filter(healthy).sum().alias("allocated_high"),
         (used - high).filter(healthy).sum().alias("allocated_low"),
-        (pl.col("gpus") - used).filter(healthy).sum().alias("idle"),
+        idle.filter(healthy).sum().alias("idle"),
     ]
 
 

@@ -1051,6 +1051,7 @@ def render_report(result: ReportResult) -> None:
     _render_physical(rows)
     _render_schedulable(rows, result)
     _render_productive(rows, result)
+    _render_failures(result)
     _render_recoverable(result)
     for text in result.notes:
         note(text)
@@ -1367,6 +1368,124 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
         f"CPU-neighbour indicator: training SM-active {_pct1(nb['with_cpu_neighbour'])} with a "
         f"CPU-only allocation on its node, {_pct1(nb['without_cpu_neighbour'])} without{drop}"
     )
+
+
+_FAILING_NODES_SHOWN = 10
+_REASONS_SHOWN = 5
+
+
+def _render_failures(result: ReportResult) -> None:
+    """What failures cost: unhealthy GPU-hours by state, failures, MTBF and interrupted
+    work per model; the leading reasons; the nodes that fail most; the time curve."""
+    section = result.failures
+    if not section:
+        return
+    fleet = section["fleet"]
+    if not fleet["unhealthy_gpu_hours"] and not fleet["failures"]:
+        out.print(
+            "failures: no GPU out of service in the window"
+            + ("" if section["intervals"] else " (the store holds no health interval for it)")
+        )
+        return
+    states = sorted(
+        {state for part in [fleet, *section["models"].values()] for state in part["by_state"]}
+    )
+    table = Table(title="what failures cost (unhealthy GPU-hours, exact)", title_justify="left")
+    table.add_column("model", no_wrap=True)
+    for header in ("total", *states, "failures", "MTBF", "interrupted", "lost GPU-h"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, part in [("fleet", fleet), *section["models"].items()]:
+        table.add_row(
+            Text(name, style="bold" if name == "fleet" else ""),
+            _gh(part["unhealthy_gpu_hours"]),
+            *(_gh(part["by_state"].get(state, 0.0)) for state in states),
+            _int(part["failures"]),
+            _hours(part["mtbf_hours"]),
+            _int(part["interrupted"]["allocations"]),
+            _gh(part["interrupted"]["lost_gpu_hours"]),
+        )
+    cost = pl.DataFrame(
+        [
+            {
+                "model": name, "unhealthy_gpu_hours": part["unhealthy_gpu_hours"],
+                **{f"{state}_gpu_hours": part["by_state"].get(state, 0.0) for state in states},
+                "failures": part["failures"], "mtbf_hours": part["mtbf_hours"],
+                "interrupted": part["interrupted"]["allocations"],
+                "lost_gpu_hours": part["interrupted"]["lost_gpu_hours"],
+            }
+            for name, part in [("fleet", fleet), *section["models"].items()]
+        ],
+        schema={"model": pl.String, "unhealthy_gpu_hours": pl.Float64,
+                **{f"{state}_gpu_hours": pl.Float64 for state in states},
+                "failures": pl.Int64, "mtbf_hours": pl.Float64, "interrupted": pl.Int64,
+                "lost_gpu_hours": pl.Float64},
+    )  # fmt: skip
+    show(table, "failures", cost)
+    if fleet["recorded_gpu_hours"]:
+        out.print(
+            f"{_gh(fleet['recorded_gpu_hours'])} of them on nodes whose recorded health holds "
+            "over the whole window (no health interval dates it)"
+        )
+    reasons = [r for r in fleet["by_reason"] if r["reason"] is not None][:_REASONS_SHOWN]
+    if reasons:
+        out.print(
+            "leading reasons: "
+            + "; ".join(f"{r['state']} {r['reason']} {_gh(r['gpu_hours'])} GPU-h" for r in reasons)
+        )
+    interrupted = fleet["interrupted"]
+    if interrupted["allocations"]:
+        out.print(
+            f"interrupted: {interrupted['allocations']:,} allocation(s) ended within "
+            f"{seconds_text(section['interrupted_within_s'])} of their node failing, losing "
+            f"{_gh(interrupted['lost_gpu_hours'])} GPU-hours since their last checkpoint"
+            + (
+                f" ({interrupted['without_checkpoint']:,} without a checkpoint interval: "
+                f"{_gh(interrupted['lost_gpu_hours_without_checkpoint'])} since start, an upper bound)"
+                if interrupted["without_checkpoint"]
+                else ""
+            )
+        )
+    nodes = [n for n in section["nodes"] if n["failures"] or n["interrupted"]]
+    if nodes:
+        ranked = Table(
+            title=f"nodes that fail most (quarantine candidates: {section['quarantine_failures']} "
+            "or more failures)",
+            title_justify="left",
+        )
+        for header in ("node", "model", "failures", "unhealthy GPU-h", "interrupted", "lost GPU-h"):
+            ranked.add_column(header, justify="left" if header in ("node", "model") else "right",
+                              no_wrap=True)  # fmt: skip
+        for n in nodes[:_FAILING_NODES_SHOWN]:
+            ranked.add_row(
+                Text(n["node_id"] + (" *" if n["quarantine"] else "")),
+                Text(n["gpu_model"] or "-"),
+                _int(n["failures"]),
+                _gh(n["unhealthy_gpu_hours"]),
+                _int(n["interrupted"]),
+                _gh(n["lost_gpu_hours"]),
+            )
+        show(ranked, "failing_nodes", pl.DataFrame(
+            [
+                {"node_id": n["node_id"], "gpu_model": n["gpu_model"], "quarantine": n["quarantine"],
+                 "failures": n["failures"], "unhealthy_gpu_hours": n["unhealthy_gpu_hours"],
+                 "interrupted": n["interrupted"], "lost_gpu_hours": n["lost_gpu_hours"]}
+                for n in nodes
+            ],
+            schema={"node_id": pl.String, "gpu_model": pl.String, "quarantine": pl.Boolean,
+                    "failures": pl.Int64, "unhealthy_gpu_hours": pl.Float64,
+                    "interrupted": pl.Int64, "lost_gpu_hours": pl.Float64},
+        ))  # fmt: skip
+        if section["quarantine"]:
+            out.print(f"* {len(section['quarantine']):,} quarantine candidate(s)")
+    buckets = section["over_time"]["buckets"]
+    if buckets:
+        by_start = {b["start"]: sum(b["by_state"].values()) for b in buckets}
+        values = [by_start.get(iso(t), 0.0) for t in report_api.failure_buckets(result)]
+        out.print(
+            Text(f"unhealthy GPU-hours over the window: {sparkline(values)}"),
+            no_wrap=True,
+            overflow="ellipsis",
+        )
 
 
 def _render_recoverable(result: ReportResult) -> None:

@@ -125,7 +125,8 @@ def report_document(result: ReportResult) -> dict[str, Any]:
     Beyond SPEC's keys: schedulable.stranded_gpu_hours.unqueued (idle GPUs no
     queued whole-GPU shape may use) and unhealthy_gpu_hours; productive
     allocated_gpu_hours, coverage and per-workload detail; tenants, shapes,
-    cpu_neighbour, telemetry provenance, recoverable, trend and notes.
+    cpu_neighbour, telemetry provenance, recoverable, trend, failures (what
+    failures cost: docs/report.md) and notes.
     """
     from fleetaudit.api import WHATIF_KINDS
     from fleetaudit.api.report_api import REPORT_SCHEMA, recoverable_summary
@@ -185,6 +186,7 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                 "sampled_instants": result.places_instants,
                 "domains": result.places.to_dicts(),
             },
+            "failures": result.failures,
             "notes": list(result.notes),
         }
     )

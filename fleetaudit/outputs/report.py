@@ -23,6 +23,7 @@ from fleetaudit.api.report_api import (
     allocated_kinds,
     describe_demand,
     describe_trend,
+    failure_buckets,
     recoverable_summary,
     recoverable_view,
     trend_rates,
@@ -52,6 +53,12 @@ COLOURS = {
     "never": "#9e9e9e",
     "usable_share": "#2e8b57",
     "productive_rate": "#d55e00",
+    # health states (what failures cost), most severe darkest
+    "down": "#67001f",
+    "state unhealthy": "#b2182b",
+    "drain": "#2166ac",
+    "cordoned": "#4393c3",
+    "degraded": "#f4a582",
 }
 """Fill colours by segment (colour-blind-safe where it matters; printed as greys they stay apart by order)."""
 
@@ -132,6 +139,21 @@ class AreaChart:
 
 
 @dataclass(frozen=True)
+class FailuresView:
+    """What failures cost (the report's ``failures`` object) as the HTML shows it."""
+
+    section: dict[str, Any]  # the JSON object
+    states: tuple[str, ...]  # the states in the window, most severe first
+    colours: dict[str, str]  # by state
+    bands: tuple[charts.Band, ...]  # mean unhealthy GPUs per bucket, stacked by state
+    top: float
+    y_ticks: tuple[tuple[float, str], ...]
+    labels: tuple[tuple[float, str, str], ...]
+    reasons: tuple[dict[str, Any], ...]
+    nodes: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class TrendChart:
     """The headline rates over every recorded report of the same window length and step."""
 
@@ -188,6 +210,7 @@ class ReportContext:
     places_rest: dict[str, Any] | None = None
     places_instants: int = 0
     places_of: int = 0
+    failures: FailuresView | None = None
 
 
 def _bar(name: str, parts: list[tuple[str, str, float]]) -> Bar:
@@ -447,6 +470,59 @@ def _queued_series(
     return charts.bucket_means(values, size)
 
 
+FAILING_NODES_SHOWN = 20
+REASONS_SHOWN = 10
+
+
+def _state_colour(state: str) -> str:
+    key = "state unhealthy" if state == "unhealthy" else state
+    return COLOURS.get(key, "#7f7f7f")
+
+
+def failures_view(result: ReportResult) -> FailuresView | None:
+    """The failures section's tables and its chart: the mean unhealthy GPUs of each bucket
+    of the window (its unhealthy GPU-hours over its hours), stacked by state."""
+    from fleetaudit.model.capacity import SEVERITY
+
+    section = result.failures
+    if not section:
+        return None
+    fleet = section["fleet"]
+    seen = set(fleet["by_state"])
+    states = tuple(
+        sorted(seen, key=lambda s: (SEVERITY.index(s) if s in SEVERITY else len(SEVERITY), s))
+    )
+    size = section["over_time"]["bucket_s"]
+    starts = failure_buckets(result)
+    by_start = {b["start"]: b["by_state"] for b in section["over_time"]["buckets"]}
+    hours = size / 3600 if size > 0 else 1.0
+    layers = [
+        (
+            state,
+            state,
+            _state_colour(state),
+            [by_start.get(iso(t), {}).get(state, 0.0) / hours for t in starts],
+        )
+        for state in states
+    ]
+    top = charts.nice_top(
+        max((sum(v) for v in zip(*(layer[3] for layer in layers), strict=True)), default=0.0)
+    )
+    return FailuresView(
+        section=section,
+        states=states,
+        colours={state: _state_colour(state) for state in states},
+        bands=charts.stacked_bands(layers, CHART_W, CHART_H, top) if starts else (),
+        top=top,
+        y_ticks=tuple((CHART_H - CHART_H * f, _num(top * f)) for f in (0, 0.5, 1)),
+        labels=_instants_axis(starts, CHART_W),
+        reasons=tuple(fleet["by_reason"][:REASONS_SHOWN]),
+        nodes=tuple(n for n in section["nodes"] if n["failures"] or n["interrupted"])[
+            :FAILING_NODES_SHOWN
+        ],
+    )
+
+
 TREND_COLOURS = ("allocated_high", "allocated_low", "usable_share", "productive_rate")
 
 
@@ -635,6 +711,7 @@ def build_context(result: ReportResult) -> ReportContext:
         places_of=result.steps["instant"].n_unique(),
         heat_legend=HEAT_LEGEND,
         allocated_kinds=allocated_kinds(result),
+        failures=failures_view(result),
     )
 
 
@@ -656,7 +733,9 @@ def _num(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def _bounded(figures: dict[str, Any], rate: str = "productive_rate", upper: str = "upper_bound") -> str:
+def _bounded(
+    figures: dict[str, Any], rate: str = "productive_rate", upper: str = "upper_bound"
+) -> str:
     """A productive rate as a percent, marked ``≤`` where it is an upper bound."""
     value = figures.get(rate)
     return ("≤ " if value is not None and figures.get(upper) else "") + _pct(value)

@@ -367,6 +367,8 @@ def _stage(
     store.run(load_sql("asi_create_open_runs"))
     holders = _Colouring()
     servers: pl.DataFrame | None = None
+    listed = {asi_trace.hour_index(d, h) for d, h in release.servers}  # hours with a server file
+    absences: list[pl.DataFrame] = []
     day_list = release.days
     totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0, "over": 0}
     blocks = _blocks(store, release)
@@ -449,6 +451,7 @@ def _stage(
             path = folder / f"server-hours-{day}-{first_hour:02d}.parquet"
             side.write_parquet(path)
             staged.server_hours.append(str(path))
+            absences.append(_absences(servers, server_day, listed))
             servers = _merge_servers(servers, server_day.drop("requested_gpus"))
             totals["over"] += server_day.filter(
                 pl.col("requested_gpus") > pl.col("gpu_count") + _EPS
@@ -495,6 +498,13 @@ def _stage(
     nodes.write_parquet(path)
     staged.sources.insert(0, _staged_source(path, "nodes", str(release.root / SERVER_TABLE)))
     staged.pod_rows = int(totals["pod_rows"])
+    events = _node_events(absences, servers, staged.t_last, trace_start)
+    if events.height:
+        path = folder / "node_events.parquet"
+        events.write_parquet(path)
+        staged.sources.append(
+            _staged_source(path, "node_events", str(release.root / SERVER_TABLE))
+        )
     changed = int(servers.filter(pl.col("changes") > 0).height)
     staged.summary = [
         f"{FORMAT}: days {day_list[0]}-{day_list[-1]}, hours t={staged.t_first}..{staged.t_last} "
@@ -731,6 +741,55 @@ def _merge_servers(known: pl.DataFrame | None, day: pl.DataFrame) -> pl.DataFram
             + pl.col("changes_new").fill_null(0)
             + differs.cast(pl.Int64)
         ).alias("changes"),
+    )
+
+
+ABSENT = "absent from server_hourly"
+"""The reason of a health interval the release's server table implies."""
+
+
+def _absences(known: pl.DataFrame | None, day: pl.DataFrame, listed: set[int]) -> pl.DataFrame:
+    """server_id, from_t, to_t: the hours [from_t, to_t) a server missed between two
+    hours it was listed in (the block's, or its last before the block), counted only
+    where every missed hour has a server file (a missing partition is no absence)."""
+    hours = day.select("server_id", "t").unique()
+    if known is not None:
+        hours = pl.concat(
+            [known.select("server_id", pl.col("last_t").alias("t")).join(
+                hours.select("server_id").unique(), on="server_id", how="semi"
+            ), hours]
+        )  # fmt: skip
+    gaps = (
+        hours.unique()
+        .sort("server_id", "t")
+        .with_columns(pl.col("t").shift(1).over("server_id").alias("prev"))
+        .filter(pl.col("t") - pl.col("prev") > 1)
+        .select("server_id", (pl.col("prev") + 1).alias("from_t"), pl.col("t").alias("to_t"))
+    )
+    keep = [all(t in listed for t in range(a, b)) for a, b in zip(gaps["from_t"], gaps["to_t"])]
+    return gaps.filter(pl.Series(keep, dtype=pl.Boolean))
+
+
+def _node_events(
+    absences: list[pl.DataFrame], servers: pl.DataFrame, t_last: int, trace_start: datetime
+) -> pl.DataFrame:
+    """Health intervals the server table implies: ``down`` while a server was absent
+    between two hours it was listed in, and from the end of its last hour on (open) for a
+    server gone before the last hour read."""
+    gone = servers.filter(pl.col("last_t") < t_last).select(
+        "server_id", (pl.col("last_t") + 1).alias("from_t"), pl.lit(None, dtype=pl.Int64).alias("to_t")
+    )
+    frames = [a.cast({"from_t": pl.Int64, "to_t": pl.Int64}) for a in absences if a.height]
+    every = pl.concat([*frames, gone.cast({"from_t": pl.Int64, "to_t": pl.Int64})])
+    start = pl.lit(trace_start)
+    return every.sort("server_id", "from_t").select(
+        pl.col("server_id").alias("node_id"),
+        pl.lit(None, dtype=pl.Int64).alias("gpu_index"),
+        (start + pl.duration(hours=pl.col("from_t"))).alias("start_time"),
+        (start + pl.duration(hours=pl.col("to_t"))).alias("end_time"),
+        pl.lit("down").alias("state"),
+        pl.lit(ABSENT).alias("reason"),
+        pl.lit(f"{FORMAT}:server_hourly").alias("source"),
     )
 
 
