@@ -85,6 +85,23 @@ def _ingest_child(release: Path, db: Path, days: str) -> None:
     api.ingest_paths(api.StoreOptions(db), [release], options, progress)
 
 
+def release_for(work: Path, servers: int, days: int) -> Path:
+    """The generated release of ``servers`` x ``days`` under ``work``, written once."""
+    release = work / f"release-{servers}x{days}"
+    if not (release / "done").exists():
+        shutil.rmtree(release, ignore_errors=True)
+        started = time.perf_counter()
+        written = generate_release(release, AsiReleaseOptions(servers=servers, days=days))
+        (release / "done").write_text("")
+        size = sum(p.stat().st_size for p in release.rglob("*.parquet")) / 2**30
+        print(
+            f"generated {written.pod_rows:,} pod rows ({written.gpu_pod_rows:,} GPU), "
+            f"{size:.2f} GiB in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+    return release
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -103,21 +120,8 @@ def main() -> None:
         return
     counts = sorted({int(d) for d in args.days.split(",")})
     first = PAPER_DAYS[0]
-    release = args.work / f"release-{args.servers}x{counts[-1]}"
     print(f"servers {args.servers:,}, days {counts}, load average {_load()}", flush=True)
-    if not (release / "done").exists():
-        shutil.rmtree(release, ignore_errors=True)
-        started = time.perf_counter()
-        written = generate_release(
-            release, AsiReleaseOptions(servers=args.servers, days=counts[-1])
-        )
-        (release / "done").write_text("")
-        size = sum(p.stat().st_size for p in release.rglob("*.parquet")) / 2**30
-        print(
-            f"generated {written.pod_rows:,} pod rows ({written.gpu_pod_rows:,} GPU), "
-            f"{size:.2f} GiB in {time.perf_counter() - started:.0f} s",
-            flush=True,
-        )
+    release = release_for(args.work, args.servers, counts[-1])
     for d in counts:
         db = args.work / f"store-{d}.duckdb"
         for stale in args.work.glob(f"store-{d}.duckdb*"):

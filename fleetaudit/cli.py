@@ -2,7 +2,8 @@
 
 Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 ``$FLEETAUDIT_DB``). Errors become one line on stderr and an exit code
-(:class:`fleetaudit.core.errors.ExitCode`): 0 ok, 2 bad input or usage, 75 store busy.
+(:class:`fleetaudit.core.errors.ExitCode`): 0 ok, 2 bad input or usage, 74 no space
+left on device, 75 store busy.
 """
 
 # No ``from __future__ import annotations``: typer reads every command's parameters at
@@ -10,6 +11,7 @@ Every command takes ``--db`` (default ``./fleetaudit.duckdb``, or
 
 import contextlib
 import functools
+import inspect
 import os
 import re
 import signal
@@ -17,7 +19,7 @@ import sys
 import typing
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -27,8 +29,15 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from fleetaudit import __version__
-from fleetaudit.core.errors import ExitCode, FleetAuditError, UsageError
-from fleetaudit.core.fsutil import is_stdout, write_output
+from fleetaudit.core.errors import (
+    AllRejectedError,
+    ExitCode,
+    FleetAuditError,
+    UsageError,
+    no_space,
+)
+from fleetaudit.core.fsutil import check_outputs, expand_path, is_stdout
+from fleetaudit.core.sanitize import shown
 from fleetaudit.core.lazy import LazyModule, import_with_stand_ins
 from fleetaudit.core.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.core.options import (
@@ -37,9 +46,17 @@ from fleetaudit.core.options import (
     COMPACTION_ENGINES,
     DEFAULT_DB,
     DEFAULT_LOCK_TIMEOUT,
+    DEMAND_DEFAULT_SHAPES,
+    DEMAND_PER_MODEL_SHAPES,
+    HARVEST_SINCE,
     INGEST_FORMAT_SPECS,
+    KubectlOptions,
     PLACEMENT_QUEUES,
+    PLACEMENT_SINCE,
+    PULL_STEP,
     REJECTS_LIMIT,
+    REPORT_INTERRUPTED_WITHIN,
+    REPORT_QUARANTINE,
     REPORT_SINCE,
     REPORT_STEP,
     SCAN_ENGINES,
@@ -50,6 +67,7 @@ from fleetaudit.core.options import (
     HarvestRun,
     OverTimeOptions,
     RemediesRun,
+    PrometheusPull,
     SlurmGenerateOptions,
     budget_text,
     duration_text,
@@ -66,7 +84,6 @@ from fleetaudit.core.times import iso, parse_duration, parse_instant
 # `fleetaudit --help` and usage errors stay fast.
 if TYPE_CHECKING:
     from fleetaudit import api
-    from fleetaudit.api.report_api import ReportResult
     from fleetaudit.model.shapes import Shape
     from fleetaudit.outputs import console
 else:
@@ -76,17 +93,19 @@ else:
 # typer's help and error renderer imports rich's Markdown (markdown-it, pygments) and
 # Traceback at its top, a third of --help's start-up, for markdown help texts and pretty
 # tracebacks, neither of which this command line uses: they load if ever called.
-import_with_stand_ins("typer.rich_utils", {"rich.markdown": ("Markdown",), "rich.traceback": ("Traceback",)})
+import_with_stand_ins(
+    "typer.rich_utils", {"rich.markdown": ("Markdown",), "rich.traceback": ("Traceback",)}
+)
 
 METAVARS = {
-    "--db": "PATH", "--out": "PATH", "--html": "PATH", "--shapes": "PATH",
+    "--db": "PATH", "--out": "PATH", "--shapes": "PATH",
     "--topology": "PATH", "--priority-map": "PATH",
     "--at": "TIME", "--trace-start": "TIME",
     "--duration": "DURATION", "--since": "DURATION", "--history": "DURATION",
     "--step": "DURATION", "--deadline": "DURATION", "--idle-for": "DURATION",
     "--eviction-delay": "DURATION", "--eviction-delay-p95": "DURATION",
     "--kill-after": "DURATION", "--min-remaining": "DURATION", "--warmup": "DURATION",
-    "--telemetry-step": "DURATION",
+    "--telemetry-step": "DURATION", "--interrupted-within": "DURATION",
     "--model": "MODEL", "--policy": "POLICY", "--scenario": "NAME", "--save-as": "NAME",
     "--table": "TABLE", "--format": "FORMAT", "--out-format": "FORMAT",
     "--locality": "LOCALITY", "--queue": "QUEUE",
@@ -94,12 +113,15 @@ METAVARS = {
     "--memory-gib-per-gpu": "GIB", "--state-gib-per-gpu": "GIB", "--bandwidth-gbps": "GBPS",
     "--lock-timeout": "SECONDS", "--idle-sm": "FRACTION", "--fill": "PERCENT",
     "--harvested-nights": "CHANCE", "--days": "DAYS", "--telemetry-days": "DAYS",
+    "--node-events": "RATE", "--node-events-days": "DAYS",
     "--snapshot-time": "TIME", "--tenant-label": "LABEL", "--timezone": "ZONE",
     "--engine": "ENGINE", "--master": "URL", "--interval": "DURATION", "--jobs": "N",
     "--moves-per-hour": "BUDGET", "--add": "MODEL:N", "--remove": "MODEL:N|PATH",
     "--cpus": "MODEL:+N", "--memory": "MODEL:+GIB", "--port": "FROM=TO:SPEED",
     "--merge-level": "LEVEL", "--target": "p_start=P", "--prices": "PATH",
     "--into-switches": "WHERE", "--max-add": "N", "--cpu-step": "CORES", "--demand": "MODE", "--sweep-budget": "BUDGETS", "--target-reduction": "PERCENT",
+    "--url": "URL", "--until": "TIME", "--bearer-token-file": "PATH", "--user": "NAME[:PASSWORD]",
+    "--ca-file": "PATH", "--header": "K=V",
 }  # fmt: skip
 _TYPE_METAVARS = {"int": "N", "float": "NUMBER", "Path": "PATH", "str": "TEXT"}
 
@@ -212,9 +234,45 @@ def _plain_coercion(param: Any) -> None:
             param._runtime_param = _PlainCoercion(param)
 
 
+def optional_values(args: list[str], options: frozenset[str]) -> list[str]:
+    """The arguments with ``-`` after each of ``options`` given without a value (the
+    end, or another option, follows it), which the parser then reads as ``OPTION -``.
+
+    >>> optional_values(["--json", "--db", "x", "--csv"], frozenset({"--json", "--csv"}))
+    ['--json', '-', '--db', 'x', '--csv', '-']
+    >>> optional_values(["--json", "out.json", "--csv", "-", "--", "--json"], frozenset({"--json", "--csv"}))
+    ['--json', 'out.json', '--csv', '-', '--', '--json']
+    """
+    given = list(args)
+    out: list[str] = []
+    while given:
+        arg = given.pop(0)
+        out.append(arg)
+        if arg == "--":
+            return out + given
+        if arg in options and (not given or (given[0].startswith("-") and given[0] != "-")):
+            out.append("-")
+    return out
+
+
+def _with_optional_values(command: Any) -> None:
+    """Let the command's output options (placeholder [PATH]) be given without a value."""
+    options = frozenset(
+        opt
+        for param in command.params
+        if getattr(param, "metavar", None) == OPTIONAL_PATH
+        for opt in param.opts
+    )
+    if not options:
+        return
+    parse = command.parse_args
+    command.parse_args = lambda ctx, args: parse(ctx, optional_values(args, options))
+
+
 def _readable(command: Any, ctx: Any) -> Any:
     if getattr(command, "_fleetaudit_readable", False):
         return command
+    _with_optional_values(command)
     for param in [*command.params, command.get_help_option(ctx)]:
         if param is None:
             continue
@@ -267,14 +325,16 @@ DbOption = Annotated[
     ),
 ]
 AtOption = Annotated[
-    str | None, typer.Option(
+    str | None,
+    typer.Option(
         "--at", help="The instant (default: the export time; a --scenario's saved instant)."
-    )
+    ),
 ]
 WindowEndOption = Annotated[
-    str | None, typer.Option(
+    str | None,
+    typer.Option(
         "--at", help="The window's end (default: the export time; a --scenario's saved instant)."
-    )
+    ),
 ]
 ScenarioOption = Annotated[
     str | None,
@@ -289,16 +349,51 @@ LockTimeoutOption = Annotated[
     ),
 ]
 # Mechanisms every command adopts by declaring the parameter (``handled`` acts on it):
-# --quiet prints nothing but errors; --csv prints the command's table as CSV only.
+# --quiet prints nothing but errors; the outputs --json, --csv and --html take a PATH, or
+# none (or -) for stdout, which then holds that output alone (:func:`_emit` writes them).
 QuietOption = Annotated[
     bool,
     typer.Option(
         "--quiet", "-q", help="Print nothing but errors (for cron); files are still written."
     ),
 ]
-CsvOption = Annotated[
+OPTIONAL_PATH = "[PATH]"
+"""The placeholder of an output option whose PATH may be left out (stdout)."""
+CsvOption = Annotated[  # text: a trailing / names a folder, which a Path forgets
+    str | None,
+    typer.Option(
+        "--csv",
+        metavar=OPTIONAL_PATH,
+        help="Write every table of the command as CSV, every figure unrounded, to PATH (a "
+        "folder: one NAME.csv per table); - or no value: on stdout, alone. Several tables "
+        "share one CSV under a first column, table.",
+    ),
+]
+JsonOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--json",
+        metavar=OPTIONAL_PATH,
+        help="Write the command's JSON document to PATH; - or no value: on stdout, alone.",
+    ),
+]
+HtmlOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        metavar=OPTIONAL_PATH,
+        help="Write the self-contained HTML page to PATH; - or no value: on stdout, alone.",
+    ),
+]
+OUTPUTS = {"as_json": "--json", "as_csv": "--csv", "as_html": "--html", "out": "--out"}
+"""The output parameters of the commands (by their parameter name) and their options."""
+CsvRawOption = Annotated[
     bool,
-    typer.Option("--csv", help="Print the table as CSV on stdout, nothing else (for scripts)."),
+    typer.Option(
+        "--csv-raw",
+        help="Write CSV cells as they are: no apostrophe before a cell a spreadsheet would "
+        "run as a formula (=, +, -, @), no escaped control characters (for pipelines).",
+    ),
 ]
 
 
@@ -311,13 +406,32 @@ def handled(func: F) -> F:
     """Turn fleetaudit errors into one line on stderr and the right exit code.
 
     A command that declares ``quiet: QuietOption`` prints nothing but errors when
-    it is set; one that declares ``as_csv: CsvOption`` prints only its CSV.
+    it is set. Of its outputs (``as_json: JsonOption``, ``as_csv: CsvOption``, ``as_html:
+    HtmlOption``, ``out``) at most one is stdout, and then the terminal's tables and lines
+    stay off stdout; none may name the store (``db``) or another output of the call. One
+    that declares ``as_csv`` takes ``--csv-raw`` too (added here, so every command that
+    writes CSV has it).
     """
+    signature = inspect.signature(func)
+    # a command that writes CSV takes --csv-raw; one that uses it itself declares it
+    added = "as_csv" in signature.parameters and "csv_raw" not in signature.parameters
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        console.configure(quiet=bool(kwargs.get("quiet")), data=bool(kwargs.get("as_csv")))
+        global _call_db
+        csv_raw = bool(kwargs.pop("csv_raw", False) if added else kwargs.get("csv_raw"))
+        _call_db = kwargs.get("db")
+        outputs = {
+            option: None if kwargs.get(name) is None else Path(kwargs[name])
+            for name, option in OUTPUTS.items()
+        }
+        console.configure(
+            quiet=bool(kwargs.get("quiet")),
+            data=any(is_stdout(p) for p in outputs.values()),
+            csv_raw=csv_raw,
+        )
         try:
+            _check_outputs(kwargs.get("db"), **outputs)
             return func(*args, **kwargs)
         except FleetAuditError as exc:
             _fail(exc.message, int(exc.exit_code))
@@ -328,6 +442,9 @@ def handled(func: F) -> F:
         except (typer.Exit, typer.Abort, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # also panics of native code (pyo3 PanicException)
+            full = no_space(exc)  # a full disk under a library's own error (polars, pyarrow)
+            if full is not None:
+                _fail(full.message, int(full.exit_code))
             if os.environ.get("FLEETAUDIT_DEBUG"):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -338,6 +455,13 @@ def handled(func: F) -> F:
             )
         return None
 
+    if added:
+        raw = inspect.Parameter(
+            "csv_raw", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=CsvRawOption
+        )
+        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*signature.parameters.values(), raw]
+        )
     return wrapper  # type: ignore[return-value]
 
 
@@ -379,35 +503,63 @@ def _reader_left() -> None:
     raise typer.Exit(int(ExitCode.PIPE))
 
 
-def _one_format(*, as_json: bool, as_csv: bool) -> None:
-    if as_json and as_csv:
-        raise UsageError("--json and --csv: choose one")
+def _check_outputs(db: Path | None = None, **paths: Path | None) -> bool:
+    """Whether one of the output options is stdout (``-``); two of them cannot be, and
+    none may name the store ``db`` or another output (:func:`fsutil.check_outputs`)."""
+    return check_outputs(paths, store=db)
 
 
-def _check_outputs(**paths: Path | None) -> bool:
-    """Whether one of the output options is stdout (``-``); two of them cannot be."""
-    to_stdout = [name for name, path in paths.items() if is_stdout(path)]
-    if len(to_stdout) > 1:
-        raise UsageError(f"{' and '.join(to_stdout)}: only one output can go to stdout (-)")
-    return bool(to_stdout)
+_call_db: Path | None = None
+"""The store (``--db``) of the command running (set by :func:`handled`): its outputs are
+checked against it again once ``{date}`` and ``{time}`` are filled in (:func:`_emit`)."""
 
 
-def _show(
+def _emit(
     result: Any,
-    as_json: bool,
-    as_csv: bool,
-    document: Callable[[Any], Any],
     render: Callable[[Any], None],
-    frame: Callable[[Any], Any],
+    *,
+    as_json: Path | None = None,
+    document: Callable[[Any], Any] | None = None,
+    as_csv: str | None = None,
+    as_html: Path | None = None,
+    html: Callable[[Any], str] | None = None,
+    when: datetime | None = None,
 ) -> None:
-    """--json: the document only; else the rendering, and with --csv its table (the
-    console, configured by :func:`handled`, then prints nothing but the CSV)."""
-    if as_json:
-        console.print_json(document(result))
-    else:
+    """Put a command's result out, as every command does.
+
+    ``--json`` writes ``document(result)``, ``--html`` writes ``html(result)``, to their
+    path or alone on stdout; ``{date}`` and ``{time}`` in a path become ``when``'s (by
+    default now, UTC); ``--csv`` writes every table ``render`` shows
+    (:func:`fleetaudit.outputs.console.write_tables`). Then ``render`` prints the
+    terminal's tables and lines, unless an output holds stdout.
+    """
+    stamp = when or _utc_now()
+    json_path, html_path, csv_path = (
+        None if p is None else expand_path(Path(p), stamp) for p in (as_json, as_html, as_csv)
+    )
+    # with {date} and {time} filled in, two templates may meet, or one name the store
+    check_outputs({"--json": json_path, "--html": html_path, "--csv": csv_path}, store=_call_db)
+    if json_path is not None:
+        assert document is not None, "a command with --json gives its document"
+        import json
+
+        console.put(json_path, json.dumps(document(result), indent=1) + "\n")
+    if html_path is not None:
+        assert html is not None, "a command with --html gives its page"
+        console.put(html_path, html(result))
+    printed = not (is_stdout(as_json) or is_stdout(as_html) or is_stdout(as_csv))
+    if as_csv is not None:
+        with console.silenced():  # the files first: a reader that leaves stops the rest
+            render(result)
+        console.write_tables(str(csv_path) + ("/" * as_csv.endswith("/")))
+    if printed:
         render(result)
-        if as_csv:
-            console.print_csv(frame(result))
+
+
+def _utc_now() -> datetime:
+    """Now, in UTC without a zone, to the second (ingest's own parameter ``timezone``
+    shadows the module's name inside that command)."""
+    return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
 
 
 def _instant(text: str | None, option: str) -> datetime | None:
@@ -491,6 +643,39 @@ def ingest(
             help="kubernetes: the pod label naming the tenant (default: the namespace).",
         ),
     ] = None,
+    take_snapshot: Annotated[
+        bool,
+        typer.Option(
+            "--kubectl",
+            help="kubernetes: take the snapshot itself: kubectl get nodes,pods -A -o json (with "
+            "Kueue Workloads and Volcano PodGroups where the cluster serves them), paged, "
+            "ingested as one snapshot at the call's start. For cron.",
+        ),
+    ] = False,
+    context: Annotated[
+        str | None,
+        typer.Option("--context", help="kubernetes --kubectl: the kubeconfig context to use."),
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="kubernetes --kubectl: the kubeconfig file to use."),
+    ] = None,
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace",
+            help="kubernetes --kubectl: list the pods of this namespace only (repeat for "
+            "several; default every namespace). Nodes are always listed whole.",
+        ),
+    ] = None,
+    keep: Annotated[
+        Path | None,
+        typer.Option(
+            "--keep",
+            help="kubernetes --kubectl: also write the raw snapshot into this folder, named "
+            "by the call's start (20260301T100000Z.json).",
+        ),
+    ] = None,
     from_slurm: Annotated[
         bool,
         typer.Option(
@@ -504,7 +689,8 @@ def ingest(
         typer.Option(
             "--since",
             help="slurm --from-slurm: how far back the fetched history reaches "
-            f"(default {duration_text(SLURM_COLLECT_SINCE)}).",
+            f"(default {duration_text(SLURM_COLLECT_SINCE)}); prometheus --url: the window "
+            "pulled, ending at --until (e.g. 7d).",
         ),
     ] = None,
     export_time: Annotated[
@@ -515,8 +701,62 @@ def ingest(
             "taken, else the newest time in the data).",
         ),
     ] = None,
-    as_csv: CsvOption = False,
-
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="prometheus: pull the dcgm-exporter series from this Prometheus (or Thanos, "
+            "Mimir, VictoriaMetrics) URL instead of reading files (see docs/formats/prometheus.md).",
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="prometheus --url: the window's end (default: now)."),
+    ] = None,
+    step: Annotated[
+        str | None,
+        typer.Option(
+            "--step",
+            help=f"prometheus --url: the resolution pulled (default {duration_text(PULL_STEP)}).",
+        ),
+    ] = None,
+    bearer_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--bearer-token-file",
+            help="prometheus --url: send this file's token as Authorization: Bearer.",
+        ),
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            help="prometheus --url: basic auth as NAME:PASSWORD, or NAME with the password "
+            "from ~/.netrc (default: ~/.netrc's entry for the host, if any).",
+        ),
+    ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--ca-file", help="prometheus --url: PEM certificates to verify the server with."
+        ),
+    ] = None,
+    insecure_skip_verify: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-skip-verify",
+            help="prometheus --url: do not verify the server's certificate.",
+        ),
+    ] = False,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--header",
+            help="prometheus --url: an extra request header K=V (e.g. X-Scope-OrgID=team-a); "
+            "repeat for several.",
+        ),
+    ] = None,
+    as_csv: CsvOption = None,
     percent: Annotated[
         list[str] | None,
         typer.Option(
@@ -535,16 +775,19 @@ def ingest(
     node_events) or --table; a folder loads every table file in it. One call
     is one transaction: all files land or none do. A row whose key exists
     replaces the stored row. Rows that break the schema go to the rejects
-    table with file, row, column and reason (`fleetaudit rejects` lists them).
+    table with file, row, column and reason (`fleetaudit rejects` lists them);
+    when every row read of a table is rejected the call still lands (its
+    rejects are kept) but exits 65.
 
     --format kubernetes reads kubectl JSON snapshots (Nodes, Pods, Kueue
-    Workloads). --format slurm reads a Slurm cluster's exports, each
-    recognised by its content: sacct -P or --json, scontrol -d -o show node or
-    --json, scontrol -d -o show job, squeue --json, sacctmgr -P show event,
-    sdiag, topology.conf; with --from-slurm it runs them itself.
-    --format prometheus loads
-    dcgm-exporter GPU series (query_range JSON, /metrics scrapes) into
-    telemetry; ingest the nodes first.
+    Workloads); with --kubectl it takes a snapshot itself. --format slurm
+    reads a Slurm cluster's exports, each recognised by its content: sacct -P
+    or --json, scontrol -d -o show node or --json, scontrol -d -o show job,
+    squeue --json, sacctmgr -P show event, sdiag, topology.conf; with
+    --from-slurm it runs them itself. --format prometheus loads dcgm-exporter
+    GPU series (query_range JSON, /metrics scrapes, promtool tsdb dump) into
+    telemetry and XID errors into node_events; with --url it pulls them from
+    the server itself. Ingest the nodes first.
 
     Examples:
 
@@ -555,6 +798,8 @@ def ingest(
       fleetaudit ingest --format slurm sacct.psv nodes.txt topology.conf
       fleetaudit ingest --format slurm --from-slurm --since 1d
       fleetaudit ingest --format prometheus dcgm/
+      fleetaudit ingest --format prometheus --url http://prometheus:9090 \\
+          --since 2d
     """
     from fleetaudit import api
     from fleetaudit.inputs.ingest import IngestOptions, asi2026
@@ -569,10 +814,24 @@ def ingest(
         collect = SlurmCollect(
             since=SLURM_COLLECT_SINCE if since is None else parse_duration(since, option="--since")
         )
-    elif since is not None:
-        raise UsageError("--since applies with --from-slurm only")
-    if not paths and collect is None:
-        raise UsageError("name the files or folders to ingest")
+    elif since is not None and fmt != "prometheus":
+        raise UsageError("--since applies with --from-slurm or --url only")
+    pulled = {
+        "--since": since,
+        "--until": until,
+        "--step": step,
+        "--bearer-token-file": bearer_token_file,
+        "--user": user,
+        "--ca-file": ca_file,
+        "--insecure-skip-verify": insecure_skip_verify or None,
+        "--header": header or None,
+    }
+    if url is not None and fmt == "prometheus":
+        collect = _prometheus_pull(url, since, until, step, bearer_token_file, user, ca_file,
+                                   insecure_skip_verify, header or [])  # fmt: skip
+    elif fmt == "prometheus" and any(v is not None for v in pulled.values()):
+        flag = next(f for f, v in pulled.items() if v is not None)
+        raise UsageError(f"{flag} applies to --format prometheus --url only")
     given = {
         "--trace-start": trace_start,
         "--days": days,
@@ -580,11 +839,34 @@ def ingest(
         "--tenant-label": tenant_label,
         "--priority-map": priority_map,
         "--timezone": timezone,
+        "--kubectl": True if take_snapshot else None,
+        "--context": context,
+        "--kubeconfig": kubeconfig,
+        "--namespace": namespace or None,
+        "--keep": keep,
+        "--url": url,
+        **pulled,
     }
+    if take_snapshot and fmt == "kubernetes":
+        if paths:
+            raise UsageError("--kubectl takes the snapshot itself: name no files with it")
+        collect = KubectlOptions(
+            started=_utc_now(),
+            context=context,
+            kubeconfig=None if kubeconfig is None else str(kubeconfig),
+            namespaces=tuple(namespace or ()),
+            keep=None if keep is None else str(keep),
+        )
+    elif fmt == "kubernetes":
+        for flag in ("--context", "--kubeconfig", "--namespace", "--keep"):
+            if given[flag] is not None:
+                raise UsageError(f"{flag} applies with --kubectl only")
     for flag, value in given.items():
         if value is not None and spec is not None and flag not in spec.options:
             takers = [f.name for f in INGEST_FORMAT_SPECS.values() if flag in f.options]
             raise UsageError(f"{flag} applies to --format {' or '.join(takers)} only")
+    if not paths and collect is None:
+        raise UsageError("name the files or folders to ingest")
     if table is not None and spec is not None and not spec.takes_table:
         raise UsageError(f"--table does not apply to --format {fmt} ({spec.files})")
     options = IngestOptions(
@@ -595,7 +877,9 @@ def ingest(
         topology=topology,
         timezone=timezone or "UTC",
         priority_map=priority_map,
-        snapshot_time=_instant(snapshot_time, "--snapshot-time"),
+        snapshot_time=_instant(snapshot_time, "--snapshot-time")
+        if snapshot_time is not None or not isinstance(collect, KubectlOptions)
+        else collect.started,  # the snapshot is the call's
         tenant_label=tenant_label,
         days=None if days is None else asi2026.parse_days(days),
         percent=tuple(percent or ()),
@@ -604,15 +888,53 @@ def ingest(
     )
     with console.progress_status("ingesting") as progress:
         result = api.ingest_paths(_store(db, lock_timeout), paths or [], options, progress)
-    console.render_ingest(result)
-    if as_csv:
-        console.print_csv(console.ingest_frame(result))
+    _emit(result, console.render_ingest, as_csv=as_csv)
+    lost = [t for t in result.tables if t.read and t.rejected == t.read]
+    if lost:  # committed (the rejects say why), but nothing of those tables landed: 65
+        raise AllRejectedError(
+            "every row read was rejected, so nothing of "
+            + ", ".join(f"{t.table} ({t.rejected:,} of {t.read:,})" for t in lost)
+            + f" was loaded; `fleetaudit rejects --ingest {result.ingest_id}` says why"
+        )
+
+
+def _prometheus_pull(
+    url: str,
+    since: str | None,
+    until: str | None,
+    step: str | None,
+    bearer_token_file: Path | None,
+    user: str | None,
+    ca_file: Path | None,
+    insecure_skip_verify: bool,
+    header: list[str],
+) -> PrometheusPull:
+    """The settings of ``ingest --format prometheus --url`` from its flags."""
+    if since is None:
+        raise UsageError("--url needs --since, the window to pull (e.g. --since 7d)")
+    headers = []
+    for item in header:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--header {item!r}: write NAME=VALUE, e.g. X-Scope-OrgID=team-a")
+        headers.append((name.strip(), value))
+    return PrometheusPull(
+        url=url,
+        since=parse_duration(since, option="--since"),
+        until=_instant(until, "--until"),
+        step=PULL_STEP if step is None else parse_duration(step, option="--step"),
+        bearer_token_file=bearer_token_file,
+        user=user,
+        ca_file=ca_file,
+        insecure_skip_verify=insecure_skip_verify,
+        headers=tuple(headers),
+    )
 
 
 @app.command()
 @handled
 def status(
-    as_csv: CsvOption = False,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -622,14 +944,12 @@ def status(
     Examples:
 
       fleetaudit status
-      fleetaudit status --csv > capacity.csv
+      fleetaudit status --csv status/
     """
     from fleetaudit import api
 
     summary = api.summarize(_store(db, lock_timeout))
-    console.render_summary(summary)
-    if as_csv:
-        console.print_csv(console.status_frame(summary))
+    _emit(summary, console.render_summary, as_csv=as_csv)
 
 
 @app.command()
@@ -638,18 +958,16 @@ def rejects(
     ingest_id: Annotated[
         int | None,
         typer.Option(
-            "--ingest", help="The ingest call (its # in ingest's summary; default: the newest).",
+            "--ingest",
+            help="The ingest call (its # in ingest's summary; default: the newest).",
             metavar="N",
         ),
     ] = None,
     limit: Annotated[
         int, typer.Option("--limit", help="Show at most this many rows (0: all).", metavar="N")
     ] = REJECTS_LIMIT,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", help="Print the JSON document (fleetaudit.rejects/1) only."),
-    ] = False,
-    as_csv: CsvOption = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -664,14 +982,8 @@ def rejects(
     from fleetaudit import api
     from fleetaudit.outputs.contract import rejects_document
 
-    _one_format(as_json=as_json, as_csv=as_csv)
     result = api.list_rejects(_store(db, lock_timeout), ingest_id, limit)
-    if as_json:
-        console.print_json(rejects_document(result))
-    elif as_csv:
-        console.print_csv(result.rejects.drop("ingest_id"))
-    else:
-        console.render_rejects(result)
+    _emit(result, console.render_rejects, as_json=as_json, document=rejects_document, as_csv=as_csv)
 
 
 @app.command()
@@ -701,7 +1013,8 @@ def state(
             metavar="FORMAT",
         ),
     ] = None,
-    as_csv: CsvOption = False,
+    as_csv: CsvOption = None,
+    csv_raw: CsvRawOption = False,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -719,17 +1032,22 @@ def state(
     from fleetaudit import api
 
     window = None if duration is None else parse_duration(duration, option="--duration")
-    to_stdout = _check_outputs(**{"--out": out, "--csv": Path("-") if as_csv else None})
     result = api.node_state(
-        _store(db, lock_timeout), _instant(at, "--at"), window, scenario, out, out_format
+        _store(db, lock_timeout),
+        _instant(at, "--at"),
+        window,
+        scenario,
+        out,
+        out_format,
+        csv_raw=csv_raw,
     )
     if out is not None:
         console.wrote(out)
-    if as_csv:
-        frame = console.state_by_model(result.state).drop("overcommitted")
-        console.print_csv(frame if duration else frame.drop("idle_window"))
-    elif not to_stdout:  # stdout holds the file alone
-        console.render_state(result.state, iso(result.at) or "", duration)
+    _emit(
+        result,
+        lambda r: console.render_state(r.state, iso(r.at) or "", duration),
+        as_csv=as_csv,
+    )
     for text in result.notes:  # on stderr, like those of shapes and report
         console.note(text)
 
@@ -756,7 +1074,9 @@ MemoryPerGpuOption = Annotated[
 ]
 LocalityOption = Annotated[
     str | None,
-    typer.Option("--locality", help="switch, block, any or node (default node for one pod, else switch)."),
+    typer.Option(
+        "--locality", help="switch, block, any or node (default node for one pod, else switch)."
+    ),
 ]
 DurationOption = Annotated[
     str | None,
@@ -784,7 +1104,7 @@ def _shape_options(
     from fleetaudit.api.shapes_api import read_shapes_file
     from fleetaudit.model.shapes import make_shape
 
-    adhoc: "tuple[Shape, ...]" = ()
+    adhoc: tuple[Shape, ...] = ()
     if model is not None and gpus is None:
         raise UsageError("--model needs --gpus (the GPUs of one instance)")
     if gpus is not None:
@@ -851,11 +1171,8 @@ def shapes(
             help="Show the nearest misses: the domains or nodes that lack least for one more instance.",
         ),
     ] = False,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", help="Print the JSON document (fleetaudit.shapes/1) only."),
-    ] = False,
-    as_csv: CsvOption = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -868,7 +1185,7 @@ def shapes(
 
     Examples:
 
-      fleetaudit shapes --model H20 --gpus 256 --cpus-per-gpu 16 --explain
+      fleetaudit shapes --model H20 --gpus 8 --cpus-per-gpu 8 --explain
       fleetaudit shapes --reclaim --history 7d --step 5m --deadline 1h --csv
     """
     from fleetaudit.api.shapes_api import ShapesOptions, evaluate_shapes
@@ -888,18 +1205,14 @@ def shapes(
         max_instances=max_instances,
         explain=explain,
     )
-    _one_format(as_json=as_json, as_csv=as_csv)
     result = evaluate_shapes(_store(db, lock_timeout), options)
-    _show(result, as_json, as_csv, shapes_document, console.render_shapes, console.shapes_frame)
+    _emit(result, console.render_shapes, as_json=as_json, document=shapes_document, as_csv=as_csv)
 
 
 whatif = typer.Typer(
     cls=ReadableGroup,
     name="whatif",
-    help=(
-        "Replay what-ifs offline: placement, in-place compaction, standby harvesting, "
-        "remedies side by side."
-    ),
+    help="Replay what-ifs offline: placement, compaction, harvesting, remedies.",
     no_args_is_help=True,
 )
 app.add_typer(whatif)
@@ -941,7 +1254,11 @@ def whatif_placement(
     ] = False,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="By-time replay: the window [at - since, at) (default 1d)."),
+        typer.Option(
+            "--since",
+            help=f"By-time replay: the window [at - since, at) (default "
+            f"{duration_text(PLACEMENT_SINCE)}, or from the data's first record when that is later).",
+        ),
     ] = None,
     empty: Annotated[
         bool,
@@ -987,10 +1304,8 @@ def whatif_placement(
         str | None,
         typer.Option("--save-as", help="Save the first policy's final placement as a scenario."),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.placement/1) only.")
-    ] = False,
-    as_csv: CsvOption = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -1040,12 +1355,11 @@ def whatif_placement(
         since=None if since is None else parse_duration(since, option="--since"),
         empty=empty, queue=queue, calibrate=calibrate, preempt=preempt,
     )  # fmt: skip
-    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying placements"):
         result = run_placement(_store(db, lock_timeout), run)
-    _show(
-        result, as_json, as_csv, placement_document,
-        console.render_placement, console.placement_frame,
+    _emit(
+        result, console.render_placement, as_json=as_json, document=placement_document,
+        as_csv=as_csv,
     )  # fmt: skip
 
 
@@ -1108,7 +1422,10 @@ def whatif_compaction(
     scenario: ScenarioOption = None,
     save_as: Annotated[
         str | None,
-        typer.Option("--save-as", help="Save the compacted state as a scenario (with --over: the window's final state)."),
+        typer.Option(
+            "--save-as",
+            help="Save the compacted state as a scenario (with --over: the window's final state).",
+        ),
     ] = None,
     over: Annotated[
         str | None,
@@ -1168,9 +1485,7 @@ def whatif_compaction(
             show_default=False,
         ),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.compaction/1) only.")
-    ] = False,
+    as_json: JsonOption = None,
     engine: Annotated[
         str,
         typer.Option(
@@ -1188,8 +1503,7 @@ def whatif_compaction(
             show_default=False,
         ),
     ] = None,
-
-    as_csv: CsvOption = False,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -1212,8 +1526,9 @@ def whatif_compaction(
 
     Examples:
 
-      fleetaudit whatif compaction --model H20 --gpus 64 --save-as compacted
-      fleetaudit shapes --scenario compacted --model H20 --gpus 64
+      fleetaudit whatif compaction --model H20 --gpus 8 --cpus-per-gpu 8 \\
+          --save-as packed
+      fleetaudit shapes --scenario packed --model H20 --gpus 8 --cpus-per-gpu 8
       fleetaudit whatif compaction --over 2d --sweep-budget 0.05%,0.1%,0.4%
     """
     from fleetaudit.api.compaction_api import CompactionRun, compaction_document
@@ -1245,12 +1560,11 @@ def whatif_compaction(
                         save_as=save_as, jobs=jobs, options=options,
                         engine=engine, master=master, over_s=over_s,
                         over_time=over_time)  # fmt: skip
-    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("compacting"):
         report = run_compaction(_store(db, lock_timeout), run)
-    _show(
-        report, as_json, as_csv, compaction_document,
-        console.render_compaction, console.compaction_frame,
+    _emit(
+        report, console.render_compaction, as_json=as_json, document=compaction_document,
+        as_csv=as_csv,
     )  # fmt: skip
 
 
@@ -1368,15 +1682,13 @@ def whatif_remedies(
         typer.Option("--save-as", help="Save the edited fleet (of one edit, or of --together) as a "
                      "scenario that every command reads with --scenario."),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.remedies/1) only.")
-    ] = False,
-    as_csv: CsvOption = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
 ) -> None:
-    """Compare remedies on the same demand: buy GPUs, add CPUs, repair topology, port, compact.
+    """Compare remedies on one demand: GPUs, CPUs, topology, porting, compaction.
 
     The recorded fleet is replayed first (the calibrated baseline of whatif
     placement); each edit given is one more row, evaluated on the same window
@@ -1388,11 +1700,13 @@ def whatif_remedies(
 
     Examples:
 
-      fleetaudit whatif remedies --since 2d --add H20:4 --cpus A10:+32 --port H800=H20:0.8
+      fleetaudit whatif remedies --since 2d --add H20:4 --cpus A10:+32 \\
+          --port H800=H20:0.8
       fleetaudit whatif remedies --since 2d --add H800:2 --compaction --together
-      fleetaudit whatif remedies --since 2d --target p_start=0.9 --model H800 --gpus 8 \\
-          --cpus-per-gpu 8 --max-add 8
-      fleetaudit whatif remedies --since 2d --add H20:4 --prices prices.yaml --json
+      fleetaudit whatif remedies --since 2d --target p_start=0.9 \\
+          --model H800 --gpus 8 --cpus-per-gpu 8 --max-add 8
+      fleetaudit whatif remedies --since 2d --add H20:4 --prices prices.yaml \\
+          --json
     """
     from fleetaudit.api.remedies_api import read_node_list, remedies_document
     from fleetaudit.api.remedies_api import whatif_remedies as run_remedies
@@ -1428,10 +1742,12 @@ def whatif_remedies(
         raise UsageError("the shape options apply with --target (sizing)")
     if cpu_step <= 0:
         raise UsageError("--cpu-step: give a positive number of cores")
-    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying remedies"):
         result = run_remedies(_store(db, lock_timeout), run)
-    _show(result, as_json, as_csv, remedies_document, console.render_remedies, console.remedies_frame)
+    _emit(
+        result, console.render_remedies, as_json=as_json, document=remedies_document,
+        as_csv=as_csv,
+    )  # fmt: skip
 
 
 def _target(text: str) -> float:
@@ -1458,7 +1774,9 @@ def whatif_harvesting(
     since: Annotated[
         str | None,
         typer.Option(
-            "--since", help=f"The window [at - since, at) to replay ({duration_text(HarvestRun.since)})."
+            "--since",
+            help=f"The window [at - since, at) to replay (default {duration_text(HARVEST_SINCE)}, "
+            "or from the data's first record when that is later).",
         ),
     ] = None,
     at: WindowEndOption = None,
@@ -1497,10 +1815,8 @@ def whatif_harvesting(
             help=f"A borrower still there this long is killed: forced ({duration_text(HarvestRun.kill_after)}).",
         ),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the JSON document (fleetaudit.harvesting/1) only.")
-    ] = False,
-    as_csv: CsvOption = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -1538,12 +1854,11 @@ def whatif_harvesting(
         policies=tuple(policy) if policy else VICTIM_POLICIES, seed=seed,
         at=_instant(at, "--at"), scenario=scenario, idle_sm=idle_sm, **durations,
     )  # fmt: skip
-    _one_format(as_json=as_json, as_csv=as_csv)
     with console.progress_status("replaying harvesting") as progress:
         result = run_harvesting(_store(db, lock_timeout), run, progress, notice=console.note)
-    _show(
-        result, as_json, as_csv, harvesting_document,
-        console.render_harvesting, console.harvesting_frame,
+    _emit(
+        result, console.render_harvesting, as_json=as_json, document=harvesting_document,
+        as_csv=as_csv,
     )  # fmt: skip
 
 
@@ -1601,6 +1916,20 @@ def generate(
             "over capacity in the record while the container sleeps. Default 0: none.",
         ),
     ] = GenerateOptions.harvested_nights,
+    node_events: Annotated[
+        float,
+        typer.Option(
+            "--node-events",
+            help="Also write node_events: health intervals per node and year (GPU XIDs, "
+            "drains, outages, cordons; a few nodes flap), e.g. 15. Default 0: none.",
+        ),
+    ] = GenerateOptions.node_events,
+    node_events_days: Annotated[
+        float,
+        typer.Option(
+            "--node-events-days", help="Days of health history before the export time."
+        ),
+    ] = GenerateOptions.node_events_days,
     quiet: QuietOption = False,
 ) -> None:
     """Write a deterministic synthetic fleet shaped like Alibaba's ASI platform.
@@ -1651,6 +1980,8 @@ def generate(
         ),
         telemetry_days=telemetry_days,
         harvested_nights=harvested_nights,
+        node_events=node_events,
+        node_events_days=node_events_days,
     )
     try:
         with console.progress_status("generating") as progress:
@@ -1665,6 +1996,8 @@ def generate(
 
 
 _GENERATE_FLAGS = {
+    "node_events": "--node-events",
+    "node_events_days": "--node-events-days",
     "nodes": "--nodes",
     "days": "--days",
     "seed": "--seed",
@@ -1699,7 +2032,9 @@ def rollup(
     sources: Annotated[
         list[Path],
         typer.Argument(
-            help="Raw telemetry: Parquet files, or folders of them (hive partitions too).",
+            help="Raw telemetry: Parquet files, or folders of them (hive partitions too); "
+            "Prometheus query_range dumps (--format prometheus); the ASI release's data folder "
+            "(--format alibaba-gpu-v2026).",
             show_default=False,
         ),
     ],
@@ -1714,6 +2049,14 @@ def rollup(
     fmt: Annotated[
         str, typer.Option("--format", help=f"Format of the raw files: {', '.join(SOURCES)}.")
     ] = "native",
+    days: Annotated[
+        str | None,
+        typer.Option(
+            "--days",
+            help="alibaba-gpu-v2026: the trace days to roll up, A-B or A (default every day).",
+            show_default=False,
+        ),
+    ] = None,
     quiet: QuietOption = False,
 ) -> None:
     """Roll raw telemetry up per node, GPU, allocation and interval, into Parquet.
@@ -1724,11 +2067,18 @@ def rollup(
     those of the raw telemetry. `--engine spark` runs the same SQL on Spark,
     where the raw history lives.
 
+    --format prometheus reads query_range dumps with ingest's own reader, then
+    rolls them up the same way. --format alibaba-gpu-v2026 reduces the ASI
+    release (pod-hours into allocation runs, server-hours, GPU-hours) into
+    OUT, which `fleetaudit ingest OUT` loads exactly as it would the release.
+
     Examples:
 
       fleetaudit rollup lake/telemetry/ --out rolled/ && fleetaudit ingest rolled/
       fleetaudit rollup lake/telemetry/ --out rolled/ --interval 15m \\
-          --engine spark
+          --engine spark --master spark://head:7077
+      fleetaudit rollup dumps/ --format prometheus --out rolled/
+      fleetaudit rollup release/data --format alibaba-gpu-v2026 --out asi-rolled/
     """
     from fleetaudit.api.rollup_api import RollupOptions
     from fleetaudit.api.rollup_api import rollup as run_rollup
@@ -1738,9 +2088,10 @@ def rollup(
         engine=engine,
         master=master,
         format=fmt,
+        days=days,
     )
-    with console.progress_status(f"rolling up on {engine}"):
-        result = run_rollup(sources, out, options)
+    with console.progress_status(f"rolling up on {engine}") as progress:
+        result = run_rollup(sources, out, options, progress)
     console.render_rollup(result)
 
 
@@ -1749,8 +2100,13 @@ def rollup(
 def report(
     at: WindowEndOption = None,
     since: Annotated[
-        str, typer.Option("--since", help="The window's length, ending at --at: 90m, 6h, 7d.")
-    ] = duration_text(REPORT_SINCE),
+        str | None,
+        typer.Option(
+            "--since",
+            help=f"The window's length, ending at --at: 90m, 6h, 7d (default "
+            f"{duration_text(REPORT_SINCE)}, or from the data's first record when that is later).",
+        ),
+    ] = None,
     step: Annotated[
         str, typer.Option("--step", help="Sampling step of the schedulable figures.")
     ] = duration_text(REPORT_STEP),
@@ -1764,16 +2120,28 @@ def report(
             "Default: waited, or submitted where none waited.",
         ),
     ] = None,
-    html: Annotated[
-        Path | None,
+    quarantine: Annotated[
+        int,
         typer.Option(
-            "--html", help="Write the self-contained HTML report here ({date}, {time} expand)."
+            "--quarantine",
+            help="Failures in the window that make a node a quarantine candidate.",
         ),
-    ] = None,
-    json_path: Annotated[
-        Path | None,
+    ] = REPORT_QUARANTINE,
+    interrupted_within: Annotated[
+        str,
         typer.Option(
-            "--json", help="Write the JSON (fleetaudit.report/1) here ({date}, {time} expand)."
+            "--interrupted-within",
+            help="An allocation that ended this close to its node going down was interrupted.",
+        ),
+    ] = duration_text(REPORT_INTERRUPTED_WITHIN),
+    max_shapes: Annotated[
+        int | None,
+        typer.Option(
+            "--shapes",
+            help=f"Evaluate the N heaviest shapes of the demand (default: the "
+            f"{DEMAND_DEFAULT_SHAPES} heaviest, and every GPU model's "
+            f"{DEMAND_PER_MODEL_SHAPES} heaviest).",
+            metavar="N",
         ),
     ] = None,
     prices: Annotated[
@@ -1784,14 +2152,23 @@ def report(
             "unproductive GPU-hours in money, and a per-tenant showback.",
         ),
     ] = None,
-    as_csv: CsvOption = False,
-
+    as_html: HtmlOption = None,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     record: Annotated[
         bool,
         typer.Option(
             "--record",
             help="Keep this report as the baseline of the next report's trend (a report that "
             "writes --html or --json is kept anyway).",
+        ),
+    ] = False,
+    fail_if_stale: Annotated[
+        bool,
+        typer.Option(
+            "--fail-if-stale",
+            help="Exit 66, writing nothing, when the export time has not moved since the "
+            "last recorded report (for cron: the export was not refreshed).",
         ),
     ] = False,
     db: DbOption = Path(DEFAULT_DB),
@@ -1802,9 +2179,11 @@ def report(
 
     Physical GPU-hours (exact), schedulable ones (idle GPU-hours the
     window's demand could use and the stranded rest by cause, sampled every
-    --step), productive ones (SM-active over allocated, from telemetry), the
-    stored what-if estimates, and each headline figure's change since the
-    previous recorded report of the same window length and step.
+    --step), productive ones (SM-active over allocated, from telemetry), what
+    failures cost (unhealthy GPU-hours by state and reason, the nodes that fail
+    most, MTBF, interrupted work), the stored what-if estimates, and each
+    headline figure's change since the preceding recorded window of the same
+    length, step, demand and shape budget.
 
     Examples:
 
@@ -1812,27 +2191,29 @@ def report(
       fleetaudit report --json - | jq '.fleet'
     """
     from fleetaudit.api.report_api import ReportOptions, build_report, record_report
+    from fleetaudit.outputs.contract import report_document
+    from fleetaudit.outputs.report import render_html
 
-    to_stdout = _check_outputs(
-        **{"--html": html, "--json": json_path, "--csv": Path("-") if as_csv else None}
-    )
     store = _store(db, lock_timeout)
     options = ReportOptions(
         at=_instant(at, "--at"),
-        since=parse_duration(since, option="--since"),
+        since=None if since is None else parse_duration(since, option="--since"),
         step=parse_duration(step, option="--step"),
         scenario=scenario,
         demand=demand,
+        max_shapes=max_shapes,
+        fail_if_stale=fail_if_stale,
+        quarantine=quarantine,
+        interrupted_within=parse_duration(interrupted_within, option="--interrupted-within"),
         prices=prices,
     )
     with console.progress_status("computing the report"):
         result = build_report(store, options)
-    _write_report(result, html, json_path)
-    if as_csv:
-        console.print_csv(console.report_frame(result))
-    elif not to_stdout:  # stdout holds the file alone
-        console.render_report(result)
-    if html is not None or json_path is not None or record:
+    _emit(
+        result, console.render_report, as_json=as_json, document=report_document,
+        as_html=as_html, html=render_html, as_csv=as_csv, when=result.generated_at,
+    )  # fmt: skip
+    if as_html is not None or as_json is not None or record:
         why = record_report(store, result)
         if why is not None:
             console.note(f"this report is not recorded for the next trend: {why}")
@@ -1840,22 +2221,6 @@ def report(
         console.note(
             "this report is not recorded for the next trend (it writes no file; --record keeps it)"
         )
-
-
-def _write_report(result: "ReportResult", html: Path | None, json_path: Path | None) -> None:
-    from fleetaudit.outputs.contract import report_document
-    from fleetaudit.outputs.report import expand_path, write_html
-
-    if json_path is not None:
-        import json
-
-        target = expand_path(json_path, result.generated_at)
-        write_output(target, json.dumps(report_document(result), indent=1) + "\n")
-        console.wrote(target)
-    if html is not None:
-        target = expand_path(html, result.generated_at)
-        write_html(result, target)
-        console.wrote(target)
 
 
 @app.command()
@@ -1869,9 +2234,8 @@ def paper(
             "else every day it holds).",
         ),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the fleetaudit.paper/1 document.")
-    ] = False,
+    as_json: JsonOption = None,
+    as_csv: CsvOption = None,
     db: DbOption = Path(DEFAULT_DB),
     lock_timeout: LockTimeoutOption = DEFAULT_LOCK_TIMEOUT,
     quiet: QuietOption = False,
@@ -1898,10 +2262,7 @@ def paper(
     options = PaperOptions(days=asi2026.parse_days(days))
     with console.progress_status("computing the paper's figures"):
         result = build_paper(_store(db, lock_timeout), options)
-    if as_json:
-        console.print_json(paper_document(result))
-    else:
-        console.render_paper(result)
+    _emit(result, console.render_paper, as_json=as_json, document=paper_document, as_csv=as_csv)
 
 
 @app.command()
@@ -1979,8 +2340,9 @@ def main() -> None:
 
 
 def _print_error(message: str) -> None:
-    """One line on stderr, even under --quiet."""
-    line = " ".join(message.strip().split("\n"))
+    """One line on stderr, even under --quiet; the data's text in it made safe (control
+    characters escaped, cut at 2,000 characters: :func:`sanitize.shown`)."""
+    line = shown(message.strip())  # a line break from the data shows as \n, on this one line
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
     with contextlib.suppress(OSError, ValueError):

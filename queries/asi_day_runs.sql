@@ -9,8 +9,13 @@
 -- and they are fetched by rid from the few rows named.
 -- h2_min <> h2_max in a group means two keys share an h: _asi_hash_clash then holds a row
 -- and the caller runs this again with h the keys themselves (asi_day_runs_exact).
+-- hours has one bit per hour a group's rows hold (bit 0 for a carried run; a block's hours
+-- lie within 24 consecutive ones, so t % 63 tells them apart): fewer bits than rows means
+-- one hour given twice, and _asi_repeats then holds the group (asi_mark_repeats).
 CREATE OR REPLACE TEMP TABLE _asi_groups AS
 SELECT h, min(h2) AS h2_min, max(h2) AS h2_max,
+       bit_or(CASE WHEN carried THEN CAST(1 AS UBIGINT)
+                   ELSE CAST(1 AS UBIGINT) << (1 + t % 63) END) AS hours,
        min(t) AS t_min, max(t) AS t_last, count(*) AS n, min(t0) AS t_start,
        sum(gpu_hours) AS gpu_hours, min(k) AS k_key,
        max(CASE WHEN last_state IS NOT NULL THEN k END) AS k_state,
@@ -24,6 +29,9 @@ GROUP BY h;
 
 CREATE OR REPLACE TEMP TABLE _asi_hash_clash AS
 SELECT h FROM _asi_groups WHERE h2_min <> h2_max LIMIT 1;
+
+CREATE OR REPLACE TEMP TABLE _asi_repeats AS
+SELECT h FROM _asi_groups WHERE n > bit_count(hours);
 
 CREATE OR REPLACE TEMP TABLE _asi_keyed_runs AS
 WITH broken_keys AS (

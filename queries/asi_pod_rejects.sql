@@ -1,14 +1,23 @@
--- Pod-hours the mapping cannot take: no pod or no server id. $files: the day's pod partition
--- files, read again only when the staged day holds such rows.
-SELECT filename AS file, file_row_number + 1 AS "row",
-       CASE WHEN pod_id IS NULL THEN 'pod_id' ELSE 'server_id' END AS "column",
-       CAST(NULL AS VARCHAR) AS value,
-       CASE WHEN pod_id IS NULL THEN 'missing required value (a pod-hour without pod_id)'
-            ELSE 'missing required value (a pod-hour without server_id has no node)' END
-           AS reason
-FROM read_parquet(
-    $files, hive_partitioning = true, hive_types_autocast = false, union_by_name = true,
-    filename = true, file_row_number = true
+-- Pod-hours the mapping cannot take (asi_pod_rows' fault: no pod or server id, a value that
+-- is not a finite number). $files: the block's pod partition files, read again only when the
+-- block loaded fewer rows than they hold.
+SELECT 'allocations' AS "table", file, "row", "column", value,
+       CASE "column"
+           WHEN 'pod_id' THEN 'missing required value (a pod-hour without pod_id)'
+           WHEN 'server_id' THEN 'missing required value (a pod-hour without server_id has no node)'
+           WHEN 'schedule_delay_sec' THEN value || ' is not a whole number of seconds'
+           ELSE value || ' is not a finite number'
+       END AS reason
+FROM (
+    SELECT filename AS file, file_row_number + 1 AS "row", fault AS "column",
+           CASE fault
+               WHEN 'gpu_request' THEN CAST(gpu_request AS VARCHAR)
+               WHEN 'cpu_request_cores' THEN CAST(cpu_request_cores AS VARCHAR)
+               WHEN 'used_gpu_hours' THEN CAST(used_gpu_hours AS VARCHAR)
+               WHEN 'avg_gpu_sm_util' THEN CAST(avg_gpu_sm_util AS VARCHAR)
+               WHEN 'schedule_delay_sec' THEN CAST(schedule_delay AS VARCHAR)
+           END AS value
+    FROM asi_pod_rows($files)
+    WHERE fault IS NOT NULL
 )
-WHERE pod_id IS NULL OR server_id IS NULL
 ORDER BY file, "row"

@@ -37,3 +37,9 @@ CREATE TABLE IF NOT EXISTS reports (
     report_id BIGINT, created_at TIMESTAMP, "at" TIMESTAMP, "start" TIMESTAMP, "end" TIMESTAMP,
     step_s DOUBLE, scenario VARCHAR, ingest_id BIGINT, figures VARCHAR
 );
+-- What else defines a report's figures (its trend compares like for like), and the
+-- store's export time when it was recorded (a stale export): a store from before them
+-- gains them, NULL in its earlier reports.
+ALTER TABLE reports ADD COLUMN IF NOT EXISTS demand VARCHAR;
+ALTER TABLE reports ADD COLUMN IF NOT EXISTS shapes VARCHAR;
+ALTER TABLE reports ADD COLUMN IF NOT EXISTS exported TIMESTAMP;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,10 @@ import pytest
 from fleetaudit.model.store import Store, open_store
 
 DATA = Path(__file__).parent / "data"
+
+# The Spark cluster helper imports pyspark at the top; without the extra (the main
+# test run), --doctest-modules must not import it (its tests skip on their own).
+collect_ignore = [] if importlib.util.find_spec("pyspark") else ["spark_cluster.py"]
 REPO = Path(__file__).resolve().parents[1]
 
 

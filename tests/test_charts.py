@@ -125,7 +125,7 @@ def test_over_time_charts_of_a_small_fleet_by_hand() -> None:
     assert fleet.queued == "0.0,136.0 300.0,136.0 600.0,72.0"
     assert a.queued == "0.0,64.0 300.0,64.0 600.0,64.0"  # the any-model request is the fleet's
     assert b.queued == "0.0,160.0 300.0,160.0 600.0,160.0"
-    assert [label for _, label in fleet.y_ticks] == ["0", "10", "20"]
+    assert [label for _, label in fleet.y_ticks] == ["0", "5", "10", "15", "20"]
     labels = _over_time(result)[1]  # type: ignore[arg-type]
     assert labels == (
         (0.0, "2026-03-01 00:00", "start"),
@@ -183,3 +183,37 @@ def test_a_long_window_is_drawn_with_at_most_200_points_of_run_means() -> None:
     ys = [float(p.split(",")[1]) for p in usable[:3]]
     assert ys == [round(160 - 160 * v / top, 1) for v in (2 / 3, 1 / 3, 2 / 3)]
     assert labels[-1] == (600.0, "2026-03-17 15:00", "end")  # the last run starts at 399 h
+
+
+def test_never_startable_demand_is_drawn_apart() -> None:
+    """Model A: one 8-GPU node per switch. A 16-GPU switch gang can never start (no domain
+    holds 2 pods of 8); an 8-GPU request can. The gang's 16 GPUs go to the dashed line,
+    cut off at the top that A's 8 idle GPUs and the 8 startable queued GPUs set (10)."""
+    from fleetaudit.api.report_api import never_startable
+
+    nodes = pl.DataFrame({"node_id": ["n1", "n2"], "gpu_model": ["A", "A"], "gpus": [8, 8],
+                          "switch_id": ["s1", "s2"]})  # fmt: skip
+    requests = pl.DataFrame(
+        {"gpu_model": ["A", "A"], "gpus": [16.0, 8.0], "gpus_per_pod": [8.0, 8.0],
+         "cpus_per_gpu": [0.0, 0.0], "memory_gib_per_gpu": [0.0, 0.0],
+         "locality": ["switch", "node"], "duration_s": [None, None],
+         "submit_time": [T0, T0], "start_time": [None, None]},
+        schema_overrides={"duration_s": pl.Float64, "start_time": pl.Datetime("us"),
+                          "submit_time": pl.Datetime("us")},
+    )  # fmt: skip
+    flagged = never_startable(requests, nodes)
+    assert flagged["never"].to_list() == [True, False]
+    queued = queued_gpus(flagged, [T0, T0 + STEP])
+    assert queued.filter(pl.col("never"))["queued_gpus"].to_list() == [16.0, 16.0]
+    steps = pl.DataFrame(_steps("A", [{"usable": 8}, {"usable": 8}]))
+    fleet, _a = _over_time(SimpleNamespace(steps=steps, queued=queued))[0]  # type: ignore[arg-type]
+    assert fleet.top == 10 and fleet.never_most == 16.0
+    assert fleet.queued == "0.0,32.0 600.0,32.0"  # 8 of 10
+    assert fleet.never == "0.0,0.0 600.0,0.0"  # 16, cut off at the top
+    assert [label for _, label in fleet.y_ticks] == ["0", "2", "4", "6", "8", "10"]
+
+
+def test_usable_and_sm_active_do_not_share_a_colour() -> None:
+    from fleetaudit.outputs.report import COLOURS
+
+    assert COLOURS["usable"] != COLOURS["sm_active"]

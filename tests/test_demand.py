@@ -70,8 +70,8 @@ def test_waited_demand_by_hand(requests: pl.DataFrame) -> None:
         ("H20", 4.0, 3600.0, 1, 1, 0.0),
     ]
     assert (demand.requests, demand.no_gpu) == (5, 1)
-    assert demand.left_out_share(2) == pytest.approx(0.5 / 23.5)
-    assert demand.left_out_share(4) == 0.0
+    assert demand.left_out_share(demand.chosen(2, [])) == pytest.approx(0.5 / 23.5)
+    assert demand.left_out_share(demand.chosen(4, [])) == 0.0
 
 
 def test_submitted_demand_by_hand(requests: pl.DataFrame) -> None:
@@ -171,3 +171,68 @@ def test_cli_demand_reaches_the_json(started_db: Path, tmp_path: Path) -> None:
     assert "demand: submitted" in result.output
     bad = runner.invoke(app, ["report", "--db", str(started_db), "--demand", "pending"])
     assert bad.exit_code == 2
+
+
+def _ranked(*shapes: tuple[str, float, float]) -> Any:
+    from fleetaudit.model.demand import DemandShape, WindowDemand
+    from fleetaudit.model.shapes import make_shape
+
+    return WindowDemand(
+        "waited", None,
+        tuple(DemandShape(make_shape(m, g), 1, 1, w) for m, g, w in shapes), len(shapes), 0,
+    )  # fmt: skip
+
+
+def test_the_default_budget_covers_every_models_heaviest_shapes() -> None:
+    """25 H20 shapes outweigh the A10 and A100 ones: the 20 heaviest are all H20, so the
+    default adds A10's 3 heaviest and A100's one, and an any-model shape counts for both.
+    --shapes N takes the N heaviest, whatever their model."""
+    demand = _ranked(
+        *(("H20", float(8 * g), 100.0 - g) for g in range(1, 26)),
+        ("A10", 1.0, 5.0), ("A10", 2.0, 4.0), ("A10", 4.0, 3.0), ("A10", 8.0, 2.0),
+        ("A100", 8.0, 1.0),
+    )  # fmt: skip
+    chosen = demand.chosen(None, ["A10", "A100", "H20"])
+    labels = [d.shape.label() for d in chosen]
+    assert len(chosen) == 24 and labels[:20] == [d.shape.label() for d in demand.shapes[:20]]
+    assert labels[20:] == ["A10 1 GPU node", "A10 2 GPU node", "A10 4 GPU node", "A100 8 GPU node"]
+    assert demand.chosen(2, ["A10"]) == demand.shapes[:2]
+    # the left-out weight: H20 21..25 (79+78+77+76+75) and A10 8 (2) of 1,940 in all
+    total = sum(100.0 - g for g in range(1, 26)) + 15.0
+    assert demand.left_out_share(chosen) == pytest.approx((385 + 2) / total)
+    anywhere = _ranked(*(("H20", float(8 * g), 100.0 - g) for g in range(1, 21)), (None, 3.0, 1.0))
+    assert len(anywhere.chosen(None, ["A10", "H20"])) == 21  # A10's heaviest: the any-model one
+
+
+def test_a_model_whose_demand_is_not_evaluated_reads_not_evaluated(tmp_path: Path) -> None:
+    """Two models, one node each; the demand's heaviest shape asks for H20. With
+    --shapes 1 nothing of A10's demand is evaluated: its schedulable split reads 'not
+    evaluated' (the JSON's evaluated false), not 0%; by default A10's shape is evaluated
+    and its idle GPUs split (4 idle, a 4-GPU request fits: usable 4 at every step)."""
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    (folder / "nodes.csv").write_text("node_id,gpu_model,gpus,cpus\nh,H20,8,64\na,A10,4,32\n")
+    (folder / "allocations.csv").write_text(
+        "alloc_id,node_id,gpus,cpus,priority,start_time\nx,h,8,8,high,2026-01-01T00:00:00Z\n"
+    )
+    (folder / "requests.csv").write_text(
+        "request_id,submit_time,start_time,gpu_model,gpus\n"
+        "r1,2026-01-01T00:00:00Z,,H20,8\nr2,2026-01-01T12:00:00Z,,A10,4\n"
+    )
+    db = tmp_path / "s.duckdb"
+    assert runner.invoke(app, ["ingest", str(folder), "--db", str(db), "-q"]).exit_code == 0
+    args = ["report", "--db", str(db), "--at", "2026-01-02T00:00:00Z", "--since", "1d",
+            "--step", "6h"]  # fmt: skip
+    narrow = runner.invoke(app, [*args, "--shapes", "1", "--json", "-"])
+    a10 = json.loads(narrow.stdout)["models"]["A10"]["schedulable"]
+    assert (a10["evaluated"], a10["demand"]) == (
+        False, {"requests": 1, "evaluated_requests": 0, "evaluated_share": 0.0},
+    )  # fmt: skip
+    assert any("A10: none of its demand's 1 request(s)" in n for n in json.loads(narrow.stdout)["notes"])
+    terminal = runner.invoke(app, [*args, "--shapes", "1"]).stdout
+    (row,) = [line for line in terminal.splitlines() if line.startswith(" A10 ")]
+    assert "not evaluated" in row and "0.0%" not in row.split("│")[2]
+    full = json.loads(runner.invoke(app, [*args, "--json", "-"]).stdout)
+    a10 = full["models"]["A10"]["schedulable"]
+    assert a10["evaluated"] is True and a10["demand"]["evaluated_requests"] == 1
+    assert (a10["idle_gpu_hours"], a10["usable_gpu_hours"]) == (96.0, 96.0)  # 4 GPUs x 24 h

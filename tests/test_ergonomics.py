@@ -227,7 +227,9 @@ def _lock_held(db: Path) -> Iterator[None]:
         holder.stdout.close()  # type: ignore[union-attr]
 
 
-def _interrupt(args: list[str], cwd: Path, after: float, wait_for: str | None = None) -> tuple[int, str]:
+def _interrupt(
+    args: list[str], cwd: Path, after: float, wait_for: str | None = None
+) -> tuple[int, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "fleetaudit", *args],
@@ -349,17 +351,22 @@ def test_rejects_csv_and_json(short_lines_db: Path) -> None:
     assert result.exit_code == 0
     assert result.stdout.splitlines() == [
         "file,table,row,column,value,reason",
-        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,2,memory_gib,\"n2,H20,8,64\","
+        f'{DATA / "short_lines" / "nodes.csv"},nodes,2,memory_gib,"n2,H20,8,64",'
         "the line has 4 field(s); the header has 7",
-        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,4,cpus,\"n4,H20,8\","
+        f'{DATA / "short_lines" / "nodes.csv"},nodes,4,cpus,"n4,H20,8",'
         "the line has 3 field(s); the header has 7",
-        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,5,,\"n5,H20,8,64,1024,sw-a,healthy,extra,more\","
+        f'{DATA / "short_lines" / "nodes.csv"},nodes,5,,"n5,H20,8,64,1024,sw-a,healthy,extra,more",'
         "the line has 9 field(s); the header has 7",
-        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,8,health,\"n8,H20,8,64,1024,sw-a\","
+        f'{DATA / "short_lines" / "nodes.csv"},nodes,8,health,"n8,H20,8,64,1024,sw-a",'
         "the line has 6 field(s); the header has 7",
-        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,12,gpus,-8,-8 is negative",
+        # a text cell beginning with - would be a formula in a spreadsheet: an apostrophe
+        f"{DATA / 'short_lines' / 'nodes.csv'},nodes,12,gpus,'-8,'-8 is negative",
     ]
-    document = json.loads(invoke("rejects", "--db", short_lines_db, "--json", "--limit", "1").stdout)
+    raw = invoke("rejects", "--db", short_lines_db, "--csv", "--csv-raw")
+    assert raw.stdout.splitlines()[-1].endswith(",nodes,12,gpus,-8,-8 is negative")
+    document = json.loads(
+        invoke("rejects", "--db", short_lines_db, "--json", "--limit", "1").stdout
+    )
     assert (document["schema"], document["ingest_id"], document["total"], document["shown"]) == (
         "fleetaudit.rejects/1", 2, 5, 1,
     )  # fmt: skip
@@ -429,21 +436,33 @@ def test_at_80_columns_the_state_table_keeps_every_column(demo_at_80: str) -> No
     assert _block(demo_at_80, "GPUs at ") == expected
 
 
-def test_at_80_columns_the_shapes_table_keeps_queued_and_instances(demo_at_80: str) -> None:
+def test_at_80_columns_the_shapes_table_folds_its_labels_and_stacks(demo_at_80: str) -> None:
+    """The 55-character shape label folds; the stranded causes, which do not fit beside
+    the counts, follow in a second part under the same labels: no column is left out."""
     block = _block(demo_at_80, "shapes at ")
-    assert block[2].split("┃")[1:4] == [
-        " shape                                                 ", " queued ", " instances ",
-    ]  # fmt: skip
-    assert "│ H20|H800 256 GPU (32x8) x12 CPU x96 GiB switch for 1d │      1 │         0 │" in block
-    assert any(line.startswith("left out at 80 columns: stranded GPUs by cause") for line in
-               demo_at_80.splitlines())  # fmt: skip
+    assert block[2] == (
+        "┃ shape                         ┃ queued ┃ instances ┃ usable GPUs ┃ idle GPUs ┃"
+    )
+    at = block.index(
+        "│ H20|H800 256 GPU (32x8) x12   │      1 │         0 │           0 │        51 │"
+    )
+    assert block[at + 1].startswith("│ CPU x96 GiB switch for 1d     │        │")
+    rest = _block(demo_at_80[demo_at_80.index("\n(continued)", demo_at_80.index("shapes at ")):].lstrip(),
+                  "(continued)")  # fmt: skip
+    assert (
+        rest[2]
+        == "┃ shape                                             ┃ stranded GPUs by cause   ┃"
+    )
+    assert (
+        "│ H20 256 GPU (32x8) x12 CPU x96 GiB switch for 1d  │ fffffffffffftttt f23 t8  │" in rest
+    )
+    assert "left out" not in demo_at_80
 
 
 def test_at_80_columns_the_report_summary_keeps_model_names(demo_at_80: str) -> None:
     assert _block(demo_at_80, "report ")[:11] == (
         (DATA / "columns80" / "report_summary.txt").read_text(encoding="utf-8").splitlines()
     )
-
 
 
 # -- 3. the README's cron line, verbatim ----------------------------------------------------
@@ -522,4 +541,4 @@ def test_placement_help_keeps_its_brackets(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("COLUMNS", "200")
     text = invoke("whatif", "placement", "--help").stdout
     assert "the requests of [at - since, at) arrive as recorded" in text
-    assert "the window [at - since, at) (default 1d)" in text
+    assert "the window [at - since, at) (default 1d, or from the data" in text

@@ -531,6 +531,8 @@ def test_csv_and_parquet_hold_the_same_rows(tmp_path: Path) -> None:
         ({"telemetry_step_s": 0}, "telemetry_step_s"),
         ({"telemetry_days": -1.0}, "telemetry_days"),
         ({"harvested_nights": 1.5}, "harvested_nights"),
+        ({"node_events": -1.0}, "node_events"),
+        ({"node_events_days": 0.0}, "node_events_days"),
     ],
 )
 def test_bad_options_raise_value_error(
@@ -597,3 +599,33 @@ def test_progress_and_no_telemetry(tmp_path: Path) -> None:
     assert result.rows["telemetry"] == 0
     assert pq.read_metadata(result.files["telemetry"]).num_rows == 0
     assert result.gpus == _read(result, "nodes")["gpus"].sum()
+
+
+def test_node_events_are_a_table_of_their_own(tmp_path: Path) -> None:
+    """--node-events adds node_events and leaves every other table as it was; its
+    intervals are valid (an ingest rejects none), a few nodes fail far more often than
+    the rest, some outages are told by two sources, and the nodes recorded unhealthy at
+    the export get an open interval in their recorded state."""
+    base = GenerateOptions(nodes=60, days=2, telemetry_days=0.1)
+    plain = generate_fleet(tmp_path / "plain", base)
+    with_events = generate_fleet(tmp_path / "events", replace(base, node_events=40))
+    assert "node_events" not in plain.files
+    for table in TABLES:
+        assert with_events.files[table].read_bytes() == plain.files[table].read_bytes()
+    events = pl.read_parquet(with_events.files["node_events"])
+    assert events.height == with_events.rows["node_events"] > 40 * 60 * 0.5
+    assert (events["end_time"].is_null() | (events["end_time"] > events["start_time"])).all()
+    per_node = events.group_by("node_id").len()["len"]
+    assert per_node.max() > 3 * per_node.median()  # type: ignore[operator]
+    assert events.filter(pl.col("source") == "slurm:sacctmgr", pl.col("state") == "down").height
+    nodes = pl.read_parquet(with_events.files["nodes"])
+    recorded = nodes.filter(pl.col("health") != "healthy").select("node_id", "health")
+    dated = events.filter(pl.col("source") == "export").select("node_id", "state")
+    assert dated.height and dated.join(recorded, on="node_id")["state"].equals(
+        dated.join(recorded, on="node_id")["health"].alias("state")
+    )
+    from fleetaudit.api import StoreOptions, ingest_paths
+
+    result = ingest_paths(StoreOptions(tmp_path / "s.duckdb"), [tmp_path / "events"])
+    assert {t.table: t.rejected for t in result.tables}["node_events"] == 0
+

@@ -472,7 +472,7 @@ def test_cli_json_document_and_recorded_run(tmp_path: Path, tiny_dir: Path) -> N
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["schema"] == "fleetaudit.harvesting/1"
-    assert set(document["window"]) == {"start", "end"}
+    assert set(document["window"]) == {"start", "end", "data", "shortened_from_s", "note"}
     spec_keys = {"policy", "allocation_rate_high", "allocation_rate", "standby_gpu_hours",
                  "harvested_share", "lp_completion_s", "preemptions", "forced_kills",
                  "lost_gpu_hours", "unfinished"}  # fmt: skip

@@ -456,6 +456,7 @@ def test_calibrate_by_hand():
         actual_wait_p90_s=9000.0,
         predicted_wait_p50_s=3600.0,
         predicted_wait_p90_s=None,
+        left_out={"not_started": 1, "outside_window": 2},  # said, never dropped silently
     )
     assert calibration.as_json() == {
         "started": 4,
@@ -463,6 +464,8 @@ def test_calibrate_by_hand():
         "actual_wait_p90_s": 9000.0,
         "predicted_wait_p50_s": 3600.0,
         "predicted_wait_p90_s": None,
+        "left_out": {"not_started": 1, "outside_window": 2},
+        "durations_s": [],
     }
     nothing = calibrate(history, requests.head(1))
     assert nothing.as_json() == {
@@ -471,6 +474,8 @@ def test_calibrate_by_hand():
         "actual_wait_p90_s": None,
         "predicted_wait_p50_s": None,
         "predicted_wait_p90_s": None,
+        "left_out": {"not_started": 0, "outside_window": 1},
+        "durations_s": [],
     }
 
 

@@ -167,7 +167,7 @@ def test_request_and_node_and_telemetry_rejects(store: Store, tmp_path: Path) ->
         tmp_path / "telemetry.csv",
         "ts,node_id,gpu_index,sm_active\n"
         "2026-01-01T00:00:00Z,n1,8,0.5\n"
-        "2026-01-01T00:00:00Z,n1,0,1.5\n"
+        "2026-01-01T00:00:00Z,n1,0,150\n"
         "2026-01-01T00:00:00Z,n1,1,0.25\n",
     )
     result = ingest(store, [tmp_path])
@@ -192,7 +192,7 @@ def test_request_and_node_and_telemetry_rejects(store: Store, tmp_path: Path) ->
         ("requests", 3, "start_time", "start_time is before submit_time"),
         ("requests", 4, "gpus", "0.5 is not a multiple of gpus_per_pod 1.0"),
         ("telemetry", 1, "gpu_index", "8 is not below its node's 8 GPUs"),
-        ("telemetry", 2, "sm_active", "1.5 is above 1"),
+        ("telemetry", 2, "sm_active", "150 is above 1"),
     ]
 
 
@@ -620,17 +620,6 @@ def test_alibaba_v2023_unreadable_node_number_is_a_reject(store: Store, tmp_path
     assert got == (2, "cpu_milli", "many", "many is not a number")
 
 
-def test_alibaba_v2023_file_duckdb_cannot_read_names_it(store: Store, tmp_path: Path) -> None:
-    nodes = write(tmp_path / "openb_node_list_gpu_node.csv", OPENB_NODES)
-    pods = tmp_path / "openb_pod_list_default.csv"
-    pods.write_bytes(OPENB_HEADER.encode() + b"p\xff0,12000,16384,1,1000,,LS,Running,0,100,0\n")
-    with pytest.raises(InputError) as caught:
-        ingest(store, [nodes, pods], IngestOptions(format="alibaba-gpu-v2023"))
-    assert caught.value.file == str(pods)
-    assert "not utf-8 encoded" in str(caught.value)  # DuckDB's cause, not only its line number
-    assert counts(store)["nodes"] == 0
-
-
 def test_free_text_workload_labels_are_kept_and_mapped(store: Store) -> None:
     """An export's own labels load (no reject): the label is kept, the category derived."""
     result = ingest(store, [DATA / "workload_labels"])
@@ -664,7 +653,7 @@ PERCENT = Path(__file__).parent / "data" / "percent"
 def test_a_fraction_column_in_percent_fails_the_file_and_names_the_option(
     db_path: Path,
 ) -> None:
-    """tests/data/percent: 11 of 14 sm_active values are above 1, all within 0..100."""
+    """tests/data/percent: 11 of its 14 sm_active values lie in (1, 100]: a percent file."""
     from typer.testing import CliRunner
 
     from fleetaudit.cli import app
@@ -674,7 +663,7 @@ def test_a_fraction_column_in_percent_fails_the_file_and_names_the_option(
     line = result.stderr.strip()
     assert "\n" not in line and "Traceback" not in result.output
     assert "telemetry.csv" in line and "sm_active" in line
-    assert "11 of 14 values are above 1" in line and "--percent sm_active" in line
+    assert "11 of 14 values lie above 1 and within 100" in line and "--percent sm_active" in line
     store = open_store(db_path)
     try:  # one transaction: the nodes of the same call did not land either
         assert store.row_count("nodes") == 0 and store.row_count("telemetry") == 0
@@ -694,15 +683,49 @@ def test_percent_names_a_fraction_column(store: Store) -> None:
         ingest(store, [PERCENT], IngestOptions(percent=("gpus",)))
 
 
-def test_a_few_values_above_1_stay_row_rejects(store: Store, tmp_path: Path) -> None:
-    """9 values above 1 (fewer than 10) among fractions: rejected rows, not a failed file."""
+def test_one_value_in_percent_range_fails_the_file(store: Store, tmp_path: Path) -> None:
+    """A low-duty percent export: 1 of 20 values above 1 (1.2%), the other 19 idle below
+    1%. Read as fractions the busy sample was a reject and the idle ones read 100 times
+    too high; now the file is refused, naming --percent."""
     write(tmp_path / "nodes.csv", (PERCENT / "nodes.csv").read_text())
     rows = ["ts,node_id,gpu_index,sm_active"] + [
-        f"2026-01-01T00:{i:02d}:00Z,g1,0,{1.5 if i < 9 else 0.5}" for i in range(20)
+        f"2026-01-01T00:{i:02d}:00Z,g1,0,{1.2 if i == 0 else 0.4}" for i in range(20)
+    ]
+    write(tmp_path / "telemetry.csv", "\n".join(rows) + "\n")
+    with pytest.raises(InputError, match="1 of 20 values lie above 1 and within 100"):
+        ingest(store, [tmp_path])
+    assert store.row_count("telemetry") == 0
+    result = ingest(store, [tmp_path], IngestOptions(percent=("sm_active",)))
+    assert result.rejected == 0
+    # (1.2 + 19 x 0.4) / 100 = 0.088, read as the fraction of one GPU's samples
+    assert store.scalar("SELECT round(sum(sm_active), 6) FROM telemetry") == pytest.approx(0.088)
+
+
+def test_values_above_100_stay_row_rejects(store: Store, tmp_path: Path) -> None:
+    """A value above 100 is neither a fraction nor a percent: its row is rejected."""
+    write(tmp_path / "nodes.csv", (PERCENT / "nodes.csv").read_text())
+    rows = ["ts,node_id,gpu_index,sm_active"] + [
+        f"2026-01-01T00:{i:02d}:00Z,g1,0,{150 if i < 2 else 0.5}" for i in range(20)
     ]
     write(tmp_path / "telemetry.csv", "\n".join(rows) + "\n")
     result = ingest(store, [tmp_path])
-    assert {t.table: t.rejected for t in result.tables}["telemetry"] == 9
+    assert {t.table: t.rejected for t in result.tables}["telemetry"] == 2
+
+
+def test_percent_on_a_fraction_file_is_refused(store: Store, tmp_path: Path) -> None:
+    """--percent on a column whose values all lie in 0..1 (here 0.0703: 7.03%) would
+    store 0.000703 (0.07%): refused, naming the column and the option to drop."""
+    write(tmp_path / "nodes.csv", (PERCENT / "nodes.csv").read_text())
+    write(tmp_path / "telemetry.csv", "ts,node_id,gpu_index,sm_active,mem_used\n"
+          "2026-01-01T00:00:00Z,g1,0,0.0703,\n2026-01-01T00:30:00Z,g1,1,1.0,\n")  # fmt: skip
+    with pytest.raises(InputError) as err:
+        ingest(store, [tmp_path], IngestOptions(percent=("sm_active", "mem_used")))
+    assert str(err.value) == (
+        f"{tmp_path / 'telemetry.csv'} column sm_active: --percent sm_active: all 2 values "
+        "lie within 0..1, as fractions do, and would read 100 times too low; drop "
+        "--percent sm_active for this file"
+    )  # mem_used holds no value: nothing to tell
+    assert store.row_count("telemetry") == 0
 
 
 def test_parquet_instants_and_workload_labels(store: Store, tmp_path: Path) -> None:
@@ -825,3 +848,50 @@ def test_a_collector_fetches_into_a_folder_that_is_removed(
             [],
             IngestOptions(format="alibaba-gpu-v2023", collect={"since": "1d"}),
         )
+
+
+def test_an_ingest_whose_every_row_of_a_table_is_rejected_exits_65(tmp_path: Path) -> None:
+    """Telemetry of a node the store does not hold: 3 of 3 rows rejected. The call lands
+    (its rejects are listed) and exits 65 with one line; one good row of the table: 0."""
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    runner = CliRunner()
+    db = tmp_path / "s.duckdb"
+    write(tmp_path / "a" / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H20,8,64\n")
+    assert runner.invoke(app, ["ingest", str(tmp_path / "a"), "--db", str(db), "-q"]).exit_code == 0
+    write(tmp_path / "b" / "telemetry.csv", "ts,node_id,gpu_index,sm_active\n" + "".join(
+        f"2026-01-01T00:0{i}:00Z,ghost,0,0.5\n" for i in range(3)))  # fmt: skip
+    result = runner.invoke(app, ["ingest", str(tmp_path / "b"), "--db", str(db), "-q"])
+    assert result.exit_code == 65
+    assert result.stderr == (
+        "fleetaudit: error: every row read was rejected, so nothing of telemetry (3 of 3) "
+        "was loaded; `fleetaudit rejects --ingest 2` says why\n"
+    )
+    listed = runner.invoke(app, ["rejects", "--db", str(db), "--csv"])
+    assert listed.stdout.count("unknown node ghost") == 3
+    write(tmp_path / "c" / "telemetry.csv", "ts,node_id,gpu_index,sm_active\n"
+          "2026-01-01T00:00:00Z,ghost,0,0.5\n2026-01-01T00:00:00Z,n1,0,0.5\n")  # fmt: skip
+    assert runner.invoke(app, ["ingest", str(tmp_path / "c"), "--db", str(db), "-q"]).exit_code == 0
+
+
+def test_every_command_that_reads_capacity_refuses_a_store_without_nodes(tmp_path: Path) -> None:
+    """One rule: shapes said 'every GPU reads free' (exit 0) where report exited 2."""
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    runner = CliRunner()
+    db = tmp_path / "s.duckdb"
+    write(tmp_path / "r" / "requests.csv", "request_id,submit_time,gpus\nr1,2026-01-01T00:00:00Z,8\n")
+    assert runner.invoke(app, ["ingest", str(tmp_path / "r"), "--db", str(db), "-q"]).exit_code == 0
+    for command in (["shapes"], ["state"], ["report"], ["whatif", "placement"],
+                    ["whatif", "compaction"], ["whatif", "harvesting"]):  # fmt: skip
+        result = runner.invoke(app, [*command, "--db", str(db)])
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stderr == (
+            f"fleetaudit: error: {db}: the store holds no nodes; ingest a nodes table first "
+            "(`fleetaudit status` lists what it holds)\n"
+        ), command
+    assert runner.invoke(app, ["status", "--db", str(db)]).exit_code == 0

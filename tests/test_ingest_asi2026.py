@@ -23,7 +23,7 @@ from fleetaudit.inputs.asi_trace import (
     write_partition,
 )
 from fleetaudit.inputs.ingest import IngestOptions
-from fleetaudit.inputs.ingest.asi2026 import parse_days
+from fleetaudit.inputs.ingest.asi2026 import _absences, parse_days
 from fleetaudit.inputs.ingest.labels import asi_bucket
 from fleetaudit.model.store import open_store
 from tests.asi_fixture import pod_rows, server_rows, write_fixture
@@ -71,6 +71,30 @@ def test_nodes(loaded: tuple[Path, api.IngestResult]) -> None:
         ("s3", "A100", 8, 128.0, None, "c1/asw2", "healthy", "A100-SXM4-80GB", ts(25)),
         ("s4", "XPU-A", 16, 256.0, None, None, "down", None, ts(24)),
     ]
+
+
+def test_node_events_date_a_server_gone_before_the_last_hour(
+    loaded: tuple[Path, api.IngestResult],
+) -> None:
+    """s4 was last listed at t = 24: down from the end of that hour on (open), which dates
+    its recorded ``down``: it counts as healthy before."""
+    db, _ = loaded
+    events = _table(db, "SELECT * EXCLUDE (_ingest_id) FROM node_events ORDER BY node_id")
+    assert events.rows() == [
+        ("s4", None, ts(25), None, "down", "absent from server_hourly",
+         "alibaba-gpu-v2026:server_hourly"),
+    ]  # fmt: skip
+
+
+def test_absences_count_only_hours_the_release_lists() -> None:
+    """A server missing from listed hours between two it was in is down for them; hours
+    without any server file are no absence; a gap across blocks counts from the last hour
+    the server was known in."""
+    known = pl.DataFrame({"server_id": ["a", "b"], "last_t": [3, 9]})
+    day = pl.DataFrame({"server_id": ["a", "a", "a", "b", "b"], "t": [10, 11, 14, 10, 12]})
+    listed = set(range(0, 13)) | {14}  # hour 13 has no server file
+    gaps = _absences(known, day, listed).sort("server_id", "from_t").rows()
+    assert gaps == [("a", 4, 10), ("b", 11, 12)]  # a: 12-13 has unlisted hour 13
 
 
 EXPECTED_ALLOCATIONS = [
@@ -184,7 +208,9 @@ def test_reingest_is_idempotent(tmp_path: Path) -> None:
     (tmp_path / ".fleet.duckdb.asi-staging-killed").mkdir()  # left by a killed call
     api.ingest_paths(api.StoreOptions(db), [root], OPTIONS)
     again = api.ingest_paths(api.StoreOptions(db), [root], OPTIONS)
-    assert {t.table: t.new for t in again.tables} == {"nodes": 0, "allocations": 0, "telemetry": 0}
+    assert {t.table: t.new for t in again.tables} == {
+        "nodes": 0, "allocations": 0, "telemetry": 0, "node_events": 0,
+    }  # fmt: skip
     assert _table(db, "SELECT count(*) AS n FROM allocations")["n"][0] == 12
     assert _table(db, "SELECT count(*) AS n FROM asi_pod_hourly")["n"][0] == 19
     assert not list(tmp_path.glob(".fleet.duckdb.asi-staging-*"))

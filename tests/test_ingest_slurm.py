@@ -532,12 +532,15 @@ def test_end_to_end_shapes_report_compaction(tmp_path: Path) -> None:
     # leaf0 (gpu001-004) is free: one 4-node instance. leaf1: gpu005 cordoned, gpu010 down,
     # gpu006 half used by 1001 (fragment 4), gpu007-008 free but only 2 pods (topology 16);
     # gpu009, absent from topology.conf, is its own domain, 2 GPUs of the scavenger task 1100_1
-    # (allocated_low) leave 6 (fragment).
+    # (allocated_low) leave 6 (fragment). gpu005 (drained since 08:00) and gpu010 (down since
+    # 07:00) are out of service at 10:00 by their health intervals, which date their recorded
+    # health: the work still on them (1700, 3 and 2 GPUs) stays allocated, and only their
+    # other GPUs are unhealthy (5 + 6).
     assert shape["instances"] == 1
     assert shape["gpus"] == {
         "installed": 80,
-        "unhealthy": 16,
-        "allocated_high": 4,
+        "unhealthy": 11,
+        "allocated_high": 9,
         "allocated_low": 2,
         "idle": 58,
         "usable": 32,
@@ -549,10 +552,14 @@ def test_end_to_end_shapes_report_compaction(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     physical = json.loads(report.read_text())["models"]["H100"]["physical"]
-    # high on healthy nodes: 1000 8x2h + 1001 4x9h + 1002 32x4h + 1200 16x2h + 1300 2x1h+2x2h = 218;
-    # low: 1100_0 2x1h + 1100_1 2x2h = 6; 1700 runs on unhealthy nodes only
-    assert physical["installed_gpu_hours"] == 800 and physical["healthy_gpu_hours"] == 640
-    assert physical["allocated_high_gpu_hours"] == 218 and physical["allocated_gpu_hours"] == 224
+    # high on healthy nodes: 1000 8x2h + 1001 4x9h + 1002 32x4h + 1200 16x2h + 1300 2x1h+2x2h = 218,
+    # and 1700 from 07:30 on the two nodes that went out of service (their intervals date
+    # their recorded health): 3x2.5h on gpu005 + 2x2.5h on gpu010 = 12.5; low: 1100_0 2x1h +
+    # 1100_1 2x2h = 6. Unhealthy: gpu005 from 08:00, (8-3)x2h = 10; gpu010 from 07:00,
+    # 8x0.5h + (8-2)x2.5h = 19: healthy 800 - 29
+    assert physical["installed_gpu_hours"] == 800 and physical["healthy_gpu_hours"] == 771
+    assert physical["allocated_high_gpu_hours"] == 230.5
+    assert physical["allocated_gpu_hours"] == 236.5
     result = _cli("whatif", "compaction", "--at", at, "--json", "--db", db)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)

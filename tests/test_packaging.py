@@ -71,9 +71,13 @@ SAMPLE_PARAMS = {
     "step_s": 900.0,
     "span_s": 86400.0,
     "figures": "{}",
+    "demand": "waited",
+    "shapes": "default",
+    "exported": datetime(2026, 1, 1),
     "interval_us": 3_600_000_000,
     "ingest_id": 1,
     "limit": 10,
+    "upper": ["DCGM_FI_DEV_GPU_UTIL"],
 }
 
 # Queries that read more than the store's tables: the raw telemetry that `rollup`
@@ -102,7 +106,9 @@ def test_query_binds_against_the_schema(store: Store, path: Path) -> None:
         assert not names, f"{path.name}: a multi-statement file cannot take parameters"
         return  # DDL, run at every store open (the store fixture ran it)
     for prefix, setup in QUERY_SETUP.items():
-        if path.stem.startswith(prefix) and path.stem.endswith(("_rolled", "_skipped", "_telemetry")):
+        if path.stem.startswith(prefix) and path.stem.endswith(
+            ("_rolled", "_skipped", "_telemetry", "_metrics")
+        ):
             store.run(setup)
     if path.stem == "snapshot_export_time":  # reads the column kubernetes ingest adds
         store.run("ALTER TABLE nodes ADD COLUMN IF NOT EXISTS snapshot_time TIMESTAMP")

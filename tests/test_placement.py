@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import random
 from collections import defaultdict
 from collections.abc import Callable
@@ -1029,3 +1032,49 @@ def test_saved_placement_keeps_priorities_of_records_and_requests(tmp_path: Path
     # the record alone: a1's 2 low GPUs (requests are not allocations)
     ledger = json.loads(recorded.stdout)["shapes"][0]["gpus"]
     assert (ledger["allocated_high"], ledger["allocated_low"], ledger["idle"]) == (0, 2, 6)
+
+
+def test_by_time_the_recorded_fleet_is_the_baseline_row(tmp_path: Path) -> None:
+    """One 8-GPU node; a1 holds 4 GPUs over the window's first half, a2 8 GPUs from 18:00.
+    Requests: r1 submitted at 00:00, started at 06:00; r2 submitted at 12:00, never started.
+    Recorded at 0%: 4 of 8 GPUs (50%), r1 waiting; at 50% (12:00): 0 allocated (a1 ended),
+    r1 started, r2 waiting; at 100% (the window's end, 24:00): a2's 8 (100%), r2 still
+    waiting, so failed 1."""
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    (folder / "nodes.csv").write_text("node_id,gpu_model,gpus,cpus\nn1,H20,8,64\n")
+    (folder / "allocations.csv").write_text(
+        "alloc_id,node_id,gpus,cpus,priority,start_time,end_time\n"
+        "a1,n1,4,4,high,2026-01-01T00:00:00Z,2026-01-01T12:00:00Z\n"
+        "a2,n1,8,4,high,2026-01-01T18:00:00Z,\n"
+    )
+    (folder / "requests.csv").write_text(
+        "request_id,submit_time,start_time,gpu_model,gpus\n"
+        "r1,2026-01-01T00:00:00Z,2026-01-01T06:00:00Z,H20,8\n"
+        "r2,2026-01-01T12:00:00Z,,H20,8\n"
+    )
+    runner = CliRunner()
+    db = tmp_path / "p.duckdb"
+    assert runner.invoke(app, ["ingest", str(folder), "--db", str(db), "-q"]).exit_code == 0
+    args = ["whatif", "placement", "--db", str(db), "--at", "2026-01-02T00:00:00Z",
+            "--since", "1d", "--policy", "best-fit"]  # fmt: skip
+    document = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    curve = {p["instant_pct"]: p for p in document["recorded"]["curve"]}
+    assert curve[0.0] == {"instant_pct": 0.0, "allocated_pct": 50.0, "queued": 1, "started": 0, "failed": 0}
+    assert curve[50.0] == {"instant_pct": 50.0, "allocated_pct": 0.0, "queued": 1, "started": 1, "failed": 0}
+    assert curve[100.0] == {"instant_pct": 100.0, "allocated_pct": 100.0, "queued": 1, "started": 1, "failed": 1}
+    table = runner.invoke(app, args).stdout
+    first = next(line for line in table.splitlines() if line.startswith("│ recorded"))
+    assert "50.0/-" in first
+    # two tables (the calibrated baseline's, then the policies'), each row led by its name
+    rows = list(csv.DictReader(io.StringIO(runner.invoke(app, [*args, "--csv"]).stdout)))
+    recorded = next(r for r in rows if r["table"] == "placement")
+    assert recorded["policy"] == "recorded"  # the policies' columns: means over seeds
+    assert (recorded["instant_pct"], recorded["allocated_pct"], recorded["fragmented_pct"]) == (
+        "0.0", "50.0", ""
+    )
+    assert rows[0]["table"] == "calibration" and rows[0]["replay"] == "record"

@@ -399,7 +399,6 @@ def test_physical_installed_gpu_hours(export: Export) -> None:
     assert mine == pytest.approx(truth, rel=1e-9)
 
 
-@pytest.mark.xfail(strict=True, reason="engines read node_events with the health-over-time issue")
 def test_a_draining_nodes_running_jobs_stay_allocated(export: Export) -> None:
     start, at = _window(export)
     truth = _truth_gpu_hours(export, start, at)

@@ -404,6 +404,8 @@ def test_json_document_holds_the_spec_keys(hand: Any) -> None:
     assert document["schema"] == "fleetaudit.report/1"
     assert document["window"] == {
         "start": "2026-01-01T00:00:00Z", "end": AT, "step_s": 3600.0, "instants": 25,
+        "data": {"start": "2025-12-25T00:00:00Z", "end": "2026-01-02T00:00:00Z"},
+        "shortened_from_s": None, "note": None,
     }  # fmt: skip
     for figures in (document["fleet"], *document["models"].values()):
         assert set(figures) == {"physical", "schedulable", "productive"}
@@ -487,29 +489,133 @@ def test_hostile_ids_render_escaped(tmp_path: Path) -> None:
     assert "M<script>" in result.stdout  # the terminal prints the data as it is, no markup
 
 
+EARLIER = ("--at", "2026-01-01T22:00:00Z", "--since", "1d", "--step", "1h")
+
+
+def _reports(db: Path) -> list[tuple[str, str]]:
+    """The recorded reports: (window end, demand), by report id."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute('SELECT "end", demand FROM reports ORDER BY report_id').fetchall()
+    finally:
+        con.close()
+    return [(r[0].isoformat(), r[1]) for r in rows]
+
+
 def test_cli_writes_dated_files_and_records_the_trend(hand_db: Path, tmp_path: Path) -> None:
+    """The first report has no baseline; the report of a later window compares with it,
+    each headline figure's change being the difference of the two documents' figures."""
     db = tmp_path / "trend.duckdb"
     shutil.copy(hand_db, db)
     out = tmp_path / "out"
-    first = invoke("report", *WINDOW, "--db", db, "--json", out / "r-{date}-{time}.json")
+    first = invoke("report", *EARLIER, "--db", db, "--json", out / "r-{date}-{time}.json")
     assert first.exit_code == 0, first.output
-    assert "trend: no earlier recorded report of this window length and step" in first.stdout
+    assert "trend: no earlier recorded window of this report's kind" in first.stdout
     (written,) = out.glob("r-*.json")
     assert re.fullmatch(r"r-\d{4}-\d{2}-\d{2}-\d{6}\.json", written.name)
-    assert json.loads(written.read_text())["trend"] == {
+    earlier = json.loads(written.read_text())
+    assert earlier["trend"] == {
+        "key": {"scenario": None, "span_s": 86400.0, "step_s": 3600.0, "demand": "waited",
+                "shapes": "default"},
         "previous": None,
         "figures": [],
         "history": [],
-    }
+        "stale": None,
+    }  # fmt: skip
     second = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "second.json")
     assert second.exit_code == 0, second.output
-    trend = json.loads((tmp_path / "second.json").read_text())["trend"]
-    assert trend["previous"]["at"] == AT
+    now = json.loads((tmp_path / "second.json").read_text())
+    trend = now["trend"]
+    assert (trend["previous"]["start"], trend["previous"]["end"]) == (
+        "2025-12-31T22:00:00Z", "2026-01-01T22:00:00Z",
+    )  # fmt: skip
     rates = {f["figure"]: f for f in trend["figures"]}
-    assert rates["physical.allocation_rate_high"]["change"] == 0.0
-    assert rates["physical.allocation_rate_high"]["previous"] == pytest.approx(231 / 528)
-    assert "since the report of" in second.stdout
+    high = rates["physical.allocation_rate_high"]
+    assert high["value"] == pytest.approx(231 / 528)  # this window, by hand above
+    then = earlier["fleet"]["physical"]["allocation_rate_high"]
+    assert (high["previous"], high["change"]) == (
+        pytest.approx(then), pytest.approx(231 / 528 - then),
+    )  # fmt: skip
+    assert "trend since the window 2025-12-31T22:00:00Z .. 2026-01-01T22:00:00Z" in " ".join(
+        second.stdout.split()
+    )
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_re_run_of_a_window_replaces_its_point(hand_db: Path, tmp_path: Path) -> None:
+    """An identical cron re-run adds no point: the store keeps one report per window, and
+    the re-run compares with the preceding window, not with itself."""
+    db = tmp_path / "rerun.duckdb"
+    shutil.copy(hand_db, db)
+    assert invoke("report", *EARLIER, "--db", db, "--record").exit_code == 0
+    for _ in range(2):
+        done = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "r.json")
+        assert done.exit_code == 0, done.output
+        trend = json.loads((tmp_path / "r.json").read_text())["trend"]
+        assert trend["previous"]["end"] == "2026-01-01T22:00:00Z"
+        assert len(trend["history"]) == 1
+    assert _reports(db) == [("2026-01-01T22:00:00", "waited"), ("2026-01-02T00:00:00", "waited")]
+
+
+def test_a_backfilled_report_compares_with_the_window_before_it(
+    hand_db: Path, tmp_path: Path
+) -> None:
+    """A report for an earlier window, made after a later one was recorded, has no
+    baseline (the later window is not its predecessor); a report of the later window
+    then draws both in window order, and compares with the backfilled one."""
+    db = tmp_path / "backfill.duckdb"
+    shutil.copy(hand_db, db)
+    assert invoke("report", *WINDOW, "--db", db, "--record").exit_code == 0
+    backfilled = invoke("report", *EARLIER, "--db", db, "--json", tmp_path / "b.json")
+    assert json.loads((tmp_path / "b.json").read_text())["trend"]["previous"] is None
+    assert "no earlier recorded window" in backfilled.stdout
+    invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "w.json")
+    trend = json.loads((tmp_path / "w.json").read_text())["trend"]
+    assert [h["end"] for h in trend["history"]] == ["2026-01-01T22:00:00Z"]
+    assert trend["previous"]["end"] == "2026-01-01T22:00:00Z"
+
+
+def test_the_trend_keeps_demands_apart(hand_db: Path, tmp_path: Path) -> None:
+    """A report of the submitted demand is no baseline for one of the waited demand."""
+    db = tmp_path / "demand.duckdb"
+    shutil.copy(hand_db, db)
+    assert invoke("report", *EARLIER, "--demand", "submitted", "--db", db, "--record").exit_code == 0
+    waited = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "w.json")
+    assert waited.exit_code == 0, waited.output
+    assert json.loads((tmp_path / "w.json").read_text())["trend"]["previous"] is None
+    invoke("report", *WINDOW, "--demand", "submitted", "--db", db, "--json", tmp_path / "s.json")
+    trend = json.loads((tmp_path / "s.json").read_text())["trend"]
+    assert (trend["key"]["demand"], trend["previous"]["end"]) == (
+        "submitted", "2026-01-01T22:00:00Z",
+    )  # fmt: skip
+
+
+def test_a_stale_export_is_said_and_fails_with_fail_if_stale(
+    hand_db: Path, tmp_path: Path
+) -> None:
+    """The hand store's export time (its newest timestamp) is the same at the next report:
+    a note says so; --fail-if-stale exits 66 and writes nothing. A newer ingest moves it."""
+    db = tmp_path / "stale.duckdb"
+    shutil.copy(hand_db, db)
+    assert invoke("report", *WINDOW, "--db", db, "--record").exit_code == 0
+    again = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "again.json")
+    assert again.exit_code == 0
+    assert "has not moved since the report recorded at" in " ".join(again.stderr.split())
+    stale = json.loads((tmp_path / "again.json").read_text())["trend"]["stale"]
+    assert stale["export_time"] == "2026-01-02T00:00:00Z"
+    failed = invoke("report", *WINDOW, "--db", db, "--fail-if-stale", "--json", tmp_path / "f.json")
+    assert failed.exit_code == 66
+    assert failed.stderr.startswith("fleetaudit: error: the export time (2026-01-02T00:00:00Z)")
+    assert not (tmp_path / "f.json").exists()
+    write(tmp_path / "new" / "requests.csv", """
+request_id,submit_time,gpu_model,gpus
+late,2026-01-02T06:00:00Z,H20,1
+""")
+    assert invoke("ingest", tmp_path / "new", "--db", db, "-q").exit_code == 0
+    fresh = invoke("report", *WINDOW, "--db", db, "--fail-if-stale")
+    assert fresh.exit_code == 0, fresh.output
 
 
 SHAPE_8 = {"gpu_model": "H100", "gpus": 8, "gpus_per_pod": 4, "locality": "switch"}
@@ -557,17 +663,18 @@ def test_whatif_runs_are_shown_with_when_and_what_they_recover(
     assert "compaction: ran " in result.stdout and "partition_size" not in result.stdout
     assert (
         "frees 8 GPUs: free nodes 1 → 2 (at most 3), partially occupied 3 → 1; "
-        "2 moves: a pause of 1,235 GPU-hours, repaid after 154.3 h of use"
+        "2 moves: a pause of 1,234.56 GPU-hours, repaid after 154.3 h of use"
     ) in " ".join(result.stdout.split())
     assert "spotgpu: allocation rate high -, all 93.0%" in result.stdout
     assert "instances gained per shape: H100 8 GPU (2x4) switch +1" in result.stdout
     page = (tmp_path / "w.html").read_text()
     assert "partition_size" not in page and "<td>spotgpu</td>" in page
-    # GPUs and nodes freed, instances gained per shape, and the pause: whole GPU-hours
+    # GPUs and nodes freed, instances gained per shape, and the pause to a hundredth, as
+    # the terminal's and whatif compaction's (0.34 read 0 in whole GPU-hours)
     assert "<th>GPUs freed</th><td><strong>8</strong></td>" in page
     assert "<th>whole nodes freed</th><td><strong>1</strong>" in page
     assert "(free nodes 1 → 2, at most 3)" in page
-    assert "<strong>1,235</strong> GPU-hours over 2 moves, repaid after 6.4d of use" in page
+    assert "<strong>1,234.56</strong> GPU-hours over 2 moves, repaid after 6.4d of use" in page
     assert "<tr><td>H100 8 GPU (2x4) switch</td><td>1</td><td>2</td><td>+1</td></tr>" in page
 
 
@@ -812,11 +919,29 @@ def test_a_store_from_before_reports_gets_the_table_and_a_trend(
     con = duckdb.connect(str(db))
     con.execute("DROP TABLE IF EXISTS reports")
     con.close()
-    first = invoke("report", *WINDOW, "--db", db, "--record")
+    first = invoke("report", *EARLIER, "--db", db, "--record")
     assert first.exit_code == 0, first.output
-    assert "trend: no earlier recorded report of this window length and step" in first.stdout
+    assert "trend: no earlier recorded window of this report's kind" in first.stdout
     second = invoke("report", *WINDOW, "--db", db)
-    assert "since the report of" in second.stdout
+    assert "trend since the window" in second.stdout
+
+
+def test_a_store_whose_reports_lack_the_trend_key_starts_a_new_trend(
+    hand_db: Path, tmp_path: Path
+) -> None:
+    """Reports recorded before the demand and shape budget were kept (their columns
+    NULL) are no baseline: which demand they evaluated is not known."""
+    import duckdb
+
+    db = tmp_path / "older.duckdb"
+    shutil.copy(hand_db, db)
+    assert invoke("report", *EARLIER, "--db", db, "--record").exit_code == 0
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE reports SET demand = NULL, shapes = NULL, exported = NULL")
+    con.close()
+    result = invoke("report", *WINDOW, "--db", db, "--record")
+    assert "no earlier recorded window" in result.stdout
+    assert "has not moved" not in result.stderr
 
 
 def test_scenario_is_read_instead_of_the_recorded_state(hand_db: Path, tmp_path: Path) -> None:
@@ -844,13 +969,13 @@ def test_scenario_is_read_instead_of_the_recorded_state(hand_db: Path, tmp_path:
 
 
 def test_report_counts_the_rows_ingest_rejected(tmp_path: Path) -> None:
-    """Two telemetry rows above 1 (too few to look like percent) are rejects; the report
-    says so in its notes and its JSON."""
+    """Two telemetry rows above 100 (neither fractions nor percent) are rejects; the
+    report says so in its notes and its JSON."""
     db = tmp_path / "rejects.duckdb"
     bad = write(
         tmp_path / "more" / "telemetry.csv",
         "ts,node_id,gpu_index,sm_active\n"
-        "2026-01-01T01:00:00Z,n1,0,1.5\n2026-01-01T01:00:00Z,n1,1,2.5\n"
+        "2026-01-01T01:00:00Z,n1,0,150\n2026-01-01T01:00:00Z,n1,1,250\n"
         "2026-01-01T01:00:00Z,n1,2,0.5\n",
     )
     api.ingest_paths(api.StoreOptions(db), [HAND, bad])
@@ -863,18 +988,19 @@ def test_report_counts_the_rows_ingest_rejected(tmp_path: Path) -> None:
 
 def test_trend_compares_like_for_like(hand_db: Path, tmp_path: Path) -> None:
     """The hand fleet's healthy GPUs are n1, n2 (H20), n4 (A10) and n5 (L4): 22 GPUs, so
-    22 healthy GPU-hours per hour whatever the window. A 2-day report is no baseline
-    for a 1-day one; the 1-day report of the same step is, and its per-hour figures
-    change by 0."""
+    22 healthy GPU-hours per hour whatever the window. A 2-day window, or a 1-day one
+    sampled every 2 h, is no baseline for a 1-day window sampled hourly; the preceding
+    1-day hourly window is, and its per-hour figures change by 0."""
     db = tmp_path / "like.duckdb"
     shutil.copy(hand_db, db)
-    two_days = ("--at", AT, "--since", "2d", "--step", "1h")
-    assert invoke("report", *two_days, "--db", db, "--record").exit_code == 0
+    two_days = ("--at", "2026-01-01T22:00:00Z", "--since", "2d", "--step", "1h")
+    other_step = ("--at", "2026-01-01T22:00:00Z", "--since", "1d", "--step", "2h")
+    for args in (two_days, other_step):
+        assert invoke("report", *args, "--db", db, "--record").exit_code == 0
     first = invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "first.json")
-    assert "trend: no earlier recorded report" in first.stdout
+    assert "trend: no earlier recorded window" in first.stdout
     assert json.loads((tmp_path / "first.json").read_text())["trend"]["previous"] is None
-    other_step = ("--at", AT, "--since", "1d", "--step", "2h")
-    assert "no earlier recorded" in invoke("report", *other_step, "--db", db).stdout
+    assert invoke("report", *EARLIER, "--db", db, "--record").exit_code == 0
     invoke("report", *WINDOW, "--db", db, "--json", tmp_path / "second.json")
     trend = json.loads((tmp_path / "second.json").read_text())["trend"]
     figures = {f["figure"]: f for f in trend["figures"]}
@@ -887,11 +1013,13 @@ def test_an_ad_hoc_report_is_no_baseline(hand_db: Path, tmp_path: Path) -> None:
     db = tmp_path / "adhoc.duckdb"
     shutil.copy(hand_db, db)
     past = ("--at", "2026-01-01T12:00:00Z", "--since", "1d", "--step", "1h")
+    later = ("--at", "2026-01-01T13:00:00Z", "--since", "1d", "--step", "1h")
     adhoc = invoke("report", *past, "--db", db)
     assert adhoc.exit_code == 0, adhoc.output
     assert "not recorded for the next trend" in " ".join(adhoc.stderr.split())
-    assert "no earlier recorded" in invoke("report", *past, "--db", db, "--record").stdout
-    assert "since the report of" in invoke("report", *past, "--db", db).stdout
+    assert "no earlier recorded" in invoke("report", *later, "--db", db).stdout
+    assert invoke("report", *past, "--db", db, "--record").exit_code == 0
+    assert "trend since the window" in invoke("report", *later, "--db", db).stdout
 
 
 def test_a_read_only_store_reports_and_says_it_did_not_record(
@@ -922,18 +1050,20 @@ def test_a_read_only_store_file_reports(hand_db: Path, tmp_path: Path) -> None:
 def test_a_three_report_trend_is_drawn_in_html_and_on_the_terminal(
     hand_db: Path, tmp_path: Path
 ) -> None:
-    """Two recorded reports with hand-set figures, then this one (43.75% high, from above).
+    """Two recorded windows with hand-set figures, then this one (43.75% high, from above).
 
-    The chart's x: 0, 300, 600 (oldest first); y = 160 - 160 x rate. Usable share of
-    idle is usable / idle per hour: 5/10 then 2/8. The first record has no SM-active
-    rate: its line starts at the second report.
+    The windows end at 22:00 and 23:00; the 23:00 one is recorded first, and the chart
+    still runs by window end. Its x: 0, 300, 600; y = 160 - 160 x rate. Usable share
+    of idle is usable / idle per hour: 5/10 then 2/8. The first window has no SM-active
+    rate: its line starts at the second.
     """
     import duckdb
 
     db = tmp_path / "three.duckdb"
     shutil.copy(hand_db, db)
-    for _ in range(2):
-        assert invoke("report", *WINDOW, "--db", db, "--record").exit_code == 0
+    for at in ("2026-01-01T23:00:00Z", "2026-01-01T22:00:00Z"):  # the later one first
+        window = ("--at", at, "--since", "1d", "--step", "1h")
+        assert invoke("report", *window, "--db", db, "--record").exit_code == 0
     figures = [
         {"physical.allocation_rate_high": 0.25, "physical.allocation_rate": 0.5,
          "schedulable.idle_gpu_hours_per_hour": 10.0,
@@ -943,7 +1073,7 @@ def test_a_three_report_trend_is_drawn_in_html_and_on_the_terminal(
          "schedulable.usable_gpu_hours_per_hour": 2.0, "productive.productive_rate": 0.5},
     ]  # fmt: skip
     con = duckdb.connect(str(db))
-    ids = [r[0] for r in con.execute("SELECT report_id FROM reports ORDER BY report_id").fetchall()]
+    ids = [r[0] for r in con.execute('SELECT report_id FROM reports ORDER BY "end"').fetchall()]
     for report_id, values in zip(ids, figures, strict=True):
         con.execute(
             "UPDATE reports SET figures = ? WHERE report_id = ?", [json.dumps(values), report_id]
@@ -965,8 +1095,8 @@ def test_a_three_report_trend_is_drawn_in_html_and_on_the_terminal(
         f"0.0,80.0 300.0,120.0 600.0,{160 - 160 * usable_share:.1f}",
         f"300.0,80.0 600.0,{160 - 160 * productive:.1f}",
     ]
-    assert "across the 3 recorded reports of this window length and step" in page
-    assert "trend over 3 recorded reports (this one last):" in third.stdout
+    assert "across the 3 recorded windows of this report's kind, by window end" in page
+    assert "over 3 recorded windows, oldest first (this one last):" in third.stdout
     assert re.search(r"^  allocation rate, high +▁█▆ 43\.8%$", third.stdout, re.M)
     # no SM-active rate in the first record: a blank, then 50% and 53.1% (▁ least, █ most)
     assert f"  {'SM-active rate':<27}  ▁█ 53.1%" in third.stdout
@@ -1137,3 +1267,22 @@ def test_report_physical_gpu_hours_match_the_tiny_hand_worked_json(
     assert h20["allocated_high_gpu_hours"] == pytest.approx(52, abs=1e-6)
     assert (a10["installed_gpu_hours"], a10["healthy_gpu_hours"]) == (48, 48)
     assert (a10["allocated_gpu_hours"], a10["allocated_high_gpu_hours"]) == (0, 0)
+
+
+def test_the_three_allocated_figures_are_named_for_what_they_count(hand: Any) -> None:
+    """Productive counts each allocation's own GPUs on any node: a1 4 x 6, a2 2 x 4, a3 8 x
+    24, a4 8 x 24 (on the down n3), a5 0.5 x 12, a6 0.25 x 12, a8 1 x 2, a11 1 x 1 = 428.
+    Physical counts occupied GPUs on healthy nodes, exactly: 245 (by hand above); the
+    schedulable ledger the same at the sampled instants."""
+    from fleetaudit.api.report_api import allocated_kinds
+
+    assert hand.fleet["productive"]["allocated_gpu_hours"] == pytest.approx(428.0)
+    sampled = hand.fleet["schedulable"]["allocated_gpu_hours"]
+    assert allocated_kinds(hand) == (
+        "allocated GPU-hours, three ways: 428 productive, each allocation's own GPUs (a "
+        "share as its fraction) on any node; 245 physical, the GPUs occupied on healthy "
+        f"nodes (a share fills its GPU), exact; {sampled:,.0f} schedulable, the same "
+        "occupied GPUs at the sampled instants"
+    )
+    page = render_html(hand)
+    assert allocated_kinds(hand) in page.replace("&#39;", "'")

@@ -244,7 +244,7 @@ def test_cli_rollup_then_ingest(tmp_path: Path) -> None:
         (["--interval", "1.5s"], "--interval: must be a whole number of seconds, 1s or more"),
         (["--engine", "polars"], "--engine: 'polars' is not one of duckdb, spark"),
         (["--master", "local[2]"], "--master: only with --engine spark"),
-        (["--format", "csv"], "--format: 'csv' is not one of native"),
+        (["--format", "csv"], "--format: 'csv' is not one of native, prometheus, alibaba-gpu-v2026"),
     ],
 )
 def test_cli_rollup_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:

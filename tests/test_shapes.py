@@ -530,3 +530,103 @@ def test_an_overcommitted_node_offers_no_share_room() -> None:
     assert _eval((nodes, allocations), shape, T).instances == 0
     fewer = allocations.filter(pl.col("alloc_id") != "a0")  # 3 whole + 4 quarters: exactly full
     assert _eval((nodes, fewer), shape, T).instances == 0
+
+
+def test_history_calibrates_on_every_duration_class_without_duration(tmp_path: Path) -> None:
+    """One 8-GPU node, busy 00:00-02:00 (a1) and 05:00-06:00 (a2); --at 04:00, --history 4h
+    --step 1h: instants 00:00 .. 04:00. "H20 8 GPU" fits from 02:00 on with no duration or
+    a 1h one (waits 2h, 1h, 0, 0, 0); a 4h one never fits (a2 is within 4 h of 02:00,
+    03:00, 04:00): censored.
+
+    Requests of the shape: r1 (no duration) waited 00:30-02:00, 1.5 h, predicted at 01:00:
+    1 h; r2 (1h) 01:00-02:00, 1 h, predicted 1 h; r3 (4h) 02:00-06:00, 4 h, predicted
+    censored; r4 (no duration) is still queued. Without --duration all three that started
+    are the sample, each against its own class's history: real p50 = 2nd of (1, 1.5, 4 h)
+    = 1.5 h, p90 = 3rd = 4 h; predicted p50 = 1 h, p90 censored; r4 left out as queued.
+    (Before, only r1 was compared, r2 and r3 left out without a word.) With --duration 1h
+    the sample is r2, and the other three are left out as of other durations.
+    """
+    folder = tmp_path / "fleet"
+    write(folder / "nodes.csv", "node_id,gpu_model,gpus,cpus\nn1,H20,8,64\n")
+    write(folder / "allocations.csv", """
+alloc_id,node_id,gpus,cpus,priority,start_time,end_time
+a1,n1,8,8,high,2026-05-01T00:00:00Z,2026-05-01T02:00:00Z
+a2,n1,8,8,high,2026-05-01T05:00:00Z,2026-05-01T06:00:00Z
+""")
+    write(folder / "requests.csv", """
+request_id,submit_time,start_time,gpu_model,gpus,duration_s
+r1,2026-05-01T00:30:00Z,2026-05-01T02:00:00Z,H20,8,
+r2,2026-05-01T01:00:00Z,2026-05-01T02:00:00Z,H20,8,3600
+r3,2026-05-01T02:00:00Z,2026-05-01T06:00:00Z,H20,8,14400
+r4,2026-05-01T03:00:00Z,,H20,8,
+""")
+    db = tmp_path / "s.duckdb"
+    assert _invoke("ingest", str(folder), "--db", str(db), "--quiet").exit_code == 0
+    base = ["shapes", "--db", str(db), "--model", "H20", "--gpus", "8", "--at",
+            "2026-05-01T04:00:00Z", "--history", "4h", "--step", "1h"]  # fmt: skip
+    (every,) = json.loads(_invoke(*base, "--json").stdout)["shapes"]
+    assert every["calibration"] == {
+        "started": 3, "actual_wait_p50_s": 5400.0, "actual_wait_p90_s": 14400.0,
+        "predicted_wait_p50_s": 3600.0, "predicted_wait_p90_s": None,
+        "left_out": {"not_started": 1, "outside_window": 0},
+        "durations_s": [None, 3600.0, 14400.0],
+    }  # fmt: skip
+    (hour,) = json.loads(_invoke(*base, "--duration", "1h", "--json").stdout)["shapes"]
+    assert hour["calibration"] == {
+        "started": 1, "actual_wait_p50_s": 3600.0, "actual_wait_p90_s": 3600.0,
+        "predicted_wait_p50_s": 3600.0, "predicted_wait_p90_s": 3600.0,
+        "left_out": {"not_started": 0, "outside_window": 0, "other_duration": 3},
+        "durations_s": [],
+    }  # fmt: skip
+    terminal = " ".join(_invoke(*base).stdout.split())
+    assert (
+        "calibration of H20 8 GPU node: 3 started (durations none, 1.0h, 4.0h, each against "
+        "its own duration's history); left out: 1 still queued at the end (no real wait yet)"
+    ) in terminal
+
+
+def _invoke(*args: str) -> object:
+    return runner.invoke(app, list(args))
+
+
+def test_model_names_are_matched_without_case(tmp_path: Path) -> None:
+    """--model h20 is the nodes' H20 (the JSON spells it as they do); an unknown one fails."""
+    db = tmp_path / "t.duckdb"
+    assert _invoke("ingest", str(DATA / "tiny"), "--db", str(db), "-q").exit_code == 0
+    lower = json.loads(_invoke("shapes", "--db", str(db), "--model", "h20", "--gpus", "8",
+                               "--json").stdout)  # fmt: skip
+    upper = json.loads(_invoke("shapes", "--db", str(db), "--model", "H20", "--gpus", "8",
+                               "--json").stdout)  # fmt: skip
+    assert lower["shapes"] == upper["shapes"] and lower["shapes"][0]["shape"]["gpu_model"] == "H20"
+    missing = _invoke("shapes", "--db", str(db), "--model", "h2O", "--gpus", "8")
+    assert missing.exit_code == 2 and "no node has model h2O; models are: A10, H20" in missing.stderr
+
+
+def test_the_help_examples_show_something_on_the_demo_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """shapes' example finds an instance and names the nearest misses; compaction's frees
+    instances of its shape (before < after), and the scenario it saves shows them."""
+    import re
+    import shlex
+
+    db = tmp_path / "demo.duckdb"
+    assert _invoke("demo", "--db", str(db), "-q").exit_code == 0
+    monkeypatch.setenv("COLUMNS", "200")  # the help's examples on a line each
+
+    def examples(*command: str) -> list[list[str]]:
+        text = _invoke(*command, "--help").stdout.split("Examples:")[1].split("╭")[0]
+        joined = re.sub(r"\\\s*\n", " ", text)  # an example continued on the next line
+        return [shlex.split(line.strip())[1:] for line in joined.splitlines()
+                if line.strip().startswith("fleetaudit ")]  # fmt: skip
+
+    (explain, _history) = examples("shapes")
+    shown = json.loads(_invoke(*explain, "--db", str(db), "--json").stdout)["shapes"][0]
+    assert shown["instances"] >= 1
+    assert re.search(r"nearest misses: H20", _invoke(*explain, "--db", str(db)).stdout)
+    compact, read, _over_time = examples("whatif", "compaction")
+    document = json.loads(_invoke(*compact, "--db", str(db), "--jobs", "1", "--json").stdout)
+    before, after = document["before"]["instances"][0], document["after"]["instances"][0]
+    assert after["instances"] > before["instances"]
+    packed = json.loads(_invoke(*read, "--db", str(db), "--json").stdout)["shapes"][0]
+    assert packed["instances"] == after["instances"]

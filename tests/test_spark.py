@@ -128,3 +128,74 @@ def test_compaction_on_spark_gives_the_local_ledger(
         }
     assert any(p.exact_status is not None for p in remote.partitions)
     assert local.allocations.equals(remote.allocations)
+
+
+def test_prometheus_rollup_on_spark_gives_duckdbs_file(spark: object, tmp_path: Path) -> None:
+    """The dumps are parsed by the ingest's reader on this machine, and the engine rolls
+    the parsed rows up: the same file from both engines."""
+    from tests.test_rollup_sources import _prom_files
+
+    files = _prom_files()
+    rollup(files, tmp_path / "duckdb", RollupOptions(3600, format="prometheus"))
+    rollup(files, tmp_path / "spark", RollupOptions(3600, engine="spark", master=MASTER, format="prometheus"))
+    assert (tmp_path / "duckdb" / "telemetry.parquet").read_bytes() == (
+        tmp_path / "spark" / "telemetry.parquet"
+    ).read_bytes()
+
+
+def test_rollup_parity_is_byte_for_byte(spark: object, fleet: Path, tmp_path: Path) -> None:
+    """The means are taken in fixed point, the row groups are cut at fixed rows: the
+    engines write the same bytes."""
+    rollup([fleet], tmp_path / "duckdb", RollupOptions(7200))
+    _spark_rollup([fleet], tmp_path / "spark", 7200)
+    assert (tmp_path / "duckdb" / "telemetry.parquet").read_bytes() == (
+        tmp_path / "spark" / "telemetry.parquet"
+    ).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (  # py4j's wrapper, then the task's failure under "Caused by"
+            "An error occurred while calling o54.getResult.\n"
+            ": org.apache.spark.SparkException: Exception thrown in awaitResult: \n"
+            "\tat org.apache.spark.util.SparkThreadUtils$.awaitResult(SparkThreadUtils.scala:53)\n"
+            "Caused by: org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered "
+            "error while reading file file:///lake/p.parquet.  SQLSTATE: KD001",
+            "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:///lake/p.parquet.",
+        ),
+        (  # a job aborted after the task's retries
+            "Job aborted due to stage failure: Task 0 in stage 3.0 failed 4 times, most recent "
+            "failure: Lost task 0.3 in stage 3.0 (TID 12) (127.0.0.1 executor 1): "
+            "org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while "
+            "reading file file:///a.parquet.  SQLSTATE: KD001",
+            "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:///a.parquet.",
+        ),
+        (  # an executor's Python without a module: that line, whatever wraps it
+            "Job aborted due to stage failure: Python worker failed\nTraceback (most recent call last):\n"
+            "  File \"<frozen importlib._bootstrap>\", line 1140\n"
+            "ModuleNotFoundError: No module named 'fleetaudit'",
+            "ModuleNotFoundError: No module named 'fleetaudit'",
+        ),
+    ],
+)
+def test_a_spark_failure_is_its_useful_line(text: str, line: str) -> None:
+    from fleetaudit.model.spark_store import _reason
+
+    assert _reason(Exception(text)) == line
+
+
+def test_an_address_nothing_answers_on_is_one_line() -> None:
+    from fleetaudit.core.errors import FleetAuditError
+    from fleetaudit.model.spark_store import check_reachable
+    from tests.spark_cluster import free_port
+
+    port = free_port()
+    with pytest.raises(FleetAuditError) as caught:
+        check_reachable(f"spark://127.0.0.1:{port},127.0.0.1:{port}")
+    assert str(caught.value) == (
+        f"spark://127.0.0.1:{port},127.0.0.1:{port}: cannot reach the Spark master "
+        f"(127.0.0.1:{port}: Connection refused; 127.0.0.1:{port}: Connection refused); "
+        "is it running, and are its host and port right?"
+    )
+    check_reachable("local[2]")  # not an address: Spark itself checks it

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fleetaudit.api.harvest_api import HarvestRun
+from fleetaudit.core.options import HARVEST_SINCE
 from fleetaudit.api.rollup_api import SOURCES
 from fleetaudit.core import options
 from fleetaudit.inputs.generate import GenerateOptions
@@ -90,7 +91,8 @@ def test_harvest_run_defaults_are_the_engines() -> None:
     run = HarvestRun()
     for policy in VICTIM_POLICIES:
         assert HarvestOptions.of_run(run, policy) == HarvestOptions(policy=policy)
-    assert run.since == timedelta(days=7)
+    assert run.since is None  # the default: HARVEST_SINCE, from the data's first record on
+    assert HARVEST_SINCE == timedelta(days=7)
 
 
 @pytest.mark.parametrize("files", [["nodes.csv", "allocations.csv"], ["."]], ids=["tiny", "sample"])

@@ -23,8 +23,10 @@ from fleetaudit.core.errors import UsageError
 from fleetaudit.core.fsutil import write_output
 from fleetaudit.core.options import DEFAULT_LOCK_TIMEOUT, REJECTS_LIMIT
 from fleetaudit.core.resources import resource_dir
+from fleetaudit.core.sanitize import csv_safe
 from fleetaudit.core.times import iso, to_utc
 from fleetaudit.model import occupancy
+from fleetaudit.model.capacity import Health, health_of, no_health, whole_window_health
 from fleetaudit.model.store import Store, open_store
 
 if TYPE_CHECKING:  # imported where used: a read-only command loads no ingest or generator
@@ -60,12 +62,17 @@ def writing(options: StoreOptions) -> Iterator[Store]:
 
 
 @contextmanager
-def reading(options: StoreOptions) -> Iterator[Store]:
-    """The store opened for reading (it must exist)."""
+def reading(options: StoreOptions, *, checked: bool = True) -> Iterator[Store]:
+    """The store opened for reading (it must exist). ``checked``: fail, naming the table,
+    row and column, where an input table holds a value that ingest refuses today (a NaN
+    an older version stored: :meth:`Store.check_finite`); a command that reads only the
+    store's bookkeeping (its rejects, its ingests) need not."""
     store = open_store(
         options.db, read_only=True, lock_timeout=options.lock_timeout, on_wait=options.on_wait
     )
     try:
+        if checked:
+            store.check_finite()
         yield store
     finally:
         store.close()
@@ -113,20 +120,32 @@ class StoreSummary:
     domains: int  # switch domains of the whole fleet (one holding two models counts once)
 
 
-def capacity_by_model(nodes: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def capacity_by_model(
+    nodes: pl.DataFrame, health: Health | None = None, at: datetime | None = None
+) -> tuple[pl.DataFrame, int]:
     """Installed capacity per GPU model (nodes, GPUs, healthy GPUs, switch domains), most
     GPUs first, and the fleet's switch domains: health and the domain key are the
     capacity model's (a null health is healthy; a node without a switch is a domain by
-    itself, never one with a switch of its name)."""
-    from fleetaudit.model.capacity import SWITCH_DOMAIN, node_index
+    itself, never one with a switch of its name). With ``health`` and ``at``, healthy
+    GPUs leave out those the health intervals put out of service at ``at``."""
+    from fleetaudit.core.times import epoch_us
+    from fleetaudit.model.capacity import SWITCH_DOMAIN, gpus_out_at, node_index
 
     index = node_index(nodes)
+    out = pl.lit(0, dtype=pl.Int64)
+    if health is not None and at is not None and not health.empty:
+        index = index.join(
+            gpus_out_at(health, epoch_us(at)).select("node_id", "gpus_out"),
+            on="node_id",
+            how="left",
+        )
+        out = pl.min_horizontal(pl.col("gpus_out").fill_null(0), "gpus")
     models = (
         index.group_by("gpu_model")
         .agg(
             pl.len().cast(pl.Int64).alias("nodes"),
             pl.col("gpus").sum().alias("gpus"),
-            pl.col("gpus").filter(pl.col("usable")).sum().alias("healthy_gpus"),
+            (pl.col("gpus") - out).filter(pl.col("usable")).sum().alias("healthy_gpus"),
             pl.col(SWITCH_DOMAIN).n_unique().cast(pl.Int64).alias("domains"),
         )
         .sort(["gpus", "gpu_model"], descending=[True, False])
@@ -139,7 +158,10 @@ def summarize(options: StoreOptions) -> StoreSummary:
     with reading(options) as store:
         at, how = export_time_of(store)
         queued = 0 if at is None else store.query("queued_requests_at", at=at).height
-        models, domains = capacity_by_model(store.query("nodes"))
+        nodes, health = store.query("nodes"), None
+        if at is not None:
+            nodes, health = load_health(store, nodes, at, at + timedelta(microseconds=1))
+        models, domains = capacity_by_model(nodes, health, at)
         return StoreSummary(
             db=options.db,
             tables=store.query("store_tables"),
@@ -168,7 +190,7 @@ def list_rejects(
     """The rejects of ingest call ``ingest_id`` (default: the newest), at most ``limit``."""
     if limit is not None and limit < 0:
         raise UsageError("--limit: must be 0 (all) or more")
-    with reading(options) as store:
+    with reading(options, checked=False) as store:
         counts = store.query("rejects_count", ingest_id=ingest_id).row(0, named=True)
         if ingest_id is not None and not counts["found"]:
             raise UsageError(
@@ -233,67 +255,167 @@ def _stamp(store: Store) -> dict[str, Any] | None:
     return stamp.row(0, named=True) if stamp.height else None
 
 
-def _newest_stamp(store: Store) -> datetime | None:
-    stamp = _stamp(store)
-    return None if stamp is None else to_utc(stamp["at"])
-
-
 def _span(value: timedelta) -> str:
     hours = value.total_seconds() / 3600
     return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} h"
 
 
+@dataclass(frozen=True)
+class DataSpan:
+    """The first and last instant of the data (allocations of the state read, requests,
+    telemetry; the export time too, which a snapshot sets after its last event), and
+    whether the state holds any allocation."""
+
+    first: datetime | None
+    last: datetime | None
+    allocations: int
+
+    def text(self) -> str:
+        return f"the data runs from {iso(self.first)} to {iso(self.last)}"
+
+
+def data_span(store: Store, scenario: str | None = None) -> DataSpan:
+    """What the data covers (:class:`DataSpan`)."""
+    span = store.query("data_span", scenario=scenario).row(0, named=True)
+    if span["first"] is None:
+        return DataSpan(None, None, int(span["allocations"] or 0))
+    last = to_utc(span["last"])
+    exported = export_time(store, scenario)
+    return DataSpan(
+        to_utc(span["first"]),
+        last if exported is None else max(last, exported),
+        int(span["allocations"] or 0),
+    )
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window [start, end) as a command resolved it, and how it covers the data.
+
+    ``shortened_from``: the default length, when the window is shorter because the data
+    begins later (None: not shortened). ``cover``: one line on a window that is longer
+    than the data or reaches beyond it (None: within the data)."""
+
+    start: datetime
+    end: datetime
+    span: DataSpan
+    shortened_from: timedelta | None = None
+    cover: str | None = None
+
+    @property
+    def length(self) -> timedelta:
+        return self.end - self.start
+
+    def headline(self) -> str | None:
+        """What a command's title says about the window beside its bounds (None: nothing)."""
+        if self.shortened_from is not None:
+            return (
+                f"shortened to the data, which begins {iso(self.span.first)}: "
+                f"{_span(self.length)}, not the default {_span(self.shortened_from)}"
+            )
+        return self.cover
+
+    def as_json(self) -> dict[str, Any]:
+        """The window's ``data`` and ``shortened_from_s`` and ``note`` keys."""
+        return {
+            "data": {"start": iso(self.span.first), "end": iso(self.span.last)},
+            "shortened_from_s": None
+            if self.shortened_from is None
+            else self.shortened_from.total_seconds(),
+            "note": self.headline(),
+        }
+
+
+def resolve_window(
+    store: Store,
+    end: datetime,
+    length: timedelta | None,
+    default: timedelta,
+    scenario: str | None = None,
+    least: timedelta = timedelta(0),
+) -> Window:
+    """The window of ``length`` ending at ``end``; with no length given, of the
+    ``default`` length but starting no earlier than the data (and at least ``least``
+    long, a step), so the time before the first record does not count as idle."""
+    span = data_span(store, scenario)
+    if length is not None:
+        start = end - length
+        return Window(start, end, span, None, _cover(span, start, end))
+    start = end - default
+    if span.first is not None and span.first > start:
+        start = min(span.first, end - least)
+        if start > end - default:
+            return Window(start, end, span, default, None)
+    return Window(start, end, span, None, _cover(span, start, end))
+
+
+def _cover(span: DataSpan, start: datetime, end: datetime) -> str | None:
+    """One line on a window [start, end) that is not within the data, or None."""
+    if span.first is None or span.last is None:
+        return None
+    first, last, data = span.first, span.last, span.text()
+    if end <= first:
+        return f"the window lies before all of the data ({data}): its figures are empty"
+    if start >= last:
+        return (
+            f"the window lies after all of the data ({data}): the last recorded allocations "
+            "are carried on, and no request or telemetry is recorded in it"
+        )
+    if start < first and end >= last:
+        return (
+            f"the window ({_span(end - start)}) is longer than the data ({_span(last - first)}; "
+            f"{data}): its rates count the time without data"
+        )
+    if start < first:
+        return (
+            f"the window starts {_span(first - start)} before the data ({data}): "
+            "its rates count the time without data"
+        )
+    if end > last:
+        return (
+            f"the window ends {_span(end - last)} after the data ({data}): the last "
+            "recorded allocations are carried on"
+        )
+    return None
+
+
 def data_notes(
-    store: Store, start: datetime, end: datetime, scenario: str | None = None
+    store: Store,
+    start: datetime,
+    end: datetime,
+    scenario: str | None = None,
+    at_given: bool = True,
+    window: Window | None = None,
 ) -> list[str]:
     """Sanity notes on what the data covers: an inventory-only store, a window (or an
-    instant, when ``start == end``) before, after or longer than the data."""
-    span = store.query("data_span", scenario=scenario).row(0, named=True)
+    instant, when ``start == end``) before, after or longer than the data.
+
+    An instant the user did not give (the export time, a scenario's saved instant) is
+    within the data by definition and gets no note; ``window``, when given, has said its
+    cover already (its headline), and it is repeated here as a note."""
+    span = window.span if window is not None else data_span(store, scenario)
     notes = []
-    if not span["allocations"]:
+    if not span.allocations:
         notes.append(
             "the store holds no allocations: every GPU reads free, and --at gives a snapshot "
             "of the inventory"
         )
-    if span["first"] is None:
+    if span.first is None or span.last is None:
         return notes
-    first, last = to_utc(span["first"]), to_utc(span["last"])
-    exported = _newest_stamp(store)
-    if exported is not None and exported > last:
-        last = exported  # the export saw nothing newer up to its own time
-    data = f"the data runs from {iso(first)} to {iso(last)}"
     if start == end:
-        if end < first:
-            notes.append(f"--at {iso(end)} is before all of the data ({data})")
-        elif end > last:
+        if not at_given:
+            return notes
+        if end < span.first:
+            notes.append(f"--at {iso(end)} is before all of the data ({span.text()})")
+        elif end > span.last:
             notes.append(
-                f"--at {iso(end)} is after all of the data ({data}): the last recorded "
+                f"--at {iso(end)} is after all of the data ({span.text()}): the last recorded "
                 "allocations are carried on"
             )
         return notes
-    if end <= first:
-        notes.append(f"the window lies before all of the data ({data}): its figures are empty")
-    elif start >= last:
-        notes.append(
-            f"the window lies after all of the data ({data}): the last recorded allocations "
-            "are carried on, and no request or telemetry is recorded in it"
-        )
-    elif start < first and end >= last:
-        notes.append(
-            f"the window ({_span(end - start)}) is longer than the data ({_span(last - first)}; "
-            f"{data}): its rates count the time without data"
-        )
-    else:
-        if start < first:
-            notes.append(
-                f"the window starts {_span(first - start)} before the data ({data}): "
-                "its rates count the time without data"
-            )
-        if end > last:
-            notes.append(
-                f"the window ends {_span(end - last)} after the data ({data}): the last "
-                "recorded allocations are carried on"
-            )
+    cover = window.cover if window is not None else _cover(span, start, end)
+    if cover is not None:
+        notes.append(cover)
     return notes
 
 
@@ -354,25 +476,48 @@ def check_scenario(store: Store, scenario: str | None) -> None:
         raise UsageError(f"--scenario: no scenario named {scenario!r}; scenarios: {offer}")
 
 
+def fleet_nodes(store: Store, scenario: str | None = None) -> pl.DataFrame:
+    """The fleet's nodes: the recorded ones, or those a scenario saved with its edited
+    fleet (``whatif remedies --save-as``; a scenario of allocations alone reads the
+    recorded nodes). A store without any fails (exit 2): every command that reads
+    capacity would read an empty fleet ("every GPU reads free" of none), so all of them
+    refuse it, as one rule."""
+    nodes = None
+    if scenario is not None and "scenario_nodes" in store.table_names():
+        saved = store.query("scenario_nodes", scenario=scenario)
+        if saved.height:
+            nodes = saved
+    if nodes is None:
+        nodes = store.query("nodes")
+    if nodes.height == 0:
+        raise UsageError(
+            f"{store.path}: the store holds no nodes; ingest a nodes table first "
+            "(`fleetaudit status` lists what it holds)"
+        )
+    return nodes
+
+
 def load_frames(
     store: Store, start: datetime, end: datetime, scenario: str | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Nodes and the allocations active at some instant of [start, end)."""
     check_scenario(store, scenario)
-    nodes = nodes_of(store, scenario)
+    nodes = fleet_nodes(store, scenario)
     frames = [store.query("allocations_overlapping", start=start, end=end, scenario=scenario)]
     return nodes, by_alloc_id(frames)
 
 
-def nodes_of(store: Store, scenario: str | None = None) -> pl.DataFrame:
-    """The fleet's nodes: the recorded ones, or those a scenario saved with its edited
-    fleet (``whatif remedies --save-as``; a scenario of allocations alone reads the
-    recorded nodes)."""
-    if scenario is not None and "scenario_nodes" in store.table_names():
-        saved = store.query("scenario_nodes", scenario=scenario)
-        if saved.height:
-            return saved
-    return store.query("nodes")
+def load_health(
+    store: Store, nodes: pl.DataFrame, start: datetime, end: datetime
+) -> tuple[pl.DataFrame, Health]:
+    """The fleet's health over [start, end): the health intervals that meet it (and every
+    open one), merged (:func:`fleetaudit.model.capacity.health_of`), and ``nodes`` with the
+    health that holds over all the time (:func:`fleetaudit.model.capacity.whole_window_health`).
+    A store without intervals (or made before they existed) gives ``nodes`` unchanged."""
+    if "node_events" not in store.table_names():
+        return nodes, no_health()
+    health = health_of(nodes, store.query("node_events_overlapping", start=start, end=end))
+    return whole_window_health(nodes, health), health
 
 
 def by_alloc_id(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -422,7 +567,8 @@ def state_at(
     instant = resolve_at(store, at, scenario)
     end = instant + (duration or timedelta(0)) + timedelta(microseconds=1)
     nodes, allocations = load_frames(store, instant, end, scenario)
-    return occupancy.node_state(nodes, allocations, instant, duration)
+    nodes, health = load_health(store, nodes, instant, end)
+    return occupancy.node_state(nodes, allocations, instant, duration, health)
 
 
 @dataclass(frozen=True)
@@ -443,23 +589,26 @@ def node_state(
     scenario: str | None = None,
     out: Path | None = None,
     out_format: str | None = None,
+    csv_raw: bool = False,
 ) -> StateResult:
     """The state of every node at ``at``; also written to ``out`` if given.
 
     ``out_format`` is ``csv`` or ``parquet``; by default the suffix of ``out``
-    says which (``-``, a device or a FIFO need it given).
+    says which (``-``, a device or a FIFO need it given). A CSV's text cells that a
+    spreadsheet would run are neutralised unless ``csv_raw`` (:func:`sanitize.csv_safe`).
     """
     fmt = None if out is None else output_format(out, out_format)
     with reading(options) as store:
         instant = resolve_at(store, at, scenario)
         frame = state_at(store, instant, duration, scenario)
-        notes = tuple(data_notes(store, instant, instant, scenario))
+        notes = tuple(data_notes(store, instant, instant, scenario, at_given=at is not None))
     if out is not None:
         buffer = io.BytesIO()
         if fmt == "csv":
-            frame.with_columns(
+            joined = frame.with_columns(
                 pl.col(pl.List(pl.Float64)).list.eval(pl.element().cast(pl.Utf8)).list.join("|")
-            ).write_csv(buffer)
+            )
+            csv_safe(joined, raw=csv_raw).write_csv(buffer)
         else:
             frame.write_parquet(buffer)
         write_output(out, buffer.getvalue())
@@ -719,7 +868,7 @@ def run_demo(options: StoreOptions, progress: Callable[[str], None] | None = Non
     merged into a real fleet by a stray FLEETAUDIT_DB.
     """
     if options.db.exists():
-        with reading(options) as store:
+        with reading(options, checked=False) as store:
             loaded = store.sql("SELECT files FROM ingests")["files"].to_list()
         names = {Path(f).name for files in loaded for f in json.loads(files)}
         sample = {p.name for p in sample_data_dir().iterdir()}

@@ -18,6 +18,7 @@ from fleetaudit.api import (
     StoreOptions,
     check_scenario,
     load_frames,
+    load_health,
     reading,
     record_whatif_run,
     save_scenario,
@@ -34,7 +35,7 @@ from fleetaudit.api.shapes_api import shapes_to_evaluate
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import COMPACTION_ENGINES
 from fleetaudit.core.times import iso
-from fleetaudit.model import engines
+from fleetaudit.model import engines, occupancy
 from fleetaudit.model.shapes import Shape
 from fleetaudit.whatif import compaction, compaction_over_time, placement
 from fleetaudit.whatif.compaction import CompactionOptions, CompactionResult, Snapshot
@@ -91,7 +92,9 @@ class CompactionReport:
     over_time: OverTimeResult | None = None
     over_s: float | None = None
     over_time_options: OverTimeOptions | None = None
-    baseline: Baseline | None = None  # with --over: the replay without compaction, beside the record
+    baseline: Baseline | None = (
+        None  # with --over: the replay without compaction, beside the record
+    )
 
 
 def _checked(run: CompactionRun) -> CompactionOptions:
@@ -129,31 +132,37 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
         end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
         first = at if run.over_s is None else at - timedelta(seconds=run.over_s)
         nodes, allocations = load_frames(store, first, end, run.scenario)
+        nodes, health = load_health(store, nodes, first, end)
         requests = store.query("requests_all") if run.over_s is not None else None
         suggested = recorded = None
         if requests is not None:
             suggested = suggested_discipline(store, requests)
             recorded = recorded_discipline(store)
     shapes = tuple(s for s, _ in pairs)
+    # the nodes as they stand at t: one out of service is out of scope, failed GPUs take no move
+    standing = occupancy.nodes_at(nodes, allocations, at, health)
     if spark is None:
-        result = compaction.compact(nodes, allocations, at, shapes, options)
+        result = compaction.compact(standing, allocations, at, shapes, options)
     else:
         with spark:
-            result = compaction.compact(nodes, allocations, at, shapes, options, spark.map_groups)
+            result = compaction.compact(
+                standing, allocations, at, shapes, options, spark.map_groups
+            )
     over: OverTimeResult | None = None
     baseline: Baseline | None = None
     over_time = run.over_time
     if run.over_s is not None and requests is not None:
         start, _ = compaction_over_time.window(at, run.over_s)
-        demand = placement.window_demand(nodes, allocations, requests, start, at)
+        demand = placement.window_demand(nodes, allocations, requests, start, at, health=health)
         discipline, chosen_by, calibration = choose_discipline(
             store_options, nodes, demand, queue=over_time.queue, recorded=recorded,
             suggested=suggested, calibrate=False, at=at, preempt=over_time.preempt,
         )  # fmt: skip
         over_time = replace(over_time, queue=discipline)
         over = compaction_over_time.compact_over_time(
-            nodes, allocations, requests, start, at, shapes, options, over_time, demand=demand
-        )
+            nodes, allocations, requests, start, at, shapes, options, over_time, demand=demand,
+            health=health,
+        )  # fmt: skip
         assert over.base is not None
         baseline = Baseline(
             discipline, chosen_by, suggested, over.base,

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -18,16 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 from fleetaudit.api import (
     StoreOptions,
+    Window,
     by_alloc_id,
     check_scenario,
-    nodes_of,
+    fleet_nodes,
+    load_health,
     reading,
     record_whatif_run,
     resolve_at,
+    resolve_window,
 )
 from fleetaudit.core import jitcache
 from fleetaudit.core.errors import UsageError
-from fleetaudit.core.options import HarvestRun
+from fleetaudit.core.options import HARVEST_SINCE, WINDOW_LEAST, HarvestRun
 from fleetaudit.core.times import iso
 from fleetaudit.whatif import harvest
 
@@ -69,6 +72,7 @@ class HarvestingResult:
     policies: tuple[harvest.HarvestResult, ...]
     notes: tuple[str, ...]
     seconds: float
+    window: Window | None = None  # how the window covers the data, and why it is as long
 
 
 def whatif_harvesting(
@@ -96,7 +100,7 @@ def whatif_harvesting(
             raise UsageError(f"--policy: unknown {policy!r}; use {', '.join(harvest.POLICIES)}")
     if len(set(run.policies)) != len(run.policies):
         raise UsageError("--policy: each policy once")
-    if run.since <= timedelta(0):
+    if run.since is not None and run.since <= timedelta(0):
         raise UsageError("--since: give a positive duration (e.g. 7d)")
     report = progress or (lambda _msg: None)
     with ExitStack() as stack:
@@ -136,7 +140,10 @@ def _whatif_harvesting(
 ) -> HarvestingResult:
     with reading(store_options) as store:
         end = resolve_at(store, run.at, run.scenario)
-        start = end - run.since
+        window = resolve_window(
+            store, end, run.since, HARVEST_SINCE, run.scenario, least=WINDOW_LEAST
+        )
+        start, run = window.start, replace(run, since=window.length)
         # Checked before the store is read at length.
         harvest.check_options(harvest.HarvestOptions.of_run(run, run.policies[0]), start, end)
         if notice is not None:
@@ -156,10 +163,11 @@ def _whatif_harvesting(
         warming = stack.enter_context(ThreadPoolExecutor(1)).submit(harvest.warm_up)
         report("reading allocations and telemetry")
         check_scenario(store, run.scenario)
-        nodes = nodes_of(store, run.scenario)
+        nodes = fleet_nodes(store, run.scenario)
         allocations = by_alloc_id(
             [store.query("harvest_allocations", start=start, end=end, scenario=run.scenario)]
         )
+        nodes, health = load_health(store, nodes, start, end)
         # A second thread reads the telemetry and derives the sleeps from it while this one
         # prepares the nodes, allocations and jobs, which need no sleeps (DuckDB, polars and
         # numpy mostly run outside the interpreter lock): the store is that thread's alone
@@ -171,7 +179,7 @@ def _whatif_harvesting(
             report("preparing the replay")
             prepared = harvest.prepare_replay(
                 nodes, allocations, sleeps, harvest.HarvestOptions.of_run(run, run.policies[0]),
-                start, end,
+                start, end, health,
             )  # fmt: skip
         except BaseException:
             # Ctrl-C or a failure here: the second thread's work is no longer wanted, and
@@ -185,7 +193,7 @@ def _whatif_harvesting(
             wait([read])  # the store closes once the thread is done with it
     samples, telemetry_samples = read.result()
     workers = max(1, min(run.workers, len(run.policies), os.cpu_count() or 1))
-    notes: list[str] = []
+    notes: list[str] = [] if window.cover is None else [window.cover]
     if telemetry_samples == 0:
         notes.append(
             "no telemetry in the window: nothing sleeps, so no standby capacity is lent "
@@ -232,6 +240,7 @@ def _whatif_harvesting(
         policies=tuple(results),
         notes=tuple(notes),
         seconds=time.perf_counter() - began,
+        window=window,
     )
     if run.record:
         record_whatif_run(
@@ -293,7 +302,11 @@ def harvesting_document(result: HarvestingResult) -> dict[str, Any]:
         )
     return {
         "schema": HARVESTING_SCHEMA,
-        "window": {"start": iso(result.start), "end": iso(result.end)},
+        "window": {
+            "start": iso(result.start),
+            "end": iso(result.end),
+            **({} if result.window is None else result.window.as_json()),
+        },
         "scenario": result.scenario,
         "telemetry": {"samples": result.telemetry_samples, "sleeps": result.sleeps},
         "options": result.run.as_json(),

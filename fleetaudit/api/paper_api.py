@@ -14,12 +14,13 @@ from typing import Any
 
 import polars as pl
 
-from fleetaudit.api import StoreOptions, reading
+from fleetaudit.api import StoreOptions, load_health, reading
 from fleetaudit.core.errors import UsageError
 from fleetaudit.inputs.asi_trace import FORMAT, PAPER_DAYS
 from fleetaudit.model import denominators as den
 from fleetaudit.model import occupancy
 from fleetaudit.model import paper as paper_mod
+from fleetaudit.model.capacity import Health
 from fleetaudit.model.shapes import evaluate, make_shape
 from fleetaudit.model.store import Store
 
@@ -111,6 +112,11 @@ def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOption
         idle: dict[tuple[int, int], dict[str, float]] = {}
         gangs: dict[tuple[str, int], dict[str, float]] = {}
         nodes = store.query("nodes") if options.fleet else None
+        health = None
+        if nodes is not None:
+            nodes, health = load_health(
+                store, nodes, trace_start + timedelta(hours=lo), trace_start + timedelta(hours=hi + 1)
+            )
         if nodes is not None and nodes.height:
             snapshot_hours = [
                 t for t in range(lo, hi + 1) if t % 24 in paper_mod.SLOT_HOURS
@@ -121,7 +127,7 @@ def build_paper(store_options: StoreOptions, options: PaperOptions = PaperOption
                 )
             instants = [trace_start + timedelta(hours=t) for t in snapshot_hours]
             fleet_allocation, idle, gangs = _fleet_figures(
-                store, nodes, trace_start, parts, snapshot_hours
+                store, nodes, trace_start, parts, snapshot_hours, health
             )
     return PaperResult(
         trace_start=trace_start,
@@ -157,6 +163,7 @@ def _fleet_figures(
     trace_start: datetime,
     parts: list[tuple[int, int]],
     snapshot_hours: list[int],
+    health: Health | None = None,
 ) -> tuple[
     dict[str, dict[str, Any]],
     dict[tuple[int, int], dict[str, float]],
@@ -176,7 +183,8 @@ def _fleet_figures(
         # in int64, which no order changes; each snapshot reads its own allocations, in
         # alloc_id order (sorting only those is much cheaper than the part's)
         allocations = store.query("paper_allocations_window", start=start, end=end, scenario=None)
-        for row in den.physical(nodes, allocations, start, end).iter_rows(named=True):
+        physical = den.physical(nodes, allocations, start, end, health=health)
+        for row in physical.iter_rows(named=True):
             acc = totals.setdefault(row["gpu_model"], [0.0, 0.0, 0.0])
             acc[0] += row["healthy_gpu_hours"]
             acc[1] += row["allocated_high_gpu_hours"]
@@ -186,7 +194,7 @@ def _fleet_figures(
             if a <= t <= b:
                 at = trace_start + timedelta(hours=t)
                 active = store.query("paper_allocations_at", at=at, scenario=None)
-                _fleet_shapes(nodes, active, at, len(snapshot_hours), idle, gangs)
+                _fleet_shapes(nodes, active, at, len(snapshot_hours), idle, gangs, health)
     fleet_allocation = {
         model: {
             "allocation_rate_high": high / healthy if healthy else None,
@@ -204,12 +212,13 @@ def _fleet_shapes(
     n_instants: int,
     idle: dict[tuple[int, int], dict[str, float]],
     gangs: dict[tuple[str, int], dict[str, float]],
+    health: Health | None = None,
 ) -> None:
     """Adds to ``idle`` fleetaudit's ledger of each reference shape and to ``gangs`` the
     gangs' instances at ``at``, each divided by ``n_instants`` (the mean over all the
     window's instants, of which this is one)."""
     pooled = "|".join(paper_mod.ASW_MODELS)
-    state = occupancy.node_state(nodes, allocations, at)
+    state = occupancy.node_state(nodes, allocations, at, health=health)
     for g, c in paper_mod.REFERENCE_SHAPES:
         ledger = evaluate(state, make_shape(None, g, g, c / g, 0.0, "node")).ledger
         acc = idle.setdefault((g, c), dict.fromkeys(_LEDGER_KEYS, 0.0))

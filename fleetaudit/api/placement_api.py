@@ -14,17 +14,22 @@ import polars as pl
 
 from fleetaudit.api import (
     StoreOptions,
+    Window,
+    fleet_nodes,
     latest_whatif_runs,
     load_frames,
+    load_health,
     reading,
     record_whatif_run,
     resolve_at,
+    resolve_window,
     save_scenario,
     writing,
 )
 from fleetaudit.core.errors import UsageError
-from fleetaudit.core.options import QUEUE_DISCIPLINES
+from fleetaudit.core.options import PLACEMENT_SINCE, QUEUE_DISCIPLINES, WINDOW_LEAST
 from fleetaudit.core.times import iso
+from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import optional_column, usable_expr
 from fleetaudit.model.store import Store
 from fleetaudit.whatif import placement
@@ -42,7 +47,9 @@ class PlacementRun:
     shuffle: bool = True  # fill mode: the FGD authors' order, shuffled per seed
     at: datetime | None = None
     save_as: str | None = None
-    since: timedelta | None = None  # by-time replay window [at - since, at); None = 1 day
+    since: timedelta | None = (
+        None  # by time: [at - since, at); None: PLACEMENT_SINCE, from the data on
+    )
     empty: bool = False  # by-time replay from an empty fleet
     queue: str | None = None  # by-time queue discipline; None: the store's calibrated one
     calibrate: bool = False  # replay every discipline against the record first (by time)
@@ -69,10 +76,11 @@ class PlacementResult:
     start: datetime | None = None
     queue: str | None = None
     empty: bool | None = None
+    window: Window | None = None  # by time: how the window covers the data
+    # by time: the recorded fleet at the curve's instants, as the record did:
+    # instant_pct, allocated_pct, queued, started, failed (fragmentation not computed)
+    recorded: pl.DataFrame | None = None
     baseline: Baseline | None = None  # by time: the calibrated baseline beside the record
-
-
-_DEFAULT_SINCE = timedelta(days=1)
 
 
 # -- the baseline: the recorded fleet replayed under the discipline that reproduces it -----
@@ -224,7 +232,7 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
         raise UsageError("--fill: give a percentage above 0 (e.g. 100)")
     with reading(store_options) as store:
         at = resolve_at(store, run.at)
-        nodes = store.query("nodes")
+        nodes = fleet_nodes(store)
         requests = store.query("requests_all")
     if requests.height == 0:
         raise UsageError(
@@ -276,21 +284,22 @@ def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> Placemen
 
 
 def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementResult:
-    since = _DEFAULT_SINCE if run.since is None else run.since
-    if since <= timedelta(0):
+    if run.since is not None and run.since <= timedelta(0):
         raise UsageError("--since: give a positive duration (e.g. 1d)")
     if run.queue is not None and run.queue not in placement.QUEUES:
         raise UsageError(f"--queue: use one of {', '.join(placement.QUEUES)}")
     with reading(store_options) as store:
         at = resolve_at(store, run.at)
-        start = at - since
+        window = resolve_window(store, at, run.since, PLACEMENT_SINCE, least=WINDOW_LEAST)
+        start, since = window.start, window.length
         nodes, allocations = load_frames(store, start, at)
+        nodes, health = load_health(store, nodes, start, at)
         requests = store.query("requests_all")
         suggested = suggested_discipline(store, requests)
         recorded = recorded_discipline(store)
     if nodes.filter(usable_expr(nodes))["gpus"].sum() == 0:
         raise UsageError("the fleet has no healthy GPUs to replay onto")
-    demand = placement.window_demand(nodes, allocations, requests, start, at)
+    demand = placement.window_demand(nodes, allocations, requests, start, at, health=health)
     chosen = choose_discipline(
         store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
         calibrate=run.calibrate, at=at, preempt=run.preempt,
@@ -302,7 +311,7 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
     )
     curves = placement.replay_curves(
         nodes, demand.allocations, demand.requests, options, start, at, run.empty, queue,
-        run.policies, hold=holds, preempt=preempt,
+        run.policies, hold=holds, preempt=preempt, health=health,
     )  # fmt: skip
     gpus = int(nodes.filter(usable_expr(nodes))["gpus"].sum())
     saved_policy = None
@@ -311,7 +320,7 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         final = placement.simulate_replay(
             nodes, demand.allocations, demand.requests,
             placement.PlacementOptions(policy=saved_policy, seed=run.seed),
-            start, at, run.empty, queue, hold=holds, preempt=preempt,
+            start, at, run.empty, queue, hold=holds, preempt=preempt, health=health,
         ).allocations  # fmt: skip
         # The state at the window's end: what still runs there (recorded or replayed).
         final = final.filter(pl.col("end_time").is_null() | (pl.col("end_time") > at))
@@ -343,8 +352,62 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         start=start,
         queue=queue,
         empty=run.empty,
+        window=window,
+        recorded=recorded_curve(nodes, allocations, requests, start, at),
         baseline=baseline,
     )
+
+
+def recorded_curve(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    requests: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+) -> pl.DataFrame:
+    """What the recorded fleet did at the by-time curve's instants (every 5% of the
+    window): its allocated GPUs as a % of the healthy nodes' GPUs (occupancy as every
+    command counts it), and of the requests the replay takes (GPU requests submitted in
+    the window, or before it and still waiting at its start) how many had started and
+    how many waited; failed: those still waiting at the end."""
+    healthy = usable_expr(nodes)
+    total = float(nodes.filter(healthy)["gpus"].sum() or 0)
+    span = end - start
+    arrivals = requests.filter(
+        (pl.col("gpus") > 0)
+        & (pl.col("submit_time") < end)
+        & (
+            (pl.col("submit_time") >= start)
+            | pl.col("start_time").is_null()
+            | (pl.col("start_time") > start)
+        )
+    )
+    rows = []
+    for step in range(21):
+        pct = 5.0 * step
+        t = start + span * (pct / 100)
+        state = occupancy.node_state(nodes, allocations, t)
+        allocated = float(
+            state.filter(usable_expr(state))
+            .select((pl.col("gpus") - pl.col("free_gpus")).sum())
+            .item()
+            or 0
+        )
+        begun = arrivals.filter(pl.col("start_time") <= t).height
+        waiting = arrivals.filter(
+            (pl.col("submit_time") <= t)
+            & (pl.col("start_time").is_null() | (pl.col("start_time") > t))
+        ).height
+        rows.append({
+            "instant_pct": pct,
+            "allocated_pct": 100.0 * allocated / total if total else None,
+            "queued": waiting, "started": begun, "failed": waiting if step == 20 else 0,
+        })  # fmt: skip
+    return pl.DataFrame(
+        rows,
+        schema={"instant_pct": pl.Float64, "allocated_pct": pl.Float64, "queued": pl.Int64,
+                "started": pl.Int64, "failed": pl.Int64},
+    )  # fmt: skip
 
 
 def _save_placement(
@@ -410,4 +473,3 @@ def _save_placement(
             store, name, allocations, base="empty", command="whatif placement",
             options=options, at=at,
         )  # fmt: skip
-

@@ -24,6 +24,7 @@ from fleetaudit.api import (
     StoreOptions,
     data_notes,
     load_frames,
+    load_health,
     reading,
     record_whatif_run,
     resolve_at,
@@ -181,7 +182,8 @@ def _evaluate(ctx: _Context, edits: tuple[rm.Edit, ...]) -> tuple[rm.EditedFleet
     began = time.perf_counter()
     edited = rm.edit_fleet(ctx.nodes, ctx.allocations, ctx.start, ctx.end, edits)
     pairs = [(rm.port_shape(s, edited.ports), q) for s, q in ctx.pairs]
-    snap = rm.snapshot(edited.nodes, ctx.allocations, pairs, ctx.instants, ctx.since, ctx.step)
+    snap = rm.snapshot(edited.nodes, ctx.allocations, pairs, ctx.instants, ctx.since, ctx.step,
+                       ctx.demand.health)  # fmt: skip
     demand = ctx.demand
     if edited.ports:
         ported, _ = rm.port_requests(demand.requests, edited.ports)
@@ -368,7 +370,7 @@ def _size_step(
     ctx = search.ctx
     edited = rm.edit_fleet(ctx.nodes, ctx.allocations, ctx.start, ctx.end, search.edits(value))
     snap = rm.snapshot(edited.nodes, ctx.allocations, [(search.shape, 0)], ctx.instants,
-                       ctx.since, ctx.step)  # fmt: skip
+                       ctx.since, ctx.step, ctx.demand.health)  # fmt: skip
     p_snap = snap.shapes[0][0]
     figures: dict[str, Any] = {"snapshot_p_start": None if p_snap is None else round(p_snap, 4)}
     p = p_snap
@@ -490,6 +492,7 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, horizon)
+        nodes, health = load_health(store, nodes, start, horizon)
         requests = store.query("requests_all")
         suggested = suggested_discipline(store, requests)
         recorded = recorded_discipline(store)
@@ -500,7 +503,7 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
         notes.append("the window's demand holds no GPU shape: the snapshot evaluates none")
     # the replay reads the window's allocations alone (those of whatif placement)
     window_allocations = allocations.filter(pl.col("start_time") < end)
-    demand = placement.window_demand(nodes, window_allocations, requests, start, end)
+    demand = placement.window_demand(nodes, window_allocations, requests, start, end, health=health)
     chosen = choose_discipline(
         store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
         calibrate=run.calibrate, at=end, preempt=run.preempt,
@@ -516,7 +519,7 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
     )  # fmt: skip
     # the baseline row: the recorded fleet, snapshot and the baseline replay itself
     t0 = time.perf_counter()
-    base_snap = rm.snapshot(nodes, allocations, pairs, instants, run.since, run.step)
+    base_snap = rm.snapshot(nodes, allocations, pairs, instants, run.since, run.step, health)
     base_fig = rm.replay_figures(baseline.result, kinds, len(pairs), start, end)
     rows = [RemedyRow("recorded fleet (baseline)", "baseline", (), base_snap, base_fig,
                       seconds=time.perf_counter() - t0)]  # fmt: skip

@@ -24,29 +24,48 @@ import polars as pl
 from fleetaudit.api import (
     StoreOptions,
     WhatifRun,
+    Window,
     check_scenario,
     data_notes,
+    export_time,
     holds_requests,
     ineligible_note,
     latest_whatif_runs,
     load_frames,
+    load_health,
     reading,
     resolve_at,
+    resolve_window,
     writing,
 )
 from fleetaudit.api.prices_api import read_prices
-from fleetaudit.core.errors import StoreError, UsageError
-from fleetaudit.core.options import REPORT_SINCE, REPORT_STEP
-from fleetaudit.core.times import iso, to_utc
+from fleetaudit.api.shapes_api import SHAPE_COLUMNS
+from fleetaudit.core.errors import StaleExportError, StoreError, UsageError
+from fleetaudit.core.options import (
+    REPORT_INTERRUPTED_WITHIN,
+    REPORT_QUARANTINE,
+    REPORT_SINCE,
+    REPORT_STEP,
+)
+from fleetaudit.core.times import iso, seconds_text, to_utc
 from fleetaudit.model import denominators as den
 from fleetaudit.model import occupancy
-from fleetaudit.model.capacity import SHARE_UNITS, UNBOUNDED, usable_expr
-from fleetaudit.model.demand import WEIGHTS, WindowDemand, window_demand
+from fleetaudit.model.capacity import SHARE_UNITS, UNBOUNDED, Health, usable_expr
+from fleetaudit.model.demand import (
+    DEFAULT_SHAPES,
+    PER_MODEL_SHAPES,
+    WEIGHTS,
+    DemandShape,
+    WindowDemand,
+    window_demand,
+)
+from fleetaudit.model.failures import Failures, failures
 from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
 from fleetaudit.model.money import Prices, report_money
 from fleetaudit.model.shapes import (
     Shape,
     beyond_fleet_all,
+    duration_class_expr,
     group_key,
     group_slots,
     make_shape,
@@ -76,12 +95,17 @@ class ReportOptions:
     """What ``fleetaudit report`` covers (defaults are the command line's)."""
 
     at: datetime | None = None
-    since: timedelta = REPORT_SINCE
+    since: timedelta | None = None  # None: REPORT_SINCE, from the data's first record on
     step: timedelta = REPORT_STEP
     scenario: str | None = None
-    max_shapes: int = 20  # budget: demand shapes evaluated at every step, heaviest first
+    # budget: the demand shapes evaluated at every step, heaviest first (None: the
+    # DEFAULT_SHAPES heaviest and every GPU model's PER_MODEL_SHAPES heaviest)
+    max_shapes: int | None = None
     demand: str | None = None  # waited | submitted | queued; None: waited, else submitted
     generated_at: datetime | None = None  # the clock, injectable for tests
+    fail_if_stale: bool = False  # raise StaleExportError when the export time has not moved
+    quarantine: int = REPORT_QUARANTINE  # failures in the window: a quarantine candidate
+    interrupted_within: timedelta = REPORT_INTERRUPTED_WITHIN  # an end this close to a failure
     prices: Path | None = None  # a prices file: the denominators and a showback in money
 
 
@@ -124,6 +148,17 @@ class ReportResult:
     money: dict[str, Any] | None = None
     # the latest whatif remedies run (remedies_summary), else None
     remedies: dict[str, Any] | None = None
+    window: Window | None = None  # how the window covers the data, and why it is as long
+    # what defines the figures, which the trend compares like for like: scenario, span_s,
+    # step_s, demand (the mode used), shapes (the budget)
+    trend_key: dict[str, Any] = field(default_factory=dict)
+    # the export time has not moved since the last recorded report: recorded_at,
+    # export_time, note (None: it has, or no report was recorded with it)
+    stale: dict[str, Any] | None = None
+    # what failures cost in the window (failures_section: the JSON ``failures`` object)
+    failures: dict[str, Any] = field(default_factory=dict)
+    # bucket, state, gpu_hours: the unhealthy GPU-hours over the window, for the chart
+    failures_over_time: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
 
     def headline(self) -> dict[str, float | None]:
         """The fleet's headline figures (recorded for the next report's trend): rates, and
@@ -188,20 +223,21 @@ def _telemetry(
     raw cadence comes from their ``sample_interval_s`` (docs/rollup.md). Raw rows
     are counted per allocation and per series in one scan.
     """
-    rolled = ROLLED_COLUMNS <= {c.lower() for c in store.column_types("telemetry")}
+    rolled = {c.lower() for c in store.column_types("telemetry")} >= ROLLED_COLUMNS
     cadence = None
+    upper = list(den.UPPER_BOUND_METRICS)
     if rolled:
-        by_alloc = store.query("telemetry_by_alloc_rolled", start=start, end=end)
-        by_node = store.query("telemetry_by_node_rolled", start=start, end=end)
+        by_alloc = store.query("telemetry_by_alloc_rolled", start=start, end=end, upper=upper)
+        by_node = store.query("telemetry_by_node_rolled", start=start, end=end, upper=upper)
         cadence = store.query("telemetry_interval_rolled", start=start, end=end).row(0, named=True)
         metrics = store.query("telemetry_metrics", start=start, end=end)
     else:
-        parts = store.query("telemetry_by_alloc_and_metric", start=start, end=end)
+        parts = store.query("telemetry_by_alloc_and_metric", start=start, end=end, upper=upper)
         by_alloc = parts.filter(pl.col("per_alloc") & pl.col("alloc_id").is_not_null()).select(
-            "alloc_id", "samples", "sm_active_sum"
+            "alloc_id", "samples", "sm_active_sum", "upper_samples"
         )
         metrics = parts.filter(~pl.col("per_alloc")).select("metric", "samples")
-        by_node = store.query("telemetry_by_node", start=start, end=end)
+        by_node = store.query("telemetry_by_node", start=start, end=end, upper=upper)
     if cadence is None or cadence["interval_s"] is None:
         cadence = store.query("telemetry_interval", start=start, end=end).row(0, named=True)
     return by_alloc, by_node, cadence, metrics
@@ -259,9 +295,11 @@ class _Aside:
 
 @dataclass(frozen=True)
 class _Figures:
-    """The physical figures and the telemetry's productive ones of the window."""
+    """The physical figures, what failures cost and the telemetry's productive figures
+    of the window."""
 
     physical: pl.DataFrame
+    failures: Failures
     productive: den.Productive
     telemetry: _WindowTelemetry
     interval_s: float | None  # the seconds of one telemetry sample
@@ -276,10 +314,23 @@ def _physical_and_productive(
     timelines: tuple[pl.DataFrame, pl.DataFrame],
     telemetry_aside: _Aside,
     step: timedelta,
+    health: Health,
+    options: ReportOptions,
 ) -> _Figures:
-    """:func:`fleetaudit.model.denominators.physical`, then, once the telemetry is read,
+    """:func:`fleetaudit.model.denominators.physical` and
+    :func:`fleetaudit.model.failures.failures`, then, once the telemetry is read,
     :func:`fleetaudit.model.denominators.productive`."""
     physical = den.physical(nodes, allocations, start, end, timelines)
+    cost = failures(
+        nodes,
+        allocations,
+        health,
+        timelines[0],
+        start,
+        end,
+        quarantine=options.quarantine,
+        within=options.interrupted_within,
+    )
     del timelines
     telemetry: _WindowTelemetry = telemetry_aside.result()
     by_alloc, by_node = telemetry.by_alloc, telemetry.by_node
@@ -289,7 +340,7 @@ def _physical_and_productive(
     if step_interval:
         interval = step.total_seconds()
     prod = den.productive(nodes, allocations, start, end, by_alloc, by_node, interval)
-    return _Figures(physical, prod, telemetry, interval, step_interval)
+    return _Figures(physical, cost, prod, telemetry, interval, step_interval)
 
 
 def build_report(store_options: StoreOptions, options: ReportOptions) -> ReportResult:
@@ -308,15 +359,27 @@ def _build_report(
 ) -> ReportResult:
     if options.step <= timedelta(0):
         raise UsageError("--step: must be longer than 0s")
-    if options.since <= timedelta(0):
+    if options.since is not None and options.since <= timedelta(0):
         raise UsageError("--since: must be longer than 0s")
-    if options.since // options.step + 1 > MAX_INSTANTS:
-        raise UsageError(f"--step: {options.step} over {options.since} gives too many instants")
+    if (options.since or REPORT_SINCE) // options.step + 1 > MAX_INSTANTS:
+        raise UsageError(
+            f"--step: {options.step} over {options.since or REPORT_SINCE} gives too many instants"
+        )
+    if options.quarantine < 1:
+        raise UsageError("--quarantine: must be 1 or more")
+    if options.interrupted_within < timedelta(0):
+        raise UsageError("--interrupted-within: must be 0s or more")
     notes: list[str] = []
     with reading(store_options) as store:
         check_scenario(store, options.scenario)
+        stale = stale_export(store)
+        if stale is not None and options.fail_if_stale:
+            raise StaleExportError(f"{stale['note']} (--fail-if-stale)")
         end = resolve_at(store, options.at, options.scenario)
-        start = end - options.since
+        window = resolve_window(
+            store, end, options.since, REPORT_SINCE, options.scenario, least=options.step
+        )
+        start, since = window.start, window.length
         # the telemetry is read on a second connection, opened while this one holds the
         # store, so both read the same state
         reader = open_store(
@@ -324,7 +387,9 @@ def _build_report(
         )
         telemetry_aside = _Aside(_read_telemetry, reader, start, end)
         asides.append(telemetry_aside)
-        notes.extend(data_notes(store, start, end, options.scenario))
+        notes.extend(
+            data_notes(store, start, end, options.scenario, options.at is not None, window=window)
+        )
         if not holds_requests(store):
             notes.append(
                 "the store holds no requests: no shape is evaluated, and every idle GPU "
@@ -335,28 +400,39 @@ def _build_report(
             notes.append(ineligible)
         requests = store.query("requests_in_window", start=start, end=end)
         demand = window_demand(requests, start, end, options.demand)
-        instants = den.window_instants(end, options.since, options.step)
-        queued = queued_gpus(requests, instants)
-        del requests
+        instants = den.window_instants(end, since, options.step)
         if demand.no_gpu:
             notes.append(
                 f"{demand.no_gpu} request(s) of the window's demand ask for no GPU "
                 "and are not GPU shapes"
             )
-        chosen = demand.shapes[: options.max_shapes]
+        fleet_models = store.query("gpu_models")["gpu_model"].to_list()
+        chosen = demand.chosen(options.max_shapes, fleet_models)
         pairs = [(d.shape, d.queued) for d in chosen]
         left_out = len(demand.shapes) - len(chosen)
-        summary = _demand_summary(demand, options.max_shapes)
+        summary = _demand_summary(demand, chosen, options.max_shapes)
+        coverage = model_coverage(demand, chosen, fleet_models)
         if left_out:
             share = summary["not_evaluated_share"]
             notes.append(
-                f"{left_out} lighter shape(s) beyond the budget of {options.max_shapes} "
+                f"{left_out} lighter shape(s) beyond the budget ({_budget_text(options.max_shapes)}) "
                 "are not evaluated at every step"
                 + ("" if share is None else f" ({share:.1%} of the demand)")
+                + "; --shapes N evaluates the N heaviest"
             )
+        for model, cover in coverage.items():
+            if cover["requests"] and not cover["evaluated_requests"]:
+                notes.append(
+                    f"{model}: none of its demand's {cover['requests']:,} request(s) is among "
+                    "the shapes evaluated; its schedulable figures read 'not evaluated' "
+                    "(raise --shapes)"
+                )
         longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
         horizon = end + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, horizon, options.scenario)
+        nodes, health = load_health(store, nodes, start, horizon)
+        queued = queued_gpus(never_startable(requests, nodes), instants)
+        del requests
         rejects: dict[str, int] = {}
         tables = store.table_names()  # a store written before rejects or reports were kept
         if "rejects" in tables:
@@ -371,34 +447,48 @@ def _build_report(
             whatifs["compaction"] = replace(over_time_run, kind="compaction")
         previous: dict[str, Any] | None = None
         history: tuple[dict[str, Any], ...] = ()
+        trend_key = {
+            "scenario": options.scenario,
+            "span_s": since.total_seconds(),
+            "step_s": options.step.total_seconds(),
+            "demand": summary["mode"],
+            "shapes": "default" if options.max_shapes is None else str(options.max_shapes),
+        }
         if "reports" in tables:
-            previous, history = _recorded(store, options.scenario, options.since, options.step)
-    if nodes.height == 0:
-        raise UsageError(f"{store_options.db}: the store holds no nodes; ingest a nodes table")
+            previous, history = _recorded(store, trend_key, end)
+        if stale is not None:
+            notes.append(stale["note"])
     notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):
         if shape.is_share:
-            h = evaluate_history(nodes, allocations, shape, end, options.since, options.step)
+            h = evaluate_history(nodes, allocations, shape, end, since, options.step, health=health)
             share_outlook[i] = (h.p_start, h.wait_p50_s, h.wait_p90_s)
-    timelines = den.window_timelines(nodes, allocations, start, end, horizon)
+    timelines = den.window_timelines(nodes, allocations, start, end, horizon, health)
     # The physical and productive figures are polars work (no GIL): computed aside, on
     # the second core, while the schedulable sweep (numpy, one core) runs here.
     figures_aside = _Aside(
         _physical_and_productive,
-        nodes, allocations, start, end, timelines, telemetry_aside, options.step,
+        nodes, allocations, start, end, timelines, telemetry_aside, options.step, health,
+        options,
     )  # fmt: skip
     asides.append(figures_aside)
     # the sweep keeps the free capacity at the instants the stranded places sample
     picks = place_picks(len(instants), nodes.height)
     sched = den.schedulable(
-        nodes, allocations, pairs, instants, options.since, share_outlook, timelines, picks
+        nodes, allocations, pairs, instants, since, share_outlook, timelines, picks
     )
     del timelines
     places, sampled_instants = stranded_places(
-        nodes, allocations, sched.steps, [s for s, _ in pairs], options.since, kept=sched.kept
+        nodes,
+        allocations,
+        sched.steps,
+        [s for s, _ in pairs],
+        since,
+        kept=sched.kept,
+        health=health,
     )
-    sampled = den.sampled_hours(sched.steps, options.since, ["gpu_model"])
+    sampled = den.sampled_hours(sched.steps, since, ["gpu_model"])
     figures: _Figures = figures_aside.result()
     physical, prod, interval = figures.physical, figures.productive, figures.interval_s
     cadence, sources = figures.telemetry.cadence, figures.telemetry.sources
@@ -410,14 +500,30 @@ def _build_report(
     by_model = den.productive_by(prod.allocations, "gpu_model")
     for row in physical.join(sampled, on="gpu_model", how="left").iter_rows(named=True):
         model = row["gpu_model"]
+        cover = coverage.get(model, {"requests": 0, "evaluated_requests": 0,
+                                     "evaluated_share": None})  # fmt: skip
         models[model] = {
             "physical": _physical(row),
-            "schedulable": _schedulable(row),
+            "schedulable": {
+                **_schedulable(row),
+                "evaluated": not (cover["requests"] and not cover["evaluated_requests"]),
+                "demand": cover,
+            },
             "productive": by_model.get(model) or den.productive_figures(prod.allocations.clear()),
         }
     fleet = {
         "physical": _physical(_sum_rows(physical)),
-        "schedulable": _schedulable(_sum_rows(sampled.drop("gpu_model"))),
+        "schedulable": {
+            **_schedulable(_sum_rows(sampled.drop("gpu_model"))),
+            "evaluated": bool(pairs) or not demand.requests,
+            "demand": {
+                "requests": demand.requests,
+                "evaluated_requests": sum(d.requests for d in chosen),
+                "evaluated_share": None
+                if summary["not_evaluated_share"] is None
+                else 1 - summary["not_evaluated_share"],
+            },
+        },
         "productive": den.productive_figures(prod.allocations),
     }
     tenants = _tenants(nodes, allocations, start, end, prod, fleet)
@@ -443,6 +549,7 @@ def _build_report(
                 f"{src['metric']} ({den.UPPER_BOUND_METRICS[src['metric']]}): "
                 "the productive rates are upper bounds"
             )
+    notes.extend(_over_coverage(fleet, models, tenants))
     if prod.samples == 0:
         notes.append("no telemetry in the window: the productive figures are empty")
     if rejects:
@@ -451,10 +558,18 @@ def _build_report(
             + ", ".join(f"{table} {n:,}" for table, n in rejects.items())
             + "); the figures leave them out, and the rejects table says why"
         )
-    end_state = occupancy.node_state(nodes, allocations, end)
-    bound = {
-        r.pop("gpu_model"): r for r in occupancy.bound_nodes(end_state).iter_rows(named=True)
-    }
+    end_state = occupancy.node_state(nodes, allocations, end, health=health)
+    if not health.empty:
+        notes.append(
+            f"{figures.failures.intervals:,} health interval(s) meet the window: GPUs out of "
+            "service count as unhealthy while they last, and work on them as allocated"
+        )
+    if health.dated:
+        notes.append(
+            f"{len(health.dated):,} node(s) recorded out of service have an open health "
+            "interval: they count as healthy before it began"
+        )
+    bound = {r.pop("gpu_model"): r for r in occupancy.bound_nodes(end_state).iter_rows(named=True)}
     generated = to_utc(options.generated_at or datetime.now(timezone.utc)).replace(microsecond=0)
     outlooks = tuple(
         replace(o, requests=d.requests, demand_weight=d.weight)
@@ -488,6 +603,11 @@ def _build_report(
         places_instants=sampled_instants,
         money=money,
         remedies=None if remedies_run is None else remedies_summary(remedies_run),
+        window=window,
+        trend_key=trend_key,
+        stale=stale,
+        failures=failures_section(figures.failures),
+        failures_over_time=figures.failures.over_time,
     )
     return _with_trend(result)
 
@@ -551,6 +671,98 @@ def remedies_summary(run: WhatifRun) -> dict[str, Any]:
     }
 
 
+def failure_buckets(result: ReportResult) -> list[datetime]:
+    """The start of every stretch of the failures' curve (``failures.over_time``), from the
+    window's start: those without unhealthy GPU-hours too, which the JSON leaves out."""
+    size = timedelta(seconds=result.failures["over_time"]["bucket_s"]) if result.failures else None
+    starts: list[datetime] = []
+    at = result.start
+    while size is not None and size > timedelta(0) and at < result.end:
+        starts.append(at)
+        at += size
+    return starts
+
+
+FAILURE_NODES_SHOWN = 100
+"""The report lists at most this many nodes ranked by failures (every quarantine
+candidate is counted, and named in ``quarantine``)."""
+
+
+def _cost(frame: pl.DataFrame) -> dict[str, Any]:
+    """Unhealthy GPU-hours of ``frame`` (rows of Failures.unhealthy): in all, recorded,
+    by state, and by state and reason."""
+    by_state = frame.group_by("state").agg(pl.col("gpu_hours").sum()).sort("state")
+    by_reason = (
+        frame.group_by("state", "reason")
+        .agg(pl.col("gpu_hours").sum())
+        .sort(["gpu_hours", "state", "reason"], descending=[True, False, False], nulls_last=True)
+    )
+    return {
+        "unhealthy_gpu_hours": float(frame["gpu_hours"].sum() or 0.0),
+        "recorded_gpu_hours": float(frame.filter(pl.col("recorded"))["gpu_hours"].sum() or 0.0),
+        "by_state": dict(by_state.iter_rows()),
+        "by_reason": by_reason.to_dicts(),
+    }
+
+
+def _interruptions(frame: pl.DataFrame) -> dict[str, Any]:
+    bound = frame.filter(pl.col("upper_bound"))
+    return {
+        "allocations": frame.height,
+        "lost_gpu_hours": float(frame["lost_gpu_hours"].sum() or 0.0),
+        "without_checkpoint": bound.height,
+        "lost_gpu_hours_without_checkpoint": float(bound["lost_gpu_hours"].sum() or 0.0),
+    }
+
+
+def failures_section(cost: Failures) -> dict[str, Any]:
+    """The report's ``failures`` object (docs/report.md, What failures cost)."""
+    models: dict[str, Any] = {}
+    for row in cost.models.iter_rows(named=True):
+        model = row["gpu_model"]
+        models[model] = {
+            **_cost(cost.unhealthy.filter(pl.col("gpu_model") == model)),
+            "nodes": row["nodes"],
+            "failures": row["failures"],
+            "failed_nodes": row["failed_nodes"],
+            "in_service_node_hours": row["in_service_node_hours"],
+            "mtbf_hours": row["mtbf_hours"],
+            "interrupted": _interruptions(cost.interrupted.filter(pl.col("gpu_model") == model)),
+        }
+    total_failures = int(cost.models["failures"].sum() or 0)
+    in_service = float(cost.models["in_service_node_hours"].sum() or 0.0)
+    quarantine = cost.nodes.filter(pl.col("quarantine"))["node_id"].to_list()
+    return {
+        "intervals": cost.intervals,
+        "sources": list(cost.sources),
+        "quarantine_failures": cost.quarantine,
+        "interrupted_within_s": cost.within.total_seconds(),
+        "fleet": {
+            **_cost(cost.unhealthy),
+            "nodes": int(cost.models["nodes"].sum() or 0),
+            "failures": total_failures,
+            "failed_nodes": int(cost.models["failed_nodes"].sum() or 0),
+            "in_service_node_hours": in_service,
+            "mtbf_hours": in_service / total_failures if total_failures else None,
+            "interrupted": _interruptions(cost.interrupted),
+        },
+        "models": models,
+        "quarantine": quarantine,
+        "nodes_ranked": cost.nodes.height,
+        "nodes": cost.nodes.head(FAILURE_NODES_SHOWN).to_dicts(),
+        "over_time": {
+            "bucket_s": cost.bucket.total_seconds(),
+            "buckets": [
+                {
+                    "start": iso(bucket),
+                    "by_state": dict(part.select("state", "gpu_hours").iter_rows()),
+                }
+                for (bucket,), part in cost.over_time.group_by(["bucket"], maintain_order=True)
+            ],
+        },
+    }
+
+
 PLACE_SAMPLES = 48
 """At most this many of the window's instants (evenly spread, both ends) attribute the
 stranded GPUs to their switch domains; each splits every model's idle GPUs node by node
@@ -595,6 +807,7 @@ def stranded_places(
     span: timedelta,
     samples: int | None = None,
     kept: dict[int, den.FreeAt] | None = None,
+    health: Health | None = None,
 ) -> tuple[pl.DataFrame, int]:
     """Stranded GPU-hours per switch domain (a node without a switch is its own domain)
     and cause, and how many of the window's instants they are estimated from.
@@ -650,7 +863,7 @@ def stranded_places(
                 duration = seconds
                 if duration not in states:
                     window = timedelta(seconds=seconds) if seconds else None
-                    states[duration] = occupancy.node_state(nodes, allocations, at, window)
+                    states[duration] = occupancy.node_state(nodes, allocations, at, window, health)
             on_model = states[duration].filter(pl.col("gpu_model") == model)
             part = (
                 _unqueued_by_domain(on_model)
@@ -739,23 +952,30 @@ def _causes_by_domain(state: pl.DataFrame, shape: Shape) -> pl.DataFrame:
 
 def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.DataFrame:
     """GPUs of the requests waiting at each instant (``submit_time <= t < start_time``,
-    or never started), per requested model (null: any model).
+    or never started), per requested model (null: any model), and apart, those of
+    requests that can never start on the fleet (column ``never``, where ``requests``
+    has it; :func:`never_startable`).
 
     Each request adds its GPUs to the instants of its wait, by cumulative sums over the
     sorted instants (no request x instant product).
     """
-    schema: dict[str, PolarsDataType] = {"instant": pl.Datetime("us"), "gpu_model": pl.String, "queued_gpus": pl.Float64}
+    schema: dict[str, PolarsDataType] = {
+        "instant": pl.Datetime("us"), "gpu_model": pl.String, "never": pl.Boolean,
+        "queued_gpus": pl.Float64,
+    }  # fmt: skip
     epoch = datetime(1970, 1, 1)
     times = np.array(sorted((to_utc(t) - epoch).total_seconds() for t in instants))
     frames = []
     if len(times) and requests.height:
+        never = pl.col("never") if "never" in requests.columns else pl.lit(False)
         waiting = requests.filter(pl.col("gpus") > 0).select(
             "gpu_model",
+            never.fill_null(False).alias("never"),
             pl.col("gpus").cast(pl.Float64),
             pl.col("submit_time").dt.epoch("us").cast(pl.Float64) / 1e6,
             pl.col("start_time").dt.epoch("us").cast(pl.Float64) / 1e6,
         )
-        for (model,), group in waiting.group_by(["gpu_model"], maintain_order=True):
+        for (model, apart), group in waiting.group_by(["gpu_model", "never"], maintain_order=True):
             first = np.searchsorted(times, group["submit_time"].to_numpy(), side="left")
             ends = group["start_time"].fill_null(np.inf).to_numpy()
             last = np.searchsorted(times, ends, side="left")  # first instant it no longer waits
@@ -768,6 +988,7 @@ def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.Data
                     {
                         "instant": [epoch + timedelta(seconds=float(t)) for t in times],
                         "gpu_model": [model] * len(times),
+                        "never": [apart] * len(times),
                         "queued_gpus": np.cumsum(delta)[:-1],
                     },
                     schema=schema,
@@ -775,10 +996,43 @@ def queued_gpus(requests: pl.DataFrame, instants: Sequence[datetime]) -> pl.Data
             )
     if not frames:
         return pl.DataFrame(schema=schema)
-    return pl.concat(frames).sort("instant", "gpu_model", nulls_last=True)
+    return pl.concat(frames).sort("instant", "gpu_model", "never", nulls_last=True)
 
 
-def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
+def never_startable(requests: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """``requests`` with ``never``: its shape can never start on the fleet, whatever is
+    free (:func:`fleetaudit.model.shapes.beyond_fleet`: a gang larger than any switch
+    domain of its models holds, more GPUs than they have)."""
+    columns = list(SHAPE_COLUMNS)
+    if requests.height == 0 or not set(columns) <= set(requests.columns):
+        return requests.with_columns(pl.lit(False).alias("never"))
+    classed = requests.with_columns(duration_class_expr("duration_s").alias("_class"))
+    keys = [*columns[:-1], "_class"]
+    distinct = classed.filter(pl.col("gpus") > 0).select(keys).unique(maintain_order=True)
+    flags = []
+    for r in distinct.iter_rows(named=True):
+        try:
+            shape = make_shape(
+                r["gpu_model"], r["gpus"], r["gpus_per_pod"], r["cpus_per_gpu"],
+                r["memory_gib_per_gpu"], r["locality"], r["_class"],
+            )  # fmt: skip
+        except UsageError:
+            shape = None
+        flags.append(shape)
+    known = [s for s in flags if s is not None]
+    beyond = iter(beyond_fleet_all(known, nodes))
+    never = [False if s is None else next(beyond) is not None for s in flags]
+    table = distinct.with_columns(pl.Series("never", never, dtype=pl.Boolean))
+    return (
+        classed.join(table, on=keys, how="left", nulls_equal=True)
+        .with_columns(pl.col("never").fill_null(False))
+        .drop("_class")
+    )
+
+
+def _demand_summary(
+    demand: WindowDemand, chosen: Sequence[DemandShape], budget: int | None
+) -> dict[str, Any]:
     """Which demand the report used, and how much of it the shape budget evaluates."""
     return {
         "mode": demand.mode,
@@ -787,9 +1041,64 @@ def _demand_summary(demand: WindowDemand, budget: int) -> dict[str, Any]:
         "requests": demand.requests,
         "no_gpu_requests": demand.no_gpu,
         "shapes": len(demand.shapes),
-        "evaluated": min(len(demand.shapes), budget),
-        "not_evaluated_share": demand.left_out_share(budget),
+        "evaluated": len(chosen),
+        "budget": budget,
+        "not_evaluated_share": demand.left_out_share(chosen),
     }
+
+
+def _budget_text(budget: int | None) -> str:
+    if budget is None:
+        return f"the {DEFAULT_SHAPES} heaviest and every GPU model's {PER_MODEL_SHAPES} heaviest"
+    return f"--shapes {budget}"
+
+
+def model_coverage(
+    demand: WindowDemand, chosen: Sequence[DemandShape], models: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Per GPU model: the requests of the demand that may run on it (a shape of several
+    models counts for each), and of them those of the shapes evaluated, with the share of
+    the demand's weight on the model that they carry."""
+    out: dict[str, dict[str, Any]] = {}
+    for model in models:
+        mine = [d for d in demand.shapes if d.shape.models is None or model in d.shape.models]
+        evaluated = [d for d in mine if d in chosen]
+        weight = sum(d.weight for d in mine)
+        out[model] = {
+            "requests": sum(d.requests for d in mine),
+            "evaluated_requests": sum(d.requests for d in evaluated),
+            "evaluated_share": None if weight <= 0 else sum(d.weight for d in evaluated) / weight,
+        }
+    return out
+
+
+def allocated_kinds(result: ReportResult) -> str:
+    """The report's three allocated GPU-hours, each named for what it counts (they differ:
+    shares, unhealthy nodes, sampling)."""
+
+    def hours(part: str) -> str:
+        return f"{result.fleet[part]['allocated_gpu_hours']:,.0f}"
+
+    return (
+        f"allocated GPU-hours, three ways: {hours('productive')} productive, each "
+        "allocation's own GPUs (a share as its fraction) on any node; "
+        f"{hours('physical')} physical, the GPUs occupied on healthy nodes (a share fills "
+        f"its GPU), exact; {hours('schedulable')} schedulable, the same occupied GPUs at "
+        "the sampled instants"
+    )
+
+
+def describe_trend(result: ReportResult) -> str:
+    """What the report's trend holds equal: window length, step, demand, shape budget and
+    scenario (its key)."""
+    key = result.trend_key
+    if not key:
+        return "the same window length and step"
+    text = (
+        f"windows of {seconds_text(key['span_s'])}, step {seconds_text(key['step_s'])}, "
+        f"demand {key['demand']}, shape budget {key['shapes']}"
+    )
+    return text + (f", scenario {key['scenario']}" if key.get("scenario") else "")
 
 
 def describe_demand(demand: dict[str, Any]) -> str:
@@ -809,10 +1118,42 @@ def describe_demand(demand: dict[str, Any]) -> str:
         text += "; no request waited in the window"
     if demand["shapes"] > demand["evaluated"]:
         share = demand["not_evaluated_share"]
-        text += f"; the {demand['evaluated']} heaviest evaluated"
+        text += f"; {demand['evaluated']} evaluated ({_budget_text(demand.get('budget'))})"
         if share is not None:
             text += f", {share:.1%} of the demand not evaluated"
     return text
+
+
+_OVER_SHOWN = 8  # figures named in the note on telemetry beyond allocation
+
+
+def _over_coverage(
+    fleet: dict[str, Any], models: dict[str, Any], tenants: dict[str, Any]
+) -> list[str]:
+    """Notes for the figures whose telemetry exceeds their allocated GPU-hours."""
+    groups = [("the fleet", fleet), *((f"model {m}", f) for m, f in models.items())]
+    groups += [(f"tenant {t}", f) for t, f in tenants.items()]
+    over = [
+        f"{name} {p['coverage']:.0%}"
+        for name, figures in groups
+        for p in (figures["productive"],)
+        if p["coverage"] is not None and p["coverage"] > den.OVER_COVERAGE
+    ]
+    over += [
+        f"workload {w} {p['coverage']:.0%}"
+        for w, p in fleet["productive"]["workloads"].items()
+        if p["coverage"] is not None and p["coverage"] > den.OVER_COVERAGE
+    ]
+    if not over:
+        return []
+    shown = ", ".join(over[:_OVER_SHOWN]) + (
+        f" and {len(over) - _OVER_SHOWN:,} more" if len(over) > _OVER_SHOWN else ""
+    )
+    return [
+        "telemetry exceeds the allocated GPU-hours (coverage " + shown + "): the "
+        "store holds telemetry of GPUs no allocation held, or of one GPU loaded twice (an "
+        "idle GPU's series, one GPU under two node names); the SM-active rates are diluted"
+    ]
 
 
 def _tenants(
@@ -853,7 +1194,14 @@ def _domains(state: pl.DataFrame) -> pl.DataFrame:
             pl.col("gpu_model").unique().sort().str.join("|").alias("gpu_model"),
             pl.len().alias("nodes"),
             pl.col("gpus").sum().alias("gpus"),
-            pl.col("gpus").filter(~healthy).sum().alias("unhealthy_gpus"),
+            (
+                pl.col("gpus").filter(~healthy).sum()
+                + (
+                    pl.col("gpus_unhealthy").filter(healthy).sum()
+                    if "gpus_unhealthy" in state.columns
+                    else 0
+                )
+            ).alias("unhealthy_gpus"),
             pl.col("free_gpus").filter(healthy).sum().alias("free_gpus"),
         )
         .sort("gpu_model", "domain")
@@ -861,43 +1209,64 @@ def _domains(state: pl.DataFrame) -> pl.DataFrame:
 
 
 def _recorded(
-    store: Store, scenario: str | None, since: timedelta, step: timedelta
+    store: Store, key: dict[str, Any], end: datetime
 ) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], ...]]:
-    """The recorded reports of the same state, window length and step (the store holds
-    a reports table): the newest of them (the trend's baseline) and all of them, oldest
-    first (the trend chart), from one read."""
-    rows = store.query(
-        "report_history",
-        scenario=scenario,
-        span_s=since.total_seconds(),
-        step_s=step.total_seconds(),
-    ).rows(named=True)
+    """The recorded reports of this report's trend (``key``: the same state, window
+    length, step, demand and shape budget) whose windows end before ``end``, one per
+    window, in window-end order (the trend chart), and the last of them (the trend's
+    baseline: the preceding window). A report of the same window is this one's
+    predecessor in the store, which recording this one replaces: no point of its own.
+    A store whose reports lack the key's columns (recorded before they were kept) has
+    none of this trend."""
+    if not {"demand", "shapes"} <= set(store.column_types("reports")):
+        return None, ()
+    rows = store.query("report_history", **key, end=end).rows(named=True)
     history = tuple(
         {
             "created_at": to_utc(row["created_at"]),
             "at": to_utc(row["at"]),
+            "start": to_utc(row["start"]),
+            "end": to_utc(row["end"]),
             "figures": json.loads(row["figures"]),
         }
         for row in rows
+        if to_utc(row["end"]) < end
     )
-    if not rows:
-        return None, history
-    newest = rows[-1]
-    previous = {
-        **history[-1],
-        "start": to_utc(newest["start"]),
-        "end": to_utc(newest["end"]),
+    return (history[-1] if history else None), history
+
+
+def stale_export(store: Store) -> dict[str, Any] | None:
+    """Whether the store's export time is the one the last recorded report saw (an
+    export that did not move: ``exports/latest`` not refreshed): recorded_at,
+    export_time and a note; None when it moved, or no report recorded it."""
+    if "reports" not in store.table_names() or "exported" not in store.column_types("reports"):
+        return None
+    last = store.query("last_recorded_report")
+    if last.height == 0 or last["exported"][0] is None:
+        return None
+    exported = to_utc(last["exported"][0])
+    if export_time(store) != exported:
+        return None
+    recorded = to_utc(last["created_at"][0]).replace(microsecond=0)
+    return {
+        "recorded_at": recorded,
+        "export_time": exported,
+        "note": (
+            f"the export time ({iso(exported)}) has not moved since the report recorded at "
+            f"{iso(recorded)}: no data was ingested since then (is the export stale?)"
+        ),
     }
-    return previous, history
 
 
 def trend_series(result: ReportResult) -> list[dict[str, Any]]:
-    """The headline figures of every recorded report of this window length and step, then
-    this report's: one point per report, oldest first (created_at, at, figures)."""
+    """The headline figures of the recorded windows of this report's trend that end
+    before it, then this report's: one point per window, by window end (created_at, at,
+    start, end, figures)."""
     points = [dict(h) for h in result.history]
     points.append(
-        {"created_at": result.generated_at, "at": result.end, "figures": result.headline()}
-    )
+        {"created_at": result.generated_at, "at": result.end, "start": result.start,
+         "end": result.end, "figures": result.headline()}
+    )  # fmt: skip
     return points
 
 
@@ -966,15 +1335,22 @@ def record_report(store_options: StoreOptions, result: ReportResult) -> str | No
 
 
 def _record(store_options: StoreOptions, result: ReportResult) -> None:
-    with writing(store_options) as store:
+    """One point per window of a trend: the report replaces one recorded before it of the
+    same trend and window end."""
+    key = result.trend_key
+    with writing(store_options) as store, store.transaction():
+        store.execute("delete_report_window", **key, end=result.end)
         store.execute(
             "insert_report",
             generated_at=result.generated_at,
             at=result.end,
             start=result.start,
             end=result.end,
-            step_s=result.step_s,
-            scenario=result.scenario,
+            step_s=key["step_s"],
+            scenario=key["scenario"],
+            demand=key["demand"],
+            shapes=key["shapes"],
+            exported=export_time(store),
             figures=json.dumps(result.headline(), sort_keys=True),
         )
 

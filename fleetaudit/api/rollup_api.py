@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import math
+import shutil
+import tempfile
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fleetaudit.core.errors import InputError, UsageError
-from fleetaudit.core.fsutil import atomic_path
+from fleetaudit.core.fsutil import atomic_path, check_outputs
 from fleetaudit.core.options import ROLLUP_INTERVAL_S, SCAN_ENGINES
 from fleetaudit.model.engines import check_engine, open_engine
 
@@ -82,19 +85,29 @@ class RollupSource:
     outputs: tuple[RollupOutput, ...]
     counts: str
     optional: tuple[tuple[str, str], ...] = ()  # (column, SQL type): NULL where no file has it
+    reader: str = "parquet"  # parquet: the files as given; prometheus: parsed first; asi: below
 
+
+_NATIVE = RollupSource(
+    name="native",
+    view="raw_telemetry",
+    required=("ts", "node_id", "gpu_index", "sm_active"),
+    timestamps=("ts",),
+    numbers=("gpu_index", "sm_active", "mem_used"),
+    outputs=(RollupOutput(table="telemetry", query="rollup_telemetry", schema=ROLLED_TELEMETRY),),
+    counts="rollup_telemetry_skipped",
+    optional=(("alloc_id", "STRING"), ("mem_used", "DOUBLE")),
+)
+ASI_FORMAT = "alibaba-gpu-v2026"
 
 SOURCES: dict[str, RollupSource] = {
-    "native": RollupSource(
-        name="native",
-        view="raw_telemetry",
-        required=("ts", "node_id", "gpu_index", "sm_active"),
-        timestamps=("ts",),
-        numbers=("gpu_index", "sm_active", "mem_used"),
-        outputs=(RollupOutput(table="telemetry", query="rollup_telemetry", schema=ROLLED_TELEMETRY),),
-        counts="rollup_telemetry_skipped",
-        optional=(("alloc_id", "STRING"), ("mem_used", "DOUBLE")),
-    ),
+    "native": _NATIVE,
+    # query_range dumps: parsed and merged by the ingest's own reader (DuckDB, on this
+    # machine) into raw native rows, which the engine then rolls up as native ones
+    "prometheus": replace(_NATIVE, name="prometheus", reader="prometheus"),
+    # the ASI release: the ingest's own staging (DuckDB), written as a folder that
+    # `ingest` loads as it would the release (asi2026.write_rolled)
+    ASI_FORMAT: replace(_NATIVE, name=ASI_FORMAT, outputs=(), reader="asi"),
 }
 
 
@@ -106,11 +119,20 @@ class RollupOptions:
     engine: str = SCAN_ENGINES[0]
     master: str | None = None
     format: str = "native"
+    days: str | None = None  # alibaba-gpu-v2026: the release's days to roll up (A-B or A)
 
     def check(self) -> None:
         check_engine(self.engine, self.master)
         if self.format not in SOURCES:
             raise UsageError(f"--format: {self.format!r} is not one of {', '.join(SOURCES)}")
+        if self.days is not None and self.format != ASI_FORMAT:
+            raise UsageError(f"--days: only with --format {ASI_FORMAT}")
+        if self.format == ASI_FORMAT and self.engine != "duckdb":
+            raise UsageError(
+                f"--format {ASI_FORMAT} rolls up on DuckDB only: merging pod-hours into runs "
+                "uses DuckDB's row ids and hashes, which Spark's SQL has no equal of "
+                "(docs/rollup.md); use --engine duckdb"
+            )
         if not (math.isfinite(self.interval_s) and self.interval_s >= 1) or self.interval_s != int(
             self.interval_s
         ):
@@ -155,7 +177,9 @@ def find_parquet(paths: list[Path]) -> tuple[list[Path], bool]:
             )  # fmt: skip
             if not found:
                 raise InputError(str(path), "holds no .parquet files")
-            hive = hive or any("=" in part for f in found for part in f.relative_to(path).parts[:-1])
+            hive = hive or any(
+                "=" in part for f in found for part in f.relative_to(path).parts[:-1]
+            )
             files.extend(found)
         else:
             raise InputError(str(path), "no such file or folder")
@@ -192,25 +216,53 @@ def check_files(files: list[Path], source: RollupSource) -> None:
                 raise InputError(str(file), f"must be a number, not {kind}", column=column)
 
 
-def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult:
+def rollup(
+    paths: list[Path],
+    out: Path,
+    options: RollupOptions,
+    progress: Callable[[str], None] | None = None,
+) -> RollupResult:
     """Roll the raw telemetry under ``paths`` up into native tables in the folder ``out``.
 
-    Every output file is written whole or not at all (a temporary file, then a rename).
+    Every output file is written whole or not at all (a temporary file, then a rename),
+    and a folder this call creates is left only with its tables in it.
     """
     started = time.perf_counter()
     options.check()
     source = SOURCES[options.format]
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out: {out} is a file; give a folder")
-    files, hive = find_parquet(paths)
-    check_files(files, source)
+    files, hive = find_parquet(paths) if source.reader == "parquet" else (list(paths), False)
+    if source.reader == "parquet":
+        check_files(files, source)
+    # a table written over a raw file this call reads would lose it
+    check_outputs(
+        {f"--out ({o.table})": out / f"{o.table}.parquet" for o in source.outputs}, inputs=files
+    )
     created = not out.exists()
     try:
-        written, counts = _run(files, hive, out, source, options)
+        out.mkdir(parents=True, exist_ok=True)
+        # the Spark executors write their part files here, beside the tables (a folder
+        # they see whenever they can write --out), and the tables are made from them
+        scratch = Path(tempfile.mkdtemp(prefix=".fleetaudit-rollup-", dir=out))
+    except OSError as exc:
+        raise UsageError(f"--out: {out}: cannot write here: {exc.strerror or exc}") from exc
+    try:
+        if source.reader == "asi":
+            written, counts = _run_asi(paths, out, scratch, options, progress)
+        else:
+            read = files
+            if source.reader == "prometheus":
+                parsed, read = _parse_prometheus(paths, scratch, progress)
+                files = [parsed]
+            written, counts = _run(files, hive, out, scratch, source, options)
+            files = read
     except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
         if created and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()  # a folder this call made stays only with its tables in it
+            out.rmdir()
         raise
+    shutil.rmtree(scratch, ignore_errors=True)
     return RollupResult(
         engine=options.engine,
         format=options.format,
@@ -223,8 +275,40 @@ def rollup(paths: list[Path], out: Path, options: RollupOptions) -> RollupResult
     )
 
 
+ROW_GROUP_ROWS = 1 << 17
+"""Rows per row group of a rolled table, whatever batches the engine yields: the
+same rows give the same file on either engine."""
+
+
+def write_rows(path: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
+    """Write ``batches`` (cast to ``schema``) to the Parquet file ``path`` in row groups
+    of :data:`ROW_GROUP_ROWS`; the rows written."""
+    rows = 0
+    pending: list[pa.Table] = []
+    held = 0
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for batch in batches:
+            table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+            pending.append(table)
+            held += table.num_rows
+            while held >= ROW_GROUP_ROWS:
+                whole = pa.concat_tables(pending)
+                writer.write_table(whole.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+                pending, held = [whole.slice(ROW_GROUP_ROWS)], whole.num_rows - ROW_GROUP_ROWS
+                rows += ROW_GROUP_ROWS
+        if held:
+            writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
+            rows += held
+    return rows
+
+
 def _run(
-    files: list[Path], hive: bool, out: Path, source: RollupSource, options: RollupOptions
+    files: list[Path],
+    hive: bool,
+    out: Path,
+    scratch: Path,
+    source: RollupSource,
+    options: RollupOptions,
 ) -> tuple[dict[str, tuple[Path, int]], dict[str, int]]:
     interval_us = int(options.interval_s * 1_000_000)
     written: dict[str, tuple[Path, int]] = {}
@@ -235,11 +319,61 @@ def _run(
             for output in source.outputs:
                 target = out / f"{output.table}.parquet"
                 tmp = renames.enter_context(atomic_path(target))
-                rows = 0
-                with pq.ParquetWriter(tmp, output.schema, compression="zstd") as writer:
-                    for batch in engine.batches(output.query, interval_us=interval_us):
-                        table = pa.Table.from_batches([batch]).select(output.schema.names)
-                        writer.write_table(table.cast(output.schema))
-                        rows += batch.num_rows
-                written[output.table] = (target, rows)
+                batches = engine.batches(
+                    output.query, scratch=scratch / output.table, interval_us=interval_us
+                )
+                written[output.table] = (target, write_rows(tmp, output.schema, batches))
     return written, counts
+
+
+def _parse_prometheus(
+    paths: list[Path], scratch: Path, progress: Callable[[str], None] | None
+) -> tuple[Path, list[Path]]:
+    """The query_range dumps under ``paths`` as one Parquet file of raw native rows,
+    parsed and merged by ``ingest --format prometheus``'s own reader; and the files read."""
+    from fleetaudit.inputs.ingest import prometheus
+    from fleetaudit.model.store import open_store
+
+    target = scratch / "prometheus-telemetry.parquet"
+    with (
+        open_store(scratch / "parse.duckdb") as store,
+        store.memory_capped(prometheus.MEMORY_LIMIT),
+    ):
+        try:
+            inputs, _merged = prometheus.parse_files(store, paths, progress)
+            store.copy_to_parquet(prometheus.merged_rows_select(), target)
+        finally:
+            prometheus.drop_staging(store)
+    return target, [item.path for item in inputs]
+
+
+def _run_asi(
+    paths: list[Path],
+    out: Path,
+    scratch: Path,
+    options: RollupOptions,
+    progress: Callable[[str], None] | None,
+) -> tuple[dict[str, tuple[Path, int]], dict[str, int]]:
+    """The release staged by ``ingest --format alibaba-gpu-v2026``'s own code, moved
+    into ``out`` with the manifest that makes ``ingest OUT`` load it as staged."""
+    from fleetaudit.inputs.ingest import asi2026
+    from fleetaudit.model.store import open_store
+
+    days = asi2026.parse_days(options.days)
+    folder = scratch / "staged"
+    folder.mkdir()
+    with open_store(scratch / "stage.duckdb") as store, asi2026.bounded_memory(store):
+        staged = asi2026.stage_release(
+            store,
+            paths,
+            folder,
+            trace_start=asi2026.DEFAULT_TRACE_START,
+            days=days,
+            progress=progress,
+        )
+    written: dict[str, tuple[Path, int]] = {}
+    for file in asi2026.write_rolled(staged, out):
+        rows = pq.read_metadata(file).num_rows if file.suffix == ".parquet" else 0
+        written[file.name] = (file, rows)
+    # the pod-hours the release's mapping rejects (a bad server-hour is a nodes reject)
+    return written, {"rows": staged.pod_rows, "skipped": staged.rejected.get("allocations", 0)}

@@ -8,7 +8,7 @@ One load of nodes and allocations serves every shape of a call.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from fleetaudit.api import (
     holds_requests,
     ineligible_note,
     load_frames,
+    load_health,
     reading,
     resolve_at,
 )
@@ -29,6 +30,7 @@ from fleetaudit.core.errors import InputError, UsageError
 from fleetaudit.core.lazy import LazyModule
 from fleetaudit.core.times import parse_duration
 from fleetaudit.model import occupancy
+from fleetaudit.model.capacity import Health
 from fleetaudit.model.shapes import (
     Evaluation,
     Shape,
@@ -96,12 +98,13 @@ class ShapesResult:
     notes: tuple[str, ...] = ()
 
 
-def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
+def _same_shape(frame: pl.DataFrame, shape: Shape, any_duration: bool = False) -> pl.DataFrame:
     """Requests whose shape columns equal ``shape``'s (after SPEC defaults).
 
     Durations compare by their class (:func:`fleetaudit.model.shapes.duration_class`):
     a request of 3435 s and one of 3437 s are both of the 1h class, and so is an
-    ad-hoc shape of ``--duration 50m`` (which is still evaluated at exactly 50m).
+    ad-hoc shape of ``--duration 50m`` (which is still evaluated at exactly 50m);
+    ``any_duration``: of every duration class.
     """
 
     def eq(column: str, value: object) -> pl.Expr:
@@ -118,11 +121,12 @@ def _same_shape(frame: pl.DataFrame, shape: Shape) -> pl.DataFrame:
         eq("cpus_per_gpu", shape.cpus_per_gpu),
         eq("memory_gib_per_gpu", shape.memory_gib_per_gpu),
         eq("locality", shape.locality),
-    ).filter(_class_eq(frame, shape))
+    ).filter(pl.lit(True) if any_duration else _class_eq(frame, shape))
 
 
 def _of_shapes(frame: pl.DataFrame, shapes: Sequence[Shape]) -> pl.DataFrame:
-    """The requests of ``frame`` that some shape of ``shapes`` stands for, in their order.
+    """The requests of ``frame`` of some shape of ``shapes``, of any duration class (a
+    shape's calibration counts those of other classes), in their order.
 
     The window's requests are read before the allocations and cut down to these
     at once: a 90-day window at ASI scale holds 9 M of them.
@@ -130,7 +134,7 @@ def _of_shapes(frame: pl.DataFrame, shapes: Sequence[Shape]) -> pl.DataFrame:
     if not shapes:
         return frame.clear()
     indexed = frame.with_row_index("_row")
-    rows = pl.concat([_same_shape(indexed, shape)["_row"] for shape in shapes])
+    rows = pl.concat([_same_shape(indexed, shape, True)["_row"] for shape in shapes])
     return indexed.filter(pl.col("_row").is_in(rows.implode())).drop("_row")
 
 
@@ -155,9 +159,8 @@ def shapes_to_evaluate(
     notes: list[str] = []
     if given:
         models = store.query("gpu_models")["gpu_model"].to_list()
-        for shape in given:
-            check_models(shape, models)
-        return [(s, _same_shape(queued_frame, s).height) for s in given], notes
+        spelled = [check_models(shape, models) for shape in given]
+        return [(s, _same_shape(queued_frame, s).height) for s in spelled], notes
     pairs, cpu_only = queued_shapes(queued_frame)
     if not holds_requests(store):
         notes.append(
@@ -251,9 +254,9 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
         at = resolve_at(store, options.at, options.scenario)
         pairs, notes = shapes_to_evaluate(store, at, options.shapes)
         start = at - (options.history or timedelta(0))
-        notes.extend(data_notes(store, start, at, options.scenario))
-        longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
-        end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
+        notes.extend(
+            data_notes(store, start, at, options.scenario, at_given=options.at is not None)
+        )
         requests = (
             _of_shapes(
                 store.query("requests_submitted_between", start=start, end=at),
@@ -262,10 +265,21 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
             if options.history is not None
             else None
         )
+        longest = max((s.duration_s or 0.0 for s, _ in pairs), default=0.0)
+        every = any(s.duration_s is None for s in options.shapes)
+        if requests is not None and requests.height and every:
+            # the calibration of a shape given without a duration evaluates the shape
+            # with each of its requests' duration classes
+            classes = requests.select(duration_class_expr("duration_s").max())[0, 0]
+            longest = max(longest, float(classes or 0.0))
+        end = at + timedelta(seconds=longest) + timedelta(microseconds=1)
         nodes, allocations = load_frames(store, start, end, options.scenario)
+        nodes, health = load_health(store, nodes, start, end)
     durations = list(dict.fromkeys(shape.duration_s for shape, _ in pairs))
     windows = [timedelta(seconds=d) if d else None for d in durations]
-    states = dict(zip(durations, occupancy.node_states(nodes, allocations, at, windows), strict=True))
+    states = dict(
+        zip(durations, occupancy.node_states(nodes, allocations, at, windows, health), strict=True)
+    )
     reports = []
     notes.extend(n for n in beyond_fleet_all([shape for shape, _ in pairs], nodes) if n)
     evaluations = evaluate_all([(states[shape.duration_s], shape) for shape, _ in pairs])
@@ -279,10 +293,19 @@ def evaluate_shapes(store_options: StoreOptions, options: ShapesOptions) -> Shap
                 evaluation=evaluation,
                 queued=queued,
                 capped=capped,
-                reclaim=reclaim_mod.reclaimable(nodes, allocations, at, shape, evaluation)
+                reclaim=reclaim_mod.reclaimable(nodes, allocations, at, shape, evaluation, health)
                 if options.reclaim
                 else None,
-                **_history(nodes, allocations, requests, shape, at, options),
+                **_history(
+                    nodes,
+                    allocations,
+                    requests,
+                    shape,
+                    at,
+                    options,
+                    health,
+                    every_duration=bool(options.shapes) and shape.duration_s is None,
+                ),
                 misses=nearest_misses(evaluation, state) if options.explain else None,
             )
         )
@@ -301,11 +324,40 @@ def _history(
     shape: Shape,
     at: datetime,
     options: ShapesOptions,
+    health: Health,
+    every_duration: bool = False,
 ) -> dict[str, Any]:
+    """The shape's history and its calibration against the requests of the shape.
+
+    ``every_duration`` (a shape given without a duration): the sample holds the shape's
+    requests of every duration class, each predicted by the history of the shape with
+    its class's duration (as ``--duration`` of that class would); otherwise the requests
+    of the shape's own class, and those of the others are counted as left out.
+    """
     if options.history is None or requests is None:
         return {}
     series = history_mod.evaluate_history(
-        nodes, allocations, shape, at, options.history, options.step, options.deadline
+        nodes, allocations, shape, at, options.history, options.step, options.deadline, health
     )
-    started = _same_shape(requests, shape).filter(pl.col("start_time").is_not_null())
-    return {"history": series, "calibration": history_mod.calibrate(series, started)}
+    anyhow = _same_shape(requests, shape, any_duration=True)
+    if not every_duration:
+        own = _same_shape(requests, shape)
+        left_out = {"other_duration": anyhow.height - own.height}
+        return {
+            "history": series,
+            "calibration": history_mod.calibrate(series, own, left_out),
+        }
+    classes = []
+    classed = anyhow.with_columns(duration_class_expr("duration_s").alias("_class"))
+    for (duration,), group in classed.group_by(["_class"], maintain_order=True):
+        history = (
+            series
+            if duration is None
+            else history_mod.evaluate_history(
+                nodes, allocations, replace(shape, duration_s=duration), at,
+                options.history, options.step, options.deadline,
+            )
+        )  # fmt: skip
+        classes.append((duration, history, group))
+    classes.sort(key=lambda c: -1.0 if c[0] is None else c[0])
+    return {"history": series, "calibration": history_mod.calibrate_classes(classes)}

@@ -1,6 +1,7 @@
 """Output files: ``-`` is stdout, devices and FIFOs are written in place, regular files whole.
 
-Every output option of the command line (``--json``, ``--html``, ``--out``)
+Every output option of the command line (``--json``, ``--html``, ``--out``) is checked
+by :func:`check_outputs` (never the store, another output or an input of the call) and
 goes through :func:`write_output`:
 
 - ``-`` (and ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``) writes to that
@@ -22,10 +23,11 @@ import re
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 
-from fleetaudit.core.errors import UsageError
+from fleetaudit.core.errors import UsageError, no_space
 
 STDOUT = "-"
 _FD_PATH = re.compile(r"/(?:dev/fd|proc/self/fd)/(\d+)")
@@ -48,6 +50,79 @@ def stream_fd(path: Path | str) -> int | None:
 def is_stdout(path: Path | str | None) -> bool:
     """Whether an output option names this process's stdout (``-`` or ``/dev/stdout``)."""
     return path is not None and stream_fd(path) == 1
+
+
+def _real(path: Path | str) -> str:
+    """The path a write would land on: symlinks and ``..`` resolved, relative to here."""
+    return os.path.realpath(os.path.abspath(os.fspath(path)))
+
+
+def store_files(store: Path) -> tuple[Path, ...]:
+    """The files of a DuckDB store that an output must never replace: the store, its
+    write-ahead log and its spill folder."""
+    return (store, store.with_name(store.name + ".wal"), store.with_name(store.name + ".tmp"))
+
+
+def check_outputs(
+    outputs: Mapping[str, Path | str | None],
+    *,
+    store: Path | None = None,
+    inputs: Iterable[Path] = (),
+) -> bool:
+    """Refuse outputs that would destroy what the call reads or writes: one that resolves
+    (through ``./``, an absolute path, a symlink) to the store, its write-ahead log or its
+    spill folder, to another output of the call, or to an input of the call (or into a
+    folder the call reads); and more than one output on stdout. Returns whether one output
+    is stdout. Every command checks its outputs here before it starts, and
+    :func:`write_output` checks a path whose ``{date}``/``{time}`` expanded late.
+
+    Args:
+        outputs: option name (``--json``) -> the path given (None: not given).
+        store: the store (``--db``) the call opens.
+        inputs: the files and folders the call reads.
+
+    Raises:
+        UsageError: naming the option, the path and what it would overwrite.
+
+    >>> check_outputs({"--html": Path("r.html"), "--json": Path("-")}, store=Path("s.duckdb"))
+    True
+    >>> check_outputs({"--json": Path("./s.duckdb")}, store=Path("s.duckdb"))
+    Traceback (most recent call last):
+    ...
+    fleetaudit.core.errors.UsageError: --json s.duckdb: is the store (--db s.duckdb); writing it would destroy the store; give another path
+    """
+    given = {name: path for name, path in outputs.items() if path is not None}
+    to_stdout = [name for name, path in given.items() if is_stdout(path)]
+    if len(to_stdout) > 1:
+        raise UsageError(f"{' and '.join(to_stdout)}: only one output can go to stdout (-)")
+    protected: dict[str, str] = {}  # real path -> what it is
+    if store is not None:
+        kinds = ("", "'s write-ahead log", "'s spill folder")
+        for part, what in zip(store_files(store), kinds, strict=True):
+            protected[_real(part)] = (
+                f"is the store{what} (--db {store}); writing it would destroy the store"
+            )
+    readable = [(_real(p), p) for p in inputs]
+    seen: dict[str, str] = {}  # real path -> the option that writes it
+    for name, path in given.items():
+        if stream_fd(path) is not None:
+            continue  # an open stream of the process, never a file of that name
+        real = _real(path)
+        if real in protected:
+            raise UsageError(f"{name} {path}: {protected[real]}; give another path")
+        if real in seen:
+            raise UsageError(
+                f"{seen[real]} and {name}: both name {path}; one would overwrite the other; "
+                "give each its own path"
+            )
+        for read, shown in readable:
+            if real == read or real.startswith(read.rstrip(os.sep) + os.sep):
+                what = "is an input" if real == read else "lies in a folder"
+                raise UsageError(
+                    f"{name} {path}: {what} this call reads ({shown}); give another path"
+                )
+        seen[real] = name
+    return bool(to_stdout)
 
 
 def current_umask() -> int:
@@ -73,7 +148,7 @@ def _write_fd(fd: int, data: bytes, path: Path | str) -> None:
     except BrokenPipeError:
         raise  # the reader left (`| head`): the command line ends quietly
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        raise no_space(exc) or UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
 
 
 def write_output(path: Path | str, data: bytes | str) -> None:
@@ -130,14 +205,27 @@ def atomic_path(path: Path) -> Iterator[Path]:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write here: {exc.strerror or exc}") from exc
+        raise no_space(exc) or UsageError(f"{path}: cannot write here: {exc.strerror or exc}") from exc
     tmp_path = Path(tmp)
     try:
         yield tmp_path
         os.chmod(tmp_path, mode)
         os.replace(tmp_path, path)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        raise no_space(exc) or UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+
+
+def expand_path(template: Path, when: datetime) -> Path:
+    """``{date}`` and ``{time}`` in an output path become ``when``'s date and time (UTC);
+    a stream (``-``, ``/dev/stdout``) stays as it is.
+
+    >>> expand_path(Path("reports/{date}-{time}.html"), datetime(2026, 5, 1, 6, 30))
+    PosixPath('reports/2026-05-01-063000.html')
+    """
+    if stream_fd(template) is not None:
+        return template
+    text = str(template).replace("{date}", when.strftime("%Y-%m-%d"))
+    return Path(text.replace("{time}", when.strftime("%H%M%S")))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 from fleetaudit.core.errors import UsageError
@@ -29,6 +30,20 @@ REPORT_SINCE = timedelta(days=7)
 
 REPORT_STEP = timedelta(minutes=15)
 """``fleetaudit report --step``: the sampling step of its schedulable figures."""
+
+DEMAND_DEFAULT_SHAPES = 20
+"""``fleetaudit report`` evaluates the demand's heaviest shapes, this many by default..."""
+
+DEMAND_PER_MODEL_SHAPES = 3
+"""...and, by default, every GPU model's heaviest shapes, this many, on top of them."""
+
+REPORT_QUARANTINE = 3
+"""``fleetaudit report --quarantine``: failures in the window that make a node a
+quarantine candidate."""
+
+REPORT_INTERRUPTED_WITHIN = timedelta(minutes=5)
+"""``fleetaudit report --interrupted-within``: an allocation that ended this close to its
+node's failure was interrupted by it."""
 
 
 def duration_text(value: float | timedelta) -> str:
@@ -68,18 +83,41 @@ INGEST_FORMAT_SPECS: dict[str, IngestFormat] = {
     f.name: f
     for f in (
         IngestFormat("native"),
-        IngestFormat(
-            "alibaba-gpu-v2023", ("--trace-start",), files="its files name their tables"
-        ),
+        IngestFormat("alibaba-gpu-v2023", ("--trace-start",), files="its files name their tables"),
         IngestFormat(
             "alibaba-gpu-v2026", ("--trace-start", "--days"), files="its files name their tables"
         ),
         IngestFormat(
             "kubernetes",
-            ("--snapshot-time", "--tenant-label", "--priority-map"),
+            (
+                "--snapshot-time",
+                "--tenant-label",
+                "--priority-map",
+                "--kubectl",
+                "--context",
+                "--kubeconfig",
+                "--namespace",
+                "--keep",
+            ),
             files="its files are recognised by content",
+            collector="--kubectl",
         ),
-        IngestFormat("prometheus", files="its files are recognised by content"),
+        IngestFormat(
+            "prometheus",
+            (
+                "--url",
+                "--since",
+                "--until",
+                "--step",
+                "--bearer-token-file",
+                "--user",
+                "--ca-file",
+                "--insecure-skip-verify",
+                "--header",
+            ),
+            files="its files are recognised by content",
+            collector="--url",
+        ),
         IngestFormat(
             "slurm",
             ("--priority-map", "--timezone", "--since"),
@@ -90,11 +128,89 @@ INGEST_FORMAT_SPECS: dict[str, IngestFormat] = {
 }
 """Every ``ingest --format``, the default first: one entry each."""
 
+KUBECTL_CHUNK_SIZE = 500
+"""Objects per page that ``ingest --kubectl`` asks of the API server (kubectl's own default):
+a large cluster is listed page by page."""
+KUBECTL_REQUEST_TIMEOUT = "60s"
+"""How long kubectl waits for one request of the API server (its --request-timeout)."""
+KUBECTL_TIMEOUT_S = 1800.0
+"""How long one kubectl run of ``ingest --kubectl`` may take in all before it is stopped."""
+
+
+@dataclass(frozen=True)
+class KubectlOptions:
+    """What ``ingest --format kubernetes --kubectl`` runs: the collector's settings."""
+
+    started: datetime  # naive UTC: the call's start, the snapshot's time
+    context: str | None = None
+    kubeconfig: str | None = None
+    namespaces: tuple[str, ...] = ()  # none: every namespace (-A)
+    keep: str | None = None  # a folder for the raw snapshot, dated
+    kubectl: str = "kubectl"
+    chunk_size: int = KUBECTL_CHUNK_SIZE
+    request_timeout: str = KUBECTL_REQUEST_TIMEOUT
+    timeout_s: float = KUBECTL_TIMEOUT_S
+
+
 INGEST_FORMATS = tuple(INGEST_FORMAT_SPECS)
 """``ingest --format`` values (fleetaudit.inputs.ingest.FORMATS)."""
 
 SLURM_COLLECT_SINCE = timedelta(days=1)
 """``ingest --from-slurm --since``: how far back the fetched history reaches, by default."""
+
+PULL_STEP = timedelta(seconds=60)
+"""``ingest --format prometheus --url --step``: the resolution of the pulled series."""
+
+PULL_POINTS_PER_SERIES = 10_000
+"""Steps per ``query_range`` call at most: Prometheus refuses more than 11,000 points per
+series."""
+
+PULL_POINTS_PER_QUERY = 500_000
+"""Points (series x steps) per ``query_range`` call at most: far within Prometheus'
+``--query.max-samples`` (50 million by default), and where a server answers fastest per
+point (a day of 2,000 GPUs took 13-17 s as one call of 2.9 M points, 4 s as six of
+480,000: benchmarks/README.md); a fleet with more series per metric is split by host. A
+server that still refuses (a lower setting) gets halves."""
+
+
+@dataclass(frozen=True)
+class PrometheusPull:
+    """What ``ingest --format prometheus --url`` pulls, and how it talks to the server.
+
+    Attributes:
+        url: the Prometheus (Thanos, Mimir, VictoriaMetrics) base URL; its
+            ``/api/v1/query_range`` is asked.
+        since: the length of the window pulled, ending at ``until``.
+        until: the window's end (naive UTC; None: now). Both ends are rounded down to
+            a multiple of ``step`` since the epoch, so that runs over overlapping
+            windows ask for the same instants.
+        step: the resolution (each step averages the raw samples of the step before it).
+        bearer_token_file: a file whose content is sent as ``Authorization: Bearer``.
+        user: basic auth, ``NAME:PASSWORD`` or ``NAME`` (the password then comes from
+            ~/.netrc); None: ~/.netrc's entry for the host, if any.
+        ca_file: PEM certificates to verify the server with (default: the system's).
+        insecure_skip_verify: do not verify the server's certificate.
+        headers: extra request headers (a tenant: ``X-Scope-OrgID``), as (name, value).
+        timeout_s: seconds a request may wait for the server between two reads.
+        retries: attempts after the first for a request that times out or gets 429,
+            502, 503 or 504, waiting ``retry_wait_s`` x 2^attempt in between.
+        points_per_query: the most points (series x steps) one request asks for.
+    """
+
+    url: str
+    since: timedelta
+    until: datetime | None = None
+    step: timedelta = PULL_STEP
+    bearer_token_file: Path | None = None
+    user: str | None = None
+    ca_file: Path | None = None
+    insecure_skip_verify: bool = False
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = 120.0
+    retries: int = 5
+    retry_wait_s: float = 1.0
+    points_per_query: int = PULL_POINTS_PER_QUERY
+
 
 ALIBABA_TRACE_START = datetime(2023, 1, 1)
 """The instant second 0 of an alibaba-gpu-v2023 trace stands for, by default."""
@@ -136,7 +252,11 @@ VICTIM_POLICIES = ("spotgpu", "newest", "smallest", "random")
 ROLLUP_INTERVAL_S = 3600
 """``rollup --interval`` by default: one hour."""
 
-ROLLUP_SOURCES = ("native",)
+ASI_ROLLED_MANIFEST = "alibaba-gpu-v2026.rolled.json"
+"""The file that makes a folder a rolled-up ASI release (``rollup --format alibaba-gpu-v2026``),
+which ``ingest`` loads as the release (fleetaudit.inputs.ingest.asi2026.write_rolled)."""
+
+ROLLUP_SOURCES = ("native", "prometheus", "alibaba-gpu-v2026")
 """``rollup --format`` values (the keys of fleetaudit.api.rollup_api.SOURCES, held equal by a test)."""
 
 
@@ -162,6 +282,13 @@ class GenerateOptions:
             work shares the container's GPUs, CPUs and memory, so such a node is
             over capacity in the record while the container sleeps. 0 (the
             default) records none, and every node stays within capacity.
+        node_events: health intervals (``node_events``) per node and year, over the
+            ``node_events_days`` before `end`: GPU XIDs, drains, outages, cordons and
+            degraded spells, a few nodes failing far more often than the rest, some
+            outages told by two sources; the nodes unhealthy at the export get an
+            open interval from when they left service. 0 (the default) writes no
+            node_events table.
+        node_events_days: the days of health history before `end` (default a year).
     """
 
     nodes: int = 19_400
@@ -172,6 +299,8 @@ class GenerateOptions:
     telemetry_days: float = 2.0
     end: datetime = datetime(2026, 5, 1, tzinfo=timezone.utc)
     harvested_nights: float = 0.0
+    node_events: float = 0.0
+    node_events_days: float = 365.0
 
 
 @dataclass(frozen=True)
@@ -238,6 +367,17 @@ class CompactionOptions:
             raise ValueError("bandwidth_gbps must be above 0")
 
 
+HARVEST_SINCE = timedelta(days=7)
+"""``whatif harvesting --since`` by default (from the data's first record when that is later)."""
+
+WINDOW_LEAST = timedelta(hours=1)
+"""A default window fitted to data shorter than this (a single snapshot) is this long."""
+
+PLACEMENT_SINCE = timedelta(days=1)
+"""``whatif placement --since`` by time, by default (from the data's first record when that
+is later)."""
+
+
 @dataclass(frozen=True)
 class HarvestRun:
     """What ``whatif harvesting`` runs (defaults are the command line's and the SPEC's)."""
@@ -245,7 +385,7 @@ class HarvestRun:
     policies: tuple[str, ...] = VICTIM_POLICIES
     seed: int = 0
     at: datetime | None = None
-    since: timedelta = timedelta(days=7)
+    since: timedelta | None = None  # None: HARVEST_SINCE, from the data's first record on
     scenario: str | None = None
     idle_sm: float = 0.05  # these five are also the engine's HarvestOptions defaults
     idle_for: timedelta = timedelta(seconds=1800)
@@ -260,7 +400,7 @@ class HarvestRun:
         return {
             "policies": list(self.policies),
             "seed": self.seed,
-            "since_s": self.since.total_seconds(),
+            "since_s": None if self.since is None else self.since.total_seconds(),
             "idle_sm": self.idle_sm,
             "idle_for_s": self.idle_for.total_seconds(),
             "eviction_delay_mean_s": self.eviction_delay_mean.total_seconds(),

@@ -15,7 +15,8 @@ from fleetaudit.core.errors import UsageError
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _MAX_SECONDS = 100 * 365 * 86400
 _YEARS = (1900, 2200)  # the instants fleetaudit accepts (as ingest does)
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+# ASCII digits: \d would take other scripts' digits too ('١٢h'), which nothing else reads
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.ASCII)
 
 
 def parse_duration(text: str, *, option: str = "duration") -> timedelta:
@@ -46,7 +47,7 @@ def parse_instant(text: str, *, option: str = "--at") -> datetime:
     """
     raw = text.strip()
     try:
-        if re.fullmatch(r"-?\d+(\.\d+)?", raw):
+        if re.fullmatch(r"-?\d+(\.\d+)?", raw, re.ASCII):
             value = from_epoch(float(raw))
         else:
             value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))

@@ -14,6 +14,7 @@ files carry no ``day``/``hour`` columns: those come from the folder names.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,6 +22,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from fleetaudit.core.errors import InputError
 
 FORMAT = "alibaba-gpu-v2026"
 POD_TABLE = "asi_opensource_pod_hourly"
@@ -112,8 +115,13 @@ POD_COLUMNS = (
 POD_REQUIRED = ("pod_id", "server_id", "gpu_request", "cpu_request_cores", "priority_class")
 SERVER_REQUIRED = ("server_id", "gpu_count", "cpu_capacity_cores", "gpu_spec_public")
 
-_DAY = re.compile(r"^day=(\d+)$")
-_HOUR = re.compile(r"^hour=(\d+)$")
+# ASCII digits only: str.isdigit() and re's \d accept other scripts' digits, which the
+# SQL that reads the folder names (CAST(day AS INTEGER)) does not
+_DAY = re.compile(r"day=([0-9]+)", re.ASCII)
+_HOUR = re.compile(r"hour=([0-9]+)", re.ASCII)
+MAX_DAY = 36_524
+"""The last day a partition may name: 100 years after the trace's start (day=99999999 is
+no day of a trace; its hours would overflow the SQL's trace hour)."""
 
 
 def hour_index(day: int, hour: int) -> int:
@@ -126,26 +134,63 @@ def partition_dir(root: Path, table: str, day: int, hour: int) -> Path:
     return root / table / f"day={day}" / f"hour={hour:02d}"
 
 
+def _number(folder: Path, what: str) -> int:
+    """The value of a ``day=``/``hour=`` folder's name; fails naming the folder."""
+    pattern, maximum, spelled, bound = (
+        (_DAY, MAX_DAY, "day=D", f"a day of the trace (0-{MAX_DAY}: 100 years)")
+        if what == "day"
+        else (_HOUR, 23, "hour=HH", "an hour of the day (00-23)")
+    )
+    match = pattern.fullmatch(folder.name)
+    if match is None:
+        raise InputError(str(folder), f"a {what} partition whose {what} is not a number ({spelled})")
+    value = int(match.group(1))
+    if value > maximum:
+        raise InputError(str(folder), f"{folder.name} is not {bound}")
+    return value
+
+
 def list_partitions(root: Path, table: str) -> dict[tuple[int, int], list[Path]]:
     """The Parquet files of a table by (day, hour); any ``*.parquet`` in a partition counts.
 
-    Folder names are parsed as integers, so ``hour=5`` and ``hour=05`` are the same hour.
+    Folder names are read as numbers, so ``hour=5`` and ``hour=05`` name the same hour:
+    two folders of one (day, hour), or one folder reached twice (a symlinked day folder),
+    would count its rows twice, and fail naming both.
+
+    Raises:
+        InputError: a ``day=``/``hour=`` folder whose value is no number, no hour of the
+            day or beyond :data:`MAX_DAY`; a partition given twice.
     """
     found: dict[tuple[int, int], list[Path]] = {}
+    folders: dict[tuple[int, int], Path] = {}
+    seen: dict[str, Path] = {}  # real path -> the folder first reached there
     base = root / table
     if not base.is_dir():
         return found
-    for day_dir in base.iterdir():
-        d = _DAY.match(day_dir.name)
-        if d is None or not day_dir.is_dir():
+    for day_dir in sorted(base.iterdir()):
+        if not (day_dir.name.startswith("day=") and day_dir.is_dir()):
             continue
-        for hour_dir in day_dir.iterdir():
-            h = _HOUR.match(hour_dir.name)
-            if h is None or not hour_dir.is_dir():
+        day = _number(day_dir, "day")
+        for hour_dir in sorted(day_dir.iterdir()):
+            if not (hour_dir.name.startswith("hour=") and hour_dir.is_dir()):
                 continue
+            hour = _number(hour_dir, "hour")
+            real = os.path.realpath(hour_dir)
+            twice = folders.get((day, hour)) or seen.get(real)
+            if twice is not None:
+                what = (
+                    "one folder reached by two names (a link)"
+                    if real == os.path.realpath(twice)
+                    else f"two folders of one partition (day {day}, hour {hour:02d})"
+                )
+                raise InputError(
+                    f"{twice} and {hour_dir}", f"{what}: its rows would count twice; remove one"
+                )
+            folders[(day, hour)] = hour_dir
+            seen[real] = hour_dir
             files = sorted(p for p in hour_dir.glob("*.parquet") if p.is_file())
             if files:
-                found.setdefault((int(d.group(1)), int(h.group(1))), []).extend(files)
+                found[(day, hour)] = files
     return found
 
 

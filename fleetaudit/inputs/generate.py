@@ -2,7 +2,8 @@
 
 `generate_fleet(out, options)` writes the four native tables of SPEC §1
 (`nodes`, `allocations`, `requests`, `telemetry`) into the folder `out`, as
-`<table>.parquet` (default) or `<table>.csv`. The defaults give an ASI-sized
+`<table>.parquet` (default) or `<table>.csv`, and with `options.node_events` a fifth,
+`node_events` (health intervals: :func:`_node_events_table`). The defaults give an ASI-sized
 fleet (OSDI 2026: about 155k GPUs on 19,400 nodes in access-switch domains,
 81 departments) over 90 days ending at the export time `options.end`.
 
@@ -66,7 +67,8 @@ from fleetaudit.model import schema
 
 __all__ = ["GenerateOptions", "GenerateResult", "generate_fleet"]
 
-TABLES = schema.INGEST_ORDER[:4]  # nodes, allocations, requests, telemetry: no health events yet
+TABLES = schema.INGEST_ORDER[:4]  # nodes, allocations, requests, telemetry
+EVENTS = "node_events"  # written too when GenerateOptions.node_events > 0
 FORMATS = ("parquet", "csv")
 WORKLOADS = schema.WORKLOAD
 PRIORITIES = schema.PRIORITY
@@ -285,11 +287,23 @@ _TELEMETRY_SCHEMA = pa.schema(
         ("alloc_id", pa.string()),
     ]
 )
+_EVENT_SCHEMA = pa.schema(
+    [
+        ("node_id", pa.string()),
+        ("gpu_index", pa.int64()),
+        ("start_time", _TS),
+        ("end_time", _TS),
+        ("state", pa.string()),
+        ("reason", pa.string()),
+        ("source", pa.string()),
+    ]
+)
 _SCHEMAS = {
     "nodes": _NODE_SCHEMA,
     "allocations": _ALLOC_SCHEMA,
     "requests": _REQUEST_SCHEMA,
     "telemetry": _TELEMETRY_SCHEMA,
+    EVENTS: _EVENT_SCHEMA,
 }
 
 # Department sizes follow a Zipf-like law: a few large departments own most work.
@@ -340,14 +354,17 @@ def generate_fleet(
     )
     fleet = _layout(options.nodes, options.seed, ctx)
     suffix = "." + options.format
-    files = {t: out / f"{t}{suffix}" for t in TABLES}
-    temps = {t: out / f".{t}{suffix}.partial" for t in TABLES}
-    rows = dict.fromkeys(TABLES, 0)
+    tables = (*TABLES, EVENTS) if options.node_events > 0 else TABLES
+    files = {t: out / f"{t}{suffix}" for t in tables}
+    temps = {t: out / f".{t}{suffix}.partial" for t in tables}
+    rows = dict.fromkeys(tables, 0)
     writers: dict[str, _Writer] = {}
     try:
-        for t in TABLES:
+        for t in tables:
             writers[t] = _Writer(temps[t], _SCHEMAS[t], options.format)
         rows["nodes"] = writers["nodes"].write(_nodes_table(fleet))
+        if EVENTS in writers:
+            rows[EVENTS] = writers[EVENTS].write(_node_events_table(fleet, ctx, options))
         ids = _Ids()
         for b, (lo, hi) in enumerate(_blocks(fleet)):
             for table, data in _block_tables(fleet, ctx, b, lo, hi, ids):
@@ -357,12 +374,12 @@ def generate_fleet(
         rows["requests"] += writers["requests"].write(_queue_table(fleet, ctx, ids))
         for w in writers.values():
             w.close()
-        for t in TABLES:
+        for t in tables:
             os.replace(temps[t], files[t])
     finally:
         for w in writers.values():
             w.close()
-        for t in TABLES:
+        for t in tables:
             temps[t].unlink(missing_ok=True)
     if progress is not None:
         progress("done", 1.0)
@@ -395,6 +412,10 @@ def _validate(options: GenerateOptions) -> None:
         raise ValueError(f"harvested_nights must be in [0, 1], got {options.harvested_nights!r}")
     if not isinstance(options.end, datetime):
         raise ValueError(f"end must be a datetime, got {options.end!r}")
+    if not math.isfinite(options.node_events) or options.node_events < 0:
+        raise ValueError(f"node_events must be >= 0, got {options.node_events!r}")
+    if not math.isfinite(options.node_events_days) or options.node_events_days <= 0:
+        raise ValueError(f"node_events_days must be > 0, got {options.node_events_days!r}")
 
 
 def _epoch_seconds(t: datetime) -> int:
@@ -572,6 +593,97 @@ def _nodes_table(fleet: _Fleet) -> pa.Table:
             _take(HEALTH, fleet.health),
         ],
         schema=_NODE_SCHEMA,
+    )
+
+
+# Health intervals (node_events): kind, share, state, GPU-level, median hours, sources and
+# reasons. The recorded health at the export is dated by an open interval (source
+# "export"); a fifth of the outages are told by a second source as well, shifted a little.
+_EVENT_KINDS = (
+    ("xid", 0.45, "unhealthy", True, 2.0, "dcgm:xid", ("xid 79", "xid 48", "xid 94", "xid 63")),
+    ("drain", 0.25, "drain", False, 6.0, "slurm:sacctmgr", ("maintenance", "kernel upgrade")),
+    ("down", 0.15, "down", False, 1.0, "kubernetes:condition", ("node not ready",)),
+    ("cordon", 0.10, "cordoned", False, 12.0, "kubernetes:taint", ("manual cordon",)),
+    ("degraded", 0.05, "degraded", False, 24.0, "dcgm:xid", ("row remap failure",)),
+)
+_EVENT_SIGMA = 1.0  # lognormal spread of an interval's length
+_EVENT_WEIGHT_SHAPE = 0.5  # gamma shape of a node's failure rate: a few nodes flap
+_EVENT_SECOND_SOURCE = 0.2  # outages told by a second source too
+
+
+def _node_events_table(fleet: _Fleet, ctx: _Context, options: GenerateOptions) -> pa.Table:
+    """Health intervals over the ``node_events_days`` before the export (options doc).
+
+    Each node draws a failure rate (gamma around ``node_events`` a year, so a few nodes
+    fail far more often than the rest), then that many intervals at uniform times, of a
+    kind drawn by share, with a lognormal length around the kind's median. Intervals of
+    one node may overlap; an interval that would run past the export is open. The
+    nodes recorded unhealthy at the export get an open interval in their recorded state
+    from when they left service (the allocations stop there too)."""
+    rng = np.random.default_rng([options.seed, 9])
+    n = fleet.gpus.size
+    span = round(options.node_events_days * _DAY)
+    first = ctx.end_s - span
+    rate = options.node_events * options.node_events_days / 365.0
+    weight = rng.gamma(_EVENT_WEIGHT_SHAPE, 1.0 / _EVENT_WEIGHT_SHAPE, size=n)
+    count = rng.poisson(rate * weight)
+    node = np.repeat(np.arange(n), count)
+    m = node.size
+    shares = np.array([k[1] for k in _EVENT_KINDS])
+    kind = rng.choice(len(_EVENT_KINDS), size=m, p=shares / shares.sum())
+    median = np.array([k[4] for k in _EVENT_KINDS])[kind] * _HOUR
+    length = np.maximum(np.round(median * rng.lognormal(0.0, _EVENT_SIGMA, size=m)), 60)
+    start = first + rng.integers(0, span, size=m)
+    end = start + length.astype(np.int64)
+    gpu_level = np.array([k[3] for k in _EVENT_KINDS])[kind]
+    gpu_index = np.where(gpu_level, rng.integers(0, 1 << 30, size=m) % fleet.gpus[node], -1)
+    reason_pick = rng.integers(0, 1 << 30, size=m)
+    # a second source for some outages: the same node, a few minutes off at either end
+    second = np.flatnonzero((kind == 2) & (rng.random(m) < _EVENT_SECOND_SOURCE))
+    shift = rng.integers(-600, 601, size=(second.size, 2))
+    # the nodes unhealthy at the export, from when they left service
+    unhealthy = np.flatnonzero((fleet.health != 0) & (fleet.fail_s < ctx.end_s))
+    states = np.array([k[2] for k in _EVENT_KINDS], dtype=object)
+    reasons = [k[6] for k in _EVENT_KINDS]
+    sources = np.array([k[5] for k in _EVENT_KINDS], dtype=object)
+    row_node = np.concatenate([node, node[second], unhealthy])
+    row_gpu = np.concatenate([gpu_index, gpu_index[second], np.full(unhealthy.size, -1)])
+    row_start = np.concatenate([start, start[second] + shift[:, 0], fleet.fail_s[unhealthy]])
+    row_end = np.concatenate(
+        [end, end[second] + shift[:, 1], np.full(unhealthy.size, np.iinfo(np.int64).max)]
+    )
+    row_state = np.concatenate(
+        [states[kind], states[kind[second]], np.asarray(HEALTH, dtype=object)[fleet.health[unhealthy]]]
+    )
+    row_reason = np.concatenate(
+        [
+            np.array([reasons[k][r % len(reasons[k])] for k, r in zip(kind, reason_pick)], dtype=object),
+            np.array(["node lost"] * second.size, dtype=object),
+            np.array([None] * unhealthy.size, dtype=object),
+        ]
+    )
+    row_source = np.concatenate(
+        [sources[kind], np.array(["slurm:sacctmgr"] * second.size, dtype=object),
+         np.array(["export"] * unhealthy.size, dtype=object)]
+    )  # fmt: skip
+    row_end = np.maximum(row_end, row_start + 60)  # a shifted second source stays an interval
+    # an interval that runs past the export is still going there: open
+    open_end = row_end > ctx.end_s
+    order = np.lexsort((row_start, row_node))
+    ts = pa.timestamp("s", tz="UTC")
+    return pa.table(
+        [
+            fleet.node_ids.take(pa.array(row_node[order])),
+            pa.array(row_gpu[order], pa.int64(), mask=row_gpu[order] < 0),
+            pa.array(np.maximum(row_start[order], 0), pa.int64()).cast(ts).cast(_TS),
+            pa.array(np.where(open_end, 0, row_end)[order], pa.int64(), mask=open_end[order])
+            .cast(ts)
+            .cast(_TS),
+            pa.array(row_state[order].tolist(), pa.string()),
+            pa.array(row_reason[order].tolist(), pa.string()),
+            pa.array(row_source[order].tolist(), pa.string()),
+        ],
+        schema=_EVENT_SCHEMA,
     )
 
 

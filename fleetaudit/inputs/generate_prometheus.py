@@ -6,9 +6,10 @@ of docs/formats/prometheus.md: one ``query_range`` response per
 metric and day, ``<metric>.<YYYY-MM-DD>.json`` in ``out``, series without
 ``__name__`` as ``avg_over_time`` returns them. Every GPU of every node
 reports at every step, as dcgm-exporter does: a GPU without an allocation
-reports an idle value (SM activity 0, 0.4% of the framebuffer, empty pod
-labels); an allocated one carries the ``pod``, ``namespace`` and ``pod_uid``
-labels of its allocation (``pod_uid`` = alloc_id). Metrics: SM_ACTIVE and
+reports an idle value (SM activity 0, 0.4% of the framebuffer) without pod labels
+(dcgm-exporter writes them empty, and Prometheus drops empty labels); an allocated
+one carries the ``pod``, ``namespace`` and ``pod_uid`` labels of its allocation
+(``pod_uid`` = alloc_id). Metrics: SM_ACTIVE and
 FB_USED / FB_FREE of an 80 GiB GPU (81,559 MiB).
 
 Text is built by polars per sample (no Python loop per sample) and each file is
@@ -127,12 +128,18 @@ def _write_file(path: Path, frame: pl.DataFrame, value: pl.Expr) -> int:
                 "node_id",
                 pl.lit('","modelName":"'),
                 "gpu_model",
-                pl.lit('","namespace":"'),
-                pl.when(pl.col("alloc_id") == "").then(pl.lit("")).otherwise(pl.lit("fleet")),
-                pl.lit('","pod":"'),
-                "alloc_id",
-                pl.lit('","pod_uid":"'),
-                "alloc_id",
+                # the pod's labels only while a pod holds the GPU: Prometheus drops the
+                # empty labels dcgm-exporter writes on an idle one
+                pl.when(pl.col("alloc_id") == "")
+                .then(pl.lit(""))
+                .otherwise(
+                    pl.concat_str(
+                        pl.lit('","namespace":"fleet","pod":"'),
+                        "alloc_id",
+                        pl.lit('","pod_uid":"'),
+                        "alloc_id",
+                    )
+                ),
                 pl.lit('","instance":"'),
                 "node_id",
                 pl.lit(':9400","job":"dcgm"},"values":['),

@@ -21,7 +21,13 @@ can disagree on it. It owns:
   one rule in three forms, tested against each other), including the
   over-committed-node rule (:func:`share_room`; :func:`room_counts` over arrays),
   free and partially occupied nodes (:func:`node_use`), and the instances a domain's
-  slots give a gang (:func:`gang_instances`).
+  slots give a gang (:func:`gang_instances`);
+- health over time (:class:`Health`, :func:`health_of`): the intervals of every
+  source merged into the union of out-of-service time per node and per GPU
+  (:func:`health_pieces` names each moment by its most severe interval), the GPUs
+  of each node out of service as a step function (:attr:`Health.steps`, read at an
+  instant by :func:`gpus_out_at`), and how the recorded ``health`` column combines
+  with the intervals (:func:`whole_window_health`).
 
 The compiled harvesting kernel and the compaction ledger replay keep packings
 of their own on purpose: they are independent checks of this module (the
@@ -33,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import polars as pl
 
@@ -45,19 +51,29 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_DOMAIN",
+    "FAILING_STATES",
+    "FOREVER_US",
     "HEALTHY",
+    "SEVERITY",
     "SHARE_UNITS",
     "SWITCH_DOMAIN",
     "UNBOUNDED",
+    "Health",
     "NodeArrays",
     "Pod",
     "ShapeLike",
     "block_domains",
+    "closed_fills",
+    "event_states_at",
     "first_fit_decreasing",
     "free_array",
     "free_units",
     "gang_instances",
+    "gpus_out_at",
+    "health_of",
+    "health_pieces",
     "micro_units",
+    "no_health",
     "node_arrays",
     "node_index",
     "node_slots",
@@ -76,6 +92,7 @@ __all__ = [
     "units_of",
     "usable",
     "usable_expr",
+    "whole_window_health",
 ]
 
 SHARE_UNITS = 1_000_000
@@ -697,11 +714,31 @@ def over_committed(frame: pl.DataFrame) -> pl.Expr | None:
     return None
 
 
+def closed_fills(frame: pl.DataFrame) -> pl.Expr | None:
+    """Where a node state's partly filled GPUs take no more shares (:func:`share_room`'s
+    ``over``), or None when no node's are closed: the record over-commits the node
+    (:func:`over_committed`), or, with health intervals, its GPUs occupied at t and
+    those out of service add up to more than it has (a node out of service whole with
+    shares on it; a failed GPU that must be one of the occupied ones).
+
+    >>> state = pl.DataFrame({"gpus": [8, 8, 8], "gpus_used": [3, 3, 9], "gpus_out": [8, 1, 0]})
+    >>> state.select(closed_fills(state))["gpus_used"].to_list()
+    [True, False, True]
+    """
+    over = over_committed(frame)
+    if over is None or "gpus_out" not in frame.columns:
+        return over
+    return over | (pl.col("gpus_used") + pl.col("gpus_out") > pl.col("gpus"))
+
+
 def node_use(frame: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
     """Whether each node of a node state frame is free, and whether it is partially
     occupied: the one definition (``state``, compaction). Both are usable nodes with
     GPUs; a free node has none occupied (gpus_used == 0), a partially occupied one
-    0 < gpus_used < gpus. A node without GPUs is neither.
+    0 < gpus_used < gpus. A node without GPUs is neither. With health intervals
+    (gpus_out), a node out of service whole at t is neither, a node with some GPUs out
+    of service and no work is free (of its other GPUs), and one whose GPUs are all
+    occupied or out of service is not partial.
 
     >>> state = pl.DataFrame({"health": ["healthy", "healthy", None, "down", "healthy"],
     ...     "gpus": [8, 8, 8, 8, 0], "gpus_used": [0, 3, 8, 0, 0]})
@@ -711,7 +748,11 @@ def node_use(frame: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
     """
     scope = usable_expr(frame) & (pl.col("gpus") > 0)
     used = pl.col("gpus_used")
-    return scope & (used == 0), scope & (used > 0) & (used < pl.col("gpus"))
+    if "gpus_out" not in frame.columns:
+        return scope & (used == 0), scope & (used > 0) & (used < pl.col("gpus"))
+    out = pl.col("gpus_out")
+    free = scope & (used == 0) & (out < pl.col("gpus"))
+    return free, scope & (used > 0) & (used + out < pl.col("gpus"))
 
 
 def gang_instances(slots: GangSlots, pods: int) -> tuple[GangSlots, GangSlots]:
@@ -729,3 +770,378 @@ def gang_instances(slots: GangSlots, pods: int) -> tuple[GangSlots, GangSlots]:
     (2, 1)
     """
     return slots // pods, slots % pods
+
+
+# ----------------------------------------------------------------- health over time
+
+FOREVER_US = 1 << 62
+"""The end of an open health interval, in µs since the epoch: later than any instant a
+store holds (ingest rejects times from 2200 on), so an open interval covers every
+instant after its start."""
+
+SEVERITY = ("down", "unhealthy", "drain", "cordoned", "degraded")
+"""The states of a health interval, most severe first: where intervals overlap, the most
+severe one names that time (its state and reason)."""
+
+FAILING_STATES = ("down", "unhealthy")
+"""The states of a health interval that end the work on what it covers (the node goes
+down, the GPU fails); the others (drain, cordoned, degraded) only keep new work off."""
+
+_EVENT_SCHEMA: dict[str, PolarsDataType] = {
+    "node_id": pl.String,
+    "gpu_index": pl.Int64,
+    "start_us": pl.Int64,
+    "end_us": pl.Int64,
+    "state": pl.String,
+    "reason": pl.String,
+    "source": pl.String,
+}
+_SPAN_SCHEMA: dict[str, PolarsDataType] = {
+    "node_id": pl.String,
+    "gpu_index": pl.Int64,
+    "start_us": pl.Int64,
+    "end_us": pl.Int64,
+}
+_STEP_SCHEMA: dict[str, PolarsDataType] = {
+    "node_id": pl.String,
+    "start_us": pl.Int64,
+    "end_us": pl.Int64,
+    "gpus_out": pl.Int64,
+    "whole": pl.Boolean,
+}
+
+
+@dataclass(frozen=True)
+class Health:
+    """Health over time: when each node, or one GPU of it, was out of service.
+
+    A health interval (a row of ``node_events``) says that a node, or one GPU of it,
+    took no new work from its start to its end (an open interval: for ever). Intervals
+    of several sources that overlap describe one outage: a node or GPU is out of
+    service at t when any interval covers t (the union of their time), counted once.
+    :func:`health_of` builds it; an empty one changes no figure.
+
+    Attributes:
+        events: the intervals as given, on known nodes and GPUs: node_id, gpu_index
+            (null: the whole node), start_us, end_us (µs since the epoch;
+            :data:`FOREVER_US` when open), state, reason, source. Intervals of no
+            length are left out: they never cover an instant.
+        spans: their union per node (gpu_index null) and per GPU: node_id, gpu_index,
+            start_us, end_us, sorted; intervals that overlap or touch make one span.
+        steps: the GPUs of each node out of service, as a step function: node_id,
+            start_us, end_us, gpus_out (all the node's GPUs while a whole-node span
+            covers the time, else how many of its GPUs a span covers), whole (a
+            whole-node span); only times with gpus_out > 0, sorted by node and time.
+        dated: the nodes whose recorded ``health`` (not healthy) an open whole-node
+            span dates (:func:`whole_window_health`), sorted.
+    """
+
+    events: pl.DataFrame
+    spans: pl.DataFrame
+    steps: pl.DataFrame
+    dated: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """No interval: every figure is the one the recorded health alone gives."""
+        return self.events.height == 0
+
+    def steps_between(self, lo: int, hi: int) -> pl.DataFrame:
+        """The steps that meet ``[lo, hi)`` (µs), unclipped."""
+        return self.steps.filter((pl.col("start_us") < hi) & (pl.col("end_us") > lo))
+
+
+def no_health() -> Health:
+    """The health of a fleet without intervals."""
+    return Health(
+        events=pl.DataFrame(schema=_EVENT_SCHEMA),
+        spans=pl.DataFrame(schema=_SPAN_SCHEMA),
+        steps=pl.DataFrame(schema=_STEP_SCHEMA),
+    )
+
+
+def health_of(nodes: pl.DataFrame, events: pl.DataFrame | None) -> Health:
+    """The health over time of the fleet ``nodes`` from its intervals.
+
+    Args:
+        nodes: the nodes frame (node_id, gpus, health).
+        events: the ``node_events`` rows (node_id, gpu_index, start_time, end_time,
+            state, reason, source; an empty end_time is open), or None. Rows on nodes
+            absent from ``nodes``, or on a GPU index the node does not have, are
+            ignored (ingest rejects them).
+
+    >>> from datetime import datetime as dt
+    >>> nodes = pl.DataFrame({"node_id": ["n1", "n2"], "gpus": [8, 8],
+    ...     "health": ["healthy", "cordoned"]})
+    >>> events = pl.DataFrame({"node_id": ["n1", "n1", "n1", "n2"], "gpu_index": [3, 3, None, None],
+    ...     "start_time": [dt(2026, 1, 1, 1), dt(2026, 1, 1, 2), dt(2026, 1, 1, 5), dt(2026, 1, 1, 4)],
+    ...     "end_time": [dt(2026, 1, 1, 3), dt(2026, 1, 1, 4), dt(2026, 1, 1, 6), None],
+    ...     "state": ["unhealthy", "unhealthy", "drain", "cordoned"],
+    ...     "reason": ["xid 79", "xid 79", None, None], "source": ["dcgm:xid", "slurm", None, None]})
+    >>> h = health_of(nodes, events)
+    >>> h.spans.height, h.dated  # the two GPU 3 intervals overlap: one span
+    (3, ('n2',))
+    >>> [(n, (s // 3_600_000_000) % 24, g) for n, s, _, g, _ in h.steps.rows()]
+    [('n1', 1, 1), ('n1', 5, 8), ('n2', 4, 8)]
+    """
+    if events is None or events.height == 0:
+        return no_health()
+    capacity = nodes.select(
+        pl.col("node_id").cast(pl.String), pl.col("gpus").cast(pl.Int64).fill_null(0)
+    ).unique("node_id", keep="first")
+    index = optional_column(events, "gpu_index", pl.Int64, None)
+    given = events.select(
+        pl.col("node_id").cast(pl.String),
+        index.alias("gpu_index"),
+        pl.col("start_time").cast(pl.Datetime("us")).dt.epoch("us").alias("start_us"),
+        pl.col("end_time")
+        .cast(pl.Datetime("us"))
+        .dt.epoch("us")
+        .fill_null(FOREVER_US)
+        .alias("end_us"),
+        pl.col("state").cast(pl.String),
+        optional_column(events, "reason", pl.String, None).alias("reason"),
+        optional_column(events, "source", pl.String, None).alias("source"),
+    )
+    known = (
+        given.join(capacity, on="node_id", how="inner")
+        .filter(
+            (pl.col("end_us") > pl.col("start_us"))
+            & (pl.col("gpu_index").is_null() | (pl.col("gpu_index") < pl.col("gpus")))
+        )
+        .drop("gpus")
+        .sort("node_id", "gpu_index", "start_us", "end_us", "state", "source", "reason",
+              nulls_last=False)
+    )  # fmt: skip
+    if known.height == 0:
+        return no_health()
+    spans = _union(known)
+    open_whole = spans.filter(pl.col("gpu_index").is_null() & (pl.col("end_us") >= FOREVER_US))
+    recorded = optional_column(nodes, "health", pl.String, None)
+    unhealthy = nodes.select(pl.col("node_id").cast(pl.String)).filter(
+        recorded.fill_null(HEALTHY) != HEALTHY
+    )
+    dated = unhealthy.join(open_whole.select("node_id").unique(), on="node_id", how="semi")
+    return Health(
+        events=known,
+        spans=spans,
+        steps=_steps(spans, capacity),
+        dated=tuple(sorted(dated["node_id"].to_list())),
+    )
+
+
+def _union(events: pl.DataFrame) -> pl.DataFrame:
+    """The union of the intervals per node (gpu_index null) and per GPU: :attr:`Health.spans`.
+
+    ``events`` is sorted by node, GPU (the node's own first) and start: a span runs on
+    while the next interval of its node or GPU starts at or before its end so far."""
+    nodes = events["node_id"].to_list()
+    gpus = events["gpu_index"].to_list()
+    starts = events["start_us"].to_list()
+    ends = events["end_us"].to_list()
+    out: dict[str, list[Any]] = {name: [] for name in _SPAN_SCHEMA}
+    key: tuple[Any, Any] | None = None
+    first = last = 0
+    for node, gpu, start, end in zip(nodes, gpus, starts, ends, strict=True):
+        if key == (node, gpu) and start <= last:
+            last = max(last, end)
+            continue
+        if key is not None:
+            for name, value in zip(out, (*key, first, last), strict=True):
+                out[name].append(value)
+        key, first, last = (node, gpu), start, end
+    if key is not None:
+        for name, value in zip(out, (*key, first, last), strict=True):
+            out[name].append(value)
+    return pl.DataFrame(out, schema=_SPAN_SCHEMA)
+
+
+def _steps(spans: pl.DataFrame, capacity: pl.DataFrame) -> pl.DataFrame:
+    """The GPUs of each node out of service over time: :attr:`Health.steps`."""
+    whole = pl.col("gpu_index").is_null().cast(pl.Int64)
+    changes = pl.concat(
+        [
+            spans.select("node_id", pl.col("start_us").alias("time"), whole.alias("w"),
+                         (1 - whole).alias("g")),
+            spans.filter(pl.col("end_us") < FOREVER_US).select(
+                "node_id", pl.col("end_us").alias("time"), (-whole).alias("w"),
+                (whole - 1).alias("g"),
+            ),
+        ]
+    )  # fmt: skip
+    same_node_next = pl.col("node_id") == pl.col("node_id").shift(-1)
+    segments = (
+        changes.lazy()
+        .group_by("node_id", "time")
+        .agg(pl.col("w", "g").sum())
+        .sort("node_id", "time")
+        .with_columns(
+            pl.col("w", "g").cum_sum().over("node_id"),
+            pl.when(same_node_next)
+            .then(pl.col("time").shift(-1))
+            .otherwise(FOREVER_US)
+            .alias("end_us"),
+        )
+        .join(capacity.lazy(), on="node_id")
+        .select(
+            "node_id",
+            pl.col("time").alias("start_us"),
+            "end_us",
+            pl.when(pl.col("w") > 0)
+            .then(pl.col("gpus"))
+            .otherwise(pl.min_horizontal("g", "gpus"))
+            .alias("gpus_out"),
+            (pl.col("w") > 0).alias("whole"),
+        )
+        .filter((pl.col("gpus_out") > 0) & (pl.col("end_us") > pl.col("start_us")))
+        .sort("node_id", "start_us")
+        .collect()
+    )
+    # consecutive segments of one node with the same GPUs out make one step
+    new = (
+        (pl.col("node_id") != pl.col("node_id").shift(1))
+        | (pl.col("start_us") != pl.col("end_us").shift(1))
+        | (pl.col("gpus_out") != pl.col("gpus_out").shift(1))
+        | (pl.col("whole") != pl.col("whole").shift(1))
+    ).fill_null(True)
+    return (
+        segments.with_columns(new.cum_sum().alias("_run"))
+        .group_by("_run", maintain_order=True)
+        .agg(
+            pl.col("node_id").first(),
+            pl.col("start_us").first(),
+            pl.col("end_us").last(),
+            pl.col("gpus_out").first(),
+            pl.col("whole").first(),
+        )
+        .drop("_run")
+        .cast(_STEP_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+def whole_window_health(nodes: pl.DataFrame, health: Health) -> pl.DataFrame:
+    """``nodes`` with the ``health`` every engine applies to the whole time.
+
+    The recorded ``health`` is a node's state at the export. Where no interval dates
+    it, it holds over all the time (the export does not say when it began), as it
+    did before health intervals existed: a node recorded out of service counts out of
+    service throughout, and no work on it counts as allocated. Where an open
+    whole-node interval dates it (:attr:`Health.dated`), the intervals are the
+    node's history and its recorded health reads ``healthy`` here; an interval that
+    ends never dates it.
+
+    >>> nodes = pl.DataFrame({"node_id": ["n1", "n2"], "gpus": [8, 8],
+    ...     "health": ["down", "cordoned"]})
+    >>> h = Health(no_health().events, no_health().spans, no_health().steps, ("n2",))
+    >>> whole_window_health(nodes, h)["health"].to_list()
+    ['down', 'healthy']
+    """
+    if not health.dated or "health" not in nodes.columns:
+        return nodes
+    dated = pl.col("node_id").cast(pl.String).is_in(list(health.dated))
+    return nodes.with_columns(
+        pl.when(dated).then(pl.lit(HEALTHY)).otherwise(pl.col("health")).alias("health")
+    )
+
+
+def gpus_out_at(health: Health, at_us: int) -> pl.DataFrame:
+    """node_id, gpus_out, whole: the nodes with GPUs out of service at ``at_us``."""
+    return health.steps.filter(
+        (pl.col("start_us") <= at_us) & (pl.col("end_us") > at_us)
+    ).select("node_id", "gpus_out", "whole")
+
+
+def _severity(state: pl.Expr) -> pl.Expr:
+    return state.replace_strict(
+        {s: i for i, s in enumerate(SEVERITY)}, default=len(SEVERITY), return_dtype=pl.Int64
+    )
+
+
+def event_states_at(health: Health, at_us: int) -> pl.DataFrame:
+    """node_id, state: the most severe state of the whole-node intervals covering
+    ``at_us``, per node they cover."""
+    covering = health.events.filter(
+        pl.col("gpu_index").is_null()
+        & (pl.col("start_us") <= at_us)
+        & (pl.col("end_us") > at_us)
+    )
+    return (
+        covering.with_columns(_severity(pl.col("state")).alias("_rank"))
+        .sort("node_id", "_rank", "state")
+        .group_by("node_id", maintain_order=True)
+        .agg(pl.col("state").first())
+    )
+
+
+def health_pieces(health: Health, lo: int | None = None, hi: int | None = None) -> pl.DataFrame:
+    """Every moment of out-of-service time once, named by the interval that leads it.
+
+    The union of a node's (or GPU's) intervals split where the leading interval
+    changes: the most severe state (:data:`SEVERITY`) among those covering the
+    moment, then the one that began first, then by source and reason. Each piece
+    carries that interval's state, reason and source, so GPU-hours split by state
+    and reason add up to the out-of-service time, each moment counted once.
+
+    Args:
+        health: the health.
+        lo, hi: clip the pieces to ``[lo, hi)`` µs (None: unclipped).
+
+    Returns:
+        node_id, gpu_index (null: the whole node), start_us, end_us, state, reason,
+        source; sorted by node, GPU and start.
+
+    >>> from datetime import datetime as dt
+    >>> nodes = pl.DataFrame({"node_id": ["n1"], "gpus": [8]})
+    >>> events = pl.DataFrame({"node_id": ["n1", "n1"], "gpu_index": [None, None],
+    ...     "start_time": [dt(2026, 1, 1, 1), dt(2026, 1, 1, 2)],
+    ...     "end_time": [dt(2026, 1, 1, 4), dt(2026, 1, 1, 3)],
+    ...     "state": ["drain", "down"], "reason": ["maintenance", "node lost"],
+    ...     "source": ["slurm", "kubernetes"]})
+    >>> [(s // 3_600_000_000 % 24, e // 3_600_000_000 % 24, state, reason)
+    ...  for _, _, s, e, state, reason, _ in health_pieces(health_of(nodes, events)).rows()]
+    [(1, 2, 'drain', 'maintenance'), (2, 3, 'down', 'node lost'), (3, 4, 'drain', 'maintenance')]
+    """
+    events = health.events
+    if lo is not None and hi is not None:
+        events = events.filter((pl.col("start_us") < hi) & (pl.col("end_us") > lo))
+    rows = events.with_columns(_severity(pl.col("state")).alias("_rank")).rows()
+    out: list[tuple[Any, ...]] = []
+    i, n = 0, len(rows)
+    while i < n:
+        j = i
+        key = rows[i][:2]
+        while j < n and rows[j][:2] == key:
+            j += 1
+        out.extend(_pieces_of(rows[i:j]))
+        i = j
+    pieces = pl.DataFrame(out, schema=_EVENT_SCHEMA, orient="row")
+    if lo is not None and hi is not None:
+        pieces = pieces.with_columns(
+            pl.col("start_us").clip(lower_bound=lo), pl.col("end_us").clip(upper_bound=hi)
+        ).filter(pl.col("end_us") > pl.col("start_us"))
+    return pieces
+
+
+def _pieces_of(group: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The pieces of one node's (or GPU's) intervals, sorted by start: (node_id,
+    gpu_index, start_us, end_us, state, reason, source, rank) rows."""
+    times = sorted({t for row in group for t in (row[2], row[3])})
+    out: list[tuple[Any, ...]] = []
+    active: list[tuple[Any, ...]] = []
+    k = 0
+    last: tuple[Any, ...] | None = None
+    for a, b in zip(times, times[1:]):
+        while k < len(group) and group[k][2] <= a:
+            active.append(group[k])
+            k += 1
+        active = [row for row in active if row[3] > a]
+        if not active:
+            last = None
+            continue
+        lead = min(active, key=lambda r: (r[7], r[2], r[6] or "", r[5] or ""))
+        if last is lead and out and out[-1][3] == a:
+            out[-1] = (*out[-1][:3], b, *out[-1][4:])
+        else:
+            out.append((lead[0], lead[1], a, b, lead[4], lead[5], lead[6]))
+        last = lead
+    return out

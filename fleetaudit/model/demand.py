@@ -21,15 +21,20 @@ and the shapes ranked by their summed weight, heaviest first.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import polars as pl
 
 from fleetaudit.core.errors import UsageError
+from fleetaudit.core.options import DEMAND_DEFAULT_SHAPES, DEMAND_PER_MODEL_SHAPES
 from fleetaudit.model.shapes import Shape, duration_class_expr, make_shape
 
-__all__ = ["DEMAND_MODES", "DemandShape", "WindowDemand", "window_demand"]
+__all__ = [
+    "DEFAULT_SHAPES", "DEMAND_MODES", "PER_MODEL_SHAPES", "DemandShape", "WindowDemand",
+    "window_demand",
+]  # fmt: skip
 
 DEMAND_MODES = ("waited", "submitted", "queued")
 WEIGHTS = {
@@ -38,6 +43,8 @@ WEIGHTS = {
     "queued": "requests queued at the window's end",
 }
 """What a shape's weight counts, per mode."""
+DEFAULT_SHAPES = DEMAND_DEFAULT_SHAPES  # the budget's default (report --shapes)
+PER_MODEL_SHAPES = DEMAND_PER_MODEL_SHAPES
 _SHAPE_COLUMNS = (
     "gpu_model", "gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu", "locality", "duration_s",
 )  # fmt: skip
@@ -67,12 +74,41 @@ class WindowDemand:
     def weight(self) -> float:
         return float(sum(s.weight for s in self.shapes))
 
-    def left_out_share(self, budget: int) -> float | None:
-        """The share of the demand's weight carried by the shapes beyond ``budget``."""
+    def left_out_share(self, chosen: Sequence[DemandShape]) -> float | None:
+        """The share of the demand's weight carried by the shapes not ``chosen``."""
         total = self.weight
+        left = [s for s in self.shapes if s not in chosen]
         if total <= 0:
-            return None if not self.shapes[budget:] else 0.0
-        return float(sum(s.weight for s in self.shapes[budget:])) / total
+            return None if left else 0.0
+        return float(sum(s.weight for s in left)) / total
+
+    def chosen(self, budget: int | None, models: Sequence[str]) -> tuple[DemandShape, ...]:
+        """The shapes a report evaluates, heaviest first: the ``budget`` heaviest; by
+        default (None) the :data:`DEFAULT_SHAPES` heaviest and, for every GPU model of
+        ``models``, its :data:`PER_MODEL_SHAPES` heaviest (the shapes that may run on
+        it), so that no model's demand goes unevaluated behind the others'.
+
+        >>> from fleetaudit.model.shapes import make_shape
+        >>> d = WindowDemand("queued", None, tuple(
+        ...     DemandShape(make_shape(m, g), 1, 1, w) for m, g, w in
+        ...     [("H20", 8, 9.0), ("H20", 4, 8.0), ("H20|A10", 2, 7.0), ("A10", 1, 1.0)]), 4, 0)
+        >>> [s.shape.label() for s in d.chosen(1, ["A10", "H20"])]
+        ['H20 8 GPU node']
+        >>> [s.weight for s in d.chosen(None, ["A10", "H20"])]
+        [9.0, 8.0, 7.0, 1.0]
+        """
+        if budget is not None:
+            if budget < 0:
+                raise UsageError("--shapes: give 0 or more shapes")
+            return self.shapes[:budget]
+        keep = set(range(min(DEFAULT_SHAPES, len(self.shapes))))
+        for model in models:
+            on_model = [
+                i for i, s in enumerate(self.shapes)
+                if s.shape.models is None or model in s.shape.models
+            ]  # fmt: skip
+            keep.update(on_model[:PER_MODEL_SHAPES])
+        return tuple(self.shapes[i] for i in sorted(keep))
 
 
 def _seconds(expr: pl.Expr) -> pl.Expr:

@@ -7,8 +7,10 @@ Physical (exact, not sampled): per node, the integral over ``[start, end)`` of
 its occupied GPUs (SPEC §2, FFD of shares on every constant segment, capped at
 the node's GPUs), and of its high-priority allocations' occupancy alone; only
 healthy nodes count as allocated. Installed GPU-hours are GPUs x window hours;
-healthy GPU-hours the same over healthy nodes (health is the node's current
-value: the nodes table holds no health history).
+healthy GPU-hours the same over healthy nodes, less the integral of the GPUs that
+health intervals put out of service and no work holds (a node's recorded health,
+where no interval dates it, holds over the whole window:
+:func:`fleetaudit.model.capacity.whole_window_health`).
 
 Schedulable (sampled): the instants are those of ``shapes --history`` (``end -
 j x step`` while not before ``start``, ascending, both ends when the span is a
@@ -38,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -47,6 +49,7 @@ from fleetaudit.core.times import epoch_us
 from fleetaudit.model.capacity import (
     BLOCK_DOMAIN,
     SHARE_UNITS,
+    Health,
     Pod,
     free_array,
     gang_instances,
@@ -61,6 +64,9 @@ from fleetaudit.model.history import (  # waits and percentiles; the sweep's spa
 )
 from fleetaudit.model.occupancy import occupancy_timeline
 from fleetaudit.model.shapes import CAUSES, Shape
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 __all__ = [
     "SPLIT",
@@ -97,17 +103,26 @@ def window_instants(end: datetime, span: timedelta, step: timedelta) -> list[dat
 
 
 def _integral(
-    timeline: pl.DataFrame, caps: pl.DataFrame, lo: int, hi: int, name: str
+    timeline: pl.DataFrame,
+    caps: pl.DataFrame,
+    lo: int,
+    hi: int,
+    name: str,
+    unhealthy: str | None = None,
 ) -> pl.DataFrame:
     """Per node: the integral over [lo, hi) µs of its occupied GPUs, capped at its GPUs
-    (a node without a GPU count is not capped).
+    (a node without a GPU count is not capped); with ``unhealthy`` (a column name), in
+    the same pass, that of its GPUs out of service that no work holds: its GPUs occupied
+    or out of service (gpus_held) capped, less its occupied GPUs capped.
 
     On the timeline's arrays (rows by node rank, then time, each node's a contiguous
     run): each segment runs to the node's next one or to ``hi``; whole GPU-microseconds,
     summed per run in int64.
     """
+    columns = [name] if unhealthy is None else [name, unhealthy]
+    schema: dict[str, PolarsDataType] = {"node_id": pl.String, **dict.fromkeys(columns, pl.Int64)}
     if timeline.height == 0:
-        return pl.DataFrame(schema={"node_id": pl.String, name: pl.Int64})
+        return pl.DataFrame(schema=schema)
     ids = timeline["node_id"]
     rank = ids.to_physical().cast(pl.Int64).to_numpy()
     start = timeline["time"].dt.epoch("us").to_numpy()
@@ -128,13 +143,12 @@ def _integral(
     used = timeline["gpus_used"].to_numpy()
     capped = np.where(np.isnan(cap), used, np.minimum(used, cap)).astype(np.int64)
     runs = np.flatnonzero(np.r_[True, ~same])
-    return pl.DataFrame(
-        {
-            "node_id": names.gather(rank[runs]),
-            name: np.add.reduceat(capped * length, runs),
-        },
-        schema={"node_id": pl.String, name: pl.Int64},
-    )
+    values = {name: np.add.reduceat(capped * length, runs)}
+    if unhealthy is not None:
+        held = timeline["gpus_held"].to_numpy()
+        out = np.where(np.isnan(cap), held, np.minimum(held, cap)).astype(np.int64) - capped
+        values[unhealthy] = np.add.reduceat(out * length, runs)
+    return pl.DataFrame({"node_id": names.gather(rank[runs]), **values}, schema=schema)
 
 
 def physical(
@@ -143,16 +157,23 @@ def physical(
     start: datetime,
     end: datetime,
     timelines: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    health: Health | None = None,
 ) -> pl.DataFrame:
     """Exact GPU-hours per GPU model over ``[start, end)``.
 
-    ``timelines`` (:func:`window_timelines`, covering the window) spares the sweeps.
+    ``timelines`` (:func:`window_timelines`, covering the window) spares the sweeps;
+    without them, they are swept here, with ``health``.
 
     Returns:
         gpu_model, installed_gpu_hours, healthy_gpu_hours,
         allocated_high_gpu_hours, allocated_gpu_hours (Float64), sorted by model.
         Allocated figures count healthy nodes only, capped at the node's GPUs
-        on every segment (an over-committed node is full, not more).
+        on every segment (an over-committed node is full, not more). A node whose
+        ``health`` is not healthy (over all the time) is unhealthy throughout; on
+        the others, health intervals (a timeline with gpus_held,
+        :func:`window_timelines` with ``health``) take out of the healthy GPU-hours
+        the integral of their GPUs out of service that no work holds, while work on
+        them counts as allocated.
 
     >>> nodes = pl.DataFrame({"node_id": ["n1"], "gpu_model": ["H20"], "gpus": [8],
     ...     "health": ["healthy"]})
@@ -168,14 +189,16 @@ def physical(
     lo, hi = epoch_us(start), epoch_us(end)
     caps = nodes.select(pl.col("node_id").cast(pl.String), pl.col("gpus").cast(pl.Int64))
 
+    held = False
     if hi == lo:
         zero = caps.select("node_id", pl.lit(0.0).alias("all_us"))
         every, high = zero, zero.rename({"all_us": "high_us"})
     else:
         if timelines is None:
-            timelines = window_timelines(nodes, allocations, start, end, end)
+            timelines = window_timelines(nodes, allocations, start, end, end, health)
         # the sweeps end at or after the window's end; _integral clips them there
-        every = _integral(timelines[0], caps, lo, hi, "all_us")
+        held = "gpus_held" in timelines[0].columns
+        every = _integral(timelines[0], caps, lo, hi, "all_us", "out_us" if held else None)
         high = _integral(timelines[1], caps, lo, hi, "high_us")
     per_node = (
         nodes.select(
@@ -186,13 +209,14 @@ def physical(
         .with_columns(pl.col("all_us", "high_us").fill_null(0))
     )
     healthy = usable_expr(per_node)
+    healthy_hours = pl.col("gpus").filter(healthy).sum() * hours
+    if held:
+        healthy_hours = healthy_hours - pl.col("out_us").fill_null(0).filter(healthy).sum() / 3.6e9
     return (
         per_node.group_by("gpu_model")
         .agg(
             (pl.col("gpus").sum() * hours).cast(pl.Float64).alias("installed_gpu_hours"),
-            (pl.col("gpus").filter(healthy).sum() * hours)
-            .cast(pl.Float64)
-            .alias("healthy_gpu_hours"),
+            healthy_hours.cast(pl.Float64).alias("healthy_gpu_hours"),
             (pl.min_horizontal("high_us", "all_us").filter(healthy).sum() / 3.6e9)
             .cast(pl.Float64)
             .alias("allocated_high_gpu_hours"),
@@ -528,12 +552,18 @@ def _sliding_max(values: np.ndarray, width: int, n: int) -> np.ndarray:
 
 
 def window_timelines(
-    nodes: pl.DataFrame, allocations: pl.DataFrame, start: datetime, end: datetime, hi: datetime
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    start: datetime,
+    end: datetime,
+    hi: datetime,
+    health: Health | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """occupancy_timeline of all allocations over [start, hi) and of the high ones over
-    [start, end + 1 µs): computed once, read by :func:`physical` and :func:`schedulable`."""
+    [start, end + 1 µs): computed once, read by :func:`physical` and :func:`schedulable`.
+    With ``health``, the first holds the GPUs out of service too (gpus_held)."""
     return (
-        occupancy_timeline(nodes, allocations, start, max(hi, end + _ONE_US)),
+        occupancy_timeline(nodes, allocations, start, max(hi, end + _ONE_US), health=health),
         occupancy_timeline(
             nodes, allocations.filter(pl.col("priority") == "high"), start, end + _ONE_US
         ),
@@ -549,6 +579,7 @@ def schedulable(
     share_outlook: dict[int, tuple[float, float | None, float | None]] | None = None,
     timelines: tuple[pl.DataFrame, pl.DataFrame] | None = None,
     keep: Sequence[int] = (),
+    health: Health | None = None,
 ) -> Schedulable:
     """The per-instant ledger of every model and the queued shapes' outlook.
 
@@ -576,7 +607,7 @@ def schedulable(
     longest = max((shapes[i][0].duration_s or 0.0 for i in whole), default=0.0)
     hi = instants[-1] + max(timedelta(seconds=longest), _ONE_US)
     if timelines is None:
-        timelines = window_timelines(nodes, allocations, instants[0], instants[-1], hi)
+        timelines = window_timelines(nodes, allocations, instants[0], instants[-1], hi, health)
     everything, high = timelines
     first: datetime = everything["time"].min() or instants[0]  # type: ignore[assignment]
     t0 = epoch_us(min(instants[0], first))
@@ -607,6 +638,13 @@ def schedulable(
         return everything.select(micro_units(column)).to_series().to_numpy()[order]
 
     used_gpus = everything["gpus_used"].to_numpy()[order].astype(np.int32)
+    # GPUs out of service (health intervals) take no work: free capacity reads the GPUs
+    # occupied or out of service, the allocated figures the occupied ones
+    held_gpus = (
+        everything["gpus_held"].to_numpy()[order].astype(np.int32)
+        if "gpus_held" in everything.columns
+        else None
+    )
     high_keys, high_order = keys_of(high)
     high_used = high["gpus_used"].to_numpy()[high_order].astype(np.int32)
     del high_order
@@ -616,7 +654,7 @@ def schedulable(
     by_duration: dict[float | None, list[int]] = {}
     for i in whole:
         by_duration.setdefault(shapes[i][0].duration_s, []).append(i)
-    occupied = {"gpus": used_gpus}
+    occupied = {"gpus": used_gpus if held_gpus is None else held_gpus}
 
     def needed(members: list[int]) -> list[str]:
         columns = ["gpus"]
@@ -701,21 +739,26 @@ def schedulable(
             now = at(keys, 0, grid_c)
         used_now = np.minimum(used_gpus[now], gpus)
         high_now = np.minimum(high_used[at(high_keys, 0, grid_c)], used_now)
-        free_now = np.where(healthy, gpus - used_now, 0)
+        held_now = used_now if held_gpus is None else np.minimum(held_gpus[now], gpus)
+        free_now = np.where(healthy, gpus - held_now, 0)
         keeping = {i: i - first_instant for i in keep if first_instant <= i < first_instant + width}
         for i, j in keeping.items():
             windows[i] = {}
             nows[i] = free_now[:, j].copy()
         # installed and unhealthy GPUs do not change over the instants: one column each
         base["installed"][rows_c] = _per_model(gpus, layout)
-        base["unhealthy"][rows_c] = _per_model(np.where(healthy, 0, gpus), layout)
+        base["unhealthy"][rows_c] = _per_model(
+            np.where(healthy, 0, gpus) if held_gpus is None
+            else np.where(healthy, held_now - used_now, gpus),
+            layout,
+        )  # fmt: skip
         for name, values in (
             ("allocated_high", np.where(healthy, high_now, 0)),
             ("allocated_low", np.where(healthy, used_now - high_now, 0)),
             ("idle", free_now),
         ):
             base[name][rows_c] = _per_model(values, layout)
-        del high_now, used_now
+        del high_now, used_now, held_now
         for duration in durations:  # ascending durations: each doubling is done once
             members = by_duration[duration]
             columns = needed(members)
@@ -840,9 +883,10 @@ class Productive:
         interval_s: the seconds each telemetry sample stands for.
         allocations: one row per allocation overlapping the window: alloc_id,
             node_id, gpu_model, workload, tenant, priority, alloc_gpu_s (gpus x
-            overlap), telemetry_gpu_s, sm_active_gpu_s, cpu_neighbour (training
-            only: a cpu_only allocation shared its node at some time of its run
-            in the window; null for other workloads).
+            overlap), telemetry_gpu_s, sm_active_gpu_s, upper_gpu_s (the telemetry
+            GPU-seconds read from a series of UPPER_BOUND_METRICS), cpu_neighbour
+            (training only: a cpu_only allocation shared its node at some time of
+            its run in the window; null for other workloads).
         samples: telemetry samples in the window.
         unattributed_gpu_s: GPU-seconds of samples with no allocation to go to
             (an alloc_id that is not in the window's allocations, or no GPU
@@ -872,11 +916,17 @@ def productive(
     that samples only allocated GPUs, as ASI's does, makes that exact).
 
     Args:
-        by_alloc: alloc_id, samples, sm_active_sum (samples with an alloc_id).
-        by_node: node_id, ts, samples, sm_active_sum (samples without one).
+        by_alloc: alloc_id, samples, sm_active_sum and optionally upper_samples (samples
+            with an alloc_id; upper_samples: those read from UPPER_BOUND_METRICS).
+        by_node: node_id, ts, samples, sm_active_sum, optionally upper_samples
+            (samples without one).
         interval_s: seconds per sample (None: no telemetry).
     """
     dt = interval_s or 0.0
+    by_alloc, by_node = (
+        f if "upper_samples" in f.columns else f.with_columns(pl.lit(0).alias("upper_samples"))
+        for f in (by_alloc, by_node)
+    )
     window = _overlap(allocations, start, end).join(
         nodes.select(pl.col("node_id").cast(pl.String), "gpu_model"), on="node_id", how="left"
     )
@@ -908,6 +958,7 @@ def productive(
     node_share = shared.group_by("alloc_id").agg(
         (pl.col("samples") * pl.col("weight")).sum().alias("node_samples"),
         (pl.col("sm_active_sum") * pl.col("weight")).sum().alias("node_sm"),
+        (pl.col("upper_samples") * pl.col("weight")).sum().alias("node_upper"),
     )
     per_alloc = (
         window.join(attributed, on="alloc_id", how="left")
@@ -919,6 +970,9 @@ def productive(
             ((pl.col("sm_active_sum").fill_null(0) + pl.col("node_sm").fill_null(0)) * dt).alias(
                 "sm_active_gpu_s"
             ),
+            (
+                (pl.col("upper_samples").fill_null(0) + pl.col("node_upper").fill_null(0)) * dt
+            ).alias("upper_gpu_s"),
         )
     )
     per_alloc = per_alloc.join(_neighbours(per_alloc, start, end), on="alloc_id", how="left")
@@ -935,6 +989,7 @@ def productive(
             "alloc_gpu_s",
             "telemetry_gpu_s",
             "sm_active_gpu_s",
+            "upper_gpu_s",
             "cpu_neighbour",
         ).sort("alloc_id"),
         samples=samples,
@@ -972,15 +1027,39 @@ def _neighbours(window: pl.DataFrame, start: datetime, end: datetime) -> pl.Data
     )
 
 
-def _figures(allocated_s: float, telemetry_s: float, active_s: float) -> dict[str, Any]:
+def _figures(
+    allocated_s: float, telemetry_s: float, active_s: float, upper_s: float = 0.0
+) -> dict[str, Any]:
     allocated, telemetry, active = allocated_s / 3600, telemetry_s / 3600, active_s / 3600
     return {
         "allocated_gpu_hours": allocated,
         "telemetry_gpu_hours": telemetry,
         "sm_active_gpu_hours": active,
         "productive_rate": active / telemetry if telemetry > 0 else None,
-        "coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+        "coverage": coverage(telemetry, allocated),
+        "upper_bound": upper_s > 0,
+        "upper_bound_share": upper_s / telemetry_s if telemetry_s > 0 else None,
     }
+
+
+def coverage(telemetry_gpu_hours: float, allocated_gpu_hours: float) -> float | None:
+    """Telemetry GPU-hours over allocated GPU-hours, not capped: above 1, the telemetry
+    holds GPU-hours that no allocation had (see :data:`OVER_COVERAGE`).
+
+    >>> coverage(2.93, 1.13) > 1, coverage(1.0, 0.0)
+    (True, None)
+    """
+    return telemetry_gpu_hours / allocated_gpu_hours if allocated_gpu_hours > 0 else None
+
+
+OVER_COVERAGE = 1.05
+"""Coverage above this says the telemetry holds GPU-hours no allocation had (a GPU
+loaded twice, an idle GPU's samples shared among its node's allocations): the report
+notes it. Up to it, the samples at an allocation's two ends (each counts a whole
+interval) explain the excess."""
+
+
+_SUMMED = ("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s", "upper_gpu_s")
 
 
 def productive_by(rows: pl.DataFrame, key: str | None) -> dict[Any, dict[str, Any]]:
@@ -988,8 +1067,11 @@ def productive_by(rows: pl.DataFrame, key: str | None) -> dict[Any, dict[str, An
 
     productive_rate = SM-active GPU-hours / telemetry GPU-hours: the SM-active
     share of the allocated GPU-hours that had telemetry; coverage = telemetry
-    GPU-hours / allocated GPU-hours says how much of the allocated time that is.
-    Rows are :attr:`Productive.allocations`; null keys are left out.
+    GPU-hours / allocated GPU-hours says how much of the allocated time that is (not
+    capped: above 1 the telemetry holds more than the allocations had).
+    upper_bound: some of that telemetry read SM activity from a series of
+    UPPER_BOUND_METRICS (upper_bound_share of its GPU-hours), so the rate is an upper
+    bound. Rows are :attr:`Productive.allocations`; null keys are left out.
     """
     frame = rows if key is not None else rows.with_columns(pl.lit(None).alias("_all"))
     group = key if key is not None else "_all"
@@ -997,19 +1079,17 @@ def productive_by(rows: pl.DataFrame, key: str | None) -> dict[Any, dict[str, An
         frame = frame.filter(pl.col(key).is_not_null())
     sums = (
         frame.group_by(group, "workload")
-        .agg(pl.col("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s").sum())
+        .agg(pl.col(_SUMMED).sum())
         .sort(group, "workload", nulls_last=True)
     )
     out: dict[Any, dict[str, Any]] = {}
     for value, part in sums.group_by(group, maintain_order=True):
         detail = {
-            w: _figures(a, t, s)
-            for w, a, t, s in part.select(
-                "workload", "alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s"
-            ).iter_rows()
+            w: _figures(a, t, s, u)
+            for w, a, t, s, u in part.select("workload", *_SUMMED).iter_rows()
             if w is not None
         }
-        totals = part.select(pl.col("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s").sum())
+        totals = part.select(pl.col(_SUMMED).sum())
         out[value[0]] = {
             "metric": PRODUCTIVE_METRIC,
             **_figures(*(float(v or 0) for v in totals.row(0))),

@@ -53,7 +53,7 @@ unique in ``nodes`` (the store's key).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,7 @@ from fleetaudit.core.errors import UsageError
 from fleetaudit.core.times import epoch_us, from_epoch_us
 from fleetaudit.model.capacity import (
     SHARE_UNITS,
+    Health,
     Pod,
     free_array,
     micro_units,
@@ -157,6 +158,10 @@ class Calibration:
     actual_wait_p90_s: float | None
     predicted_wait_p50_s: float | None
     predicted_wait_p90_s: float | None
+    # requests of the shape the sample leaves out, by reason (see LEFT_OUT)
+    left_out: dict[str, int] = field(default_factory=dict)
+    # the duration classes whose requests the sample holds, each predicted under its own
+    durations: tuple[float | None, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -165,7 +170,21 @@ class Calibration:
             "actual_wait_p90_s": self.actual_wait_p90_s,
             "predicted_wait_p50_s": self.predicted_wait_p50_s,
             "predicted_wait_p90_s": self.predicted_wait_p90_s,
+            "left_out": dict(self.left_out),
+            "durations_s": list(self.durations),
         }
+
+    def left_out_text(self) -> str:
+        """The requests left out, with why, in one phrase ('' when none are)."""
+        return ", ".join(f"{n:,} {LEFT_OUT[why]}" for why, n in self.left_out.items() if n)
+
+
+LEFT_OUT = {
+    "not_started": "still queued at the end (no real wait yet)",
+    "other_duration": "of other duration classes (their own shapes)",
+    "outside_window": "submitted outside the history's instants",
+}
+"""Why a request of the shape submitted in the history's window is not in the sample."""
 
 
 # ------------------------------------------------------------------ public: entry
@@ -179,6 +198,7 @@ def evaluate_history(
     span: timedelta,
     step: timedelta,
     deadline: timedelta | None = None,
+    health: Health | None = None,
 ) -> History:
     """The shape's instances at every step of the window ending at ``end``, and its waits.
 
@@ -191,6 +211,8 @@ def evaluate_history(
         span: the window's length (``--history``), >= 0.
         step: the time between instants (``--step``), > 0.
         deadline: ``--deadline``, or None.
+        health: the fleet's health over time: GPUs out of service at an instant take
+            no work then (:func:`fleetaudit.model.occupancy.node_state`), or None.
 
     Returns:
         The :class:`History`; equal, series included, to
@@ -217,7 +239,7 @@ def evaluate_history(
         {'p_start': 0.6, 'wait_p50_s': 0.0, 'wait_p90_s': 7200.0, 'p_within_deadline': 0.8}
     """
     grid, step_us = _instants(end, span, step, deadline)
-    instances = _swept_instances(nodes, allocations, shape, grid, step_us)
+    instances = _swept_instances(nodes, allocations, shape, grid, step_us, health)
     return history_of(grid, step_us, instances, deadline)
 
 
@@ -229,6 +251,7 @@ def evaluate_history_naive(
     span: timedelta,
     step: timedelta,
     deadline: timedelta | None = None,
+    health: Health | None = None,
 ) -> History:
     """The reference for :func:`evaluate_history`: ``node_state`` and ``shapes.evaluate`` per instant.
 
@@ -238,20 +261,23 @@ def evaluate_history_naive(
     grid, step_us = _instants(end, span, step, deadline)
     duration = _duration(shape)
     counts = [
-        evaluate(node_state(nodes, allocations, from_epoch_us(t), duration), shape).instances
+        evaluate(node_state(nodes, allocations, from_epoch_us(t), duration, health), shape).instances
         for t in grid.tolist()
     ]
     return history_of(grid, step_us, np.asarray(counts, dtype=np.int64), deadline)
 
 
-def calibrate(history: History, requests: pl.DataFrame) -> Calibration:
+def calibrate(
+    history: History, requests: pl.DataFrame, left_out: dict[str, int] | None = None
+) -> Calibration:
     """Compare the history's predicted waits with the real waits of requests that started.
 
     Args:
         history: the shape's :class:`History`.
         requests: requests of that shape only (the caller filters), with
             submit_time and start_time (Datetime; naive = UTC; a null
-            start_time is still queued and is left out).
+            start_time is still queued and is left out, and counted).
+        left_out: requests the caller left out already, by reason (:data:`LEFT_OUT`).
 
     Returns:
         The :class:`Calibration`. A start_time before its submit_time counts
@@ -267,27 +293,61 @@ def calibrate(history: History, requests: pl.DataFrame) -> Calibration:
         ...     "start_time": [t0 + timedelta(hours=2), t0 + timedelta(hours=1)]})
         >>> calibrate(history, requests).as_json()  # doctest: +NORMALIZE_WHITESPACE
         {'started': 2, 'actual_wait_p50_s': 1800.0, 'actual_wait_p90_s': 7200.0,
-         'predicted_wait_p50_s': 0.0, 'predicted_wait_p90_s': 3600.0}
+         'predicted_wait_p50_s': 0.0, 'predicted_wait_p90_s': 3600.0,
+         'left_out': {'not_started': 0, 'outside_window': 0}, 'durations_s': []}
     """
+    return replace(calibrate_classes([(None, history, requests)], left_out), durations=())
+
+
+def calibrate_classes(
+    classes: list[tuple[float | None, History, pl.DataFrame]],
+    left_out: dict[str, int] | None = None,
+) -> Calibration:
+    """:func:`calibrate` over the requests of several duration classes at once, each
+    predicted by its own class's history ``(class, history, requests)``: one sample of
+    real waits, one of predicted waits, and the left-outs of all of them."""
+    counts = {"not_started": 0, "outside_window": 0, **(left_out or {})}
+    actual: list[float] = []
+    predicted: list[float | None] = []
+    durations: list[float | None] = []
+    for duration, history, requests in classes:
+        got = _waits(history, requests)
+        counts["not_started"] += got[2]
+        counts["outside_window"] += got[3]
+        if got[0]:
+            durations.append(duration)
+        actual += got[0]
+        predicted += got[1]
+    actual_p50, actual_p90 = (nearest_rank(list(actual), q, d) for q, d in _QUANTILES)
+    predicted_p50, predicted_p90 = (nearest_rank(predicted, q, d) for q, d in _QUANTILES)
+    return Calibration(
+        len(actual), actual_p50, actual_p90, predicted_p50, predicted_p90, counts,
+        tuple(durations),
+    )  # fmt: skip
+
+
+def _waits(
+    history: History, requests: pl.DataFrame
+) -> tuple[list[float], list[float | None], int, int]:
+    """The real and predicted waits of the requests that started within the history's
+    instants; and how many were left out as not started, and as outside the instants."""
     series = history.series
     instants = series["instant"].dt.epoch("us").to_numpy()
     waits = series["wait_s"].to_numpy()  # NaN where censored
-    if len(instants) == 0:
-        return Calibration(0, None, None, None, None)
     submit = pl.col("submit_time").dt.epoch("us")
-    started = requests.select(
+    frame = requests.select(
         submit.alias("submit_us"), pl.col("start_time").dt.epoch("us").alias("start_us")
-    ).filter(
-        pl.col("start_us").is_not_null()
-        & (pl.col("submit_us") >= int(instants[0]))
-        & (pl.col("submit_us") <= int(instants[-1]))
     )
+    not_started = int(frame["start_us"].null_count())
+    frame = frame.filter(pl.col("start_us").is_not_null())
+    if len(instants) == 0:
+        return [], [], not_started, frame.height
+    inside = (pl.col("submit_us") >= int(instants[0])) & (pl.col("submit_us") <= int(instants[-1]))
+    started = frame.filter(inside)
     submit_us = started["submit_us"].to_numpy()
     actual = np.maximum(started["start_us"].to_numpy() - submit_us, 0) / _MICRO
     predicted = waits[np.searchsorted(instants, submit_us, side="left")]
-    actual_p = [nearest_rank(actual.tolist(), q, d) for q, d in _QUANTILES]
-    predicted_p = [nearest_rank(_censored_as_none(predicted), q, d) for q, d in _QUANTILES]
-    return Calibration(started.height, *actual_p, *predicted_p)
+    return actual.tolist(), _censored_as_none(predicted), not_started, frame.height - started.height
 
 
 def nearest_rank(values: list[float | None], numerator: int, denominator: int) -> float | None:
@@ -439,7 +499,12 @@ def range_max(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.nda
 
 
 def _swept_instances(
-    nodes: pl.DataFrame, allocations: pl.DataFrame, shape: Shape, grid: np.ndarray, step_us: int
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    shape: Shape,
+    grid: np.ndarray,
+    step_us: int,
+    health: Health | None = None,
 ) -> np.ndarray:
     """Instances at each instant of ``grid`` (µs), by the sweep of the module docstring."""
     n = len(grid)
@@ -451,12 +516,19 @@ def _swept_instances(
         return np.zeros(n, dtype=np.int64)
     hi = t_last + max(window_us, 1)
     timeline = occupancy_timeline(
-        eligible, allocations, from_epoch_us(t0), from_epoch_us(hi), share_fills=shape.is_share
+        eligible,
+        allocations,
+        from_epoch_us(t0),
+        from_epoch_us(hi),
+        share_fills=shape.is_share,
+        health=health,
     )
     node = timeline["node_id"].to_physical().cast(pl.Int64).to_numpy()
     start = timeline["time"].dt.epoch("us").to_numpy()
     occupied = np.empty((timeline.height, 3), dtype=np.int64)
-    occupied[:, 0] = timeline["gpus_used"].to_numpy()
+    # GPUs out of service take no work: slots read the GPUs occupied or out of service
+    held = "gpus_held" if "gpus_held" in timeline.columns else "gpus_used"
+    occupied[:, 0] = timeline[held].to_numpy()
     occupied[:, 1:] = timeline.select(micro_units("cpus_used"), micro_units("memory_used")).to_numpy()
     fills = timeline["share_fills"] if shape.is_share else None
     del timeline

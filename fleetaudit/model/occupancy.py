@@ -42,11 +42,15 @@ import polars as pl
 from fleetaudit.core.times import epoch_us
 from fleetaudit.model.capacity import (
     BLOCK_DOMAIN,
+    HEALTHY,
     SHARE_UNITS,
     SWITCH_DOMAIN,
     UNBOUNDED,
+    Health,
     block_domains,
+    event_states_at,
     first_fit_decreasing,
+    gpus_out_at,
     micro_units,
     optional_column,
     packed_fills,
@@ -66,6 +70,7 @@ __all__ = [
     "micro_units",
     "node_state",
     "node_states",
+    "nodes_at",
     "occupancy_at",
     "occupancy_timeline",
     "occupied_gpu_seconds",
@@ -139,6 +144,27 @@ def _overlapping(allocations: pl.DataFrame, index: pl.DataFrame, lo: int, hi: in
         .drop_nulls("node")
         .collect()
     )
+
+
+def _health_rows(
+    health: Health | None, index: pl.DataFrame, lo: int, hi: int
+) -> pl.DataFrame | None:
+    """The health steps that meet ``[lo, hi)`` as sweep events (None: there are none).
+
+    Columns node (the index), start_us, end_us and out: the GPUs of the node out of
+    service from start_us to end_us (:attr:`Health.steps`). A GPU out of service takes
+    no work, so the sweeps add ``out`` to the occupied GPUs wherever free capacity is
+    read; allocated figures keep reading the occupied GPUs.
+    """
+    if health is None or health.empty:
+        return None
+    steps = health.steps_between(lo, hi)
+    if steps.height == 0:
+        return None
+    node = pl.col("node_id").cast(pl.Enum(index["node_id"]), strict=False).to_physical()
+    return steps.select(
+        node.cast(pl.UInt32).alias("node"), "start_us", "end_us", pl.col("gpus_out").alias("out")
+    ).drop_nulls("node")
 
 
 # ------------------------------------------------------------ packing at an instant
@@ -394,22 +420,27 @@ def _share_steps(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
     )
 
 
-def _sweep(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+def _sweep(
+    overlapping: pl.DataFrame, lo: int, hi: int, health: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Each node's occupancy on every constant segment of ``[lo, hi)``.
 
     Occupancy only changes at an allocation's start (clamped to ``lo``) or
     end, so the segments start at those event times. Returns node, time
     (segment start, µs), length (µs), gpus (FFD exact), cpus_u and memory_u
     (micro-units) on that segment, sorted by node and time. Before a node's
-    first segment its occupancy is 0.
+    first segment its occupancy is 0. With ``health`` (the rows of :func:`_health_rows`)
+    the segments have an ``out`` column too: the GPUs out of service on the segment.
     """
-    columns = ["gpus", "cpus_u", "memory_u"]
+    zero = [pl.lit(0, dtype=pl.Int64).alias("out")] if health is not None else []
+    columns = ["gpus", "cpus_u", "memory_u", *(["out"] if health is not None else [])]
     starts = overlapping.select(
         "node",
         pl.max_horizontal("start_us", pl.lit(lo)).alias("time"),
         pl.col("whole").alias("gpus"),
         "cpus_u",
         "memory_u",
+        *zero,
     )
     ends = overlapping.filter(pl.col("end_us") < hi).select(
         "node",
@@ -417,11 +448,22 @@ def _sweep(overlapping: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
         (-pl.col("whole")).alias("gpus"),
         -pl.col("cpus_u"),
         -pl.col("memory_u"),
+        *zero,
     )
+    parts = [starts, ends, _share_steps(overlapping, lo, hi).with_columns(*zero)]
+    if health is not None:
+        none = [pl.lit(0, dtype=pl.Int64).alias(c) for c in ("gpus", "cpus_u", "memory_u")]
+        parts += [
+            health.select("node", pl.max_horizontal("start_us", pl.lit(lo)).alias("time"),
+                          *none, "out").cast(starts.schema),
+            health.filter(pl.col("end_us") < hi).select(
+                "node", pl.col("end_us").alias("time"), *none, -pl.col("out")
+            ).cast(starts.schema),
+        ]  # fmt: skip
     same_node_next = pl.col("node") == pl.col("node").shift(-1)
     next_time = pl.when(same_node_next).then(pl.col("time").shift(-1)).otherwise(hi)
     return (
-        pl.concat([starts, ends, _share_steps(overlapping, lo, hi)])
+        pl.concat(parts)
         .lazy()
         .group_by("node", "time")
         .agg(pl.col(columns).sum())
@@ -446,12 +488,14 @@ def _peaks_of(index: pl.DataFrame, segments: pl.DataFrame, hi: int) -> pl.DataFr
     are the same, and so are the running sums over them), so one sweep over the longest
     window serves every shorter window from the same instant.
     """
+    # GPUs out of service take no work: the GPU peak is of the GPUs occupied or out
+    held = pl.col("gpus") + pl.col("out") if "out" in segments.columns else pl.col("gpus")
     maxima = (
         segments.lazy()
         .filter(pl.col("time") < hi)
         .group_by("node")
         .agg(
-            pl.col("gpus").max().alias("gpus_peak"),
+            held.max().alias("gpus_peak"),
             pl.col("cpus_u").max().alias("cpus_peak"),
             pl.col("memory_u").max().alias("memory_peak"),
         )
@@ -591,6 +635,7 @@ def occupancy_timeline(
     end: datetime,
     *,
     share_fills: bool = False,
+    health: Health | None = None,
 ) -> pl.DataFrame:
     """Each node's occupancy as a step function over ``[start, end)``.
 
@@ -608,6 +653,10 @@ def occupancy_timeline(
         end: end of the window, excluded; must be after ``start``.
         share_fills: also return each segment's share fills (a second pass
             over the fractional parts, so off by default).
+        health: the fleet's health over time; where a node has GPUs out of service
+            in the window, the timeline gains the column gpus_held (its occupied
+            GPUs plus those out of service: what no new work can take) and a
+            segment starts wherever that changes.
 
     Returns:
         One row per node and constant segment, sorted by node_id then time:
@@ -649,7 +698,8 @@ def occupancy_timeline(
         pl.lit(False).alias("high"),
         *(pl.lit(0, dtype=pl.Int64).alias(c) for c in ("whole", "frac", "cpus_u", "memory_u")),
     )
-    segments = _sweep(pl.concat([overlapping, zero.cast(overlapping.schema)]), lo, hi)
+    rows = pl.concat([overlapping, zero.cast(overlapping.schema)])
+    segments = _sweep(rows, lo, hi, _health_rows(health, index, lo, hi))
     if share_fills:
         segments = (
             segments.join(
@@ -669,6 +719,11 @@ def occupancy_timeline(
         pl.col("cpus_u").alias("cpus_used"),
         pl.col("memory_u").alias("memory_used"),
         *(["share_fills"] if share_fills else []),
+        *(
+            [(pl.col("gpus") + pl.col("out")).cast(pl.Int64).alias("gpus_held")]
+            if "out" in segments.columns
+            else []
+        ),
     )
     return timeline
 
@@ -678,6 +733,7 @@ def node_state(
     allocations: pl.DataFrame,
     at: datetime,
     duration: timedelta | None = None,
+    health: Health | None = None,
 ) -> pl.DataFrame:
     """The snapshot of every node at ``at`` and over the window W.
 
@@ -687,18 +743,31 @@ def node_state(
     ``memory_gib`` (unknown) is unbounded, so its free memory is ``inf``
     (:data:`fleetaudit.model.capacity.UNBOUNDED` as a quantity).
 
+    With ``health``, GPUs out of service take no work: a node's free GPUs are its GPUs
+    less those occupied and those out of service (at t, and at every instant of W for
+    the window), while its occupancy, and so what counts as allocated, stays its work's.
+    The nodes' ``health`` is then the one that holds over all the time
+    (:func:`fleetaudit.model.capacity.whole_window_health`).
+
     Args:
         nodes: the nodes frame; all its columns are kept.
         allocations: the allocations frame.
         at: the instant t (naive = UTC).
         duration: the length of W, or None for the instant alone.
+        health: the fleet's health over time (:func:`fleetaudit.model.capacity.health_of`),
+            or None: the recorded health alone, and none of the columns below.
 
     Returns:
         The nodes' columns, then domain (:func:`switch_domains`),
         the columns of :func:`occupancy_at` at t, free_gpus (Int64),
         free_cpus, free_memory_gib (Float64) at t, and free_gpus_window
         (Int64), free_cpus_window, free_memory_gib_window (Float64) over W
-        (equal to the at-t values without a duration). Sorted by node_id.
+        (equal to the at-t values without a duration). With ``health`` also
+        gpus_out (Int64: GPUs out of service at t, all of them while the whole node
+        is), gpus_unhealthy (Int64: those of them no work holds, the ledger's
+        unhealthy GPUs) and health_at (the most severe state of a whole-node
+        interval at t, else the node's ``health``, null read as ``healthy``).
+        Sorted by node_id.
 
     Raises:
         ValueError: when ``duration`` is negative.
@@ -719,7 +788,7 @@ def node_state(
         ...              "free_gpus", "free_gpus_window", "free_cpus_window").rows()
         [('node n1', 3, 3, [1.0], 5, 1, 36.0)]
     """
-    return node_states(nodes, allocations, at, [duration])[0]
+    return node_states(nodes, allocations, at, [duration], health)[0]
 
 
 def node_states(
@@ -727,6 +796,7 @@ def node_states(
     allocations: pl.DataFrame,
     at: datetime,
     durations: Sequence[timedelta | None],
+    health: Health | None = None,
 ) -> list[pl.DataFrame]:
     """:func:`node_state` at ``at`` for each of ``durations``, in their order.
 
@@ -746,7 +816,8 @@ def node_states(
     index = _index(nodes)
     overlapping = _overlapping(allocations, index, t, longest)
     occupancy = _occupancy_units(index, overlapping.filter(pl.col("start_us") <= t))
-    segments = _sweep(overlapping, t, longest) if longest > t + 1 else None
+    rows = _health_rows(health, index, t, longest)
+    segments = _sweep(overlapping, t, longest, rows) if longest > t + 1 else None
 
     def free(capacity: str, used: str) -> pl.Expr:
         # clip keeps a null (unknown) capacity null; it becomes inf below
@@ -762,15 +833,41 @@ def node_states(
         pl.col("node_id").cast(pl.String),
         switch_domains(nodes),
     ).join(_divided(occupancy, _QUANTITIES, SHARE_UNITS), on="node_id", how="left")
+    # the GPUs no new work can take at t: occupied, or out of service
+    held = "gpus_used"
+    if health is not None:
+        out = gpus_out_at(health, t).select("node_id", "gpus_out")
+        at_t = at_t.join(out, on="node_id", how="left").with_columns(
+            pl.col("gpus_out").fill_null(0).cast(pl.Int64),
+        )
+        at_t = at_t.with_columns((pl.col("gpus_used") + pl.col("gpus_out")).alias("gpus_held"))
+        held = "gpus_held"
+        capacity = pl.col("gpus").cast(pl.Int64).fill_null(0)
+        work = pl.min_horizontal("gpus_used", capacity)
+        recorded = optional_column(nodes, "health", pl.String, None)
+        state_at_t = (
+            state_at_t.with_columns(recorded.alias("_recorded"))
+            .join(at_t.select("node_id", "gpus_out"), on="node_id", how="left")
+            .join(
+                event_states_at(health, t).rename({"state": "_event"}), on="node_id", how="left"
+            )
+            .with_columns(
+                (pl.min_horizontal(pl.col("gpus_used") + pl.col("gpus_out"), capacity) - work)
+                .clip(lower_bound=0)
+                .alias("gpus_unhealthy"),
+                pl.coalesce("_event", pl.col("_recorded").fill_null(HEALTHY)).alias("health_at"),
+            )
+            .drop("_recorded", "_event")
+        )
     quantities = ["free_cpus", "free_memory_gib", "free_cpus_window", "free_memory_gib_window"]
     states: dict[int, pl.DataFrame] = {}
     for window_end in window_ends:
         if window_end in states:
             continue
         if window_end == t + 1 or segments is None:
-            peaks = occupancy.select(
+            peaks = at_t.select(
                 "node_id",
-                pl.col("gpus_used").alias("gpus_peak"),
+                pl.col(held).alias("gpus_peak"),
                 pl.col("cpus_used").alias("cpus_peak"),
                 pl.col("memory_used").alias("memory_peak"),
             )
@@ -778,7 +875,7 @@ def node_states(
             peaks = _peaks_of(index, segments, window_end)
         free_units = at_t.join(peaks, on="node_id").select(
             "node_id",
-            free("gpus_capacity", "gpus_used").alias("free_gpus"),
+            free("gpus_capacity", held).alias("free_gpus"),
             free("cpus_capacity", "cpus_used").alias("free_cpus"),
             free("memory_capacity", "memory_used").alias("free_memory_gib"),
             free("gpus_capacity", "gpus_peak").alias("free_gpus_window"),
@@ -792,6 +889,73 @@ def node_states(
             "node_id"
         )
     return [states[window_end] for window_end in window_ends]
+
+
+def nodes_at(
+    nodes: pl.DataFrame, allocations: pl.DataFrame, at: datetime, health: Health | None
+) -> pl.DataFrame:
+    """``nodes`` as they stand at ``at``, for an engine that reads one instant and knows
+    nothing of health intervals (compaction): a node out of service whole at ``at``
+    takes the state of its interval as its ``health`` (``unhealthy`` when each of its
+    GPUs failed apart), so it is out of scope; a node with some GPUs out of service has
+    as many fewer ``gpus`` as no work holds (:func:`node_state`'s gpus_unhealthy), so
+    no work lands on them. Other nodes are unchanged, and so is every node without
+    health intervals.
+
+    >>> from datetime import datetime
+    >>> from fleetaudit.model.capacity import health_of
+    >>> nodes = pl.DataFrame({"node_id": ["a", "b"], "gpus": [8, 8], "health": [None, None]},
+    ...     schema_overrides={"health": pl.String})
+    >>> t = datetime(2026, 1, 1)
+    >>> events = pl.DataFrame({"node_id": ["a", "b"], "gpu_index": [None, 2],
+    ...     "start_time": [t, t], "end_time": [None, None], "state": ["drain", "unhealthy"]})
+    >>> allocations = pl.DataFrame({"alloc_id": ["x"], "node_id": ["b"], "gpus": [8.0],
+    ...     "cpus": [1.0], "memory_gib": [None], "priority": ["high"], "start_time": [t],
+    ...     "end_time": [None]}, schema_overrides={"memory_gib": pl.Float64,
+    ...     "end_time": pl.Datetime("us")})
+    >>> nodes_at(nodes, allocations, t, health_of(nodes, events)).rows()
+    [('a', 8, 'drain'), ('b', 8, None)]
+    """
+    if health is None or health.empty:
+        return nodes
+    t = epoch_us(at)
+    out = gpus_out_at(health, t)
+    if out.height == 0:
+        return nodes
+    hit = nodes.filter(pl.col("node_id").cast(pl.String).is_in(out["node_id"].implode()))
+    used = occupancy_at(hit, allocations, at).select("node_id", "gpus_used")
+    gpus = pl.col("gpus").cast(pl.Int64).fill_null(0)
+    change = (
+        hit.select(pl.col("node_id").cast(pl.String), gpus.alias("_gpus"))
+        .join(out, on="node_id")
+        .join(used, on="node_id", how="left")
+        .join(event_states_at(health, t), on="node_id", how="left")
+        .select(
+            "node_id",
+            (pl.col("gpus_out") >= pl.col("_gpus")).alias("_whole"),
+            (
+                pl.min_horizontal(pl.col("gpus_used").fill_null(0) + pl.col("gpus_out"), "_gpus")
+                - pl.min_horizontal(pl.col("gpus_used").fill_null(0), "_gpus")
+            )
+            .clip(lower_bound=0)
+            .alias("_out"),
+            pl.col("state").fill_null("unhealthy").alias("_state"),
+        )
+    )
+    recorded = optional_column(nodes, "health", pl.String, None)
+    return (
+        nodes.with_columns(recorded.alias("health"), pl.col("node_id").cast(pl.String))
+        .join(change, on="node_id", how="left", maintain_order="left")
+        .with_columns(
+            pl.when(pl.col("_whole")).then(pl.col("_state")).otherwise(pl.col("health")).alias("health"),
+            pl.when(pl.col("_whole").not_() & pl.col("_out").is_not_null())
+            .then(pl.col("gpus") - pl.col("_out"))
+            .otherwise(pl.col("gpus"))
+            .cast(nodes.schema["gpus"])
+            .alias("gpus"),
+        )
+        .drop("_whole", "_out", "_state")
+    )
 
 
 def bound_nodes(state: pl.DataFrame) -> pl.DataFrame:

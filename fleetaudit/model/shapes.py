@@ -38,8 +38,8 @@ from fleetaudit.model.capacity import (
     UNBOUNDED,
     Pod,
     block_domains,
+    closed_fills,
     gang_instances,
-    over_committed,
     slot_exprs,
     switch_domains,
     to_quantity,
@@ -314,11 +314,25 @@ def _beyond(shape: Shape, total: float, largest: float, most: int | None) -> str
     return None
 
 
-def check_models(shape: Shape, known: list[str]) -> None:
-    """Fail when a model of the shape is on no node."""
-    for model in shape.models or ():
-        if model not in known:
+def check_models(shape: Shape, known: list[str]) -> Shape:
+    """The shape with its models spelled as the nodes spell them (``--model h20`` is
+    ``H20``: matched without case); fail when a model of the shape is on no node.
+
+    >>> check_models(make_shape("h20|H800", 8), ["H20", "H800"]).gpu_model
+    'H20|H800'
+    """
+    if not shape.models:
+        return shape
+    spelled = {m.casefold(): m for m in known}
+    resolved = []
+    for model in shape.models:
+        found = model if model in known else spelled.get(model.casefold())
+        if found is None:
             raise UsageError(f"no node has model {model}; models are: {', '.join(sorted(known))}")
+        resolved.append(found)
+    if resolved == list(shape.models):
+        return shape  # spelled as the nodes spell them
+    return replace(shape, gpu_model="|".join(sorted(resolved)))
 
 
 @dataclass(frozen=True)
@@ -392,7 +406,7 @@ def _node_slots(state: pl.DataFrame, shape: Shape) -> pl.LazyFrame:
     # the slot count is the capacity model's (fleetaudit.model.capacity.node_slots): with a
     # duration, a partly filled GPU counts only where nothing starts in W, and not on a
     # node the record over-commits
-    exprs = slot_exprs(Pod.of(shape), over=over_committed(state))
+    exprs = slot_exprs(Pod.of(shape), over=closed_fills(state))
     slots = eligible.select(
         "node_id",
         "gpu_model",
@@ -525,16 +539,25 @@ def _in_models(shape: Shape) -> pl.Expr:
 
 def ledger_exprs(state: pl.DataFrame) -> list[pl.Expr]:
     """The ledger's sums (:data:`_LEDGER_SUMS`) over a state's rows: the GPUs installed,
-    unhealthy, allocated high and low and idle (allocated GPUs capped at the node's GPUs)."""
+    unhealthy, allocated high and low and idle (allocated GPUs capped at the node's GPUs).
+
+    A node whose ``health`` (over all the time) is not healthy is unhealthy whole; on
+    the others, the GPUs out of service at t that no work holds (gpus_unhealthy, from
+    health intervals) are unhealthy, and work on them still counts as allocated."""
     healthy = usable_expr(state)
     used = pl.min_horizontal("gpus_used", "gpus")
     high = pl.min_horizontal("gpus_used_high", used)
+    unhealthy = pl.col("gpus").filter(~healthy).sum()
+    idle = pl.col("gpus") - used
+    if "gpus_unhealthy" in state.columns:
+        unhealthy = unhealthy + pl.col("gpus_unhealthy").filter(healthy).sum()
+        idle = idle - pl.col("gpus_unhealthy")
     return [
         pl.col("gpus").sum().alias("installed"),
-        pl.col("gpus").filter(~healthy).sum().alias("unhealthy"),
+        unhealthy.alias("unhealthy"),
         high.filter(healthy).sum().alias("allocated_high"),
         (used - high).filter(healthy).sum().alias("allocated_low"),
-        (pl.col("gpus") - used).filter(healthy).sum().alias("idle"),
+        idle.filter(healthy).sum().alias("idle"),
     ]
 
 

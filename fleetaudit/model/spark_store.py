@@ -3,35 +3,65 @@
 Part of the optional ``spark`` extra (``pip install 'fleetaudit[spark]'``, and Java
 17 or 21). It has the methods of :class:`fleetaudit.model.store.ScanEngine`, and runs
 the same files of ``queries/`` through :func:`fleetaudit.model.spark_sql.spark_sql`.
-:meth:`SparkEngine.map_groups` ships the groups of an Arrow table to the
-executors (``applyInArrow``) and brings the results back as one Arrow table.
 
-The session: ``--master URL`` when given; else the session that a ``spark-submit``
-or a ``SPARK_REMOTE`` (Spark Connect) environment provides; else ``local[*]``.
+- The session: ``--master URL`` when given; else the session that a ``spark-submit``
+  or a ``SPARK_REMOTE`` (Spark Connect) environment provides; else ``local[*]``.
+  A ``spark://`` or ``sc://`` address that nothing answers on fails at once, naming it.
+- :meth:`SparkEngine.batches` with a ``scratch`` folder has the executors write the
+  query's result there as Parquet (the rolled tables never pass through the driver,
+  nor do the raw rows); the caller reads the part files back in order.
+- :meth:`SparkEngine.map_groups` ships the groups of an Arrow table to the executors
+  (``applyInArrow``) and brings the results back as one Arrow table. Before its first
+  job it sends the executors this fleetaudit (a zip, through ``addPyFile``, or Spark
+  Connect's ``addArtifacts``) and checks that their Python imports it and its
+  dependencies (:mod:`fleetaudit.model.spark_probe`); a module they lack is one line
+  that names it and how to provide it.
+- A failed job is one line naming the session's address and the step that failed. On
+  a cluster (not Spark Connect, whose server keeps its executors to itself), a job
+  whose application has lost every executor is cancelled once none has come back
+  for ``spark.fleetaudit.executorTimeout`` seconds (default 120): Spark itself would
+  wait for a worker forever.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
+import shutil
+import socket
 import sys
 import tempfile
+import threading
+import time
+import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+import fleetaudit
 from fleetaudit.core.errors import FleetAuditError, QueryError
+from fleetaudit.model import spark_probe
 from fleetaudit.model.spark_sql import spark_sql
 
 DEFAULT_MASTER = "local[*]"
+EXECUTOR_TIMEOUT_KEY = "spark.fleetaudit.executorTimeout"
+EXECUTOR_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 5.0  # to open a TCP connection to a spark:// master or sc:// server
+_DEFAULT_PORTS = {"spark": 7077, "sc": 15002}
 
 # Spark's own log lines would drown the one-line errors and the progress on stderr.
 _LOG4J = """\
-rootLogger.level = error
+rootLogger.level = fatal
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -41,6 +71,17 @@ appender.console.layout.pattern = spark: %p %c{1}: %m%n%ex{short}
 logger.repl.name = org.apache.spark.repl.Main
 logger.repl.level = error
 """
+
+HOW_TO_PROVIDE = (
+    "give the executors fleetaudit's dependencies: pip install them into the Python that "
+    "spark.pyspark.python names there, or ship a packed environment (venv-pack -o env.tar.gz; "
+    "spark-submit --archives env.tar.gz#env --conf spark.pyspark.python=./env/bin/python); "
+    "docs/rollup.md, 'What the executors need'"
+)
+
+
+class SparkJobError(QueryError):
+    """A Spark step that failed: names the session's address and the step."""
 
 
 def _environment_session() -> bool:
@@ -53,51 +94,129 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+_JAVA_CLASS = re.compile(r"^:?\s*(?:[\w$]+\.)+[\w$]*(?:Exception|Error)(?::\s*|$)")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
+
+
+def _reason(exc: BaseException) -> str:
+    """The useful line of a Spark error: the task's own failure (an error class such as
+    ``[FAILED_READ_FILE...]``, or a Python import error), not py4j's or the job's wrapper."""
+    lines = [
+        line.strip() for line in str(exc).splitlines()
+        if line.strip() and not line.strip().startswith(("at ", "..."))
+    ]  # fmt: skip
+    if not lines:
+        return type(exc).__name__
+    for line in lines:
+        if "ModuleNotFoundError" in line or "ImportError" in line:
+            return line
+    causes = [line.split("Caused by: ", 1)[1] for line in lines if "Caused by: " in line]
+    causes += [line.split("most recent failure: ", 1)[1] for line in lines if "most recent failure: " in line]
+    causes += [line for line in lines if not line.startswith("An error occurred while calling")]
+    best = next((c for c in causes if "[" in c and "]" in c), causes[0] if causes else lines[0])
+    if ": " in best and best.split(": ", 1)[0].startswith(("Lost task", "Job aborted")):
+        best = best.split(": ", 1)[1]
+    best = _SQLSTATE.sub("", _JAVA_CLASS.sub("", best)).strip()
+    return best if len(best) <= 400 else best[:397] + "..."
+
+
+def check_reachable(url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail with one line when no host of a ``spark://`` or ``sc://`` URL accepts a TCP
+    connection (a standalone master's list ``spark://h1:7077,h2:7077`` needs one of them)."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in _DEFAULT_PORTS:
+        return  # local[*], yarn, k8s://...: Spark itself says what is wrong
+    rest = url.split("://", 1)[1].split("/", 1)[0]
+    reasons = []
+    for hostport in rest.split(","):
+        parsed = urlsplit(f"//{hostport}")
+        host, port = parsed.hostname or "localhost", parsed.port or _DEFAULT_PORTS[scheme]
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or type(exc).__name__}")
+    what = "Spark Connect server" if scheme == "sc" else "Spark master"
+    raise FleetAuditError(
+        f"{url}: cannot reach the {what} ({'; '.join(reasons)}); "
+        "is it running, and are its host and port right?"
+    )
+
+
 class SparkEngine:
     """A Spark session used as fleetaudit's scan and fan-out engine."""
 
     name = "spark"
 
     def __init__(self, master: str | None = None) -> None:
-        builder = SparkSession.builder.appName("fleetaudit")
+        remote = master if master and master.lower().startswith("sc://") else None
+        if master is None:
+            remote = os.environ.get("SPARK_REMOTE") or None
         local = master is None and not _environment_session()
         master = DEFAULT_MASTER if local else master
+        self.where = remote or master or "the spark-submit session"
+        self._python_ready = False
+        self._lost = False
+        check_reachable(self.where)
+        self._scratch = Path(tempfile.mkdtemp(prefix="fleetaudit-spark-"))
+        try:
+            self.spark = self._connect(remote) if remote else self._classic(master)
+        except FleetAuditError:
+            self.close()
+            raise
+        except Exception as exc:
+            self.close()
+            raise FleetAuditError(
+                f"{self.where}: could not start Spark ({_first_line(exc)}); --engine spark needs "
+                "Java 17 or 21 on PATH (or JAVA_HOME) and a reachable --master"
+            ) from exc
+        self.remote = remote is not None
+        with self._step("setting up the session"):
+            self.spark.conf.set("spark.sql.session.timeZone", "UTC")
+            # the part files the executors write are read back by pyarrow as plain timestamps
+            self.spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+
+    def _connect(self, url: str) -> Any:
+        """A Spark Connect session (its own client, whatever classic session this process has)."""
+        try:
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+        except ImportError as exc:
+            raise FleetAuditError(
+                f"{url}: Spark Connect needs its client's packages ({_first_line(exc)}): "
+                "pip install 'fleetaudit[spark]'"
+            ) from exc
+        return ConnectSession.builder.remote(url).getOrCreate()
+
+    def _classic(self, master: str | None) -> SparkSession:
+        """A classic session: ``master``'s, or the spark-submit driver's (``master`` None)."""
+        builder = SparkSession.builder.appName("fleetaudit")
         if master is not None:
             builder = builder.master(master)
-        if master is not None and master.startswith("local"):
-            # executors are this machine's Python: the one fleetaudit runs in
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            self._log4j = tempfile.NamedTemporaryFile(
-                "w", prefix="fleetaudit-log4j2-", suffix=".properties", delete=False
-            )
-            self._log4j.write(_LOG4J)
-            self._log4j.close()
-            builder = (
-                builder.config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.log.structuredLogging.enabled", "false")
-                .config("spark.sql.shuffle.partitions", str(os.cpu_count() or 2))
-                .config(
-                    "spark.driver.extraJavaOptions",
-                    f"-Dlog4j2.configurationFile=file:{self._log4j.name}",
+            if master.startswith("local"):
+                # executors are this machine's Python: the one fleetaudit runs in
+                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+                builder = builder.config("spark.ui.enabled", "false").config(
+                    "spark.sql.shuffle.partitions", str(os.cpu_count() or 2)
                 )
+            log4j = self._scratch / "log4j2.properties"
+            log4j.write_text(_LOG4J)
+            builder = (
+                builder.config("spark.ui.showConsoleProgress", "false")
+                .config("spark.log.structuredLogging.enabled", "false")
+                .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
             )
-        builder = builder.config("spark.sql.session.timeZone", "UTC")
-        try:
-            self.spark = builder.getOrCreate()
-        except Exception as exc:
-            raise FleetAuditError(
-                f"could not start Spark ({_first_line(exc)}); --engine spark needs Java 17 or "
-                "21 on PATH (or JAVA_HOME) and a reachable --master"
-            ) from exc
-        self.spark.conf.set("spark.sql.session.timeZone", "UTC")
+        return builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
 
     def close(self) -> None:
-        """Leave the session to its owner: only a session this engine started locally stops."""
-        log4j = getattr(self, "_log4j", None)
-        if log4j is not None:
-            Path(log4j.name).unlink(missing_ok=True)
+        """Release a Spark Connect session (the server stays up; a client that leaves
+        its session to the exit handler retries against a server that may be gone);
+        leave a classic one to its owner (a local one ends with this process); remove
+        this engine's scratch files."""
+        if getattr(self, "remote", False):
+            with contextlib.suppress(Exception):
+                self.spark.stop()
+        shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> SparkEngine:
         return self
@@ -105,37 +224,129 @@ class SparkEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _functions(self) -> Any:
+        """pyspark's SQL functions for this session's kind (a process may hold both kinds)."""
+        if self.remote:
+            from pyspark.sql.connect import functions as connect_functions
+
+            return connect_functions
+        from pyspark.sql import functions
+
+        return functions
+
+    # ------------------------------------------------------------------ failures
+
+    def _executors(self) -> int | None:
+        """Executors the application holds now; None where this driver cannot tell
+        (Spark Connect, local mode)."""
+        if self.remote or self._local():
+            return None
+        status = self.spark.sparkContext._jsc.sc().getExecutorMemoryStatus()  # the driver's block manager too
+        return int(status.size()) - 1
+
+    def _executor_timeout(self) -> float:
+        return float(self.spark.conf.get(EXECUTOR_TIMEOUT_KEY, str(EXECUTOR_TIMEOUT_S)) or 0)
+
+    def _local(self) -> bool:
+        return not self.remote and str(self.spark.sparkContext.master).startswith("local")
+
+    @contextlib.contextmanager
+    def _watch(self) -> Iterator[None]:
+        """Cancel the running jobs when the application has had no executor for the timeout."""
+        if self._executors() is None:
+            yield
+            return
+        timeout = self._executor_timeout()
+        done = threading.Event()
+
+        def watch() -> None:
+            since: float | None = None
+            while not done.wait(0.5):
+                try:
+                    count = self._executors()
+                except Py4JError:
+                    return
+                if count:
+                    since = None
+                    continue
+                since = since or time.monotonic()
+                if time.monotonic() - since >= timeout:
+                    self._lost = True
+                    self.spark.sparkContext.cancelAllJobs()
+                    return
+
+        thread = threading.Thread(target=watch, name="fleetaudit-spark-watch", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+
+    @contextlib.contextmanager
+    def _step(self, what: str) -> Iterator[None]:
+        """One line naming the session and ``what`` for whatever Spark raises inside."""
+        self._lost = False
+        try:
+            with self._watch():
+                yield
+        except FleetAuditError:
+            raise
+        except (PySparkException, Py4JError, ConnectionError) as exc:
+            if self._lost:
+                reason = (
+                    f"the application lost every executor (a worker gone?) and none came back "
+                    f"within {self._executor_timeout():g} s ({EXECUTOR_TIMEOUT_KEY})"
+                )
+            else:
+                reason = _reason(exc)
+            raise SparkJobError(f"{self.where}: {what} failed: {reason}") from exc
+
+    # ------------------------------------------------------------------ scans
+
     def register_parquet(
         self, view: str, files: list[Path], hive: bool, optional: Mapping[str, str] | None = None
     ) -> None:
         """Make the Parquet ``files`` readable as the temporary view ``view``; an
         ``optional`` column (name -> SQL type) that no file holds reads as NULL."""
-        from pyspark.sql.functions import lit
-
+        lit = self._functions().lit
         reader = self.spark.read.option("mergeSchema", "true")
+        root = _common_root(files)
         if hive:
-            reader = reader.option("basePath", str(_common_root(files)))
-        try:
+            reader = reader.option("basePath", str(root))
+        with self._step(f"reading the schemas of {len(files)} Parquet file(s) under {root}"):
             frame = reader.parquet(*[str(f) for f in files])
             present = {c.lower() for c in frame.columns}
             for name, kind in (optional or {}).items():
                 if name.lower() not in present:
                     frame = frame.withColumn(name, lit(None).cast(kind))
             frame.createOrReplaceTempView(view)
-        except PySparkException as exc:
-            raise QueryError(_first_line(exc)) from exc
 
     def columns(self, view: str) -> dict[str, str]:
         """The view's columns, name -> Spark type."""
         return {f.name: f.dataType.simpleString() for f in self.spark.table(view).schema.fields}
 
-    def batches(self, query_name: str, /, **params: Any) -> Iterator[pa.RecordBatch]:
-        """Run ``queries/<query_name>.sql`` transpiled; its result, brought back as Arrow."""
-        try:
-            table = self.spark.sql(spark_sql(query_name), args=params).toArrow()
-        except PySparkException as exc:
-            raise QueryError(_first_line(exc)) from exc
-        yield from table.to_batches()
+    def batches(
+        self, query_name: str, /, scratch: Path | None = None, **params: Any
+    ) -> Iterator[pa.RecordBatch]:
+        """Run ``queries/<query_name>.sql`` transpiled; its result as Arrow batches, in order.
+
+        Without ``scratch`` the result comes back to this driver (small results). With
+        it, the executors write the result as Parquet into that folder, which must be
+        one they and this machine both see, and the batches are read from those files.
+        """
+        frame = self.spark.sql(spark_sql(query_name), args=params)
+        if scratch is None:
+            with self._step(f"query {query_name}"):
+                table = frame.toArrow()
+            yield from table.to_batches()
+            return
+        with self._step(f"query {query_name} (the executors writing {scratch})"):
+            frame.write.mode("overwrite").parquet(str(scratch))
+        for part in sorted(scratch.glob("part-*")):  # Spark numbers them in the result's order
+            yield from pq.ParquetFile(part).iter_batches(batch_size=1 << 17)
+
+    # ------------------------------------------------------------------ fan-out
 
     def map_groups(
         self,
@@ -146,21 +357,81 @@ class SparkEngine:
     ) -> pa.Table:
         """``fn`` applied to the rows of ``table`` of each ``key``, on the executors.
 
-        ``fn`` must be a module-level function of an importable module: the
-        executors import it by name. The results come back in no particular order.
+        ``fn`` must be a module-level function of fleetaudit: the executors import it
+        by name, from the fleetaudit this engine sends them. The results come back in
+        no particular order.
         """
+        self.prepare_python()
         frame = self.spark.createDataFrame(table)
         groups = max(1, len(set(table.column(key).to_pylist())))
-        try:
+        with self._step("the fan-out on the executors (applyInArrow)"):
             out = (
                 frame.repartition(groups, key)
                 .groupBy(key)
                 .applyInArrow(fn, from_arrow_schema(schema))
                 .toArrow()
             )
-        except PySparkException as exc:
-            raise QueryError(_first_line(exc)) from exc
         return out.cast(schema)
+
+    def prepare_python(self) -> None:
+        """Send the executors this fleetaudit, then check what their Python imports.
+
+        In local mode the executors are this Python: nothing to do.
+        """
+        if self._python_ready:
+            return
+        if self._local():
+            self._python_ready = True
+            return
+        package = self._package_zip()
+        with self._step("sending fleetaudit to the executors"):
+            if self.remote:
+                self.spark.addArtifacts(str(package), pyfile=True)
+            else:
+                self.spark.sparkContext.addPyFile(str(package))
+        self._check_python()
+        self._python_ready = True
+
+    def _package_zip(self) -> Path:
+        """This fleetaudit's Python files as one zip (what addPyFile puts on sys.path)."""
+        source = Path(fleetaudit.__file__).parent
+        # a name of its own: Spark refuses a second file of one name from another path
+        target = self._scratch / f"fleetaudit-{self._scratch.name}.zip"
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in sorted(source.rglob("*.py")):
+                if "__pycache__" not in path.parts:
+                    zf.write(path, str(Path("fleetaudit") / path.relative_to(source)))
+        return target
+
+    def _check_python(self) -> None:
+        """One line naming the first module the executors' Python lacks, or its version
+        where it differs from this one's."""
+        from pyspark import cloudpickle
+
+        udf = self._functions().udf
+        cloudpickle.register_pickle_by_value(spark_probe)  # runs where fleetaudit is not
+        tasks = 4
+        with self._step("checking the executors' Python"):
+            rows = (
+                self.spark.range(tasks, numPartitions=tasks)
+                .select(udf(spark_probe.probe, "string", useArrow=False)("id").alias("report"))
+                .distinct()
+                .collect()
+            )
+        here = ".".join(str(v) for v in sys.version_info[:2])
+        for row in rows:
+            report = json.loads(row["report"])
+            python = f"{report['executable']}, Python {report['python']}"
+            if report["python"].rsplit(".", 1)[0] != here:
+                raise FleetAuditError(
+                    f"{self.where}: the executors run {python}, this driver Python {here}: "
+                    f"Spark needs the same Python minor version on both; {HOW_TO_PROVIDE}"
+                )
+            for module, why in report["missing"].items():
+                raise FleetAuditError(
+                    f"{self.where}: the executors' Python ({python}) cannot import {module} "
+                    f"({why}); {HOW_TO_PROVIDE}"
+                )
 
 
 def _common_root(files: list[Path]) -> Path:

@@ -20,18 +20,20 @@ Tables besides the four input tables:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
 
-from fleetaudit.core.errors import QueryError, StoreBusyError, StoreError
+from fleetaudit.core.errors import QueryError, StoreBusyError, StoreError, no_space
 from fleetaudit.core.options import DEFAULT_DB
 from fleetaudit.core.resources import load_sql
 from fleetaudit.model import schema
@@ -49,6 +51,8 @@ def _bound_memory(con: duckdb.DuckDBPyConnection) -> None:
     limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", _DEFAULT_MEMORY_LIMIT)
     if _MEMORY.fullmatch(limit):
         con.execute(f"SET memory_limit = '{limit}'")
+
+
 # DuckDB types whose polars type :meth:`Store.small_frame` spells as ``.pl()`` would.
 _PLAIN_TYPES: dict[str, Any] = {
     "VARCHAR": pl.String,
@@ -84,9 +88,16 @@ def _statement() -> Iterator[None]:
     except (duckdb.Error, RuntimeError) as exc:
         if _interrupted(exc):
             raise KeyboardInterrupt from exc
+        full = no_space(exc)  # the disk, not the statement or its input
+        if full is not None:
+            raise full from exc
         if isinstance(exc, duckdb.Error):
-            raise QueryError(_first_line(exc)) from exc
+            raise _query_error(exc) from exc
         raise
+
+
+def _query_error(exc: duckdb.Error) -> QueryError:
+    return QueryError(_first_line(exc), out_of_memory=isinstance(exc, duckdb.OutOfMemoryException))
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -105,10 +116,14 @@ class Store:
         self.con = con
         self.path = path
         self.created = created
+        self._capped: str | None = None  # the limit memory_capped set, while it lasts
 
     # -- lifecycle -----------------------------------------------------------------
     def close(self) -> None:
-        self.con.close()
+        # a connection DuckDB invalidated (a write that failed: a full disk) may refuse to
+        # close; what it held is discarded either way, and the error that caused it counts
+        with suppress(duckdb.Error):
+            self.con.close()
 
     def __enter__(self) -> Store:
         return self
@@ -131,6 +146,11 @@ class Store:
             self.con.execute("COMMIT")
         except (duckdb.Error, RuntimeError) as exc:
             if not _interrupted(exc):
+                with suppress(duckdb.Error, RuntimeError):
+                    self.con.execute("ROLLBACK")
+                full = no_space(exc)  # the log could not be written: nothing of it committed
+                if full is not None:
+                    raise full from exc
                 raise
             # Ctrl-C during the commit (DuckDB raises a bare RuntimeError): the commit
             # landed whole or not at all, so the store holds its last committed state
@@ -170,7 +190,7 @@ class Store:
                 return relation.pl()
             rows = relation.fetchall()
         except duckdb.Error as exc:
-            raise QueryError(_first_line(exc)) from exc
+            raise no_space(exc) or _query_error(exc) from exc
         return pl.DataFrame(rows, schema=list(zip(relation.columns, dtypes)), orient="row")
 
     def run(self, text: str, params: Mapping[str, Any] | None = None) -> int | None:
@@ -179,6 +199,14 @@ class Store:
         if len(rows) != 1 or len(rows[0]) != 1 or not isinstance(rows[0][0], int):
             return None
         return int(rows[0][0])
+
+    def copy_to_parquet(
+        self, sql: str, path: Path, params: Mapping[str, Any] | None = None
+    ) -> None:
+        """Write the rows of the SELECT ``sql`` to the Parquet file ``path`` (DuckDB writes
+        it: the rows never become a frame in Python)."""
+        target = str(path).replace("'", "''")
+        self.run(f"COPY ({sql}\n) TO '{target}' (FORMAT parquet)", params)
 
     def scalar(self, text: str, params: Mapping[str, Any] | None = None) -> Any:
         rows = self._fetchall(text, params)
@@ -219,6 +247,12 @@ class Store:
             f"ALTER TABLE {quote_identifier(table)} ADD COLUMN {quote_identifier(name)} {sql_type}"
         )
 
+    def memory_limit(self) -> str:
+        """DuckDB's memory limit on this connection as it was set (``"1GB"``), without a
+        query: a failed statement may have aborted the transaction."""
+        limit = os.environ.get("FLEETAUDIT_MEMORY_LIMIT", "")
+        return self._capped or (limit if _MEMORY.fullmatch(limit) else _DEFAULT_MEMORY_LIMIT)
+
     @contextmanager
     def memory_capped(self, limit: str) -> Iterator[None]:
         """Run the block with DuckDB's memory limit at ``limit`` (a constant such as
@@ -227,9 +261,11 @@ class Store:
             yield
             return
         self.run(f"SET memory_limit = '{limit}'")
+        self._capped = limit
         try:
             yield
         finally:
+            self._capped = None
             self.con.execute(f"SET memory_limit = '{_DEFAULT_MEMORY_LIMIT}'")
 
     @contextmanager
@@ -268,6 +304,82 @@ class Store:
         values.sort()
         return int(np.count_nonzero(values[1:] != values[:-1])) + 1
 
+    def check_finite(self) -> None:
+        """Fail, naming the table, the row (its key) and the column, where an input table
+        holds a NaN, an infinity or a time outside ``schema.TIME_RANGE`` in a column of the
+        schema: ingest refuses them, but a store written by an older version may hold one,
+        and every engine that meets it would fail without a word of where.
+
+        DuckDB's statistics of each table say which columns may hold one (NaN sorts above
+        every number, so a column holding one has NaN as its maximum); only those are
+        scanned. A clean store pays one statistics read per table.
+
+        Raises:
+            StoreError: the first such value found.
+        """
+        low, high = schema.TIME_RANGE
+        held: dict[str, dict[str, str]] = {}  # table -> column -> DuckDB type, in one read
+        for table, column, sql_type in self._fetchall(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+            "WHERE database_name = current_database() AND schema_name = 'main' "
+            "ORDER BY table_name, column_index",
+            None,
+        ):
+            held.setdefault(str(table), {})[str(column)] = str(sql_type)
+        checked = [
+            (t.name, t.key, {c.name: c.kind for c in t.columns}) for t in schema.TABLES.values()
+        ] + [(name, key, None) for name, key in _SIDE_TABLES.items()]
+        for table, key, kinds in checked:
+            present = held.get(table, {})
+            columns = [
+                (column, schema.Kind.TIME if sql_type == "TIMESTAMP" else schema.Kind.FLOAT)
+                for column, sql_type in present.items()
+                if sql_type in ("DOUBLE", "FLOAT", "TIMESTAMP")
+                and (kinds is None or kinds.get(column) in (schema.Kind.FLOAT, schema.Kind.TIME))
+            ]  # a column the files added beside the schema's is theirs: not checked
+            if not columns:
+                continue
+            name = quote_identifier(table)
+            stats = self._fetchall(
+                f"SELECT {', '.join(f'stats({quote_identifier(c)})' for c, _ in columns)} "
+                f"FROM {name} LIMIT 1",
+                None,
+            )
+            if not stats:
+                continue  # an empty table
+            for (column, kind), found in zip(columns, stats[0], strict=True):
+                if not _may_hold_bad_values(found, kind):
+                    continue
+                c = quote_identifier(column)
+                bad = (
+                    f"NOT isfinite({c})"
+                    if kind is schema.Kind.FLOAT
+                    else f"NOT isfinite({c}) OR {c} < TIMESTAMP '{low}' OR {c} >= TIMESTAMP '{high}'"
+                )
+                keys = [k for k in key if k in present]
+                row = self._fetchall(
+                    f"SELECT CAST({c} AS VARCHAR), "
+                    + "".join(f"CAST({quote_identifier(k)} AS VARCHAR), " for k in keys)
+                    + f"{'_ingest_id' if schema.INGEST_ID in present else 'NULL'} "
+                    f"FROM {name} WHERE {bad} LIMIT 1",
+                    None,
+                )
+                if not row:
+                    continue  # the statistics remember a row since deleted
+                value, *key_values, ingest_id = row[0]
+                where = ", ".join(f"{k} {v!r}" for k, v in zip(keys, key_values, strict=True))
+                what = (
+                    "is not a finite number"
+                    if kind is schema.Kind.FLOAT
+                    else f"is outside {low[:4]}..{high[:4]}"
+                )
+                by = f"ingest #{ingest_id}" if ingest_id is not None else "an older version"
+                raise StoreError(
+                    f"{self.path}: table {table}, row {where or '?'}, column {column}: "
+                    f"{value} {what} (stored by {by}, before ingest refused such values); "
+                    "ingest that row again with a valid value: its key replaces it"
+                )
+
     def table_names(self) -> set[str]:
         """The tables of the store's main schema."""
         return {
@@ -276,6 +388,37 @@ class Store:
                 "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'", None
             )
         }
+
+
+# Tables of the alibaba-gpu-v2026 ingest besides the input tables (queries/
+# asi_create_side_tables.sql), by key: every number and time of theirs is checked too.
+_SIDE_TABLES: dict[str, tuple[str, ...]] = {
+    "asi_pod_hourly": ("t", "pod_id", "server_id"),
+    "asi_server_hourly": ("t", "server_id"),
+}
+
+
+def _may_hold_bad_values(stats: object, kind: schema.Kind) -> bool:
+    """Whether a column's DuckDB statistics (``stats(column)``: a dict in DuckDB 1.1 and
+    later, a string before) leave room for a NaN, an infinity or a time outside
+    ``schema.TIME_RANGE``; when they say nothing clear, they do.
+
+    >>> _may_hold_bad_values({"min": 1.0, "max": float("nan"), "has_null": False}, schema.Kind.FLOAT)
+    True
+    >>> _may_hold_bad_values({"min": 1.0, "max": 64.0}, schema.Kind.FLOAT)
+    False
+    >>> _may_hold_bad_values({"has_null": True, "has_no_null": False}, schema.Kind.FLOAT)
+    False
+    """
+    if not isinstance(stats, dict):
+        return True
+    if "min" not in stats or "max" not in stats:
+        return stats.get("has_no_null") is not False  # no bounds: only an all-null column is clear
+    bounds = (stats["min"], stats["max"])
+    if kind is schema.Kind.FLOAT:
+        return not all(isinstance(v, (int, float)) and math.isfinite(v) for v in bounds)
+    low, high = (datetime.fromisoformat(t) for t in schema.TIME_RANGE)
+    return not all(isinstance(v, datetime) and low <= v < high for v in bounds)
 
 
 def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -334,7 +477,9 @@ def _connect(
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as exc:
             if not _is_lock_error(exc):
-                raise StoreError(f"{path}: cannot open the store: {_first_line(exc)}") from exc
+                raise no_space(exc) or StoreError(
+                    f"{path}: cannot open the store: {_first_line(exc)}"
+                ) from exc
             now = time.monotonic()
             if now >= deadline:
                 raise StoreBusyError(
@@ -368,9 +513,18 @@ def _first_line(exc: BaseException) -> str:
 
 def _check_foreign_file(path: Path) -> None:
     """Refuse a file that is not a DuckDB database before DuckDB opens it (DuckDB would
-    try to download a reader for a SQLite file and write a log beside a text file)."""
+    try to download a reader for a SQLite file and write a log beside a text file, and
+    wait forever on a FIFO that nothing writes)."""
+    if path.is_dir():
+        return  # DuckDB's own message says so
     if not path.is_file():
-        return  # a folder: DuckDB's own message says so
+        kind = (
+            "a FIFO (named pipe)" if path.is_fifo()
+            else "a device" if path.is_char_device() or path.is_block_device()
+            else "a socket" if path.is_socket()
+            else "not a regular file"
+        )  # fmt: skip
+        raise StoreError(f"{path}: {kind}, not a fleetaudit store; pass the store with --db")
     try:
         with path.open("rb") as fh:
             head = fh.read(16)
@@ -451,9 +605,13 @@ def open_store(
         con.close()
         raise
     except (duckdb.Error, RuntimeError) as exc:
-        con.close()
+        with suppress(duckdb.Error):
+            con.close()
         if _interrupted(exc):
             raise KeyboardInterrupt from exc
+        full = no_space(exc)
+        if full is not None:
+            raise full from exc
         if not isinstance(exc, duckdb.Error):
             raise
         raise StoreError(f"{path}: not a usable fleetaudit store: {_first_line(exc)}") from exc
@@ -476,7 +634,10 @@ class ScanEngine:
         _bound_memory(self.con)
 
     def close(self) -> None:
-        self.con.close()
+        # a connection DuckDB invalidated (a write that failed: a full disk) may refuse to
+        # close; what it held is discarded either way, and the error that caused it counts
+        with suppress(duckdb.Error):
+            self.con.close()
 
     def __enter__(self) -> ScanEngine:
         return self
@@ -510,8 +671,11 @@ class ScanEngine:
         rows = self.con.execute(f"DESCRIBE {quote_identifier(view)}").fetchall()
         return {str(r[0]): str(r[1]) for r in rows}
 
-    def batches(self, query_name: str, /, **params: Any) -> Iterator[pa.RecordBatch]:
-        """Run ``queries/<query_name>.sql``; its result, streamed."""
+    def batches(
+        self, query_name: str, /, scratch: Path | None = None, **params: Any
+    ) -> Iterator[pa.RecordBatch]:
+        """Run ``queries/<query_name>.sql``; its result, streamed (``scratch``, where
+        Spark's executors would write the result, is not used: DuckDB streams it)."""
         try:
             reader = self.con.sql(load_sql(query_name), params=params).to_arrow_reader(1 << 17)
             yield from reader

@@ -9,6 +9,7 @@ one decimal.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -115,6 +116,22 @@ def nice_top(value: float) -> float:
         if factor * power >= value:
             return factor * power
     return 10 * power  # pragma: no cover - the loop above always returns
+
+
+def nice_ticks(top: float) -> list[float]:
+    """Gridline values from 0 to a :func:`nice_top` ``top``, at a step that reads easily
+    (a fifth of 1, a quarter of 2, a fifth of 2.5 or 5, times a power of ten).
+
+    >>> nice_ticks(20.0), nice_ticks(250.0), nice_ticks(5.0), nice_ticks(1.0)
+    ([0.0, 5.0, 10.0, 15.0, 20.0], [0.0, 50.0, 100.0, 150.0, 200.0, 250.0], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    """
+    if top <= 0:
+        return [0.0]
+    power = 10 ** math.floor(math.log10(top))
+    factor = round(top / power, 6)
+    step = {1.0: 0.2, 2.0: 0.5, 2.5: 0.5, 5.0: 1.0, 10.0: 2.0}.get(factor, factor / 4) * power
+    count = round(top / step)
+    return [round(i * step, 10) for i in range(count + 1)]
 
 
 def sparkline(values: Sequence[float | None]) -> str:

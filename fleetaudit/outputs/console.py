@@ -6,11 +6,13 @@ rich honours ``NO_COLOR`` and plain pipes.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from copy import copy
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
@@ -18,7 +20,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fleetaudit.core.fsutil import stream_fd
+from fleetaudit.core import sanitize
+from fleetaudit.core.fsutil import is_stdout, stream_fd, write_output
 from fleetaudit.core.lazy import LazyModule
 from fleetaudit.core.options import CALIBRATION_STARTS_TOLERANCE_PCT, CALIBRATION_WAIT_FACTOR
 from fleetaudit.core.times import iso, seconds_text
@@ -29,7 +32,7 @@ from fleetaudit.outputs.charts import sparkline
 if TYPE_CHECKING:
     import polars as pl
 
-    from fleetaudit.api import RejectsResult, StoreSummary, report_api
+    from fleetaudit.api import RejectsResult, StoreSummary, Window, report_api
     from fleetaudit.api.compaction_api import CompactionReport
     from fleetaudit.api.harvest_api import HarvestingResult
     from fleetaudit.api.paper_api import PaperResult
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from fleetaudit.inputs.generate_asi import AsiReleaseResult
     from fleetaudit.inputs.ingest import IngestResult
     from fleetaudit.model import capacity, denominators, occupancy, paper
+    from fleetaudit.model import history as history_model
     from fleetaudit.model import shapes as shapes_model
     from fleetaudit.whatif import compaction_over_time
     from fleetaudit.whatif.placement.record import QueueFigures
@@ -53,6 +57,7 @@ else:
     occupancy = LazyModule("fleetaudit.model.occupancy")
     paper = LazyModule("fleetaudit.model.paper")
     shapes_model = LazyModule("fleetaudit.model.shapes")
+    history_model = LazyModule("fleetaudit.model.history")
     report_api = LazyModule("fleetaudit.api.report_api")
 
 PIPED_WIDTH = 120
@@ -73,25 +78,80 @@ def output_width(environ: dict[str, str] | None = None, is_tty: bool | None = No
     return None if tty else PIPED_WIDTH
 
 
+class _Terminal(Console):
+    """A rich console that shows the data's text safely and draws nothing when quiet.
+
+    Every string, Text and table it prints passes :func:`safe` first (control
+    characters escaped, long values cut: :mod:`fleetaudit.core.sanitize`), before rich
+    lays anything out; quiet, it returns before rich renders (rich would lay a table out
+    only to throw it away, minutes for a table holding one 4 MB value).
+    """
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self.quiet:
+            return
+        super().print(*(safe(o) for o in objects), **kwargs)
+
+
 # markup=False: ids and models from the data may hold [brackets].
-out = Console(highlight=False, markup=False, width=output_width())
-err = Console(stderr=True, highlight=False, markup=False)
+out = _Terminal(highlight=False, markup=False, width=output_width())
+err = _Terminal(stderr=True, highlight=False, markup=False)
+_csv_raw = False  # --csv-raw: CSV cells as they are (configure)
 
 
-def configure(*, quiet: bool = False, data: bool = False) -> None:
+def configure(*, quiet: bool = False, data: bool = False, csv_raw: bool = False) -> None:
     """Set up the output of one command: its width (``COLUMNS`` as it is now);
     ``quiet``: print nothing but errors (which the CLI writes itself); ``data``: the
-    command prints machine-readable data only, so its tables stay off stdout."""
+    command prints machine-readable data only, so its tables stay off stdout;
+    ``csv_raw``: its CSV cells are written as they are (:func:`sanitize.csv_safe`).
+    The tables the command shows from here on are kept for ``--csv``."""
+    global _csv_raw
     width = output_width()
     if width is not None:
         out.width = width
     out.quiet = quiet or data
     err.quiet = quiet
+    _shown.clear()
+    _csv_raw = csv_raw
+
+
+def safe(renderable: Any) -> Any:
+    """A renderable with the data's text made safe to show (:func:`sanitize.shown`):
+    a string or a Text as a line, a table's title, caption, headers and cells (cells
+    cut at :data:`sanitize.CELL_CHARS`); anything else as it is. A table is changed in
+    place; what this returns it returns unchanged."""
+    if isinstance(renderable, str):
+        return sanitize.shown(renderable)
+    if isinstance(renderable, Text):
+        return _safe_text(renderable, sanitize.LINE_CHARS)
+    if isinstance(renderable, Table):
+        for attribute in ("title", "caption"):
+            value = getattr(renderable, attribute)
+            if isinstance(value, (str, Text)):
+                setattr(renderable, attribute, safe(value))
+        for column in renderable.columns:
+            if isinstance(column.header, (str, Text)):
+                column.header = safe(column.header)
+            column._cells = [
+                sanitize.cell(c) if isinstance(c, str)
+                else _safe_text(c, sanitize.CELL_CHARS) if isinstance(c, Text) else c
+                for c in column._cells
+            ]  # fmt: skip
+    return renderable
+
+
+def _safe_text(text: Text, limit: int) -> Text:
+    plain = text.plain
+    shown = sanitize.shown(plain, limit)
+    if shown == plain:
+        return text  # its styles kept
+    return Text(shown, style=text.style, justify=text.justify, overflow=text.overflow)
 
 
 def note(message: str) -> None:
-    """A note on stderr (not under --quiet)."""
-    err.print(f"note: {message}", soft_wrap=True)
+    """A note on stderr (not under --quiet): wrapped to the width of a terminal, one
+    line on a pipe or in a log (where a line per note is what grep reads)."""
+    err.print(Text(f"note: {message}"), soft_wrap=not err.is_terminal)
 
 
 def wrote(path: object) -> None:
@@ -111,57 +171,90 @@ def _table_width(widths: list[int], table: Table) -> int:
     return sum(widths) + 3 * len(widths) - 1 + (2 if table.show_edge else 0)
 
 
-def fit(
-    table: Table, keys: Sequence[str] = (), drop: Sequence[str] = (), fold: Sequence[str] = ()
-) -> Table:
-    """Lay a table out for the output width (``COLUMNS``, the terminal's, or 120 on a pipe).
+FOLD_LABEL = 24
+"""A label column folds its cells onto lines this wide (at spaces; a longer word is cut)
+when its table does not fit the width."""
 
-    Every column keeps its cells whole (numbers, model names, shapes) and folds its
-    header onto more lines; ``fold`` columns (free text) fold their cells too.
-    When that is still too wide, whole columns are left out, the least important
-    first (``drop``, then the rightmost others), never a key column (the first
-    one and those named in ``keys``); a line under the table says which (``--csv``
-    has them all).
+
+def _need(column: Any, folds: bool) -> int:
+    """The narrowest a column may be: its widest cell (numbers and names stay whole) and
+    its header's longest word; a folding column, at most FOLD_LABEL."""
+    head = str(column.header)
+    words = max((cell_len(w) for w in head.split()), default=0)
+    if folds:
+        return min(_natural(column), FOLD_LABEL)
+    return max(max((_cell_width(c) for c in column._cells), default=0), words)
+
+
+def fit(table: Table, fold: Sequence[str] = ()) -> list[Table]:
+    """Lay a table out for the output width (``COLUMNS``, the terminal's, or 120 on a pipe),
+    never leaving a column out.
+
+    A table that fits is printed as it is. Otherwise every column keeps its cells whole
+    (numbers, model names) and folds its header onto more lines, and the label column
+    (the first) and the ``fold`` columns (free text) fold their cells onto lines
+    (:data:`FOLD_LABEL`). When that is still too wide, the table is stacked: parts one
+    under another, each with the label column and as many of the other columns, in
+    their order, as fit.
     """
     width = out.width
     columns = table.columns
-    key_names = {str(columns[0].header), *keys} if columns else set()
-    needs, natural = [], []
-    for column in columns:
-        head = str(column.header)
-        words = max((cell_len(w) for w in head.split()), default=0)
-        cells = max((_cell_width(c) for c in column._cells), default=0)
-        natural.append(max(cells, cell_len(head)))
-        if head in fold:
-            longest = max(
-                (cell_len(w) for c in column._cells for w in _plain(c).split()), default=0
-            )
-            needs.append(min(max(longest, words), 24))
-        else:
-            needs.append(max(cells, words))
-    if _table_width(natural, table) <= width:
-        return table  # fits as it is
-    order = [n for n in drop if n not in key_names]
-    order += [str(c.header) for c in reversed(columns) if str(c.header) not in key_names]
-    left_out: list[str] = []
-    for name in order:
-        if _table_width(needs, table) <= width:
-            break
-        found = [i for i, c in enumerate(table.columns) if str(c.header) == name]
-        if not found:
-            continue
-        del table.columns[found[0]]
-        del needs[found[0]]
-        left_out.append(name)
-    # Exact widths: rich's own squeezing would cut numbers and names short.
+    natural = [_natural(c) for c in columns]
+    if not columns or _table_width(natural, table) <= width:
+        return [table]
+    folding = {0} | {i for i, c in enumerate(columns) if str(c.header) in fold}
+    needs = [_need(c, i in folding) for i, c in enumerate(columns)]
+    # the label as wide as leaves the fewest parts (down to FOLD_LABEL_MIN)
+    options = [_stacked(table, [w, *needs[1:]], width) for w in _label_widths(columns[0], needs[0])]
+    needs[0], groups = min(options, key=lambda o: len(o[1]))
+    parts = []
+    for n, group in enumerate(groups):
+        chosen = [0, *group]
+        part = copy(table)
+        part.columns = [replace(columns[j], _index=k) for k, j in enumerate(chosen)]
+        if n:
+            part.title = "(continued)" if table.title else None
+        if n < len(groups) - 1:
+            part.caption = None
+        parts.append(
+            _widths(part, [needs[j] for j in chosen], [j in folding for j in chosen], width)
+        )
+    return parts
+
+
+FOLD_LABEL_MIN = 16
+"""A stacked table's label column narrows down to this (from FOLD_LABEL) where that
+leaves fewer parts."""
+
+
+def _label_widths(column: Any, need: int) -> list[int]:
+    """The widths a label column may take when its table is stacked, widest first."""
+    words = max((cell_len(w) for c in column._cells for w in _plain(c).split()), default=0)
+    return list(range(need, min(need, max(FOLD_LABEL_MIN, words)) - 1, -1))
+
+
+def _stacked(table: Table, needs: list[int], width: int) -> tuple[int, list[list[int]]]:
+    """The label's width and the other columns in parts that fit beside it, in order."""
+    groups: list[list[int]] = [[]]
+    for i in range(1, len(needs)):
+        trial = [0, *groups[-1], i]
+        if groups[-1] and _table_width([needs[j] for j in trial], table) > width:
+            groups.append([])
+        groups[-1].append(i)
+    return needs[0], groups
+
+
+def _widths(table: Table, needs: list[int], folds: list[bool], width: int) -> Table:
+    """Exact column widths (rich's own squeezing would cut numbers and names short):
+    headers unfold while there is room, then the folding columns widen, evenly."""
     spare = max(0, width - _table_width(needs, table))
     widths = list(needs)
-    for i, column in enumerate(table.columns):  # unfold headers while there is room
+    for i, column in enumerate(table.columns):
         extra = min(spare, max(0, cell_len(str(column.header)) - widths[i]))
         widths[i] += extra
         spare -= extra
-    texts = [i for i, c in enumerate(table.columns) if str(c.header) in fold]
-    while spare > 0 and texts:  # then widen the free-text columns, evenly
+    texts = [i for i, f in enumerate(folds) if f]
+    while spare > 0 and texts:
         wanting = [i for i in texts if widths[i] < _natural(table.columns[i])]
         if not wanting:
             break
@@ -172,9 +265,6 @@ def fit(
         column.width = column_width
         column.no_wrap = False
         column.overflow = "fold"
-    if left_out:
-        table.caption = f"left out at {width} columns: {', '.join(left_out)} (--csv has them)"
-        table.caption_justify = "left"
     return table
 
 
@@ -188,32 +278,120 @@ def _plain(cell: object) -> str:
     return cell.plain if isinstance(cell, Text) else str(cell)
 
 
-def show(
-    table: Table, keys: Sequence[str] = (), drop: Sequence[str] = (), fold: Sequence[str] = ()
-) -> None:
-    """Print a table fitted to the output width (see :func:`fit`)."""
-    out.print(fit(table, keys, drop, fold))
+_shown: list[tuple[str, pl.DataFrame]] = []
+"""The tables a command showed, by name, with their figures (for ``--csv``)."""
+
+
+def show(table: Table, name: str, csv: pl.DataFrame | None, fold: Sequence[str] = ()) -> None:
+    """Print a table fitted to the output width (:func:`fit`), its text made safe first
+    (:func:`safe`: fitted to the values shown, not to a 4 MB one), and keep its figures
+    for ``--csv`` as table ``name``.
+
+    ``csv`` holds every figure of the table in machine column names and unrounded
+    values, every row (a table on the terminal may list the largest rows only); None
+    where the figures are those of another table of the command (named there).
+    Tables shown under one name are one table of the CSV.
+    """
+    if csv is not None:
+        _shown.append((name, csv))
+    if out.quiet:
+        return
+    for part in fit(safe(table), fold):
+        if part.title:  # a line of its own, as wide as the terminal, not the table
+            out.print(Text(str(part.title), style="italic"))
+            part.title = None
+        out.print(part)
+
+
+@contextmanager
+def silenced() -> Iterator[None]:
+    """Nothing printed within (tables, lines, notes): the tables shown are kept alone."""
+    quiet = out.quiet, err.quiet
+    out.quiet = err.quiet = True
+    _shown.clear()
+    try:
+        yield
+    finally:
+        out.quiet, err.quiet = quiet
+
+
+def keep(name: str, csv: pl.DataFrame) -> None:
+    """Keep a table's figures for ``--csv`` where the terminal shows no table (none to list)."""
+    _shown.append((name, csv))
+
+
+def shown_tables() -> list[tuple[str, pl.DataFrame]]:
+    """The tables the command showed (:func:`show`), in order; those of one name joined."""
+    merged: dict[str, list[pl.DataFrame]] = {}
+    for name, frame in _shown:
+        merged.setdefault(name, []).append(frame)
+    return [(name, _concat(frames)) for name, frames in merged.items()]
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    frames = [_flat(f) for f in frames]
+    if len(frames) == 1:
+        return frames[0]
+    try:
+        return pl.concat(frames, how="diagonal_relaxed")
+    except pl.exceptions.PolarsError:  # a column of one name and two kinds: as text
+        return pl.concat([f.cast(pl.String) for f in frames], how="diagonal_relaxed")
+
+
+def _flat(frame: pl.DataFrame) -> pl.DataFrame:
+    """List columns joined by ``|`` (CSV holds no lists)."""
+    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
+    if not lists:
+        return frame
+    return frame.with_columns(
+        pl.col(name).list.eval(pl.element().cast(pl.Utf8)).list.join("|") for name in lists
+    )
+
+
+def tables_csv(tables: list[tuple[str, pl.DataFrame]]) -> str:
+    """One CSV text of the tables: a single table as it is; several, each row led by
+    its table's name (column ``table``) under the union of their columns."""
+    if not tables:
+        return ""
+    if len(tables) == 1:
+        return _csv_text(tables[0][1])
+    clash = [name for name, frame in tables if "table" in frame.columns]
+    assert not clash, f"tables {clash} hold a column named table, which leads the CSV"
+    named = [frame.select(pl.lit(name).alias("table"), pl.all()) for name, frame in tables]
+    return _csv_text(_concat(named))
+
+
+def _csv_text(frame: pl.DataFrame) -> str:
+    """A table's CSV, its cells a spreadsheet would run neutralised unless --csv-raw
+    (:func:`sanitize.csv_safe`)."""
+    return sanitize.csv_safe(frame, raw=_csv_raw).write_csv()
+
+
+def put(path: Path, text: str) -> None:
+    """An output document to ``path``: ``-`` (or /dev/stdout) is this process's stdout,
+    alone; anything else is written by :func:`fleetaudit.core.fsutil.write_output`."""
+    if is_stdout(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_output(path, text)
+        wrote(path)
+
+
+def write_tables(path: str) -> None:
+    """``--csv PATH``: the tables the command showed, as CSV (:func:`tables_csv`); a
+    folder (one that exists, or a path ending in ``/``) gets one file per table,
+    ``NAME.csv``, each written whole."""
+    tables = shown_tables()
+    if not is_stdout(path) and (path.endswith("/") or Path(path).is_dir()):
+        for name, frame in tables:
+            put(Path(path) / f"{name}.csv", _csv_text(frame))
+        return
+    put(Path(path), tables_csv(tables))
 
 
 def _int(value: object) -> str:
     return "-" if value is None else f"{int(value):,}"  # type: ignore[call-overload]
-
-
-def print_json(document: object) -> None:
-    """A JSON document on stdout, nothing else (scripts parse it)."""
-    sys.stdout.write(json.dumps(document, indent=1) + "\n")
-    sys.stdout.flush()
-
-
-def print_csv(frame: pl.DataFrame) -> None:
-    """A table as CSV on stdout, nothing else (``--csv``); list columns joined by ``|``."""
-    lists = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.List)]
-    if lists:
-        frame = frame.with_columns(
-            pl.col(name).list.eval(pl.element().cast(pl.Utf8)).list.join("|") for name in lists
-        )
-    sys.stdout.write(frame.write_csv())
-    sys.stdout.flush()
 
 
 @contextmanager
@@ -222,8 +400,8 @@ def progress_status(first: str) -> Iterator[Callable[[str], None]]:
     if not err.is_terminal or err.quiet:
         yield lambda _msg: None
         return
-    with err.status(first) as status:
-        yield lambda msg: status.update(msg)
+    with err.status(sanitize.shown(first)) as status:
+        yield lambda msg: status.update(sanitize.shown(msg))
 
 
 def render_ingest(result: IngestResult) -> None:
@@ -242,7 +420,7 @@ def render_ingest(result: IngestResult) -> None:
             _int(t.superseded),
             _int(t.rejected),
         )
-    show(table)
+    show(table, "ingest", ingest_frame(result))
     topo = result.topology
     if topo is not None:
         line = (
@@ -266,7 +444,8 @@ def render_ingest(result: IngestResult) -> None:
             f"{result.rejected:,} row(s) rejected; the first of them below, all in the "
             "store's rejects table (file, row, column, value, reason)."
         )
-        show(_rejects_table(result.rejects.head(10)), fold=_REJECT_TEXT)
+        # the first of them: `fleetaudit rejects --csv` lists them all
+        show(_rejects_table(result.rejects.head(10)), "rejects", None, fold=_REJECT_TEXT)
         if result.rejected > 10:
             out.print(f"all of them: fleetaudit rejects --ingest {result.ingest_id}")
 
@@ -302,8 +481,11 @@ def render_rejects(result: RejectsResult) -> None:
     shown = result.rejects.height
     more = f", the first {shown:,} below" if shown < result.total else ""
     out.print(f"ingest #{result.ingest_id}: {result.total:,} row(s) rejected{more}")
+    frame = result.rejects.drop("ingest_id")
     if shown:
-        show(_rejects_table(result.rejects), fold=_REJECT_TEXT)
+        show(_rejects_table(result.rejects), "rejects", frame, fold=_REJECT_TEXT)
+    else:
+        keep("rejects", frame)
 
 
 def render_summary(summary: StoreSummary) -> None:
@@ -317,7 +499,7 @@ def render_summary(summary: StoreSummary) -> None:
         tables.add_column(column, justify="right" if column == "rows" else "left")
     for r in summary.tables.iter_rows(named=True):
         tables.add_row(r["table"], _int(r["rows"]), iso(r["first"]) or "", iso(r["last"]) or "")
-    show(tables)
+    show(tables, "tables", summary.tables.rename({"table": "name"}))
     render_models(summary.models, summary.domains)
     if summary.scenarios.height:
         scen = Table(title="scenarios", title_justify="left")
@@ -325,7 +507,7 @@ def render_summary(summary: StoreSummary) -> None:
             scen.add_column(column)
         for r in summary.scenarios.iter_rows(named=True):
             scen.add_row(r["name"], r["command"], iso(r["at"]) or "", iso(r["created_at"]) or "")
-        show(scen)
+        show(scen, "scenarios", summary.scenarios)
 
 
 def render_models(models: pl.DataFrame, domains: int) -> None:
@@ -351,7 +533,7 @@ def render_models(models: pl.DataFrame, domains: int) -> None:
             _int(domains),
             style="bold",
         )
-    show(table)
+    show(table, "capacity", models)
 
 
 def bound_lines(bound: pl.DataFrame) -> list[str]:
@@ -386,7 +568,7 @@ def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> Non
         table.add_column(header, justify="left" if column == "gpu_model" else "right", no_wrap=True)
     for r in per_model.iter_rows(named=True):
         table.add_row(str(r["gpu_model"]), *(_int(r[c]) for c in list(headers)[1:]))
-    show(table)
+    show(table, "state", per_model.select(list(headers)))
     out.print(
         "installed = unhealthy + alloc high + alloc low + idle; alloc high is high-priority "
         "work alone; shares count the GPUs they fill when packed first-fit-decreasing."
@@ -395,8 +577,8 @@ def render_state(state: pl.DataFrame, at: str, window: str | None = None) -> Non
         out.print(Text(line))
     over = int(per_model["overcommitted"].sum())
     if over:
-        err.print(
-            f"note: {over} node(s) hold more GPUs of allocations than they have; "
+        note(
+            f"{over} node(s) hold more GPUs of allocations than they have; "
             "their allocations are counted up to the node's GPUs"
         )
 
@@ -410,10 +592,26 @@ def render_generate(result: GenerateResult) -> None:
     table.add_column("file")
     for name, path in result.files.items():
         table.add_row(name, _int(result.rows.get(name, 0)), str(path))
-    show(table)
+    frame = pl.DataFrame(
+        [(n, result.rows.get(n, 0), str(p)) for n, p in result.files.items()],
+        schema={"table": pl.String, "rows": pl.Int64, "file": pl.String}, orient="row",
+    )  # fmt: skip
+    show(table, "generated", frame, fold=("file",))
 
 
 def render_rollup(result: RollupResult) -> None:
+    if result.format == "alibaba-gpu-v2026":
+        out.print(
+            f"rolled up {result.rows:,} pod-hours of the release into {len(result.written):,} "
+            f"file(s) on {result.engine} in {result.seconds:.1f} s; `fleetaudit ingest` of the "
+            "folder loads them as it would the release",
+            soft_wrap=True,
+        )
+        if result.skipped:
+            err.print(
+                f"note: {result.skipped:,} pod-hour(s) without a pod or server id: kept as rejects"
+            )
+        return
     seconds = int(result.interval_s)
     unit = next(
         u for u, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if seconds % size == 0
@@ -421,8 +619,7 @@ def render_rollup(result: RollupResult) -> None:
     size = {"d": 86400, "h": 3600, "m": 60, "s": 1}[unit]
     out.print(
         f"rolled up {result.rows:,} raw rows of {result.files:,} file(s) per "
-        f"{seconds // size}{unit} on {result.engine} in {result.seconds:.1f} s",
-        soft_wrap=True,
+        f"{seconds // size}{unit} on {result.engine} in {result.seconds:.1f} s"
     )
     table = Table()
     table.add_column("table")
@@ -430,10 +627,14 @@ def render_rollup(result: RollupResult) -> None:
     table.add_column("file")
     for name, (path, rows) in result.written.items():
         table.add_row(name, _int(rows), str(path))
-    show(table)
+    frame = pl.DataFrame(
+        [(n, rows, str(p)) for n, (p, rows) in result.written.items()],
+        schema={"table": pl.String, "rows": pl.Int64, "file": pl.String}, orient="row",
+    )  # fmt: skip
+    show(table, "rollup", frame, fold=("file",))
     if result.skipped:
-        err.print(
-            f"note: {result.skipped:,} raw row(s) left out: ingest would reject them "
+        note(
+            f"{result.skipped:,} raw row(s) left out: ingest would reject them "
             "(a required value missing, a fraction outside 0..1, a negative gpu_index)"
         )
 
@@ -492,11 +693,7 @@ def render_shapes(result: ShapesResult) -> None:
             _num(ledger.idle),
             stranded_bar(ledger.stranded, ledger.idle),
         )
-    show(
-        table,
-        keys=("queued", "instances"),
-        drop=("stranded GPUs by cause", "idle GPUs", "usable GPUs"),
-    )
+    show(table, "shapes", shapes_frame(result))
     if not reports:
         out.print(
             "no GPU request is queued at this instant; give a shape with --model/--gpus or --shapes"
@@ -523,13 +720,17 @@ def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
     with_history = any(r.history is not None for r in reports)
     if not (with_reclaim or with_history):
         return
-    table = Table(title="reclaim and start outlook", title_justify="left")
+    title = " and ".join(
+        t for t, on in (("reclaim", with_reclaim), ("start outlook", with_history)) if on
+    )
+    table = Table(title=title, title_justify="left")
     table.add_column("shape", no_wrap=True)
     if with_reclaim:
         table.add_column("+evict", justify="right", no_wrap=True)
         table.add_column("lost GPU-h", justify="right", no_wrap=True)
     if with_history:
-        for header in ("p_start", "wait p50/p90", "in deadline", "started", "real p50/p90"):
+        for header in ("p_start", "wait p50/p90", "in deadline", "started", "real p50/p90",
+                       "left out"):  # fmt: skip
             table.add_column(header, justify="right", no_wrap=True)
     for r in reports:
         row: list[str | Text] = [Text(r.evaluation.shape.label())]
@@ -549,15 +750,33 @@ def _render_outlook(reports: tuple[ShapeReport, ...]) -> None:
                     f"{seconds_text(cal.actual_wait_p50_s)}/{seconds_text(cal.actual_wait_p90_s)} "
                     f"(pred. {seconds_text(cal.predicted_wait_p50_s)}/{seconds_text(cal.predicted_wait_p90_s)})",
                 ]
+            row.append("-" if cal is None else _int(sum(cal.left_out.values())))
         table.add_row(*row)
-    show(table)
-    if with_history:
-        out.print(
+    show(table, "shapes", None)  # its figures are columns of the shapes table's CSV
+    legend = []
+    if with_reclaim:
+        legend.append(
             "+evict: instances that evicting low-priority and sleepable work would add, losing "
-            "lost GPU-h. waits: time to the first step with an instance, '-' censored (none in "
-            "the window). started: requests of the shape submitted in the window that started; "
-            "their real waits beside the predicted ones."
+            "lost GPU-h."
         )
+    if with_history:
+        legend.append(
+            "waits: time to the first step with an instance, '-' censored (none in the "
+            "window). started: requests of the shape submitted in the window that started; "
+            "their real waits beside the predicted ones; left out: the shape's other "
+            "requests of the window, below."
+        )
+    out.print(" ".join(legend))
+    for r in reports:
+        cal = r.calibration
+        if cal is None:
+            continue
+        classes = [seconds_text(d) if d else "none" for d in cal.durations]
+        text = f"calibration of {r.evaluation.shape.label()}: {cal.started:,} started"
+        if len(classes) > 1 or (classes and classes != ["none"]):
+            text += f" (durations {', '.join(classes)}, each against its own duration's history)"
+        text += f"; left out: {cal.left_out_text() or 'none'}"
+        out.print(Text(text))
 
 
 def render_misses(report: ShapeReport) -> None:
@@ -587,10 +806,12 @@ def render_misses(report: ShapeReport) -> None:
             _num(m["lacks_memory_gib"]),
             _num(m["busy_in_window_gpus"]),
         )
+    frame = misses.select(pl.lit(report.evaluation.shape.label()).alias("shape"), pl.all())
     if misses.is_empty():
         out.print(f"nearest misses: {report.evaluation.shape.label()}: no eligible node")
+        keep("misses", frame)
     else:
-        show(table)
+        show(table, "misses", frame)
 
 
 _SPARK = "▁▂▃▄▅▆▇█"
@@ -598,6 +819,10 @@ _SPARK = "▁▂▃▄▅▆▇█"
 
 def _spark(values: list[float], top: float = 100.0) -> str:
     return "".join(_SPARK[min(len(_SPARK) - 1, max(0, int(v / top * len(_SPARK))))] for v in values)
+
+
+def _one_pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def render_calibration(baseline: Baseline) -> None:
@@ -622,7 +847,7 @@ def render_calibration(baseline: Baseline) -> None:
         mark = "*" if f.discipline == baseline.discipline else ""
         ok = "" if f.within_tolerance else " !"
         row(f"{f.discipline}{mark}{ok}", f.replay, f"{f.allocation_gap_pts:.1f} pts")
-    show(table, keys=("started",), drop=("never", "alloc gap"))
+    show(table, "calibration", calibration_frame(baseline))
     tol = (
         f"within {CALIBRATION_STARTS_TOLERANCE_PCT:g}% of the record's starts and a factor "
         f"{CALIBRATION_WAIT_FACTOR:g} of its waits"
@@ -648,7 +873,7 @@ def render_placement(result: PlacementResult) -> None:
         title = (
             f"placement what-if by time, {iso(result.start)} .. {iso(result.at)}, {result.queue} queue"
             f"{', from an empty fleet' if result.empty else ''}, {result.gpus:,} GPUs: "
-            "allocated %/fragmented % at % of the window"
+            "allocated %/fragmented % at % of the window" + _headline(result.window)
         )
     else:
         fill = float(result.fill_pct or 0)
@@ -669,14 +894,16 @@ def render_placement(result: PlacementResult) -> None:
         table.add_column("queued at end", justify="right", no_wrap=True)
     table.add_column("failed", justify="right", no_wrap=True)
     table.add_column("allocated (10% steps)", no_wrap=True)
-    for policy, curve in result.curves.items():
+    curves = dict(result.curves)
+    if result.mode == "time" and result.recorded is not None:
+        curves = {"recorded": result.recorded, **curves}  # the baseline, as it happened
+    for policy, curve in curves.items():
         by = {round(r[key], 6): r for r in curve.iter_rows(named=True)}
         cells = []
         for s in steps:
             r = by.get(round(s, 6))
-            cells.append(
-                "-" if r is None else f"{r['allocated_pct']:.1f}/{r['fragmented_pct']:.1f}"
-            )
+            frag = None if r is None else r.get("fragmented_pct")
+            cells.append("-" if r is None else f"{_one_pct(r['allocated_pct'])}/{_one_pct(frag)}")
         last = curve.row(-1, named=True) if curve.height else None
         if result.mode == "time":
             cells += (
@@ -690,16 +917,13 @@ def render_placement(result: PlacementResult) -> None:
             "-" if last is None else f"{last['failed']:,.0f}",
             _spark(curve["allocated_pct"].to_list()[::2]),  # every 10%
         )
-    show(
-        table,
-        keys=("failed",),
-        drop=("allocated (10% steps)", "queued at end", "started", "25%", "75%", "70%", "110%"),
-    )
+    show(table, "placement", placement_frame(result))
     out.print(
         "fragmented: idle GPU capacity the workload's request shapes, weighted by how often "
         "they occur, cannot use (the FGD paper's measure); failed: requests that found no node"
         + (
-            " (by time: fit no node at all, or still waiting at the end)."
+            " (by time: fit no node at all, or still waiting at the end). recorded: the fleet "
+            "as it happened (its fragmentation is not computed)."
             if result.mode == "time"
             else "."
         )
@@ -767,8 +991,8 @@ def _denominator_bars(
         width,
     )
     schedulable = _share_bar([(sc["usable_gpu_hours"], "green")], sc["idle_gpu_hours"], width)
-    productive = _share_bar(
-        [(pr["sm_active_gpu_hours"], "green")], pr["telemetry_gpu_hours"], width
+    productive = _share_bar(  # not usable's green: the bars stand side by side
+        [(pr["sm_active_gpu_hours"], "magenta")], pr["telemetry_gpu_hours"], width
     )
     return physical, schedulable, productive
 
@@ -777,11 +1001,19 @@ def _pct_of(part: float, whole: float) -> str:
     return "-" if whole <= 0 else f"{100 * part / whole:5.1f}%"
 
 
+def _headline(window: Window | None) -> str:
+    """What a title says about its window beside the bounds: shortened to the data, or
+    longer than it (``; ...``), or nothing."""
+    text = None if window is None else window.headline()
+    return f"; {text}" if text else ""
+
+
 def render_report(result: ReportResult) -> None:
     """The one-screen summary (three denominators per model as aligned bars), then details."""
     title = f"report {iso(result.start)} .. {iso(result.end)}, step {seconds_text(result.step_s)}"
     if result.scenario:
         title += f" (scenario {result.scenario})"
+    title += _headline(result.window)
     table = Table(title=title, title_justify="left", show_edge=False)
     table.add_column("model", no_wrap=True)
     for header in (
@@ -798,10 +1030,12 @@ def render_report(result: ReportResult) -> None:
         table.add_row(
             Text(name, style="bold" if name == "fleet" else ""),
             bars[0] + Text(f" {_pct_of(ph['allocated_gpu_hours'], ph['healthy_gpu_hours'])}"),
-            bars[1] + Text(f" {_pct_of(sc['usable_gpu_hours'], sc['idle_gpu_hours'])}"),
+            bars[1] + Text(f" {_pct_of(sc['usable_gpu_hours'], sc['idle_gpu_hours'])}")
+            if sc.get("evaluated", True)
+            else Text("not evaluated", style="italic"),
             bars[2] + Text(f" {_pct_of(pr['sm_active_gpu_hours'], pr['telemetry_gpu_hours'])}"),
         )
-    show(table, keys=tuple(str(c.header) for c in table.columns))  # bars narrow instead
+    show(table, "summary", report_frame(result))  # the bars narrow to the width
     fleet = result.fleet["physical"]
     out.print(
         f"allocation rate: high {_pct1(fleet['allocation_rate_high'])}, "
@@ -818,6 +1052,7 @@ def render_report(result: ReportResult) -> None:
     _render_physical(rows)
     _render_schedulable(rows, result)
     _render_productive(rows, result)
+    _render_failures(result)
     if result.money is not None:
         _render_report_money(result.money)
     _render_recoverable(result)
@@ -840,7 +1075,15 @@ def _render_report_money(money: dict[str, Any]) -> None:
         total = None if any(v is None for v in stranded) else sum(v or 0.0 for v in stranded)
         table.add_row(name, _money(m.get("idle"), ""), _money(total, ""),
                       _money(m.get("unproductive"), ""), _money(m.get("allocated"), ""))  # fmt: skip
-    show(table)
+    show(table, "money", pl.DataFrame(
+        [
+            {"model": name, **{k: m.get(k) for k in ("idle", *CAUSE_HEADS, "unqueued",
+                                                     "unproductive", "allocated")}}
+            for name, m in rows
+        ],
+        schema={"model": pl.String, **dict.fromkeys(("idle", *CAUSE_HEADS, "unqueued",
+                                                      "unproductive", "allocated"), pl.Float64)},
+    ))  # fmt: skip
     fleet = money["fleet"]
     out.print(
         "stranded by cause: "
@@ -859,7 +1102,14 @@ def _render_report_money(money: dict[str, Any]) -> None:
             showback.add_row(tenant, _gh(t["allocated_gpu_hours"]), f"{t['rate']:g}",
                              _money(t["allocated"], ""), _pct1(t["idle_share"]),
                              _money(t["idle"], ""))  # fmt: skip
-        show(showback, fold=("tenant",))
+        show(showback, "showback", pl.DataFrame(
+            [{"tenant": tenant, **{k: t.get(k) for k in ("allocated_gpu_hours", "rate",
+                                                          "allocated", "idle_share", "idle")}}
+             for tenant, t in tenants],
+            schema={"tenant": pl.String, **dict.fromkeys(("allocated_gpu_hours", "rate",
+                                                           "allocated", "idle_share", "idle"),
+                                                          pl.Float64)},
+        ), fold=("tenant",))  # fmt: skip
         if len(tenants) > _TENANTS_SHOWN:
             out.print(f"the other {len(tenants) - _TENANTS_SHOWN} tenants are in --json")
     for text in money.get("notes", []):
@@ -885,38 +1135,59 @@ def _render_report_remedies(remedies: dict[str, Any] | None) -> None:
 
 
 def _render_trend(result: ReportResult) -> None:
+    frame = _trend_frame(result)
     if result.previous is None:
-        out.print("trend: no earlier recorded report of this window length and step")
+        kind = report_api.describe_trend(result)
+        out.print(f"trend: no earlier recorded window of this report's kind ({kind})")
+        keep("trend", frame)
         return
-    parts = []
-    for f in result.trend:
-        change = f["change"]
-        if change is None:
-            text = "-"
-        elif "rate" in f["figure"]:
-            text = f"{100 * change:+.1f} pt"
-        else:
-            text = f"{change:+,.1f}"
-        parts.append(f"{f['label']} {text}")
-    out.print(
-        f"since the report of {iso(result.previous['created_at'])} (same window length and step):"
+    before = result.previous
+    table = Table(
+        title=f"trend since the window {iso(before['start'])} .. {iso(before['end'])} "
+        f"(recorded {iso(before['created_at'])}); like for like: {report_api.describe_trend(result)}",
+        title_justify="left",
     )
-    for part in parts:
-        out.print(f"  {part}")
+    table.add_column("figure", no_wrap=True)
+    for header in ("now", "then", "change"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for f in result.trend:
+        rate = "rate" in f["figure"]
+        shown = _pct1 if rate else _one
+        change = f["change"]
+        table.add_row(
+            f["label"],
+            shown(f["value"]),
+            shown(f["previous"]),
+            "-" if change is None else f"{100 * change:+.1f} pt" if rate else f"{change:+,.1f}",
+        )
+    show(table, "trend", frame)
     rates = report_api.trend_rates(result)
     count = len(rates[0][2])
-    shown = min(count, _SPARK_REPORTS)
+    shown_points = min(count, _SPARK_REPORTS)
     out.print(
-        f"trend over {'the last ' if shown < count else ''}{shown} recorded reports "
-        "(this one last):"
+        f"over {'the last ' if shown_points < count else ''}{shown_points} recorded windows, "
+        "oldest first (this one last):"
     )
     width = max(cell_len(label) for _, label, _ in rates)
     for _key, label, values in rates:
         out.print(
-            Text(f"  {label:<{width}} {sparkline(values[-shown:])} {_pct1(values[-1])}"),
+            Text(f"  {label:<{width}} {sparkline(values[-shown_points:])} {_pct1(values[-1])}"),
             no_wrap=True,
             overflow="ellipsis",
         )
+
+
+def _one(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _trend_frame(result: ReportResult) -> pl.DataFrame:
+    """The headline figures now and in the preceding window, and their change."""
+    return pl.DataFrame(
+        [{k: f[k] for k in ("figure", "value", "previous", "change")} for f in result.trend],
+        schema={"figure": pl.String, "value": pl.Float64, "previous": pl.Float64,
+                "change": pl.Float64},
+    )  # fmt: skip
 
 
 def _render_physical(rows: list[tuple[str, dict[str, Any]]]) -> None:
@@ -935,7 +1206,7 @@ def _render_physical(rows: list[tuple[str, dict[str, Any]]]) -> None:
             _pct1(p["allocation_rate_high"]),
             _pct1(p["allocation_rate"]),
         )
-    show(table)
+    show(table, "physical", _per_model(rows, "physical"))
 
 
 def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
@@ -952,11 +1223,11 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
         table.add_row(
             Text(name),
             _gh(s["idle_gpu_hours"]),
-            _gh(s["usable_gpu_hours"]),
+            _gh(s["usable_gpu_hours"]) if s.get("evaluated", True) else "not evaluated",
             *(_gh(s["stranded_gpu_hours"][c]) for c in denominators.SPLIT),
             _gh(s["unhealthy_gpu_hours"]),
         )
-    show(table, keys=("idle", "usable"))
+    show(table, "schedulable", _schedulable_frame(rows))
     _render_places(result)
     shapes = Table(title="demand shapes over the window", title_justify="left")
     shapes.add_column("shape", no_wrap=True)
@@ -988,13 +1259,68 @@ def _render_schedulable(rows: list[tuple[str, dict[str, Any]]], result: ReportRe
     if result.demand:
         out.print(Text(report_api.describe_demand(result.demand)))
     if result.shapes:
-        show(
-            shapes,
-            keys=("queued", "p_start"),
-            drop=("usable GPU-h as best", "wait p90", "wait p50"),
-        )
+        show(shapes, "demand_shapes", _demand_shapes_frame(result))
     else:
         out.print("no GPU request is in the window's demand: all idle GPUs are unqueued")
+
+
+def _per_model(rows: list[tuple[str, dict[str, Any]]], part: str) -> pl.DataFrame:
+    """One denominator's figures, the fleet then each model, as a frame (for --csv)."""
+    return pl.DataFrame(
+        [{"model": name, **{k: v for k, v in f[part].items() if not isinstance(v, dict)}}
+         for name, f in rows],
+        infer_schema_length=None,
+    )  # fmt: skip
+
+
+def _schedulable_frame(rows: list[tuple[str, dict[str, Any]]]) -> pl.DataFrame:
+    """The schedulable GPU-hours, the stranded ones by cause in their own columns."""
+    return pl.DataFrame(
+        [
+            {"model": name, "idle_gpu_hours": s["idle_gpu_hours"],
+             "usable_gpu_hours": s["usable_gpu_hours"],
+             **{f"{c}_gpu_hours": s["stranded_gpu_hours"][c] for c in denominators.SPLIT},
+             "unhealthy_gpu_hours": s["unhealthy_gpu_hours"]}
+            for name, f in rows
+            for s in [f["schedulable"]]
+        ],
+        infer_schema_length=None,
+    )  # fmt: skip
+
+
+def _demand_shapes_frame(result: ReportResult) -> pl.DataFrame:
+    """Every demand shape the report evaluated, heaviest first."""
+    return pl.DataFrame(
+        [
+            {"shape": s.shape.label(), "share": s.shape.is_share,
+             "requests": s.requests if s.requests is not None else s.queued,
+             "queued": s.queued, "p_start": s.p_start, "wait_p50_s": s.wait_p50_s,
+             "wait_p90_s": s.wait_p90_s, "usable_gpu_hours_as_best": s.usable_gpu_hours}
+            for s in result.shapes
+        ],
+        schema={"shape": pl.String, "share": pl.Boolean, "requests": pl.Int64,
+                "queued": pl.Int64, "p_start": pl.Float64, "wait_p50_s": pl.Float64,
+                "wait_p90_s": pl.Float64, "usable_gpu_hours_as_best": pl.Float64},
+    )  # fmt: skip
+
+
+def _productive_frame(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> pl.DataFrame:
+    """The productive figures per workload, per model (and the fleet) and per tenant, all
+    of them (the terminal lists the largest tenants)."""
+    keys = ("allocated_gpu_hours", "telemetry_gpu_hours", "coverage", "sm_active_gpu_hours",
+            "productive_rate")  # fmt: skip
+    entries = [("workload", w, p) for w, p in result.fleet["productive"]["workloads"].items()]
+    entries += [("model", name, f["productive"]) for name, f in rows]
+    entries += [("tenant", t, f["productive"]) for t, f in sorted(result.tenants.items())]
+    return pl.DataFrame(
+        [
+            {"by": by, "name": name, **{k: p.get(k) for k in keys},
+             "upper_bound": bool(p.get("upper_bound"))}
+            for by, name, p in entries
+        ],
+        schema={"by": pl.String, "name": pl.String, **dict.fromkeys(keys, pl.Float64),
+                "upper_bound": pl.Boolean},
+    )  # fmt: skip
 
 
 _PLACES_SHOWN = 20
@@ -1024,16 +1350,20 @@ def _render_places(result: ReportResult) -> None:
         )
     rest = places.slice(_PLACES_SHOWN)
     if rest.height:
-        summed = rest.select(pl.col("stranded_gpu_hours", *denominators.SPLIT).sum()).row(0, named=True)
+        summed = rest.select(pl.col("stranded_gpu_hours", *denominators.SPLIT).sum()).row(
+            0, named=True
+        )
         table.add_row(
             Text(f"the other {rest.height:,}", style="italic"),
             "",
             _gh(summed["stranded_gpu_hours"]),
             *(_gh(summed[c]) for c in denominators.SPLIT),
         )
-    totals = places.select(pl.col(denominators.SPLIT).sum()).row(0, named=True)
-    # on a narrow terminal the causes that strand least go first
-    show(table, keys=("model", "stranded"), drop=sorted(denominators.SPLIT, key=lambda c: totals[c]))
+    show(
+        table,
+        "places",
+        places.select("domain", "gpu_model", "stranded_gpu_hours", *denominators.SPLIT),
+    )
 
 
 def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportResult) -> None:
@@ -1064,13 +1394,18 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
     for header in ("allocated", "with telemetry", "SM-active", "SM-active rate"):
         table.add_column(header, justify="right", no_wrap=True)
 
+    bounded = False
+
     def add(name: str, p: dict[str, Any]) -> None:
+        nonlocal bounded
+        upper = bool(p.get("upper_bound")) and p["productive_rate"] is not None
+        bounded = bounded or upper
         table.add_row(
             Text(name),
             _gh(p["allocated_gpu_hours"]),
             _pct1(p["coverage"]),
             _gh(p["sm_active_gpu_hours"]),
-            _pct1(p["productive_rate"]),
+            ("≤ " if upper else "") + _pct1(p["productive_rate"]),
         )
 
     for workload, p in result.fleet["productive"]["workloads"].items():
@@ -1090,18 +1425,144 @@ def _render_productive(rows: list[tuple[str, dict[str, Any]]], result: ReportRes
             f"the other {len(rest):,} tenants",
             {
                 "allocated_gpu_hours": allocated,
-                "coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+                "coverage": denominators.coverage(telemetry, allocated),
                 "sm_active_gpu_hours": active,
                 "productive_rate": active / telemetry if telemetry > 0 else None,
+                "upper_bound": any(p.get("upper_bound") for p in summed),
             },
         )
-    show(table, keys=("allocated", "SM-active rate"), drop=("with telemetry",))
+    show(table, "productive", _productive_frame(rows, result))
+    out.print(report_api.allocated_kinds(result))
+    if bounded:
+        out.print(
+            "≤: an upper bound: part of that telemetry read SM activity from "
+            + " or ".join(sorted(denominators.UPPER_BOUND_METRICS))
+            + ", which overstate it"
+        )
     nb = result.neighbour
     drop = "" if nb["drop"] is None else f": a drop of {_pct1(nb['drop'])}"
     out.print(
         f"CPU-neighbour indicator: training SM-active {_pct1(nb['with_cpu_neighbour'])} with a "
         f"CPU-only allocation on its node, {_pct1(nb['without_cpu_neighbour'])} without{drop}"
     )
+
+
+_FAILING_NODES_SHOWN = 10
+_REASONS_SHOWN = 5
+
+
+def _render_failures(result: ReportResult) -> None:
+    """What failures cost: unhealthy GPU-hours by state, failures, MTBF and interrupted
+    work per model; the leading reasons; the nodes that fail most; the time curve."""
+    section = result.failures
+    if not section:
+        return
+    fleet = section["fleet"]
+    if not fleet["unhealthy_gpu_hours"] and not fleet["failures"]:
+        out.print(
+            "failures: no GPU out of service in the window"
+            + ("" if section["intervals"] else " (the store holds no health interval for it)")
+        )
+        return
+    states = sorted(
+        {state for part in [fleet, *section["models"].values()] for state in part["by_state"]}
+    )
+    table = Table(title="what failures cost (unhealthy GPU-hours, exact)", title_justify="left")
+    table.add_column("model", no_wrap=True)
+    for header in ("total", *states, "failures", "MTBF", "interrupted", "lost GPU-h"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, part in [("fleet", fleet), *section["models"].items()]:
+        table.add_row(
+            Text(name, style="bold" if name == "fleet" else ""),
+            _gh(part["unhealthy_gpu_hours"]),
+            *(_gh(part["by_state"].get(state, 0.0)) for state in states),
+            _int(part["failures"]),
+            _hours(part["mtbf_hours"]),
+            _int(part["interrupted"]["allocations"]),
+            _gh(part["interrupted"]["lost_gpu_hours"]),
+        )
+    cost = pl.DataFrame(
+        [
+            {
+                "model": name, "unhealthy_gpu_hours": part["unhealthy_gpu_hours"],
+                **{f"{state}_gpu_hours": part["by_state"].get(state, 0.0) for state in states},
+                "failures": part["failures"], "mtbf_hours": part["mtbf_hours"],
+                "interrupted": part["interrupted"]["allocations"],
+                "lost_gpu_hours": part["interrupted"]["lost_gpu_hours"],
+            }
+            for name, part in [("fleet", fleet), *section["models"].items()]
+        ],
+        schema={"model": pl.String, "unhealthy_gpu_hours": pl.Float64,
+                **{f"{state}_gpu_hours": pl.Float64 for state in states},
+                "failures": pl.Int64, "mtbf_hours": pl.Float64, "interrupted": pl.Int64,
+                "lost_gpu_hours": pl.Float64},
+    )  # fmt: skip
+    show(table, "failures", cost)
+    if fleet["recorded_gpu_hours"]:
+        out.print(
+            f"{_gh(fleet['recorded_gpu_hours'])} of them on nodes whose recorded health holds "
+            "over the whole window (no health interval dates it)"
+        )
+    reasons = [r for r in fleet["by_reason"] if r["reason"] is not None][:_REASONS_SHOWN]
+    if reasons:
+        out.print(
+            "leading reasons: "
+            + "; ".join(f"{r['state']} {r['reason']} {_gh(r['gpu_hours'])} GPU-h" for r in reasons)
+        )
+    interrupted = fleet["interrupted"]
+    if interrupted["allocations"]:
+        out.print(
+            f"interrupted: {interrupted['allocations']:,} allocation(s) ended within "
+            f"{seconds_text(section['interrupted_within_s'])} of their node failing, losing "
+            f"{_gh(interrupted['lost_gpu_hours'])} GPU-hours since their last checkpoint"
+            + (
+                f" ({interrupted['without_checkpoint']:,} without a checkpoint interval: "
+                f"{_gh(interrupted['lost_gpu_hours_without_checkpoint'])} since start, an upper bound)"
+                if interrupted["without_checkpoint"]
+                else ""
+            )
+        )
+    nodes = [n for n in section["nodes"] if n["failures"] or n["interrupted"]]
+    if nodes:
+        ranked = Table(
+            title=f"nodes that fail most (quarantine candidates: {section['quarantine_failures']} "
+            "or more failures)",
+            title_justify="left",
+        )
+        for header in ("node", "model", "failures", "unhealthy GPU-h", "interrupted", "lost GPU-h"):
+            ranked.add_column(header, justify="left" if header in ("node", "model") else "right",
+                              no_wrap=True)  # fmt: skip
+        for n in nodes[:_FAILING_NODES_SHOWN]:
+            ranked.add_row(
+                Text(n["node_id"] + (" *" if n["quarantine"] else "")),
+                Text(n["gpu_model"] or "-"),
+                _int(n["failures"]),
+                _gh(n["unhealthy_gpu_hours"]),
+                _int(n["interrupted"]),
+                _gh(n["lost_gpu_hours"]),
+            )
+        show(ranked, "failing_nodes", pl.DataFrame(
+            [
+                {"node_id": n["node_id"], "gpu_model": n["gpu_model"], "quarantine": n["quarantine"],
+                 "failures": n["failures"], "unhealthy_gpu_hours": n["unhealthy_gpu_hours"],
+                 "interrupted": n["interrupted"], "lost_gpu_hours": n["lost_gpu_hours"]}
+                for n in nodes
+            ],
+            schema={"node_id": pl.String, "gpu_model": pl.String, "quarantine": pl.Boolean,
+                    "failures": pl.Int64, "unhealthy_gpu_hours": pl.Float64,
+                    "interrupted": pl.Int64, "lost_gpu_hours": pl.Float64},
+        ))  # fmt: skip
+        if section["quarantine"]:
+            out.print(f"* {len(section['quarantine']):,} quarantine candidate(s)")
+    buckets = section["over_time"]["buckets"]
+    if buckets:
+        by_start = {b["start"]: sum(b["by_state"].values()) for b in buckets}
+        values = [by_start.get(iso(t), 0.0) for t in report_api.failure_buckets(result)]
+        out.print(
+            Text(f"unhealthy GPU-hours over the window: {sparkline(values)}"),
+            no_wrap=True,
+            overflow="ellipsis",
+        )
 
 
 def _render_recoverable(result: ReportResult) -> None:
@@ -1126,7 +1587,9 @@ def _render_recoverable(result: ReportResult) -> None:
             )
         if kind == "compaction":
             # an over-time run said its window above; a one-instant run says so here
-            instant = f"one instant at {summary['at']}: " if summary.get("label") == "one instant" else ""
+            instant = (
+                f"one instant at {summary['at']}: " if summary.get("label") == "one instant" else ""
+            )
             out.print("  " + instant + compaction_outcome(summary))
             shapes = report_api.recoverable_view(summary)["instances"]
             gained = [i for i in shapes if i["gained"]]
@@ -1171,7 +1634,7 @@ def compaction_outcome(summary: dict[str, Any]) -> str:
     ...     "after": {"partial_nodes": 1100, "free_nodes": 52}, "bound_free_nodes": 60,
     ...     "moves": 1500, "migration": {"freed_gpus": 96, "pause_gpu_hours": 1234.5,
     ...     "payback_s": 46293.75}})
-    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234 GPU-hours, repaid after 12.9 h of use'
+    'frees 96 GPUs: free nodes 40 → 52 (at most 60), partially occupied 1,200 → 1,100; 1,500 moves: a pause of 1,234.50 GPU-hours, repaid after 12.9 h of use'
     """
     migration = summary.get("migration", {})
     before, after = summary.get("before", {}), summary.get("after", {})
@@ -1196,7 +1659,7 @@ def compaction_outcome(summary: dict[str, Any]) -> str:
         cost.append(f"{_count(summary['moves'])} moves")
     pause = migration.get("pause_gpu_hours")
     if pause is not None:
-        shown = f"{pause:,.0f}" if _is_number(pause) else str(pause)
+        shown = f"{pause:,.2f}" if _is_number(pause) else str(pause)  # as whatif compaction
         cost.append(f"a pause of {shown} GPU-hours")
         if _is_number(migration.get("payback_s")):
             cost[-1] += f", repaid after {_duration(migration['payback_s'])} of use"
@@ -1248,7 +1711,7 @@ def render_compaction(report: CompactionReport, worst: int = 5) -> None:
     ):
         table.add_row(f"instances: {shape.label()} ({queued:,} queued)", _int(was), _int(now),
                       _delta(was, now))  # fmt: skip
-    show(table)
+    show(table, "compaction", compaction_frame(report))
     if migration.moves:
         out.print(
             f"migration: {migration.state_gib:,.0f} GiB of state, {migration.transfer_s:,.0f} s "
@@ -1295,7 +1758,15 @@ def render_compaction(report: CompactionReport, worst: int = 5) -> None:
                 _int(p.bound_free), f"{p.before_partial:,} → {p.after_partial:,}", _int(p.moves),
                 ", ".join(p.budgets_hit) or "-", f"{p.seconds:.2f}",
             )  # fmt: skip
-        show(parts)
+        frame = pl.DataFrame(
+            [{**{k: v for k, v in p.as_json().items() if not isinstance(v, dict)},
+              "before_free_nodes": p.before_free, "after_free_nodes": p.after_free,
+              "before_partial_nodes": p.before_partial, "after_partial_nodes": p.after_partial}
+             for p in result.partitions],
+            infer_schema_length=None,
+        )  # fmt: skip
+        # the worst of them: the CSV has every partition
+        show(parts, "partitions", frame)
     if report.over_time is not None:
         _render_over_time(report)
     if report.saved:
@@ -1334,9 +1805,20 @@ def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
             _int(t.without.queued), _int(t.before.queued), _int(len(t.moves)),
             f"{t.gpus_moved:,.4g}", t.cut,
         )  # fmt: skip
-    out.print(table)
+    rounds = pl.DataFrame(
+        [{"round_at": t.at, "partial_without": t.without.partial_nodes,
+          "partial_with_before": t.before.partial_nodes, "partial_with_after": t.after.partial_nodes,
+          "free_without": t.without.free_nodes, "free_with_before": t.before.free_nodes,
+          "free_with_after": t.after.free_nodes, "queued_without": t.without.queued,
+          "queued_with": t.before.queued, "moves": len(t.moves), "gpus_moved": t.gpus_moved,
+          "cut": t.cut} for t in ticks],
+        infer_schema_length=None,
+    )  # fmt: skip
+    show(table, "rounds", rounds)
     if stride > 1:
-        out.print(f"(one round in {stride} of {len(ticks):,} shown; --json has them all)")
+        out.print(
+            f"(one round in {stride} of {len(ticks):,} shown; --csv and --json have them all)"
+        )
     reduction = over.partial_reduction_pct
     out.print(
         f"partially occupied nodes, time-averaged: {over.partial_without:,.1f} without, "
@@ -1387,7 +1869,21 @@ def _render_over_time(report: CompactionReport, rows: int = 12) -> None:
                 f"{r.partial_with:,.1f}", "-" if change is None else f"{change:+.1f}%",
                 f"{r.gpus_moved:,.4g}", f"{r.migration.pause_gpu_hours:,.2f}",
             )  # fmt: skip
-        show(sweep, keys=("budget", "change"))
+        budgets = pl.DataFrame(
+            [
+                {
+                    "budget": r.given, "nearest_target": r is run, "gpus_per_hour": r.gpus_per_hour,
+                    "partial_with": r.partial_with, "partial_change_pct": r.partial_reduction_pct,
+                    "gpus_moved": r.gpus_moved, "pause_gpu_hours": r.migration.pause_gpu_hours,
+                }
+                for r in over.runs
+            ],
+            schema={"budget": pl.String, "nearest_target": pl.Boolean,
+                    "gpus_per_hour": pl.Float64, "partial_with": pl.Float64,
+                    "partial_change_pct": pl.Float64, "gpus_moved": pl.Float64,
+                    "pause_gpu_hours": pl.Float64},
+        )  # fmt: skip
+        show(sweep, "budgets", budgets)
         out.print(f"* the budget nearest the target: {run.given} (reported above in full)")
     out.print("the one-instant figures above are for the state at the window's end")
 
@@ -1402,6 +1898,7 @@ def render_harvesting(result: HarvestingResult) -> None:
         f"harvesting what-if, {iso(result.start)} .. {iso(result.end)}"
         + (f" (scenario {result.scenario})" if result.scenario else "")
         + f": {result.sleeps:,} sleeps from {result.telemetry_samples:,} telemetry rows"
+        + _headline(result.window)
     )
     table = Table(title=title, title_justify="left")
     table.add_column("policy", no_wrap=True)
@@ -1431,11 +1928,7 @@ def render_harvesting(result: HarvestingResult) -> None:
             f"{r.lost_gpu_hours:,.1f}",
             _int(r.unfinished),
         )
-    show(
-        table,
-        keys=("HP", "HP+LP", "harv."),
-        drop=("LP done mean/p50/p90", "lost GPU-h", "standby GPU-h", "forced", "unfin."),
-    )
+    show(table, "harvesting", harvesting_frame(result))
     out.print(
         "HP, HP+LP: allocated / healthy GPU-hours, high priority alone and with low priority. "
         "standby: GPU-hours lent by sleeping allocations; harv.: the share of them "
@@ -1459,11 +1952,6 @@ def ingest_frame(result: IngestResult) -> pl.DataFrame:
         schema=dict.fromkeys(columns, pl.Int64) | {"table": pl.String},
         orient="row",
     )
-
-
-def status_frame(summary: StoreSummary) -> pl.DataFrame:
-    """``status --csv``: capacity by GPU model."""
-    return summary.models
 
 
 def state_by_model(state: pl.DataFrame) -> pl.DataFrame:
@@ -1492,52 +1980,125 @@ def state_by_model(state: pl.DataFrame) -> pl.DataFrame:
 
 
 def shapes_frame(result: ShapesResult) -> pl.DataFrame:
-    """``shapes --csv``: per shape, queued, instances, usable and idle GPUs, stranded by cause."""
+    """``shapes --csv``: per shape, queued, instances, usable and idle GPUs, stranded by
+    cause; with --reclaim the reclaimable instances and the work they lose; with
+    --history p_start, the waits and their calibration."""
     causes: list[str] = []
     for r in result.shapes:
         for cause in r.evaluation.ledger.stranded or {}:
             if cause not in causes:
                 causes.append(cause)
+    with_reclaim = any(r.reclaim is not None for r in result.shapes)
+    with_history = any(r.history is not None for r in result.shapes)
     rows = []
     for r in result.shapes:
         ledger = r.evaluation.ledger
         stranded = ledger.stranded or {}
-        rows.append(
-            [r.evaluation.shape.label(), r.queued, r.instances, bool(r.capped),
-             ledger.usable, ledger.idle, *(stranded.get(c) for c in causes)]
-        )  # fmt: skip
+        row: list[Any] = [
+            r.evaluation.shape.label(), r.queued, r.instances, bool(r.capped),
+            ledger.usable, ledger.idle, *(stranded.get(c) for c in causes),
+        ]  # fmt: skip
+        if with_reclaim:
+            rc = r.reclaim
+            row += [None, None] if rc is None else [rc.instances, rc.lost_gpu_hours]
+        if with_history:
+            h = None if r.history is None else r.history.as_json()
+            row += [None] * 4 if h is None else [h[k] for k in _HISTORY_KEYS]
+            cal = None if r.calibration is None else r.calibration.as_json()
+            row += [None] * 5 if cal is None else [cal[k] for k in _CALIBRATION_KEYS]
+            left = {} if cal is None else cal["left_out"]
+            row += [left.get(k) for k in history_model.LEFT_OUT]
+        rows.append(row)
     schema: dict[str, Any] = {
         "shape": pl.String, "queued": pl.Int64, "instances": pl.Int64, "capped": pl.Boolean,
         "usable_gpus": pl.Float64, "idle_gpus": pl.Float64,
         **{f"stranded_{c}": pl.Float64 for c in causes},
     }  # fmt: skip
+    if with_reclaim:
+        schema |= {"reclaim_instances": pl.Int64, "reclaim_lost_gpu_hours": pl.Float64}
+    if with_history:
+        schema |= dict.fromkeys(_HISTORY_KEYS, pl.Float64)
+        schema |= {"started": pl.Int64} | dict.fromkeys(_CALIBRATION_KEYS[1:], pl.Float64)
+        schema |= {f"left_out_{k}": pl.Int64 for k in history_model.LEFT_OUT}
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
+_HISTORY_KEYS = ("p_start", "wait_p50_s", "wait_p90_s", "p_within_deadline")
+_CALIBRATION_KEYS = (
+    "started", "actual_wait_p50_s", "actual_wait_p90_s", "predicted_wait_p50_s",
+    "predicted_wait_p90_s",
+)  # fmt: skip
+
+
+def calibration_frame(baseline: Baseline) -> pl.DataFrame:
+    """The baseline beside the record (``--csv`` table ``calibration``): the record's
+    queue figures, then each discipline's replay (``baseline`` true on the one chosen),
+    waits in seconds."""
+    fits = baseline.calibration.fits if baseline.calibration is not None else (baseline.fit,)
+    rows: list[tuple[str, bool | None, bool | None, QueueFigures, float | None]]
+    rows = [("record", None, None, baseline.fit.record, None)]
+    rows += [
+        (f.discipline, f.discipline == baseline.discipline, f.within_tolerance, f.replay,
+         f.allocation_gap_pts)
+        for f in fits
+    ]  # fmt: skip
+    return pl.DataFrame(
+        [
+            {
+                "replay": name, "baseline": chosen, "within_tolerance": ok,
+                "started": q.started, "waiting": q.waiting, "never": q.never,
+                "wait_p50_s": q.wait_p50_s, "wait_p90_s": q.wait_p90_s,
+                "allocation_gap_pts": gap,
+            }
+            for name, chosen, ok, q, gap in rows
+        ],
+        schema={"replay": pl.String, "baseline": pl.Boolean, "within_tolerance": pl.Boolean,
+                "started": pl.Int64, "waiting": pl.Int64, "never": pl.Int64,
+                "wait_p50_s": pl.Float64, "wait_p90_s": pl.Float64,
+                "allocation_gap_pts": pl.Float64},
+    )  # fmt: skip
+
+
 def placement_frame(result: PlacementResult) -> pl.DataFrame:
-    """``whatif placement --csv``: every policy's curve, one row per step."""
+    """``whatif placement --csv``: every policy's curve, one row per step; by time, the
+    recorded fleet's first (policy ``recorded``)."""
+    named = dict(result.curves)
+    if result.mode == "time" and result.recorded is not None and named:
+        columns = next(iter(named.values())).columns  # the policies' columns, in their order
+        recorded = result.recorded.with_columns(
+            *(
+                pl.lit(None, pl.Float64).alias(c)
+                for c in columns
+                if c not in result.recorded.columns
+            )
+        ).select(columns)
+        named = {"recorded": recorded, **named}
     curves = [
-        curve.select(pl.lit(policy).alias("policy"), pl.all())
-        for policy, curve in result.curves.items()
+        curve.select(pl.lit(policy).alias("policy"), pl.all()) for policy, curve in named.items()
     ]
     return pl.concat(curves, how="diagonal_relaxed") if curves else pl.DataFrame()
 
 
 def compaction_frame(report: CompactionReport) -> pl.DataFrame:
-    """``whatif compaction --csv``: the before/after table."""
+    """``whatif compaction --csv``: the before/after table (with the queued requests of
+    each shape and each figure's change)."""
     result = report.result
     before, after = result.before, result.after
-    rows: list[tuple[str, float | None, float | None]] = [
-        ("free_nodes", before.free_nodes, after.free_nodes),
-        ("partial_nodes", before.partial_nodes, after.partial_nodes),
-        ("free_nodes_upper_bound", None, result.bound_free_nodes),
+    rows: list[tuple[str, float | None, float | None, int | None]] = [
+        ("free_nodes", before.free_nodes, after.free_nodes, None),
+        ("partial_nodes", before.partial_nodes, after.partial_nodes, None),
+        ("free_nodes_upper_bound", None, result.bound_free_nodes, None),
     ]
-    for (shape, was), (_, now) in zip(before.instances, after.instances, strict=True):
-        rows.append((f"instances: {shape.label()}", was, now))
+    for (shape, was), (_, now), queued in zip(
+        before.instances, after.instances, report.queued, strict=True
+    ):
+        rows.append((f"instances: {shape.label()}", was, now, queued))
     return pl.DataFrame(
-        rows, schema={"figure": pl.String, "before": pl.Float64, "after": pl.Float64},
+        rows,
+        schema={"figure": pl.String, "before": pl.Float64, "after": pl.Float64,
+                "queued": pl.Int64},
         orient="row",
-    )  # fmt: skip
+    ).with_columns((pl.col("after") - pl.col("before")).alias("change"))  # fmt: skip
 
 
 def remedies_frame(result: RemediesResult) -> pl.DataFrame:
@@ -1633,8 +2194,9 @@ def render_remedies(result: RemediesResult) -> None:
             (_gh(s.hours["unqueued"]), _signed(s.hours["unqueued"] - b.hours["unqueued"])),
         ])  # fmt: skip
         add(causes, row, [(_gh(s.hours[c]), _signed(s.hours[c] - b.hours[c])) for c in CAUSE_HEADS])
-    show(snap, fold=("remedy",))
-    show(causes, fold=("remedy",))
+    # every figure of the remedies' tables is a column of the one CSV table (remedies_frame)
+    show(snap, "remedies", remedies_frame(result), fold=("remedy",))
+    show(causes, "remedies", None, fold=("remedy",))
     partial = [r for r in result.rows if r.snapshot_base is not None]
     for row in partial:
         out.print(
@@ -1663,8 +2225,8 @@ def render_remedies(result: RemediesResult) -> None:
             (f"{r.preemptions:,}", _signed(r.preemptions - rb.preemptions)),
             (_gh(r.lost_gpu_hours), _signed(r.lost_gpu_hours - rb.lost_gpu_hours)),
         ])  # fmt: skip
-    show(replay, fold=("remedy",))
-    show(served, fold=("remedy",))
+    show(replay, "remedies", None, fold=("remedy",))
+    show(served, "remedies", None, fold=("remedy",))
     if result.shown:
         deadline = (
             "their own start deadline, else " + (
@@ -1684,7 +2246,7 @@ def render_remedies(result: RemediesResult) -> None:
                  else _signed(100 * (r.p_start[i] - rb.p_start[i]), 1, " pts"))  # type: ignore[operator]
                 for i in range(result.shown)
             ])  # fmt: skip
-        show(probability, fold=("remedy",))
+        show(probability, "remedies", None, fold=("remedy",))
         instances = _remedies_table(
             "snapshot per shape: its mean instances over the sampled instants",
             [f"S{i + 1}" for i in range(result.shown)],
@@ -1699,7 +2261,7 @@ def render_remedies(result: RemediesResult) -> None:
                     None if now is None or was is None else _signed(now - was, 1),
                 ))  # fmt: skip
             add(instances, row, cells)
-        show(instances, fold=("remedy",))
+        show(instances, "remedies", None, fold=("remedy",))
         for i, shape in enumerate(result.shapes[: result.shown]):
             arrived = base.replay.shape_arrivals[i]
             out.print(f"S{i + 1}: {shape.label()} ({arrived:,} arrived)")
@@ -1767,7 +2329,7 @@ def _render_remedy_money(result: RemediesResult) -> None:
             "-" if per is None else f"{per:,.2f}",
             "-" if cost.get("rank") is None else str(cost["rank"]),
         )
-    show(table, fold=("remedy",))
+    show(table, "remedies", None, fold=("remedy",))
     for row in result.rows[1:]:
         for text in (row.cost or {}).get("notes", []):
             note(f"{row.name}: {text}")
@@ -1788,7 +2350,14 @@ def _render_sizing(sizing: Sizing) -> None:
             str(i), f"{step.value:g}", _pct1(step.p_start),
             _pct1(step.figures.get("snapshot_p_start")), "yes" if step.reached else "no",
         )  # fmt: skip
-    show(table)
+    show(table, "sizing", pl.DataFrame(
+        [{"model": sizing.model, "kind": sizing.kind, "step": i, "value": step.value,
+          "p_start": step.p_start, "snapshot_p_start": step.figures.get("snapshot_p_start"),
+          "reached": step.reached}
+         for i, step in enumerate(sizing.steps, start=1)],
+        schema={"model": pl.String, "kind": pl.String, "step": pl.Int64, "value": pl.Float64,
+                "p_start": pl.Float64, "snapshot_p_start": pl.Float64, "reached": pl.Boolean},
+    ))  # fmt: skip
     if sizing.found is not None:
         out.print(f"smallest: {sizing.found:g} {what} reach {sizing.target:.0%}")
     else:
@@ -1847,6 +2416,18 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def _paper_frame(
+    frame: pl.DataFrame, mine: dict[Any, dict[str, Any]], key: str | tuple[str, ...]
+) -> pl.DataFrame:
+    """A paper table's rows beside fleetaudit's figures for the same key (``fleetaudit_*``)."""
+    names = sorted({k for figures in mine.values() for k in figures})
+    rows = []
+    for row in frame.iter_rows(named=True):
+        found = mine.get(row[key] if isinstance(key, str) else tuple(row[k] for k in key)) or {}
+        rows.append({**row, **{f"fleetaudit_{k}": found.get(k) for k in names}})
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else frame
+
+
 def render_paper(result: PaperResult) -> None:
     """``fleetaudit paper``: the paper's figures beside fleetaudit's."""
     f = result.figures
@@ -1866,7 +2447,7 @@ def render_paper(result: PaperResult) -> None:
             _pct(mine.get("allocation_rate_high")),
             _pct(mine.get("allocation_rate")),
         )
-    out.print(alloc)
+    show(alloc, "allocation", _paper_frame(f.allocation, result.fleet_allocation, "gpu_model"))
     out.print(Text(f"  {paper.DIFFERENCES['allocation']}", style="dim"))
     idle = Table(title="idle GPUs per shape (paper: even hours; mean GPUs)", title_justify="left")
     for column in (
@@ -1887,11 +2468,9 @@ def render_paper(result: PaperResult) -> None:
             _num(mine.get("fragment")),
             _num(mine.get("cpu_memory")),
         )
-    out.print(idle)
+    show(idle, "idle", _paper_frame(f.idle, result.fleet_idle, ("gpus", "cpus")))
     out.print(Text(f"  {paper.DIFFERENCES['idle']}", style="dim"))
-    slots = Table(
-        title="gangs of 1-GPU, 12-vCPU slots (paper: hour 10)", title_justify="left"
-    )
+    slots = Table(title="gangs of 1-GPU, 12-vCPU slots (paper: hour 10)", title_justify="left")
     for column in (
         "model", "gang", "paper slots", "across cluster", "within ASW", "fleetaudit any",
         "fleetaudit switch",
@@ -1908,7 +2487,7 @@ def render_paper(result: PaperResult) -> None:
             _num(mine.get("any")),
             _num(mine.get("switch")),
         )
-    out.print(slots)
+    show(slots, "slots", _paper_frame(f.slots, result.fleet_gangs, ("gpu_model", "gang")))
     out.print(Text(f"  {paper.DIFFERENCES['asw_slots']}", style="dim"))
     s = f.standby
     out.print(

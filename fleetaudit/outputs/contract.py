@@ -84,8 +84,19 @@ def placement_document(result: PlacementResult) -> dict[str, Any]:
         "saved_as": result.saved,
         "saved_policy": result.saved_policy,
     }
+    if result.mode == "time" and result.recorded is not None:
+        document["recorded"] = {
+            "curve": [
+                {k: (None if r[k] is None else round(float(r[k]), 6)) for k in r}
+                for r in result.recorded.iter_rows(named=True)
+            ]
+        }
     if result.mode == "time":
-        document["window"] = {"start": iso(result.start), "end": iso(result.at)}
+        document["window"] = {
+            "start": iso(result.start),
+            "end": iso(result.at),
+            **({} if result.window is None else result.window.as_json()),
+        }
         document["queue"] = result.queue
         document["empty"] = result.empty
         if result.baseline is not None:
@@ -114,7 +125,8 @@ def report_document(result: ReportResult) -> dict[str, Any]:
     Beyond SPEC's keys: schedulable.stranded_gpu_hours.unqueued (idle GPUs no
     queued whole-GPU shape may use) and unhealthy_gpu_hours; productive
     allocated_gpu_hours, coverage and per-workload detail; tenants, shapes,
-    cpu_neighbour, telemetry provenance, recoverable, trend and notes.
+    cpu_neighbour, telemetry provenance, recoverable, trend, failures (what
+    failures cost: docs/report.md) and notes.
     """
     from fleetaudit.api import WHATIF_KINDS
     from fleetaudit.api.report_api import REPORT_SCHEMA, recoverable_summary
@@ -128,6 +140,7 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                 "end": iso(result.end),
                 "step_s": result.step_s,
                 "instants": result.steps["instant"].n_unique(),
+                **({} if result.window is None else result.window.as_json()),
             },
             "scenario": result.scenario,
             "fleet": result.fleet,
@@ -148,26 +161,32 @@ def report_document(result: ReportResult) -> dict[str, Any]:
                 for kind, run in ((k, result.whatifs.get(k)) for k in WHATIF_KINDS)
             },
             "trend": {
+                "key": result.trend_key,
                 "previous": None
                 if result.previous is None
                 else {
-                    "created_at": iso(result.previous["created_at"]),
-                    "at": iso(result.previous["at"]),
+                    k: iso(result.previous[k]) for k in ("created_at", "at", "start", "end")
                 },
                 "figures": list(result.trend),
                 "history": [
                     {
-                        "created_at": iso(h["created_at"]),
-                        "at": iso(h["at"]),
+                        **{k: iso(h[k]) for k in ("created_at", "at", "start", "end")},
                         "figures": h["figures"],
                     }
                     for h in result.history
                 ],
+                "stale": None
+                if result.stale is None
+                else {
+                    "recorded_at": iso(result.stale["recorded_at"]),
+                    "export_time": iso(result.stale["export_time"]),
+                },
             },
             "stranded_places": {
                 "sampled_instants": result.places_instants,
                 "domains": result.places.to_dicts(),
             },
+            "failures": result.failures,
             "notes": list(result.notes),
         }
         | ({} if result.money is None else {"money": result.money})

@@ -20,7 +20,10 @@ import polars as pl
 
 from fleetaudit.api.report_api import (
     ReportResult,
+    allocated_kinds,
     describe_demand,
+    describe_trend,
+    failure_buckets,
     recoverable_summary,
     recoverable_view,
     trend_rates,
@@ -29,7 +32,7 @@ from fleetaudit.api.report_api import (
 from fleetaudit.core.fsutil import write_output
 from fleetaudit.core.resources import resource_dir
 from fleetaudit.core.times import iso, seconds_text
-from fleetaudit.model.denominators import SPLIT
+from fleetaudit.model.denominators import SPLIT, coverage
 from fleetaudit.outputs import charts
 
 COLOURS = {
@@ -43,12 +46,19 @@ COLOURS = {
     "cpu_memory": "#cc79a7",
     "topology": "#8e6bb0",
     "unqueued": "#bdbdbd",
-    "sm_active": "#2e8b57",
+    "sm_active": "#762a83",  # not usable's green: the two bars stand side by side
     "not_active": "#f0c27b",
     "no_telemetry": "#d9d9d9",
     "queued": "#111111",
+    "never": "#9e9e9e",
     "usable_share": "#2e8b57",
     "productive_rate": "#d55e00",
+    # health states (what failures cost), most severe darkest
+    "down": "#67001f",
+    "state unhealthy": "#b2182b",
+    "drain": "#2166ac",
+    "cordoned": "#4393c3",
+    "degraded": "#f4a582",
 }
 """Fill colours by segment (colour-blind-safe where it matters; printed as greys they stay apart by order)."""
 
@@ -76,13 +86,16 @@ class Bar:
 
 @dataclass(frozen=True)
 class ModelRow:
-    """One GPU model (or the fleet): three stacked bars and their headline rates."""
+    """One GPU model (or the fleet): three stacked bars and their headline rates
+    (``evaluated``: False when none of the model's demand was among the shapes
+    evaluated, so its schedulable split is not known)."""
 
     name: str
     physical: Bar
     schedulable: Bar
     productive: Bar
     figures: dict[str, Any]
+    evaluated: bool = True
 
 
 @dataclass(frozen=True)
@@ -112,13 +125,32 @@ class Cell:
 @dataclass(frozen=True)
 class AreaChart:
     """Idle GPUs over the window, usable then stranded by cause, stacked, with the queued
-    GPUs as a line on the same axis (GPUs at each instant; the area is GPU-hours)."""
+    GPUs as a line on the same axis (GPUs at each instant; the area is GPU-hours), and
+    apart, dashed, the GPUs of requests that can never start on the fleet (clipped at
+    the axis' top, which the idle GPUs and the startable queue set)."""
 
     name: str
     bands: tuple[charts.Band, ...]
     queued: str  # polyline points ("" without requests)
     top: float
     y_ticks: tuple[tuple[float, str], ...]  # (y, label)
+    never: str = ""  # polyline points of the never-startable requests' GPUs ("": none)
+    never_most: float = 0.0  # their most GPUs waiting at once (above top: clipped)
+
+
+@dataclass(frozen=True)
+class FailuresView:
+    """What failures cost (the report's ``failures`` object) as the HTML shows it."""
+
+    section: dict[str, Any]  # the JSON object
+    states: tuple[str, ...]  # the states in the window, most severe first
+    colours: dict[str, str]  # by state
+    bands: tuple[charts.Band, ...]  # mean unhealthy GPUs per bucket, stacked by state
+    top: float
+    y_ticks: tuple[tuple[float, str], ...]
+    labels: tuple[tuple[float, str, str], ...]
+    reasons: tuple[dict[str, Any], ...]
+    nodes: tuple[dict[str, Any], ...]
 
 
 @dataclass(frozen=True)
@@ -165,6 +197,7 @@ class ReportContext:
     recoverable: tuple[dict[str, Any], ...]
     trend: tuple[dict[str, Any], ...]
     previous: str | None
+    trend_kind: str
     notes: tuple[str, ...]
     headlines: tuple[dict[str, Any], ...] = ()
     over_time: tuple[AreaChart, ...] = ()
@@ -172,12 +205,14 @@ class ReportContext:
     trend_chart: TrendChart | None = None
     tenants_rest: dict[str, Any] | None = None
     heat_legend: tuple[tuple[str, str], ...] = ()
+    allocated_kinds: str = ""
     places: tuple[dict[str, Any], ...] = ()
     places_rest: dict[str, Any] | None = None
     places_instants: int = 0
     places_of: int = 0
     money: dict[str, Any] | None = None  # report --prices
     remedies: dict[str, Any] | None = None  # the latest whatif remedies run, with its chart
+    failures: FailuresView | None = None
 
 
 def _bar(name: str, parts: list[tuple[str, str, float]]) -> Bar:
@@ -223,7 +258,9 @@ def _row(name: str, figures: dict[str, Any]) -> ModelRow:
             ),
         ],
     )
-    return ModelRow(name, physical, schedulable, productive, figures)
+    return ModelRow(
+        name, physical, schedulable, productive, figures, bool(sc.get("evaluated", True))
+    )
 
 
 def _time_chart(
@@ -380,18 +417,8 @@ def _over_time(
             .fill_null(0.0)
             .sort("instant")
         )
-        q_values: list[float] = []
-        if queued.height:
-            q = queued if model is None else queued.filter(pl.col("gpu_model") == model)
-            q_values = (
-                frame.join(
-                    q.group_by("instant").agg(pl.col("queued_gpus").sum()), on="instant", how="left"
-                )
-                .sort("instant")["queued_gpus"]
-                .fill_null(0.0)
-                .to_list()
-            )
-            q_values = charts.bucket_means(q_values, size)
+        q_values = _queued_series(frame, queued, model, never=False, size=size)
+        n_values = _queued_series(frame, queued, model, never=True, size=size)
         layers = [
             (
                 c,
@@ -411,10 +438,91 @@ def _over_time(
                 bands=charts.stacked_bands(layers, CHART_W, CHART_H, top),
                 queued=charts.polyline(q_values, CHART_W, CHART_H, top) if q_values else "",
                 top=top,
-                y_ticks=tuple((CHART_H - CHART_H * f, _num(top * f)) for f in (0, 0.5, 1)),
+                y_ticks=tuple(
+                    (CHART_H - CHART_H * v / top, _num(v, 1 if top < 5 else 0))
+                    for v in charts.nice_ticks(top)
+                ),
+                never=charts.polyline([min(v, top) for v in n_values], CHART_W, CHART_H, top)
+                if any(n_values)
+                else "",
+                never_most=max(n_values, default=0.0),
             )
         )
     return tuple(out), _instants_axis(instants.to_list()[::size], CHART_W)
+
+
+def _queued_series(
+    frame: pl.DataFrame, queued: pl.DataFrame, model: str | None, never: bool, size: int
+) -> list[float]:
+    """The queued GPUs at each instant (of ``model``; None: the fleet), startable or
+    never-startable, as means of runs of ``size`` instants ([] without requests)."""
+    if not queued.height:
+        return []
+    q = queued if model is None else queued.filter(pl.col("gpu_model") == model)
+    if "never" in q.columns:
+        q = q.filter(pl.col("never") == never)
+    elif never:
+        return []
+    values = (
+        frame.join(q.group_by("instant").agg(pl.col("queued_gpus").sum()), on="instant", how="left")
+        .sort("instant")["queued_gpus"]
+        .fill_null(0.0)
+        .to_list()
+    )
+    return charts.bucket_means(values, size)
+
+
+FAILING_NODES_SHOWN = 20
+REASONS_SHOWN = 10
+
+
+def _state_colour(state: str) -> str:
+    key = "state unhealthy" if state == "unhealthy" else state
+    return COLOURS.get(key, "#7f7f7f")
+
+
+def failures_view(result: ReportResult) -> FailuresView | None:
+    """The failures section's tables and its chart: the mean unhealthy GPUs of each bucket
+    of the window (its unhealthy GPU-hours over its hours), stacked by state."""
+    from fleetaudit.model.capacity import SEVERITY
+
+    section = result.failures
+    if not section:
+        return None
+    fleet = section["fleet"]
+    seen = set(fleet["by_state"])
+    states = tuple(
+        sorted(seen, key=lambda s: (SEVERITY.index(s) if s in SEVERITY else len(SEVERITY), s))
+    )
+    size = section["over_time"]["bucket_s"]
+    starts = failure_buckets(result)
+    by_start = {b["start"]: b["by_state"] for b in section["over_time"]["buckets"]}
+    hours = size / 3600 if size > 0 else 1.0
+    layers = [
+        (
+            state,
+            state,
+            _state_colour(state),
+            [by_start.get(iso(t), {}).get(state, 0.0) / hours for t in starts],
+        )
+        for state in states
+    ]
+    top = charts.nice_top(
+        max((sum(v) for v in zip(*(layer[3] for layer in layers), strict=True)), default=0.0)
+    )
+    return FailuresView(
+        section=section,
+        states=states,
+        colours={state: _state_colour(state) for state in states},
+        bands=charts.stacked_bands(layers, CHART_W, CHART_H, top) if starts else (),
+        top=top,
+        y_ticks=tuple((CHART_H - CHART_H * f, _num(top * f)) for f in (0, 0.5, 1)),
+        labels=_instants_axis(starts, CHART_W),
+        reasons=tuple(fleet["by_reason"][:REASONS_SHOWN]),
+        nodes=tuple(n for n in section["nodes"] if n["failures"] or n["interrupted"])[
+            :FAILING_NODES_SHOWN
+        ],
+    )
 
 
 TREND_COLOURS = ("allocated_high", "allocated_low", "usable_share", "productive_rate")
@@ -462,7 +570,8 @@ def _tenant_rows(result: ReportResult) -> tuple[tuple[dict[str, Any], ...], dict
         "productive_productive_rate": total("productive_sm_active_gpu_hours") / telemetry
         if telemetry > 0
         else None,
-        "productive_coverage": min(telemetry / allocated, 1.0) if allocated > 0 else None,
+        "productive_coverage": coverage(telemetry, allocated),
+        "productive_upper_bound": any(r.get("productive_upper_bound") for r in rest),
     }
     return tuple(shown), summed
 
@@ -550,6 +659,9 @@ def build_context(result: ReportResult) -> ReportContext:
             }
         )
     window = f"{iso(result.start)} to {iso(result.end)}, sampled every {_duration(result.step_s)}"
+    headline = None if result.window is None else result.window.headline()
+    if headline:
+        window += f" ({headline})"
     return ReportContext(
         title=f"fleetaudit report {iso(result.end)}",
         generated_at=iso(result.generated_at) or "",
@@ -586,7 +698,9 @@ def build_context(result: ReportResult) -> ReportContext:
         trend=result.trend,
         previous=None
         if result.previous is None
-        else f"{iso(result.previous['created_at'])} (data to {iso(result.previous['at'])})",
+        else f"{iso(result.previous['start'])} to {iso(result.previous['end'])} (recorded "
+        f"{iso(result.previous['created_at'])})",
+        trend_kind=describe_trend(result),
         notes=result.notes,
         headlines=_headlines(result),
         over_time=over_time,
@@ -598,6 +712,8 @@ def build_context(result: ReportResult) -> ReportContext:
         places_instants=result.places_instants,
         places_of=result.steps["instant"].n_unique(),
         heat_legend=HEAT_LEGEND,
+        allocated_kinds=allocated_kinds(result),
+        failures=failures_view(result),
         money=result.money,
         remedies=_remedies_chart(result.remedies),
     )
@@ -637,6 +753,14 @@ def _num(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def _bounded(
+    figures: dict[str, Any], rate: str = "productive_rate", upper: str = "upper_bound"
+) -> str:
+    """A productive rate as a percent, marked ``≤`` where it is an upper bound."""
+    value = figures.get(rate)
+    return ("≤ " if value is not None and figures.get(upper) else "") + _pct(value)
+
+
 def _pct(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{100 * value:.{digits}f}%"
 
@@ -658,7 +782,9 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=_num, pct=_pct, duration=_duration, signed=_signed, wait=_wait)
+    env.filters.update(
+        num=_num, pct=_pct, duration=_duration, signed=_signed, wait=_wait, bounded=_bounded
+    )
     return env
 
 
@@ -670,15 +796,3 @@ def render_html(result: ReportResult) -> str:
 def write_html(result: ReportResult, path: Path) -> None:
     """Write the HTML report to ``path`` (``-``: stdout; a file: whole or not at all)."""
     write_output(path, render_html(result))
-
-
-def expand_path(template: Path, when: datetime) -> Path:
-    """``{date}`` and ``{time}`` in a path become the report's UTC date and time.
-
-    >>> expand_path(Path("reports/{date}-{time}.html"), datetime(2026, 5, 1, 6, 30))
-    PosixPath('reports/2026-05-01-063000.html')
-    """
-    if str(template) == "-":
-        return template
-    text = str(template).replace("{date}", when.strftime("%Y-%m-%d"))
-    return Path(text.replace("{time}", when.strftime("%H%M%S")))

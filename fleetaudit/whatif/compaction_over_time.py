@@ -52,7 +52,7 @@ from fleetaudit.core.options import (
 )
 from fleetaudit.core.times import epoch_us, from_epoch_us
 from fleetaudit.model import occupancy
-from fleetaudit.model.capacity import usable_expr
+from fleetaudit.model.capacity import Health, usable_expr
 from fleetaudit.model.shapes import Shape, group_slots, json_number, make_shape, node_slots
 from fleetaudit.whatif import compaction, placement
 from fleetaudit.whatif.compaction import CompactionOptions, Migration, Move
@@ -299,8 +299,12 @@ def _request_shapes(requests: pl.DataFrame) -> list[Shape | None]:
         try:
             out.append(
                 make_shape(
-                    row.get("gpu_model"), float(gpus), row.get("gpus_per_pod"),
-                    row.get("cpus_per_gpu"), row.get("memory_gib_per_gpu"), row.get("locality"),
+                    row.get("gpu_model"),
+                    float(gpus),
+                    row.get("gpus_per_pod"),
+                    row.get("cpus_per_gpu"),
+                    row.get("memory_gib_per_gpu"),
+                    row.get("locality"),
                     row.get("duration_s"),
                 )  # fmt: skip
             )
@@ -324,6 +328,7 @@ def compact_over_time(
     keep_frames: bool = False,
     demand: placement.Demand | None = None,
     hold: Mapping[str, int] | None = None,
+    health: Health | None = None,
 ) -> OverTimeResult:
     """Replay [start, end) without compaction and with compaction rounds, on the same arrivals.
 
@@ -342,6 +347,10 @@ def compact_over_time(
         hold: the holds both replays use (a baseline's on another fleet, so that an
             edited fleet is compared like for like); None: the replay without
             compaction decides them, as a baseline does.
+        health: the fleet's health over time: both replays follow it (see
+            :class:`fleetaudit.whatif.placement.Demand`), and each round and each
+            observation sees the nodes as they stand at its tick
+            (:func:`fleetaudit.model.occupancy.nodes_at`); None: the demand's.
 
     Returns:
         The :class:`OverTimeResult`.
@@ -352,7 +361,10 @@ def compact_over_time(
     ot.check()
     shapes = tuple(shapes)
     if demand is None:
-        demand = placement.window_demand(nodes, allocations, requests, start, end)
+        demand = placement.window_demand(nodes, allocations, requests, start, end, health=health)
+    elif demand.health is None and health is not None:
+        demand = replace(demand, health=health)
+    health = demand.health
     discipline = ot.queue or placement.DISCIPLINES[0]
     start_us, end_us = epoch_us(start), epoch_us(end)
     every_us = round(ot.every_s * 1e6)
@@ -368,7 +380,8 @@ def compact_over_time(
 
     def observe(view: placement.ReplayView, t: int) -> None:
         at = from_epoch_us(t)
-        without[t] = _side(nodes, view, view.allocations(t), at, observed)
+        frame = view.allocations(t)
+        without[t] = _side(occupancy.nodes_at(nodes, frame, at, health), view, frame, at, observed)
 
     def replay(on_tick: Any, hold: Any) -> placement.ReplayResult:
         return placement.replay_demand(
@@ -392,9 +405,10 @@ def compact_over_time(
                 last.append(view)
             at = from_epoch_us(t)
             frame = view.allocations(t)
-            before = _side(nodes, view, frame, at, observed)
-            result = compaction.compact(nodes, frame, at, shapes, per_round)
-            count, cut = affordable_prefix(result.moves, budget, frame, nodes)
+            standing = occupancy.nodes_at(nodes, frame, at, health)  # out of service: out of scope
+            before = _side(standing, view, frame, at, observed)
+            result = compaction.compact(standing, frame, at, shapes, per_round)
+            count, cut = affordable_prefix(result.moves, budget, frame, standing)
             applied: list[Move] = []
             for m in result.moves[:count]:
                 if not view.move(m.alloc_id, m.destination):
@@ -403,24 +417,47 @@ def compact_over_time(
                 applied.append(m)
             after = before
             if applied:
-                after = _side(nodes, view, moved(frame, applied), at, observed)
+                after = _side(standing, view, moved(frame, applied), at, observed)
             rounds.append(
-                Tick(at, before, before, after, len(result.moves), sum(m.gpus for m in result.moves),
-                     tuple(applied), cut, frame if keep_frames else None)  # fmt: skip
+                Tick(
+                    at,
+                    before,
+                    before,
+                    after,
+                    len(result.moves),
+                    sum(m.gpus for m in result.moves),
+                    tuple(applied),
+                    cut,
+                    frame if keep_frames else None,
+                )  # fmt: skip
             )
 
         comp = replay(compact_tick, base.holds if hold is None else hold)
         full = tuple(
-            Tick(r.at, without[epoch_us(r.at)], r.before, r.after, r.ledger_moves, r.ledger_gpus,
-                 r.moves, r.cut, r.frame)  # fmt: skip
+            Tick(
+                r.at,
+                without[epoch_us(r.at)],
+                r.before,
+                r.after,
+                r.ledger_moves,
+                r.ledger_gpus,
+                r.moves,
+                r.cut,
+                r.frame,
+            )  # fmt: skip
             for r in rounds
         )
         runs.append(
             BudgetRun(
-                value=value, unit=unit, gpus_per_hour=per_hour,
+                value=value,
+                unit=unit,
+                gpus_per_hour=per_hour,
                 pct_per_hour=100.0 * per_hour / fleet_gpus if fleet_gpus else 0.0,
-                ticks=full, migration=compaction._migration([m for r in full for m in r.moves], 0, options),
-                started=comp.started, failed=comp.failed, result=comp,
+                ticks=full,
+                migration=compaction._migration([m for r in full for m in r.moves], 0, options),
+                started=comp.started,
+                failed=comp.failed,
+                result=comp,
                 final=last[0].allocations(end_us) if last else allocations.head(0),
             )  # fmt: skip
         )
@@ -452,6 +489,7 @@ def compact_over_time(
 def _nearest(runs: Sequence[BudgetRun], target: float) -> BudgetRun:
     """The run whose reduction of partial nodes is nearest ``target`` (ties: the smaller budget,
     as given first)."""
+
     def distance(run: BudgetRun) -> float:
         reduction = run.partial_reduction_pct
         return math.inf if reduction is None else abs(reduction - target)
@@ -515,10 +553,14 @@ def _earlier(base: pl.DataFrame, comp: pl.DataFrame) -> dict[str, Any]:
         "hours_total": round(float(earlier.sum()), 4),
         "hours_mean": None if earlier.is_empty() else round(float(earlier.mean()), 4),  # type: ignore[arg-type]
         "hours_max": None if earlier.is_empty() else round(float(earlier.max()), 4),  # type: ignore[arg-type]
-        "only_with_compaction": both.filter(pl.col("b").is_null() & pl.col("c").is_not_null()).height,
+        "only_with_compaction": both.filter(
+            pl.col("b").is_null() & pl.col("c").is_not_null()
+        ).height,
         "later_requests": later.len(),
         "later_hours_total": round(abs(float(later.sum())), 4),
-        "only_without_compaction": both.filter(pl.col("b").is_not_null() & pl.col("c").is_null()).height,
+        "only_without_compaction": both.filter(
+            pl.col("b").is_not_null() & pl.col("c").is_null()
+        ).height,
     }
 
 
@@ -560,7 +602,10 @@ def over_time_json(result: OverTimeResult, over_s: float, ot: OverTimeOptions) -
             "reduction_pct": None if reduction is None else round(reduction, 2),
             "paper_reduction_pct": PAPER_PARTIAL_REDUCTION_PCT,
         },
-        "free_nodes": {"without": round(result.free_without, 3), "with": round(result.free_with, 3)},
+        "free_nodes": {
+            "without": round(result.free_without, 3),
+            "with": round(result.free_with, 3),
+        },
         "start_probability": [
             {"shape": s.as_json(), "arrived": n, "without": a, "with": b}
             for s, (a, b, n) in zip(result.shapes, result.start_probability, strict=True)
@@ -572,18 +617,23 @@ def over_time_json(result: OverTimeResult, over_s: float, ot: OverTimeOptions) -
             "started": {"without": result.started[0], "with": result.started[1]},
             "failed": {"without": result.failed[0], "with": result.failed[1]},
         },
-        "migration": {**result.migration.as_json(), "gpu_hours": round(result.migration.pause_gpu_hours, 4)},
-        "moves": [
-            {**m.as_json(), "at": t.at.isoformat()} for t in result.ticks for m in t.moves
-        ],
-        "sweep": None if not ot.sweep else {
+        "migration": {
+            **result.migration.as_json(),
+            "gpu_hours": round(result.migration.pause_gpu_hours, 4),
+        },
+        "moves": [{**m.as_json(), "at": t.at.isoformat()} for t in result.ticks for m in t.moves],
+        "sweep": None
+        if not ot.sweep
+        else {
             "target_reduction_pct": result.target_reduction_pct,
             "nearest": None if run is None else run.given,
             "budgets": [
                 {
                     **r.budget_json(),
-                    "partial_nodes": {"with": round(r.partial_with, 3),
-                                      "reduction_pct": _round(r.partial_reduction_pct, 2)},
+                    "partial_nodes": {
+                        "with": round(r.partial_with, 3),
+                        "reduction_pct": _round(r.partial_reduction_pct, 2),
+                    },
                     "free_nodes": {"with": round(r.free_with, 3)},
                     "moves": sum(len(t.moves) for t in r.ticks),
                     "gpus_moved": json_number(r.gpus_moved),

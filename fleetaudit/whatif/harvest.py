@@ -34,6 +34,12 @@ Model (docs/harvesting.md):
   meanwhile. A delay beyond ``kill_after_s`` is cut there: a forced kill.
 - A high-priority start that finds its node's capacity held by low-priority
   work preempts victims at once (high priority is never delayed).
+- GPUs out of service (health intervals, :class:`fleetaudit.model.capacity.Health`)
+  are held while the interval lasts, as recorded high-priority work would be: no
+  low-priority work lands on them, and at the interval's start the low-priority work
+  that no longer fits the node is preempted (whatever the state: the replay's
+  low-priority work is preemptible, and draining a node is when it moves). Work on
+  them is not allocated, and healthy GPU-hours leave out those no work holds.
 - A victim loses the work since its last checkpoint (every
   ``checkpoint_interval_s`` of run time since its current run began; none:
   everything since it began), keeps the rest and waits again in its original
@@ -64,7 +70,14 @@ import polars as pl
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import VICTIM_POLICIES, HarvestRun
 from fleetaudit.core.times import epoch_us, to_utc
-from fleetaudit.model.capacity import SHARE_UNITS, micro_units, node_arrays, optional_column
+from fleetaudit.model.capacity import (
+    FOREVER_US,
+    SHARE_UNITS,
+    Health,
+    micro_units,
+    node_arrays,
+    optional_column,
+)
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -232,7 +245,8 @@ class HarvestResult:
     @cached_property
     def high(self) -> pl.DataFrame:
         out = self.rows.out
-        seen = np.flatnonzero(out["f_seen_start"] >= 0)
+        # the allocations replayed (not the GPUs out of service, the last fixed items)
+        seen = np.flatnonzero((out["f_seen_start"] >= 0) & ~self.rows.static["f_out"])
         high = pl.DataFrame(
             {
                 "alloc_id": self.rows.fixed_ids.gather(seen),
@@ -536,6 +550,7 @@ def prepare_replay(
     options: HarvestOptions,
     start: datetime,
     end: datetime,
+    health: Health | None = None,
 ) -> PreparedReplay:
     """What :func:`run_replay` needs, for any policy (arguments as :func:`replay_harvest`):
     the fields of the kernel's :class:`~fleetaudit.whatif.harvest_kernel.Static` and the ids
@@ -595,6 +610,12 @@ def prepare_replay(
     is_job = (pl.col("priority") == "low") & (pl.col("gpus") > 0)
     fixed = alloc.filter(~is_job)
     lp = alloc.filter(is_job)
+    # GPUs out of service (health steps) are fixed items too: whole GPUs held while the
+    # step lasts, taken back from low-priority work at its start, counted as no work
+    out_rows = _out_of_service(health, node_ids, lo, hi)
+    n_work = fixed.height
+    if out_rows.height:
+        fixed = pl.concat([fixed, out_rows.cast(fixed.schema)])
     # node indexes and switch domains of the allocations
     node_frame = pl.DataFrame(
         {"node_id": node_ids, "node": np.arange(n, dtype=np.int64), "domain": domain},
@@ -750,6 +771,7 @@ def prepare_replay(
         f_cpu=fixed["cpu"].to_numpy().astype(np.int64),
         f_mem=fixed["mem"].to_numpy().astype(np.int64),
         f_high=f_high.astype(np.bool_),
+        f_out=np.arange(fixed.height) >= n_work,
         ev_t=ev_t[order],
         ev_o=ev_o[order],
         ev_seq=ev_seq[order],
@@ -797,6 +819,37 @@ def prepare_replay(
     return PreparedReplay(static, names, options, start, end)
 
 
+def _out_of_service(health: Health | None, node_ids: list[str], lo: int, hi: int) -> pl.DataFrame:
+    """The health steps meeting [lo, hi) as fixed rows (the allocations' columns): low
+    priority, whole GPUs, no CPU or memory; alloc_id ``out-of-service node@start``."""
+    schema: dict[str, Any] = {
+        "alloc_id": pl.String, "job_id": pl.String, "node_id": pl.String, "gpus": pl.Float64,
+        "priority": pl.String, "s": pl.Int64, "e": pl.Int64, "ckpt": pl.Float64,
+        "units": pl.Int64, "cpu": pl.Int64, "mem": pl.Int64,
+    }  # fmt: skip
+    if health is None or health.empty:
+        return pl.DataFrame(schema=schema)
+    from fleetaudit.whatif import harvest_kernel as kernel
+
+    steps = health.steps_between(lo, hi).filter(pl.col("node_id").is_in(node_ids))
+    return steps.select(
+        pl.format("out-of-service {}@{}", "node_id", "start_us").alias("alloc_id"),
+        pl.lit(None, dtype=pl.String).alias("job_id"),
+        "node_id",
+        pl.col("gpus_out").cast(pl.Float64).alias("gpus"),
+        pl.lit("low").alias("priority"),
+        pl.col("start_us").alias("s"),
+        pl.when(pl.col("end_us") >= FOREVER_US)
+        .then(pl.lit(kernel.BIG, dtype=pl.Int64))
+        .otherwise(pl.col("end_us"))
+        .alias("e"),
+        pl.lit(None, dtype=pl.Float64).alias("ckpt"),
+        (pl.col("gpus_out") * _U).alias("units"),
+        pl.lit(0, dtype=pl.Int64).alias("cpu"),
+        pl.lit(0, dtype=pl.Int64).alias("mem"),
+    ).cast(schema)  # type: ignore[arg-type]
+
+
 def _state(static: dict[str, Any], names: _Names) -> dict[str, Any]:
     """The fields of a fresh :class:`~fleetaudit.whatif.harvest_kernel.State`: every node
     empty and free, nothing running or waiting."""
@@ -822,7 +875,7 @@ def _state(static: dict[str, Any], names: _Names) -> dict[str, Any]:
         whole=zeros(n), fr=zeros((n, d)), fr_n=zeros(n), cpu_used=zeros(n), mem_used=zeros(n),
         occ=zeros(n), hp_whole=zeros(n), hp_fr=zeros((n, d)), hp_fr_n=zeros(n),
         lent_whole=zeros(n), lent_fr=zeros((n, d)), lent_fr_n=zeros(n), hp_occ=zeros(n),
-        lent=zeros(n), locked=zeros(n), lp_on=lp_on, lp_n=zeros(n), free_ver=zeros(n), bucket_of=full(n, -1),
+        lent=zeros(n), out=zeros(n), locked=zeros(n), lp_on=lp_on, lp_n=zeros(n), free_ver=zeros(n), bucket_of=full(n, -1),
         buckets=buckets, bucket_n=zeros(names.n_models * kernel.LEVELS), share_ver=zeros(n),
         share_heaps=share_heaps, share_n=zeros(names.n_models * kernel.QUARTERS),
         group_free=zeros(int(static["group"].max(initial=-1)) + 1),
@@ -856,6 +909,7 @@ def replay_harvest(
     start: datetime,
     end: datetime,
     progress: Callable[[float], None] | None = None,
+    health: Health | None = None,
 ) -> HarvestResult:
     """Replay ``[start, end)`` with sleeping lenders and low-priority backfill under one policy.
 
@@ -869,6 +923,7 @@ def replay_harvest(
         options: the victim policy, seed, delays.
         start, end: the window (naive = UTC).
         progress: called with the share of the window replayed.
+        health: the fleet's health over time (GPUs out of service), or None.
 
     Returns:
         The :class:`HarvestResult`.
@@ -891,7 +946,7 @@ def replay_harvest(
         >>> r.standby_gpu_hours, r.harvested_gpu_hours, r.unfinished
         (16.0, 8.0, 0)
     """
-    prepared = prepare_replay(nodes, allocations, sleeps, options, start, end)
+    prepared = prepare_replay(nodes, allocations, sleeps, options, start, end, health)
     return run_replay(prepared, options.policy, progress)
 
 
@@ -963,6 +1018,13 @@ class _Rows:
     fixed_ids: pl.Series
 
 
+def cnt_out(state: dict[str, Any]) -> int:
+    """GPU-µs out of service that no work held (health intervals) in a finished replay."""
+    from fleetaudit.whatif import harvest_kernel as kernel
+
+    return int(state["cnt"][kernel.C_OUT])
+
+
 def _result(
     static: dict[str, Any],
     state: dict[str, Any],
@@ -975,7 +1037,7 @@ def _result(
 
     hours = 1e6 * 3600
     window = static["hi"] - static["lo"]
-    healthy = int(static["gpus"][static["healthy"]].sum()) * window
+    healthy = int(static["gpus"][static["healthy"]].sum()) * window - int(cnt_out(state))
     job_ids = names.job_ids.alias("job_id")
     node_ids = pl.Series("node_id", names.node_ids, dtype=pl.String)
     fixed_ids = names.fixed_ids.alias("alloc_id")

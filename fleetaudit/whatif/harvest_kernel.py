@@ -70,7 +70,8 @@ C_OVER, C_BUDGET, C_FORCED, C_EVICT, C_PREEMPT = range(5, 10)
 C_SEQ, C_E, C_A, C_WAITING = range(10, 14)
 # entries of State.freed, State.dirty and State.at_start
 C_FREED, C_DIRTY, C_AT_START = range(14, 17)
-N_COUNTERS = 17
+C_OUT = 17  # GPU-µs out of service (health intervals) that no work holds
+N_COUNTERS = 18
 
 # victim policies
 SPOTGPU, NEWEST, SMALLEST, RANDOM = range(4)  # the order of harvest.POLICIES
@@ -143,6 +144,8 @@ STATIC_FIELDS = (
     ("f_cpu", types.int64[::1]),
     ("f_mem", types.int64[::1]),
     ("f_high", types.boolean[::1]),
+    # GPUs out of service (a health interval), not work: f_whole of them, no share
+    ("f_out", types.boolean[::1]),
     # recorded events, sorted by (t, order, seq)
     ("ev_t", types.int64[::1]),
     ("ev_o", types.int64[::1]),
@@ -213,6 +216,7 @@ def new_static(  # type: ignore[no-untyped-def]
     f_cpu,
     f_mem,
     f_high,
+    f_out,
     ev_t,
     ev_o,
     ev_seq,
@@ -262,6 +266,7 @@ def new_static(  # type: ignore[no-untyped-def]
     x.f_cpu = f_cpu
     x.f_mem = f_mem
     x.f_high = f_high
+    x.f_out = f_out
     x.ev_t = ev_t
     x.ev_o = ev_o
     x.ev_seq = ev_seq
@@ -326,6 +331,8 @@ STATE_FIELDS = (
     ("lent_fr_n", types.int64[::1]),
     ("hp_occ", types.int64[::1]),
     ("lent", types.int64[::1]),
+    # GPUs out of service on the node (held by f_out items; in whole and occ too)
+    ("out", types.int64[::1]),
     # pending wakes on the node
     ("locked", types.int64[::1]),
     # per node: job -> its pods there (insertion ordered), and how many jobs
@@ -429,6 +436,7 @@ def new_state(  # type: ignore[no-untyped-def]
     lent_fr_n,
     hp_occ,
     lent,
+    out,
     locked,
     lp_on,
     lp_n,
@@ -502,6 +510,7 @@ def new_state(  # type: ignore[no-untyped-def]
     x.lent_fr_n = lent_fr_n
     x.hp_occ = hp_occ
     x.lent = lent
+    x.out = out
     x.locked = locked
     x.lp_on = lp_on
     x.lp_n = lp_n
@@ -793,7 +802,8 @@ def _account(S, X, n: int, t: int) -> None:  # type: ignore[no-untyped-def]
     last_t = X.last_t
     cnt = X.cnt
     lent = X.lent[n]
-    used = X.occ[n]
+    out = X.out[n]
+    used = X.occ[n] - out  # the work's GPUs: those out of service are whole, no share
     high = X.hp_occ[n]
     last = last_t[n]
     if t > last:
@@ -801,6 +811,7 @@ def _account(S, X, n: int, t: int) -> None:  # type: ignore[no-untyped-def]
         if healthy:
             dt = t - last
             cnt[C_HIGH] += (high if high < g else g) * dt
+            alloc = used
             if lent:
                 alloc = used + lent
                 cnt[C_ALLOC] += (alloc if alloc < g else g) * dt
@@ -812,6 +823,9 @@ def _account(S, X, n: int, t: int) -> None:  # type: ignore[no-untyped-def]
                     cnt[C_HARVEST] += harvest * dt
             else:
                 cnt[C_ALLOC] += (used if used < g else g) * dt
+            if out:
+                held = alloc + out
+                cnt[C_OUT] += ((held if held < g else g) - (alloc if alloc < g else g)) * dt
 
 
 @njit(cache=True)
@@ -1542,9 +1556,19 @@ def _handle(S, X, t: int, kind: int, item: int, version: int, initial: bool, rng
         if not initial and X.lp_n[n]:  # no low-priority work there: no victims
             for j in _make_room_fixed(S, X, n, i, t, rng):
                 _evict(S, X, j, t, PREEMPT, False)
-        if not _fits_fixed(S, X, n, i):
-            X.cnt[C_OVER] += 1
+        if not S.f_out[i]:
+            # the record's own oversubscription: GPUs out of service aside
+            out = X.out[n]
+            X.whole[n] -= out
+            X.occ[n] -= out
+            fits = _fits_fixed(S, X, n, i)
+            X.whole[n] += out
+            X.occ[n] += out
+            if not fits:
+                X.cnt[C_OVER] += 1
         _hold(S, X, n, S.f_whole[i], S.f_fi[i], S.f_cpu[i], S.f_mem[i], 1, t)
+        if S.f_out[i]:
+            X.out[n] += S.f_whole[i]  # after _hold's accounting up to t
         if S.f_high[i]:
             _hp_shape(S, X, n, i, 1, False)
         X.f_state[i] = AWAKE
@@ -1554,6 +1578,8 @@ def _handle(S, X, t: int, kind: int, item: int, version: int, initial: bool, rng
         n = S.f_node[i]
         if X.f_state[i] == AWAKE:
             _hold(S, X, n, S.f_whole[i], S.f_fi[i], S.f_cpu[i], S.f_mem[i], -1, t)
+            if S.f_out[i]:
+                X.out[n] -= S.f_whole[i]
         else:  # asleep or waking: its resources were lent
             _account(S, X, n, t)
             _hp_shape(S, X, n, i, -1, True)

@@ -58,6 +58,7 @@ import polars as pl
 from fleetaudit.core.times import epoch_us
 from fleetaudit.model.capacity import (
     SHARE_UNITS,
+    Health,
     Pod,
     micro_units,
     node_index,
@@ -325,8 +326,10 @@ def _nodes(
     group_of: dict[str, int],
     t: int,
     t_end: int,
+    health: Health | None = None,
 ) -> dict[str, _Node]:
-    """The touched nodes with their allocations overlapping W = [t, t_end)."""
+    """The touched nodes with their allocations overlapping W = [t, t_end), and their GPUs
+    out of service (health steps) as whole-GPU rows that no eviction removes."""
     start = pl.col("start_time").dt.epoch("us")
     end = pl.col("end_time").dt.epoch("us")
     gpus_u = micro_units(pl.col("gpus")).fill_null(0)
@@ -363,6 +366,16 @@ def _nodes(
             events[node_id].append((s, 1, row))
         if e is not None and e < t_end:
             events[node_id].append((e, -1, row))
+    if health is not None:
+        steps = health.steps_between(t, t_end).filter(pl.col("node_id").is_in(touched))
+        for node_id, s, e, out, _whole in steps.iter_rows():
+            row = (out, 0, 0, 0, never)
+            if s <= t:
+                now[node_id].append(row)
+            else:
+                events[node_id].append((s, 1, row))
+            if e < t_end:
+                events[node_id].append((e, -1, row))
     # capacity in units as the capacity model reads it (unknown cpus or memory: UNBOUNDED)
     capacity = node_index(
         nodes.with_columns(pl.col("node_id").cast(pl.String))
@@ -476,6 +489,7 @@ def _prepare(
     at: datetime,
     shape: Shape,
     evaluation: Evaluation,
+    health: Health | None = None,
 ) -> tuple[_Search, int]:
     """The search state with nothing evicted, and the evaluation's uncapped instances."""
     t = epoch_us(at)
@@ -488,7 +502,7 @@ def _prepare(
     touched = sorted({node_id for unit_nodes in units.nodes for node_id in unit_nodes})
     never = len(units.members)
     search = _Search(
-        _nodes(nodes, allocations, touched, unit_of, never, group_of, t, t_end),
+        _nodes(nodes, allocations, touched, unit_of, never, group_of, t, t_end, health),
         units,
         sums,
         slots_of,
@@ -506,6 +520,7 @@ def reclaimable(
     at: datetime,
     shape: Shape,
     evaluation: Evaluation,
+    health: Health | None = None,
 ) -> Reclaim:
     """Instances that evicting low-priority and sleepable work at ``at`` adds, and its cost.
 
@@ -517,12 +532,14 @@ def reclaimable(
         evaluation: :func:`fleetaudit.model.shapes.evaluate` of ``shape`` on
             ``node_state(nodes, allocations, at, duration)``; its per-node
             slots are the starting point and its eligible nodes the scope.
+        health: the health the evaluation's state was built with (GPUs out of
+            service stay out whatever is evicted), or None.
 
     Returns:
         A :class:`Reclaim`: the instances added (target - baseline, >= 0), the
         GPU-hours the chosen victims lose, and the victims.
     """
-    search, baseline = _prepare(nodes, allocations, at, shape, evaluation)
+    search, baseline = _prepare(nodes, allocations, at, shape, evaluation, health)
     units = search.units
     n_units = len(units.members)
     target, live = search.all_evicted()

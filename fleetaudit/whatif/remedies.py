@@ -46,7 +46,7 @@ import polars as pl
 
 from fleetaudit.core.errors import UsageError
 from fleetaudit.model import denominators as den
-from fleetaudit.model.capacity import optional_column, switch_domains, usable_expr
+from fleetaudit.model.capacity import Health, optional_column, switch_domains, usable_expr
 from fleetaudit.model.history import evaluate_history
 from fleetaudit.model.shapes import CAUSES, Shape, duration_class_expr, make_shape
 from fleetaudit.whatif.placement.record import QueueFigures, arrivals
@@ -595,17 +595,21 @@ def snapshot(
     instants: Sequence[datetime],
     span: timedelta,
     step: timedelta,
+    health: Health | None = None,
 ) -> Snapshot:
     """The schedulable figures of ``pairs`` (shape, queued) on this fleet, as the report
     computes them (:func:`fleetaudit.model.denominators.schedulable`, share shapes by
-    :func:`fleetaudit.model.history.evaluate_history`)."""
+    :func:`fleetaudit.model.history.evaluate_history`), GPUs out of service (``health``)
+    taking no work."""
     end = instants[-1]
     share_outlook = {}
     for i, (shape, _count) in enumerate(pairs):
         if shape.is_share:
-            h = evaluate_history(nodes, allocations, shape, end, span, step)
+            h = evaluate_history(nodes, allocations, shape, end, span, step, health=health)
             share_outlook[i] = (h.p_start, h.wait_p50_s, h.wait_p90_s)
-    sched = den.schedulable(nodes, allocations, list(pairs), list(instants), span, share_outlook)
+    sched = den.schedulable(
+        nodes, allocations, list(pairs), list(instants), span, share_outlook, health=health
+    )
     return _snapshot_of(sched.steps, sched.shapes, span, len(instants))
 
 

@@ -24,7 +24,8 @@ import polars as pl
 
 from fleetaudit.core.errors import InputError, QueryError, UsageError
 from fleetaudit.core.lazy import LazyModule
-from fleetaudit.core.options import INGEST_FORMATS
+from fleetaudit.core.options import ASI_ROLLED_MANIFEST, INGEST_FORMATS
+from fleetaudit.inputs.ingest import guards
 from fleetaudit.inputs.ingest.labels import PriorityMap
 from fleetaudit.inputs.ingest.sources import (
     CSV_BAD_ROWS,
@@ -32,6 +33,7 @@ from fleetaudit.inputs.ingest.sources import (
     Source,
     expand_paths,
     native_source,
+    read_failure,
 )
 from fleetaudit.inputs.ingest.topology import (
     TopologySummary,
@@ -49,20 +51,26 @@ if TYPE_CHECKING:
     from fleetaudit.inputs.ingest import (
         alibaba,
         asi2026,
+        kubectl,
         kubernetes,
         prometheus,
+        prometheus_pull,
         slurm,
         slurm_collect,
     )
 else:
+    kubectl = LazyModule("fleetaudit.inputs.ingest.kubectl")
     alibaba = LazyModule("fleetaudit.inputs.ingest.alibaba")
     asi2026 = LazyModule("fleetaudit.inputs.ingest.asi2026")
     kubernetes = LazyModule("fleetaudit.inputs.ingest.kubernetes")
     prometheus = LazyModule("fleetaudit.inputs.ingest.prometheus")
+    prometheus_pull = LazyModule("fleetaudit.inputs.ingest.prometheus_pull")
     slurm = LazyModule("fleetaudit.inputs.ingest.slurm")
     slurm_collect = LazyModule("fleetaudit.inputs.ingest.slurm_collect")
 
-FORMATS = INGEST_FORMATS  # native, alibaba-gpu-v2023, alibaba-gpu-v2026, kubernetes, prometheus, slurm
+FORMATS = (
+    INGEST_FORMATS  # native, alibaba-gpu-v2023, alibaba-gpu-v2026, kubernetes, prometheus, slurm
+)
 
 Progress = Callable[[str], None]
 
@@ -86,12 +94,6 @@ class IngestOptions:
     export_time: datetime | None = None  # when the files were exported, as the user says it
 
 
-PERCENT_MIN_ROWS = 10
-PERCENT_MIN_SHARE = 0.10
-"""A fraction column fails its file as "looks like percent" when at least this many of its
-values, and this share of them, are above 1, and every value lies within 0..100."""
-
-
 @dataclass(frozen=True)
 class TableSummary:
     """What one ingest call did to one table."""
@@ -102,6 +104,7 @@ class TableSummary:
     new: int = 0  # keys the store did not hold
     replaced: int = 0  # stored rows replaced by a row with the same key
     superseded: int = 0  # rows of this call overtaken by a later row with the same key
+    # (for kubectl JSON: objects listed again within one snapshot)
     rejected: int = 0
 
 
@@ -166,6 +169,8 @@ def ingest(
             (with ``options.strict``) a row was rejected. Nothing is written.
     """
     say = progress or (lambda _msg: None)
+    if options.format == "native" and _rolled_release(paths) is not None:
+        options = replace(options, format="alibaba-gpu-v2026")  # a rolled-up release
     with ExitStack() as stack:
         prepare = _adapter(options, paths).prepare
         staged = prepare(store, paths, options, say, stack) if prepare is not None else None
@@ -187,7 +192,9 @@ def collected(options: IngestOptions, progress: Progress | None = None) -> Itera
         return
     adapter = _adapter(options, ())
     if adapter.collect is None:
-        raise UsageError(f"--format {options.format} cannot fetch its exports itself; name its files")
+        raise UsageError(
+            f"--format {options.format} cannot fetch its exports itself; name its files"
+        )
     with tempfile.TemporaryDirectory(prefix="fleetaudit-collect-") as folder:
         yield adapter.collect(options.collect, Path(folder), progress or (lambda _msg: None))
 
@@ -218,12 +225,20 @@ def _ingest(
     with store.optimizer_disabled("build_side_probe_side"), store.transaction():
         ingest_id = int(store.scalar("SELECT COALESCE(max(ingest_id), 0) + 1 FROM ingests"))
         summaries: list[TableSummary] = []
+        guarded: list[str] = []  # a second fleet, telemetry counted twice (guards)
         for table_name in schema.INGEST_ORDER:
             mine = [s for s in sources if s.table == table_name]
             if mine:
                 summaries.append(
                     _load_table(
-                        store, schema.table(table_name), mine, ingest_id, say, options.percent
+                        store,
+                        schema.table(table_name),
+                        mine,
+                        ingest_id,
+                        say,
+                        options.percent,
+                        guarded,
+                        options.strict,
                     )
                 )
             if table_name == "nodes" and mine:
@@ -237,9 +252,11 @@ def _ingest(
             say("alibaba-gpu-v2026: side tables")
             staged.load_side_tables(store, ingest_id)
             summaries = [
-                replace(s, read=s.read + staged.pod_rejects, rejected=s.rejected + staged.pod_rejects)
-                if s.table == "allocations"
-                else s
+                replace(
+                    s,
+                    read=s.read + staged.rejected.get(s.table, 0),
+                    rejected=s.rejected + staged.rejected.get(s.table, 0),
+                )
                 for s in summaries
             ]
         rejects = store.small_frame(
@@ -283,7 +300,11 @@ def _ingest(
         topology=topology_summary,
         notes=tuple(
             dict.fromkeys(
-                [*(n for s in sources for n in s.notes), *(staged.summary if staged else ())]
+                [
+                    *(n for s in sources for n in s.notes),
+                    *(staged.summary if staged else ()),
+                    *guarded,
+                ]
             )
         ),
     )
@@ -310,7 +331,13 @@ def _load_table(
     ingest_id: int,
     say: Progress,
     percent: Sequence[str] = (),
+    notes: list[str] | None = None,
+    strict: bool = False,
 ) -> TableSummary:
+    """Load a table's files of one call, merge them with the stored rows by key, and
+    guard against a second fleet or telemetry counted twice (:mod:`.guards`), whose
+    notes go to ``notes``."""
+    found = [] if notes is None else notes
     name = q(table.name)
     had_rows = store.row_count(table.name) > 0
     read = rejected = 0
@@ -326,6 +353,7 @@ def _load_table(
     loaded = int(store.scalar(f"SELECT count(*) FROM {name} WHERE _ingest_id = $id", params))
     distinct = _distinct_keys(store, name, keys, loaded, params)
     superseded = loaded - distinct
+    merged = sum(s.superseded for s in sources)  # merged by the adapter before the load
     if superseded:
         # the last row of the call wins: row ids grow in load order
         store.run(
@@ -333,6 +361,8 @@ def _load_table(
             f"(SELECT max(rowid) FROM {name} WHERE _ingest_id = $id GROUP BY {keys})",
             params,
         )
+    if had_rows and table.name == "nodes":
+        found.extend(guards.fleet_changes(store, ingest_id, strict))
     replaced = 0
     if had_rows:
         # a key column that may be empty (node_events' gpu_index) matches null to null
@@ -354,13 +384,15 @@ def _load_table(
                 f"AS fresh WHERE {match} AND {name}._ingest_id <> $id",
                 params,
             )
+    if had_rows and table.name == "telemetry":
+        found.extend(guards.telemetry_overlap(store, ingest_id, strict))
     return TableSummary(
         table=table.name,
         files=len(sources),
-        read=read,
+        read=read + merged,
         new=distinct - replaced,
         replaced=replaced,
-        superseded=superseded,
+        superseded=superseded + merged,
         rejected=rejected,
     )
 
@@ -371,9 +403,7 @@ from a million rows on, the hashes save most of a GROUP BY's CPU; the array of h
 (8 bytes a row, held outside DuckDB's memory limit) stays below 160 MB."""
 
 
-def _distinct_keys(
-    store: Store, name: str, keys: str, loaded: int, params: dict[str, int]
-) -> int:
+def _distinct_keys(store: Store, name: str, keys: str, loaded: int, params: dict[str, int]) -> int:
     """The distinct keys among the ``loaded`` rows of this call in table ``name``.
 
     Most calls hold no key twice. Between :data:`HASHED_KEYS_ROWS` rows, distinct 64-bit
@@ -388,21 +418,22 @@ def _distinct_keys(
         if store.distinct_count(f"SELECT hash({keys}) {where}", params) == loaded:
             return loaded
     # GROUP BY beats count(DISTINCT ...) in DuckDB for string keys
-    return int(store.scalar(f"SELECT count(*) FROM (SELECT {keys} {where} GROUP BY {keys})", params))
+    return int(
+        store.scalar(f"SELECT count(*) FROM (SELECT {keys} {where} GROUP BY {keys})", params)
+    )
 
 
 def _load_file(
     store: Store, table: schema.Table, source: Source, ingest_id: int, percent: Sequence[str] = ()
 ) -> tuple[int, int]:
     """Load one file; returns (rows read, rows rejected)."""
-    fractions = [
-        c.name for c in table.columns if c.at_most_one and c.name not in percent
-    ]  # checked for values that look like percent
+    # every fraction column is checked for its unit: as given (in percent with --percent)
+    fractions = {c.name: c.name in percent for c in table.columns if c.at_most_one}
     before = _fraction_stats(store, table, fractions, ingest_id, rejected_too=False)
     try:
         columns = store.describe(source.select, source.params)
     except QueryError as exc:
-        raise InputError(source.file, f"cannot read: {exc.message}") from exc
+        raise InputError(source.file, read_failure(store.memory_limit(), exc)) from exc
     plan = plan_load(
         table,
         source.file,
@@ -424,7 +455,7 @@ def _load_file(
         read = store.run(plan.load, params) or 0
         bad_lines = _csv_line_rejects(store, table, source, ingest_id) if source.csv else 0
         after = _fraction_stats(store, table, fractions, ingest_id, rejected_too=True)
-        _check_not_percent(source.file, before, after)
+        _check_units(source.file, fractions, before, after)
         rejected = int(
             store.scalar(
                 f"SELECT count(*) FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged
@@ -434,41 +465,63 @@ def _load_file(
             store.run(plan.rejects, {**params, "file": source.file})
             store.run(f"DELETE FROM {q(table.name)} WHERE _ingest_id = -$ingest_id", tagged)
     except QueryError as exc:
-        raise InputError(source.file, f"cannot read: {exc.message}") from exc
+        raise InputError(source.file, read_failure(store.memory_limit(), exc)) from exc
     return read + bad_lines, rejected + bad_lines
 
 
 def _fraction_stats(
-    store: Store, table: schema.Table, columns: list[str], ingest_id: int, rejected_too: bool
+    store: Store, table: schema.Table, columns: dict[str, bool], ingest_id: int, rejected_too: bool
 ) -> dict[str, tuple[int, int, int]]:
-    """Per fraction column: (values, values above 1, values outside 0..100) among this
-    call's rows, with its rejected rows (tagged -ingest_id until deleted) if asked."""
+    """Per fraction column (True: given in percent, stored / 100): (values, values in
+    (1, 100], values above 1) as the file gave them, among this call's rows, with its
+    rejected rows (tagged -ingest_id until deleted) if asked."""
     if not columns:
         return {}
-    parts = ", ".join(
-        f"count({q(c)}), count(*) FILTER ({q(c)} > 1), "
-        f"count(*) FILTER ({q(c)} < 0 OR {q(c)} > 100 OR NOT isfinite({q(c)}))"
-        for c in columns
-    )
+    parts = []
+    for column, in_percent in columns.items():
+        given = f"({q(column)} * 100.0)" if in_percent else q(column)
+        parts.append(
+            f"count({q(column)}), count(*) FILTER ({given} > 1 AND {given} <= 100), "
+            f"count(*) FILTER ({given} > 1)"
+        )
     row = store.small_frame(
-        f"SELECT {parts} FROM {q(table.name)} WHERE _ingest_id IN ($id, $tagged)",
+        f"SELECT {', '.join(parts)} FROM {q(table.name)} WHERE _ingest_id IN ($id, $tagged)",
         {"id": ingest_id, "tagged": -ingest_id if rejected_too else ingest_id},
     ).row(0)
     return {c: (int(row[3 * i] or 0), int(row[3 * i + 1] or 0), int(row[3 * i + 2] or 0))
             for i, c in enumerate(columns)}  # fmt: skip
 
 
-def _check_not_percent(
-    file: str, before: dict[str, tuple[int, int, int]], after: dict[str, tuple[int, int, int]]
+def _check_units(
+    file: str,
+    columns: dict[str, bool],
+    before: dict[str, tuple[int, int, int]],
+    after: dict[str, tuple[int, int, int]],
 ) -> None:
-    """Fail the file when a fraction column's values look like percent (see PERCENT_MIN_*)."""
-    for column, now in after.items():
-        values, above, outside = (a - b for a, b in zip(now, before[column], strict=True))
-        if outside == 0 and above >= PERCENT_MIN_ROWS and above >= PERCENT_MIN_SHARE * values:
+    """Fail the file when a fraction column's unit is not the one it was read in.
+
+    A fraction holds no value above 1: one value in (1, 100] makes the column a percent
+    column, refused without ``--percent``. With ``--percent``, a column whose values all
+    lie within 0..1 is a fraction column, refused: divided by 100 it would read 100
+    times too low. (A value above 100 is neither: a reject of its row.)
+    """
+    for column, in_percent in columns.items():
+        values, percent_like, above_one = (
+            a - b for a, b in zip(after[column], before[column], strict=True)
+        )
+        if not in_percent and percent_like:
             raise InputError(
                 file,
-                f"{above:,} of {values:,} values are above 1 and all lie within 0..100: "
-                f"the column looks like percent; give --percent {column} to scale it to 0..1",
+                f"{percent_like:,} of {values:,} values lie above 1 and within 100; a fraction "
+                f"holds none above 1, so the column is in percent: give --percent {column} "
+                "to scale it to 0..1",
+                column=column,
+            )
+        if in_percent and values and not above_one:
+            raise InputError(
+                file,
+                f"--percent {column}: all {values:,} values lie within 0..1, as fractions do, "
+                f"and would read 100 times too low; drop --percent {column} for this file",
                 column=column,
             )
 
@@ -503,8 +556,8 @@ def _csv_line_rejects(store: Store, table: schema.Table, source: Source, ingest_
         )
         store.register_frame("_fa_bad_lines", frame)
         store.run(
-            "INSERT INTO rejects SELECT $ingest_id, $file, $table, \"row\", \"column\", value, "
-            "reason FROM _fa_bad_lines ORDER BY \"row\"",
+            'INSERT INTO rejects SELECT $ingest_id, $file, $table, "row", "column", value, '
+            'reason FROM _fa_bad_lines ORDER BY "row"',
             {"ingest_id": ingest_id, "file": source.file, "table": table.name},
         )
         store.unregister("_fa_bad_lines")
@@ -527,8 +580,10 @@ def _bad_line(
             fields = len(next(csv.reader([text]), []))
         except csv.Error:
             fields = None
-    if fields is not None and fields != len(header) and (
-        "missing columns" in kinds or "too many columns" in kinds
+    if (
+        fields is not None
+        and fields != len(header)
+        and ("missing columns" in kinds or "too many columns" in kinds)
     ):
         column = header[fields] if fields < len(header) else None
         return row, column, text, f"the line has {fields} field(s); the header has {len(header)}"
@@ -551,7 +606,7 @@ def _alibaba_sources(
     staged: asi2026.Staged | None,
 ) -> list[Source]:  # fmt: skip
     return alibaba.trace_sources(
-        store, list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
+        list(paths), trace_start=options.trace_start or alibaba.DEFAULT_TRACE_START
     )
 
 
@@ -607,10 +662,21 @@ def _prepare_prometheus(
     return None
 
 
+def _collect_prometheus(settings: object, folder: Path, progress: Progress) -> list[Path]:
+    return prometheus_pull.collect(settings, folder, progress)
+
+
 def _prepare_slurm(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
 ) -> asi2026.Staged | None:
     stack.callback(slurm.release, store)  # its temporary copies of the exports
+    return None
+
+
+def _rolled_release(paths: Sequence[Path]) -> Path | None:
+    """The one folder of ``paths`` when it is a rolled-up ASI release, else None."""
+    if len(paths) == 1 and (paths[0] / ASI_ROLLED_MANIFEST).is_file():
+        return paths[0]
     return None
 
 
@@ -622,6 +688,15 @@ def _prepare_asi2026(
     store: Store, paths: Sequence[Path], options: IngestOptions, say: Progress, stack: ExitStack
 ) -> asi2026.Staged | None:
     stack.enter_context(asi2026.bounded_memory(store))
+    rolled = _rolled_release(paths)
+    if rolled is not None and (options.days is not None or options.trace_start is not None):
+        raise InputError(
+            str(rolled),
+            "a rolled-up release holds the days and trace start it was rolled up with: "
+            "give --days to rollup, not to ingest",
+        )
+    if rolled is not None:  # `rollup --format alibaba-gpu-v2026` staged it already
+        return asi2026.read_rolled(rolled)
     return asi2026.stage_release(
         store,
         list(paths),
@@ -650,7 +725,9 @@ ADAPTERS: dict[str, Adapter] = {
     "native": Adapter(_native_sources),
     "alibaba-gpu-v2023": Adapter(_alibaba_sources),
     "alibaba-gpu-v2026": Adapter(_asi2026_sources, prepare=_prepare_asi2026),
-    "kubernetes": Adapter(_kubernetes_sources),
-    "prometheus": Adapter(_prometheus_sources, prepare=_prepare_prometheus),
+    "kubernetes": Adapter(_kubernetes_sources, collect=lambda s, f, p: kubectl.collect(s, f, p)),
+    "prometheus": Adapter(
+        _prometheus_sources, prepare=_prepare_prometheus, collect=_collect_prometheus
+    ),
     "slurm": Adapter(_slurm_sources, prepare=_prepare_slurm, collect=_collect_slurm),
 }

@@ -23,17 +23,15 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from fleetaudit.core.errors import InputError, QueryError
+from fleetaudit.core.errors import InputError
 from fleetaudit.core.options import ALIBABA_TRACE_START
-from fleetaudit.inputs.ingest.sources import Source
-from fleetaudit.model.store import Store
+from fleetaudit.inputs.ingest.sources import CSV_NUMBERED_ROWS, CSV_ROWS, Source, csv_params
 
 FORMAT = "alibaba-gpu-v2023"
 DEFAULT_TRACE_START = ALIBABA_TRACE_START
 NODE_LIST = "openb_node_list_gpu_node.csv"
 DEFAULT_POD_LIST = "openb_pod_list_default.csv"
 
-_READ = "read_csv({path}, all_varchar = true, header = true, delim = ',', quote = '\"')"
 
 
 def _classify(paths: list[Path]) -> tuple[Path, Path | None]:
@@ -68,22 +66,18 @@ def _classify(paths: list[Path]) -> tuple[Path, Path | None]:
     return node_files[0], (pod_files[0] if pod_files else None)
 
 
-def _columns(store: Store, path: str) -> set[str]:
-    """The header's column names; a file DuckDB cannot read fails naming it."""
-    try:
-        described = store.describe(f"SELECT * FROM {_READ.format(path='$path')}", {"path": path})
-    except QueryError as exc:
-        raise InputError(path, f"cannot read: {exc.message}") from exc
-    return {name for name, _ in described}
 
 
 def _not_number(text: str, column: str) -> tuple[str, str, str, str]:
-    """An adapter reject: a non-empty value of ``column`` that is not a number."""
+    """An adapter reject: a non-empty value of ``column`` that is not a finite number (a
+    NaN gpu_milli read as a whole GPU, since NaN is below no bound)."""
+    number = f"TRY_CAST({text} AS DOUBLE)"
     return (
-        f"NULLIF(trim({text}), '') IS NOT NULL AND TRY_CAST({text} AS DOUBLE) IS NULL",
+        f"NULLIF(trim({text}), '') IS NOT NULL AND NOT COALESCE(isfinite({number}), FALSE)",
         column,
         text,
-        f"{text} || ' is not a number'",
+        f"{text} || CASE WHEN {number} IS NULL THEN ' is not a number' "
+        "ELSE ' is not a finite number' END",
     )
 
 
@@ -99,16 +93,15 @@ def _rejects(checks: list[tuple[str, str, str, str]]) -> str:
     )
 
 
-def trace_sources(store: Store, paths: list[Path], *, trace_start: datetime) -> list[Source]:
+def trace_sources(paths: list[Path], *, trace_start: datetime) -> list[Source]:
     """The nodes source and, when a pod list is given, the requests source."""
     node_file, pod_file = _classify(paths)
     node_path = str(node_file)
-    node_cols = _columns(store, node_path)
+    node_params = csv_params(node_file)
     for column in ("sn", "cpu_milli", "memory_mib", "gpu", "model"):
-        if column not in node_cols:
+        if column not in node_params["columns"]:
             raise InputError(node_path, "required column missing", column=column)
 
-    scan = f"(SELECT *, row_number() OVER () AS _row FROM {_READ.format(path='$path')})"
     node_select = (
         "SELECT n.sn AS node_id, "
         "CASE WHEN n.model IS NULL OR lower(n.model) IN ('', 'nan') "
@@ -117,29 +110,30 @@ def trace_sources(store: Store, paths: list[Path], *, trace_start: datetime) -> 
         "TRY_CAST(n.memory_mib AS DOUBLE) / 1024 AS memory_gib, "
         "CAST(NULL AS VARCHAR) AS switch_id, 'healthy' AS health, "
         + _rejects(
-            [_not_number("n.cpu_milli", "cpu_milli"), _not_number("n.memory_mib", "memory_mib")]
+            [_not_number(f"n.{c}", c) for c in ("gpu", "cpu_milli", "memory_mib")]
         )
-        + "{row} "
-        f"FROM {scan} AS n ORDER BY n._row"
+        + "{row} FROM {scan} AS n ORDER BY n._row"
     )
     sources = [
         Source(
             file=node_path,
             table="nodes",
-            select=node_select.format(row=""),
-            numbered=node_select.format(row=", n._row AS _row"),
-            params={"path": node_path},
+            select=node_select.format(row="", scan=CSV_ROWS),
+            numbered=node_select.format(row=", n._row AS _row", scan=CSV_NUMBERED_ROWS),
+            params=node_params,
+            csv=True,
             adapter_rejects=True,
         )
     ]
     if pod_file is not None:
-        sources.append(_pod_source(store, pod_file, trace_start))
+        sources.append(_pod_source(pod_file, trace_start))
     return sources
 
 
-def _pod_source(store: Store, pod_file: Path, trace_start: datetime) -> Source:
+def _pod_source(pod_file: Path, trace_start: datetime) -> Source:
     path = str(pod_file)
-    cols = _columns(store, path)
+    params = csv_params(pod_file)
+    cols = set(params["columns"])
     for column in ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"):
         if column not in cols:
             raise InputError(path, "required column missing", column=column)
@@ -206,16 +200,14 @@ def _pod_source(store: Store, pod_file: Path, trace_start: datetime) -> Source:
         "CAST(NULL AS VARCHAR) AS tenant, "
         f"{col('qos')} AS qos, {col('pod_phase')} AS pod_phase, "
         f"{at('deletion_time')} AS deletion_time, p._row AS trace_order, {_rejects(checks)}"
-        "{row} "
-        f"FROM (SELECT *, row_number() OVER () AS _row FROM {_READ.format(path='$path')}) AS p "
-        "ORDER BY p._row"
+        "{row} FROM {scan} AS p ORDER BY p._row"
     )
-    params = {"path": path, "trace_start": trace_start}
     return Source(
         file=path,
         table="requests",
-        select=select.format(row=""),
-        numbered=select.format(row=", p._row AS _row"),
-        params=params,
+        select=select.format(row="", scan=CSV_ROWS),
+        numbered=select.format(row=", p._row AS _row", scan=CSV_NUMBERED_ROWS),
+        params={**params, "trace_start": trace_start},
+        csv=True,
         adapter_rejects=True,
     )

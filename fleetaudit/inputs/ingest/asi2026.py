@@ -22,7 +22,9 @@ docs/formats/alibaba-gpu-v2026.md states every mapping rule.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import shutil
 import sys
@@ -38,12 +40,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fleetaudit.core.errors import InputError, QueryError
-from fleetaudit.core.options import ASI_TRACE_START
+from fleetaudit.core.options import ASI_ROLLED_MANIFEST, ASI_TRACE_START
 from fleetaudit.core.resources import load_sql
 from fleetaudit.inputs import asi_trace
 from fleetaudit.inputs.asi_trace import FORMAT, POD_TABLE, SERVER_TABLE
 from fleetaudit.inputs.ingest.labels import asi_bucket
 from fleetaudit.inputs.ingest.sources import Source
+from fleetaudit.model import schema
 from fleetaudit.model.store import Store
 
 __all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "parse_days"]
@@ -72,6 +75,8 @@ def _physical_types(schema: pa.Schema, columns: Sequence[str]) -> dict[str, set[
 
 # the columns the adapter reads: asi_trace names them once, its schemas type them
 _POD_TYPES = _physical_types(asi_trace.POD_SCHEMA, asi_trace.POD_COLUMNS)
+# the sanity bounds of a server-hour's capacity, as ingest checks a node's (asi_server_rows)
+_SERVER_BOUNDS = {"max_gpus": schema.MAX_GPUS_PER_NODE, "max_cpus": schema.MAX_CPUS}
 _SERVER_TYPES = _physical_types(
     asi_trace.SERVER_SCHEMA,
     ("server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_count", "cpu_capacity_cores"),
@@ -114,22 +119,6 @@ class Release:
         return sorted(asi_trace.hour_index(d, h) for d, h in keys)
 
 
-def _check_partition_names(base: Path) -> None:
-    """A ``day=``/``hour=`` folder whose value is no number fails naming it: skipped,
-    its hours would be missing from every figure without a word."""
-    for day_dir in base.iterdir():
-        if not (day_dir.is_dir() and day_dir.name.startswith("day=")):
-            continue
-        if not day_dir.name[4:].isdigit():
-            raise InputError(str(day_dir), "a day partition whose day is not a number (day=D)")
-        for hour_dir in day_dir.iterdir():
-            if hour_dir.is_dir() and hour_dir.name.startswith("hour="):
-                if not hour_dir.name[5:].isdigit():
-                    raise InputError(
-                        str(hour_dir), "an hour partition whose hour is not a number (hour=HH)"
-                    )
-
-
 def find_release(paths: list[Path], days: tuple[int, int] | None) -> Release:
     """The release under the one ROOT given; fails with what was expected."""
     if len(paths) != 1:
@@ -148,18 +137,12 @@ def find_release(paths: list[Path], days: tuple[int, int] | None) -> Release:
         root = root / "data"
     if not (root / SERVER_TABLE).is_dir() or not (root / POD_TABLE).is_dir():
         raise InputError(str(root), f"not the release layout; {expected}")
-    for table in (POD_TABLE, SERVER_TABLE):
-        _check_partition_names(root / table)
     pods = asi_trace.list_partitions(root, POD_TABLE)
     servers = asi_trace.list_partitions(root, SERVER_TABLE)
     if not servers:
         raise InputError(
             str(root / SERVER_TABLE), f"no day=D/hour=HH/*.parquet partition; {expected}"
         )
-    for (d, h) in list(pods) + list(servers):
-        if h > 23:
-            bad = root / (POD_TABLE if (d, h) in pods else SERVER_TABLE) / f"day={d}"
-            raise InputError(str(bad), f"hour={h} is not an hour of the day (00-23)")
     if days is not None:
         lo, hi = days
         pods = {k: v for k, v in pods.items() if lo <= k[0] <= hi}
@@ -181,12 +164,14 @@ class Staged:
     sources: list[Source] = field(default_factory=list)
     pod_hours: list[str] = field(default_factory=list)
     server_hours: list[str] = field(default_factory=list)
-    rejects: list[str] = field(default_factory=list)
-    pod_rejects: int = 0
+    rejects: list[str] = field(default_factory=list)  # staged files of rejects ("table", file, ...)
+    rejected: dict[str, int] = field(default_factory=dict)  # table -> rows rejected while staged
     summary: list[str] = field(default_factory=list)
+    pod_rows: int = 0  # the pod-hours read
 
     def load_side_tables(self, store: Store, ingest_id: int) -> None:
-        """Inside the ingest transaction: the side tables and the pod-hour rejects."""
+        """Inside the ingest transaction: the side tables and the rejects of the release's
+        rows (pod-hours and server-hours the mapping cannot take)."""
         store.run(load_sql("asi_create_side_tables"))
         window = {"lo": self.t_first, "hi": self.t_last}
         for table, files in (
@@ -206,7 +191,7 @@ class Staged:
         )
         if self.rejects:
             store.run(
-                "INSERT INTO rejects SELECT $id, file, 'allocations', \"row\", \"column\", value, "
+                "INSERT INTO rejects SELECT $id, file, \"table\", \"row\", \"column\", value, "
                 "reason FROM read_parquet($files)",
                 {"files": self.rejects, "id": ingest_id},
             )
@@ -243,6 +228,82 @@ def _check_schemas(
                     f"wrong schema: type {columns[name]} where the release has {kind}",
                     column=name,
                 )
+
+
+ROLLED_MANIFEST = ASI_ROLLED_MANIFEST  # names the staged files, in load order, and what was found
+
+
+def write_rolled(staged: Staged, out: Path) -> list[Path]:
+    """Move the staged files into the folder ``out`` and write the manifest last (a
+    temporary file, then a rename), so that ``ingest OUT`` loads them as
+    :func:`stage_release` left them; the files written, manifest included."""
+    moved: dict[str, str] = {}
+
+    def keep(path: str) -> str:
+        if path not in moved:
+            target = out / Path(path).name
+            os.replace(path, target)
+            moved[path] = target.name
+        return moved[path]
+
+    sources = []
+    for source in staged.sources:
+        files = source.params["path"]
+        sources.append(
+            {"table": source.table, "file": source.file, "paths": [keep(f) for f in files]}
+        )
+    manifest = {
+        "format": FORMAT,
+        "release": str(staged.root),
+        "trace_start": staged.trace_start.isoformat(),
+        "t_first": staged.t_first,
+        "t_last": staged.t_last,
+        "sources": sources,
+        "pod_hours": [keep(f) for f in staged.pod_hours],
+        "server_hours": [keep(f) for f in staged.server_hours],
+        "rejects": [keep(f) for f in staged.rejects],
+        "rejected": staged.rejected,
+        "summary": staged.summary,
+    }
+    tmp = out / f".{ROLLED_MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(tmp, out / ROLLED_MANIFEST)
+    return [out / name for name in moved.values()] + [out / ROLLED_MANIFEST]
+
+
+def read_rolled(folder: Path) -> Staged:
+    """The :class:`Staged` a rolled-up release folder holds (its manifest's files)."""
+    path = folder / ROLLED_MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+        if manifest.get("format") != FORMAT:
+            raise ValueError(f"format {manifest.get('format')!r}, not {FORMAT}")
+        named = manifest["pod_hours"] + manifest["server_hours"] + manifest["rejects"]
+        named += [n for source in manifest["sources"] for n in source["paths"]]
+        rejected = {str(t): int(n) for t, n in manifest["rejected"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(str(path), f"not a rolled-up {FORMAT} release: {exc}") from exc
+    for name in named:
+        if not (folder / name).is_file():
+            raise InputError(
+                str(folder / name), f"missing: {ROLLED_MANIFEST} names it; roll the release up again"
+            )
+    return Staged(
+        root=Path(manifest["release"]),
+        folder=folder,
+        trace_start=datetime.fromisoformat(manifest["trace_start"]),
+        t_first=int(manifest["t_first"]),
+        t_last=int(manifest["t_last"]),
+        sources=[
+            _staged_source([folder / n for n in s["paths"]], s["table"], s["file"])
+            for s in manifest["sources"]
+        ],
+        pod_hours=[str(folder / n) for n in manifest["pod_hours"]],
+        server_hours=[str(folder / n) for n in manifest["server_hours"]],
+        rejects=[str(folder / n) for n in manifest["rejects"]],
+        rejected=rejected,
+        summary=[str(line) for line in manifest["summary"]],
+    )
 
 
 @contextmanager
@@ -302,9 +363,12 @@ def _stage(
 ) -> Staged:
     hours = release.hours
     staged = Staged(release.root, folder, trace_start, hours[0], hours[-1])
+    store.run(load_sql("asi_create_macros"))
     store.run(load_sql("asi_create_open_runs"))
     holders = _Colouring()
     servers: pl.DataFrame | None = None
+    listed = {asi_trace.hour_index(d, h) for d, h in release.servers}  # hours with a server file
+    absences: list[pl.DataFrame] = []
     day_list = release.days
     totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0, "over": 0}
     blocks = _blocks(store, release)
@@ -329,16 +393,21 @@ def _stage(
             # GPU capacities: each server's last of the whole day, as the colouring uses
             # (this checks the schemas of all the day's server files, the block's among them)
             holders.capacity.update(_day_capacity(store, release, day))
+        tag = f"{day}-{first_hour:02d}"
+        pods = {"files": [str(f) for f in pod_files]}
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
-            files = {"files": [str(f) for f in pod_files]}
-            _run(store, load_sql("asi_load_day"), files, pod_files[0])
+            _run(store, load_sql("asi_load_day"), pods, pod_files[0])
         else:
             store.run(load_sql("asi_create_empty_day"))
-        totals["pod_rows"] += int(store.scalar("SELECT count(*) FROM _asi_day"))
+        loaded = int(store.scalar("SELECT count(*) FROM _asi_day"))
+        totals["pod_rows"] += loaded
+        if pod_files and loaded < _file_rows(store, pod_files):  # rows the mapping cannot take
+            rejected = store.sql(load_sql("asi_pod_rejects"), pods)
+            _reject(staged, rejected, folder / f"rejects-{tag}.parquet")
         day_dir = release.root / POD_TABLE / f"day={day}"
         _run(store, load_sql("asi_mark_runs"), {}, day_dir)
-        _day_runs(store, day_dir)
+        _day_runs(store, day_dir, pods, staged, folder / f"repeats-{tag}.parquet")
         params = {
             "trace_start": trace_start,
             "t_first": staged.t_first,
@@ -366,9 +435,14 @@ def _stage(
 
         # servers: the day's hours for the side table, and the running last-seen facts
         if server_files:
-            server_day = store.sql(
-                load_sql("asi_server_day"), {"files": [str(f) for f in server_files]}
-            )
+            bounds = {"files": [str(f) for f in server_files], **_SERVER_BOUNDS}
+            server_day = store.sql(load_sql("asi_server_day"), bounds)
+            if server_day.height < _file_rows(store, server_files):
+                _reject(
+                    staged,
+                    store.sql(load_sql("asi_server_rejects"), bounds),
+                    folder / f"server-rejects-{tag}.parquet",
+                )
             side = server_day.with_columns(_bucket_of("gpu_spec_public", server_day)).select(
                 "t", "server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_model",
                 "gpu_count", "cpu_capacity_cores", "cpu_only_hp_cpu",
@@ -377,6 +451,7 @@ def _stage(
             path = folder / f"server-hours-{day}-{first_hour:02d}.parquet"
             side.write_parquet(path)
             staged.server_hours.append(str(path))
+            absences.append(_absences(servers, server_day, listed))
             servers = _merge_servers(servers, server_day.drop("requested_gpus"))
             totals["over"] += server_day.filter(
                 pl.col("requested_gpus") > pl.col("gpu_count") + _EPS
@@ -393,17 +468,6 @@ def _stage(
             path.unlink()
         runs = store.sql(load_sql("asi_gpu_runs"))
         gpu_hours = store.sql(load_sql("asi_gpu_hours"))
-        without_id = "SELECT count(*) FROM _asi_day WHERE pod_id IS NULL OR server_id IS NULL"
-        rejects = (
-            store.sql(load_sql("asi_pod_rejects"), {"files": [str(f) for f in pod_files]})
-            if pod_files and store.scalar(without_id)
-            else None
-        )
-        if rejects is not None and rejects.height:
-            path = folder / f"rejects-{day}-{first_hour:02d}.parquet"
-            rejects.write_parquet(path)
-            staged.rejects.append(str(path))
-            staged.pod_rejects += rejects.height
         store.run(load_sql("asi_carry_open_runs"), {"day_end": day_end, "last_day": last_day})
         store.run("DROP VIEW IF EXISTS _asi_rows")
         store.run("DROP VIEW IF EXISTS _asi_rows_hashed")  # asi_day_runs_exact's
@@ -433,6 +497,14 @@ def _stage(
     path = folder / "nodes.parquet"
     nodes.write_parquet(path)
     staged.sources.insert(0, _staged_source(path, "nodes", str(release.root / SERVER_TABLE)))
+    staged.pod_rows = int(totals["pod_rows"])
+    events = _node_events(absences, servers, staged.t_last, trace_start)
+    if events.height:
+        path = folder / "node_events.parquet"
+        events.write_parquet(path)
+        staged.sources.append(
+            _staged_source(path, "node_events", str(release.root / SERVER_TABLE))
+        )
     changed = int(servers.filter(pl.col("changes") > 0).height)
     staged.summary = [
         f"{FORMAT}: days {day_list[0]}-{day_list[-1]}, hours t={staged.t_first}..{staged.t_last} "
@@ -489,22 +561,36 @@ per full day than 6 of 4 hours, for ~50 MiB more peak memory (12 hours: 1-2% les
 again, for ~300 MiB more)."""
 
 
+def _file_rows(store: Store, files: Sequence[Path | str]) -> int:
+    """The rows the Parquet ``files`` hold, from their footers; fails naming their folder."""
+    if not files:
+        return 0
+    try:
+        return int(store.scalar(
+            "SELECT COALESCE(sum(num_rows), 0) FROM parquet_file_metadata($files)",
+            {"files": [str(f) for f in files]},
+        ))  # fmt: skip
+    except QueryError as exc:
+        raise InputError(str(Path(files[0]).parent.parent), f"cannot read: {exc.message}") from exc
+
+
+def _reject(staged: Staged, rejects: pl.DataFrame, path: Path) -> None:
+    """Stage ``rejects`` ("table", file, row, column, value, reason) for the transaction."""
+    if rejects.height == 0:
+        return
+    rejects.write_parquet(path)
+    staged.rejects.append(str(path))
+    for table, count in rejects.group_by("table").len().iter_rows():
+        staged.rejected[table] = staged.rejected.get(table, 0) + count
+
+
 def _blocks(store: Store, release: Release) -> list[tuple[int, int, int, int]]:
     """(day's position, day, first hour, last hour) of each block, in order; blocks
     without a partition are left out."""
     blocks = []
     for i, day in enumerate(release.days):
-        files = [str(f) for (d, _h), fs in release.pods.items() if d == day for f in fs]
-        rows = 0
-        if files:
-            try:
-                rows = int(store.scalar(
-                    "SELECT COALESCE(sum(num_rows), 0) FROM parquet_file_metadata($files)",
-                    {"files": files},
-                ))  # fmt: skip
-            except QueryError as exc:
-                where = release.root / POD_TABLE / f"day={day}"
-                raise InputError(str(where), f"cannot read: {exc.message}") from exc
+        files = [f for (d, _h), fs in release.pods.items() if d == day for f in fs]
+        rows = _file_rows(store, files)
         hours = {h for d, h in list(release.pods) + list(release.servers) if d == day}
         span = 24 if rows <= BLOCK_ROWS else max(1, 24 * BLOCK_ROWS // rows)
         for first in range(0, 24, span):
@@ -521,7 +607,7 @@ def _day_capacity(store: Store, release: Release, day: int) -> dict[str, float]:
         return {}
     _check_schemas(store, [Path(f) for f in files], _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
     try:
-        rows = store.sql(load_sql("asi_server_gpus"), {"files": files})
+        rows = store.sql(load_sql("asi_server_gpus"), {"files": files, **_SERVER_BOUNDS})
     except QueryError as exc:
         raise InputError(str(Path(files[0]).parent.parent), f"cannot read: {exc.message}") from exc
     last = rows.sort("t").group_by("server_id").agg(pl.col("gpu_count").last())
@@ -533,24 +619,42 @@ def _copy(
     store: Store, sql: str, params: Mapping[str, object], path: Path, ordered: bool = False
 ) -> None:
     """Write a query's rows to the Parquet file ``path`` (in the query's order if ``ordered``)."""
-    target = str(path).replace("'", "''")
     if ordered:
         store.run("SET preserve_insertion_order = true")
     try:
-        store.run(f"COPY ({sql}\n) TO '{target}' (FORMAT parquet)", params)
+        store.copy_to_parquet(sql, path, params)
     finally:
         if ordered:
             store.run("SET preserve_insertion_order = false")
 
 
-def _day_runs(store: Store, where: Path) -> None:
-    """The day's runs (table _asi_runs), grouped by one hash of the run keys; when two
-    keys share a hash (checked by a second hash), grouped by the keys themselves."""
+def _day_runs(
+    store: Store, where: Path, pods: Mapping[str, object], staged: Staged, rejects: Path
+) -> None:
+    """The block's runs (table _asi_runs), grouped by one hash of the run keys; when two
+    keys share a hash (checked by a second hash), grouped by the keys themselves.
+
+    A pod-hour given twice (the same run keys at the same hour: a copied part file) counts
+    once: the runs' groups tell whether one holds an hour twice (asi_day_runs), and only
+    then are the repeats found (asi_mark_repeats), staged as rejects (the block's ``pods``
+    files read again for their file and row) and removed, and the runs grouped again.
+    """
     _run(store, load_sql("asi_day_runs"), {}, where)
     if store.scalar("SELECT count(*) FROM _asi_hash_clash"):
         store.run(load_sql("asi_day_runs_exact"))  # h: the keys themselves
         _run(store, load_sql("asi_day_runs"), {}, where)
+    if store.scalar("SELECT count(*) FROM _asi_repeats"):
+        store.run(load_sql("asi_mark_repeats"))
+        if store.scalar("SELECT count(*) FROM _asi_repeated"):
+            try:
+                _reject(staged, store.sql(load_sql("asi_pod_repeats"), pods), rejects)
+            except QueryError as exc:
+                raise InputError(str(where), f"cannot read: {exc.message}") from exc
+            store.run("DELETE FROM _asi_day WHERE rowid IN (SELECT rid FROM _asi_repeated)")
+            _run(store, load_sql("asi_day_runs"), {}, where)
+        store.run("DROP TABLE _asi_repeated")
     store.run("DROP TABLE _asi_hash_clash")
+    store.run("DROP TABLE _asi_repeats")
 
 
 def _peak_memory() -> str:
@@ -640,6 +744,55 @@ def _merge_servers(known: pl.DataFrame | None, day: pl.DataFrame) -> pl.DataFram
     )
 
 
+ABSENT = "absent from server_hourly"
+"""The reason of a health interval the release's server table implies."""
+
+
+def _absences(known: pl.DataFrame | None, day: pl.DataFrame, listed: set[int]) -> pl.DataFrame:
+    """server_id, from_t, to_t: the hours [from_t, to_t) a server missed between two
+    hours it was listed in (the block's, or its last before the block), counted only
+    where every missed hour has a server file (a missing partition is no absence)."""
+    hours = day.select("server_id", "t").unique()
+    if known is not None:
+        hours = pl.concat(
+            [known.select("server_id", pl.col("last_t").alias("t")).join(
+                hours.select("server_id").unique(), on="server_id", how="semi"
+            ), hours]
+        )  # fmt: skip
+    gaps = (
+        hours.unique()
+        .sort("server_id", "t")
+        .with_columns(pl.col("t").shift(1).over("server_id").alias("prev"))
+        .filter(pl.col("t") - pl.col("prev") > 1)
+        .select("server_id", (pl.col("prev") + 1).alias("from_t"), pl.col("t").alias("to_t"))
+    )
+    keep = [all(t in listed for t in range(a, b)) for a, b in zip(gaps["from_t"], gaps["to_t"])]
+    return gaps.filter(pl.Series(keep, dtype=pl.Boolean))
+
+
+def _node_events(
+    absences: list[pl.DataFrame], servers: pl.DataFrame, t_last: int, trace_start: datetime
+) -> pl.DataFrame:
+    """Health intervals the server table implies: ``down`` while a server was absent
+    between two hours it was listed in, and from the end of its last hour on (open) for a
+    server gone before the last hour read."""
+    gone = servers.filter(pl.col("last_t") < t_last).select(
+        "server_id", (pl.col("last_t") + 1).alias("from_t"), pl.lit(None, dtype=pl.Int64).alias("to_t")
+    )
+    frames = [a.cast({"from_t": pl.Int64, "to_t": pl.Int64}) for a in absences if a.height]
+    every = pl.concat([*frames, gone.cast({"from_t": pl.Int64, "to_t": pl.Int64})])
+    start = pl.lit(trace_start)
+    return every.sort("server_id", "from_t").select(
+        pl.col("server_id").alias("node_id"),
+        pl.lit(None, dtype=pl.Int64).alias("gpu_index"),
+        (start + pl.duration(hours=pl.col("from_t"))).alias("start_time"),
+        (start + pl.duration(hours=pl.col("to_t"))).alias("end_time"),
+        pl.lit("down").alias("state"),
+        pl.lit(ABSENT).alias("reason"),
+        pl.lit(f"{FORMAT}:server_hourly").alias("source"),
+    )
+
+
 def _nodes(servers: pl.DataFrame, t_last: int, trace_start: datetime) -> pl.DataFrame:
     start = pl.lit(trace_start)
     return (
@@ -648,7 +801,7 @@ def _nodes(servers: pl.DataFrame, t_last: int, trace_start: datetime) -> pl.Data
         .select(
             pl.col("server_id").alias("node_id"),
             pl.col("model").alias("gpu_model"),
-            pl.col("gpu_count").fill_nan(0.0).fill_null(0.0).alias("gpus"),
+            pl.col("gpu_count").fill_null(0.0).alias("gpus"),
             pl.col("cpu_capacity_cores").alias("cpus"),
             pl.lit(None, dtype=pl.Float64).alias("memory_gib"),
             pl.when(pl.col("asw_id").is_not_null())

@@ -28,11 +28,13 @@ store.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import re
+import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -44,7 +46,7 @@ import polars as pl
 from fleetaudit.core.errors import InputError, UsageError
 from fleetaudit.core.times import parse_instant
 from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
-from fleetaudit.inputs.ingest.quantity import QuantityError, parse_quantity
+from fleetaudit.inputs.ingest.quantity import QuantityError, is_whole, parse_quantity
 from fleetaudit.inputs.ingest.sources import Source, expand_paths
 from fleetaudit.model.store import Store
 
@@ -131,6 +133,25 @@ class _Snapshot:
     nodes: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
     pods: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
     workloads: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
+    # objects listed again within the snapshot (same name or UID), per table they feed
+    repeated: Counter[str] = field(default_factory=Counter)
+    _pod_names: dict[object, str] = field(default_factory=dict)  # (namespace, name) -> uid
+
+    def add(self, kind: str, key: str, name: object, entry: tuple[str, int, Any]) -> None:
+        """List an object; a later one with the same key or name replaces it, counted."""
+        listed = {"Node": self.nodes, "Pod": self.pods, "Workload": self.workloads}[kind]
+        table = "nodes" if kind == "Node" else "requests"
+        if kind == "Pod":
+            spec = entry[2].get("spec")
+            table = "allocations" if isinstance(spec, dict) and spec.get("nodeName") else "requests"
+            other = self._pod_names.get(name)
+            if other is not None and other != key and other in listed:
+                del listed[other]  # one name, two UIDs at one moment: the later one is it
+                self.repeated[table] += 1
+            self._pod_names[name] = key
+        if key in listed:
+            self.repeated[table] += 1
+        listed[key] = entry
 
 
 def json_files(paths: Iterable[Path]) -> list[Path]:
@@ -143,23 +164,132 @@ _EXPECTED = (
 )
 
 
-def read_document(path: Path) -> list[dict[str, Any]]:
-    """The objects of one kubectl JSON document, in file order."""
+_CHUNK = 1 << 20  # characters read at a time
+_WHITE = " \t\n\r"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant)
+
+
+class _Stream:
+    """A JSON text read a chunk at a time, one value at a time (the standard library's C
+    decoder on each value): a List's items are never all held at once."""
+
+    def __init__(self, path: Path, fh: Any) -> None:
+        self.path, self.fh = path, fh
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.buf, self.pos, self.eof, self.lines = "", 0, False, 1
+
+    def fill(self, want: int = _CHUNK) -> None:
+        self.lines += self.buf.count("\n", 0, self.pos)
+        self.buf = self.buf[self.pos :]
+        self.pos = 0
+        data = self.fh.read(max(want, _CHUNK) * 2)
+        self.eof = not data
+        self.buf += self.decoder.decode(data, final=self.eof)
+
+    def peek(self) -> str:
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in _WHITE:
+                self.pos += 1
+            if self.pos < len(self.buf) or self.eof:
+                return self.buf[self.pos] if self.pos < len(self.buf) else ""
+            self.fill()
+
+    def expect(self, chars: str) -> str:
+        found = self.peek()
+        if not found or found not in chars:
+            self.fail(f"expected {' or '.join(repr(c) for c in chars)}")
+        self.pos += 1
+        return found
+
+    def value(self) -> Any:
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.eof:
+                    self.fail(exc.msg, exc.pos)
+                self.fill(len(self.buf) - self.pos)  # a value cut by the chunk: read on
+                continue
+            except RecursionError:
+                raise InputError(
+                    str(self.path),
+                    "JSON nested too deeply to read (kubectl writes objects a few dozen "
+                    "levels deep)",
+                ) from None
+            except ValueError as exc:  # NaN, Infinity
+                self.fail(str(exc))
+            if end >= len(self.buf) and not self.eof:  # a number may go on in the next chunk
+                self.fill(len(self.buf) - self.pos)
+                continue
+            self.pos = end
+            return value
+
+    def fail(self, what: str, at: int | None = None) -> Any:
+        line = self.lines + self.buf.count("\n", 0, self.pos if at is None else at)
+        raise InputError(str(self.path), f"not JSON (line {line}): {what}; {_EXPECTED}")
+
+
+def iter_document(path: Path) -> Iterator[dict[str, Any]]:
+    """The objects of one kubectl JSON document, in file order, read as a stream: a List's
+    items one at a time (bounded memory), or the one object of a document that is no List."""
     try:
         with path.open("rb") as fh:
-            doc = json.load(fh)
+            stream = _Stream(path, fh)
+            if stream.peek() != "{":
+                stream.value()  # JSON of another shape, or no JSON (which says where)
+                raise InputError(str(path), _EXPECTED)
+            stream.expect("{")
+            top: dict[str, Any] = {}
+            listed = False
+            if stream.peek() != "}":
+                while True:
+                    key = stream.value()
+                    if not isinstance(key, str):
+                        stream.fail("expected a key")
+                    stream.expect(":")
+                    if key == "items" and stream.peek() == "[":
+                        stream.expect("[")
+                        listed = True
+                        if stream.peek() != "]":
+                            while True:
+                                item = stream.value()
+                                yield item if isinstance(item, dict) else {}
+                                if stream.expect(",]") == "]":
+                                    break
+                        else:
+                            stream.expect("]")
+                    else:
+                        top[key] = stream.value()
+                    if stream.expect(",}") == "}":
+                        break
+            else:
+                stream.expect("}")
+            if stream.peek():
+                stream.fail("extra data after the document")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"cannot read: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"not JSON (line {exc.lineno}): {_EXPECTED}") from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
+    kind = top.get("kind")
+    if not isinstance(kind, str):
         raise InputError(str(path), _EXPECTED)
-    if doc["kind"] == "List" or (doc["kind"].endswith("List") and "items" in doc):
-        items = doc.get("items")
-        if not isinstance(items, list):
+    if kind == "List" or (kind.endswith("List") and (listed or "items" in top)):
+        if not listed:
             raise InputError(str(path), f"a List without items: {_EXPECTED}")
-        return [item if isinstance(item, dict) else {} for item in items]
-    return [doc]
+        return
+    if listed:
+        raise InputError(str(path), _EXPECTED)
+    yield top
+
+
+def read_document(path: Path) -> list[dict[str, Any]]:
+    """The objects of one kubectl JSON document, in file order (:func:`iter_document`)."""
+    return list(iter_document(path))
 
 
 _TIMES: dict[str, datetime | None] = {}  # times repeat across pods: parse each once
@@ -178,6 +308,57 @@ def _time(text: object) -> datetime | None:
     if len(_TIMES) < 200_000:
         _TIMES[text] = t
     return t
+
+
+def _time_fields(item: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
+    """Every time field of an object that is read, as (field path, raw value)."""
+    meta = item.get("metadata")
+    if isinstance(meta, dict):
+        for key in ("creationTimestamp", "deletionTimestamp"):
+            if meta.get(key) is not None:
+                yield f"metadata.{key}", meta[key]
+    status = item.get("status")
+    if not isinstance(status, dict):
+        return
+    if status.get("startTime") is not None:
+        yield "status.startTime", status["startTime"]
+    for c in _conditions(item):
+        for key in ("lastTransitionTime", "lastHeartbeatTime"):
+            if c.get(key) is not None:
+                yield f"status.conditions[{c.get('type')}].{key}", c[key]
+    for group in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+        statuses = status.get(group)
+        for cs in statuses if isinstance(statuses, list) else []:
+            if not isinstance(cs, dict):
+                continue
+            for which in ("state", "lastState"):
+                states = cs.get(which)
+                for name, state in states.items() if isinstance(states, dict) else []:
+                    if not isinstance(state, dict):
+                        continue
+                    for key in ("startedAt", "finishedAt"):
+                        if state.get(key) is not None:
+                            yield f"status.{group}[{cs.get('name')}].{which}.{name}.{key}", state[key]
+
+
+def check_times(item: Mapping[str, Any], column: str) -> None:
+    """Refuse an object whose time fields are not times of 1900..2200: a reject naming the
+    field (a creation time of 9999-12-31 or "not-a-time" is never ignored).
+
+    Raises:
+        _Unmappable: the first bad field.
+    """
+    for path, raw in _time_fields(item):
+        if _time(raw) is None:
+            text = raw if isinstance(raw, str) else json.dumps(raw)[:40]
+            try:
+                parse_instant(str(text))
+                reason = "is not a time"  # an empty value or another JSON type
+            except UsageError as exc:
+                reason = "is outside the years 1900..2200" if "outside" in str(exc) else (
+                    "is not an RFC 3339 time"
+                )  # fmt: skip
+            raise _Unmappable(column, str(text)[:60], f"{path} {str(text)[:40]!r} {reason}")
 
 
 def _heartbeat(node: Mapping[str, Any]) -> datetime | None:
@@ -203,30 +384,15 @@ def _event_times(item: Mapping[str, Any]) -> list[datetime]:
 
     ``deletionTimestamp`` is left out: it lies in the future by the grace period.
     """
-    texts: list[object] = []
-    meta = item.get("metadata")
-    if isinstance(meta, dict):
-        texts.append(meta.get("creationTimestamp"))
-    status = item.get("status")
-    if isinstance(status, dict):
-        texts.append(status.get("startTime"))
-        for c in _conditions(item):
-            texts.extend((c.get("lastTransitionTime"), c.get("lastHeartbeatTime")))
-        for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
-            statuses = status.get(key)
-            for cs in statuses if isinstance(statuses, list) else []:
-                if not isinstance(cs, dict):
-                    continue
-                for which in ("state", "lastState"):
-                    states = cs.get(which)
-                    for state in states.values() if isinstance(states, dict) else []:
-                        if isinstance(state, dict):
-                            texts.extend((state.get("startedAt"), state.get("finishedAt")))
-    return [t for text in texts if (t := _time(text)) is not None]
+    return [
+        t
+        for path, raw in _time_fields(item)
+        if path != "metadata.deletionTimestamp" and (t := _time(raw)) is not None
+    ]
 
 
 def read_snapshots(
-    files: list[Path], snapshot_time: datetime | None
+    files: list[Path], snapshot_time: datetime | None, options: KubernetesOptions | None = None
 ) -> tuple[list[_Snapshot], list[str]]:
     """Group the files' objects into snapshots (oldest first); also the notes to show.
 
@@ -237,16 +403,35 @@ def read_snapshots(
     """
     ignored: Counter[str] = Counter()
     unnamed: Counter[str] = Counter()  # a Node or Pod without a name (and uid)
-    per_file: list[tuple[str, list[dict[str, Any]], datetime | None, datetime | None]] = []
+    per_file: list[tuple[str, list[Any], datetime | None, datetime | None]] = []
+    mapper = _Mapper(options) if options is not None else None
     for path in files:
-        items = read_document(path)
-        beats = [_heartbeat(item) for item in items if item.get("kind") == "Node"]
-        newest = max((b for b in beats if b is not None), default=None)
-        events = None
-        if snapshot_time is None:
-            events = max((t for item in items for t in _event_times(item)), default=None)
-            if newest is not None and events is not None:
-                newest = max(newest, events)
+        items: list[Any] = []
+        newest: datetime | None = None
+        events: datetime | None = None
+        setups: dict[str, GpuSetup] = {}  # the document's nodes so far
+        for item in iter_document(path):
+            kind = item.get("kind")
+            if kind == "Node":
+                beat = _heartbeat(item)
+                if beat is not None and (newest is None or beat > newest):
+                    newest = beat
+                meta = item.get("metadata")
+                if isinstance(meta, dict) and isinstance(meta.get("name"), str):
+                    try:
+                        setups[meta["name"]] = gpu_setup(item)
+                    except (*_MALFORMED, _Unmappable):
+                        pass
+            if snapshot_time is None:
+                for when in _event_times(item):
+                    if events is None or when > events:
+                        events = when
+            entry: Any = item
+            if kind == "Pod" and mapper is not None:
+                entry = _bound(mapper, item, setups) or item
+            items.append(entry)
+        if snapshot_time is None and newest is not None and events is not None:
+            newest = max(newest, events)
         per_file.append((str(path), items, snapshot_time or newest, events))
     if snapshot_time is not None:
         for listed in ("Pod", "Workload"):
@@ -284,15 +469,19 @@ def read_snapshots(
             if not isinstance(meta, dict):
                 meta = {}
             if kind == "Node" and meta.get("name"):
-                snap.nodes[str(meta["name"])] = (name, i, item)
+                snap.add("Node", str(meta["name"]), "", (name, i, item))
             elif kind == "Pod" and (meta.get("uid") or meta.get("name")):
                 uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}")
-                snap.pods[uid] = (name, i, item)
+                ns, pod = meta.get("namespace", ""), meta.get("name")
+                pod_name = (ns, pod) if isinstance(ns, str) and isinstance(pod, str) else (
+                    str(ns), str(pod)
+                )  # fmt: skip
+                snap.add("Pod", uid, pod_name, (name, i, item))
             elif kind == "Workload" and str(item.get("apiVersion", "")).startswith(
                 "kueue.x-k8s.io"
             ):
                 uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name')}")
-                snap.workloads[uid] = (name, i, item)
+                snap.add("Workload", uid, "", (name, i, item))
             elif kind in ("Node", "Pod"):
                 unnamed[str(kind)] += 1
             else:
@@ -305,6 +494,12 @@ def read_snapshots(
         notes.append(
             f"ignored {sum(unnamed.values())} object(s) without metadata.name ({kinds}): "
             "not as kubectl writes them"
+        )
+    repeated = sum((sum(snap.repeated.values()) for snap in snapshots.values()), 0)
+    if repeated:
+        notes.append(
+            f"{repeated} object(s) listed again within one snapshot (the same name or UID): "
+            "the later one is kept, the earlier counted as superseded"
         )
     for t in sorted(snapshots):
         how = "--snapshot-time" if snapshot_time else "newest heartbeat or event"
@@ -352,10 +547,26 @@ def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
     for key in {*limits, *requests}:
         raw = requests.get(key, limits.get(key))
         found = _PARSED.get(raw) if isinstance(raw, str) else None
-        out[key] = (
-            found if found is not None else _quantity(raw, f"{key} of {what}", _column_of(key))
-        )
+        value = found if found is not None else _quantity(raw, f"{key} of {what}", _column_of(key))
+        if value < 0:
+            raise _Unmappable(_column_of(key), str(raw), f"{key} of {what} is negative")
+        if is_extended(key) and not is_whole(value):
+            raise _Unmappable(
+                _column_of(key), str(raw), f"{key} of {what} is {raw!s:.40}, not a whole number: "
+                "Kubernetes refuses fractional extended resources",
+            )  # fmt: skip
+        out[key] = value
     return out
+
+
+def is_extended(resource: str) -> bool:
+    """Whether a resource is an extended one (``nvidia.com/gpu``), which Kubernetes holds to
+    whole numbers: a name with a domain other than ``kubernetes.io``.
+
+    >>> is_extended("nvidia.com/gpu"), is_extended("cpu"), is_extended("hugepages-2Mi")
+    (True, False, False)
+    """
+    return "/" in resource and "kubernetes.io/" not in resource
 
 
 def _add(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
@@ -416,12 +627,23 @@ class GpuSetup:
     gpu_memory_mib: float | None = None  # per physical GPU
     gpushare_unit: Decimal | None = None  # aliyun.com/gpu-mem per physical GPU
     mig_per_gpu: int = 0  # MIG single: devices on each physical GPU
+    inferred: str | None = None  # how the physical count was inferred (None: the node says it)
+    replicas_inferred: bool = False  # replicas unknown: the largest plausible count
 
 
 _MIG_PROFILE = re.compile(r"-MIG-(\d+)g\.(\d+)gb", re.IGNORECASE)
 _MIG_MIXED = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+_MIG_SHARED = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb\.shared$")
 _GPU_GB = re.compile(r"(\d+)GB", re.IGNORECASE)
 _GPU_GB_OF = {"A30": 24}  # products whose name carries no memory size
+# MIG memory slices of an Ng profile where the GPU's memory is unknown (8 per GPU; 4 on A30)
+_MIG_MEMORY_SLICES = {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}
+MEMORY_BYTES_FROM = 2**24
+"""A ``nvidia.com/gpu.memory`` label of this value or more is bytes, below it MiB: 2^24 MiB
+(16 TiB) is no GPU's memory, 2^24 bytes (16 MiB) none either (older GFDs wrote bytes)."""
+KARPENTER_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+KARPENTER_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"  # MiB per GPU
+GKE_REPLICAS = "cloud.google.com/gke-max-shared-clients-per-gpu"
 
 
 def mig_devices_per_gpu(g: int, profile_gb: int, gpu_gb: float | None, slices: int) -> int:
@@ -439,6 +661,37 @@ def mig_devices_per_gpu(g: int, profile_gb: int, gpu_gb: float | None, slices: i
     return max(1, min(by_compute, memory_slices // profile_slices))
 
 
+def mig_gpu_bounds(
+    devices: Mapping[tuple[int, int], int], gpu_gb: float | None, slices: int
+) -> tuple[int, int]:
+    """The fewest and the most physical GPUs that MIG devices can sit on.
+
+    ``devices`` counts the devices of each profile ``(N, M)`` (``Ng.Mgb``). The fewest is
+    the largest of what the compute slices, the memory slices and each profile's
+    devices per GPU need (a bound: MIG's placement rules may need more); the most puts
+    every device on a GPU of its own.
+
+    >>> mig_gpu_bounds({(3, 40): 4}, None, 7)  # 4 x 3g.40gb: 2 per GPU
+    (2, 4)
+    >>> mig_gpu_bounds({(1, 12): 2, (1, 24): 1, (3, 48): 1}, 95.6, 7)  # one H20 cut up
+    (1, 4)
+    """
+    memory_slices = 4 if slices == 4 else 8
+    compute = memory = 0
+    fewest = 0
+    for (g, gb), n in devices.items():
+        if n <= 0:
+            continue
+        compute += g * n
+        if gpu_gb:
+            memory += max(1, round(gb * memory_slices / gpu_gb)) * n
+        else:
+            memory += _MIG_MEMORY_SLICES.get(g, g) * n
+        fewest = max(fewest, math.ceil(n / mig_devices_per_gpu(g, gb, gpu_gb, slices)))
+    fewest = max(fewest, math.ceil(compute / slices), math.ceil(memory / memory_slices))
+    return fewest, sum(n for n in devices.values() if n > 0)
+
+
 def _product_gb(product: str) -> int | None:
     """A GPU's memory in GB from its product name (``NVIDIA-H100-80GB-HBM3-MIG-...``)."""
     head = product[: m.start()] if (m := _MIG_PROFILE.search(product)) else product
@@ -450,13 +703,41 @@ def _product_gb(product: str) -> int | None:
 
 def _int_label(labels: Mapping[str, Any], key: str) -> int | None:
     try:
-        return int(str(labels[key]))
+        value = int(str(labels[key]).strip(), 10)
     except (KeyError, ValueError):
         return None
+    return value if 0 <= value < 2**31 else None
+
+
+def gpu_memory_mib(labels: Mapping[str, Any]) -> float | None:
+    """One GPU's memory in MiB from ``nvidia.com/gpu.memory`` (MiB, or bytes from older GFDs,
+    told apart by :data:`MEMORY_BYTES_FROM`), else Karpenter's ``instance-gpu-memory``.
+
+    >>> gpu_memory_mib({"nvidia.com/gpu.memory": "15360"})
+    15360.0
+    >>> gpu_memory_mib({"nvidia.com/gpu.memory": "16106127360"})  # a T4 in bytes
+    15360.0
+    """
+    for key in ("nvidia.com/gpu.memory", KARPENTER_GPU_MEMORY):
+        value = _int_label(labels, key) if key in labels else None
+        if value is None:
+            try:
+                big = int(str(labels.get(key, "")).strip(), 10)
+            except ValueError:
+                continue
+            value = big if big >= MEMORY_BYTES_FROM else None
+        if value:
+            return float(value / 2**20 if value >= MEMORY_BYTES_FROM else value)
+    return None
 
 
 def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
-    """The physical GPUs of a node and how they are shared (never the replica-inflated count)."""
+    """The physical GPUs of a node and how they are shared (never the replica-inflated count).
+
+    With GPU feature discovery labels the node says its count; without them the count is
+    inferred from the resources it advertises, and ``inferred`` says how
+    (docs/formats/kubernetes.md, "Physical GPUs").
+    """
     meta = node.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
@@ -466,15 +747,20 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
     def cap(key: str) -> Decimal | None:
         if key not in capacity:
             return None
-        return _quantity(capacity[key], f"capacity {key}", "gpus")
+        return _whole(_quantity(capacity[key], f"capacity {key}", "gpus"), f"capacity {key}")
 
     product = str(labels.get("nvidia.com/gpu.product", ""))
     count = _int_label(labels, "nvidia.com/gpu.count")
-    replicas = _int_label(labels, "nvidia.com/gpu.replicas") or 1
+    karpenter = _int_label(labels, KARPENTER_GPU_COUNT)  # the instance's physical GPUs
+    replicas_label = _int_label(labels, "nvidia.com/gpu.replicas") or _int_label(
+        labels, GKE_REPLICAS
+    )
+    replicas = replicas_label or 1
     strategy = str(labels.get("nvidia.com/gpu.sharing-strategy", "none")).lower()
-    memory = _int_label(labels, "nvidia.com/gpu.memory")
+    memory = gpu_memory_mib(labels)
     gpu = cap("nvidia.com/gpu")
     slices = 4 if "A30" in product.upper() else 7
+    gpu_gb = memory / 1024 if memory else _product_gb(product)
     mig = _MIG_PRODUCT.search(product)
     if mig and labels.get("nvidia.com/mig.strategy", "single") == "single":
         g = int(mig.group(1))
@@ -482,18 +768,40 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
         per_gpu = mig_devices_per_gpu(
             g, int(profile.group(2)) if profile else 0, _product_gb(product), slices
         )
-        physical = math.ceil((gpu or Decimal(count or 0)) / per_gpu)
+        devices = gpu or Decimal(count or 0)
+        shared = cap("nvidia.com/gpu.shared")
+        if shared and replicas > 1:  # MIG single, time-sliced: devices x replicas
+            devices = shared / replicas
+        physical = karpenter if karpenter is not None else math.ceil(devices / per_gpu)
         return GpuSetup(physical, "mig-single", 1, slices, g, None, None, per_gpu)
-    mig_types = [(int(m.group(1)), cap(k)) for k in capacity if (m := _MIG_RESOURCE.match(k))]
+    mig_types: dict[tuple[int, int], int] = {}
+    for key in capacity:
+        if (m := _MIG_MIXED.match(key)) is not None:
+            n = cap(key) or Decimal(0)
+        elif (m := _MIG_SHARED.match(key)) is not None:
+            profile_replicas = _int_label(labels, key[: -len(".shared")] + ".replicas") or replicas
+            n = (cap(key) or Decimal(0)) / max(profile_replicas, 1)
+        else:
+            continue
+        profile_key = (int(m.group(1)), int(m.group(2)))
+        mig_types[profile_key] = mig_types.get(profile_key, 0) + math.ceil(n)
     if mig_types:
-        physical = (
-            count
-            if count is not None
-            else math.ceil(sum(g * (n or 0) for g, n in mig_types) / slices)
-        )
-        return GpuSetup(physical, "mig-mixed", 1, slices, 0, memory)
+        whole = int(gpu or 0)
+        if count is not None or karpenter is not None:
+            physical = count if count is not None else karpenter or 0
+            return GpuSetup(physical, "mig-mixed", 1, slices, 0, memory)
+        fewest, most = mig_gpu_bounds(mig_types, gpu_gb, slices)
+        config = str(labels.get("nvidia.com/mig.config", ""))
+        inferred = None
+        if fewest != most and not config.startswith("all-"):
+            split_devices = sum(mig_types.values())
+            inferred = (
+                f"MIG lower bound: {whole} whole + {fewest} split GPU(s); its {split_devices} MIG "
+                f"device(s) fit on {fewest} to {most} GPUs"
+            )
+        return GpuSetup(whole + fewest, "mig-mixed", 1, slices, 0, memory, inferred=inferred)
     if "hami.io/node-nvidia-register" in annotations:
-        physical = count if count is not None else int((gpu or 0) / 10)
+        physical = count if count is not None else karpenter or int((gpu or 0) / 10)
         split = int((gpu or 0) / physical) if physical else 1
         return GpuSetup(physical, "hami", max(split, 1), slices, 0, memory)
     gpushare = cap("aliyun.com/gpu-count")
@@ -508,15 +816,48 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
         or product.upper().endswith("-SHARED")
         or shared
     ):
-        exposed = shared or gpu or Decimal(0)
-        if count is None:
-            count = int(exposed / replicas)
-        elif replicas <= 1 and count:
-            replicas = max(1, int(exposed / count))
         sharing = strategy if strategy in ("time-slicing", "mps") else "time-slicing"
-        return GpuSetup(count, sharing, replicas, slices, 0, memory)
-    physical = int(gpu) if gpu is not None else (count or 0)
+        # renameByDefault: the shared GPUs are nvidia.com/gpu.shared (nvidia.com/gpu 0);
+        # otherwise nvidia.com/gpu counts the replicas
+        exposed = int(shared or 0) + (int(gpu or 0) if not shared else 0)
+        unshared = int(gpu or 0) if shared else 0  # GPUs a mixed config leaves whole
+        stated = count if count is not None else karpenter
+        if stated is not None:
+            if replicas_label is None and stated > unshared and exposed:
+                replicas = max(1, round(exposed / (stated - unshared)))
+            return GpuSetup(stated, sharing, replicas, slices, 0, memory)
+        if replicas_label:
+            return GpuSetup(unshared + math.ceil(exposed / replicas), sharing, replicas, slices,
+                            0, memory)  # fmt: skip
+        if not exposed:
+            return GpuSetup(unshared, sharing, 1, slices, 0, memory)
+        # no count, no replicas: at least one GPU, at most exposed / 2 (a shared GPU has
+        # 2 replicas or more); counted as the fewest, each replica 1/exposed of it
+        inferred = (
+            f"replicas unknown: {exposed} shared GPU(s) without a replica count are 1 to "
+            f"{max(1, exposed // 2)} physical GPU(s); counted {unshared + 1}, the fewest"
+        )
+        return GpuSetup(
+            unshared + 1, sharing, exposed, slices, 0, memory, inferred=inferred,
+            replicas_inferred=True,
+        )  # fmt: skip
+    if gpu is not None:
+        physical = int(gpu)
+    else:
+        physical = count if count is not None else karpenter or 0
     return GpuSetup(physical, "none", 1, slices, 0, memory)
+
+
+def _whole(value: Decimal, what: str) -> Decimal:
+    """An extended resource's value, which Kubernetes holds to whole numbers."""
+    if not is_whole(value):
+        raise _Unmappable(
+            "gpus", f"{value}", f"{what} {value} is not a whole number: Kubernetes "
+            "refuses fractional extended resources",
+        )  # fmt: skip
+    if value < 0:
+        raise _Unmappable("gpus", f"{value}", f"{what} {value} is negative")
+    return value
 
 
 def stored_setup(row: Mapping[str, Any]) -> GpuSetup:
@@ -534,6 +875,8 @@ def stored_setup(row: Mapping[str, Any]) -> GpuSetup:
         row.get("gpu_memory_mib"),
         Decimal(str(unit)) if unit else None,
         per_gpu,
+        row.get("gpus_inferred"),
+        bool(row.get("gpu_replicas_inferred")),
     )
 
 
@@ -612,6 +955,7 @@ def node_model(labels: Mapping[str, Any], gpus: int) -> str:
 
 
 def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
+    check_times(node, "node_id")
     meta = node.get("metadata") or {}
     labels = meta.get("labels") or {}
     status = node.get("status") or {}
@@ -633,6 +977,8 @@ def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
         "gpu_mig_per_gpu": setup.mig_per_gpu or None,
         "gpu_memory_mib": setup.gpu_memory_mib,
         "gpushare_unit": float(setup.gpushare_unit) if setup.gpushare_unit else None,
+        "gpus_inferred": setup.inferred,
+        "gpu_replicas_inferred": setup.replicas_inferred or None,
     }
     if "nvidia.com/gpu" in capacity:
         row["capacity_gpu_units"] = float(
@@ -826,17 +1172,251 @@ def _selected_models(spec: Mapping[str, Any]) -> str | None:
     return "|".join(sorted(found)) or None
 
 
-# -- mapping -------------------------------------------------------------------
+# -- health over time (node_events) ----------------------------------------------
+
+_PRESSURES = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
+
+
+def node_conditions(node: Mapping[str, Any]) -> dict[str, tuple[bool, datetime | None, str]]:
+    """What one snapshot of a node says of each kind of unhealth: kind -> (active, since,
+    reason). ``since`` is the time the node records for the state's last change (a
+    condition's ``lastTransitionTime``, a taint's ``timeAdded``), or None where it records
+    none (a cordon, withdrawn GPUs): the snapshots then date it."""
+    found: dict[str, tuple[bool, datetime | None, str]] = {}
+    spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
+    taints = {str(t.get("key")): t for t in (spec or {}).get("taints") or [] if isinstance(t, dict)}
+    ready = _condition(node, "Ready")
+    if ready is not None:
+        active = ready.get("status") != "True"
+        why = f"Ready {ready.get('status')}" + (f": {ready['reason']}" if ready.get("reason") else "")
+        found["Ready"] = (active, _time(ready.get("lastTransitionTime")), why)
+    else:
+        gone = next((taints[k] for k in ("node.kubernetes.io/not-ready",
+                                         "node.kubernetes.io/unreachable") if k in taints), None)
+        found["Ready"] = (gone is not None, _time((gone or {}).get("timeAdded")),
+                          str((gone or {}).get("key") or "Ready"))  # fmt: skip
+    cordon = taints.get("node.kubernetes.io/unschedulable")
+    found["unschedulable"] = (
+        bool((spec or {}).get("unschedulable")) or cordon is not None,
+        _time((cordon or {}).get("timeAdded")),
+        "unschedulable (cordoned)",
+    )
+    for kind in _PRESSURES:
+        c = _condition(node, kind)
+        if c is not None:
+            found[kind] = (c.get("status") == "True", _time(c.get("lastTransitionTime")), kind)
+    status = node.get("status") if isinstance(node.get("status"), dict) else {}
+    cap = ((status or {}).get("capacity") or {}).get("nvidia.com/gpu")
+    alloc = ((status or {}).get("allocatable") or {}).get("nvidia.com/gpu")
+    try:
+        withdrawn = cap is not None and alloc is not None and (
+            parse_quantity(cap) > parse_quantity(alloc)
+        )  # fmt: skip
+    except QuantityError:
+        withdrawn = False
+    found["allocatable"] = (withdrawn, None, f"nvidia.com/gpu: {alloc} of {cap} allocatable")
+    return found
+
+
+# the state each kind means in node_events, and the source named
+EVENT_KINDS = {
+    "Ready": "down",
+    "unschedulable": "cordoned",
+    **{k: "degraded" for k in _PRESSURES},
+    "allocatable": "degraded",
+    "absent": "down",
+}
+
+
+def event_source(kind: str) -> str:
+    """The ``source`` of a node event of one kind (the key keeps kinds apart)."""
+    if kind in ("unschedulable", "absent", "allocatable"):
+        return f"kubernetes:{kind}"
+    return f"kubernetes:condition/{kind}"
 
 
 @dataclass
+class _Open:
+    """An interval still going at the newest observation: its start, last sighting, reason,
+    the time the node recorded for its start (to tell a new interval from the same one),
+    and the file and item that last showed it."""
+
+    start: datetime
+    seen: datetime
+    reason: str
+    since: datetime | None
+    file: str
+    row: int
+
+
+def node_intervals(
+    name: str,
+    observations: list[tuple[datetime, str, int, dict[str, tuple[bool, datetime | None, str]] | None]],
+    stored: Mapping[str, _Open],
+) -> list[dict[str, Any]]:
+    """The intervals of one node's unhealth, from its observations (snapshot time, file,
+    item, what it says; ``None`` where a snapshot listing nodes does not list it) in time
+    order, continuing the intervals an earlier call left open (``stored``, by kind).
+
+    A state the node dates (Ready's ``lastTransitionTime``) starts then and ends at the
+    transition that ends it; one it does not date starts at the first snapshot that shows
+    it. One that a later snapshot no longer shows without saying when it ended (another
+    transition since, the node gone, a cordon lifted) ends at the last snapshot that
+    showed it: the earliest it can have ended. An absent node is down from the first
+    listing without it until it is listed again.
+    """
+    rows: list[dict[str, Any]] = []
+    going: dict[str, _Open] = dict(stored)
+
+    def close(kind: str, end: datetime | None) -> None:
+        o = going.pop(kind)
+        rows.append({
+            "node_id": name, "gpu_index": None, "start_time": o.start,
+            "end_time": max(end, o.start) if end is not None else None,
+            "state": EVENT_KINDS[kind], "reason": o.reason, "source": event_source(kind),
+            "last_seen": o.seen, "recorded_time": o.since, "_file": o.file, "_row": o.row,
+        })  # fmt: skip
+
+    for t, file, row, says in observations:
+        if says is None:  # not listed: every state ends at its last sighting; absent from now
+            for kind in [k for k in going if k != "absent"]:
+                close(kind, going[kind].seen)
+            if "absent" not in going:
+                going["absent"] = _Open(t, t, "not listed (scaled away or deleted)", None, file, row)
+            else:
+                going["absent"].seen = t
+            continue
+        if "absent" in going:
+            close("absent", t)  # listed again
+        for kind in [k for k in going if k not in says]:
+            close(kind, going[kind].seen)  # the node no longer reports it
+        for kind, (active, since, reason) in says.items():
+            o = going.get(kind)
+            if o is not None and (not active or (since is not None and since != o.since)):
+                # ended: at its recorded transition when the node says one, else at its
+                # last sighting (the earliest it can have ended)
+                ended = since if not active and since is not None and since <= t else o.seen
+                close(kind, ended if since is None or since >= o.start else o.seen)
+                o = None
+            if active:
+                if o is None:
+                    start = since if since is not None and since <= t else t
+                    going[kind] = _Open(start, t, reason, since, file, row)
+                else:
+                    o.seen, o.file, o.row = t, file, row
+    for kind in list(going):
+        close(kind, None)
+    return rows
+
+
+# -- bound pods as read: their values, packed ------------------------------------
+
+class _Packed(tuple[Any, ...]):
+    """A pod's mapped values as a tuple of :data:`_PACK_KEYS` (a dict costs 5x more)."""
+
+
+def _pack(values: dict[str, Any]) -> dict[str, Any] | _Packed:
+    if not values.keys() <= _PACK_SET:
+        return values
+    return _Packed(values.get(k) for k in _PACK_KEYS)
+
+
+def _vals(values: Mapping[str, Any] | _Packed) -> dict[str, Any]:
+    """A pod's values as a dict, packed or not."""
+    if isinstance(values, _Packed):
+        return dict(zip(_PACK_KEYS, values))
+    return dict(values)
+
+
+@dataclass(slots=True)
+class _Bound:
+    """A bound pod as the read maps it at once (its node's GPU setup known from earlier in
+    its document): what the mapping needs, never the object itself, so a List of a
+    million pods is held in a few hundred bytes per pod."""
+
+    node: str
+    phase: Any
+    values: dict[str, Any] | _Packed
+    bind: datetime | None
+    finished: datetime | None  # the last container's finish
+    last_transition: datetime | None  # a terminal pod without a finish ends here
+    terminating: bool
+    uid: str
+    name: Any
+    namespace: Any
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Enough of the object's shape for grouping it (kind, names, node)."""
+        if key == "kind":
+            return "Pod"
+        if key == "metadata":
+            return {"uid": self.uid, "name": self.name, "namespace": self.namespace}
+        if key == "spec":
+            return {"nodeName": self.node}
+        return default
+
+
+def _bound(mapper: _Mapper, item: Mapping[str, Any], setups: Mapping[str, GpuSetup]) -> _Bound | None:
+    """A bound pod mapped as it is read, where its node's setup is known; else None (the
+    object is kept and mapped with the snapshot)."""
+    spec = item.get("spec")
+    node = spec.get("nodeName") if isinstance(spec, dict) else None
+    if not isinstance(node, str) or node not in setups:
+        return None
+    try:
+        values = mapper.pod_values(item, setups[node])
+        status = item.get("status") or {}
+        phase = status.get("phase")
+        terminal = phase in ("Succeeded", "Failed")
+        meta = item.get("metadata") or {}
+        transitions = [t for c in _conditions(item) if (t := _time(c.get("lastTransitionTime")))]
+        finished = _finished(item) if terminal else None
+        last = max(transitions, default=None)
+        bind = _bind_time(item)
+        terminating = bool(meta.get("deletionTimestamp"))
+        values.update(alloc_id=values["uid"], node_id=node, start_time=bind, phase=phase,
+                      terminating=terminating, finish=(finished or last) if terminal else None)  # fmt: skip
+        for key in _SHARED_TEXT:  # one string for the many pods that share it
+            if isinstance(values.get(key), str):
+                values[key] = sys.intern(values[key])
+        return _Bound(
+            values["node_id"], values["phase"], _pack(values), bind, finished, last, terminating,
+            values["uid"], meta.get("name"), values["namespace"],
+        )  # fmt: skip
+    except _MALFORMED:
+        return None
+
+
+_TAKEN = _Bound("", None, {}, None, None, None, False, "", None, None)
+"""What the snapshot keeps of a pod mapped as it was read once its row took its values."""
+
+
+def _as_read(pod: _Bound, terminal: bool) -> bool:
+    """Whether a pod mapped as it was read needs nothing of its snapshot: it names no GPU
+    it does not count, and a finished one has its end."""
+    values = pod.values
+    if _get(values, "gpu_resource") and not _get(values, "_reject_reason") and not _get(
+        values, "gpus"
+    ):
+        return False  # a reject naming its node, made with the others below
+    return not (terminal and _get(values, "finish") is None)
+
+
+_SHARED_TEXT = ("namespace", "tenant", "priority_class", "owner_kind", "gpu_resource",
+                "node_id", "phase", "priority", "workload")  # fmt: skip
+
+
+# -- mapping -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
 class _Obs:
     """One row as one snapshot sees it: its file, item number, time and values."""
 
     file: str
     row: int
     time: datetime
-    values: dict[str, Any]
+    values: Any  # a dict, or a pod's values packed (_Packed)
 
 
 class _Mapper:
@@ -883,11 +1463,20 @@ class _Mapper:
             "created": _time(meta.get("creationTimestamp")),
         }
         try:
+            check_times(pod, "start_time" if spec.get("nodeName") else "submit_time")
             request = effective_request(spec)
             gpus, resource = pod_gpus(request, annotations, setup)
             values["gpus"] = gpus
             values["gpu_resource"] = resource
             values["gpu_devices"] = pod_devices(request, annotations, setup)
+            if setup is not None and setup.replicas_inferred and gpus and resource and (
+                "nvidia.com/gpu" in resource.split("+")
+                or "nvidia.com/gpu.shared" in resource.split("+")
+            ):
+                values["gpus_inferred"] = (
+                    f"{resource} on a node of unknown replicas: each replica counted as "
+                    f"1/{setup.replicas} of a GPU, the smallest share it can be"
+                )
             values["cpus"] = float(request.get("cpu", Decimal(0)))
             values["memory_gib"] = float(request.get("memory", Decimal(0)) / _GIB)
         except _Unmappable as bad:
@@ -899,7 +1488,9 @@ class _Mapper:
 
 
 # A field of an unexpected type (a list where kubectl writes an object, ...)
-_MALFORMED = (AttributeError, TypeError, ValueError, KeyError, IndexError, ArithmeticError)
+_MALFORMED = (
+    AttributeError, TypeError, ValueError, KeyError, IndexError, ArithmeticError, RecursionError
+)
 
 
 def _malformed(kind: str, exc: Exception) -> dict[str, str]:
@@ -932,7 +1523,10 @@ def _typed(values: list[Any], dtype: Any) -> list[Any]:
         if v is None or type(v) is kind:
             out.append(v)
         elif kind is str:
-            out.append(json.dumps(v) if isinstance(v, (list, dict)) else str(v))
+            try:
+                out.append(json.dumps(v) if isinstance(v, (list, dict)) else str(v))
+            except RecursionError:
+                out.append("(a value nested too deeply to show)")
         elif kind is float and isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
             out.append(float(v))
         elif kind is int and isinstance(v, int) and not isinstance(v, bool):
@@ -970,6 +1564,8 @@ _NODE_SCHEMA = {
     "gpu_mig_per_gpu": pl.Int64,
     "gpu_memory_mib": pl.Float64,
     "gpushare_unit": pl.Float64,
+    "gpus_inferred": pl.Utf8,
+    "gpu_replicas_inferred": pl.Boolean,
     "snapshot_time": pl.Datetime("us"),
     "absent_since": pl.Datetime("us"),
 }
@@ -994,6 +1590,7 @@ _ALLOC_SCHEMA = {
     "owner_name": pl.Utf8,
     "gpu_resource": pl.Utf8,
     "gpu_devices": pl.Int64,
+    "gpus_inferred": pl.Utf8,
     "first_seen": pl.Datetime("us"),
     "last_seen": pl.Datetime("us"),
     "finished": pl.Boolean,
@@ -1021,6 +1618,18 @@ _REQUEST_SCHEMA = {
     "queue": pl.Utf8,
     "last_seen": pl.Datetime("us"),
     "left_queue": pl.Utf8,
+    "gpus_inferred": pl.Utf8,
+}
+_EVENT_SCHEMA = {
+    "node_id": pl.Utf8,
+    "gpu_index": pl.Int64,
+    "start_time": pl.Datetime("us"),
+    "end_time": pl.Datetime("us"),
+    "state": pl.Utf8,
+    "reason": pl.Utf8,
+    "source": pl.Utf8,
+    "last_seen": pl.Datetime("us"),  # the last snapshot that showed the interval
+    "recorded_time": pl.Datetime("us"),  # the node's own time of its start, where it has one
 }
 _ADAPTER = {
     "_reject_reason": pl.Utf8,
@@ -1029,6 +1638,29 @@ _ADAPTER = {
     "_file": pl.Utf8,
     "_row": pl.Int64,
 }
+_PACK_KEYS = tuple(dict.fromkeys([*_ALLOC_SCHEMA, "uid", "created", "finish", *_ADAPTER]))
+_PACK_SET = frozenset(_PACK_KEYS)
+_PACK_INDEX = {k: i for i, k in enumerate(_PACK_KEYS)}
+
+
+def _get(values: Mapping[str, Any] | _Packed, key: str) -> Any:
+    """One of a pod's values, packed or not."""
+    if isinstance(values, _Packed):
+        return values[_PACK_INDEX[key]] if key in _PACK_INDEX else None
+    return values.get(key)
+
+
+class _Rows:
+    """Rows kept as columns as they come: a dict per row would cost a kilobyte each."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.columns: dict[str, list[Any]] = {k: [] for k in {**schema, **_ADAPTER}}
+        self.height = 0
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        for key, column in self.columns.items():
+            column.append(row.get(key))
+        self.height += 1
 
 
 def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str, Any]]:
@@ -1049,9 +1681,40 @@ def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> list[dict[s
         store,
         "allocations",
         "last_seen",
-        "end_time IS NULL OR end_censored "
-        f"OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
+        f"end_time IS NULL OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
     )
+
+
+def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str, Any]]:
+    """Stored kubernetes requests still queued, or that this call's objects may be (a pod's
+    UID or gang, a Workload or one of its pod sets): never the whole history."""
+    keys: set[str] = set()
+    for snap in snapshots:
+        for uid, (_f, _i, pod) in snap.pods.items():
+            keys.add(uid)
+            if isinstance(pod, _Bound):
+                keys.add(str(_get(pod.values, "job_id")))
+                continue
+            meta = pod.get("metadata")
+            try:
+                keys.add(job_id(meta if isinstance(meta, dict) else {}, uid))
+            except _MALFORMED:
+                pass
+        for uid, (_f, _i, wl) in snap.workloads.items():
+            keys.add(uid)
+            spec = wl.get("spec")
+            sets = spec.get("podSets") if isinstance(spec, dict) else None
+            for ps in sets if isinstance(sets, list) else []:
+                if isinstance(ps, dict):
+                    keys.add(f"{uid}/{ps.get('name')}")
+    store.register_frame(_KEYS, pl.DataFrame({"key": sorted(keys)}, schema={"key": pl.Utf8}))
+    return _stored(
+        store, "requests", "last_seen",
+        f"start_time IS NULL OR request_id IN (SELECT key FROM {_KEYS})",
+    )  # fmt: skip
+
+
+_KEYS = "_fa_kubernetes_request_keys"
 
 
 _UIDS = "_fa_kubernetes_uids"
@@ -1118,6 +1781,7 @@ def _request_values(
         "queue": ((pods[0].get("metadata") or {}).get("labels") or {}).get(
             "kueue.x-k8s.io/queue-name"
         ),
+        "gpus_inferred": next((m["gpus_inferred"] for m in members if m.get("gpus_inferred")), None),
     }
     if bad is not None:
         row.update({k: bad[k] for k in ("_reject_reason", "_reject_column", "_reject_value")})
@@ -1244,6 +1908,7 @@ def map_snapshots(
     stored_requests: list[dict[str, Any]] | None = None,
     stored_latest: Mapping[str, datetime] | None = None,
     notes: list[str] | None = None,
+    stored_events: list[dict[str, Any]] | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Map the snapshots (merged with the rows stored by earlier calls) onto the native tables.
 
@@ -1306,6 +1971,15 @@ def map_snapshots(
             values = {k: before.get(k) for k in _NODE_SCHEMA}
             values.update(health="down", absent_since=gone)
             node_rows.append({**values, "_file": newest_file, "_row": 0})
+    event_rows = _node_event_rows(snapshots, node_obs, stored_nodes, stored_events or [])
+    inferred = [r for r in node_rows if r.get("gpus_inferred") and r["_row"]]
+    if inferred and notes is not None:
+        shown = "; ".join(f"{r['node_id']}: {r['gpus_inferred']}" for r in inferred[:3])
+        more = "; ..." if len(inferred) > 3 else ""
+        notes.append(
+            f"{len(inferred)} node(s) count their physical GPUs by inference (column "
+            f"gpus_inferred; label them nvidia.com/gpu.count to count them): {shown}{more}"
+        )
     latest_setup: dict[str, GpuSetup] = {}
     for (_t, name), newest in sorted(setups.items(), key=lambda kv: kv[0][0]):
         latest_setup[name] = newest
@@ -1341,16 +2015,42 @@ def map_snapshots(
         bound_jobs: dict[str, datetime] = {}  # gang -> its latest bind
         for uid, (file, i, pod) in snap.pods.items():
             try:
-                spec = pod.get("spec") or {}
-                status = pod.get("status") or {}
-                phase = status.get("phase")
-                node = spec.get("nodeName")
-                meta = pod.get("metadata") or {}
+                if isinstance(pod, _Bound):  # mapped as it was read
+                    spec, node, phase = {}, pod.node, pod.phase
+                else:
+                    spec = pod.get("spec") or {}
+                    status = pod.get("status") or {}
+                    phase = status.get("phase")
+                    node = spec.get("nodeName")
                 terminal = phase in ("Succeeded", "Failed")
+                if node and isinstance(pod, _Bound) and _as_read(pod, terminal):
+                    packed = pod.values
+                    bound = pod.bind or snap.time
+                    key = _get(packed, "job_id")
+                    if key not in bound_jobs or bound > bound_jobs[key]:
+                        bound_jobs[key] = bound
+                    if _get(packed, "_reject_reason") or any(
+                        _get(packed, k) for k in ("gpus", "cpus", "memory_gib")
+                    ):
+                        alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, packed))
+                    snap.pods[uid] = (file, i, _TAKEN)  # its values live on in its row only
+                    continue
                 if node:
-                    setup = snap_setups.get(node) or latest_setup.get(node)
-                    values = mapper.pod_values(pod, setup)
-                    bound = _bind_time(pod) or snap.time
+                    if isinstance(pod, _Bound):
+                        values = _vals(pod.values)
+                        bind_time, finished = pod.bind, pod.finished
+                        last_transition, terminating = pod.last_transition, pod.terminating
+                    else:
+                        setup = snap_setups.get(node) or latest_setup.get(node)
+                        values = mapper.pod_values(pod, setup)
+                        bind_time = _bind_time(pod)
+                        finished = _finished(pod) if terminal else None
+                        last_transition = max(
+                            (t for c in _conditions(pod) if (t := _time(c.get("lastTransitionTime")))),
+                            default=None,
+                        )  # fmt: skip
+                        terminating = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+                    bound = bind_time or snap.time
                     key = values["job_id"]
                     if key not in bound_jobs or bound > bound_jobs[key]:
                         bound_jobs[key] = bound
@@ -1367,25 +2067,18 @@ def map_snapshots(
                     )
                     if not held:
                         continue
-                    finish = _finished(pod) if terminal else None
+                    finish = finished if terminal else None
                     if terminal and finish is None:
-                        finish = max(
-                            (
-                                t
-                                for c in _conditions(pod)
-                                if (t := _time(c.get("lastTransitionTime")))
-                            ),
-                            default=snap.time,
-                        )
+                        finish = last_transition or snap.time
                     values.update(
                         alloc_id=uid,
                         node_id=node,
-                        start_time=_bind_time(pod),
+                        start_time=bind_time,
                         phase=phase,
-                        terminating=bool(meta.get("deletionTimestamp")),
+                        terminating=terminating,
                         finish=finish,
                     )
-                    alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, values))
+                    alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, _pack(values)))
                 elif not terminal:
                     gates = [g.get("name") for g in spec.get("schedulingGates") or []]
                     if _KUEUE_GATE in gates and snap.workloads:
@@ -1407,12 +2100,19 @@ def map_snapshots(
                 started.setdefault(key, []).append((snap.time, bound))
         for uid, (file, i, wl) in snap.workloads.items():
             try:
+                check_times(wl, "request_id")
                 rows, pending, admitted_at = _workload_requests(mapper, wl, pick)
             except _MALFORMED as exc:
                 rows, pending, admitted_at = (
                     [{"request_id": uid, "kind": "Workload", **_malformed("Workload", exc)}],
                     True,
                     None,
+                )
+            except _Unmappable as bad:
+                rejected = {"_reject_reason": bad.reason, "_reject_column": bad.column,
+                            "_reject_value": bad.value}  # fmt: skip
+                rows, pending, admitted_at = (
+                    [{"request_id": uid, "kind": "Workload", **rejected}], True, None
                 )
             for row in rows:
                 key = row["request_id"]
@@ -1457,12 +2157,14 @@ def map_snapshots(
         alloc_obs.setdefault(stored["alloc_id"], []).append(
             _Obs(newest_file, 0, stored["last_seen"], values)
         )
-    alloc_rows: list[dict[str, Any]] = []
-    for uid, obs in alloc_obs.items():
+    alloc_rows = _Rows(_ALLOC_SCHEMA)
+    shares = 0
+    for uid in list(alloc_obs):
+        obs = alloc_obs.pop(uid)  # freed as the rows take it
         o = _latest(obs)
-        v = o.values
-        finishes = [x.values["finish"] for x in obs if x.values.get("finish")]
-        first_seen = min(x.values.get("first_seen") or x.time for x in obs)
+        v = _vals(o.values)
+        finishes = [f for x in obs if (f := _get(x.values, "finish"))]
+        first_seen = min(_get(x.values, "first_seen") or x.time for x in obs)
         row = {k: v.get(k) for k in _ALLOC_SCHEMA}
         row.update(
             alloc_id=uid,
@@ -1497,7 +2199,12 @@ def map_snapshots(
                 alloc_rows.append(part)
         else:
             alloc_rows.append(row)
-
+        shares += bool(row.get("gpus_inferred") and row["_row"])
+    if shares and notes is not None:
+        notes.append(
+            f"{shares} allocation(s) hold shared GPUs of nodes whose replicas are unknown: "
+            "each replica is counted as the smallest share it can be (column gpus_inferred)"
+        )
     stored_request: dict[str, dict[str, Any]] = {}
     for stored in stored_requests or []:
         values = {k: stored.get(k) for k in _REQUEST_SCHEMA}
@@ -1535,16 +2242,73 @@ def map_snapshots(
             continue
         request_rows.append(row)
 
-    def frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
+    def frame(rows: list[dict[str, Any]] | _Rows, schema: Mapping[str, Any]) -> pl.DataFrame:
         full = {**schema, **_ADAPTER}
-        columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
+        if isinstance(rows, _Rows):  # one column at a time, each list let go once converted
+            series = [pl.Series(k, _typed(rows.columns.pop(k), dtype), dtype=dtype)
+                      for k, dtype in full.items()]  # fmt: skip
+            return pl.DataFrame(series)
+        else:
+            columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
         return pl.DataFrame(columns, schema=full)
 
     return {
         "nodes": frame(node_rows, _NODE_SCHEMA),
         "allocations": frame(alloc_rows, _ALLOC_SCHEMA),
         "requests": frame(request_rows, _REQUEST_SCHEMA),
+        "node_events": frame(event_rows, _EVENT_SCHEMA),
     }
+
+
+def _node_event_rows(
+    snapshots: list[_Snapshot],
+    node_obs: Mapping[str, _Obs],
+    stored_nodes: Mapping[str, dict[str, Any]],
+    stored_events: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The node_events rows of the call: the intervals of every node the call's snapshots
+    list (or, listing nodes, no longer list), continuing those earlier calls left open."""
+    listings = [snap for snap in snapshots if snap.nodes]
+    if not listings:
+        return []
+    kinds = {event_source(k): k for k in EVENT_KINDS}
+    going: dict[str, dict[str, _Open]] = {}
+    for e in stored_events:
+        kind = kinds.get(str(e.get("source")))
+        if kind is not None and e.get("end_time") is None:
+            going.setdefault(str(e["node_id"]), {})[kind] = _Open(
+                e["start_time"], e.get("last_seen") or e["start_time"], str(e.get("reason") or ""),
+                e.get("recorded_time"), listings[-1].files[0], 0,
+            )  # fmt: skip
+    first_seen: dict[str, datetime] = {}
+    for name, before in stored_nodes.items():
+        if before.get("snapshot_time") is not None:
+            first_seen[name] = before["snapshot_time"]
+    for snap in listings:
+        for name in snap.nodes:
+            first_seen.setdefault(name, snap.time)
+    rows: list[dict[str, Any]] = []
+    for name in sorted(first_seen):
+        latest = node_obs.get(name)
+        if latest is not None and latest.values.get("_reject_reason"):
+            continue  # a node that cannot be mapped has no health to follow
+        stored_time = (stored_nodes.get(name) or {}).get("snapshot_time")
+        observations: list[Any] = []
+        for snap in listings:
+            if snap.time < first_seen[name] or (stored_time is not None and snap.time <= stored_time):
+                continue  # before it was first listed, or older than what is stored
+            listed = snap.nodes.get(name)
+            if listed is None:
+                observations.append((snap.time, snap.files[0], 0, None))
+                continue
+            file, i, item = listed
+            try:
+                observations.append((snap.time, file, i, node_conditions(item)))
+            except _MALFORMED:
+                continue
+        if observations:
+            rows.extend(node_intervals(name, observations, going.get(name, {})))
+    return rows
 
 
 _VIEW = "_fa_kubernetes_{table}"
@@ -1553,7 +2317,7 @@ _VIEW = "_fa_kubernetes_{table}"
 def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions) -> list[Source]:
     """The sources of one kubernetes ingest call, one per (table, file), carrying the notes."""
     files = json_files(paths)
-    snapshots, notes = read_snapshots(files, options.snapshot_time)
+    snapshots, notes = read_snapshots(files, options.snapshot_time, options)
     if not snapshots:
         raise InputError(", ".join(str(p) for p in paths), "no kubectl JSON object to read")
     stored_nodes = {r["node_id"]: r for r in _stored(store, "nodes", "snapshot_time", "TRUE")}
@@ -1562,22 +2326,28 @@ def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions
         options,
         stored_nodes=stored_nodes,
         stored_allocations=_stored_allocations(store, snapshots),
-        stored_requests=_stored(store, "requests", "last_seen", "TRUE"),
+        stored_requests=_stored_requests(store, snapshots),
         stored_latest=_stored_latest(store),
         notes=notes,
+        stored_events=_stored(
+            store, "node_events", "last_seen", "end_time IS NULL AND source LIKE 'kubernetes:%'"
+        ),
     )
     sources: list[Source] = []
     order = [str(f) for f in files]
+    repeated: Counter[str] = Counter()
+    for snap in snapshots:
+        repeated.update(snap.repeated)
     for table, data in frames.items():
         view = _VIEW.format(table=table)
         store.register_frame(view, data)
-        for file in [f for f in order if f in set(data["_file"].to_list())]:
+        for n, file in enumerate([f for f in order if f in set(data["_file"].to_list())]):
             select = f"SELECT * EXCLUDE (_file, _row) FROM {view} WHERE _file = $file ORDER BY _row"
             numbered = f"SELECT * EXCLUDE (_file) FROM {view} WHERE _file = $file ORDER BY _row"
             sources.append(
                 Source(
                     file, table, select, numbered, {"file": file}, notes=tuple(notes),
-                    adapter_rejects=True,
+                    adapter_rejects=True, superseded=repeated[table] if n == 0 else 0,
                 )
             )
     return sources

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fleetaudit.core.errors import InputError
+from fleetaudit.core.errors import InputError, QueryError
 from fleetaudit.model import schema
 
 _SUFFIXES: dict[str, str] = {
@@ -44,6 +44,16 @@ _CSV = (
     f"rejects_table = '{CSV_ERRORS}', rejects_scan = '{CSV_ERRORS}_scans')"
 )
 _CSV_SKIPPING = f"read_csv($path, {_CSV_OPTIONS}, ignore_errors = true)"
+# A CSV file's data rows with _row, the row's number in the file (1: the first after the
+# header). Loading scan: lines with a wrong field count land in CSV_ERRORS, and _row
+# counts the good rows. Numbered scan: those lines are skipped and counted back in
+# (data row = good-row rank + the bad lines before it; CSV_BAD_ROWS: e, k).
+CSV_ROWS = f"(SELECT *, row_number() OVER () AS _row FROM {_CSV})"
+CSV_NUMBERED_ROWS = (
+    f"(SELECT * EXCLUDE (_r), _r + (SELECT count(*) FROM {CSV_BAD_ROWS} AS b "
+    f"WHERE b.e - b.k < s._r) AS _row "
+    f"FROM (SELECT *, row_number() OVER () AS _r FROM {_CSV_SKIPPING}) AS s)"
+)
 _PARQUET = "read_parquet($path)"
 _PARQUET_NUMBERED = "read_parquet($path, file_row_number = true)"
 _JSONL = (
@@ -69,9 +79,32 @@ class Source:
     adapter_rejects: bool = False  # the scan's _reject_* columns reject rows (validate.py)
 
     notes: tuple[str, ...] = ()  # what an adapter decided, shown after the ingest
+    superseded: int = 0  # rows an adapter merged before the scan (an object listed twice)
     # (file, instant, how it is known) of the exports of the call that say when they were
     # taken; an adapter may attach those of files that feed no table (sdiag) to any source
     exported: tuple[tuple[str, datetime, str], ...] = ()
+
+
+def read_failure(memory_limit: str, exc: QueryError) -> str:
+    """Why DuckDB could not read a file: its own words; where it ran out of memory, that,
+    with the setting that raises the limit (``memory_limit``: the one it had); where the
+    disk is full, that (the file is not to blame).
+
+    >>> read_failure("1GB", QueryError("IO Error: Could not write file: No space left on device"))
+    'no space left on device (IO Error: Could not write file: No space left on device): free space beside the store, where DuckDB writes what does not fit in memory'
+    """
+    if "no space left on device" in exc.message.lower():
+        return (
+            f"no space left on device ({exc.message}): free space beside the store, where "
+            "DuckDB writes what does not fit in memory"
+        )
+    if exc.out_of_memory:
+        return (
+            f"out of memory: the ingest may use {memory_limit} (DuckDB's limit, beyond which "
+            "it spills to disk) and needed more; set FLEETAUDIT_MEMORY_LIMIT (for example "
+            "FLEETAUDIT_MEMORY_LIMIT=4GB) to raise it"
+        )
+    return f"cannot read: {exc.message}"
 
 
 def split_suffix(path: Path) -> tuple[str, str | None]:
@@ -105,14 +138,9 @@ def native_source(path: Path, table_name: str | None) -> Source:
         )
     params: dict[str, Any] = {"path": str(path)}
     if fmt == "csv":
-        params["columns"] = dict.fromkeys(_csv_header(path), "VARCHAR")
+        params = csv_params(path)
         select = f"SELECT * FROM {_CSV}"
-        # data row = good-row rank + the bad lines before it (CSV_BAD_ROWS: e, k)
-        numbered = (
-            f"SELECT * EXCLUDE (_r), _r + (SELECT count(*) FROM {CSV_BAD_ROWS} AS b "
-            f"WHERE b.e - b.k < s._r) AS _row "
-            f"FROM (SELECT *, row_number() OVER () AS _r FROM {_CSV_SKIPPING}) AS s"
-        )
+        numbered = f"SELECT * FROM {CSV_NUMBERED_ROWS}"
         return Source(str(path), name, select, numbered, params, csv=True)
     elif fmt == "parquet":
         select = f"SELECT * FROM {_PARQUET}"
@@ -126,11 +154,34 @@ def native_source(path: Path, table_name: str | None) -> Source:
     return Source(file=str(path), table=name, select=select, numbered=numbered, params=params)
 
 
+def csv_params(path: Path) -> dict[str, Any]:
+    """The parameters of :data:`CSV_ROWS` and :data:`CSV_NUMBERED_ROWS` for one CSV file
+    (gzip-compressed or not): its path and its header's columns, read as text, so that
+    DuckDB never guesses a type, a delimiter or a header (a line with an extra field is a
+    reject, not a failed sniff of the whole file).
+
+    Raises:
+        InputError: no header, an empty or a repeated column name, a file that cannot be read.
+    """
+    return {"path": str(path), "columns": dict.fromkeys(_csv_header(path), "VARCHAR")}
+
+
+MAX_HEADER_BYTES = 1 << 20
+"""A CSV header line longer than this (a file without line breaks) is no header."""
+
+
 def _csv_header(path: Path) -> list[str]:
+    """The header's column names, from the first line alone: a fault further on (a byte
+    that is not UTF-8, a line with an extra field) is DuckDB's to name by its line."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
-            header = next(csv.reader(fh), None)
+        with opener(path, "rb") as fh:
+            line = fh.readline(MAX_HEADER_BYTES + 1)
+        if len(line) > MAX_HEADER_BYTES:
+            raise InputError(
+                str(path), f"cannot read: the header line is longer than {MAX_HEADER_BYTES:,} bytes"
+            )
+        header = next(csv.reader([line.decode("utf-8-sig")]), None)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(str(path), f"cannot read: {reason}") from exc

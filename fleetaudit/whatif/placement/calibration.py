@@ -28,8 +28,8 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import polars as pl
@@ -39,6 +39,7 @@ from fleetaudit.core.options import (
     CALIBRATION_WAIT_FACTOR,
     QUEUE_DISCIPLINES,
 )
+from fleetaudit.model.capacity import Health
 from fleetaudit.whatif.placement.record import QueueFigures, link_runs, record_figures
 from fleetaudit.whatif.placement.replay import (
     Replay,
@@ -64,6 +65,9 @@ class Demand:
             ``recorded_node``: :func:`~fleetaudit.whatif.placement.record.link_runs`).
         start, end: the window [start, end).
         record: the record's own figures over the window (:class:`QueueFigures`).
+        health: the fleet's health over time, which every replay of this demand
+            follows (GPUs out of service take no work; a failure ends what runs
+            there); None: every node healthy as its nodes row says.
     """
 
     allocations: pl.DataFrame
@@ -71,6 +75,7 @@ class Demand:
     start: datetime
     end: datetime
     record: QueueFigures
+    health: Health | None = None
 
     @cached_property
     def recorded_nodes(self) -> dict[str, str]:
@@ -88,11 +93,13 @@ def window_demand(
     start: datetime,
     end: datetime,
     step_pct: float = 5.0,
+    health: Health | None = None,
 ) -> Demand:
     """The demand of the window [start, end) and the record's figures over it.
 
     ``step_pct`` spaces the allocation curve's instants as a replay's curve
-    (every ``step_pct``% of the window, both ends included).
+    (every ``step_pct``% of the window, both ends included); ``health``: as
+    :class:`Demand`.
     """
     linked = link_runs(allocations, requests)
     return Demand(
@@ -100,7 +107,10 @@ def window_demand(
         requests=linked,
         start=start,
         end=end,
-        record=record_figures(nodes, allocations, linked, start, end, _instants(start, end, step_pct)),
+        record=record_figures(
+            nodes, allocations, linked, start, end, _instants(start, end, step_pct)
+        ),
+        health=health,
     )
 
 
@@ -158,6 +168,7 @@ def replay_demand(
     replay = Replay(
         nodes, demand.allocations, demand.requests, options, demand.start, demand.end, empty,
         discipline, prefer=prefer, hold=hold, preempt=preempt, fragmentation=fragmentation,
+        health=demand.health,
     )  # fmt: skip
     return replay.run(on_tick, ticks)
 

@@ -18,7 +18,13 @@ from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import PLACEMENT_QUEUES, QUEUE_DISCIPLINES
 from fleetaudit.core.parallel import map_processes as _map_runs
 from fleetaudit.core.times import epoch_us, from_epoch_us
-from fleetaudit.model.capacity import first_fit_decreasing, optional_column
+from fleetaudit.model.capacity import (
+    FAILING_STATES,
+    Health,
+    first_fit_decreasing,
+    health_pieces,
+    optional_column,
+)
 from fleetaudit.whatif import victims
 from fleetaudit.whatif.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids
 from fleetaudit.whatif.placement.policies import NO_DRAW, POLICIES, _Run
@@ -326,6 +332,7 @@ class ReplayView:
         # of a node holding shares (the others read the per-GPU state)
         self._use_version = np.zeros(len(run.fleet.node_ids), dtype=np.int64)
         self._share_used: dict[int, int] = {}
+        self.out_of_service: np.ndarray | None = None  # per (node, GPU): an outage holds it
 
     def _where(self) -> dict[str, tuple[int, int]]:
         """alloc_id -> (record index, -1) or (group index, pod position)."""
@@ -404,8 +411,12 @@ class ReplayView:
             return True
         return self._group_end[g] > self._t
 
+    def _record_ended(self, i: int) -> None:
+        """Record i ended early (an outage ended it at its end_us): its row ends there."""
+        self._row_end[i] = self._records[i].end_us
+
     def _ended(self, g: int, t: int) -> None:
-        """Pod group g was evicted at t: its rows end there."""
+        """Pod group g was evicted (or an outage ended it) at t: its rows end there."""
         if g < len(self._group_row):
             first = self._group_row[g]
             self._row_end[first : first + len(self._groups[g][1])] = t
@@ -481,8 +492,11 @@ class ReplayView:
 
     def _repack_shares(self, d: int) -> None:
         """Lay node d's shares out first-fit-decreasing on the GPUs no whole
-        allocation holds (the occupancy's packing), updating each holder's GPU."""
+        allocation holds (the occupancy's packing), updating each holder's GPU. A node
+        with a GPU out of service keeps its layout."""
         run, st = self._run, self._run.state
+        if self.out_of_service is not None and self.out_of_service[d].any():
+            return
         w = run.workload
         holders: list[tuple[int, _Recorded | int, int]] = []  # (units, holder, position)
         whole: set[int] = set()
@@ -672,6 +686,7 @@ class Replay:
         precheck: bool = True,
         memo: bool = True,
         index: bool = True,
+        health: Health | None = None,
     ) -> None:
         _check_replay(options, start, end, queue)
         if isinstance(hold, str) and hold not in HOLDS:
@@ -705,15 +720,18 @@ class Replay:
         self.checkpoint = np.maximum(
             as_array(optional_column(window, "checkpoint_s", pl.Float64, None), 0), 0
         )
-        # (without a start_time column the record says nothing of starts: nothing is held)
         # A request's speed on some models (``model_speed``: "MODEL=0.8|..."), relative
         # to its recorded run: there it runs 1/speed times as long (a port to another
         # accelerator). Its run left is kept in recorded time.
         self.speeds: dict[int, dict[int, float]] = _model_speeds(window, fleet.models)
         self.group_speed: list[float] = []
-        self.recorded_start = as_array(
-            optional_column(window, "start_time", pl.Datetime("us"), None), _NEVER
-        ) if "start_time" in window.columns else np.full(len(submit), -1, dtype=np.int64)
+        # When the arrivals' record holds no start at all, it says nothing of starts, and
+        # nothing is held (-1); else a request it never started is held for good (_NEVER).
+        began = optional_column(window, "start_time", pl.Datetime("us"), None)
+        self.recorded_start = (
+            as_array(began, _NEVER) if began.is_not_null().any()
+            else np.full(len(submit), -1, dtype=np.int64)
+        )  # fmt: skip
         priority = optional_column(window, "priority", pl.String, None)
         self.low = (priority == "low").fill_null(False).to_numpy().astype(bool)
         self.options, self.queue, self.empty = options, queue, empty
@@ -898,7 +916,9 @@ class Replay:
         self.slot_gpus: list[list[int]] = []
         self.group_slots: list[int] = []  # group -> its first slot
         self.record_slots: list[int] = []
-        self.reservation: tuple[int, int, np.ndarray, np.ndarray] | None = None  # owner key, T, mask, nodes
+        self.reservation: tuple[int, int, np.ndarray, np.ndarray] | None = (
+            None  # owner key, T, mask, nodes
+        )
         self.reservations = 0
         if self.reserving:
             for record in self.records:
@@ -921,6 +941,17 @@ class Replay:
         self.view = ReplayView(run, self.records, self.groups, self.group_start, self.group_end)
         self.view._hook = self._moved
         self._done = False
+
+        # Health over time (see :meth:`outage`): per (node, GPU), the spans covering it
+        # now and the units they hold; the events of the window, in time order.
+        self.outages = _outages(health, fleet, start_us, end_us)
+        self.k_out = 0
+        self.out_count = np.zeros(run.state.free.shape, dtype=np.int64)
+        self.out_held = np.zeros(run.state.free.shape, dtype=np.int64)
+        self.out_total = 0  # units the outages hold
+        self.interrupted = 0  # pod groups and recorded allocations an outage ended
+        if self.outages:
+            self.view.out_of_service = self.out_count
 
     # ---- steps
 
@@ -1266,9 +1297,7 @@ class Replay:
             head = fifo[0]
             if self.memo and not self.engine.fits(head, nodes).any():
                 return  # no freed node takes one of its pods: no room was gained for it
-            if self.gang[head] and self._freed_domains_room(head, nodes) < int(
-                workload.pods[head]
-            ):
+            if self.gang[head] and self._freed_domains_room(head, nodes) < int(workload.pods[head]):
                 return
             among = nodes
         while fifo and self.try_start(fifo[0], t, among):
@@ -1337,10 +1366,11 @@ class Replay:
             self.never_ids.append(self.workload.request_ids[r])
             return
         began = self.recorded_start_l[r]
-        if self.hold_mode == "record" and t < began < _NEVER and self.has_room(r):
-            # It finds room, yet the record started it later: it waited for something
-            # other than capacity, and is held until its recorded start. (One the
-            # record never started is not held: nothing says why it did not start.)
+        if self.hold_mode == "record" and t < began and self.has_room(r):
+            # It finds room, yet the record started it later, or not at all: it waited
+            # for something other than capacity, and is held until its recorded start
+            # (for good when the record never started it; _NEVER when the window's
+            # record holds no start at all, and then nothing is held).
             self.hold_until[r] = began
         until = int(self.hold_until[r])
         if until > t:
@@ -1368,7 +1398,9 @@ class Replay:
             return
         if self.kueue:
             self.queued += 1
-            first = not self.admission or self.key[r] < min(q[0][0] for q in self.admission.values())
+            first = not self.admission or self.key[r] < min(
+                q[0][0] for q in self.admission.values()
+            )
             if not self.strict or first:
                 # best effort, or strict with none waiting ahead: nothing freed quota
                 # since the last pass, so only r can be admitted now
@@ -1429,7 +1461,9 @@ class Replay:
 
     def _to_admission(self, r: int) -> None:
         """Queue r for admission (it is counted in ``queued`` already)."""
-        heapq.heappush(self.admission.setdefault(int(self.quota_class[r]), []), (int(self.key[r]), r))
+        heapq.heappush(
+            self.admission.setdefault(int(self.quota_class[r]), []), (int(self.key[r]), r)
+        )
 
     def _admit(self, t: int) -> None:
         """Admit what the quota allows, in queue order (strict: stop at the first that it
@@ -1465,7 +1499,9 @@ class Replay:
         groups = len(self.groups)
         self._start_or_wait(r, t)
         if len(self.groups) == groups:  # it waits for nodes: Kueue's waitForPodsReady
-            heapq.heappush(self.timers, (t + _KUEUE_READY_US, self.seq, 0, r, int(self.admissions[r])))
+            heapq.heappush(
+                self.timers, (t + _KUEUE_READY_US, self.seq, 0, r, int(self.admissions[r]))
+            )
             self.seq += 1
 
     def _reclaim(self, r: int, m: int, t: int) -> None:
@@ -1737,8 +1773,10 @@ class Replay:
             lost += self._group_lost(g, t)[0]
             if cpu < w.cpu[r] or memory < w.memory[r]:
                 continue
-            if not count or (share < _U and row.max() >= share) or (
-                share >= _U and int((row == _U).sum()) >= count
+            if (
+                not count
+                or (share < _U and row.max() >= share)
+                or (share >= _U and int((row == _U).sum()) >= count)
             ):
                 return chosen, lost
         return None, 0
@@ -1746,25 +1784,27 @@ class Replay:
     def _evict(self, g: int, t: int, by: int) -> None:
         """Evict pod group g at t (for request ``by``): it loses the work since its last
         checkpoint and waits again in its place in the queue."""
-        run, w = self.engine, self.workload
-        rv, pods = self.groups[g]
+        w = self.workload
+        rv = self.groups[g][0]
         self.evictions += 1
-        for _, n, used in reversed(pods):
-            run._undo(rv, n, used)
-            self.evictable_on.get(n, set()).discard(g)
-            self.freed_later.append(n)
-        elapsed = t - self.group_start[g]
-        lost = victims.since_checkpoint(elapsed, int(self.checkpoint[rv]))
-        if self.remaining_l[rv] >= 0:
-            done = elapsed - lost
-            if self.group_speed[g] != 1.0:
-                done = math.floor(done * self.group_speed[g])
-            self.remaining_l[rv] = max(self.remaining_l[rv] - done, 0)
+        self.freed_later += self._stop_group(g, t)
+        lost = self._requeue(g, t)
         units = int(w.share[rv]) * int(w.count[rv]) * int(w.pods[rv])
         self.lost_us_units += lost * units
         self.preemptions.append(
             (w.request_ids[rv], t, w.request_ids[by], lost / 1e6 / 3600 * units / _U)
         )
+
+    def _stop_group(self, g: int, t: int) -> list[int]:
+        """Pod group g stops at t (evicted, or its node failed): its pods leave their
+        GPUs; the nodes they held (with repeats)."""
+        run = self.engine
+        rv, pods = self.groups[g]
+        freed: list[int] = []
+        for _, n, used in reversed(pods):
+            run._undo(rv, n, used)
+            self.evictable_on.get(n, set()).discard(g)
+            freed.append(n)
         self.group_end[g] = t
         self.view._ended(g, t)
         if self.reserving:
@@ -1773,10 +1813,26 @@ class Replay:
         if self.kueue:
             self.low_running.get(int(self.charge[rv]), set()).discard(g)
             self._uncharge(rv)
+        return freed
+
+    def _requeue(self, g: int, t: int) -> int:
+        """The request of pod group g, stopped at t, waits again in its place in the
+        queue with the run it has left: it loses the work since its last checkpoint
+        (:func:`fleetaudit.whatif.victims.since_checkpoint`), returned in microseconds."""
+        rv = self.groups[g][0]
+        elapsed = t - self.group_start[g]
+        lost = victims.since_checkpoint(elapsed, int(self.checkpoint[rv]))
+        if self.remaining_l[rv] >= 0:
+            done = elapsed - lost  # on a ported model, run in recorded time (module doc)
+            if self.group_speed[g] != 1.0:
+                done = math.floor(done * self.group_speed[g])
+            self.remaining_l[rv] = max(self.remaining_l[rv] - done, 0)
+        if self.kueue:
             self.queued += 1
             self._to_admission(rv)
-            return
-        self._wait(rv, t, tried=False)
+        else:
+            self._wait(rv, t, tried=False)
+        return lost
 
     def _moved(self, i: int, k: int, source: int, node: int, gpus: list[int]) -> None:
         """The view moved record i (k < 0) or pod k of group i from ``source`` to ``node``."""
@@ -1798,12 +1854,9 @@ class Replay:
             _, _, item = heapq.heappop(heap)
             if item < 0:
                 i = -1 - item
-                _release_recorded(run, records[i])
-                freed.append(records[i].node)
-                if self.kueue:
-                    self.charged[self.fleet.model[records[i].node]] -= sum(records[i].units)
-                if self.reserving:
-                    self.slot_alive[self.record_slots[i]] = False
+                if records[i].end_us != t:
+                    continue  # an outage ended it before its recorded end
+                freed.append(self._end_record(i))
             else:
                 if self.group_end[item] != t:
                     continue  # evicted before its end
@@ -1821,11 +1874,21 @@ class Replay:
                     self.slot_alive[first : first + len(pods)] = False
         return freed
 
+    def _end_record(self, i: int) -> int:
+        """Recorded allocation i leaves its GPUs (at its end_us); its node."""
+        rec = self.records[i]
+        _release_recorded(self.engine, rec)
+        if self.kueue:
+            self.charged[self.fleet.model[rec.node]] -= sum(rec.units)
+        if self.reserving:
+            self.slot_alive[self.record_slots[i]] = False
+        return rec.node
+
     def sample(self, upto: int) -> None:
         """Record the curve's points at the instants up to ``upto`` (before its events)."""
         run, curve, instants = self.engine, self.curve, self.instants
         while self.mark < len(instants) and instants[self.mark] <= upto:
-            allocated = self.total - int(run.state.free_total.sum())
+            allocated = self.total - int(run.state.free_total.sum()) - self.out_total
             last = self.mark == len(instants) - 1
             waiting = self.queued + self.holding
             curve["instant"].append(from_epoch_us(instants[self.mark]))
@@ -1843,10 +1906,88 @@ class Replay:
         """Offer the queue what evictions or a dropped reservation gave back at t."""
         while self.freed_later:
             freed, self.freed_later = self.freed_later, []
+            self.hold_out(freed)
             if self.queued:
                 self.retry(t, freed)
             if self.kueue and self.admission:
                 self._admit(t)
+
+    # ---- health over time
+
+    def hold_out(self, nodes: Sequence[int]) -> None:
+        """Units freed on GPUs out of service go to the outage, not to new work."""
+        if not self.outages:
+            return
+        run, out = self.engine, self.out_count
+        st = run.state
+        for n in set(nodes):
+            take = (out[n] > 0) & (st.free[n] > 0)
+            if take.any():
+                units = st.free[n, take]
+                self.out_held[n, take] += units
+                st.free[n, take] = 0
+                st.group_used[self.fleet.group[n]] += int(units.sum())
+                self.out_total += int(units.sum())
+                run._changed(n)
+
+    def outage(self, t: int) -> list[int]:
+        """The health events at t (:func:`_outages`), ends first: a span that ends gives
+        its GPUs back; one that begins takes its GPUs as work leaves them (new work
+        lands on none of them meanwhile); a failing interval (state down or unhealthy)
+        ends the work on what it covers at its start: a recorded allocation ends there,
+        a replayed request's pods all stop and the request waits again (:meth:`_end_work`).
+
+        Returns the nodes that got room back."""
+        run, st, out = self.engine, self.engine.state, self.out_count
+        freed: list[int] = []
+        while self.k_out < len(self.outages) and self.outages[self.k_out][0] == t:
+            _, kind, n, gpus = self.outages[self.k_out]
+            self.k_out += 1
+            at = list(gpus)
+            if kind == _GIVE:
+                out[n, at] -= 1
+                back = [g for g in at if out[n, g] == 0 and self.out_held[n, g]]
+                if back:
+                    units = self.out_held[n, back]
+                    st.free[n, back] += units
+                    self.out_held[n, back] = 0
+                    st.group_used[self.fleet.group[n]] -= int(units.sum())
+                    self.out_total -= int(units.sum())
+                    run._changed(n)
+                    freed.append(n)
+                continue
+            if kind == _TAKE:
+                out[n, at] += 1
+            else:
+                freed += self._end_work(n, set(at), t)
+            self.hold_out([n])
+        self.hold_out(freed)
+        return freed
+
+    def _end_work(self, n: int, gpus: set[int], t: int) -> list[int]:
+        """End the work on GPUs ``gpus`` of node n at t: a recorded allocation ends there;
+        a replayed request stops (all its pods) and waits again in its place, having
+        lost the work since its last checkpoint (from scratch without one), as an
+        evicted one does. The nodes it held (with repeats)."""
+        view = self.view
+        freed: list[int] = []
+        recs, held = view._on_node(n)
+        for i in recs:
+            rec = self.records[i]
+            if rec.node != n or rec.end_us <= t or not gpus & set(rec.gpus):
+                continue
+            rec.end_us = t
+            freed.append(self._end_record(i))
+            view._record_ended(i)
+            self.interrupted += 1
+        for g in held:
+            pods = self.groups[g][1]
+            if self.group_end[g] <= t or not any(m == n and gpus & set(u) for _, m, u in pods):
+                continue
+            freed += self._stop_group(g, t)
+            self._requeue(g, t)
+            self.interrupted += 1
+        return freed
 
     def run(
         self,
@@ -1879,17 +2020,29 @@ class Replay:
         tick_list = [int(x) for x in ticks if start_us <= int(x) < end_us] if on_tick else []
         k_tick = 0
         a = 0
+        outages = self.outages
         while True:
+            t_out = outages[self.k_out][0] if self.k_out < len(outages) else _NEVER
             t_dep = heap[0][0] if heap else _NEVER
             t_arr = arrive_l[a] if a < len(arriving) else _NEVER
             t_ready = ready[0][0] if ready else _NEVER
             if self.timers:
                 t_ready = min(t_ready, self.timers[0][0])
             t_tick = tick_list[k_tick] if k_tick < len(tick_list) else _NEVER
-            t = min(t_dep, t_arr, t_ready, t_tick)
+            t = min(t_dep, t_arr, t_ready, t_tick, t_out)
             if t >= end_us:
                 break
             self.sample(t)
+            if t_out == t:
+                # health first (what it ends leaves now); the instant's other events next
+                freed = self.outage(t)
+                self.class_blocked[:] = False  # room the queue's passes did not see
+                if self.queued and freed:
+                    self.retry(t, freed)
+                if self.kueue and self.admission:
+                    self._admit(t)
+                self._settle(t)
+                continue
             if t_tick == t and t_dep > t and t_arr > t and t_ready > t and on_tick is not None:
                 # a tick runs after its instant's departures and arrivals
                 k_tick += 1
@@ -1897,6 +2050,7 @@ class Replay:
                 on_tick(view, t)
                 # a move may give room the queue's pass does not see (a repacked node)
                 self.class_blocked[:] = False
+                self.hold_out(view.freed)
                 if self.queued and view.freed:
                     self.retry(t, view.freed)
                 if self.kueue and self.admission:
@@ -1905,6 +2059,7 @@ class Replay:
                 continue
             if t_dep == t:
                 freed = self.depart(t)
+                self.hold_out(freed)
                 if self.queued:
                     self.retry(t, freed)
                 if self.kueue and self.admission:
@@ -1976,6 +2131,7 @@ def simulate_replay(
     prefer: Mapping[str, str] | None = None,
     hold: str | Mapping[str, int] | None = None,
     preempt: bool | None = None,
+    health: Health | None = None,
 ) -> ReplayResult:
     """By-time replay of the requests submitted in [start, end) under ``options.policy``.
 
@@ -2014,6 +2170,13 @@ def simulate_replay(
             ``allocations`` keep each pod on the node it started on.
         prefer: request_id -> node_id: a single-pod request tries that node
             first (its recorded placement), then the policy.
+        health: the fleet's health over time. GPUs out of service take no new work
+            while a span lasts (the work already on them runs on, as on a drained
+            node) and come back when it ends; a node going down, or a GPU failing
+            (the states down and unhealthy), ends what runs there: a recorded
+            allocation ends at that instant, a replayed request stops (all its pods)
+            and waits again in its place, having lost the work since its last
+            checkpoint, as an evicted one (:meth:`Replay.outage`).
 
     Returns:
         The :class:`ReplayResult`.
@@ -2039,8 +2202,48 @@ def simulate_replay(
     """
     return Replay(
         nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer,
-        hold=hold, preempt=preempt,
+        hold=hold, preempt=preempt, health=health,
     ).run(on_tick, ticks)  # fmt: skip
+
+
+_GIVE, _TAKE, _END_WORK = range(3)  # a health event's kind, in the order of one instant
+
+
+def _outages(
+    health: Health | None, fleet: _Fleet, lo: int, hi: int
+) -> list[tuple[int, int, int, tuple[int, ...]]]:
+    """The health events of [lo, hi) on the replay's nodes, in time order: (t, kind,
+    node, GPUs). Each span (every source's intervals merged) takes its GPUs at its
+    start (the window's start for one already going) and gives them back at its end;
+    each piece in a failing state (:data:`fleetaudit.model.capacity.FAILING_STATES`)
+    ends the work on them at its start."""
+    if health is None or health.empty:
+        return []
+    index = {n: i for i, n in enumerate(fleet.node_ids)}
+
+    def where(node_id: str, gpu: int | None) -> tuple[int, tuple[int, ...]]:
+        n = index.get(node_id, -1)
+        if n < 0:
+            return n, ()
+        count = int(fleet.gpus[n])
+        if gpu is None:
+            return n, tuple(range(count))
+        return n, (int(gpu),) if gpu < count else ()
+
+    events: list[tuple[int, int, int, tuple[int, ...]]] = []
+    spans = health.spans.filter((pl.col("start_us") < hi) & (pl.col("end_us") > lo))
+    for node_id, gpu, s, e in spans.rows():
+        n, gpus = where(node_id, gpu)
+        if gpus:
+            events.append((max(s, lo), _TAKE, n, gpus))
+            if e < hi:
+                events.append((e, _GIVE, n, gpus))
+    for node_id, gpu, s, _e, state, _reason, _source in health_pieces(health, lo, hi).rows():
+        n, gpus = where(node_id, gpu)
+        if gpus and state in FAILING_STATES:
+            events.append((s, _END_WORK, n, gpus))
+    events.sort()
+    return events
 
 
 def _replay_allocations(
@@ -2063,9 +2266,8 @@ def _replay_allocations(
     single = (w.pods[r] == 1).tolist()
     records_end = [None if rec.end_us == _NEVER else rec.end_us for rec in records]
     columns = {
-        "alloc_id": [rec.alloc_id for rec in records] + [
-            _pod_name(rid, one, p[1]) for rid, one, p in zip(rids, single, placed, strict=True)
-        ],
+        "alloc_id": [rec.alloc_id for rec in records]
+        + [_pod_name(rid, one, p[1]) for rid, one, p in zip(rids, single, placed, strict=True)],
         "job_id": [rec.job_id for rec in records] + rids,
         "request_id": [None] * len(records) + rids,
         "node_id": [node_ids[rec.node] for rec in records] + [node_ids[p[2]] for p in placed],
@@ -2114,14 +2316,23 @@ def _replay_waits(
 
 def _replay_task(
     args: tuple[
-        pl.DataFrame, pl.DataFrame, pl.DataFrame, PlacementOptions, datetime, datetime, bool, str,
-        Mapping[str, int] | None, bool | None,
+        pl.DataFrame,
+        pl.DataFrame,
+        pl.DataFrame,
+        PlacementOptions,
+        datetime,
+        datetime,
+        bool,
+        str,
+        Mapping[str, int] | None,
+        bool | None,
+        Health | None,
     ],
 ) -> pl.DataFrame:
-    nodes, allocations, requests, options, start, end, empty, queue, hold, preempt = args
+    nodes, allocations, requests, options, start, end, empty, queue, hold, preempt, health = args
     return simulate_replay(
         nodes, allocations, requests, options, start, end, empty, queue, hold=hold,
-        preempt=preempt,
+        preempt=preempt, health=health,
     ).curve.drop("instant")  # fmt: skip
 
 
@@ -2137,10 +2348,11 @@ def replay_curves(
     policies: Sequence[str] = POLICIES,
     hold: Mapping[str, int] | None = None,
     preempt: bool | None = None,
+    health: Health | None = None,
 ) -> dict[str, pl.DataFrame]:
     """By-time replay curves of several policies, each the mean over ``options.seeds`` seeds.
 
-    ``hold`` and ``preempt`` as :func:`simulate_replay` (the same for every run: a
+    ``hold``, ``preempt`` and ``health`` as :func:`simulate_replay` (the same for every run: a
     baseline's holds, so that the policies differ by their placements alone).
 
     Returns:
@@ -2153,7 +2365,7 @@ def replay_curves(
         raise UsageError("seeds must be at least 1")
     tasks = [
         (nodes, allocations, requests, replace(options, policy=policy, seed=options.seed + i),
-         start, end, empty, queue, hold, preempt)
+         start, end, empty, queue, hold, preempt, health)
         for policy in policies
         for i in range(options.seeds)
     ]  # fmt: skip

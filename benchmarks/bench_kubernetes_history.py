@@ -1,0 +1,300 @@
+"""Snapshot history of a Kubernetes cluster: ``ingest --format kubernetes`` every 10 minutes.
+
+    python -m benchmarks.bench_kubernetes_history [--nodes 2000] [--pods 60000]
+        [--snapshots 4320] [--every 600] [--lifetime-h 12] [--work DIR] [--list-gib G]
+
+A generated cluster lives through ``--snapshots`` snapshots ``--every`` seconds apart
+(4,320 x 10 minutes = 30 days at the defaults): ``--pods`` pods are live at each
+snapshot, each living an exponential time of mean ``--lifetime-h`` hours (a third hold
+1, 2, 4 or 8 GPUs, the rest CPUs only), a new one waiting up to 30 minutes pending first
+(in gangs of 1-4 pods); a finished pod is listed once more as Succeeded with its finish
+time and then gone; about one node a day goes NotReady for an hour. Each snapshot is
+written as the List that ``kubectl get nodes,pods -A -o json`` prints and ingested into
+one store, in this process, one call per snapshot, as cron would. Prints every
+``--report`` snapshots and at the end: the store's size on disk, its rows, and the wall
+and CPU seconds of each snapshot's ingest (median, 95th percentile, largest), with the
+load average, which matters on a shared machine. Targets: the store under 2 GiB after 30
+days, each snapshot's ingest under 10 s.
+
+``--list-gib G`` instead writes one List of about G GiB of such pods (the issue's 1 GB
+List) and ingests it in a child process, printing its peak RSS (target: under 2 GiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import random
+import resource
+import shutil
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+START = datetime(2026, 3, 1)
+
+
+def _ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class _Pod:
+    uid: str
+    name: str
+    namespace: str
+    node: str
+    gpus: int
+    cpus: int
+    created: datetime
+    bound: datetime
+    ends: datetime
+    gang: str | None
+
+
+class Cluster:
+    """A cluster that lives through time: ``snapshot(t)`` is what kubectl lists at t."""
+
+    def __init__(self, nodes: int, pods: int, lifetime_h: float, seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+        self.nodes = [f"gpu-{i:05d}" for i in range(nodes)]
+        self.target = pods
+        self.lifetime_s = lifetime_h * 3600
+        self.live: list[_Pod] = []
+        self.finished: list[_Pod] = []
+        self.counter = 0
+        self.down: dict[str, tuple[datetime, datetime]] = {}
+        self.t = START
+
+    def _new_pod(self, t: datetime, age_s: float = 0.0) -> _Pod:
+        self.counter += 1
+        rng = self.rng
+        gpus = rng.choice((1, 2, 4, 8)) if rng.random() < 1 / 3 else 0
+        created = t - timedelta(seconds=age_s)
+        bound = created + timedelta(seconds=rng.uniform(0, 1800))
+        ends = bound + timedelta(seconds=rng.expovariate(1 / self.lifetime_s))
+        i = self.counter
+        return _Pod(
+            uid=f"{i:08x}-5f1c-4d0e-9a7b-{rng.getrandbits(48):012x}",
+            name=f"job-{i // 4:07d}-worker-{i % 4}",
+            namespace=f"team-{i % 40:02d}",
+            node=rng.choice(self.nodes),
+            gpus=gpus,
+            cpus=rng.choice((1, 2, 4, 8, 16)),
+            created=created,
+            bound=bound,
+            ends=ends,
+            gang=f"job-{i // 4:07d}" if gpus and i % 3 == 0 else None,
+        )
+
+    def advance(self, t: datetime) -> None:
+        if not self.live:  # a steady state: pods of every age, bound, each with a life left
+            for _ in range(self.target):
+                age = self.rng.expovariate(1 / self.lifetime_s)
+                p = self._new_pod(t, age)
+                p.bound = min(p.bound, t - timedelta(seconds=1))
+                p.ends = t + timedelta(seconds=self.rng.expovariate(1 / self.lifetime_s))
+                self.live.append(p)
+        ended = [p for p in self.live if p.ends <= t]
+        self.live = [p for p in self.live if p.ends > t]
+        self.finished = ended  # listed once more, finished, then gone
+        while len(self.live) < self.target:
+            self.live.append(self._new_pod(t - timedelta(seconds=self.rng.uniform(0, 600))))
+        if self.rng.random() < 600 / 86400:  # about one node a day goes down for an hour
+            node = self.rng.choice(self.nodes)
+            self.down[node] = (t, t + timedelta(hours=1))
+        self.t = t
+
+    def _node(self, name: str, t: datetime) -> dict[str, Any]:
+        since, until = self.down.get(name, (START - timedelta(days=30), START))
+        ready = not since <= t < until
+        transition = since if not ready else (until if until <= t else START - timedelta(days=30))
+        return {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8",
+                "network.topology.nvidia.com/leaf": f"leaf-{int(name[4:]) // 32:03d}"}},
+            "spec": {},
+            "status": {
+                "capacity": {"cpu": "192", "memory": "2Ti", "nvidia.com/gpu": "8"},
+                "allocatable": {"cpu": "190", "memory": "2000Gi", "nvidia.com/gpu": "8"},
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                                "lastHeartbeatTime": _ts(t - timedelta(seconds=20)),
+                                "lastTransitionTime": _ts(transition)}]},
+        }  # fmt: skip
+
+    @staticmethod
+    def _pod(p: _Pod, t: datetime) -> dict[str, Any]:
+        bound = p.bound <= t
+        finished = p.ends <= t
+        requests = {"cpu": str(p.cpus), "memory": f"{p.cpus * 4}Gi"}
+        if p.gpus:
+            requests["nvidia.com/gpu"] = str(p.gpus)
+        meta: dict[str, Any] = {"uid": p.uid, "name": p.name, "namespace": p.namespace,
+                                "creationTimestamp": _ts(p.created)}  # fmt: skip
+        if p.gang:
+            meta["annotations"] = {"scheduling.k8s.io/group-name": p.gang}
+        status: dict[str, Any] = {
+            "phase": "Succeeded" if finished else ("Running" if bound else "Pending"),
+            "conditions": [{"type": "PodScheduled", "status": "True" if bound else "False",
+                            "lastTransitionTime": _ts(p.bound if bound else p.created),
+                            **({} if bound else {"reason": "Unschedulable"})}],
+        }  # fmt: skip
+        if finished:
+            status["containerStatuses"] = [{"name": "main", "state": {"terminated": {
+                "exitCode": 0, "startedAt": _ts(p.bound), "finishedAt": _ts(p.ends)}}}]
+        return {
+            "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {**({"nodeName": p.node} if bound else {}), "priorityClassName": "normal",
+                     "containers": [{"name": "main", "resources": {"requests": requests,
+                                                                   "limits": requests}}]},
+            "status": status,
+        }  # fmt: skip
+
+    def items(self, t: datetime) -> Iterator[dict[str, Any]]:
+        for name in self.nodes:
+            yield self._node(name, t)
+        for p in self.live:
+            if p.created <= t:
+                yield self._pod(p, t)
+        for p in self.finished:
+            yield self._pod(p, t)
+
+
+def write_list(path: Path, items: Iterator[dict[str, Any]]) -> int:
+    """The List as kubectl writes it (``-o json``: indented by 4); returns its size."""
+    with path.open("w", encoding="utf-8") as out:
+        out.write('{\n    "apiVersion": "v1",\n    "items": [\n')
+        first = True
+        for item in items:
+            out.write(("" if first else ",\n") + json.dumps(item, indent=4))
+            first = False
+        out.write('\n    ],\n    "kind": "List",\n    "metadata": {\n        "resourceVersion": ""\n    }\n}\n')
+    return path.stat().st_size
+
+
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def history(args: argparse.Namespace) -> None:
+    from fleetaudit.inputs.ingest import IngestOptions, ingest
+    from fleetaudit.model.store import open_store
+
+    work = args.work
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    db = work / "history.duckdb"
+    cluster = Cluster(args.nodes, args.pods, args.lifetime_h)
+    walls: list[float] = []
+    cpus: list[float] = []
+    print(f"cluster: {args.nodes} nodes, {args.pods} live pods, lifetime mean "
+          f"{args.lifetime_h} h; {args.snapshots} snapshots every {args.every} s")  # fmt: skip
+    for k in range(args.snapshots):
+        t = START + timedelta(seconds=k * args.every)
+        cluster.advance(t)
+        snap = work / "snapshot.json"
+        size = write_list(snap, cluster.items(t))
+        started, cpu = time.perf_counter(), time.process_time()
+        with open_store(db) as store:
+            ingest(store, [snap], IngestOptions(format="kubernetes"))
+        walls.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
+        if (k + 1) % args.report == 0 or k + 1 == args.snapshots:
+            _report(db, k + 1, args, walls, cpus, size)
+
+
+def _report(db: Path, done: int, args: argparse.Namespace, walls: list[float],
+            cpus: list[float], size: int) -> None:  # fmt: skip
+    from fleetaudit.model.store import open_store
+
+    disk = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+    with open_store(db, read_only=True) as store:
+        rows = {t: store.scalar(f"SELECT count(*) FROM {t}")
+                for t in ("nodes", "allocations", "requests", "node_events")}  # fmt: skip
+    recent_w, recent_c = walls[-args.report:], cpus[-args.report:]
+
+    def q95(xs: list[float]) -> float:
+        return sorted(xs)[max(0, math.ceil(0.95 * len(xs)) - 1)]
+
+    print(
+        f"{done} snapshots ({done * args.every / 86400:.1f} days): store {disk / 2**20:,.0f} MiB, "
+        f"rows {rows}; last snapshot {size / 2**20:.1f} MiB; ingest wall median "
+        f"{statistics.median(recent_w):.2f} s, p95 {q95(recent_w):.2f} s, max "
+        f"{max(recent_w):.2f} s; CPU median {statistics.median(recent_c):.2f} s, p95 "
+        f"{q95(recent_c):.2f} s (last {len(recent_w)}); load {_load()}",
+        flush=True,
+    )
+
+
+def _ingest_child(db: str, path: str, q: Any) -> None:
+    from fleetaudit.inputs.ingest import IngestOptions, ingest
+    from fleetaudit.model.store import open_store
+
+    started, cpu = time.perf_counter(), time.process_time()
+    with open_store(Path(db)) as store:
+        result = ingest(store, [Path(path)], IngestOptions(format="kubernetes"))
+    q.put({"seconds": round(time.perf_counter() - started, 1),
+           "cpu_seconds": round(time.process_time() - cpu, 1),
+           "rows": {t.table: t.read for t in result.tables},
+           "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)})
+
+
+def big_list(args: argparse.Namespace) -> None:
+    work = args.work
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    cluster = Cluster(args.nodes, 1, args.lifetime_h)
+    cluster.advance(START)
+    path = work / "big.json"
+    goal = args.list_gib * 2**30
+
+    def items() -> Iterator[dict[str, Any]]:
+        yield from (cluster._node(n, START) for n in cluster.nodes)
+        written = 0
+        while written < goal:
+            new = cluster._new_pod(START, age_s=cluster.rng.uniform(3600, 7200))
+            new.bound, new.ends = min(new.bound, START), START + timedelta(hours=1)
+            pod = cluster._pod(new, START)  # running, as most of a large cluster's pods
+            written += 1100  # about one pod's indented JSON
+            yield pod
+
+    size = write_list(path, items())
+    print(f"List: {size / 2**30:.2f} GiB; load {_load()}", flush=True)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    child = ctx.Process(target=_ingest_child, args=(str(work / "big.duckdb"), str(path), q))
+    child.start()
+    child.join()
+    print(q.get() if child.exitcode == 0 else f"the ingest failed (exit {child.exitcode})")
+    print(f"load {_load()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--pods", type=int, default=60000)
+    parser.add_argument("--snapshots", type=int, default=4320)
+    parser.add_argument("--every", type=int, default=600)
+    parser.add_argument("--lifetime-h", type=float, default=12.0)
+    parser.add_argument("--report", type=int, default=144)
+    parser.add_argument("--work", type=Path, default=Path("bench-out/kubernetes-history"))
+    parser.add_argument("--list-gib", type=float, default=None)
+    args = parser.parse_args()
+    if args.list_gib is not None:
+        big_list(args)
+    else:
+        history(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+-- The rows of _asi_day that give a pod-hour again: the same run keys (asi_mark_runs) at the
+-- same hour as another row of the block, in a group of _asi_repeats (asi_day_runs). All
+-- but the first of each are repeats (rid: the row's rowid), the first by value: the rows
+-- asi_pod_repeats names as rejects, whose values it orders the same way.
+CREATE OR REPLACE TEMP TABLE _asi_repeated AS
+SELECT rid, pod_id, server_id, t
+FROM (
+    SELECT rowid AS rid, pod_id, server_id, t,
+           row_number() OVER (
+               PARTITION BY pod_id, server_id, gpu_request, cpu_request_cores, priority_class,
+                            job_type_public, state_public IS NOT DISTINCT FROM 'Standby', t
+               ORDER BY workload_id, cluster_id, state_public, model_type_public,
+                        is_genai_request, used_gpu_hours, avg_gpu_sm_util, ready_status,
+                        schedule_delay_sec
+           ) AS copy
+    FROM _asi_day
+    WHERE rowid IN (
+        SELECT k & 1099511627775 FROM _asi_rows SEMI JOIN _asi_repeats USING (h)
+        WHERE NOT carried
+    )
+)
+WHERE copy > 1
