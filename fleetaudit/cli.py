@@ -1870,9 +1870,10 @@ def rollup(
     where the raw history lives.
 
     --format prometheus reads query_range dumps with ingest's own reader, then
-    rolls them up the same way. --format alibaba-gpu-v2026 reduces the ASI
-    release (pod-hours into allocation runs, server-hours, GPU-hours) into
-    OUT, which `fleetaudit ingest OUT` loads exactly as it would the release.
+    rolls them up the same way (the reader runs here, on DuckDB, whatever the
+    engine). --format alibaba-gpu-v2026 reduces the ASI release (pod-hours
+    into allocation runs, server-hours, GPU-hours) into OUT, which `fleetaudit
+    ingest OUT` loads exactly as it would the release; it runs on DuckDB only.
 
     Examples:
 
