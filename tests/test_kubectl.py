@@ -30,6 +30,7 @@ from tests.test_kubernetes_gpus import SAMPLES, needs_samples
 
 runner = CliRunner()
 STANDIN = Path(__file__).parent / "standin_kubectl.py"
+SERVER = "https://gpu-a.example.org:6443"  # the stand-in kubeconfig's API server
 
 
 @pytest.fixture
@@ -47,6 +48,9 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("STANDIN_KUBECTL_LOG", str(log))
     monkeypatch.delenv("STANDIN_KUBECTL_FAIL", raising=False)
     monkeypatch.delenv("STANDIN_KUBECTL_CRDS", raising=False)
+    monkeypatch.setenv("STANDIN_KUBECTL_SERVER", SERVER)
+    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):  # as if not in a pod
+        monkeypatch.delenv(name, raising=False)
     return {"serve": serve, "log": log, "bin": bin_dir, "db": tmp_path / "s.duckdb",
             "keep": tmp_path / "kept"}  # fmt: skip
 
@@ -119,10 +123,16 @@ def test_realsamples_through_kubectl_one_snapshot_at_the_call_start(
     assert before <= snapshot <= after  # the call's start, not a heartbeat
     (kept,) = cluster["keep"].iterdir()
     assert kept.name == snapshot.strftime("%Y%m%dT%H%M%SZ") + ".json"
-    assert len(json.loads(kept.read_text())["items"]) == 3
-    first, second = calls(cluster)
+    kept_list = json.loads(kept.read_text())
+    assert len(kept_list["items"]) == 3
+    # kubectl's List, its metadata naming the kubeconfig's API server
+    assert kept_list["metadata"] == {"resourceVersion": "", "fleetaudit.io/server": SERVER}
+    first, server, second = calls(cluster)
     assert first["argv"][-3:] == ["api-resources", "-o", "name"]
     assert "--request-timeout=60s" in first["argv"]
+    assert server["argv"][-5:] == [
+        "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"
+    ]  # fmt: skip
     assert second["argv"][-6:] == ["get", "nodes,pods", "-A", "-o", "json", "--chunk-size=500"]
     assert "--chunk-size=500" in second["argv"]
 
@@ -160,7 +170,7 @@ def test_namespaces_context_and_kubeconfig(cluster: dict[str, Path], tmp_path: P
     result = kubectl_ingest(cluster, "--namespace", "team-a", "--namespace", "team-c",
                             "--context", "prod", "--kubeconfig", str(config))  # fmt: skip
     assert result.exit_code == 0, result.output
-    gets = [c["argv"] for c in calls(cluster)[1:]]
+    gets = [c["argv"] for c in calls(cluster)[2:]]
     assert [g[3:] for g in gets] == [
         ["get", "nodes", "-o", "json", "--chunk-size=500"],
         ["get", "pods", "-n", "team-a", "-o", "json", "--chunk-size=500"],
