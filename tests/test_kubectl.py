@@ -287,3 +287,48 @@ def test_the_readme_cron_lines_run_verbatim(cluster: dict[str, Path], tmp_path: 
         assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), command
     assert len(list((fleet / "snapshots").glob("*.json"))) == 1
     assert len(list((fleet / "reports").glob("*.html"))) == 1
+
+
+def test_kept_snapshots_of_two_clusters_are_told_apart(
+    cluster: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # cron on two clusters keeping into one folder: each kept List names its API server
+    _serve(cluster, _node("a-gpu-1"), _pod("pa", "team-a", "a-gpu-1"))
+    assert kubectl_ingest(cluster, "--keep", str(cluster["keep"])).exit_code == 0
+    time.sleep(1.1)  # the next call's start names another file
+    _serve(cluster, _node("b-gpu-1"), _pod("pb", "team-b", "b-gpu-1"))
+    monkeypatch.setenv("STANDIN_KUBECTL_SERVER", "https://gpu-b.example.org:6443")
+    assert kubectl_ingest(cluster, "--keep", str(cluster["keep"])).exit_code == 0
+    first, second = sorted(cluster["keep"].iterdir())
+    assert [json.loads(p.read_text())["metadata"]["fleetaudit.io/server"]
+            for p in (first, second)] == [SERVER, "https://gpu-b.example.org:6443"]  # fmt: skip
+    result = runner.invoke(app, ["ingest", "--db", str(cluster["db"].with_suffix(".2")),
+                                 "--format", "kubernetes", str(cluster["keep"])])  # fmt: skip
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line == (
+        f"fleetaudit: error: {second}: not the cluster of {first} (API server "
+        f"https://gpu-b.example.org:6443 here, {SERVER} there, and no node in common): nothing "
+        "was written; --allow-mixed loads them together anyway"
+    )
+
+
+def test_in_a_pod_the_server_is_the_in_cluster_one(
+    cluster: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # no kubeconfig: kubectl cannot minify (and uses the service account), the snapshot
+    # names the in-cluster API server; with neither, the List is kubectl's as it wrote it
+    _serve(cluster, _node("n1"))
+    monkeypatch.delenv("STANDIN_KUBECTL_SERVER")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    assert kubectl_ingest(cluster, "--keep", str(cluster["keep"])).exit_code == 0
+    (kept,) = cluster["keep"].iterdir()
+    assert json.loads(kept.read_text())["metadata"] == {
+        "resourceVersion": "", "fleetaudit.io/server": "https://10.96.0.1:443"
+    }  # fmt: skip
+    kept.unlink()
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert kubectl_ingest(cluster, "--keep", str(cluster["keep"])).exit_code == 0
+    (kept,) = cluster["keep"].iterdir()
+    assert json.loads(kept.read_text())["metadata"] == {"resourceVersion": ""}

@@ -124,7 +124,8 @@ def _server(base: list[str], options: KubectlOptions) -> str | None:
         said = ""
     if said:
         return said
-    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
+    host = os.environ.get("KUBERNETES_SERVICE_HOST")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT")
     if host:
         return f"https://{'[' + host + ']' if ':' in host else host}:{port or '443'}"
     return None
