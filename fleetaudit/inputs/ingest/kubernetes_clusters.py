@@ -109,21 +109,15 @@ class Origin:
 
     def see(self, item: Mapping[str, Any]) -> None:
         kind = item.get("kind")
-        if kind == "Node":
-            meta = item.get("metadata")
-            name = _text(meta.get("name")) if isinstance(meta, Mapping) else None
-            if name is not None:
-                self.nodes.add(sys.intern(name))
-            pairs = node_identity(item)
-        elif kind == "Pod":
-            spec = item.get("spec")
-            bound = _text(spec.get("nodeName")) if isinstance(spec, Mapping) else None
-            if bound is not None:
-                self.nodes.add(sys.intern(bound))
-            pairs = pod_identity(item)
-        else:
+        if kind not in ("Node", "Pod"):
             return
-        for what, value in pairs:
+        # the node: a Node's own name, the one a bound Pod runs on
+        part, key = ("metadata", "name") if kind == "Node" else ("spec", "nodeName")
+        where = item.get(part)
+        name = _text(where.get(key)) if isinstance(where, Mapping) else None
+        if name is not None:
+            self.nodes.add(sys.intern(name))
+        for what, value in (node_identity if kind == "Node" else pod_identity)(item):
             self.ids.setdefault(what, set()).add(value)
 
     def see_list(self, top: Mapping[str, Any]) -> None:
