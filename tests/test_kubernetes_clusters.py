@@ -267,3 +267,29 @@ def test_identities() -> None:
         ("kubeadm API server", "10.0.0.2:6443")
     ]
     assert list(node_identity({"kind": "Node", "metadata": "bad", "spec": []})) == []
+
+
+def test_one_list_of_two_clusters_is_refused(tmp_path: Path) -> None:
+    # two clusters' Lists joined into one by hand: the nodes name two clusters
+    joined = _list(tmp_path / "joined.json", eks("ip-10-0-1-1", "gpu-a"),
+                   eks("ip-10-0-1-2", "gpu-a"), eks("ip-10-9-1-1", "gpu-b"))  # fmt: skip
+    result = ingest(tmp_path / "fleet.duckdb", joined)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line == (
+        f"fleetaudit: error: {joined}: lists nodes of more than one cluster (eksctl cluster "
+        "gpu-a (node ip-10-0-1-1), gpu-b (node ip-10-9-1-1)): nothing was written; "
+        "--allow-mixed loads them together anyway"
+    )
+    result = ingest(tmp_path / "fleet.duckdb", joined, "--allow-mixed")
+    assert result.exit_code == 0, result.output
+    assert (
+        f"note: --allow-mixed: loaded nodes of more than one cluster ({joined}: eksctl cluster "
+        "gpu-a (node ip-10-0-1-1), gpu-b (node ip-10-9-1-1))\n"
+    ) in result.stderr
+    # one cluster's nodes in two GCE projects, or its control plane's several endpoints
+    one = _list(tmp_path / "one.json",
+                _node("n1", provider_id="gce://proj-a/us-central1-a/n1"),
+                _node("n2", provider_id="gce://proj-b/us-central1-a/n2"),
+                _apiserver("n1", "10.0.0.2:6443"), _apiserver("n2", "10.0.0.3:6443"))  # fmt: skip
+    assert ingest(tmp_path / "other.duckdb", one).exit_code == 0

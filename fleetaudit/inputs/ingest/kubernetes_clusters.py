@@ -23,7 +23,10 @@ in common: two API servers, two eksctl cluster names) **and share no node**: no 
 that one lists (or that one of its bound pods names) is in the other. Either alone is no
 proof: an autoscaler can replace every node between two snapshots of one cluster, and one
 cluster can be reached at two server addresses. A document saying nothing of its cluster,
-or without any node, is never refused.
+or without any node, is never refused. One document lists two clusters when its nodes
+carry two names of the cluster itself (eksctl, AKS, Cluster API: a List joined from two
+clusters' by hand); several API server endpoints, GCE projects or Azure resource groups
+among one document's objects can be one cluster's and are not taken as two.
 """
 
 from __future__ import annotations
@@ -41,6 +44,12 @@ NODE_LABELS = {
     "kubernetes.azure.com/cluster": "AKS cluster",
 }
 CAPI_NAME, CAPI_NAMESPACE = "cluster.x-k8s.io/cluster-name", "cluster.x-k8s.io/cluster-namespace"
+# identities that name the cluster itself: the nodes of one cluster all carry the same one
+NAMED = frozenset({*NODE_LABELS.values(), "Cluster API cluster"})
+
+Mix = tuple[str, str, str, str, str]
+"""Documents of two clusters: (file, other file, kind of identity, its value(s) in the file,
+in the other); the file and the other are one where one document lists both."""
 
 
 def _text(value: object) -> str | None:
@@ -106,6 +115,7 @@ class Origin:
     file: str
     nodes: set[str] = field(default_factory=set)  # listed, or named by a bound pod
     ids: dict[str, set[str]] = field(default_factory=dict)
+    named: dict[str, dict[str, str]] = field(default_factory=dict)  # kind -> value -> a node
 
     def see(self, item: Mapping[str, Any]) -> None:
         kind = item.get("kind")
@@ -119,6 +129,17 @@ class Origin:
             self.nodes.add(sys.intern(name))
         for what, value in (node_identity if kind == "Node" else pod_identity)(item):
             self.ids.setdefault(what, set()).add(value)
+            if what in NAMED and name is not None:
+                self.named.setdefault(what, {}).setdefault(value, name)
+
+    def split(self) -> Mix | None:
+        """Nodes of two clusters in this one document: two names of one kind that names
+        the cluster (each node carries one, so their nodes have none in common)."""
+        for what in sorted(self.named):
+            if len(seen := self.named[what]) > 1:
+                (one, a), (two, b) = sorted(seen.items())[:2]
+                return self.file, self.file, what, f"{two} (node {b})", f"{one} (node {a})"
+        return None
 
     def see_list(self, top: Mapping[str, Any]) -> None:
         """The List's own fields: the API server the collector recorded."""
@@ -149,8 +170,10 @@ class Clusters:
 
     groups: dict[frozenset[tuple[str, frozenset[str]]], _Group] = field(default_factory=dict)
     of_file: dict[str, frozenset[tuple[str, frozenset[str]]]] = field(default_factory=dict)
+    split: Mix | None = None  # the first document that lists nodes of two clusters
 
     def add(self, origin: Origin) -> None:
+        self.split = self.split or origin.split()
         if not origin.nodes:
             return  # no node: nothing to tell two clusters apart by
         key = origin.key()
@@ -158,13 +181,11 @@ class Clusters:
         group.nodes |= origin.nodes
         self.of_file[origin.file] = key
 
-    def mixed(self, files: list[str] | None = None) -> tuple[str, str, str, str, str] | None:
-        """Two documents of different clusters (among ``files``, default all), as
-        (file, other file, kind of identity, its value(s) in file, in the other), else None."""
-        keys = list(self.groups) if files is None else [
-            self.of_file[f] for f in files if f in self.of_file
-        ]  # fmt: skip
-        keys = list(dict.fromkeys(keys))
+    def mixed(self) -> Mix | None:
+        """A document listing two clusters, or two documents of different clusters."""
+        if self.split is not None:
+            return self.split
+        keys = list(self.groups)
         for i, ka in enumerate(keys):
             a = self.groups[ka]
             for kb in keys[i + 1 :]:
@@ -191,23 +212,28 @@ def _shown(values: set[str]) -> str:
     return ", ".join(sorted(values)[:3]) + (", ..." if len(values) > 3 else "")
 
 
-def refusal(found: tuple[str, str, str, str, str]) -> tuple[str, str]:
+def refusal(found: Mix) -> tuple[str, str]:
     """The file and one-line reason of a call refused for mixing clusters."""
     file, other, what, here, there = found
+    if file == other:
+        return file, (
+            f"lists nodes of more than one cluster ({what} {there}, {here}): nothing was "
+            "written; --allow-mixed loads them together anyway"
+        )
     return file, (
         f"not the cluster of {other} ({what} {here} here, {there} there, and no node in "
         "common): nothing was written; --allow-mixed loads them together anyway"
     )
 
 
-def mixed_note(found: tuple[str, str, str, str, str], together: bool) -> str:
+def mixed_note(found: Mix, together: bool) -> str:
     """The note of a call that loads documents of several clusters (``--allow-mixed``);
     ``together``: the two documents named are one snapshot."""
     file, other, what, here, there = found
-    note = (
-        f"--allow-mixed: loaded nodes of more than one cluster ({other}: {what} {there}; "
-        f"{file}: {here})"
-    )
+    note = "--allow-mixed: loaded nodes of more than one cluster " + (
+        f"({file}: {what} {there}, {here})" if file == other
+        else f"({other}: {what} {there}; {file}: {here})"
+    )  # fmt: skip
     if together:
         return note
     return note + (
