@@ -168,8 +168,11 @@ def test_namespaces_context_and_kubeconfig(cluster: dict[str, Path], tmp_path: P
            _pod("c1", "team-c", "n1"))  # fmt: skip
     config = write(tmp_path / "kubeconfig", "apiVersion: v1\nkind: Config\n")
     result = kubectl_ingest(cluster, "--namespace", "team-a", "--namespace", "team-c",
-                            "--context", "prod", "--kubeconfig", str(config))  # fmt: skip
+                            "--context", "prod", "--kubeconfig", str(config),
+                            "--keep", str(cluster["keep"]))  # fmt: skip
     assert result.exit_code == 0, result.output
+    (kept,) = cluster["keep"].iterdir()  # the List joined from the parts names its server too
+    assert json.loads(kept.read_text())["metadata"]["fleetaudit.io/server"] == SERVER
     gets = [c["argv"] for c in calls(cluster)[2:]]
     assert [g[3:] for g in gets] == [
         ["get", "nodes", "-o", "json", "--chunk-size=500"],
