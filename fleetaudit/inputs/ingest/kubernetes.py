@@ -7,8 +7,9 @@ Workload (kueue.x-k8s.io) are mapped onto ``nodes``, ``allocations`` and
 frames that pass the same validation as native files, so a pod on an unknown
 node or an unknown quantity becomes a reject row with its reason.
 
-Several files taken at different times are snapshots of one cluster. The rules
-(docs/formats/kubernetes.md) in short:
+Several files taken at different times are snapshots of one cluster (a call whose
+documents name two clusters and share no node is refused unless ``--allow-mixed``:
+kubernetes_clusters). The rules (docs/formats/kubernetes.md) in short:
 
 - a file's snapshot time is the newest node heartbeat in it, ``--snapshot-time``
   when given, or (for a file without nodes) the time of the call's one snapshot
