@@ -639,6 +639,14 @@ def ingest(
             help="kubernetes: the pod label naming the tenant (default: the namespace).",
         ),
     ] = None,
+    allow_mixed: Annotated[
+        bool,
+        typer.Option(
+            "--allow-mixed",
+            help="kubernetes: load documents of several clusters together (refused by default: "
+            "documents that name different clusters and share no node).",
+        ),
+    ] = False,
     take_snapshot: Annotated[
         bool,
         typer.Option(
@@ -834,6 +842,7 @@ def ingest(
         "--snapshot-time": snapshot_time,
         "--tenant-label": tenant_label,
         "--priority-map": priority_map,
+        "--allow-mixed": True if allow_mixed else None,
         "--timezone": timezone,
         "--kubectl": True if take_snapshot else None,
         "--context": context,
@@ -877,6 +886,7 @@ def ingest(
         if snapshot_time is not None or not isinstance(collect, KubectlOptions)
         else collect.started,  # the snapshot is the call's
         tenant_label=tenant_label,
+        allow_mixed=allow_mixed,
         days=None if days is None else asi2026.parse_days(days),
         percent=tuple(percent or ()),
         collect=collect,
