@@ -643,6 +643,14 @@ def ingest(
             help="kubernetes: the pod label naming the tenant (default: the namespace).",
         ),
     ] = None,
+    allow_mixed: Annotated[
+        bool,
+        typer.Option(
+            "--allow-mixed",
+            help="kubernetes: load documents of several clusters together (refused by default: "
+            "documents that name different clusters and share no node).",
+        ),
+    ] = False,
     take_snapshot: Annotated[
         bool,
         typer.Option(
@@ -838,6 +846,7 @@ def ingest(
         "--snapshot-time": snapshot_time,
         "--tenant-label": tenant_label,
         "--priority-map": priority_map,
+        "--allow-mixed": True if allow_mixed else None,
         "--timezone": timezone,
         "--kubectl": True if take_snapshot else None,
         "--context": context,
@@ -881,6 +890,7 @@ def ingest(
         if snapshot_time is not None or not isinstance(collect, KubectlOptions)
         else collect.started,  # the snapshot is the call's
         tenant_label=tenant_label,
+        allow_mixed=allow_mixed,
         days=None if days is None else asi2026.parse_days(days),
         percent=tuple(percent or ()),
         collect=collect,
@@ -2068,9 +2078,10 @@ def rollup(
     where the raw history lives.
 
     --format prometheus reads query_range dumps with ingest's own reader, then
-    rolls them up the same way. --format alibaba-gpu-v2026 reduces the ASI
-    release (pod-hours into allocation runs, server-hours, GPU-hours) into
-    OUT, which `fleetaudit ingest OUT` loads exactly as it would the release.
+    rolls them up the same way (the reader runs here, on DuckDB, whatever the
+    engine). --format alibaba-gpu-v2026 reduces the ASI release (pod-hours
+    into allocation runs, server-hours, GPU-hours) into OUT, which `fleetaudit
+    ingest OUT` loads exactly as it would the release; it runs on DuckDB only.
 
     Examples:
 

@@ -10,6 +10,9 @@ would, and follows kubectl's documented behaviour for what the collector uses:
   ``error: the server doesn't have a resource type "workloads"`` (exit 1); without ``-A``
   or ``-n`` the namespaced ones are those of ``default``; pages of N objects (kubectl's
   default 500, 0 for none) are fetched one after another and printed as one List;
+- ``config view --minify -o jsonpath={.clusters[0].cluster.server}``: the server of
+  ``$STANDIN_KUBECTL_SERVER``; unset, kubectl's answer without a kubeconfig (in a pod):
+  ``error: current-context must exist in order to minify`` (exit 1);
 - the global flags ``--context``, ``--kubeconfig``, ``--request-timeout``.
 
 ``$STANDIN_KUBECTL_FAIL`` plays a failure: ``forbidden`` (RBAC: ``Error from server
@@ -58,6 +61,13 @@ def main(argv: list[str]) -> int:
                 "Unable to connect to the server: dial tcp 10.0.0.1:6443: i/o timeout\n"
             )
             return 1
+        if words[:2] == ["config", "view"]:
+            server = os.environ.get("STANDIN_KUBECTL_SERVER")
+            if not server:
+                sys.stderr.write("error: current-context must exist in order to minify\n")
+                return 1
+            sys.stdout.write(server)  # jsonpath prints no newline
+            return 0
         if words[:1] == ["api-resources"]:
             sys.stdout.write("\n".join([*BUILT_IN, *crds]) + "\n")
             return 0

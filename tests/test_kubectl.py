@@ -30,6 +30,7 @@ from tests.test_kubernetes_gpus import SAMPLES, needs_samples
 
 runner = CliRunner()
 STANDIN = Path(__file__).parent / "standin_kubectl.py"
+SERVER = "https://gpu-a.example.org:6443"  # the stand-in kubeconfig's API server
 
 
 @pytest.fixture
@@ -47,6 +48,9 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("STANDIN_KUBECTL_LOG", str(log))
     monkeypatch.delenv("STANDIN_KUBECTL_FAIL", raising=False)
     monkeypatch.delenv("STANDIN_KUBECTL_CRDS", raising=False)
+    monkeypatch.setenv("STANDIN_KUBECTL_SERVER", SERVER)
+    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):  # as if not in a pod
+        monkeypatch.delenv(name, raising=False)
     return {"serve": serve, "log": log, "bin": bin_dir, "db": tmp_path / "s.duckdb",
             "keep": tmp_path / "kept"}  # fmt: skip
 
@@ -119,10 +123,16 @@ def test_realsamples_through_kubectl_one_snapshot_at_the_call_start(
     assert before <= snapshot <= after  # the call's start, not a heartbeat
     (kept,) = cluster["keep"].iterdir()
     assert kept.name == snapshot.strftime("%Y%m%dT%H%M%SZ") + ".json"
-    assert len(json.loads(kept.read_text())["items"]) == 3
-    first, second = calls(cluster)
+    kept_list = json.loads(kept.read_text())
+    assert len(kept_list["items"]) == 3
+    # kubectl's List, its metadata naming the kubeconfig's API server
+    assert kept_list["metadata"] == {"resourceVersion": "", "fleetaudit.io/server": SERVER}
+    first, server, second = calls(cluster)
     assert first["argv"][-3:] == ["api-resources", "-o", "name"]
     assert "--request-timeout=60s" in first["argv"]
+    assert server["argv"][-5:] == [
+        "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"
+    ]  # fmt: skip
     assert second["argv"][-6:] == ["get", "nodes,pods", "-A", "-o", "json", "--chunk-size=500"]
     assert "--chunk-size=500" in second["argv"]
 
@@ -158,9 +168,12 @@ def test_namespaces_context_and_kubeconfig(cluster: dict[str, Path], tmp_path: P
            _pod("c1", "team-c", "n1"))  # fmt: skip
     config = write(tmp_path / "kubeconfig", "apiVersion: v1\nkind: Config\n")
     result = kubectl_ingest(cluster, "--namespace", "team-a", "--namespace", "team-c",
-                            "--context", "prod", "--kubeconfig", str(config))  # fmt: skip
+                            "--context", "prod", "--kubeconfig", str(config),
+                            "--keep", str(cluster["keep"]))  # fmt: skip
     assert result.exit_code == 0, result.output
-    gets = [c["argv"] for c in calls(cluster)[1:]]
+    (kept,) = cluster["keep"].iterdir()  # the List joined from the parts names its server too
+    assert json.loads(kept.read_text())["metadata"]["fleetaudit.io/server"] == SERVER
+    gets = [c["argv"] for c in calls(cluster)[2:]]
     assert [g[3:] for g in gets] == [
         ["get", "nodes", "-o", "json", "--chunk-size=500"],
         ["get", "pods", "-n", "team-a", "-o", "json", "--chunk-size=500"],
@@ -277,3 +290,48 @@ def test_the_readme_cron_lines_run_verbatim(cluster: dict[str, Path], tmp_path: 
         assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), command
     assert len(list((fleet / "snapshots").glob("*.json"))) == 1
     assert len(list((fleet / "reports").glob("*.html"))) == 1
+
+
+def test_kept_snapshots_of_two_clusters_are_told_apart(
+    cluster: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # cron on two clusters keeping into one folder: each kept List names its API server
+    _serve(cluster, _node("a-gpu-1"), _pod("pa", "team-a", "a-gpu-1"))
+    assert kubectl_ingest(cluster, "--keep", str(cluster["keep"])).exit_code == 0
+    time.sleep(1.1)  # the next call's start names another file
+    _serve(cluster, _node("b-gpu-1"), _pod("pb", "team-b", "b-gpu-1"))
+    monkeypatch.setenv("STANDIN_KUBECTL_SERVER", "https://gpu-b.example.org:6443")
+    assert kubectl_ingest(cluster, "--keep", str(cluster["keep"])).exit_code == 0
+    first, second = sorted(cluster["keep"].iterdir())
+    assert [json.loads(p.read_text())["metadata"]["fleetaudit.io/server"]
+            for p in (first, second)] == [SERVER, "https://gpu-b.example.org:6443"]  # fmt: skip
+    result = runner.invoke(app, ["ingest", "--db", str(cluster["db"].with_suffix(".2")),
+                                 "--format", "kubernetes", str(cluster["keep"])])  # fmt: skip
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line == (
+        f"fleetaudit: error: {second}: not the cluster of {first} (API server "
+        f"https://gpu-b.example.org:6443 here, {SERVER} there, and no node in common): nothing "
+        "was written; --allow-mixed loads them together anyway"
+    )
+
+
+def test_in_a_pod_the_server_is_the_in_cluster_one(
+    cluster: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # no kubeconfig: kubectl cannot minify (and uses the service account), the snapshot
+    # names the in-cluster API server; with neither, the List is kubectl's as it wrote it
+    _serve(cluster, _node("n1"))
+    monkeypatch.delenv("STANDIN_KUBECTL_SERVER")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    assert kubectl_ingest(cluster, "--keep", str(cluster["keep"])).exit_code == 0
+    (kept,) = cluster["keep"].iterdir()
+    assert json.loads(kept.read_text())["metadata"] == {
+        "resourceVersion": "", "fleetaudit.io/server": "https://10.96.0.1:443"
+    }  # fmt: skip
+    kept.unlink()
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert kubectl_ingest(cluster, "--keep", str(cluster["keep"])).exit_code == 0
+    (kept,) = cluster["keep"].iterdir()
+    assert json.loads(kept.read_text())["metadata"] == {"resourceVersion": ""}

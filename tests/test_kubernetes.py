@@ -7,6 +7,7 @@ from those files (the comments say how).
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import datetime
 from decimal import Decimal
@@ -395,7 +396,7 @@ def test_malformed_objects_never_raise(tmp_path_factory: Any, edits: list[Any]) 
         try:
             for key in path[:-1]:
                 target = target[key]
-            target[path[-1]] = value
+            target[path[-1]] = copy.deepcopy(value)  # st.just's value is one object for all
         except (KeyError, IndexError, TypeError):
             continue  # an earlier edit replaced a parent
     folder = tmp_path_factory.mktemp("fuzz")

@@ -153,6 +153,26 @@ def test_rollup_parity_is_byte_for_byte(spark: object, fleet: Path, tmp_path: Pa
     ).read_bytes()
 
 
+def test_arg_min_and_max_give_duckdbs_values_on_spark(spark: object) -> None:
+    """NULL values and NULL orderings: the first and last value that is not NULL on both
+    engines (Spark's MIN_BY alone would give the NULL of the first hour); the _null
+    variants keep a NULL value on both."""
+    import duckdb
+
+    from fleetaudit.model.spark_sql import translate
+
+    text = (
+        "SELECT k, arg_min(x, t) AS a, arg_max(x, t) AS b, min_by(x, t) AS c, "
+        "arg_min_null(x, t) AS d, arg_max_null(x, t) AS e FROM v GROUP BY k ORDER BY k"
+    )
+    values = "VALUES (1, NULL, 1), (1, 5, 2), (1, 7, 3), (1, NULL, 4), (1, 9, NULL), (2, NULL, 1)"
+    on_duckdb = duckdb.sql(f"WITH v(k, x, t) AS ({values}) {text}").fetchall()
+    assert on_duckdb == [(1, 5, 7, 5, None, None), (2, None, None, None, None, None)]
+    session = spark.spark  # type: ignore[attr-defined]
+    session.sql(f"SELECT * FROM {values} AS v(k, x, t)").createOrReplaceTempView("v")
+    assert [tuple(r) for r in session.sql(translate(text)).collect()] == on_duckdb
+
+
 @pytest.mark.parametrize(
     ("text", "line"),
     [

@@ -11,7 +11,12 @@ pytest.importorskip("sqlglot", reason="sqlglot comes with the spark extra: pip i
 
 from fleetaudit.api.rollup_api import SOURCES  # noqa: E402
 from fleetaudit.core.resources import load_sql  # noqa: E402
-from fleetaudit.model.spark_sql import NotPortableError, portable_problems, spark_sql  # noqa: E402
+from fleetaudit.model.spark_sql import (  # noqa: E402
+    NotPortableError,
+    portable_problems,
+    spark_sql,
+    translate,
+)
 
 SPARK_QUERIES = sorted(
     {o.query for s in SOURCES.values() for o in s.outputs} | {s.counts for s in SOURCES.values()}
@@ -64,3 +69,14 @@ def test_exact_quantile_stays_exact() -> None:
 
     text = sqlglot.transpile("SELECT quantile_cont(x, 0.5) FROM t", read="duckdb", write=FleetSpark)[0]
     assert text == "SELECT PERCENTILE(x, 0.5) FROM t"
+
+
+def test_arg_min_skips_nulls_on_spark_as_on_duckdb() -> None:
+    """DuckDB's arg_min / min_by skip a NULL value; Spark's MIN_BY would return it."""
+    text = translate("SELECT arg_min(x, t), max_by(x, t + 1), arg_max_null(x, t) FROM v")
+    assert text == (
+        "SELECT MIN_BY(x, CASE WHEN x IS NOT NULL THEN t END), "
+        "MAX_BY(x, CASE WHEN x IS NOT NULL THEN t + 1 END), MAX_BY(x, t) FROM v"
+    )
+    problems = portable_problems("SELECT arg_min(x, t, 2) FROM v")
+    assert problems == ["sqlglot: MIN_BY with a count (DuckDB's top-n list) has no Spark form"]

@@ -103,7 +103,8 @@ ASI_FORMAT = "alibaba-gpu-v2026"
 SOURCES: dict[str, RollupSource] = {
     "native": _NATIVE,
     # query_range dumps: parsed and merged by the ingest's own reader (DuckDB, on this
-    # machine) into raw native rows, which the engine then rolls up as native ones
+    # machine, whatever the engine) into raw native rows, which the engine then rolls
+    # up as native ones
     "prometheus": replace(_NATIVE, name="prometheus", reader="prometheus"),
     # the ASI release: the ingest's own staging (DuckDB), written as a folder that
     # `ingest` loads as it would the release (asi2026.write_rolled)
@@ -129,9 +130,10 @@ class RollupOptions:
             raise UsageError(f"--days: only with --format {ASI_FORMAT}")
         if self.format == ASI_FORMAT and self.engine != "duckdb":
             raise UsageError(
-                f"--format {ASI_FORMAT} rolls up on DuckDB only: merging pod-hours into runs "
-                "uses DuckDB's row ids and hashes, which Spark's SQL has no equal of "
-                "(docs/rollup.md); use --engine duckdb"
+                f"--format {ASI_FORMAT} rolls up on DuckDB only: the release's reduction "
+                "reads it through DuckDB's table macros, groups runs by DuckDB's hashes and "
+                "row ids, and assigns GPU indices in Python here (docs/rollup.md, 'Why the "
+                "ASI release does not run on Spark'); use --engine duckdb"
             )
         if not (math.isfinite(self.interval_s) and self.interval_s >= 1) or self.interval_s != int(
             self.interval_s

@@ -93,6 +93,7 @@ INGEST_FORMAT_SPECS: dict[str, IngestFormat] = {
                 "--snapshot-time",
                 "--tenant-label",
                 "--priority-map",
+                "--allow-mixed",
                 "--kubectl",
                 "--context",
                 "--kubeconfig",

@@ -13,6 +13,7 @@ pyspark, so the portability check runs without Java.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 
 import sqlglot
@@ -22,7 +23,7 @@ from sqlglot.dialects.spark import Spark
 from fleetaudit.core.errors import FleetAuditError
 from fleetaudit.core.resources import load_sql
 
-__all__ = ["FleetSpark", "NotPortableError", "portable_problems", "spark_sql"]
+__all__ = ["FleetSpark", "NotPortableError", "portable_problems", "spark_sql", "translate"]
 
 
 class NotPortableError(FleetAuditError):
@@ -33,7 +34,25 @@ def _anonymous(self: Spark.Generator, node: exp.Anonymous) -> str:
     name = str(node.this).upper()
     if name == "EPOCH_US":  # DuckDB's microseconds since the epoch; Spark's unix_micros
         return self.func("UNIX_MICROS", *node.expressions)
+    if name in ("ARG_MIN_NULL", "ARG_MAX_NULL") and len(node.expressions) == 2:
+        # DuckDB's variants that keep a NULL value: Spark's MIN_BY / MAX_BY as they are
+        return self.func("MIN_BY" if name == "ARG_MIN_NULL" else "MAX_BY", *node.expressions)
     return Spark.Generator.anonymous_sql(self, node)
+
+
+def _arg_by(function: str) -> Callable[[Spark.Generator, exp.ArgMin | exp.ArgMax], str]:
+    """DuckDB's arg_min(x, t) / arg_max(x, t) (also spelt min_by / max_by) skip the rows
+    where x is NULL; Spark's MIN_BY / MAX_BY return x of the first (last) t even when it
+    is NULL. So the ordering is NULL where x is (Spark skips a NULL ordering, as DuckDB
+    does): the first (last) value that is not NULL on both engines."""
+
+    def generate(self: Spark.Generator, node: exp.ArgMin | exp.ArgMax) -> str:
+        if node.args.get("count") is not None:
+            self.unsupported(f"{function} with a count (DuckDB's top-n list) has no Spark form")
+        value, order = self.sql(node, "this"), self.sql(node, "expression")
+        return f"{function}({value}, CASE WHEN {value} IS NOT NULL THEN {order} END)"
+
+    return generate
 
 
 class FleetSpark(Spark):
@@ -45,6 +64,8 @@ class FleetSpark(Spark):
             # DuckDB's quantile_cont(x, q) is exact; Spark rejects PERCENTILE_CONT(x, q)
             exp.PercentileCont: lambda self, e: self.func("PERCENTILE", e.this, e.expression),
             exp.Anonymous: _anonymous,
+            exp.ArgMin: _arg_by("MIN_BY"),
+            exp.ArgMax: _arg_by("MAX_BY"),
         }
 
 
@@ -92,6 +113,12 @@ def spark_sql(query_name: str) -> str:
         raise NotPortableError(
             f"query {query_name} does not run on Spark unchanged: {'; '.join(problems)}"
         )
+    return translate(text)
+
+
+def translate(text: str) -> str:
+    """One DuckDB statement in Spark SQL, without the portability check (:func:`spark_sql`
+    runs it first)."""
     return sqlglot.transpile(
         _code(text), read="duckdb", write=FleetSpark, unsupported_level=sqlglot.ErrorLevel.RAISE
     )[0]

@@ -88,6 +88,7 @@ class IngestOptions:
     priority_map: Path | None = None  # kubernetes, slurm: site priorities -> high|low
     snapshot_time: datetime | None = None  # kubernetes: the time of every file of the call
     tenant_label: str | None = None  # kubernetes: the pod label naming the tenant
+    allow_mixed: bool = False  # kubernetes: load documents of several clusters together
     days: tuple[int, int] | None = None  # alibaba-gpu-v2026: the days read (None: all)
     percent: tuple[str, ...] = ()  # fraction columns given in percent: scaled by 1/100
     collect: object | None = None  # the settings of the format's collector (see collected())
@@ -643,6 +644,7 @@ def _kubernetes_sources(
             snapshot_time=options.snapshot_time,
             priority_map=PriorityMap.read(options.priority_map),
             tenant_label=options.tenant_label,
+            allow_mixed=options.allow_mixed,
         ),
     )
 

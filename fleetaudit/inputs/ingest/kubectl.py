@@ -10,7 +10,11 @@ as one kubectl List written into the call's temporary folder::
         -A -o json --chunk-size=500
 
 kubectl writes its output straight into the file (this process never holds it), and
-lists a large cluster page by page (``--chunk-size``). With ``--namespace NS`` (repeated)
+lists a large cluster page by page (``--chunk-size``). The List's ``metadata`` then gains the
+API server the kubeconfig names (``kubectl config view --minify``; in a pod without a
+kubeconfig, the in-cluster service address), under ``fleetaudit.io/server``: kubectl's List
+names no cluster, and this is what tells the snapshots of two clusters apart later
+(kubernetes_clusters). With ``--namespace NS`` (repeated)
 the nodes are listed once and the namespaced resources per namespace, joined into one
 List item by item. ``--keep DIR`` also writes the raw snapshot, named by the call's start
 (``DIR/20260301T100000Z.json``), for audit and to ingest again later.
@@ -35,11 +39,15 @@ from pathlib import Path
 from fleetaudit.core.errors import InputError, NoSpaceError
 from fleetaudit.core.fsutil import atomic_path
 from fleetaudit.core.options import KubectlOptions
+from fleetaudit.inputs.ingest.kubernetes_clusters import SERVER_KEY
 
 WORKLOADS = "workloads.kueue.x-k8s.io"
 PODGROUPS = "podgroups.scheduling.volcano.sh"
 OPTIONAL = (WORKLOADS, PODGROUPS)  # listed where the cluster serves them
 SNAPSHOT = "snapshot.json"
+SERVER_PATH = "{.clusters[0].cluster.server}"  # of the context in use, with --minify
+# the end of kubectl's List: its metadata comes last (kubectl writes the keys sorted)
+_LIST_END = re.compile(rb'"metadata"\s*:\s*\{([^{}]*)\}\s*\}\s*$')
 _KLOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")  # kubectl's log lines (klog)
 
 Progress = Callable[[str], None]
@@ -69,6 +77,7 @@ def collect(settings: object, folder: Path, progress: Progress) -> list[Path]:
     progress("kubectl: asking which resources the cluster serves")
     served = set(_run([*base, "api-resources", "-o", "name"], options, listing=True).split())
     extra = [r for r in OPTIONAL if r in served]
+    server = _server(base, options)
     target = folder / SNAPSHOT
     try:
         if not options.namespaces:
@@ -88,6 +97,8 @@ def collect(settings: object, folder: Path, progress: Progress) -> list[Path]:
                 _run([*base, "get", resources, "-n", ns, "-o", "json",
                       f"--chunk-size={options.chunk_size}"], options, out=parts[-1])  # fmt: skip
             _join(parts, target)
+        if server is not None and not record_server(target, server):
+            progress(f"kubectl: the List does not end with its metadata; {server} not recorded")
         if options.keep:
             keep = Path(options.keep) / kept_name(options)
             progress(f"kubectl: keeping the raw snapshot as {keep}")
@@ -101,6 +112,48 @@ def collect(settings: object, folder: Path, progress: Progress) -> list[Path]:
             ) from exc
         raise InputError(str(exc.filename or folder), f"cannot write the snapshot: {exc}") from exc
     return [target]
+
+
+def _server(base: list[str], options: KubectlOptions) -> str | None:
+    """The API server kubectl talks to: the kubeconfig's (of ``--context``), else the
+    in-cluster one (a pod's service account, where kubectl has no kubeconfig), else None."""
+    try:
+        said = _run([*base, "config", "view", "--minify", "-o", f"jsonpath={SERVER_PATH}"],
+                    options).strip()  # fmt: skip
+    except InputError:  # no kubeconfig (in a pod): kubectl cannot minify
+        said = ""
+    if said:
+        return said
+    host = os.environ.get("KUBERNETES_SERVICE_HOST")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT")
+    if host:
+        return f"https://{'[' + host + ']' if ':' in host else host}:{port or '443'}"
+    return None
+
+
+def record_server(path: Path, server: str) -> bool:
+    """Add ``server`` to the metadata of the kubectl List in ``path`` (rewriting its last
+    bytes only); False where the List does not end with its metadata.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "s.json"
+    >>> _ = p.write_text('{"items": [], "kind": "List", "metadata": {"resourceVersion": ""}}\\n')
+    >>> record_server(p, "https://10.0.0.1:6443"), json.loads(p.read_text())["metadata"]
+    (True, {'resourceVersion': '', 'fleetaudit.io/server': 'https://10.0.0.1:6443'})
+    """
+    with path.open("r+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        start = max(0, size - 4096)
+        fh.seek(start)
+        found = _LIST_END.search(fh.read())
+        if found is None:
+            return False
+        inner = found.group(1).rstrip()
+        entry = f"{json.dumps(SERVER_KEY)}: {json.dumps(server)}".encode()
+        fh.seek(start + found.start(1))
+        fh.truncate()
+        fh.write(inner + (b", " if inner.strip() else b"") + entry + b"}}\n")
+    return True
 
 
 def _base(options: KubectlOptions) -> list[str]:

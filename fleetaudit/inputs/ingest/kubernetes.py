@@ -7,8 +7,9 @@ Workload (kueue.x-k8s.io) are mapped onto ``nodes``, ``allocations`` and
 frames that pass the same validation as native files, so a pod on an unknown
 node or an unknown quantity becomes a reject row with its reason.
 
-Several files taken at different times are snapshots of one cluster. The rules
-(docs/formats/kubernetes.md) in short:
+Several files taken at different times are snapshots of one cluster (a call whose
+documents name two clusters and share no node is refused unless ``--allow-mixed``:
+kubernetes_clusters). The rules (docs/formats/kubernetes.md) in short:
 
 - a file's snapshot time is the newest node heartbeat in it, ``--snapshot-time``
   when given, or (for a file without nodes) the time of the call's one snapshot
@@ -45,6 +46,7 @@ import polars as pl
 
 from fleetaudit.core.errors import InputError, UsageError
 from fleetaudit.core.times import parse_instant
+from fleetaudit.inputs.ingest.kubernetes_clusters import Clusters, Origin, mixed_note, refusal
 from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
 from fleetaudit.inputs.ingest.quantity import QuantityError, is_whole, parse_quantity
 from fleetaudit.inputs.ingest.sources import Source, expand_paths
@@ -121,6 +123,7 @@ class KubernetesOptions:
     snapshot_time: datetime | None = None  # naive UTC
     priority_map: PriorityMap = field(default_factory=PriorityMap)
     tenant_label: str | None = None
+    allow_mixed: bool = False  # load documents of several clusters together
 
 
 # -- reading -------------------------------------------------------------------
@@ -236,9 +239,11 @@ class _Stream:
         raise InputError(str(self.path), f"not JSON (line {line}): {what}; {_EXPECTED}")
 
 
-def iter_document(path: Path) -> Iterator[dict[str, Any]]:
+def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """The objects of one kubectl JSON document, in file order, read as a stream: a List's
-    items one at a time (bounded memory), or the one object of a document that is no List."""
+    items one at a time (bounded memory), or the one object of a document that is no List.
+    ``top``, when given, receives the document's fields other than ``items`` once read."""
+    fields: dict[str, Any] = {} if top is None else top
     try:
         with path.open("rb") as fh:
             stream = _Stream(path, fh)
@@ -246,7 +251,6 @@ def iter_document(path: Path) -> Iterator[dict[str, Any]]:
                 stream.value()  # JSON of another shape, or no JSON (which says where)
                 raise InputError(str(path), _EXPECTED)
             stream.expect("{")
-            top: dict[str, Any] = {}
             listed = False
             if stream.peek() != "}":
                 while True:
@@ -266,7 +270,7 @@ def iter_document(path: Path) -> Iterator[dict[str, Any]]:
                         else:
                             stream.expect("]")
                     else:
-                        top[key] = stream.value()
+                        fields[key] = stream.value()
                     if stream.expect(",}") == "}":
                         break
             else:
@@ -275,16 +279,16 @@ def iter_document(path: Path) -> Iterator[dict[str, Any]]:
                 stream.fail("extra data after the document")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"cannot read: {exc}") from exc
-    kind = top.get("kind")
+    kind = fields.get("kind")
     if not isinstance(kind, str):
         raise InputError(str(path), _EXPECTED)
-    if kind == "List" or (kind.endswith("List") and (listed or "items" in top)):
+    if kind == "List" or (kind.endswith("List") and (listed or "items" in fields)):
         if not listed:
             raise InputError(str(path), f"a List without items: {_EXPECTED}")
         return
     if listed:
         raise InputError(str(path), _EXPECTED)
-    yield top
+    yield fields
 
 
 def read_document(path: Path) -> list[dict[str, Any]]:
@@ -405,12 +409,15 @@ def read_snapshots(
     unnamed: Counter[str] = Counter()  # a Node or Pod without a name (and uid)
     per_file: list[tuple[str, list[Any], datetime | None, datetime | None]] = []
     mapper = _Mapper(options) if options is not None else None
+    clusters = Clusters()
     for path in files:
         items: list[Any] = []
         newest: datetime | None = None
         events: datetime | None = None
         setups: dict[str, GpuSetup] = {}  # the document's nodes so far
-        for item in iter_document(path):
+        origin, top = Origin(str(path)), dict[str, Any]()
+        for item in iter_document(path, top):
+            origin.see(item)
             kind = item.get("kind")
             if kind == "Node":
                 beat = _heartbeat(item)
@@ -433,10 +440,16 @@ def read_snapshots(
         if snapshot_time is None and newest is not None and events is not None:
             newest = max(newest, events)
         per_file.append((str(path), items, snapshot_time or newest, events))
+        origin.see_list(top)
+        clusters.add(origin)
+    allow_mixed = options is not None and options.allow_mixed
+    mixed = clusters.mixed()
+    if mixed is not None and not allow_mixed:
+        raise InputError(*refusal(mixed))
     if snapshot_time is not None:
         for listed in ("Pod", "Workload"):
             listing = [n for n, items, _, _ in per_file if any(i.get("kind") == listed for i in items)]
-            if len(listing) > 1:
+            if len(listing) > 1 and not (allow_mixed and clusters.apart(listing)):
                 raise InputError(
                     listing[1],
                     f"--snapshot-time makes one snapshot, but {len(listing)} documents list "
@@ -451,6 +464,9 @@ def read_snapshots(
             per_file = [(n, i, joined, e) for n, i, _, e in per_file]
             timed = [joined]
     notes: list[str] = []
+    if mixed is not None:
+        timed_as = {n: t for n, _, t, _ in per_file}
+        notes.append(mixed_note(mixed, together=timed_as[mixed[0]] == timed_as[mixed[1]]))
     snapshots: dict[datetime, _Snapshot] = {}
     for name, items, t, _ in per_file:
         if t is None:
