@@ -37,7 +37,6 @@ from fleetaudit.core.errors import (
     no_space,
 )
 from fleetaudit.core.fsutil import check_outputs, expand_path, is_stdout
-from fleetaudit.core.sanitize import shown
 from fleetaudit.core.lazy import LazyModule, import_with_stand_ins
 from fleetaudit.core.options import ALIBABA_TRACE_START as DEFAULT_TRACE_START
 from fleetaudit.core.options import (
@@ -50,7 +49,6 @@ from fleetaudit.core.options import (
     DEMAND_PER_MODEL_SHAPES,
     HARVEST_SINCE,
     INGEST_FORMAT_SPECS,
-    KubectlOptions,
     PLACEMENT_QUEUES,
     PLACEMENT_SINCE,
     PULL_STEP,
@@ -65,9 +63,10 @@ from fleetaudit.core.options import (
     CompactionOptions,
     GenerateOptions,
     HarvestRun,
+    KubectlOptions,
     OverTimeOptions,
-    RemediesRun,
     PrometheusPull,
+    RemediesRun,
     SlurmGenerateOptions,
     budget_text,
     duration_text,
@@ -77,6 +76,7 @@ from fleetaudit.core.options import INGEST_FORMATS as FORMATS
 from fleetaudit.core.options import PLACEMENT_POLICIES as POLICIES
 from fleetaudit.core.options import ROLLUP_INTERVAL_S as DEFAULT_INTERVAL_S
 from fleetaudit.core.options import ROLLUP_SOURCES as SOURCES
+from fleetaudit.core.sanitize import shown
 from fleetaudit.core.times import iso, parse_duration, parse_instant
 
 # The engines (polars, numpy, duckdb, numba: most of a start-up) are imported in
