@@ -73,6 +73,8 @@ def invocations(stores: dict[str, Path]) -> dict[tuple[str, ...], list[list[str]
             raw / "telemetry.parquet"
         )
     db = ["--db", sample]
+    prices = base / "prices.csv"
+    prices.write_text("resource,name,unit,price\ngpu,H20,gpu_hour,2\ncpu,,core_hour,0.01\n")
     return {
         ("demo",): [["demo", "--db", str(base / "demo.duckdb")]],
         ("generate",): [["generate", str(base / "generated"), "--nodes", "6", "--days", "1"]],
@@ -100,6 +102,12 @@ def invocations(stores: dict[str, Path]) -> dict[tuple[str, ...], list[list[str]
         ("whatif", "placement"): [
             ["whatif", "placement", "--since", "6h", *db],
             ["whatif", "placement", "--fill", "60", "--policy", "best-fit", *db],
+        ],
+        ("whatif", "remedies"): [
+            ["whatif", "remedies", "--since", "6h", "--step", "1h", "--add", "H20:2", "--cpus",
+             "H20:+32", "--together", "--prices", str(prices), *db],
+            ["whatif", "remedies", "--since", "6h", "--step", "1h", "--target", "p_start=0.9",
+             "--model", "H20", "--gpus", "8", "--max-add", "2", *db],
         ],
     }
 
