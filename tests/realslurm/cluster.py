@@ -339,7 +339,10 @@ def start_cluster(root: Path, timeout: float = 120) -> Cluster:
 def _start_munge(cluster: Cluster) -> None:
     run = cluster.root / "run"
     key = cluster.root / "etc" / "munge.key"
-    subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True, capture_output=True)
+    subprocess.run(
+        ["mungekey", "--create", f"--keyfile={key}"], check=True, capture_output=True,
+        env=cluster.env,  # its PATH holds /usr/sbin, where Debian puts mungekey
+    )  # fmt: skip
     key.chmod(0o400)
     socket_path = run / "munge.socket"
     cluster.start_process(
