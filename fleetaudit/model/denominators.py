@@ -911,7 +911,8 @@ def productive(
     """SM-active GPU-seconds and telemetry GPU-seconds per allocation over ``[start, end)``.
 
     Each sample stands for ``interval_s`` seconds of one GPU. A sample with an
-    alloc_id goes to that allocation. A sample without one goes to the GPU
+    alloc_id goes to that allocation (a share allocation, 0 < gpus < 1, takes its
+    share of the GPU's seconds and activity). A sample without one goes to the GPU
     allocations active on its node at its ts, shared by their gpus (an export
     that samples only allocated GPUs, as ASI's does, makes that exact).
 
@@ -930,7 +931,24 @@ def productive(
     window = _overlap(allocations, start, end).join(
         nodes.select(pl.col("node_id").cast(pl.String), "gpu_model"), on="node_id", how="left"
     )
-    attributed = by_alloc.join(window.select("alloc_id"), on="alloc_id", how="semi")
+    # A sample naming a share allocation (0 < gpus < 1, a time-sliced or MPS GPU) reads
+    # the whole GPU: the allocation holds its share of that GPU's seconds and SM activity,
+    # as samples without an alloc_id are split by the allocations' gpus below.
+    share = window.select(
+        "alloc_id",
+        pl.when((pl.col("gpus") > 0) & (pl.col("gpus") < 1))
+        .then(pl.col("gpus").cast(pl.Float64))
+        .otherwise(1.0)
+        .alias("_share"),
+    ).unique("alloc_id")
+    attributed = (
+        by_alloc.join(share, on="alloc_id", how="inner")
+        .with_columns(
+            (pl.col(c) * pl.col("_share")).alias(c)
+            for c in ("samples", "sm_active_sum", "upper_samples")
+        )
+        .drop("_share")
+    )
     unknown = by_alloc.join(window.select("alloc_id"), on="alloc_id", how="anti")
     gpu_allocs = window.filter(pl.col("gpus") > 0).select(
         "alloc_id", "node_id", "gpus", "start_time", "end_time"
@@ -1060,6 +1078,7 @@ interval) explain the excess."""
 
 
 _SUMMED = ("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s", "upper_gpu_s")
+_MICRO = 1e6  # productive_by sums whole micro-GPU-seconds
 
 
 def productive_by(rows: pl.DataFrame, key: str | None) -> dict[Any, dict[str, Any]]:
@@ -1077,10 +1096,16 @@ def productive_by(rows: pl.DataFrame, key: str | None) -> dict[Any, dict[str, An
     group = key if key is not None else "_all"
     if key is not None:
         frame = frame.filter(pl.col(key).is_not_null())
+    # summed as whole micro-GPU-seconds: integer sums do not depend on the order a
+    # parallel group-by adds the rows in, so a figure's last printed digit cannot flip
+    frame = frame.with_columns(
+        (pl.col(c).cast(pl.Float64) * _MICRO).round().cast(pl.Int64) for c in _SUMMED
+    )
     sums = (
         frame.group_by(group, "workload")
         .agg(pl.col(_SUMMED).sum())
         .sort(group, "workload", nulls_last=True)
+        .with_columns(pl.col(_SUMMED).cast(pl.Float64) / _MICRO)
     )
     out: dict[Any, dict[str, Any]] = {}
     for value, part in sums.group_by(group, maintain_order=True):
