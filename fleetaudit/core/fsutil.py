@@ -29,7 +29,6 @@ from pathlib import Path
 
 from fleetaudit.core.errors import UsageError, no_space
 
-STDOUT = "-"
 _FD_PATH = re.compile(r"/(?:dev/fd|proc/self/fd)/(\d+)")
 _STREAM_FDS = {"-": 1, "/dev/stdout": 1, "/dev/stderr": 2}
 

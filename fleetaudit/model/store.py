@@ -34,7 +34,6 @@ import duckdb
 import polars as pl
 
 from fleetaudit.core.errors import QueryError, StoreBusyError, StoreError, no_space
-from fleetaudit.core.options import DEFAULT_DB
 from fleetaudit.core.resources import load_sql
 from fleetaudit.model import schema
 
@@ -66,11 +65,6 @@ _PLAIN_TYPES: dict[str, Any] = {
 def quote_identifier(name: str) -> str:
     """A DuckDB identifier, quoted (the only way names enter generated SQL)."""
     return '"' + name.replace('"', '""') + '"'
-
-
-def default_db_path() -> Path:
-    """``$FLEETAUDIT_DB`` or ``./fleetaudit.duckdb``."""
-    return Path(os.environ.get("FLEETAUDIT_DB") or DEFAULT_DB)
 
 
 def _interrupted(exc: BaseException) -> bool:

@@ -905,12 +905,6 @@ class _Colouring:
         self.sleepy[alloc_id] = sleepable
         self.placed[alloc_id] = places
 
-    def _rows(
-        self, alloc_id: str, places: list[tuple[int, float]], gpus_of: dict[str, float]
-    ) -> list[tuple[str, int, float, bool, float]]:
-        sleepy, gpus = self.sleepy[alloc_id], gpus_of[alloc_id]
-        return [(alloc_id, i, share, sleepy, gpus) for i, share in places]
-
     def place_day(self, runs: pl.DataFrame, day_end: int) -> pl.DataFrame:
         """Place the day's runs in time order; where each run of the day sits.
 
