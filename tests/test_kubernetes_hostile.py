@@ -251,7 +251,7 @@ def test_the_stream_reads_values_cut_by_any_chunk(
                                           "rate": 1.25, "note": "é" * 5}]  # fmt: skip
     path = write(tmp_path / "s.json", json.dumps(
         {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {}}, indent=4))
-    got = kubernetes.read_document(path)
+    got = list(kubernetes.iter_document(path))
     assert [i.get("kind") for i in got] == ["Node", "Pod", "Event"]
     assert got[2]["count"] == 12345678901234567890 and str(got[2]["rate"]) == "1.25"
     assert got[1]["metadata"]["uid"] == "p\u00e9-1"
@@ -272,4 +272,4 @@ def test_the_stream_refuses_what_is_no_kubectl_json(
     from fleetaudit.inputs.ingest import kubernetes
 
     with pytest.raises(InputError, match=re.escape(message)):
-        kubernetes.read_document(write(tmp_path / "s.json", text))
+        list(kubernetes.iter_document(write(tmp_path / "s.json", text)))

@@ -291,11 +291,6 @@ def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dic
     yield fields
 
 
-def read_document(path: Path) -> list[dict[str, Any]]:
-    """The objects of one kubectl JSON document, in file order (:func:`iter_document`)."""
-    return list(iter_document(path))
-
-
 _TIMES: dict[str, datetime | None] = {}  # times repeat across pods: parse each once
 
 

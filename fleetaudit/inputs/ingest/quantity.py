@@ -122,14 +122,6 @@ def parse_quantity(text: object) -> Decimal:
     return -value if match["sign"] == "-" else value
 
 
-def try_quantity(text: object) -> Decimal | None:
-    """The quantity's value, or ``None`` when ``text`` is not one."""
-    try:
-        return parse_quantity(text)
-    except QuantityError:
-        return None
-
-
 def is_whole(value: Decimal) -> bool:
     """Whether a quantity's value is a whole number (extended resources must be).
 
