@@ -67,6 +67,12 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def quote_literal(text: str) -> str:
+    """A SQL string literal of a fixed text (a message, a path): never of data values,
+    which enter statements as parameters."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _interrupted(exc: BaseException) -> bool:
     """Whether DuckDB stopped a statement because of Ctrl-C (SIGINT)."""
     return isinstance(exc, duckdb.InterruptException) or (
@@ -199,8 +205,7 @@ class Store:
     ) -> None:
         """Write the rows of the SELECT ``sql`` to the Parquet file ``path`` (DuckDB writes
         it: the rows never become a frame in Python)."""
-        target = str(path).replace("'", "''")
-        self.run(f"COPY ({sql}\n) TO '{target}' (FORMAT parquet)", params)
+        self.run(f"COPY ({sql}\n) TO {quote_literal(str(path))} (FORMAT parquet)", params)
 
     def scalar(self, text: str, params: Mapping[str, Any] | None = None) -> Any:
         rows = self._fetchall(text, params)

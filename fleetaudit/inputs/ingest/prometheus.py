@@ -59,7 +59,7 @@ from fleetaudit.core.errors import InputError, QueryError
 from fleetaudit.inputs.ingest import prometheus_read as read
 from fleetaudit.inputs.ingest.sources import Source, read_failure
 from fleetaudit.model import schema
-from fleetaudit.model.store import Store
+from fleetaudit.model.store import Store, quote_literal
 
 FORMAT = "prometheus"
 
@@ -151,11 +151,6 @@ _STAGING = (
     _SERIES, _SAMPLES, _KEYS, _COUNTS, _CADENCE, _CHUNK, _MERGED, _REJECTS, _EVENTS, _GPUS,
     _PODS,
 )  # fmt: skip
-
-
-def _text(value: str) -> str:
-    """A SQL string literal of a fixed message (never of data)."""
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _label(*names: str) -> str:
@@ -782,7 +777,7 @@ def _rows_select(store: Store, file_no: int, counted: bool, by_pod_name: bool) -
     reject = (
         "CASE WHEN t.node_id IS NULL THEN 'node_id' END AS _reject_column, "
         "CAST(NULL AS VARCHAR) AS _reject_value, "
-        f"CASE WHEN t.node_id IS NULL THEN {_text(NO_HOST)} END AS _reject_reason"
+        f"CASE WHEN t.node_id IS NULL THEN {quote_literal(NO_HOST)} END AS _reject_reason"
     )
     return (
         "WITH t AS (SELECT make_timestamp(w.ts_us) AS ts, g.node AS node_id, "
@@ -824,5 +819,5 @@ def _events_select(file_no: int) -> str:
         "e.start_time) AS start_time, e.end_time, e.state, e.reason, e.source, "
         "CASE WHEN e.node_id IS NULL THEN 'node_id' END AS _reject_column, "
         "CAST(NULL AS VARCHAR) AS _reject_value, "
-        f"CASE WHEN e.node_id IS NULL THEN {_text(NO_HOST)} END AS _reject_reason FROM e"
+        f"CASE WHEN e.node_id IS NULL THEN {quote_literal(NO_HOST)} END AS _reject_reason FROM e"
     )

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from fleetaudit.core.errors import InputError
 from fleetaudit.model import schema
 from fleetaudit.model.schema import Column, Kind, Table
-from fleetaudit.model.store import quote_identifier
+from fleetaudit.model.store import quote_identifier, quote_literal
 
 _NUMERIC = (
     "TINYINT",
@@ -49,11 +49,7 @@ _INTEGER = _NUMERIC[:10]
 
 
 q = quote_identifier
-
-
-def _lit(text: str) -> str:
-    """A SQL string literal for a fixed message (never for data values)."""
-    return "'" + text.replace("'", "''") + "'"
+_lit = quote_literal
 
 
 @dataclass(frozen=True)
