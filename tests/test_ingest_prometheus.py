@@ -8,6 +8,7 @@ import os
 import shutil
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -431,6 +432,14 @@ def test_staging_tables_are_dropped_after_the_call(cluster: Store) -> None:
 # -- a real Prometheus' answers: empty labels dropped, partial steps, health series ----------
 
 
+def _report(db: Path, folder: Path, *args: str) -> tuple[dict[str, Any], str]:
+    """``fleetaudit report --db db ARGS --json``: its JSON document and its terminal text."""
+    out = folder / "r.json"
+    done = CliRunner().invoke(app, ["report", "--db", str(db), *args, "--json", str(out)])
+    assert done.exit_code == 0, done.stderr
+    return json.loads(out.read_text()), done.stdout
+
+
 def _fleet(store: Store, tmp_path: Path) -> Store:
     """n1 (4 GPUs) runs pods p0, p1, p3 (namespace ml); n2 (2 GPUs) has an exporter that
     maps no pods."""
@@ -561,14 +570,8 @@ def test_partial_steps_count_for_their_part(store: Store, db_path: Path, tmp_pat
     ).rows()
     assert rows == [(0, 0.5, 4, 15.0), (1, 0.25, 2, 15.0), (2, 1.0, 4, 15.0), (3, 0.4, 4, 15.0)]
     store.close()
-    out = tmp_path / "r.json"
-    done = CliRunner().invoke(
-        app,
-        ["report", "--db", str(db_path), "--at", "2026-01-01T00:03:00Z", "--since", "3m",
-         "--json", str(out)],
-    )  # fmt: skip
-    assert done.exit_code == 0, done.stderr
-    productive = json.loads(out.read_text())["fleet"]["productive"]
+    doc, _ = _report(db_path, tmp_path, "--at", "2026-01-01T00:03:00Z", "--since", "3m")
+    productive = doc["fleet"]["productive"]
     # 10 raw samples x 15 s; SM-active (0.5 x 4 + 0.25 x 2 + 1 x 4) x 15 s
     assert productive["telemetry_gpu_hours"] == pytest.approx(150 / 3600, abs=1e-6)
     assert productive["sm_active_gpu_hours"] == pytest.approx(6.5 * 15 / 3600, abs=1e-6)
@@ -761,12 +764,7 @@ def test_upper_bounds_are_flagged_per_model_workload_and_tenant(
     """
     ingest(cluster, [PROM], PROMETHEUS)
     cluster.close()
-    out = tmp_path / "r.json"
-    done = CliRunner().invoke(
-        app, ["report", "--db", str(db_path), "--since", "1h", "--json", str(out)]
-    )
-    assert done.exit_code == 0, done.stderr
-    doc = json.loads(out.read_text())
+    doc, stdout = _report(db_path, tmp_path, "--since", "1h")
     tenants = {t: f["productive"] for t, f in doc["tenants"].items()}
     assert (tenants["ml"]["upper_bound"], tenants["ml"]["upper_bound_share"]) == (
         True,
@@ -781,8 +779,8 @@ def test_upper_bounds_are_flagged_per_model_workload_and_tenant(
     assert (h100["upper_bound"], h100["upper_bound_share"]) == (True, pytest.approx(5 / 7))
     assert doc["models"]["A100"]["productive"]["upper_bound"] is False
     # the terminal marks each rate that is an upper bound, and says what the mark means
-    assert "≤ " in done.stdout
-    assert "≤: an upper bound: part of that telemetry read SM activity from" in done.stdout
+    assert "≤ " in stdout
+    assert "≤: an upper bound: part of that telemetry read SM activity from" in stdout
 
 
 def test_coverage_above_one_is_shown_and_noted(store: Store, db_path: Path, tmp_path: Path) -> None:
@@ -801,14 +799,7 @@ def test_coverage_above_one_is_shown_and_noted(store: Store, db_path: Path, tmp_
     )
     ingest(store, [dump], PROMETHEUS)
     store.close()
-    out = tmp_path / "r.json"
-    done = CliRunner().invoke(
-        app,
-        ["report", "--db", str(db_path), "--at", "2026-01-01T00:02:00Z", "--since", "2m",
-         "--json", str(out)],
-    )  # fmt: skip
-    assert done.exit_code == 0, done.stderr
-    doc = json.loads(out.read_text())
+    doc, _ = _report(db_path, tmp_path, "--at", "2026-01-01T00:02:00Z", "--since", "2m")
     assert doc["fleet"]["productive"]["coverage"] == pytest.approx(4.0)
     assert doc["tenants"]["ops"]["productive"]["coverage"] == pytest.approx(4.0)
     (note,) = [n for n in doc["notes"] if n.startswith("telemetry exceeds")]
