@@ -87,17 +87,15 @@ class Source:
 
 def read_failure(memory_limit: str, exc: QueryError) -> str:
     """Why DuckDB could not read a file: its own words; where it ran out of memory, that,
-    with the setting that raises the limit (``memory_limit``: the one it had); where the
-    disk is full, that (the file is not to blame).
+    with the setting that raises the limit (``memory_limit``: the one it had). A full disk
+    never gets here: the store raises it as :class:`~fleetaudit.core.errors.NoSpaceError`
+    (exit 74) before any :class:`QueryError` (``no_space`` in ``model/store.py``).
 
-    >>> read_failure("1GB", QueryError("IO Error: Could not write file: No space left on device"))
-    'no space left on device (IO Error: Could not write file: No space left on device): free space beside the store, where DuckDB writes what does not fit in memory'
+    >>> read_failure("1GB", QueryError("Binder Error: no column x"))
+    'cannot read: Binder Error: no column x'
+    >>> read_failure("1GB", QueryError("Out of Memory Error", out_of_memory=True))[:40]
+    'out of memory: the ingest may use 1GB (D'
     """
-    if "no space left on device" in exc.message.lower():
-        return (
-            f"no space left on device ({exc.message}): free space beside the store, where "
-            "DuckDB writes what does not fit in memory"
-        )
     if exc.out_of_memory:
         return (
             f"out of memory: the ingest may use {memory_limit} (DuckDB's limit, beyond which "
