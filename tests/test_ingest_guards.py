@@ -147,3 +147,36 @@ def test_a_disjoint_fleet_is_said_and_a_grown_one_is_not(fleet: Path, tmp_path: 
           "node_id,gpu_model,gpus,cpus,switch_id\nn5,H20,8,64,sw-b\n")  # fmt: skip
     grown = invoke("ingest", tmp_path / "grown", "--db", fleet, "--strict")
     assert grown.exit_code == 0 and "note:" not in grown.stderr
+
+
+@pytest.mark.parametrize(
+    ("ts", "refused"),
+    [
+        pytest.param(
+            "2026-03-01T01:00:00",
+            True,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="a raw row of a rolled row's own key replaces it as a newer row of that "
+                "key, before the guard looks: the rolled row's other 2 samples are lost, exit 0",
+            ),
+        ),  # the rolled row's own instant
+        ("2026-03-01T01:40:00", True),  # its last sample: 01:00 + (3 - 1) x 20 min
+        ("2026-03-01T01:40:01", False),  # after it: a sample the rollup never counted
+        ("2026-03-01T00:39:59", False),  # between a1's last (00:20) and a3's first (00:40)
+    ],
+)
+def test_a_rolled_row_covers_its_first_to_its_last_sample(
+    raw_store: tuple[Path, Path], tmp_path: Path, ts: str, refused: bool
+) -> None:
+    """The hand-worked edges of what a rolled row stands for: a3's row of hour 1 on n1/0
+    (samples 01:00, 01:20, 01:40: 3 samples 1200 s apart) covers 01:00 to 01:40 inclusive;
+    a1's row of hour 0 (00:00, 00:20) ends at 00:20."""
+    db, raw = raw_store
+    assert invoke("rollup", raw, "--out", tmp_path / "rolled", "-q").exit_code == 0
+    assert invoke("ingest", tmp_path / "rolled", "--db", db, "-q").exit_code == 0
+    write(tmp_path / "late" / "telemetry.csv",
+          f"ts,node_id,gpu_index,sm_active,alloc_id\n{ts},n1,0,0.5,a3\n")  # fmt: skip
+    result = invoke("ingest", tmp_path / "late", "--db", db, "-q")
+    assert result.exit_code == (2 if refused else 0), result.stderr
+    assert _telemetry(db) == ((4, 8, 0) if refused else (5, 9, 1))
