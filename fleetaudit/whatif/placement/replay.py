@@ -1797,22 +1797,28 @@ class Replay:
 
     def _stop_group(self, g: int, t: int) -> list[int]:
         """Pod group g stops at t (evicted, or its node failed): its pods leave their
-        GPUs; the nodes they held (with repeats)."""
-        run = self.engine
-        rv, pods = self.groups[g]
-        freed: list[int] = []
-        for _, n, used in reversed(pods):
-            run._undo(rv, n, used)
-            self.evictable_on.get(n, set()).discard(g)
-            freed.append(n)
         self.group_end[g] = t
         self.view._ended(g, t)
+        return self._release_group(g)
+
+    def _release_group(self, g: int) -> list[int]:
+        """Pod group g leaves its GPUs (its end, an eviction or an outage); the nodes
+        it held (with repeats)."""
+        GPUs; the nodes they held (with repeats)."""
+        run = self.engine
+        r, pods = self.groups[g]
+        freed: list[int] = []
+        for _, n, used in reversed(pods):
+            run._undo(r, n, used)
+            freed.append(n)
+            if self.preempt:
+                self.evictable_on.get(n, set()).discard(g)
+        if self.kueue:
+            self.low_running.get(int(self.charge[r]), set()).discard(g)
+            self._uncharge(r)
         if self.reserving:
             first = self.group_slots[g]
             self.slot_alive[first : first + len(pods)] = False
-        if self.kueue:
-            self.low_running.get(int(self.charge[rv]), set()).discard(g)
-            self._uncharge(rv)
         return freed
 
     def _requeue(self, g: int, t: int) -> int:
@@ -1848,7 +1854,7 @@ class Replay:
 
     def depart(self, t: int) -> list[int]:
         """Release everything that ends at t; the nodes freed (with repeats)."""
-        run, heap, records, groups = self.engine, self.heap, self.records, self.groups
+        heap, records = self.heap, self.records
         freed: list[int] = []
         while heap and heap[0][0] == t:
             _, _, item = heapq.heappop(heap)
@@ -1860,18 +1866,7 @@ class Replay:
             else:
                 if self.group_end[item] != t:
                     continue  # evicted before its end
-                r, pods = groups[item]
-                for _, n, used in reversed(pods):
-                    run._undo(r, n, used)
-                    freed.append(n)
-                    if self.preempt:
-                        self.evictable_on.get(n, set()).discard(item)
-                if self.kueue:
-                    self.low_running.get(int(self.charge[r]), set()).discard(item)
-                    self._uncharge(r)
-                if self.reserving:
-                    first = self.group_slots[item]
-                    self.slot_alive[first : first + len(pods)] = False
+                freed += self._release_group(item)
         return freed
 
     def _end_record(self, i: int) -> int:
