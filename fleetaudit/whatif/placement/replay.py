@@ -1762,7 +1762,7 @@ class Replay:
         share, count = int(w.share[r]), int(w.count[r])
         chosen: list[int] = []
         lost = 0
-        for g in sorted(self.evictable_on.get(n, set()), key=lambda g: self._group_lost(g, t)):
+        for key, g in sorted((self._group_lost(g, t), g) for g in self.evictable_on.get(n, ())):
             rv, pods = self.groups[g]
             for _, m, used in pods:
                 if m == n:
@@ -1770,7 +1770,7 @@ class Replay:
                     cpu += int(w.cpu[rv])
                     memory += int(w.memory[rv])
             chosen.append(g)
-            lost += self._group_lost(g, t)[0]
+            lost += key[0]
             if cpu < w.cpu[r] or memory < w.memory[r]:
                 continue
             if (
