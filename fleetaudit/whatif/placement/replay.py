@@ -949,7 +949,6 @@ class Replay:
         self.out_count = np.zeros(run.state.free.shape, dtype=np.int64)
         self.out_held = np.zeros(run.state.free.shape, dtype=np.int64)
         self.out_total = 0  # units the outages hold
-        self.interrupted = 0  # pod groups and recorded allocations an outage ended
         if self.outages:
             self.view.out_of_service = self.out_count
 
@@ -1974,14 +1973,12 @@ class Replay:
             rec.end_us = t
             freed.append(self._end_record(i))
             view._record_ended(i)
-            self.interrupted += 1
         for g in held:
             pods = self.groups[g][1]
             if self.group_end[g] <= t or not any(m == n and gpus & set(u) for _, m, u in pods):
                 continue
             freed += self._stop_group(g, t)
             self._requeue(g, t)
-            self.interrupted += 1
         return freed
 
     def run(
