@@ -1796,6 +1796,7 @@ class Replay:
 
     def _stop_group(self, g: int, t: int) -> list[int]:
         """Pod group g stops at t (evicted, or its node failed): its pods leave their
+        GPUs; the nodes they held (with repeats)."""
         self.group_end[g] = t
         self.view._ended(g, t)
         return self._release_group(g)
@@ -1803,7 +1804,6 @@ class Replay:
     def _release_group(self, g: int) -> list[int]:
         """Pod group g leaves its GPUs (its end, an eviction or an outage); the nodes
         it held (with repeats)."""
-        GPUs; the nodes they held (with repeats)."""
         run = self.engine
         r, pods = self.groups[g]
         freed: list[int] = []
