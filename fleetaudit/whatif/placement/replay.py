@@ -279,6 +279,19 @@ def _check_replay(options: PlacementOptions, start: datetime, end: datetime, que
         raise UsageError("the step percentage must be above 0")
 
 
+def curve_marks(step_pct: float) -> list[float]:
+    """The replay curve's instants, in % of the window: every ``step_pct``%, both ends.
+
+    >>> curve_marks(40.0)
+    [0.0, 40.0, 80.0, 100.0]
+    """
+    steps = math.floor(100 / step_pct + 1e-9)
+    marks = [min(step_pct * i, 100.0) for i in range(steps + 1)]
+    if marks[-1] < 100.0:
+        marks.append(100.0)
+    return marks
+
+
 def _pod_name(rid: str, single: bool, pod: int) -> str:
     """A replayed pod's alloc_id: ``replay/<request>``, or ``replay/<request>/<pod>`` in a gang."""
     return f"replay/{rid}" if single else f"replay/{rid}/{pod}"
@@ -928,10 +941,7 @@ class Replay:
 
         self.total = fleet.total_gpus * _U
         window_us = end_us - start_us
-        steps = math.floor(100 / options.step_pct + 1e-9)
-        self.marks = [min(options.step_pct * i, 100.0) for i in range(steps + 1)]
-        if self.marks[-1] < 100.0:
-            self.marks.append(100.0)
+        self.marks = curve_marks(options.step_pct)
         self.instants = [start_us + round(window_us * m / 100) for m in self.marks]
         self.curve: dict[str, list[object]] = {
             "instant": [], "instant_pct": [], "allocated_pct": [], "fragmented_pct": [],
