@@ -1906,15 +1906,20 @@ class Replay:
             curve["failed"].append(self.rejected + (waiting if last else 0))
             self.mark += 1
 
+    def _give_back(self, t: int, freed: list[int]) -> None:
+        """Offer the queue the room the nodes ``freed`` got back at t (what GPUs out of
+        service free goes to their outage first)."""
+        self.hold_out(freed)
+        if self.queued:
+            self.retry(t, freed)
+        if self.kueue and self.admission:
+            self._admit(t)
+
     def _settle(self, t: int) -> None:
         """Offer the queue what evictions or a dropped reservation gave back at t."""
         while self.freed_later:
             freed, self.freed_later = self.freed_later, []
-            self.hold_out(freed)
-            if self.queued:
-                self.retry(t, freed)
-            if self.kueue and self.admission:
-                self._admit(t)
+            self._give_back(t, freed)
 
     # ---- health over time
 
@@ -2039,10 +2044,7 @@ class Replay:
                 # health first (what it ends leaves now); the instant's other events next
                 freed = self.outage(t)
                 self.class_blocked[:] = False  # room the queue's passes did not see
-                if self.queued and freed:
-                    self.retry(t, freed)
-                if self.kueue and self.admission:
-                    self._admit(t)
+                self._give_back(t, freed)
                 self._settle(t)
                 continue
             if t_tick == t and t_dep > t and t_arr > t and t_ready > t and on_tick is not None:
@@ -2052,20 +2054,11 @@ class Replay:
                 on_tick(view, t)
                 # a move may give room the queue's pass does not see (a repacked node)
                 self.class_blocked[:] = False
-                self.hold_out(view.freed)
-                if self.queued and view.freed:
-                    self.retry(t, view.freed)
-                if self.kueue and self.admission:
-                    self._admit(t)
+                self._give_back(t, view.freed)
                 self._settle(t)
                 continue
             if t_dep == t:
-                freed = self.depart(t)
-                self.hold_out(freed)
-                if self.queued:
-                    self.retry(t, freed)
-                if self.kueue and self.admission:
-                    self._admit(t)
+                self._give_back(t, self.depart(t))
                 self._settle(t)
             while self.timers and self.timers[0][0] == t:
                 _, _, kind, r, token = heapq.heappop(self.timers)
