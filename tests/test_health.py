@@ -352,9 +352,10 @@ def test_without_intervals_every_figure_is_as_before(data: st.DataObject) -> Non
 # -- placement by time ------------------------------------------------------------------
 
 
-def _placement(events: list[tuple[Any, ...]]) -> Any:
+def _placement(events: list[tuple[Any, ...]], checkpoint_s: float | None = None) -> Any:
     """Two 8-GPU nodes; n1 runs a recorded 4-GPU allocation (GPUs 0-3) throughout; r1 (8
-    GPUs, 3 h) arrives at 01:00 and r2 (4 GPUs, 1 h) at 01:30; best-fit, backfill."""
+    GPUs, 3 h, a checkpoint every ``checkpoint_s``) arrives at 01:00 and r2 (4 GPUs, 1 h)
+    at 01:30; best-fit, backfill."""
     from fleetaudit.whatif.placement import PlacementOptions, simulate_replay
 
     nodes = pl.DataFrame({"node_id": ["n1", "n2"], "gpu_model": ["H20"] * 2, "gpus": [8, 8],
@@ -366,7 +367,9 @@ def _placement(events: list[tuple[Any, ...]]) -> Any:
     )  # fmt: skip
     requests = pl.DataFrame(
         {"request_id": ["r1", "r2"], "gpus": [8.0, 4.0], "cpus": [1.0, 1.0],
-         "submit_time": [h(1), h(1.5)], "duration_s": [3 * 3600.0, 3600.0]}
+         "submit_time": [h(1), h(1.5)], "duration_s": [3 * 3600.0, 3600.0],
+         "checkpoint_s": [checkpoint_s, None]},
+        schema_overrides={"checkpoint_s": pl.Float64},
     )  # fmt: skip
     frame = pl.DataFrame(
         events,
@@ -405,6 +408,19 @@ def test_placement_a_node_going_down_evicts_its_work_and_comes_back() -> None:
     waits = dict(result.waits.select("request_id", "wait_s").rows())
     assert waits == {"r1": 0.0, "r2": 0.0}
     assert (result.started, result.failed) == (2, 0)
+
+
+def test_placement_a_node_going_down_keeps_the_work_up_to_the_last_checkpoint() -> None:
+    """As above, r1 checkpointing every 40 min: at 02:00 it has run 60 min, 20 of them
+    since its checkpoint at 01:40; it keeps 40 min of its 3 h and runs the 2 h 20 min
+    left on n2 from 03:00 to 05:20."""
+    result = _placement([("n2", None, h(2), h(3), "down")], checkpoint_s=2400.0)
+    assert _runs(result) == [
+        ("rec", "n1", -1.0, None),
+        ("replay/r1", "n2", 1.0, 2.0),
+        ("replay/r2", "n1", 1.5, 2.5),
+        ("replay/r1", "n2", 3.0, pytest.approx(5 + 20 / 60)),
+    ]
 
 
 def test_placement_a_drain_keeps_the_work_and_takes_the_free_gpus() -> None:

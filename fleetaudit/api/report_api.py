@@ -39,7 +39,6 @@ from fleetaudit.api import (
     writing,
 )
 from fleetaudit.api.prices_api import read_prices
-from fleetaudit.api.shapes_api import SHAPE_COLUMNS
 from fleetaudit.core.errors import StaleExportError, StoreError, UsageError
 from fleetaudit.core.options import (
     REPORT_INTERRUPTED_WITHIN,
@@ -63,6 +62,7 @@ from fleetaudit.model.failures import Failures, failures
 from fleetaudit.model.history import MAX_INSTANTS, evaluate_history
 from fleetaudit.model.money import Prices, report_money
 from fleetaudit.model.shapes import (
+    SHAPE_COLUMNS,
     Shape,
     beyond_fleet_all,
     duration_class_expr,
@@ -70,6 +70,7 @@ from fleetaudit.model.shapes import (
     group_slots,
     make_shape,
     node_slots,
+    request_shape,
 )
 from fleetaudit.model.store import Store, open_store
 
@@ -1009,16 +1010,9 @@ def never_startable(requests: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame
     classed = requests.with_columns(duration_class_expr("duration_s").alias("_class"))
     keys = [*columns[:-1], "_class"]
     distinct = classed.filter(pl.col("gpus") > 0).select(keys).unique(maintain_order=True)
-    flags = []
-    for r in distinct.iter_rows(named=True):
-        try:
-            shape = make_shape(
-                r["gpu_model"], r["gpus"], r["gpus_per_pod"], r["cpus_per_gpu"],
-                r["memory_gib_per_gpu"], r["locality"], r["_class"],
-            )  # fmt: skip
-        except UsageError:
-            shape = None
-        flags.append(shape)
+    flags = [
+        request_shape({**r, "duration_s": r["_class"]}) for r in distinct.iter_rows(named=True)
+    ]
     known = [s for s in flags if s is not None]
     beyond = iter(beyond_fleet_all(known, nodes))
     never = [False if s is None else next(beyond) is not None for s in flags]

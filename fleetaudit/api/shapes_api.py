@@ -32,6 +32,7 @@ from fleetaudit.core.times import parse_duration
 from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import Health
 from fleetaudit.model.shapes import (
+    SHAPE_COLUMNS,
     Evaluation,
     Shape,
     beyond_fleet_all,
@@ -50,10 +51,6 @@ if TYPE_CHECKING:
 else:  # --history and --reclaim only: history imports numpy, a tenth of the start-up
     history_mod = LazyModule("fleetaudit.model.history")
     reclaim_mod = LazyModule("fleetaudit.whatif.reclaim")
-
-SHAPE_COLUMNS = (
-    "gpu_model", "gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu", "locality", "duration_s",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,7 @@ __all__ = [
     "node_slots_at",
     "node_use",
     "optional_column",
+    "out_unheld",
     "over_committed",
     "packed_fills",
     "room_counts",
@@ -1041,6 +1042,20 @@ def whole_window_health(nodes: pl.DataFrame, health: Health) -> pl.DataFrame:
     dated = pl.col("node_id").cast(pl.String).is_in(list(health.dated))
     return nodes.with_columns(
         pl.when(dated).then(pl.lit(HEALTHY)).otherwise(pl.col("health")).alias("health")
+    )
+
+
+def out_unheld(used: pl.Expr, out: pl.Expr, gpus: pl.Expr) -> pl.Expr:
+    """Of a node's ``gpus``, how many of the ``out`` out of service no work holds: the
+    ledger's unhealthy GPUs (work on a failed GPU still counts as allocated, so the
+    ``used`` ones are taken first, and no count goes past the node's GPUs).
+
+    >>> frame = pl.DataFrame({"used": [0, 3, 8, 9], "out": [2, 2, 1, 1], "gpus": [8] * 4})
+    >>> frame.select(out_unheld(pl.col("used"), pl.col("out"), pl.col("gpus")))["used"].to_list()
+    [2, 2, 0, 0]
+    """
+    return (pl.min_horizontal(used + out, gpus) - pl.min_horizontal(used, gpus)).clip(
+        lower_bound=0
     )
 
 

@@ -29,7 +29,7 @@ import polars as pl
 
 from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import DEMAND_DEFAULT_SHAPES, DEMAND_PER_MODEL_SHAPES
-from fleetaudit.model.shapes import Shape, duration_class_expr, make_shape
+from fleetaudit.model.shapes import SHAPE_COLUMNS, Shape, duration_class_expr, make_shape
 
 __all__ = [
     "DEFAULT_SHAPES", "DEMAND_MODES", "PER_MODEL_SHAPES", "DemandShape", "WindowDemand",
@@ -45,9 +45,6 @@ WEIGHTS = {
 """What a shape's weight counts, per mode."""
 DEFAULT_SHAPES = DEMAND_DEFAULT_SHAPES  # the budget's default (report --shapes)
 PER_MODEL_SHAPES = DEMAND_PER_MODEL_SHAPES
-_SHAPE_COLUMNS = (
-    "gpu_model", "gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu", "locality", "duration_s",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -145,7 +142,7 @@ def _weighted(requests: pl.DataFrame, start: datetime, end: datetime, mode: str)
 def _shapes(frame: pl.DataFrame, mode: str) -> tuple[DemandShape, ...]:
     groups = (
         frame.with_columns(duration_class_expr("duration_s"))
-        .group_by(_SHAPE_COLUMNS, maintain_order=True)
+        .group_by(SHAPE_COLUMNS, maintain_order=True)
         .agg(
             pl.len().alias("requests"),
             pl.col("queued_at_end").sum().alias("queued"),

@@ -53,6 +53,7 @@ from fleetaudit.model.capacity import (
     gpus_out_at,
     micro_units,
     optional_column,
+    out_unheld,
     packed_fills,
     switch_domain,
     switch_domains,
@@ -843,7 +844,6 @@ def node_states(
         at_t = at_t.with_columns((pl.col("gpus_used") + pl.col("gpus_out")).alias("gpus_held"))
         held = "gpus_held"
         capacity = pl.col("gpus").cast(pl.Int64).fill_null(0)
-        work = pl.min_horizontal("gpus_used", capacity)
         recorded = optional_column(nodes, "health", pl.String, None)
         state_at_t = (
             state_at_t.with_columns(recorded.alias("_recorded"))
@@ -852,9 +852,9 @@ def node_states(
                 event_states_at(health, t).rename({"state": "_event"}), on="node_id", how="left"
             )
             .with_columns(
-                (pl.min_horizontal(pl.col("gpus_used") + pl.col("gpus_out"), capacity) - work)
-                .clip(lower_bound=0)
-                .alias("gpus_unhealthy"),
+                out_unheld(pl.col("gpus_used"), pl.col("gpus_out"), capacity).alias(
+                    "gpus_unhealthy"
+                ),
                 pl.coalesce("_event", pl.col("_recorded").fill_null(HEALTHY)).alias("health_at"),
             )
             .drop("_recorded", "_event")
@@ -933,11 +933,7 @@ def nodes_at(
         .select(
             "node_id",
             (pl.col("gpus_out") >= pl.col("_gpus")).alias("_whole"),
-            (
-                pl.min_horizontal(pl.col("gpus_used").fill_null(0) + pl.col("gpus_out"), "_gpus")
-                - pl.min_horizontal(pl.col("gpus_used").fill_null(0), "_gpus")
-            )
-            .clip(lower_bound=0)
+            out_unheld(pl.col("gpus_used").fill_null(0), pl.col("gpus_out"), pl.col("_gpus"))
             .alias("_out"),
             pl.col("state").fill_null("unhealthy").alias("_state"),
         )

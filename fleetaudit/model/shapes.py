@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress
 from typing import Any
@@ -243,6 +243,33 @@ def make_shape(
         locality=place,
         duration_s=float(duration_s) if duration_s else None,
     )
+
+
+SHAPE_COLUMNS = (
+    "gpu_model", "gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu", "locality", "duration_s",
+)  # fmt: skip
+"""A request's columns that make its shape, in :func:`make_shape`'s order."""
+
+
+def request_shape(row: Mapping[str, Any]) -> Shape | None:
+    """The shape of a request row (its :data:`SHAPE_COLUMNS`; an absent one is None),
+    or None where it asks for no GPU or its columns make no valid shape.
+
+    >>> request_shape({"gpu_model": "H20", "gpus": 16}) == make_shape("H20", 16)
+    True
+    >>> request_shape({"gpus": 0}), request_shape({"gpus": 8, "gpus_per_pod": -1})
+    (None, None)
+    """
+    gpus = row.get("gpus")
+    if gpus is None or gpus <= 0:
+        return None
+    try:
+        return make_shape(
+            row.get("gpu_model"), gpus, row.get("gpus_per_pod"), row.get("cpus_per_gpu"),
+            row.get("memory_gib_per_gpu"), row.get("locality"), row.get("duration_s"),
+        )  # fmt: skip
+    except UsageError:
+        return None
 
 
 def beyond_fleet(shape: Shape, nodes: pl.DataFrame) -> str | None:

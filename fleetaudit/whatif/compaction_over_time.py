@@ -43,7 +43,6 @@ from typing import Any
 
 import polars as pl
 
-from fleetaudit.core.errors import UsageError
 from fleetaudit.core.options import (
     PAPER_PARTIAL_REDUCTION_PCT,
     OverTimeOptions,
@@ -53,7 +52,7 @@ from fleetaudit.core.options import (
 from fleetaudit.core.times import epoch_us, from_epoch_us
 from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import Health, usable_expr
-from fleetaudit.model.shapes import Shape, group_slots, json_number, make_shape, node_slots
+from fleetaudit.model.shapes import Shape, group_slots, json_number, node_slots, request_shape
 from fleetaudit.whatif import compaction, placement
 from fleetaudit.whatif.compaction import CompactionOptions, Migration, Move
 
@@ -289,30 +288,6 @@ def moved(frame: pl.DataFrame, moves: Sequence[Move]) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def _request_shapes(requests: pl.DataFrame) -> list[Shape | None]:
-    out: list[Shape | None] = []
-    for row in requests.iter_rows(named=True):
-        gpus = row.get("gpus")
-        if gpus is None or gpus <= 0:
-            out.append(None)
-            continue
-        try:
-            out.append(
-                make_shape(
-                    row.get("gpu_model"),
-                    float(gpus),
-                    row.get("gpus_per_pod"),
-                    row.get("cpus_per_gpu"),
-                    row.get("memory_gib_per_gpu"),
-                    row.get("locality"),
-                    row.get("duration_s"),
-                )  # fmt: skip
-            )
-        except UsageError:
-            out.append(None)
-    return out
-
-
 # ------------------------------------------------------------------ the replay
 
 
@@ -511,7 +486,7 @@ def _start_probability(
     arrived = requests.filter(
         (pl.col("submit_time") >= start) & (pl.col("submit_time") < end)
     ).with_columns(pl.col("request_id").cast(pl.String))
-    kinds = _request_shapes(arrived)
+    kinds = [request_shape(row) for row in arrived.iter_rows(named=True)]
     ids = arrived["request_id"].to_list()
     began = {
         name: set(w.filter(pl.col("start_time").is_not_null())["request_id"].to_list())

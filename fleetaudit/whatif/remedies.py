@@ -48,7 +48,14 @@ from fleetaudit.core.errors import UsageError
 from fleetaudit.model import denominators as den
 from fleetaudit.model.capacity import Health, optional_column, switch_domains, usable_expr
 from fleetaudit.model.history import evaluate_history
-from fleetaudit.model.shapes import CAUSES, Shape, duration_class_expr, make_shape
+from fleetaudit.model.shapes import (
+    CAUSES,
+    SHAPE_COLUMNS,
+    Shape,
+    duration_class_expr,
+    make_shape,
+    request_shape,
+)
 from fleetaudit.whatif.placement.record import QueueFigures, arrivals
 from fleetaudit.whatif.placement.replay import ReplayResult
 
@@ -667,11 +674,6 @@ def snapshot_of_steps(
 
 # -------------------------------------------------------------------- replay
 
-_SHAPE_COLUMNS = (
-    "gpu_model", "gpus", "gpus_per_pod", "cpus_per_gpu", "memory_gib_per_gpu", "locality", "duration_s",
-)  # fmt: skip
-
-
 def request_shapes(
     requests: pl.DataFrame,
     shapes: Sequence[Shape],
@@ -692,29 +694,22 @@ def request_shapes(
     frame = window.select(
         pl.col("request_id").cast(pl.String),
         *(optional_column(window, c, pl.Float64 if c not in ("gpu_model", "locality") else pl.String, None).alias(c)
-          for c in _SHAPE_COLUMNS),
+          for c in SHAPE_COLUMNS),
         optional_column(window, "start_deadline_s", pl.Float64, None).alias("deadline_s"),
     ).with_columns(duration_class_expr("duration_s"))  # fmt: skip
-    groups = frame.select(_SHAPE_COLUMNS).unique(maintain_order=True)
+    groups = frame.select(SHAPE_COLUMNS).unique(maintain_order=True)
     index: list[int] = []
     for row in groups.iter_rows(named=True):
         found = -1
-        if row["gpus"] is not None and row["gpus"] > 0:
-            try:
-                kind = make_shape(
-                    row["gpu_model"], row["gpus"], row["gpus_per_pod"], row["cpus_per_gpu"],
-                    row["memory_gib_per_gpu"], row["locality"], row["duration_s"],
-                )  # fmt: skip
-            except UsageError:
-                kind = None
-            if kind is not None:
-                for i, shape in enumerate(shapes):
-                    if (match(shape, kind) if match is not None else shape == kind):
-                        found = i
-                        break
+        kind = request_shape(row)
+        if kind is not None:
+            for i, shape in enumerate(shapes):
+                if (match(shape, kind) if match is not None else shape == kind):
+                    found = i
+                    break
         index.append(found)
     keyed = groups.with_columns(pl.Series("shape", index, dtype=pl.Int64))
-    out = frame.join(keyed, on=list(_SHAPE_COLUMNS), how="left", nulls_equal=True,
+    out = frame.join(keyed, on=list(SHAPE_COLUMNS), how="left", nulls_equal=True,
                      maintain_order="left")  # fmt: skip
     deadline = pl.col("deadline_s")
     if deadline_s is not None:

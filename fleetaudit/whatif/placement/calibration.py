@@ -46,6 +46,7 @@ from fleetaudit.whatif.placement.replay import (
     ReplayResult,
     ReplayView,
     _check_replay,
+    curve_marks,
 )
 from fleetaudit.whatif.placement.workload import PlacementOptions
 
@@ -115,12 +116,8 @@ def window_demand(
 
 
 def _instants(start: datetime, end: datetime, step_pct: float) -> list[datetime]:
-    steps = math.floor(100 / step_pct + 1e-9)
-    marks = [min(step_pct * i, 100.0) for i in range(steps + 1)]
-    if marks[-1] < 100.0:
-        marks.append(100.0)
     span = end - start
-    return [start + span * (m / 100) for m in marks]
+    return [start + span * (m / 100) for m in curve_marks(step_pct)]
 
 
 def replay_demand(

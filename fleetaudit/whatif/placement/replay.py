@@ -279,6 +279,19 @@ def _check_replay(options: PlacementOptions, start: datetime, end: datetime, que
         raise UsageError("the step percentage must be above 0")
 
 
+def curve_marks(step_pct: float) -> list[float]:
+    """The replay curve's instants, in % of the window: every ``step_pct``%, both ends.
+
+    >>> curve_marks(40.0)
+    [0.0, 40.0, 80.0, 100.0]
+    """
+    steps = math.floor(100 / step_pct + 1e-9)
+    marks = [min(step_pct * i, 100.0) for i in range(steps + 1)]
+    if marks[-1] < 100.0:
+        marks.append(100.0)
+    return marks
+
+
 def _pod_name(rid: str, single: bool, pod: int) -> str:
     """A replayed pod's alloc_id: ``replay/<request>``, or ``replay/<request>/<pod>`` in a gang."""
     return f"replay/{rid}" if single else f"replay/{rid}/{pod}"
@@ -928,10 +941,7 @@ class Replay:
 
         self.total = fleet.total_gpus * _U
         window_us = end_us - start_us
-        steps = math.floor(100 / options.step_pct + 1e-9)
-        self.marks = [min(options.step_pct * i, 100.0) for i in range(steps + 1)]
-        if self.marks[-1] < 100.0:
-            self.marks.append(100.0)
+        self.marks = curve_marks(options.step_pct)
         self.instants = [start_us + round(window_us * m / 100) for m in self.marks]
         self.curve: dict[str, list[object]] = {
             "instant": [], "instant_pct": [], "allocated_pct": [], "fragmented_pct": [],
@@ -949,7 +959,6 @@ class Replay:
         self.out_count = np.zeros(run.state.free.shape, dtype=np.int64)
         self.out_held = np.zeros(run.state.free.shape, dtype=np.int64)
         self.out_total = 0  # units the outages hold
-        self.interrupted = 0  # pod groups and recorded allocations an outage ended
         if self.outages:
             self.view.out_of_service = self.out_count
 
@@ -1762,7 +1771,7 @@ class Replay:
         share, count = int(w.share[r]), int(w.count[r])
         chosen: list[int] = []
         lost = 0
-        for g in sorted(self.evictable_on.get(n, set()), key=lambda g: self._group_lost(g, t)):
+        for key, g in sorted((self._group_lost(g, t), g) for g in self.evictable_on.get(n, ())):
             rv, pods = self.groups[g]
             for _, m, used in pods:
                 if m == n:
@@ -1770,7 +1779,7 @@ class Replay:
                     cpu += int(w.cpu[rv])
                     memory += int(w.memory[rv])
             chosen.append(g)
-            lost += self._group_lost(g, t)[0]
+            lost += key[0]
             if cpu < w.cpu[r] or memory < w.memory[r]:
                 continue
             if (
@@ -1798,21 +1807,27 @@ class Replay:
     def _stop_group(self, g: int, t: int) -> list[int]:
         """Pod group g stops at t (evicted, or its node failed): its pods leave their
         GPUs; the nodes they held (with repeats)."""
-        run = self.engine
-        rv, pods = self.groups[g]
-        freed: list[int] = []
-        for _, n, used in reversed(pods):
-            run._undo(rv, n, used)
-            self.evictable_on.get(n, set()).discard(g)
-            freed.append(n)
         self.group_end[g] = t
         self.view._ended(g, t)
+        return self._release_group(g)
+
+    def _release_group(self, g: int) -> list[int]:
+        """Pod group g leaves its GPUs (its end, an eviction or an outage); the nodes
+        it held (with repeats)."""
+        run = self.engine
+        r, pods = self.groups[g]
+        freed: list[int] = []
+        for _, n, used in reversed(pods):
+            run._undo(r, n, used)
+            freed.append(n)
+            if self.preempt:
+                self.evictable_on.get(n, set()).discard(g)
+        if self.kueue:
+            self.low_running.get(int(self.charge[r]), set()).discard(g)
+            self._uncharge(r)
         if self.reserving:
             first = self.group_slots[g]
             self.slot_alive[first : first + len(pods)] = False
-        if self.kueue:
-            self.low_running.get(int(self.charge[rv]), set()).discard(g)
-            self._uncharge(rv)
         return freed
 
     def _requeue(self, g: int, t: int) -> int:
@@ -1848,7 +1863,7 @@ class Replay:
 
     def depart(self, t: int) -> list[int]:
         """Release everything that ends at t; the nodes freed (with repeats)."""
-        run, heap, records, groups = self.engine, self.heap, self.records, self.groups
+        heap, records = self.heap, self.records
         freed: list[int] = []
         while heap and heap[0][0] == t:
             _, _, item = heapq.heappop(heap)
@@ -1860,18 +1875,7 @@ class Replay:
             else:
                 if self.group_end[item] != t:
                     continue  # evicted before its end
-                r, pods = groups[item]
-                for _, n, used in reversed(pods):
-                    run._undo(r, n, used)
-                    freed.append(n)
-                    if self.preempt:
-                        self.evictable_on.get(n, set()).discard(item)
-                if self.kueue:
-                    self.low_running.get(int(self.charge[r]), set()).discard(item)
-                    self._uncharge(r)
-                if self.reserving:
-                    first = self.group_slots[item]
-                    self.slot_alive[first : first + len(pods)] = False
+                freed += self._release_group(item)
         return freed
 
     def _end_record(self, i: int) -> int:
@@ -1902,15 +1906,20 @@ class Replay:
             curve["failed"].append(self.rejected + (waiting if last else 0))
             self.mark += 1
 
+    def _give_back(self, t: int, freed: list[int]) -> None:
+        """Offer the queue the room the nodes ``freed`` got back at t (what GPUs out of
+        service free goes to their outage first)."""
+        self.hold_out(freed)
+        if self.queued:
+            self.retry(t, freed)
+        if self.kueue and self.admission:
+            self._admit(t)
+
     def _settle(self, t: int) -> None:
         """Offer the queue what evictions or a dropped reservation gave back at t."""
         while self.freed_later:
             freed, self.freed_later = self.freed_later, []
-            self.hold_out(freed)
-            if self.queued:
-                self.retry(t, freed)
-            if self.kueue and self.admission:
-                self._admit(t)
+            self._give_back(t, freed)
 
     # ---- health over time
 
@@ -1979,14 +1988,12 @@ class Replay:
             rec.end_us = t
             freed.append(self._end_record(i))
             view._record_ended(i)
-            self.interrupted += 1
         for g in held:
             pods = self.groups[g][1]
             if self.group_end[g] <= t or not any(m == n and gpus & set(u) for _, m, u in pods):
                 continue
             freed += self._stop_group(g, t)
             self._requeue(g, t)
-            self.interrupted += 1
         return freed
 
     def run(
@@ -2037,10 +2044,7 @@ class Replay:
                 # health first (what it ends leaves now); the instant's other events next
                 freed = self.outage(t)
                 self.class_blocked[:] = False  # room the queue's passes did not see
-                if self.queued and freed:
-                    self.retry(t, freed)
-                if self.kueue and self.admission:
-                    self._admit(t)
+                self._give_back(t, freed)
                 self._settle(t)
                 continue
             if t_tick == t and t_dep > t and t_arr > t and t_ready > t and on_tick is not None:
@@ -2050,20 +2054,11 @@ class Replay:
                 on_tick(view, t)
                 # a move may give room the queue's pass does not see (a repacked node)
                 self.class_blocked[:] = False
-                self.hold_out(view.freed)
-                if self.queued and view.freed:
-                    self.retry(t, view.freed)
-                if self.kueue and self.admission:
-                    self._admit(t)
+                self._give_back(t, view.freed)
                 self._settle(t)
                 continue
             if t_dep == t:
-                freed = self.depart(t)
-                self.hold_out(freed)
-                if self.queued:
-                    self.retry(t, freed)
-                if self.kueue and self.admission:
-                    self._admit(t)
+                self._give_back(t, self.depart(t))
                 self._settle(t)
             while self.timers and self.timers[0][0] == t:
                 _, _, kind, r, token = heapq.heappop(self.timers)
