@@ -201,16 +201,24 @@ def choose_discipline(
 
 
 def make_baseline(
+    store_options: StoreOptions,
     nodes: pl.DataFrame,
     demand: placement.Demand,
-    chosen: tuple[str, str, placement.Calibration | None],
+    *,
+    queue: str | None,
+    recorded: str | None,
     suggested: str | None,
+    calibrate: bool,
+    at: datetime,
     preempt: bool | None = None,
 ) -> Baseline:
     """The baseline replay of ``demand`` under the discipline :func:`choose_discipline`
-    chose (``chosen``: discipline, how, the calibration run now if any, whose replay of
-    that discipline is reused)."""
-    discipline, chosen_by, calibration = chosen
+    chooses (with these arguments); a calibration run now lends its replay of that
+    discipline, which then need not run again."""
+    discipline, chosen_by, calibration = choose_discipline(
+        store_options, nodes, demand, queue=queue, recorded=recorded, suggested=suggested,
+        calibrate=calibrate, at=at, preempt=preempt,
+    )  # fmt: skip
     result = None if calibration is None else calibration.results.get(discipline)
     if result is None:
         result = placement.replay_demand(nodes, demand, discipline, preempt=preempt)
@@ -300,11 +308,10 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
     if nodes.filter(usable_expr(nodes))["gpus"].sum() == 0:
         raise UsageError("the fleet has no healthy GPUs to replay onto")
     demand = placement.window_demand(nodes, allocations, requests, start, at, health=health)
-    chosen = choose_discipline(
+    baseline = make_baseline(
         store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
         calibrate=run.calibrate, at=at, preempt=run.preempt,
     )  # fmt: skip
-    baseline = make_baseline(nodes, demand, chosen, suggested, run.preempt)
     queue, holds, preempt = baseline.discipline, baseline.result.holds, baseline.result.preempt
     options = placement.PlacementOptions(
         seeds=run.seeds, seed=run.seed, workers=min(os.cpu_count() or 1, 2)

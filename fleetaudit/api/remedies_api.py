@@ -33,7 +33,6 @@ from fleetaudit.api import (
 )
 from fleetaudit.api.placement_api import (
     Baseline,
-    choose_discipline,
     make_baseline,
     recorded_discipline,
     suggested_discipline,
@@ -504,11 +503,10 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
     # the replay reads the window's allocations alone (those of whatif placement)
     window_allocations = allocations.filter(pl.col("start_time") < end)
     demand = placement.window_demand(nodes, window_allocations, requests, start, end, health=health)
-    chosen = choose_discipline(
+    baseline = make_baseline(
         store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
         calibrate=run.calibrate, at=end, preempt=run.preempt,
     )  # fmt: skip
-    baseline = make_baseline(nodes, demand, chosen, suggested, run.preempt)
     notes.extend(baseline.notes)
     instants = tuple(den.window_instants(end, run.since, run.step))
     shapes = tuple(s for s, _ in pairs)
