@@ -433,7 +433,7 @@ def _costs(rows: list[RemedyRow], prices: Prices, nodes: pl.DataFrame, ctx: _Con
             if cost is not None and "compaction" in prices.remedies:
                 cost += prices.remedies["compaction"]
         extra = (row.replay.served_gpu_hours - base.replay.served_gpu_hours) * HOURS_PER_MONTH / hours
-        per = None if cost is None or extra <= 0 else max(cost, 0.0) / extra if cost > 0 else 0.0
+        per = None if cost is None or extra <= 0 else max(cost, 0.0) / extra
         out.append(replace(row, cost={
             "per_month": None if cost is None else round(cost, 2),
             "extra_gpu_hours_per_month": round(extra, 3),
