@@ -226,6 +226,14 @@ def make_baseline(
     return Baseline(discipline, chosen_by, suggested, result, fit, calibration)
 
 
+def replay_gpus(nodes: pl.DataFrame) -> int:
+    """The healthy GPUs a by-time replay places onto; a fleet without one is refused."""
+    gpus = int(nodes.filter(usable_expr(nodes))["gpus"].cast(pl.Int64).sum())
+    if gpus == 0:
+        raise UsageError("the fleet has no healthy GPUs to replay onto")
+    return gpus
+
+
 def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> PlacementResult:
     """Replay the store's requests onto its nodes under each policy.
 
@@ -305,8 +313,7 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         requests = store.query("requests_all")
         suggested = suggested_discipline(store, requests)
         recorded = recorded_discipline(store)
-    if nodes.filter(usable_expr(nodes))["gpus"].sum() == 0:
-        raise UsageError("the fleet has no healthy GPUs to replay onto")
+    gpus = replay_gpus(nodes)
     demand = placement.window_demand(nodes, allocations, requests, start, at, health=health)
     baseline = make_baseline(
         store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
@@ -320,7 +327,6 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         nodes, demand.allocations, demand.requests, options, start, at, run.empty, queue,
         run.policies, hold=holds, preempt=preempt, health=health,
     )  # fmt: skip
-    gpus = int(nodes.filter(usable_expr(nodes))["gpus"].sum())
     saved_policy = None
     if run.save_as is not None:
         saved_policy = run.policies[0]

@@ -35,6 +35,7 @@ from fleetaudit.api.placement_api import (
     Baseline,
     make_baseline,
     recorded_discipline,
+    replay_gpus,
     suggested_discipline,
 )
 from fleetaudit.api.prices_api import read_prices
@@ -496,8 +497,7 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
         suggested = suggested_discipline(store, requests)
         recorded = recorded_discipline(store)
         notes.extend(data_notes(store, start, end))
-    if nodes.filter(usable_expr(nodes))["gpus"].sum() == 0:
-        raise UsageError("the fleet has no healthy GPUs to replay onto")
+    fleet_gpus = replay_gpus(nodes)
     if not pairs:
         notes.append("the window's demand holds no GPU shape: the snapshot evaluates none")
     # the replay reads the window's allocations alone (those of whatif placement)
@@ -560,7 +560,7 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
         shapes=shapes, shown=min(run.shapes_shown, len(shapes)), baseline=baseline,
         rows=tuple(rows), sizing=sizing, prices=prices, saved=saved, notes=tuple(notes),
         seconds=time.perf_counter() - began,
-        fleet_gpus=int(nodes.filter(usable_expr(nodes))["gpus"].cast(pl.Int64).sum()),
+        fleet_gpus=fleet_gpus,
     )  # fmt: skip
     record_whatif_run(
         store_options, "remedies", at=end, scenario=None,
