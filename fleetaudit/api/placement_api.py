@@ -103,6 +103,20 @@ class Baseline:
     fit: placement.Fit
     calibration: placement.Calibration | None = None
 
+    @classmethod
+    def fitted(
+        cls,
+        chosen: tuple[str, str, placement.Calibration | None],
+        suggested: str | None,
+        result: placement.ReplayResult,
+        record: placement.QueueFigures,
+    ) -> Baseline:
+        """The baseline of ``result``, the replay under the discipline
+        :func:`choose_discipline` chose (``chosen``), set beside the ``record``."""
+        discipline, chosen_by, calibration = chosen
+        fit = placement.compare(discipline, result.figures(), record)
+        return cls(discipline, chosen_by, suggested, result, fit, calibration)
+
     @property
     def notes(self) -> tuple[str, ...]:
         """Warnings: where the baseline misses the record beyond the tolerance."""
@@ -215,15 +229,15 @@ def make_baseline(
     """The baseline replay of ``demand`` under the discipline :func:`choose_discipline`
     chooses (with these arguments); a calibration run now lends its replay of that
     discipline, which then need not run again."""
-    discipline, chosen_by, calibration = choose_discipline(
+    chosen = choose_discipline(
         store_options, nodes, demand, queue=queue, recorded=recorded, suggested=suggested,
         calibrate=calibrate, at=at, preempt=preempt,
     )  # fmt: skip
+    discipline, _, calibration = chosen
     result = None if calibration is None else calibration.results.get(discipline)
     if result is None:
         result = placement.replay_demand(nodes, demand, discipline, preempt=preempt)
-    fit = placement.compare(discipline, result.figures(), demand.record)
-    return Baseline(discipline, chosen_by, suggested, result, fit, calibration)
+    return Baseline.fitted(chosen, suggested, result, demand.record)
 
 
 def replay_gpus(nodes: pl.DataFrame) -> int:
