@@ -431,7 +431,7 @@ def handled(func: F) -> F:
             csv_raw=csv_raw,
         )
         try:
-            _check_outputs(kwargs.get("db"), **outputs)
+            check_outputs(outputs, store=kwargs.get("db"))  # at most one stdout, none the store
             return func(*args, **kwargs)
         except FleetAuditError as exc:
             _fail(exc.message, int(exc.exit_code))
@@ -501,12 +501,6 @@ def _reader_left() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     raise typer.Exit(int(ExitCode.PIPE))
-
-
-def _check_outputs(db: Path | None = None, **paths: Path | None) -> bool:
-    """Whether one of the output options is stdout (``-``); two of them cannot be, and
-    none may name the store ``db`` or another output (:func:`fsutil.check_outputs`)."""
-    return check_outputs(paths, store=db)
 
 
 _call_db: Path | None = None

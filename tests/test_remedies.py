@@ -163,6 +163,28 @@ def test_prices_rank_the_remedies(tmp_path: Path) -> None:
     assert (cpus["cost"]["rank"], doc["ranking"]) == (1, ["--cpus C:+32"])
 
 
+def test_prices_of_remedies_that_buy_no_hardware(tmp_path: Path) -> None:
+    """--merge-level block buys nothing and the prices (which name a GPU, as they must) give
+    'remedy,merge-level' at 1,200 a month: 1,200 for its 24 GPU-hours more in 4 h
+    (24 x 730 / 4 = 4,380 a month), 0.274 each. --port P=Q:0.5 with no 'remedy,port' row:
+    counted at 0, with a note, for its 16 GPU-hours more (2,920 a month): 0 each, ranked."""
+    prices = tmp_path / "prices.csv"
+    prices.write_text("resource,name,unit,price\ngpu,G,gpu_hour,2\nremedy,merge-level,month,1200\n")
+    run = RemediesRun(**{**RUN.__dict__, "prices": prices, "edits": (rm.parse_merge("block"),)})
+    (merge,) = remedies_document(whatif_remedies(_store(tmp_path, "topology"), run))["remedies"]
+    assert merge["cost"] == {
+        "per_month": 1200.0, "extra_gpu_hours_per_month": 4380.0, "per_extra_gpu_hour": 0.274,
+        "rank": 1, "notes": [],
+    }  # fmt: skip
+    run = RemediesRun(**{**RUN.__dict__, "prices": prices, "edits": (rm.parse_port("P=Q:0.5"),)})
+    doc = remedies_document(whatif_remedies(_store(tmp_path, "port"), run))
+    (port,) = doc["remedies"]
+    assert (port["cost"]["per_month"], port["cost"]["extra_gpu_hours_per_month"]) == (0.0, 2920.0)
+    assert (port["cost"]["per_extra_gpu_hour"], port["cost"]["rank"]) == (0.0, 1)
+    assert doc["ranking"] == ["--port P=Q:0.5"]
+    assert any("'remedy,port' row: counted at 0" in n for n in port["cost"]["notes"])
+
+
 def test_yaml_prices_read_as_csv_rows(tmp_path: Path) -> None:
     from fleetaudit.api.prices_api import read_prices
 

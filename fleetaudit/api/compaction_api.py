@@ -154,20 +154,17 @@ def whatif_compaction(store_options: StoreOptions, run: CompactionRun) -> Compac
     if run.over_s is not None and requests is not None:
         start, _ = compaction_over_time.window(at, run.over_s)
         demand = placement.window_demand(nodes, allocations, requests, start, at, health=health)
-        discipline, chosen_by, calibration = choose_discipline(
+        chosen = choose_discipline(
             store_options, nodes, demand, queue=over_time.queue, recorded=recorded,
             suggested=suggested, calibrate=False, at=at, preempt=over_time.preempt,
         )  # fmt: skip
-        over_time = replace(over_time, queue=discipline)
+        over_time = replace(over_time, queue=chosen[0])
         over = compaction_over_time.compact_over_time(
             nodes, allocations, requests, start, at, shapes, options, over_time, demand=demand,
             health=health,
         )  # fmt: skip
         assert over.base is not None
-        baseline = Baseline(
-            discipline, chosen_by, suggested, over.base,
-            placement.compare(discipline, over.base.figures(), demand.record), calibration,
-        )  # fmt: skip
+        baseline = Baseline.fitted(chosen, suggested, over.base, demand.record)
         notes.extend(baseline.notes)
     if run.save_as is not None:
         if over is not None:

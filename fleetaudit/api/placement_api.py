@@ -103,6 +103,20 @@ class Baseline:
     fit: placement.Fit
     calibration: placement.Calibration | None = None
 
+    @classmethod
+    def fitted(
+        cls,
+        chosen: tuple[str, str, placement.Calibration | None],
+        suggested: str | None,
+        result: placement.ReplayResult,
+        record: placement.QueueFigures,
+    ) -> Baseline:
+        """The baseline of ``result``, the replay under the discipline
+        :func:`choose_discipline` chose (``chosen``), set beside the ``record``."""
+        discipline, chosen_by, calibration = chosen
+        fit = placement.compare(discipline, result.figures(), record)
+        return cls(discipline, chosen_by, suggested, result, fit, calibration)
+
     @property
     def notes(self) -> tuple[str, ...]:
         """Warnings: where the baseline misses the record beyond the tolerance."""
@@ -201,21 +215,37 @@ def choose_discipline(
 
 
 def make_baseline(
+    store_options: StoreOptions,
     nodes: pl.DataFrame,
     demand: placement.Demand,
-    chosen: tuple[str, str, placement.Calibration | None],
+    *,
+    queue: str | None,
+    recorded: str | None,
     suggested: str | None,
+    calibrate: bool,
+    at: datetime,
     preempt: bool | None = None,
 ) -> Baseline:
     """The baseline replay of ``demand`` under the discipline :func:`choose_discipline`
-    chose (``chosen``: discipline, how, the calibration run now if any, whose replay of
-    that discipline is reused)."""
-    discipline, chosen_by, calibration = chosen
+    chooses (with these arguments); a calibration run now lends its replay of that
+    discipline, which then need not run again."""
+    chosen = choose_discipline(
+        store_options, nodes, demand, queue=queue, recorded=recorded, suggested=suggested,
+        calibrate=calibrate, at=at, preempt=preempt,
+    )  # fmt: skip
+    discipline, _, calibration = chosen
     result = None if calibration is None else calibration.results.get(discipline)
     if result is None:
         result = placement.replay_demand(nodes, demand, discipline, preempt=preempt)
-    fit = placement.compare(discipline, result.figures(), demand.record)
-    return Baseline(discipline, chosen_by, suggested, result, fit, calibration)
+    return Baseline.fitted(chosen, suggested, result, demand.record)
+
+
+def replay_gpus(nodes: pl.DataFrame) -> int:
+    """The healthy GPUs a by-time replay places onto; a fleet without one is refused."""
+    gpus = int(nodes.filter(usable_expr(nodes))["gpus"].cast(pl.Int64).sum())
+    if gpus == 0:
+        raise UsageError("the fleet has no healthy GPUs to replay onto")
+    return gpus
 
 
 def whatif_placement(store_options: StoreOptions, run: PlacementRun) -> PlacementResult:
@@ -297,14 +327,12 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         requests = store.query("requests_all")
         suggested = suggested_discipline(store, requests)
         recorded = recorded_discipline(store)
-    if nodes.filter(usable_expr(nodes))["gpus"].sum() == 0:
-        raise UsageError("the fleet has no healthy GPUs to replay onto")
+    gpus = replay_gpus(nodes)
     demand = placement.window_demand(nodes, allocations, requests, start, at, health=health)
-    chosen = choose_discipline(
+    baseline = make_baseline(
         store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
         calibrate=run.calibrate, at=at, preempt=run.preempt,
     )  # fmt: skip
-    baseline = make_baseline(nodes, demand, chosen, suggested, run.preempt)
     queue, holds, preempt = baseline.discipline, baseline.result.holds, baseline.result.preempt
     options = placement.PlacementOptions(
         seeds=run.seeds, seed=run.seed, workers=min(os.cpu_count() or 1, 2)
@@ -313,7 +341,6 @@ def _whatif_replay(store_options: StoreOptions, run: PlacementRun) -> PlacementR
         nodes, demand.allocations, demand.requests, options, start, at, run.empty, queue,
         run.policies, hold=holds, preempt=preempt, health=health,
     )  # fmt: skip
-    gpus = int(nodes.filter(usable_expr(nodes))["gpus"].sum())
     saved_policy = None
     if run.save_as is not None:
         saved_policy = run.policies[0]

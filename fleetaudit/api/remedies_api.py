@@ -33,9 +33,9 @@ from fleetaudit.api import (
 )
 from fleetaudit.api.placement_api import (
     Baseline,
-    choose_discipline,
     make_baseline,
     recorded_discipline,
+    replay_gpus,
     suggested_discipline,
 )
 from fleetaudit.api.prices_api import read_prices
@@ -434,7 +434,7 @@ def _costs(rows: list[RemedyRow], prices: Prices, nodes: pl.DataFrame, ctx: _Con
             if cost is not None and "compaction" in prices.remedies:
                 cost += prices.remedies["compaction"]
         extra = (row.replay.served_gpu_hours - base.replay.served_gpu_hours) * HOURS_PER_MONTH / hours
-        per = None if cost is None or extra <= 0 else max(cost, 0.0) / extra if cost > 0 else 0.0
+        per = None if cost is None or extra <= 0 else max(cost, 0.0) / extra
         out.append(replace(row, cost={
             "per_month": None if cost is None else round(cost, 2),
             "extra_gpu_hours_per_month": round(extra, 3),
@@ -497,18 +497,16 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
         suggested = suggested_discipline(store, requests)
         recorded = recorded_discipline(store)
         notes.extend(data_notes(store, start, end))
-    if nodes.filter(usable_expr(nodes))["gpus"].sum() == 0:
-        raise UsageError("the fleet has no healthy GPUs to replay onto")
+    fleet_gpus = replay_gpus(nodes)
     if not pairs:
         notes.append("the window's demand holds no GPU shape: the snapshot evaluates none")
     # the replay reads the window's allocations alone (those of whatif placement)
     window_allocations = allocations.filter(pl.col("start_time") < end)
     demand = placement.window_demand(nodes, window_allocations, requests, start, end, health=health)
-    chosen = choose_discipline(
+    baseline = make_baseline(
         store_options, nodes, demand, queue=run.queue, recorded=recorded, suggested=suggested,
         calibrate=run.calibrate, at=end, preempt=run.preempt,
     )  # fmt: skip
-    baseline = make_baseline(nodes, demand, chosen, suggested, run.preempt)
     notes.extend(baseline.notes)
     instants = tuple(den.window_instants(end, run.since, run.step))
     shapes = tuple(s for s, _ in pairs)
@@ -562,7 +560,7 @@ def whatif_remedies(store_options: StoreOptions, run: RemediesRun) -> RemediesRe
         shapes=shapes, shown=min(run.shapes_shown, len(shapes)), baseline=baseline,
         rows=tuple(rows), sizing=sizing, prices=prices, saved=saved, notes=tuple(notes),
         seconds=time.perf_counter() - began,
-        fleet_gpus=int(nodes.filter(usable_expr(nodes))["gpus"].cast(pl.Int64).sum()),
+        fleet_gpus=fleet_gpus,
     )  # fmt: skip
     record_whatif_run(
         store_options, "remedies", at=end, scenario=None,
