@@ -8,6 +8,7 @@ import os
 import shutil
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -428,6 +429,15 @@ def test_staging_tables_are_dropped_after_the_call(cluster: Store) -> None:
     assert not [t for t in left["table_name"] if t.startswith("_fa_prom")]
 
 
+def _report_json(db_path: Path, tmp_path: Path, *window: str) -> dict[str, Any]:
+    """``fleetaudit report --db DB WINDOW --json FILE``'s document (the run exits 0)."""
+    out = tmp_path / "r.json"
+    done = CliRunner().invoke(app, ["report", "--db", str(db_path), *window, "--json", str(out)])
+    assert done.exit_code == 0, done.stderr
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return doc
+
+
 # -- a real Prometheus' answers: empty labels dropped, partial steps, health series ----------
 
 
@@ -561,14 +571,8 @@ def test_partial_steps_count_for_their_part(store: Store, db_path: Path, tmp_pat
     ).rows()
     assert rows == [(0, 0.5, 4, 15.0), (1, 0.25, 2, 15.0), (2, 1.0, 4, 15.0), (3, 0.4, 4, 15.0)]
     store.close()
-    out = tmp_path / "r.json"
-    done = CliRunner().invoke(
-        app,
-        ["report", "--db", str(db_path), "--at", "2026-01-01T00:03:00Z", "--since", "3m",
-         "--json", str(out)],
-    )  # fmt: skip
-    assert done.exit_code == 0, done.stderr
-    productive = json.loads(out.read_text())["fleet"]["productive"]
+    doc = _report_json(db_path, tmp_path, "--at", "2026-01-01T00:03:00Z", "--since", "3m")
+    productive = doc["fleet"]["productive"]
     # 10 raw samples x 15 s; SM-active (0.5 x 4 + 0.25 x 2 + 1 x 4) x 15 s
     assert productive["telemetry_gpu_hours"] == pytest.approx(150 / 3600, abs=1e-6)
     assert productive["sm_active_gpu_hours"] == pytest.approx(6.5 * 15 / 3600, abs=1e-6)
@@ -801,14 +805,7 @@ def test_coverage_above_one_is_shown_and_noted(store: Store, db_path: Path, tmp_
     )
     ingest(store, [dump], PROMETHEUS)
     store.close()
-    out = tmp_path / "r.json"
-    done = CliRunner().invoke(
-        app,
-        ["report", "--db", str(db_path), "--at", "2026-01-01T00:02:00Z", "--since", "2m",
-         "--json", str(out)],
-    )  # fmt: skip
-    assert done.exit_code == 0, done.stderr
-    doc = json.loads(out.read_text())
+    doc = _report_json(db_path, tmp_path, "--at", "2026-01-01T00:02:00Z", "--since", "2m")
     assert doc["fleet"]["productive"]["coverage"] == pytest.approx(4.0)
     assert doc["tenants"]["ops"]["productive"]["coverage"] == pytest.approx(4.0)
     (note,) = [n for n in doc["notes"] if n.startswith("telemetry exceeds")]
