@@ -1391,3 +1391,29 @@ ts,node_id,gpu_index,sm_active,mem_used,alloc_id
         )
     fleet = report.fleet["productive"]
     assert (fleet["telemetry_gpu_hours"], fleet["allocated_gpu_hours"]) == pytest.approx((2.0, 3.0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["vision", "search", None]),
+            st.sampled_from(["training", "online_inference", None]),
+            *[st.floats(0, 1e6, allow_nan=False) for _ in range(4)],
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_productive_figures_do_not_depend_on_the_rows_order(rows: list, rng: Any) -> None:
+    """productive_by sums whole micro-GPU-seconds: the same rows in another order give the
+    same figures to the last bit (float sums in a group-by's order could flip a digit)."""
+    columns = ["tenant", "workload", "alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s",
+               "upper_gpu_s"]  # fmt: skip
+    frame = pl.DataFrame(rows, schema=columns, orient="row")
+    shuffled = rows[:]
+    rng.shuffle(shuffled)
+    other = pl.DataFrame(shuffled, schema=columns, orient="row")
+    assert den.productive_by(other, "tenant") == den.productive_by(frame, "tenant")
+    assert den.productive_figures(other) == den.productive_figures(frame)
