@@ -229,6 +229,21 @@ def test_report_failures_section_worked_by_hand(db: Path, tmp_path: Path) -> Non
          "lost_gpu_hours_without_checkpoint": 0.0}
     )  # fmt: skip
     assert f["sources"] == ["dcgm:xid", "kubernetes:condition", "slurm:sacctmgr"]
+    # the chart's 48 buckets of 15 min: n3's GPU 5 from 02:00 (1 x 0.25 h); 06:00-06:15
+    # n2 down from 06:02 (8 x 13 min) and n1's drain (4 x 0.25 h); 07:00-07:15 n2 down to
+    # 07:10 (8 x 10 min); 11:45 n2 down (8 x 0.25 h); each state's buckets add to by_state
+    over = f["over_time"]
+    assert over["bucket_s"] == 900.0
+    buckets = {b["start"][11:16]: b["by_state"] for b in over["buckets"]}
+    assert buckets["02:00"] == pytest.approx({"unhealthy": 0.25})
+    assert buckets["06:00"] == pytest.approx({"down": 8 * 13 / 60, "drain": 1.0})
+    assert buckets["07:00"] == pytest.approx({"down": 8 * 10 / 60, "drain": 1.0})
+    assert buckets["11:45"] == pytest.approx({"down": 2.0})
+    assert "01:45" not in buckets and "09:45" not in buckets  # nothing unhealthy then
+    states = {s for b in buckets.values() for s in b}
+    assert {s: sum(b.get(s, 0) for b in buckets.values()) for s in states} == pytest.approx(
+        fleet["by_state"]
+    )
     # the JSON document validates, and the section is the report's
     path = tmp_path / "report.json"
     out = runner.invoke(

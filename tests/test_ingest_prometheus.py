@@ -23,6 +23,7 @@ from fleetaudit.inputs.generate import GenerateOptions
 from fleetaudit.inputs.ingest import IngestOptions, ingest
 from fleetaudit.model.store import Store, open_store
 from tests.conftest import DATA, REPO, write
+from tests.fuzzing import FUZZ
 
 # the module itself: the package binds the name to a lazy stand-in, on which monkeypatch
 # would set attributes the module never reads
@@ -893,12 +894,7 @@ def test_a_scrape_of_idle_gpus_says_why_it_reads_nothing(store: Store, tmp_path:
 
 # -- fuzzing: any input ends in a result, reject rows or one line of error ----------------------
 
-FUZZ_EXAMPLES = int(os.environ.get("FLEETAUDIT_FUZZ_EXAMPLES", "200"))
-_FUZZ = settings(
-    max_examples=FUZZ_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+_FUZZ = FUZZ
 
 _names = st.sampled_from(
     [SM, GR, UTIL, "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_XID_ERRORS",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -26,15 +25,11 @@ from fleetaudit.inputs.ingest import IngestOptions, ingest
 from fleetaudit.inputs.ingest.kubernetes import KubernetesOptions, map_snapshots, read_snapshots
 from fleetaudit.model.store import Store, open_store
 from tests.conftest import write
+from tests.fuzzing import FUZZ
 from tests.test_kubernetes import _leaves
 
 runner = CliRunner()
 AT = "2026-03-01T10:05:00Z"
-FUZZ = settings(
-    max_examples=int(os.environ.get("FLEETAUDIT_FUZZ_EXAMPLES", "200")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
 
 
 def node(name: str = "n1", **status: Any) -> dict[str, Any]:

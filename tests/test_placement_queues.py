@@ -311,3 +311,28 @@ def test_cli_calibrate_prints_every_discipline_beside_the_record(tmp_path) -> No
     assert refused.exit_code == 2 and "--calibrate" in refused.output
     unknown = runner.invoke(app, [*args, "--queue", "lifo"])
     assert unknown.exit_code == 2 and "--queue: use one of kubernetes" in unknown.output
+
+
+def test_a_fits_score_and_tolerance_by_hand() -> None:
+    """compare() picks the calibration's best discipline by its score. Record: 100
+    started, waits p50 59 s and p90 1,199 s, curve (85, 90) %. Replay: 99 started
+    (-1%: 0.5 of the 2% tolerance), p50 119 s ((119 + 1) / (59 + 1) = 2: log2 1, still
+    within a factor 2), p90 299 s ((299 + 1) / (1199 + 1) = 0.25: log2 2, beyond it),
+    curve (90, 80) % (gaps 5 and 10 points, mean 7.5: 1.5 units of 5 points).
+    Score 0.5 + 1 + 2 + 1.5 = 5, outside the tolerance for the p90 alone."""
+    from fleetaudit.whatif.placement.calibration import compare
+    from fleetaudit.whatif.placement.record import QueueFigures
+
+    curve = (T0, T0 + timedelta(hours=1))
+    record = QueueFigures(100, 100, 0, 0, 59.0, 1199.0, curve, (85.0, 90.0))
+    fit = compare("fifo", QueueFigures(100, 99, 1, 0, 119.0, 299.0, curve, (90.0, 80.0)), record)
+    assert fit.started_gap_pct == pytest.approx(-1.0)
+    assert (fit.wait_p50_ratio, fit.wait_p90_ratio) == pytest.approx((2.0, 0.25))
+    assert fit.allocation_gap_pts == pytest.approx(7.5)
+    assert fit.score == pytest.approx(5.0)
+    assert not fit.within_tolerance
+    assert fit.notes == ("wait p90 299 s is 0.2x the record's 1,199 s (beyond a factor 2)",)
+    # on every boundary (starts 2% off, each wait a factor 2) a replay is still within
+    edge = compare("fifo", QueueFigures(100, 102, 0, 0, 29.0, 2399.0, curve, (85.0, 90.0)), record)
+    assert edge.within_tolerance and edge.notes == ()
+    assert edge.score == pytest.approx(1 + 1 + 1)

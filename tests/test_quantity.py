@@ -4,12 +4,11 @@ and a fuzz pass (marker ``fuzz``)."""
 from __future__ import annotations
 
 import csv
-import os
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetaudit.inputs.ingest.quantity import (
@@ -18,8 +17,8 @@ from fleetaudit.inputs.ingest.quantity import (
     is_whole,
     parse_quantity,
 )
+from tests.fuzzing import FUZZ
 
-FUZZ = settings(max_examples=int(os.environ.get("FLEETAUDIT_FUZZ_EXAMPLES", "200")), deadline=None)
 VECTORS = Path(__file__).parent / "data" / "quantity" / "apimachinery.csv"
 
 

@@ -1286,3 +1286,134 @@ def test_the_three_allocated_figures_are_named_for_what_they_count(hand: Any) ->
     )
     page = render_html(hand)
     assert allocated_kinds(hand) in page.replace("&#39;", "'")
+
+
+
+# -- a GPU time-sliced between two pods (share allocations, 0 < gpus < 1) ----------------
+# n1 has one H20. p1 (vision, training) holds half of it 00:00-04:00 on 2026-01-01, p2
+# (search, offline_inference) the other half 00:00-02:00. The GPU is sampled hourly:
+# sm_active 0.6 at 00:00 and 01:00 (both pods on it), 0.2 at 02:00 and 03:00 (p1 alone).
+SHARE_T0 = datetime(2026, 1, 1)
+SHARE_NODES = pl.DataFrame(
+    {"node_id": ["n1"], "gpu_model": ["H20"], "gpus": [1], "cpus": [16.0],
+     "memory_gib": [128.0], "switch_id": ["sw-a"], "health": ["healthy"]},
+    schema=NODE_SCHEMA,
+)  # fmt: skip
+SHARE_ALLOCATIONS = pl.DataFrame(
+    {
+        "alloc_id": ["p1", "p2"],
+        "node_id": ["n1", "n1"],
+        "gpus": [0.5, 0.5],
+        "workload": ["training", "offline_inference"],
+        "tenant": ["vision", "search"],
+        "priority": ["high", "low"],
+        "start_time": [SHARE_T0, SHARE_T0],
+        "end_time": [SHARE_T0 + timedelta(hours=4), SHARE_T0 + timedelta(hours=2)],
+    },
+    schema_overrides={"start_time": pl.Datetime("us"), "end_time": pl.Datetime("us")},
+)
+NO_SAMPLES = pl.DataFrame(
+    schema={"node_id": pl.String, "ts": pl.Datetime("us"), "samples": pl.Int64,
+            "sm_active_sum": pl.Float64},
+)  # fmt: skip
+
+
+def test_samples_naming_share_allocations_count_their_share_by_hand() -> None:
+    """A sample naming p1 or p2 reads the whole GPU, so each takes 0.5 of the sample's
+    hour and of its SM activity. p1 is named at 00-03 (0.6, 0.6, 0.2, 0.2), p2 at 00-01:
+    p1: telemetry 4 x 0.5 = 2.0 GPU-h, SM-active 0.5 x 1.6 = 0.8, allocated 0.5 x 4 h = 2.0;
+    p2: telemetry 2 x 0.5 = 1.0, SM-active 0.5 x 1.2 = 0.6, allocated 0.5 x 2 h = 1.0.
+    Counting each named sample as a whole GPU would give 6.0 and 2.8 GPU-h (coverage 2)."""
+    by_alloc = pl.DataFrame(
+        {"alloc_id": ["p1", "p2"], "samples": [4, 2], "sm_active_sum": [1.6, 1.2]}
+    )
+    prod = den.productive(
+        SHARE_NODES, SHARE_ALLOCATIONS, SHARE_T0, SHARE_T0 + timedelta(hours=4),
+        by_alloc, NO_SAMPLES, 3600.0,
+    )  # fmt: skip
+    rows = {r["alloc_id"]: r for r in prod.allocations.iter_rows(named=True)}
+    hours = {
+        a: tuple(rows[a][c] / 3600 for c in ("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s"))
+        for a in rows
+    }
+    assert hours["p1"] == pytest.approx((2.0, 2.0, 0.8))
+    assert hours["p2"] == pytest.approx((1.0, 1.0, 0.6))
+    assert prod.samples == 6
+    assert prod.unattributed_gpu_s == 0.0
+    fleet = den.productive_figures(prod.allocations)
+    assert fleet["telemetry_gpu_hours"] == pytest.approx(3.0)
+    assert fleet["sm_active_gpu_hours"] == pytest.approx(1.4)
+    assert fleet["productive_rate"] == pytest.approx(1.4 / 3)
+    assert fleet["coverage"] == pytest.approx(1.0)
+    tenants = den.productive_by(prod.allocations, "tenant")
+    assert tenants["vision"]["coverage"] == pytest.approx(1.0)
+    assert tenants["vision"]["productive_rate"] == pytest.approx(0.4)
+    assert tenants["search"]["coverage"] == pytest.approx(1.0)
+    assert tenants["search"]["productive_rate"] == pytest.approx(0.6)
+
+
+def test_unnamed_samples_of_a_shared_gpu_are_split_by_hand(tmp_path: Path) -> None:
+    """Through ingest and the report: the GPU sampled at 00:00 and 01:00 (sm_active 0.6)
+    with no alloc_id, when both halves are held: each sample is split 0.5/0.5 by the
+    allocations' gpus, so p1 and p2 each take 2 x 0.5 = 1.0 telemetry GPU-h and
+    2 x 0.5 x 0.6 = 0.6 SM-active, as two samples naming them would give."""
+    write(tmp_path / "in" / "nodes.csv", """
+node_id,gpu_model,gpus,cpus,memory_gib,switch_id,health
+n1,H20,1,16,128,sw-a,healthy
+""")
+    write(tmp_path / "in" / "allocations.csv", """
+alloc_id,job_id,node_id,gpus,cpus,memory_gib,priority,workload,tenant,start_time,end_time
+p1,j1,n1,0.5,4,32,high,training,vision,2026-01-01T00:00:00Z,2026-01-01T04:00:00Z
+p2,j2,n1,0.5,4,32,low,offline_inference,search,2026-01-01T00:00:00Z,2026-01-01T02:00:00Z
+""")
+    write(tmp_path / "in" / "telemetry.csv", """
+ts,node_id,gpu_index,sm_active,mem_used,alloc_id
+2026-01-01T00:00:00Z,n1,0,0.6,0.5,
+2026-01-01T01:00:00Z,n1,0,0.6,0.5,
+""")
+    db = tmp_path / "share.duckdb"
+    api.ingest_paths(api.StoreOptions(db), [tmp_path / "in"])
+    report = build_report(
+        api.StoreOptions(db),
+        ReportOptions(
+            at=SHARE_T0 + timedelta(hours=4),
+            since=timedelta(hours=4),
+            step=timedelta(hours=1),
+            generated_at=SHARE_T0 + timedelta(hours=5),
+        ),
+    )
+    assert report.telemetry["interval_s"] == 3600.0
+    assert report.telemetry["samples"] == 2
+    for tenant in ("vision", "search"):
+        figures = report.tenants[tenant]["productive"]
+        assert (figures["telemetry_gpu_hours"], figures["sm_active_gpu_hours"]) == pytest.approx(
+            (1.0, 0.6)
+        )
+    fleet = report.fleet["productive"]
+    assert (fleet["telemetry_gpu_hours"], fleet["allocated_gpu_hours"]) == pytest.approx((2.0, 3.0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["vision", "search", None]),
+            st.sampled_from(["training", "online_inference", None]),
+            *[st.floats(0, 1e6, allow_nan=False) for _ in range(4)],
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_productive_figures_do_not_depend_on_the_rows_order(rows: list, rng: Any) -> None:
+    """productive_by sums whole micro-GPU-seconds: the same rows in another order give the
+    same figures to the last bit (float sums in a group-by's order could flip a digit)."""
+    columns = ["tenant", "workload", "alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s",
+               "upper_gpu_s"]  # fmt: skip
+    frame = pl.DataFrame(rows, schema=columns, orient="row")
+    shuffled = rows[:]
+    rng.shuffle(shuffled)
+    other = pl.DataFrame(shuffled, schema=columns, orient="row")
+    assert den.productive_by(other, "tenant") == den.productive_by(frame, "tenant")
+    assert den.productive_figures(other) == den.productive_figures(frame)

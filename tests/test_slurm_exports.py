@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -31,11 +31,9 @@ from fleetaudit.inputs.ingest.slurm import sql_time
 from fleetaudit.inputs.ingest.slurm_times import SlurmTimeError, parse_slurm_time
 from fleetaudit.model.store import Store, open_store
 from tests.conftest import DATA, REPO, write
+from tests.fuzzing import FUZZ
 
 JSON24 = DATA / "slurm_json24"
-FUZZ = settings(
-    max_examples=int(os.environ.get("FLEETAUDIT_FUZZ_EXAMPLES", "200")), deadline=None
-)
 EPOCH = datetime(1970, 1, 1)
 
 

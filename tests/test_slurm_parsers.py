@@ -9,12 +9,11 @@ never another exception.
 
 from __future__ import annotations
 
-import os
 import tracemalloc
 from datetime import datetime
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetaudit.inputs.ingest.hostlist import (
@@ -26,10 +25,7 @@ from fleetaudit.inputs.ingest.hostlist import (
 from fleetaudit.inputs.ingest.slurm_times import SlurmTimeError, parse_slurm_time
 from fleetaudit.inputs.ingest.tres import TresError, parse_count, parse_gres, parse_tres
 from tests.conftest import DATA
-
-FUZZ = settings(
-    max_examples=int(os.environ.get("FLEETAUDIT_FUZZ_EXAMPLES", "200")), deadline=None
-)
+from tests.fuzzing import FUZZ
 
 
 def _vectors() -> list[tuple[str, str, str]]:
