@@ -1318,14 +1318,15 @@ NO_SAMPLES = pl.DataFrame(
 )  # fmt: skip
 
 
-def test_samples_naming_share_allocations_count_their_share_by_hand() -> None:
-    """A sample naming p1 or p2 reads the whole GPU, so each takes 0.5 of the sample's
-    hour and of its SM activity. p1 is named at 00-03 (0.6, 0.6, 0.2, 0.2), p2 at 00-01:
-    p1: telemetry 4 x 0.5 = 2.0 GPU-h, SM-active 0.5 x 1.6 = 0.8, allocated 0.5 x 4 h = 2.0;
-    p2: telemetry 2 x 0.5 = 1.0, SM-active 0.5 x 1.2 = 0.6, allocated 0.5 x 2 h = 1.0.
-    Counting each named sample as a whole GPU would give 6.0 and 2.8 GPU-h (coverage 2)."""
+def test_a_shared_gpus_samples_go_whole_to_the_holder_they_name_by_hand() -> None:
+    """One sample per GPU and instant: the shared GPU's samples name p2 at 00 and 01
+    (sm_active 0.2, 0.2; p1 holds the other half then) and p1 at 02 and 03 (0.6, 0.6;
+    p2 ended at 02). Each named sample goes whole to the allocation it names:
+    p1: telemetry 2 x 1 h = 2.0 GPU-h, SM-active 1.2, allocated 0.5 x 4 h = 2.0;
+    p2: telemetry 2.0, SM-active 0.4, allocated 0.5 x 2 h = 1.0 (coverage 2: its samples
+    carry the whole GPU). The fleet's 4 samples are 4.0 telemetry GPU-h, 1.6 SM-active."""
     by_alloc = pl.DataFrame(
-        {"alloc_id": ["p1", "p2"], "samples": [4, 2], "sm_active_sum": [1.6, 1.2]}
+        {"alloc_id": ["p1", "p2"], "samples": [2, 2], "sm_active_sum": [1.2, 0.4]}
     )
     prod = den.productive(
         SHARE_NODES, SHARE_ALLOCATIONS, SHARE_T0, SHARE_T0 + timedelta(hours=4),
@@ -1336,20 +1337,20 @@ def test_samples_naming_share_allocations_count_their_share_by_hand() -> None:
         a: tuple(rows[a][c] / 3600 for c in ("alloc_gpu_s", "telemetry_gpu_s", "sm_active_gpu_s"))
         for a in rows
     }
-    assert hours["p1"] == pytest.approx((2.0, 2.0, 0.8))
-    assert hours["p2"] == pytest.approx((1.0, 1.0, 0.6))
-    assert prod.samples == 6
+    assert hours["p1"] == pytest.approx((2.0, 2.0, 1.2))
+    assert hours["p2"] == pytest.approx((1.0, 2.0, 0.4))
+    assert prod.samples == 4
     assert prod.unattributed_gpu_s == 0.0
     fleet = den.productive_figures(prod.allocations)
-    assert fleet["telemetry_gpu_hours"] == pytest.approx(3.0)
-    assert fleet["sm_active_gpu_hours"] == pytest.approx(1.4)
-    assert fleet["productive_rate"] == pytest.approx(1.4 / 3)
-    assert fleet["coverage"] == pytest.approx(1.0)
+    assert fleet["telemetry_gpu_hours"] == pytest.approx(4.0)
+    assert fleet["sm_active_gpu_hours"] == pytest.approx(1.6)
+    assert fleet["productive_rate"] == pytest.approx(0.4)
+    assert fleet["coverage"] == pytest.approx(4.0 / 3.0)
     tenants = den.productive_by(prod.allocations, "tenant")
     assert tenants["vision"]["coverage"] == pytest.approx(1.0)
-    assert tenants["vision"]["productive_rate"] == pytest.approx(0.4)
-    assert tenants["search"]["coverage"] == pytest.approx(1.0)
-    assert tenants["search"]["productive_rate"] == pytest.approx(0.6)
+    assert tenants["vision"]["productive_rate"] == pytest.approx(0.6)
+    assert tenants["search"]["coverage"] == pytest.approx(2.0)
+    assert tenants["search"]["productive_rate"] == pytest.approx(0.2)
 
 
 def test_unnamed_samples_of_a_shared_gpu_are_split_by_hand(tmp_path: Path) -> None:

@@ -1146,7 +1146,9 @@ def _over_coverage(
     return [
         "telemetry exceeds the allocated GPU-hours (coverage " + shown + "): the "
         "store holds telemetry of GPUs no allocation held, or of one GPU loaded twice (an "
-        "idle GPU's series, one GPU under two node names); the SM-active rates are diluted"
+        "idle GPU's series, one GPU under two node names), or a shared GPU's samples name "
+        "one of its holders (its whole GPU counts for that allocation); the SM-active rates "
+        "are diluted"
     ]
 
 

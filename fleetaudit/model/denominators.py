@@ -911,8 +911,8 @@ def productive(
     """SM-active GPU-seconds and telemetry GPU-seconds per allocation over ``[start, end)``.
 
     Each sample stands for ``interval_s`` seconds of one GPU. A sample with an
-    alloc_id goes to that allocation (a share allocation, 0 < gpus < 1, takes its
-    share of the GPU's seconds and activity). A sample without one goes to the GPU
+    alloc_id goes to that allocation, whole (on a shared GPU, the one holder it
+    names). A sample without one goes to the GPU
     allocations active on its node at its ts, shared by their gpus (an export
     that samples only allocated GPUs, as ASI's does, makes that exact).
 
@@ -931,24 +931,10 @@ def productive(
     window = _overlap(allocations, start, end).join(
         nodes.select(pl.col("node_id").cast(pl.String), "gpu_model"), on="node_id", how="left"
     )
-    # A sample naming a share allocation (0 < gpus < 1, a time-sliced or MPS GPU) reads
-    # the whole GPU: the allocation holds its share of that GPU's seconds and SM activity,
-    # as samples without an alloc_id are split by the allocations' gpus below.
-    share = window.select(
-        "alloc_id",
-        pl.when((pl.col("gpus") > 0) & (pl.col("gpus") < 1))
-        .then(pl.col("gpus").cast(pl.Float64))
-        .otherwise(1.0)
-        .alias("_share"),
-    ).unique("alloc_id")
-    attributed = (
-        by_alloc.join(share, on="alloc_id", how="inner")
-        .with_columns(
-            (pl.col(c) * pl.col("_share")).alias(c)
-            for c in ("samples", "sm_active_sum", "upper_samples")
-        )
-        .drop("_share")
-    )
+    # A sample naming an allocation is that allocation's whole: the telemetry key holds one
+    # sample per GPU and instant, so a shared GPU's sample names one of its holders (the
+    # first, or the largest, by the exporter) and carries the whole GPU's activity.
+    attributed = by_alloc.join(window.select("alloc_id"), on="alloc_id", how="semi")
     unknown = by_alloc.join(window.select("alloc_id"), on="alloc_id", how="anti")
     gpu_allocs = window.filter(pl.col("gpus") > 0).select(
         "alloc_id", "node_id", "gpus", "start_time", "end_time"
