@@ -364,6 +364,8 @@ def _load_table(
         )
     if had_rows and table.name == "nodes":
         found.extend(guards.fleet_changes(store, ingest_id, strict))
+    if had_rows and table.name == "telemetry":
+        guards.raw_within_rolled(store, ingest_id)  # before a raw row replaces a rolled one
     replaced = 0
     if had_rows:
         # a key column that may be empty (node_events' gpu_index) matches null to null

@@ -3,10 +3,11 @@
 Both run inside the ingest's transaction, on the rows of the call (tagged with its
 ingest id) and those the store held before it:
 
-- :func:`telemetry_overlap`: rolled-up telemetry (``fleetaudit rollup``: rows with
-  ``samples``) and raw telemetry of the same GPU and time would both count in the
-  productive figures. Rolled rows of the call replace the stored raw rows they cover;
-  raw rows of the call that rolled rows (stored, or of the call) cover are refused.
+- :func:`raw_within_rolled` and :func:`telemetry_overlap`: rolled-up telemetry
+  (``fleetaudit rollup``: rows with ``samples``) and raw telemetry of the same GPU and
+  time would both count in the productive figures. Raw rows of the call that rolled
+  rows (stored, or of the call) cover are refused, before anything replaces a stored
+  row by key; rolled rows of the call replace the stored raw rows they cover.
 - :func:`fleet_changes`: a call whose nodes turn most of the stored nodes they replace
   into nodes of another GPU model, or share no node and no switch with the store's, is
   most likely another fleet: a note says so (``--strict`` refuses it).
@@ -25,22 +26,27 @@ _COVERS = """
 """
 
 
-def telemetry_overlap(store: Store, ingest_id: int, strict: bool) -> list[str]:
-    """Keep the telemetry from counting a GPU's samples twice; returns the notes.
-
-    Raises:
-        InputError: raw rows of this call fall within rolled rows (nothing is
-            written); with ``strict``, also where rolled rows of this call would
-            replace stored raw rows.
-    """
+def _mixed(store: Store) -> bool:
+    """Whether telemetry holds both raw rows and rolled-up ones (``samples``)."""
     if "samples" not in {c.lower() for c in store.column_types("telemetry")}:
-        return []  # no rolled rows anywhere
+        return False  # no rolled rows anywhere
     kinds = store.small_frame(
         "SELECT count(*) FILTER (samples IS NULL) AS raw, "
         "count(*) FILTER (samples IS NOT NULL) AS rolled FROM telemetry"
     ).row(0, named=True)
-    if not kinds["raw"] or not kinds["rolled"]:
-        return []
+    return bool(kinds["raw"] and kinds["rolled"])
+
+
+def raw_within_rolled(store: Store, ingest_id: int) -> None:
+    """Refuse raw rows of this call that rolled rows cover. Run before the call's rows
+    replace stored ones by key: a raw row at a stored rolled row's own key would
+    otherwise replace it, and the samples it stood for, unseen.
+
+    Raises:
+        InputError: such rows (nothing is written).
+    """
+    if not _mixed(store):
+        return
     raw_new = int(
         store.scalar(
             "SELECT count(*) FROM telemetry AS t WHERE t._ingest_id = $id AND t.samples IS NULL "
@@ -56,6 +62,18 @@ def telemetry_overlap(store: Store, ingest_id: int, strict: bool) -> list[str]:
             "rollup) of the same GPUs, which already count those samples: ingest raw "
             "telemetry into a store without its rollup, or roll it up too",
         )
+
+
+def telemetry_overlap(store: Store, ingest_id: int, strict: bool) -> list[str]:
+    """Rolled rows of this call replace the stored raw rows they cover (run after the
+    replace by key, :func:`raw_within_rolled` before it); returns the notes.
+
+    Raises:
+        InputError: with ``strict``, where rolled rows of this call would replace
+            stored raw rows (nothing is written).
+    """
+    if not _mixed(store):
+        return []
     covered = (
         "FROM telemetry AS t WHERE t._ingest_id <> $id AND t.samples IS NULL "
         "AND EXISTS (SELECT 1 FROM telemetry AS r WHERE r._ingest_id = $id "
