@@ -9,10 +9,16 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import settings
 
 from fleetaudit.model.store import Store, open_store
 
 DATA = Path(__file__).parent / "data"
+
+# No per-example deadline for any property test: on a loaded 2-core machine an example
+# takes several times its idle time, and speed is measured by benchmarks/, not here.
+settings.register_profile("fleetaudit", deadline=None)
+settings.load_profile("fleetaudit")
 
 # The Spark cluster helper imports pyspark at the top; without the extra (the main
 # test run), --doctest-modules must not import it (its tests skip on their own).
