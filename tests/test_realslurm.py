@@ -21,7 +21,6 @@ in one worker). Where the packages cannot be installed, every test skips and say
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -475,15 +474,18 @@ def test_slurms_own_error_in_its_json_is_passed_on(export: Export, tmp_path: Pat
 
 
 def test_from_slurm_fetches_the_same_data_and_leaves_nothing(export: Export, tmp_path: Path) -> None:
-    before = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("fleetaudit-collect-*"))
+    # a temporary folder of its own: other tests' collectors (kubectl, --url) run at once
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     db = tmp_path / "collected.duckdb"
     done = subprocess.run(
         [sys.executable, "-m", "fleetaudit", "ingest", "--format", "slurm", "--from-slurm",
          "--since", "1h", "--db", str(db)],
-        env=export.env, capture_output=True, text=True, timeout=300, check=False,
+        env={**export.env, "TMPDIR": str(scratch)}, capture_output=True, text=True,
+        timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert set(Path(os.environ.get("TMPDIR", "/tmp")).glob("fleetaudit-collect-*")) == before
+    assert not list(scratch.iterdir())  # the fetched exports' folder is gone
     with open_store(db, read_only=True) as store, export.store() as text:
         assert store.row_count("rejects") == 0
         for query in (
