@@ -1078,3 +1078,54 @@ def test_by_time_the_recorded_fleet_is_the_baseline_row(tmp_path: Path) -> None:
         "0.0", "50.0", ""
     )
     assert rows[0]["table"] == "calibration" and rows[0]["replay"] == "record"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 4), st.integers(0, 3), st.integers(0, 8), st.integers(0, 4),
+            st.integers(0, 3), st.booleans(),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 4), st.integers(0, 3), st.sampled_from([0, 1, 2, 8]),
+    st.sampled_from(["half", "whole"]), st.booleans(), st.sampled_from(["first", "best"]),
+)
+def test_compiled_single_pod_choice_is_the_masks_choice(
+    rows: list[tuple[int, int, int, int, int, bool]],
+    need_cpu: int, need_memory: int, count: int, share: str, blocking: bool, mode: str,
+) -> None:  # fmt: skip
+    """The compiled walk over a model set's nodes picks the node the vectorised masks
+    pick (policies._Run.fits_in_set then _choose_in): the first that fits, or the
+    least best-fit key with ties to the lowest index."""
+    import numpy as np
+
+    from fleetaudit.whatif.placement import fit_kernel
+    from fleetaudit.whatif.placement.fleet import _U
+
+    cpu, memory, whole, largest_q, key_q, blocked = (np.array(c) for c in zip(*rows, strict=True))
+    cpu, memory, whole = cpu.astype(np.int64), memory.astype(np.int64), whole.astype(np.int64)
+    largest = largest_q.astype(np.int64) * (_U // 2)  # 0, half, whole, ... GPU units
+    key = key_q.astype(np.int64)  # few values: ties are common
+    blocked = blocked.astype(bool) if blocking else np.zeros(0, dtype=bool)
+    nodes = np.flatnonzero(np.arange(len(rows)) % 3 != 1).astype(np.int64)  # a model set
+    need_share = _U // 2 if share == "half" and count else _U
+    ok = (cpu[nodes] >= need_cpu) & (memory[nodes] >= need_memory)
+    if count:
+        ok &= largest[nodes] >= need_share if need_share < _U else whole[nodes] >= count
+    if blocking:
+        ok &= ~blocked[nodes]
+    fit = nodes[ok]
+    if not len(fit):
+        expected = -1
+    elif mode == "first":
+        expected = int(fit[0])
+    else:
+        expected = int(fit[key[fit].argmin()])
+    chosen = fit_kernel.choose(
+        nodes, cpu, memory, largest, whole, blocked, key, need_cpu, need_memory, need_share,
+        count, fit_kernel.FIRST if mode == "first" else fit_kernel.BEST,
+    )  # fmt: skip
+    assert chosen == expected

@@ -37,6 +37,8 @@ POLICIES = PLACEMENT_POLICIES
 _CPU_KEY = np.int64(1) << np.int64(32)  # best-fit key = free GPU units x this + free CPU units
 _CPU_MAX = int(_CPU_KEY) - 1
 NO_DRAW = ("first-fit", "best-fit", "topology")  # policies that take the only node as it is
+_COMPILED = ("first-fit", "best-fit")  # policies whose single-pod choice find_in_set makes
+_NONE_BLOCKED = np.zeros(0, dtype=bool)  # find_in_set's "no node is blocked"
 _ROUND = 6  # decimals of a fragmentation delta (micro-GPUs) compared for ties
 
 
@@ -227,6 +229,25 @@ class _Run:
             else:
                 cap = min(cap, row.count(_U) // count)
         return max(cap, 0)
+
+    def find_in_set(self, r: int, best: bool = False) -> int:
+        """A node of r's model set that can take one pod of r now, or -1: the lowest-indexed
+        one, or (``best``) the one :meth:`_choose` picks under best-fit. The same answer
+        as :meth:`fits_in_set` with :meth:`_choose_in`, in one compiled pass over the set
+        (:mod:`fleetaudit.whatif.placement.fit_kernel`) that stops at the first fit where
+        that is the answer. Not for a pod without GPUs on a fleet with GPU-less nodes
+        (:meth:`_choose` prefers those)."""
+        from fleetaudit.whatif.placement import fit_kernel
+
+        w, st = self.workload, self.state
+        return int(
+            fit_kernel.choose(
+                self.set_nodes[w.allowed[r]], st.cpu, st.memory, st.largest, st.whole,
+                _NONE_BLOCKED if self.blocked is None else self.blocked, self.best_key,
+                self._cpu[r], self._memory[r], self._share[r], self._count[r],
+                fit_kernel.BEST if best else fit_kernel.FIRST,
+            )
+        )  # fmt: skip
 
     def fits_in_set(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """(the nodes of r's model set, which of them can take one pod of r now): :meth:`fits`
@@ -498,6 +519,9 @@ class _Run:
         if w.pods[r] == 1 and among is None:
             # a single pod: only its model set's nodes can take it (the same node as the
             # policy over a whole-fleet mask: _choose_in)
+            if self.policy in _COMPILED and (self.gpuless is None or self._count[r]):
+                n = self.find_in_set(r, best=self.policy == "best-fit")
+                return None if n < 0 else [(0, n, self._apply(r, n, -1))]
             n, value = self._choose_in(r, *self.fits_in_set(r))
             return None if n < 0 else [(0, n, self._apply(r, n, value))]
         if among is not None and self.narrow and w.pods[r] == 1:

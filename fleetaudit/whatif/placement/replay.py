@@ -985,10 +985,9 @@ class Replay:
             n = self.preferred_l[r]
             if n >= 0 and run.fits_one(r, n):
                 return True  # its recorded node has room
-            nodes, ok = run.fits_in_set(r)
-            if ok.any():
+            if run.find_in_set(r) >= 0:
                 return True
-            return bool(after and run.fits_after_eviction(r, nodes).any())
+            return bool(after and run.fits_after_eviction(r, run.set_nodes[w.allowed[r]]).any())
         for evict in (False, True) if after else (False,):
             room = run.room(r, after_eviction=evict)
             k = int(w.pods[r])
