@@ -75,3 +75,114 @@ def choose(
             found = n
             least = k
     return found
+
+
+@njit(cache=True, nogil=True)
+def any_may_fit(
+    nodes: np.ndarray,
+    free: np.ndarray,
+    cpu: np.ndarray,
+    memory: np.ndarray,
+    whole: np.ndarray,
+    largest: np.ndarray,
+    lp_free: np.ndarray,
+    lp_cpu: np.ndarray,
+    lp_memory: np.ndarray,
+    need_whole: int,
+    need_largest: int,
+    need_cpu: int,
+    need_memory: int,
+    evicts: bool,
+) -> bool:
+    """Whether some node of ``nodes`` has at least ``need_whole`` fully free GPUs, a GPU
+    with ``need_largest`` units free, ``need_cpu`` CPU and ``need_memory`` memory units;
+    ``evicts``: counting what the evictable work holds (``lp_*``) as free too."""
+    for i in range(nodes.shape[0]):
+        n = nodes[i]
+        if evicts:
+            if cpu[n] + lp_cpu[n] < need_cpu or memory[n] + lp_memory[n] < need_memory:
+                continue
+            n_whole = 0
+            most = 0
+            for g in range(free.shape[1]):
+                v = free[n, g] + lp_free[n, g]
+                if v == _U:
+                    n_whole += 1
+                if v > most:
+                    most = v
+            if n_whole >= need_whole and most >= need_largest:
+                return True
+        elif (
+            cpu[n] >= need_cpu
+            and memory[n] >= need_memory
+            and whole[n] >= need_whole
+            and largest[n] >= need_largest
+        ):
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def refresh_rooms(
+    nodes: np.ndarray,
+    room: np.ndarray,
+    seen: np.ndarray,
+    version: np.ndarray,
+    model_ok: np.ndarray,
+    blocked: np.ndarray,
+    free: np.ndarray,
+    cpu: np.ndarray,
+    memory: np.ndarray,
+    lp_free: np.ndarray,
+    lp_cpu: np.ndarray,
+    lp_memory: np.ndarray,
+    after: bool,
+    pods: int,
+    need_cpu: int,
+    need_memory: int,
+    share: int,
+    count: int,
+) -> int:
+    """The pods of one request's shape each node of ``nodes`` can take (as
+    :meth:`~fleetaudit.whatif.placement.policies._Run.room_one`), kept in ``room``:
+    worked out again only where the node's ``version`` moved past ``seen``; their sum.
+
+    The shape: ``pods`` pods, each of ``need_cpu`` CPU and ``need_memory`` memory units
+    and ``count`` whole GPUs (or one GPU's ``share`` units); only nodes of its model set
+    (``model_ok``) and not ``blocked`` (an empty array: none is); ``after``: counting
+    what the evictable work holds (``lp_*``) as free too.
+    """
+    check_blocked = blocked.shape[0] > 0
+    total = 0
+    for i in range(nodes.shape[0]):
+        n = nodes[i]
+        if seen[n] != version[n]:
+            seen[n] = version[n]
+            room[n] = 0
+            if not model_ok[n] or (check_blocked and blocked[n]):
+                continue
+            c, m = cpu[n], memory[n]
+            if after:
+                c += lp_cpu[n]
+                m += lp_memory[n]
+            cap = pods
+            if need_cpu > 0:
+                cap = min(cap, c // need_cpu)
+            elif c < need_cpu:
+                continue
+            if need_memory > 0:
+                cap = min(cap, m // need_memory)
+            elif m < need_memory:
+                continue
+            if count > 0 and share > 0:
+                units = 0
+                for g in range(free.shape[1]):
+                    v = free[n, g] + lp_free[n, g] if after else free[n, g]
+                    if share < _U:
+                        units += v // share
+                    elif v == _U:
+                        units += 1
+                cap = min(cap, units if share < _U else units // count)
+            room[n] = max(cap, 0)
+        total += room[n]
+    return total
