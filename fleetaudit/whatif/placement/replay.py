@@ -47,6 +47,7 @@ DISCIPLINES = QUEUE_DISCIPLINES
 HOLDS = ("record", "none")
 _NEVER = np.iinfo(np.int64).max
 _SEQ = 1 << 40  # a departure's key: its time x this + its sequence number
+_RECENT_SLOTS = 4096  # slots the reservation's walk takes unmerged (Replay._slots_by_end)
 _PREEMPT_NODES = 8  # nodes whose victims a single pod's preemption costs exactly
 # Kueue's defaults: waitForPodsReady's timeout, and the requeue backoff (base, doubling, most)
 _KUEUE_READY_US = 300 * 1_000_000
@@ -926,13 +927,22 @@ class Replay:
             ]
 
         # Slurm: the running work's expected ends per pod (slots), and the reservation.
+        # (arrays, grown by doubling: the reservation's compiled walk reads them)
+        self.n_slots = 0
         self.slot_node = np.zeros(1024, dtype=np.int64)
         self.slot_end = np.zeros(1024, dtype=np.int64)
         self.slot_alive = np.zeros(1024, dtype=bool)
-        self.slot_units: list[int] = []
-        self.slot_cpu: list[int] = []
-        self.slot_memory: list[int] = []
-        self.slot_gpus: list[list[int]] = []
+        self.slot_units = np.zeros(1024, dtype=np.int64)  # units on each GPU it holds
+        self.slot_cpu = np.zeros(1024, dtype=np.int64)
+        self.slot_memory = np.zeros(1024, dtype=np.int64)
+        self.slot_gpus = np.zeros((1024, max(fleet.width, 1)), dtype=bool)  # the GPUs it holds
+        # the slots with an expected end by (end, slot), up to slot ``sorted_upto``
+        self.slot_sorted = np.zeros(0, dtype=np.int64)
+        self.sorted_upto = 0
+        n_nodes = len(fleet.node_ids)
+        # the reservation's walk: its copies of the nodes it releases work on
+        self.reserve_scratch = (np.zeros_like(run.state.free), np.zeros(n_nodes, np.int64),
+                                np.zeros(n_nodes, np.int64), np.zeros(n_nodes, dtype=bool))  # fmt: skip
         self.group_slots: list[int] = []  # group -> its first slot
         self.record_slots: list[int] = []
         self.reservation: tuple[int, int, np.ndarray, np.ndarray] | None = (
@@ -941,7 +951,7 @@ class Replay:
         self.reservations = 0
         if self.reserving:
             for record in self.records:
-                self.record_slots.append(len(self.slot_units))
+                self.record_slots.append(self.n_slots)
                 self._add_slot(record.node, record.end_us, record.units, record.gpus,
                                record.cpu, record.memory)  # fmt: skip
 
@@ -1059,7 +1069,7 @@ class Replay:
             limit = self.limit_l[r]
             expected = t + math.ceil(limit / speed) if limit >= 0 else _NEVER
             w = self.workload
-            self.group_slots.append(len(self.slot_units))
+            self.group_slots.append(self.n_slots)
             for _, n, used in pods:
                 self._add_slot(n, expected, [int(w.share[r])] * len(used), used,
                                int(w.cpu[r]), int(w.memory[r]))  # fmt: skip
@@ -1575,17 +1585,17 @@ class Replay:
 
     def _add_slot(self, node: int, end: int, units: list[int], gpus: list[int], cpu: int,
                   memory: int) -> None:  # fmt: skip
-        s = len(self.slot_units)
+        s = self.n_slots
         if s == len(self.slot_node):
-            grow = len(self.slot_node)
-            self.slot_node = np.concatenate([self.slot_node, np.zeros(grow, np.int64)])
-            self.slot_end = np.concatenate([self.slot_end, np.zeros(grow, np.int64)])
-            self.slot_alive = np.concatenate([self.slot_alive, np.zeros(grow, bool)])
+            for name in ("slot_node", "slot_end", "slot_alive", "slot_units", "slot_cpu",
+                         "slot_memory", "slot_gpus"):  # fmt: skip
+                old = getattr(self, name)
+                setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
+        self.n_slots += 1
         self.slot_node[s], self.slot_end[s], self.slot_alive[s] = node, end, True
-        self.slot_units.append(units[0] if units else 0)
-        self.slot_cpu.append(cpu)
-        self.slot_memory.append(memory)
-        self.slot_gpus.append(list(gpus))
+        self.slot_units[s] = units[0] if units else 0
+        self.slot_cpu[s], self.slot_memory[s] = cpu, memory
+        self.slot_gpus[s, gpus] = True
 
     def _head(self) -> int:
         """The first waiting request in queue order (-1: none waits)."""
@@ -1636,77 +1646,58 @@ class Replay:
         """(h's key, the earliest instant h fits by the running work's expected ends,
         a mask of the nodes it fits on then, those nodes): released in expected-end
         order, on a copy of the state. No such instant: no nodes are reserved."""
+        from fleetaudit.whatif.placement import fit_kernel
+
         fleet, w, st = self.fleet, self.workload, self.engine.state
         n_nodes = len(fleet.node_ids)
         none = (int(self.key[h]), _NEVER, np.zeros(n_nodes, dtype=bool), np.zeros(0, np.int64))
         eligible = w.model_ok[w.allowed[h]]
-        live = np.flatnonzero(self.slot_alive[: len(self.slot_units)])
-        live = live[eligible[self.slot_node[live]] & (self.slot_end[live] < _NEVER)]
-        if not len(live):
-            return none
-        live = live[np.argsort(self.slot_end[live], kind="stable")]
-        free = st.free.copy()
-        cpu, memory = st.cpu.copy(), st.memory.copy()
-        share, count = int(w.share[h]), int(w.count[h])
-        need_cpu, need_memory = int(w.cpu[h]), int(w.memory[h])
+        order, recent = self._slots_by_end()
         k = int(w.pods[h])
         locality = LOCALITIES[int(w.locality[h])]
-        domain = (fleet.block if locality == "block" else fleet.domain) if k > 1 else None
-
-        def room_of(n: int) -> int:
-            row = free[n]
-            cap = k
-            if need_cpu > 0:
-                cap = min(cap, int(cpu[n]) // need_cpu)
-            if need_memory > 0:
-                cap = min(cap, int(memory[n]) // need_memory)
-            if count:
-                if share < _U:
-                    cap = min(cap, int((row // share).sum()))
-                else:
-                    cap = min(cap, int((row == _U).sum()) // count)
-            return max(cap, 0)
-
+        domain = (fleet.block if locality == "block" else fleet.domain) if k > 1 else fleet.domain
         room = np.zeros(n_nodes, dtype=np.int64)
-        if k > 1:
-            for n in np.flatnonzero(eligible).tolist():
-                room[n] = room_of(n)
-        sums = np.bincount(domain, weights=room) if domain is not None else None
-        for s in live.tolist():
-            n = int(self.slot_node[s])
-            gpus = self.slot_gpus[s]
-            if gpus:
-                free[n, gpus] += self.slot_units[s]
-                np.minimum(free[n], _U, out=free[n])  # (a compaction move may have repacked n)
-            cpu[n] += self.slot_cpu[s]
-            memory[n] += self.slot_memory[s]
-            got = room_of(n)
-            when = int(self.slot_end[s])
-            if k == 1:
-                if got >= 1:
-                    mask = np.zeros(n_nodes, dtype=bool)
-                    mask[n] = True
-                    return int(self.key[h]), when, mask, np.array([n], dtype=np.int64)
-                continue
-            if locality == "any":
-                room[n] = got
-                if int(room.sum()) >= k:
-                    nodes = np.flatnonzero(room > 0)
-                    return int(self.key[h]), when, room > 0, nodes
-                continue
-            if locality == "node":
-                if got >= k:
-                    mask = np.zeros(n_nodes, dtype=bool)
-                    mask[n] = True
-                    return int(self.key[h]), when, mask, np.array([n], dtype=np.int64)
-                continue
-            assert domain is not None and sums is not None
-            sums[domain[n]] += got - room[n]
-            room[n] = got
-            if sums[domain[n]] >= k:
-                mask = (domain == domain[n]) & (room > 0)
-                return int(self.key[h]), when, mask, np.flatnonzero(mask)
-        return none
+        sums = np.zeros(int(domain.max()) + 1 if n_nodes else 0, dtype=np.int64)
+        scratch = self.reserve_scratch
+        s, n = fit_kernel.reserve_walk(
+            order, recent, self.slot_alive, self.slot_end, self.slot_node, self.slot_gpus,
+            self.slot_units, self.slot_cpu, self.slot_memory, st.free, st.cpu, st.memory,
+            *scratch, eligible, self.engine.set_nodes[w.allowed[h]], room, sums, domain, k,
+            fit_kernel.LOCALITY_CODES[locality if k > 1 else "node"], int(w.cpu[h]),
+            int(w.memory[h]), int(w.share[h]), int(w.count[h]),
+        )  # fmt: skip
+        if s < 0:
+            return none
+        when = int(self.slot_end[s])
+        if k == 1 or locality == "node":
+            mask = np.zeros(n_nodes, dtype=bool)
+            mask[n] = True
+            return int(self.key[h]), when, mask, np.array([n], dtype=np.int64)
+        if locality == "any":
+            return int(self.key[h]), when, room > 0, np.flatnonzero(room > 0)
+        mask = (domain == domain[n]) & (room > 0)
+        return int(self.key[h]), when, mask, np.flatnonzero(mask)
+
+    def _slots_by_end(self) -> tuple[np.ndarray, np.ndarray]:
+        """The slots with an expected end, by (expected end, slot), in two lists that
+        :func:`~fleetaudit.whatif.placement.fit_kernel.reserve_walk` walks as one: the
+        slots up to ``sorted_upto`` (some of them ended since: the walk skips those),
+        and the later ones. The later ones are merged into the first list, and the
+        ended ones dropped from it, once there are more than a few thousand of them
+        (sorting every live slot again for each reservation was most of its cost)."""
+        end = self.slot_end
+        recent = np.arange(self.sorted_upto, self.n_slots, dtype=np.int64)
+        recent = recent[end[recent] < _NEVER]
+        recent = recent[np.argsort(end[recent], kind="stable")]
+        if len(recent) <= _RECENT_SLOTS:
+            return self.slot_sorted, recent
+        known = self.slot_sorted
+        known = known[self.slot_alive[known]]
+        recent = recent[self.slot_alive[recent]]
+        # after the known slots of the same end: the recent ones are the later slots
+        known = np.insert(known, np.searchsorted(end[known], end[recent], side="right"), recent)
+        self.slot_sorted, self.sorted_upto = known, self.n_slots
+        return known, recent[:0]
 
     # ---- preemption
 
@@ -1865,7 +1856,8 @@ class Replay:
         if self.reserving:
             s = self.record_slots[i] if k < 0 else self.group_slots[i] + k
             self.slot_node[s] = node
-            self.slot_gpus[s] = list(gpus)
+            self.slot_gpus[s] = False
+            self.slot_gpus[s, gpus] = True
             self._set_reservation(None)
 
     def depart(self, t: int) -> list[int]:
