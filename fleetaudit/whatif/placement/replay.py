@@ -6,7 +6,8 @@ import gc
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from fleetaudit.model.capacity import (
 )
 from fleetaudit.whatif import victims
 from fleetaudit.whatif.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids
-from fleetaudit.whatif.placement.policies import NO_DRAW, POLICIES, _Run
+from fleetaudit.whatif.placement.policies import NO_DRAW, NONE_BLOCKED, POLICIES, _Run
 from fleetaudit.whatif.placement.record import QueueFigures, arrivals, as_array, wait_figures
 from fleetaudit.whatif.placement.workload import (
     LOCALITIES,
@@ -45,6 +46,8 @@ DISCIPLINES = QUEUE_DISCIPLINES
 """The disciplines named after the schedulers operators run (the others are the plain queues)."""
 HOLDS = ("record", "none")
 _NEVER = np.iinfo(np.int64).max
+_SEQ = 1 << 40  # a departure's key: its time x this + its sequence number
+_RECENT_SLOTS = 4096  # slots the reservation's walk takes unmerged (Replay._slots_by_end)
 _PREEMPT_NODES = 8  # nodes whose victims a single pod's preemption costs exactly
 # Kueue's defaults: waitForPodsReady's timeout, and the requeue backoff (base, doubling, most)
 _KUEUE_READY_US = 300 * 1_000_000
@@ -778,14 +781,18 @@ class Replay:
                                       workload.memory, workload.allowed]))
             if len(classes) else np.zeros(0, dtype=np.int64)
         )  # fmt: skip
-        # (time, seq, departure: >= 0 pod group, < 0 record)
-        self.heap: list[tuple[int, int, int]] = []
+        # The departures, in time order: a heap of time x _SEQ + seq (one int: a heap of
+        # ints pops in a third of the time of one of tuples), and by seq what leaves
+        # (>= 0 pod group, < 0 record).
+        self.heap: list[int] = []
+        self.leaving: dict[int, int] = {}
         self.records: list[_Recorded] = []
         if not empty:
             self.records = _occupy_recorded(run, allocations, start_us, end_us)
             for i, record in enumerate(self.records):
                 if record.end_us < end_us:
-                    self.heap.append((record.end_us, len(self.heap), -1 - i))
+                    self.leaving[len(self.heap)] = -1 - i
+                    self.heap.append(record.end_us * _SEQ + len(self.heap))
             heapq.heapify(self.heap)
         self.seq = len(self.heap)
         self.ready: list[tuple[int, int, int]] = []  # (hold's end, seq, request)
@@ -920,13 +927,22 @@ class Replay:
             ]
 
         # Slurm: the running work's expected ends per pod (slots), and the reservation.
+        # (arrays, grown by doubling: the reservation's compiled walk reads them)
+        self.n_slots = 0
         self.slot_node = np.zeros(1024, dtype=np.int64)
         self.slot_end = np.zeros(1024, dtype=np.int64)
         self.slot_alive = np.zeros(1024, dtype=bool)
-        self.slot_units: list[int] = []
-        self.slot_cpu: list[int] = []
-        self.slot_memory: list[int] = []
-        self.slot_gpus: list[list[int]] = []
+        self.slot_units = np.zeros(1024, dtype=np.int64)  # units on each GPU it holds
+        self.slot_cpu = np.zeros(1024, dtype=np.int64)
+        self.slot_memory = np.zeros(1024, dtype=np.int64)
+        self.slot_gpus = np.zeros((1024, max(fleet.width, 1)), dtype=bool)  # the GPUs it holds
+        # the slots with an expected end by (end, slot), up to slot ``sorted_upto``
+        self.slot_sorted = np.zeros(0, dtype=np.int64)
+        self.sorted_upto = 0
+        n_nodes = len(fleet.node_ids)
+        # the reservation's walk: its copies of the nodes it releases work on
+        self.reserve_scratch = (np.zeros_like(run.state.free), np.zeros(n_nodes, np.int64),
+                                np.zeros(n_nodes, np.int64), np.zeros(n_nodes, dtype=bool))  # fmt: skip
         self.group_slots: list[int] = []  # group -> its first slot
         self.record_slots: list[int] = []
         self.reservation: tuple[int, int, np.ndarray, np.ndarray] | None = (
@@ -935,7 +951,7 @@ class Replay:
         self.reservations = 0
         if self.reserving:
             for record in self.records:
-                self.record_slots.append(len(self.slot_units))
+                self.record_slots.append(self.n_slots)
                 self._add_slot(record.node, record.end_us, record.units, record.gpus,
                                record.cpu, record.memory)  # fmt: skip
 
@@ -985,12 +1001,12 @@ class Replay:
             n = self.preferred_l[r]
             if n >= 0 and run.fits_one(r, n):
                 return True  # its recorded node has room
-            nodes, ok = run.fits_in_set(r)
-            if ok.any():
+            if run.find_in_set(r) >= 0:
                 return True
-            return bool(after and run.fits_after_eviction(r, nodes).any())
+            return bool(after and run.fits_after_eviction(r, run.set_nodes[w.allowed[r]]).any())
+        nodes = run.set_nodes[w.allowed[r]]  # no other node has room for r
         for evict in (False, True) if after else (False,):
-            room = run.room(r, after_eviction=evict)
+            room = run.room(r, nodes, after_eviction=evict)
             k = int(w.pods[r])
             locality = LOCALITIES[int(w.locality[r])]
             if locality == "any":
@@ -1001,7 +1017,7 @@ class Replay:
                     return True
             else:
                 domain = self.fleet.block if locality == "block" else self.fleet.domain
-                if (np.bincount(domain, weights=room) >= k).any():
+                if (np.bincount(domain[nodes], weights=room) >= k).any():
                     return True
         return False
 
@@ -1037,7 +1053,8 @@ class Replay:
         end = t + length if length >= 0 else _NEVER
         self.group_end.append(end)
         if end < self.end_us:
-            heapq.heappush(self.heap, (end, self.seq, g))
+            heapq.heappush(self.heap, end * _SEQ + self.seq)
+            self.leaving[self.seq] = g
             self.seq += 1
         self.groups.append((r, pods))
         low = self.low_l[r]
@@ -1052,7 +1069,7 @@ class Replay:
             limit = self.limit_l[r]
             expected = t + math.ceil(limit / speed) if limit >= 0 else _NEVER
             w = self.workload
-            self.group_slots.append(len(self.slot_units))
+            self.group_slots.append(self.n_slots)
             for _, n, used in pods:
                 self._add_slot(n, expected, [int(w.share[r])] * len(used), used,
                                int(w.cpu[r]), int(w.memory[r]))  # fmt: skip
@@ -1087,37 +1104,40 @@ class Replay:
                         else np.concatenate([of[at[d] : at[d + 1]] for d in domains])
                     )  # fmt: skip
                 nodes = self.freed_domain_nodes[shape[0]]
-                room = self._room_cached(shape, r, nodes, after)
+                room, total = self._room_cached(shape, r, nodes, after)
                 if len(nodes) and domain[nodes[0]] == domain[nodes[-1]]:  # one domain
-                    most = int(room.sum())
+                    most = total
                 else:
-                    most = int(np.bincount(domain[nodes], weights=room).max())
+                    most = int(np.bincount(domain[nodes], weights=room[nodes]).max())
             else:
                 most = int(run.room(r, freed, after).max())
             self.freed_room[shape] = most
         return most
 
     def _room_cached(self, shape: tuple[int, ...], r: int, nodes: np.ndarray,
-                     after: bool) -> np.ndarray:  # fmt: skip
-        """:meth:`_Run.room` of r on ``nodes``, worked out again only for the nodes whose
-        state changed since (a pod's room on a node depends on that node alone)."""
+                     after: bool) -> tuple[np.ndarray, int]:  # fmt: skip
+        """:meth:`_Run.room` of r (by node, over the whole fleet: read it at ``nodes``)
+        and its sum over ``nodes``, worked out again only for the nodes whose state
+        changed since (a pod's room on a node depends on that node alone)."""
+        from fleetaudit.whatif.placement import fit_kernel
+
         cache = self.room_cache.get(shape)
         if cache is None:
             n_nodes = len(self.fleet.node_ids)
             cache = self.room_cache[shape] = (np.zeros(n_nodes, np.int64),
                                                np.zeros(n_nodes, np.int64))  # fmt: skip
         room, seen = cache
-        version = self.engine.state.version
-        stale = nodes[seen[nodes] != version[nodes]]
-        if len(stale) > 8:
-            room[stale] = self.engine.room(r, stale, after)
-            seen[stale] = version[stale]
-        else:
-            for n in stale.tolist():
-                room[n] = self.engine.room_one(r, n, after)
-                seen[n] = version[n]
-        result: np.ndarray = room[nodes]
-        return result
+        run, w = self.engine, self.workload
+        st = run.state
+        # (what evictable work holds: read only ``after`` an eviction, which needs it tracked)
+        lp = (run.lp_free, run.lp_cpu, run.lp_memory) if after else (st.free, st.cpu, st.memory)
+        total = fit_kernel.refresh_rooms(
+            nodes, room, seen, st.version, w.model_ok[w.allowed[r]],
+            NONE_BLOCKED if run.blocked is None else run.blocked, st.free, st.cpu, st.memory, *lp,
+            after, int(w.pods[r]), int(w.cpu[r]), int(w.memory[r]), int(w.share[r]),
+            int(w.count[r]),
+        )  # fmt: skip
+        return room, int(total)
 
     def _candidates(self, freed: np.ndarray) -> set[int]:
         """The waiting classes worth a try after the nodes ``freed`` got room back."""
@@ -1192,18 +1212,15 @@ class Replay:
                            int(self.class_cpu[cls].min()), int(self.class_memory[cls].min()),
                            bool(self.class_evicts[cls].any()))  # fmt: skip
             self._needs_version = self.waiting_version
+        from fleetaudit.whatif.placement import fit_kernel
+
         whole, largest, cpu, memory, evicts = self._needs
         run, st = self.engine, self.engine.state
-        if evicts:
-            pre_whole, pre_largest = run.pre_at(nodes)
-            return bool(
-                ((pre_whole >= whole) & (pre_largest >= largest)
-                 & (st.cpu[nodes] + run.lp_cpu[nodes] >= cpu)
-                 & (st.memory[nodes] + run.lp_memory[nodes] >= memory)).any()
-            )  # fmt: skip
+        # (what evictable work holds: read only with ``evicts``, which needs it tracked)
+        lp = (run.lp_free, run.lp_cpu, run.lp_memory) if evicts else (st.free, st.cpu, st.memory)
         return bool(
-            ((st.whole[nodes] >= whole) & (st.largest[nodes] >= largest)
-             & (st.cpu[nodes] >= cpu) & (st.memory[nodes] >= memory)).any()
+            fit_kernel.any_may_fit(nodes, st.free, st.cpu, st.memory, st.whole, st.largest,
+                                   *lp, whole, largest, cpu, memory, evicts)
         )  # fmt: skip
 
     def _pop(self, c: int) -> None:
@@ -1568,17 +1585,17 @@ class Replay:
 
     def _add_slot(self, node: int, end: int, units: list[int], gpus: list[int], cpu: int,
                   memory: int) -> None:  # fmt: skip
-        s = len(self.slot_units)
+        s = self.n_slots
         if s == len(self.slot_node):
-            grow = len(self.slot_node)
-            self.slot_node = np.concatenate([self.slot_node, np.zeros(grow, np.int64)])
-            self.slot_end = np.concatenate([self.slot_end, np.zeros(grow, np.int64)])
-            self.slot_alive = np.concatenate([self.slot_alive, np.zeros(grow, bool)])
+            for name in ("slot_node", "slot_end", "slot_alive", "slot_units", "slot_cpu",
+                         "slot_memory", "slot_gpus"):  # fmt: skip
+                old = getattr(self, name)
+                setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
+        self.n_slots += 1
         self.slot_node[s], self.slot_end[s], self.slot_alive[s] = node, end, True
-        self.slot_units.append(units[0] if units else 0)
-        self.slot_cpu.append(cpu)
-        self.slot_memory.append(memory)
-        self.slot_gpus.append(list(gpus))
+        self.slot_units[s] = units[0] if units else 0
+        self.slot_cpu[s], self.slot_memory[s] = cpu, memory
+        self.slot_gpus[s, gpus] = True
 
     def _head(self) -> int:
         """The first waiting request in queue order (-1: none waits)."""
@@ -1629,77 +1646,58 @@ class Replay:
         """(h's key, the earliest instant h fits by the running work's expected ends,
         a mask of the nodes it fits on then, those nodes): released in expected-end
         order, on a copy of the state. No such instant: no nodes are reserved."""
+        from fleetaudit.whatif.placement import fit_kernel
+
         fleet, w, st = self.fleet, self.workload, self.engine.state
         n_nodes = len(fleet.node_ids)
         none = (int(self.key[h]), _NEVER, np.zeros(n_nodes, dtype=bool), np.zeros(0, np.int64))
         eligible = w.model_ok[w.allowed[h]]
-        live = np.flatnonzero(self.slot_alive[: len(self.slot_units)])
-        live = live[eligible[self.slot_node[live]] & (self.slot_end[live] < _NEVER)]
-        if not len(live):
-            return none
-        live = live[np.argsort(self.slot_end[live], kind="stable")]
-        free = st.free.copy()
-        cpu, memory = st.cpu.copy(), st.memory.copy()
-        share, count = int(w.share[h]), int(w.count[h])
-        need_cpu, need_memory = int(w.cpu[h]), int(w.memory[h])
+        order, recent = self._slots_by_end()
         k = int(w.pods[h])
         locality = LOCALITIES[int(w.locality[h])]
-        domain = (fleet.block if locality == "block" else fleet.domain) if k > 1 else None
-
-        def room_of(n: int) -> int:
-            row = free[n]
-            cap = k
-            if need_cpu > 0:
-                cap = min(cap, int(cpu[n]) // need_cpu)
-            if need_memory > 0:
-                cap = min(cap, int(memory[n]) // need_memory)
-            if count:
-                if share < _U:
-                    cap = min(cap, int((row // share).sum()))
-                else:
-                    cap = min(cap, int((row == _U).sum()) // count)
-            return max(cap, 0)
-
+        domain = (fleet.block if locality == "block" else fleet.domain) if k > 1 else fleet.domain
         room = np.zeros(n_nodes, dtype=np.int64)
-        if k > 1:
-            for n in np.flatnonzero(eligible).tolist():
-                room[n] = room_of(n)
-        sums = np.bincount(domain, weights=room) if domain is not None else None
-        for s in live.tolist():
-            n = int(self.slot_node[s])
-            gpus = self.slot_gpus[s]
-            if gpus:
-                free[n, gpus] += self.slot_units[s]
-                np.minimum(free[n], _U, out=free[n])  # (a compaction move may have repacked n)
-            cpu[n] += self.slot_cpu[s]
-            memory[n] += self.slot_memory[s]
-            got = room_of(n)
-            when = int(self.slot_end[s])
-            if k == 1:
-                if got >= 1:
-                    mask = np.zeros(n_nodes, dtype=bool)
-                    mask[n] = True
-                    return int(self.key[h]), when, mask, np.array([n], dtype=np.int64)
-                continue
-            if locality == "any":
-                room[n] = got
-                if int(room.sum()) >= k:
-                    nodes = np.flatnonzero(room > 0)
-                    return int(self.key[h]), when, room > 0, nodes
-                continue
-            if locality == "node":
-                if got >= k:
-                    mask = np.zeros(n_nodes, dtype=bool)
-                    mask[n] = True
-                    return int(self.key[h]), when, mask, np.array([n], dtype=np.int64)
-                continue
-            assert domain is not None and sums is not None
-            sums[domain[n]] += got - room[n]
-            room[n] = got
-            if sums[domain[n]] >= k:
-                mask = (domain == domain[n]) & (room > 0)
-                return int(self.key[h]), when, mask, np.flatnonzero(mask)
-        return none
+        sums = np.zeros(int(domain.max()) + 1 if n_nodes else 0, dtype=np.int64)
+        scratch = self.reserve_scratch
+        s, n = fit_kernel.reserve_walk(
+            order, recent, self.slot_alive, self.slot_end, self.slot_node, self.slot_gpus,
+            self.slot_units, self.slot_cpu, self.slot_memory, st.free, st.cpu, st.memory,
+            *scratch, eligible, self.engine.set_nodes[w.allowed[h]], room, sums, domain, k,
+            fit_kernel.LOCALITY_CODES[locality if k > 1 else "node"], int(w.cpu[h]),
+            int(w.memory[h]), int(w.share[h]), int(w.count[h]),
+        )  # fmt: skip
+        if s < 0:
+            return none
+        when = int(self.slot_end[s])
+        if k == 1 or locality == "node":
+            mask = np.zeros(n_nodes, dtype=bool)
+            mask[n] = True
+            return int(self.key[h]), when, mask, np.array([n], dtype=np.int64)
+        if locality == "any":
+            return int(self.key[h]), when, room > 0, np.flatnonzero(room > 0)
+        mask = (domain == domain[n]) & (room > 0)
+        return int(self.key[h]), when, mask, np.flatnonzero(mask)
+
+    def _slots_by_end(self) -> tuple[np.ndarray, np.ndarray]:
+        """The slots with an expected end, by (expected end, slot), in two lists that
+        :func:`~fleetaudit.whatif.placement.fit_kernel.reserve_walk` walks as one: the
+        slots up to ``sorted_upto`` (some of them ended since: the walk skips those),
+        and the later ones. The later ones are merged into the first list, and the
+        ended ones dropped from it, once there are more than a few thousand of them
+        (sorting every live slot again for each reservation was most of its cost)."""
+        end = self.slot_end
+        recent = np.arange(self.sorted_upto, self.n_slots, dtype=np.int64)
+        recent = recent[end[recent] < _NEVER]
+        recent = recent[np.argsort(end[recent], kind="stable")]
+        if len(recent) <= _RECENT_SLOTS:
+            return self.slot_sorted, recent
+        known = self.slot_sorted
+        known = known[self.slot_alive[known]]
+        recent = recent[self.slot_alive[recent]]
+        # after the known slots of the same end: the recent ones are the later slots
+        known = np.insert(known, np.searchsorted(end[known], end[recent], side="right"), recent)
+        self.slot_sorted, self.sorted_upto = known, self.n_slots
+        return known, recent[:0]
 
     # ---- preemption
 
@@ -1858,15 +1856,17 @@ class Replay:
         if self.reserving:
             s = self.record_slots[i] if k < 0 else self.group_slots[i] + k
             self.slot_node[s] = node
-            self.slot_gpus[s] = list(gpus)
+            self.slot_gpus[s] = False
+            self.slot_gpus[s, gpus] = True
             self._set_reservation(None)
 
     def depart(self, t: int) -> list[int]:
         """Release everything that ends at t; the nodes freed (with repeats)."""
-        heap, records = self.heap, self.records
+        heap, records, leaving = self.heap, self.records, self.leaving
         freed: list[int] = []
-        while heap and heap[0][0] == t:
-            _, _, item = heapq.heappop(heap)
+        later = (t + 1) * _SEQ  # every key is at least t x _SEQ: t is the earliest
+        while heap and heap[0] < later:
+            item = leaving.pop(heapq.heappop(heap) % _SEQ)
             if item < 0:
                 i = -1 - item
                 if records[i].end_us != t:
@@ -2005,16 +2005,8 @@ class Replay:
         if self._done:
             raise RuntimeError("a Replay runs once")
         self._done = True
-        # The replay makes millions of small tuples and lists that live to its end: the
-        # cyclic garbage collector would walk them again and again (a fifth of the
-        # time) and find nothing to free, since the loop makes no reference cycles.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc():
             return self._run(on_tick, ticks)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _run(
         self,
@@ -2030,7 +2022,7 @@ class Replay:
         outages = self.outages
         while True:
             t_out = outages[self.k_out][0] if self.k_out < len(outages) else _NEVER
-            t_dep = heap[0][0] if heap else _NEVER
+            t_dep = heap[0] // _SEQ if heap else _NEVER
             t_arr = arrive_l[a] if a < len(arriving) else _NEVER
             t_ready = ready[0][0] if ready else _NEVER
             if self.timers:
@@ -2195,10 +2187,30 @@ def simulate_replay(
         >>> result.waits.select("request_id", "wait_s").rows()
         [('r1', 0.0), ('r2', 60.0)]
     """
-    return Replay(
-        nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer,
-        hold=hold, preempt=preempt, health=health,
-    ).run(on_tick, ticks)  # fmt: skip
+    with paused_gc():
+        return Replay(
+            nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer,
+            hold=hold, preempt=preempt, health=health,
+        ).run(on_tick, ticks)  # fmt: skip
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside (as it was after).
+
+    A replay makes millions of small tuples and lists that live to its end (its
+    state while it is built, its events, its result's rows): the collector would
+    walk them again and again (a tenth to a fifth of the time) and find nothing to
+    free, since the replay makes no reference cycles. Wrap a replay's construction
+    and its run in it.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 _GIVE, _TAKE, _END_WORK = range(3)  # a health event's kind, in the order of one instant
