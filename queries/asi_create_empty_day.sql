@@ -4,5 +4,5 @@ CREATE OR REPLACE TEMP TABLE _asi_day (
     state_public VARCHAR, priority_class VARCHAR, job_type_public VARCHAR,
     model_type_public VARCHAR, is_genai_request BOOLEAN, gpu_request DOUBLE,
     cpu_request_cores DOUBLE, used_gpu_hours DOUBLE, avg_gpu_sm_util DOUBLE,
-    ready_status BOOLEAN, schedule_delay_sec BIGINT, h UBIGINT
+    ready_status BOOLEAN, schedule_delay_sec BIGINT
 )

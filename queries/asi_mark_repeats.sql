@@ -1,7 +1,7 @@
--- The rows of _asi_day that give a pod-hour again: the same run keys (asi_mark_runs) at the
--- same hour as another row of the block, in a group of _asi_repeats (asi_day_runs). All
--- but the first of each are repeats (rid: the row's rowid), the first by value: the rows
--- asi_pod_repeats names as rejects, whose values it orders the same way.
+-- The rows of _asi_day that give a pod-hour again: the same run keys (asi_runs) at the
+-- same hour as another row of the block, on a pod and server with a repeated run
+-- (asi_runs). All but the first of each are repeats (rid: the row's rowid), the first
+-- by value: the rows asi_pod_repeats names as rejects, whose values it orders the same way.
 CREATE OR REPLACE TEMP TABLE _asi_repeated AS
 SELECT rid, pod_id, server_id, t
 FROM (
@@ -14,9 +14,7 @@ FROM (
                         schedule_delay_sec
            ) AS copy
     FROM _asi_day
-    WHERE rowid IN (
-        SELECT k & 1099511627775 FROM _asi_rows SEMI JOIN _asi_repeats USING (h)
-        WHERE NOT carried
-    )
+    SEMI JOIN (SELECT DISTINCT pod_id, server_id FROM _asi_runs WHERE repeated)
+        USING (pod_id, server_id)
 )
 WHERE copy > 1

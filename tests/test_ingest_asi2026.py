@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from pathlib import Path
 
@@ -511,37 +510,27 @@ def test_run_strings_skip_nulls_across_the_day_boundary(tmp_path: Path) -> None:
     assert rows == [("p-cpu-1@22", "w-a", "rec", "Succeeded", 60, "c1", None)]
 
 
-def test_run_keys_sharing_a_hash_are_grouped_by_the_keys(
-    tmp_path: Path, loaded: tuple[Path, api.IngestResult], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Runs are grouped by one hash of their keys; when two keys share it (forced here: the
-    hash of the server alone), the second hash sees it and the keys themselves group them:
-    the same tables as the fixture's."""
-    from fleetaudit.inputs.ingest import asi2026
-
-    real = asi2026.load_sql
-    # h of the block's rows (asi_load_day) and of the carried runs (asi_mark_runs)
-    hashed = re.compile(r"hash\(pod_id, server_id, gpu_request,[^)]*\)")
-    calls: list[str] = []
-
-    def load_sql(name: str) -> str:
-        calls.append(name)
-        text = real(name)
-        if name in ("asi_load_day", "asi_mark_runs"):
-            text, count = hashed.subn("hash(server_id)", text)
-            assert count == 1, name
-        return text
-
-    monkeypatch.setattr(asi2026, "load_sql", load_sql)
-    db = tmp_path / "fleet.duckdb"
-    api.ingest_paths(api.StoreOptions(db), [write_fixture(tmp_path / "data")], OPTIONS)
-    assert "asi_day_runs_exact" in calls
-    for sql in (
-        "SELECT * EXCLUDE (_ingest_id) FROM allocations ORDER BY alloc_id",
-        "SELECT * EXCLUDE (_ingest_id) FROM telemetry ORDER BY ts, node_id, gpu_index",
-    ):
-        assert _table(db, sql).equals(_table(loaded[0], sql))
-        assert _table(db, sql).height > 0
+def test_an_hour_given_twice_beside_a_missing_hour_is_two_runs(tmp_path: Path) -> None:
+    """p-cpu-1 at t = 22, 23 (carried into day 1), none at 24, and at 25 twice (the row
+    copied): day 1's group of its keys holds as many rows as hours from 23 to 25 (three),
+    yet it is two runs and one repeat. A group counted as one run when its rows match its
+    span of hours would give one run from 22 to the end; the runs are 22-23 and 25, and
+    the copy at 25 is a reject."""
+    pods_at = {
+        t: [row for row in pod_rows(t) if row["pod_id"] == "p-cpu-1"] * (2 if t == 25 else 1)
+        for t in (22, 23, 25)
+    }
+    assert [len(rows) for rows in pods_at.values()] == [1, 1, 2]
+    db = tmp_path / "f.duckdb"
+    root = _fixture_with(tmp_path / "data", pods_at)
+    result = api.ingest_paths(api.StoreOptions(db), [root], OPTIONS)
+    rows = _table(
+        db, "SELECT alloc_id, start_time, end_time FROM allocations ORDER BY 1"
+    ).rows()
+    assert rows == [("p-cpu-1@22", ts(22), ts(24)), ("p-cpu-1@25", ts(25), None)]
+    assert result.rejected == 1
+    assert result.rejects.select("table", "row", "column").rows() == [("allocations", 2, "pod_id")]
+    assert result.rejects["file"][0].endswith("day=1/hour=01/part-000.parquet")
 
 
 @pytest.mark.parametrize("block_rows", [1, 4])

@@ -46,7 +46,7 @@ from fleetaudit.cli import app  # noqa: E402
 from fleetaudit.core.errors import FleetAuditError  # noqa: E402
 from fleetaudit.inputs.generate import GenerateOptions  # noqa: E402
 from fleetaudit.whatif.compaction import CompactionOptions  # noqa: E402
-from tests.spark_cluster import Cluster, free_port, standalone  # noqa: E402
+from tests.spark_cluster import QUICK_JVM, Cluster, free_port, standalone  # noqa: E402
 
 pytestmark = pytest.mark.spark
 DRIVER_RESULT_CAP = "1m"  # spark.driver.maxResultSize of the classic driver
@@ -55,37 +55,52 @@ TIMEOUT_KEY = "spark.fleetaudit.executorTimeout"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with standalone(tmp_path_factory.mktemp("cluster"), workers=2, connect=True) as running:
-        yield running
-        # a Connect client left open retries against the stopped server when Python exits
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    """The cluster, with the classic driver (:func:`classic`) started while its workers
+    and Connect server start (JVMs of the quick kind: tests/spark_cluster.QUICK_JVM)."""
+    saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP")}
+    folder = tmp_path_factory.mktemp("cluster")
+    try:
+        with standalone(
+            folder, workers=2, connect=True, java_options=QUICK_JVM, while_starting=_start_classic
+        ) as running:
+            yield running
+            # a Connect client left open retries against the stopped server when Python exits
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-        left = getattr(ConnectSession, "_default_session", None) or ConnectSession.getActiveSession()
-        if left is not None:
-            left.stop()
+            left = getattr(ConnectSession, "_default_session", None) or ConnectSession.getActiveSession()
+            if left is not None:
+                left.stop()
+            _CLASSIC.pop().stop()
+    finally:
+        _CLASSIC.clear()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
-@pytest.fixture(scope="module")
-def classic(cluster: Cluster) -> Iterator[object]:
+_CLASSIC: list[object] = []
+
+
+def _start_classic(cluster: Cluster) -> None:
     """The driver in this process, on the cluster (the way spark-submit would start it)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:  # another test module's local session
         active.stop()
-    saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP")}
     os.environ.update(PYSPARK_PYTHON=str(cluster.python), SPARK_LOCAL_IP="127.0.0.1")
     builder = SparkSession.builder.master(cluster.master).appName("fleetaudit-tests")
     for key, value in {**cluster.driver_conf(), "spark.driver.maxResultSize": DRIVER_RESULT_CAP}.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    yield session
-    session.stop()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    _CLASSIC.append(builder.getOrCreate())
+
+
+@pytest.fixture(scope="module")
+def classic(cluster: Cluster) -> object:
+    """The classic driver's session (started with the cluster)."""
+    return _CLASSIC[0]
 
 
 @pytest.fixture

@@ -470,7 +470,6 @@ def _stage(
         gpu_hours = store.sql(load_sql("asi_gpu_hours"))
         store.run(load_sql("asi_carry_open_runs"), {"day_end": day_end, "last_day": last_day})
         store.run("DROP VIEW IF EXISTS _asi_rows")
-        store.run("DROP VIEW IF EXISTS _asi_rows_hashed")  # asi_day_runs_exact's
         for scratch in ("_asi_day", "_asi_runs"):  # frees DuckDB's memory for the colouring
             store.run(f"DROP TABLE IF EXISTS {scratch}")
         where = holders.place_day(runs, day_end)
@@ -631,19 +630,17 @@ def _copy(
 def _day_runs(
     store: Store, where: Path, pods: Mapping[str, object], staged: Staged, rejects: Path
 ) -> None:
-    """The block's runs (table _asi_runs), grouped by one hash of the run keys; when two
-    keys share a hash (checked by a second hash), grouped by the keys themselves.
+    """The block's runs (table _asi_runs): the run rule (asi_runs, the portable SQL both
+    engines run) over the block's rows and the carried runs (_asi_rows, asi_mark_runs),
+    then the runs' strings (asi_run_strings).
 
     A pod-hour given twice (the same run keys at the same hour: a copied part file) counts
-    once: the runs' groups tell whether one holds an hour twice (asi_day_runs), and only
-    then are the repeats found (asi_mark_repeats), staged as rejects (the block's ``pods``
-    files read again for their file and row) and removed, and the runs grouped again.
+    once: a run that holds an hour twice is ``repeated``, and only then are the repeats
+    found (asi_mark_repeats), staged as rejects (the block's ``pods`` files read again for
+    their file and row) and removed, and the runs found again.
     """
-    _run(store, load_sql("asi_day_runs"), {}, where)
-    if store.scalar("SELECT count(*) FROM _asi_hash_clash"):
-        store.run(load_sql("asi_day_runs_exact"))  # h: the keys themselves
-        _run(store, load_sql("asi_day_runs"), {}, where)
-    if store.scalar("SELECT count(*) FROM _asi_repeats"):
+    _find_runs(store, where)
+    if store.scalar("SELECT count(*) FROM _asi_runs WHERE repeated"):
         store.run(load_sql("asi_mark_repeats"))
         if store.scalar("SELECT count(*) FROM _asi_repeated"):
             try:
@@ -651,10 +648,16 @@ def _day_runs(
             except QueryError as exc:
                 raise InputError(str(where), f"cannot read: {exc.message}") from exc
             store.run("DELETE FROM _asi_day WHERE rowid IN (SELECT rid FROM _asi_repeated)")
-            _run(store, load_sql("asi_day_runs"), {}, where)
+            _find_runs(store, where)
         store.run("DROP TABLE _asi_repeated")
-    store.run("DROP TABLE _asi_hash_clash")
-    store.run("DROP TABLE _asi_repeats")
+
+
+def _find_runs(store: Store, where: Path) -> None:
+    """_asi_runs from _asi_rows: the two portable queries of the run rule, kept as tables."""
+    keyed, strings = load_sql("asi_runs"), load_sql("asi_run_strings")
+    _run(store, f"CREATE OR REPLACE TEMP TABLE _asi_keyed_runs AS\n{keyed}", {}, where)
+    _run(store, f"CREATE OR REPLACE TEMP TABLE _asi_runs AS\n{strings}", {}, where)
+    store.run("DROP TABLE _asi_keyed_runs")
 
 
 def _peak_memory() -> str:
