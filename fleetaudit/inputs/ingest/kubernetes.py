@@ -45,6 +45,7 @@ from typing import Any
 import polars as pl
 
 from fleetaudit.core.errors import InputError, UsageError
+from fleetaudit.core.gcpause import cycles_uncollected
 from fleetaudit.core.times import parse_instant
 from fleetaudit.inputs.ingest.kubernetes_clusters import Clusters, Origin, mixed_note, refusal
 from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
@@ -292,21 +293,27 @@ def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dic
 
 
 _TIMES: dict[str, datetime | None] = {}  # times repeat across pods: parse each once
+_UNREAD: Any = object()
 
 
 def _time(text: object) -> datetime | None:
     """An RFC 3339 time of the API (``2026-03-01T10:00:04Z``) as naive UTC, else None."""
     if not isinstance(text, str) or not text:
         return None
-    if text in _TIMES:
-        return _TIMES[text]
+    t = _TIMES.get(text, _UNREAD)
+    if t is not _UNREAD:
+        return t
     try:
-        t: datetime | None = parse_instant(text)
+        t = parse_instant(text)
     except UsageError:
         t = None
-    if len(_TIMES) < 200_000:
-        _TIMES[text] = t
+    if len(_TIMES) >= 200_000:  # bounded: the newest times stay
+        _TIMES.clear()
+    _TIMES[text] = t
     return t
+
+
+_STATUS_GROUPS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
 
 
 def _time_fields(item: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
@@ -325,7 +332,7 @@ def _time_fields(item: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
         for key in ("lastTransitionTime", "lastHeartbeatTime"):
             if c.get(key) is not None:
                 yield f"status.conditions[{c.get('type')}].{key}", c[key]
-    for group in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+    for group in _STATUS_GROUPS:
         statuses = status.get(group)
         for cs in statuses if isinstance(statuses, list) else []:
             if not isinstance(cs, dict):
@@ -340,6 +347,49 @@ def _time_fields(item: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
                             yield f"status.{group}[{cs.get('name')}].{which}.{name}.{key}", state[key]
 
 
+def _time_values(item: Mapping[str, Any], deletion: bool = True) -> list[object]:
+    """The raw values of :func:`_time_fields` without their paths (the paths are only built
+    to name a bad one); ``deletion=False`` leaves ``deletionTimestamp`` out."""
+    found: list[object] = []
+    meta = item.get("metadata")
+    if isinstance(meta, dict):
+        if (v := meta.get("creationTimestamp")) is not None:
+            found.append(v)
+        if deletion and (v := meta.get("deletionTimestamp")) is not None:
+            found.append(v)
+    status = item.get("status")
+    if not isinstance(status, dict):
+        return found
+    if (v := status.get("startTime")) is not None:
+        found.append(v)
+    conds = status.get("conditions")
+    if isinstance(conds, list):
+        for c in conds:
+            if isinstance(c, dict):
+                if (v := c.get("lastTransitionTime")) is not None:
+                    found.append(v)
+                if (v := c.get("lastHeartbeatTime")) is not None:
+                    found.append(v)
+    for group in _STATUS_GROUPS:
+        statuses = status.get(group)
+        if not isinstance(statuses, list):
+            continue
+        for cs in statuses:
+            if not isinstance(cs, dict):
+                continue
+            for which in ("state", "lastState"):
+                states = cs.get(which)
+                if not isinstance(states, dict):
+                    continue
+                for state in states.values():
+                    if isinstance(state, dict):
+                        if (v := state.get("startedAt")) is not None:
+                            found.append(v)
+                        if (v := state.get("finishedAt")) is not None:
+                            found.append(v)
+    return found
+
+
 def check_times(item: Mapping[str, Any], column: str) -> None:
     """Refuse an object whose time fields are not times of 1900..2200: a reject naming the
     field (a creation time of 9999-12-31 or "not-a-time" is never ignored).
@@ -347,6 +397,8 @@ def check_times(item: Mapping[str, Any], column: str) -> None:
     Raises:
         _Unmappable: the first bad field.
     """
+    if all(_time(raw) is not None for raw in _time_values(item)):
+        return
     for path, raw in _time_fields(item):
         if _time(raw) is None:
             text = raw if isinstance(raw, str) else json.dumps(raw)[:40]
@@ -383,11 +435,7 @@ def _event_times(item: Mapping[str, Any]) -> list[datetime]:
 
     ``deletionTimestamp`` is left out: it lies in the future by the grace period.
     """
-    return [
-        t
-        for path, raw in _time_fields(item)
-        if path != "metadata.deletionTimestamp" and (t := _time(raw)) is not None
-    ]
+    return [t for raw in _time_values(item, deletion=False) if (t := _time(raw)) is not None]
 
 
 def read_snapshots(
@@ -535,7 +583,9 @@ def _quantity(value: object, what: str, column: str) -> Decimal:
         found = _PARSED.get(value) if isinstance(value, str) else None
         if found is None:
             found = parse_quantity(value)
-            if isinstance(value, str) and len(_PARSED) < 100_000:
+            if isinstance(value, str):
+                if len(_PARSED) >= 100_000:  # bounded: the newest quantities stay
+                    _PARSED.clear()
                 _PARSED[value] = found
         return found
     except QuantityError as exc:
@@ -1145,7 +1195,7 @@ def _owner(meta: Mapping[str, Any]) -> tuple[str | None, str | None]:
 def _finished(pod: Mapping[str, Any]) -> datetime | None:
     status = pod.get("status") or {}
     times = []
-    for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+    for key in _STATUS_GROUPS:
         for cs in status.get(key) or []:
             t = _time(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
             if t is not None:
@@ -2328,22 +2378,23 @@ _VIEW = "_fa_kubernetes_{table}"
 def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions) -> list[Source]:
     """The sources of one kubernetes ingest call, one per (table, file), carrying the notes."""
     files = json_files(paths)
-    snapshots, notes = read_snapshots(files, options.snapshot_time, options)
-    if not snapshots:
-        raise InputError(", ".join(str(p) for p in paths), "no kubectl JSON object to read")
-    stored_nodes = {r["node_id"]: r for r in _stored(store, "nodes", "snapshot_time", "TRUE")}
-    frames = map_snapshots(
-        snapshots,
-        options,
-        stored_nodes=stored_nodes,
-        stored_allocations=_stored_allocations(store, snapshots),
-        stored_requests=_stored_requests(store, snapshots),
-        stored_latest=_stored_latest(store),
-        notes=notes,
-        stored_events=_stored(
-            store, "node_events", "last_seen", "end_time IS NULL AND source LIKE 'kubernetes:%'"
-        ),
-    )
+    with cycles_uncollected():  # a List's objects, mapped: many, and no cycles
+        snapshots, notes = read_snapshots(files, options.snapshot_time, options)
+        if not snapshots:
+            raise InputError(", ".join(str(p) for p in paths), "no kubectl JSON object to read")
+        stored_nodes = {r["node_id"]: r for r in _stored(store, "nodes", "snapshot_time", "TRUE")}
+        frames = map_snapshots(
+            snapshots,
+            options,
+            stored_nodes=stored_nodes,
+            stored_allocations=_stored_allocations(store, snapshots),
+            stored_requests=_stored_requests(store, snapshots),
+            stored_latest=_stored_latest(store),
+            notes=notes,
+            stored_events=_stored(
+                store, "node_events", "last_seen", "end_time IS NULL AND source LIKE 'kubernetes:%'"
+            ),
+        )
     sources: list[Source] = []
     order = [str(f) for f in files]
     repeated: Counter[str] = Counter()
