@@ -140,14 +140,20 @@ class _Snapshot:
     # objects listed again within the snapshot (same name or UID), per table they feed
     repeated: Counter[str] = field(default_factory=Counter)
     _pod_names: dict[object, str] = field(default_factory=dict)  # (namespace, name) -> uid
+    rows: _PodRows | None = None  # the values of the call's pods mapped as they were read
 
     def add(self, kind: str, key: str, name: object, entry: tuple[str, int, Any]) -> None:
         """List an object; a later one with the same key or name replaces it, counted."""
         listed = {"Node": self.nodes, "Pod": self.pods, "Workload": self.workloads}[kind]
         table = "nodes" if kind == "Node" else "requests"
         if kind == "Pod":
-            spec = entry[2].get("spec")
-            table = "allocations" if isinstance(spec, dict) and spec.get("nodeName") else "requests"
+            if isinstance(entry[2], (_Taken, _Bound)):
+                table = "allocations"  # mapped as it was read: bound
+            else:
+                spec = entry[2].get("spec")
+                table = "allocations" if isinstance(spec, dict) and spec.get("nodeName") else (
+                    "requests"
+                )  # fmt: skip
             other = self._pod_names.get(name)
             if other is not None and other != key and other in listed:
                 del listed[other]  # one name, two UIDs at one moment: the later one is it
@@ -452,6 +458,7 @@ def read_snapshots(
     unnamed: Counter[str] = Counter()  # a Node or Pod without a name (and uid)
     per_file: list[tuple[str, list[Any], datetime | None, datetime | None]] = []
     mapper = _Mapper(options) if options is not None else None
+    rows = _PodRows()
     clusters = Clusters()
     for path in files:
         items: list[Any] = []
@@ -478,7 +485,7 @@ def read_snapshots(
                         events = when
             entry: Any = item
             if kind == "Pod" and mapper is not None:
-                entry = _bound(mapper, item, setups) or item
+                entry = _bound(mapper, item, setups, rows) or item
             items.append(entry)
         if snapshot_time is None and newest is not None and events is not None:
             newest = max(newest, events)
@@ -491,7 +498,7 @@ def read_snapshots(
         raise InputError(*refusal(mixed))
     if snapshot_time is not None:
         for listed in ("Pod", "Workload"):
-            listing = [n for n, items, _, _ in per_file if any(i.get("kind") == listed for i in items)]
+            listing = [n for n, items, _, _ in per_file if any(_kind(i) == listed for i in items)]
             if len(listing) > 1 and not (allow_mixed and clusters.apart(listing)):
                 raise InputError(
                     listing[1],
@@ -520,9 +527,12 @@ def read_snapshots(
                     "(kubectl get nodes,pods -A -o json) or give --snapshot-time",
                 )
             t = timed[0]
-        snap = snapshots.setdefault(t, _Snapshot(t))
+        snap = snapshots.setdefault(t, _Snapshot(t, rows=rows))
         snap.files.append(name)
         for i, item in enumerate(items, 1):
+            if isinstance(item, (_Taken, _Bound)):  # a pod mapped as it was read
+                snap.add("Pod", item.uid, item.pod_name, (name, i, item))
+                continue
             kind = item.get("kind")
             meta = item.get("metadata")
             if not isinstance(meta, dict):
@@ -531,10 +541,7 @@ def read_snapshots(
                 snap.add("Node", str(meta["name"]), "", (name, i, item))
             elif kind == "Pod" and (meta.get("uid") or meta.get("name")):
                 uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}")
-                ns, pod = meta.get("namespace", ""), meta.get("name")
-                pod_name = (ns, pod) if isinstance(ns, str) and isinstance(pod, str) else (
-                    str(ns), str(pod)
-                )  # fmt: skip
+                pod_name = _pod_name(meta.get("namespace", ""), meta.get("name"))
                 snap.add("Pod", uid, pod_name, (name, i, item))
             elif kind == "Workload" and str(item.get("apiVersion", "")).startswith(
                 "kueue.x-k8s.io"
@@ -1372,53 +1379,101 @@ def node_intervals(
 
 # -- bound pods as read: their values, packed ------------------------------------
 
-class _Packed(tuple[Any, ...]):
+def _pack(values: Mapping[str, Any]) -> tuple[Any, ...]:
     """A pod's mapped values as a tuple of :data:`_PACK_KEYS` (a dict costs 5x more)."""
+    return tuple([values.get(k) for k in _PACK_KEYS])
 
 
-def _pack(values: dict[str, Any]) -> dict[str, Any] | _Packed:
-    if not values.keys() <= _PACK_SET:
-        return values
-    return _Packed(values.get(k) for k in _PACK_KEYS)
+def _vals(values: tuple[Any, ...]) -> dict[str, Any]:
+    """A pod's packed values as a dict."""
+    return dict(zip(_PACK_KEYS, values))
 
 
-def _vals(values: Mapping[str, Any] | _Packed) -> dict[str, Any]:
-    """A pod's values as a dict, packed or not."""
-    if isinstance(values, _Packed):
-        return dict(zip(_PACK_KEYS, values))
-    return dict(values)
+class _PodRows:
+    """The values of the pods a call maps (packed), turned into polars frames a batch at a
+    time: a pod then costs its columns (a few hundred bytes), not a tuple of objects."""
+
+    BATCH = 1 << 15
+
+    def __init__(self) -> None:
+        self.batch: list[tuple[Any, ...]] = []
+        self.frames: list[pl.DataFrame] = []
+        self.count = 0
+
+    def add(self, values: tuple[Any, ...]) -> int:
+        """Keep one pod's packed values; returns its row number."""
+        self.batch.append(values)
+        self.count += 1
+        if len(self.batch) >= self.BATCH:
+            self._flush()
+        return self.count - 1
+
+    def _flush(self) -> None:
+        if not self.batch:
+            return
+        columns = list(zip(*self.batch))
+        self.batch = []
+        series = []
+        for (key, dtype), column in zip(_PACK_SCHEMA.items(), columns):
+            series.append(pl.Series(key, _typed(list(column), dtype), dtype=dtype))
+        columns.clear()
+        self.frames.append(pl.DataFrame(series))
+
+    def frame(self) -> pl.DataFrame:
+        """Every row kept, in the order kept (the batches are let go)."""
+        self._flush()
+        frames, self.frames = self.frames, []
+        if not frames:
+            return pl.DataFrame(schema=_PACK_SCHEMA)
+        return pl.concat(frames, rechunk=False)
+
+
+@dataclass(slots=True)
+class _Taken:
+    """A bound pod mapped as it was read, its values in the call's :class:`_PodRows` (row
+    ``row``): what its snapshot still needs of it."""
+
+    row: int
+    uid: str
+    pod_name: tuple[Any, Any]  # (namespace, name): a name listed twice in a snapshot
+    job_id: str
+    bind: datetime | None
+    held: bool  # a reject, or it holds GPUs, CPUs or memory: an allocation
 
 
 @dataclass(slots=True)
 class _Bound:
     """A bound pod as the read maps it at once (its node's GPU setup known from earlier in
-    its document): what the mapping needs, never the object itself, so a List of a
-    million pods is held in a few hundred bytes per pod."""
+    its document) that its snapshot still has to finish (:func:`_as_read`): what the
+    mapping needs, never the object itself."""
 
     node: str
     phase: Any
-    values: dict[str, Any] | _Packed
+    values: tuple[Any, ...]
     bind: datetime | None
     finished: datetime | None  # the last container's finish
     last_transition: datetime | None  # a terminal pod without a finish ends here
     terminating: bool
     uid: str
-    name: Any
-    namespace: Any
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """Enough of the object's shape for grouping it (kind, names, node)."""
-        if key == "kind":
-            return "Pod"
-        if key == "metadata":
-            return {"uid": self.uid, "name": self.name, "namespace": self.namespace}
-        if key == "spec":
-            return {"nodeName": self.node}
-        return default
+    pod_name: tuple[Any, Any]
 
 
-def _bound(mapper: _Mapper, item: Mapping[str, Any], setups: Mapping[str, GpuSetup]) -> _Bound | None:
-    """A bound pod mapped as it is read, where its node's setup is known; else None (the
+def _kind(entry: Any) -> Any:
+    """The kind of an object read, or of what the read kept of it."""
+    return "Pod" if isinstance(entry, (_Taken, _Bound)) else entry.get("kind")
+
+
+def _pod_name(namespace: object, name: object) -> tuple[Any, Any]:
+    return (namespace, name) if isinstance(namespace, str) and isinstance(name, str) else (
+        str(namespace), str(name)
+    )  # fmt: skip
+
+
+def _bound(
+    mapper: _Mapper, item: Mapping[str, Any], setups: Mapping[str, GpuSetup], rows: _PodRows
+) -> _Taken | _Bound | None:
+    """A bound pod mapped as it is read, where its node's setup is known: its values go to
+    ``rows`` (or, where its snapshot must finish it, to a :class:`_Bound`); else None (the
     object is kept and mapped with the snapshot)."""
     spec = item.get("spec")
     node = spec.get("nodeName") if isinstance(spec, dict) else None
@@ -1440,22 +1495,24 @@ def _bound(mapper: _Mapper, item: Mapping[str, Any], setups: Mapping[str, GpuSet
         for key in _SHARED_TEXT:  # one string for the many pods that share it
             if isinstance(values.get(key), str):
                 values[key] = sys.intern(values[key])
+        name = _pod_name(values["namespace"], meta.get("name"))
+        packed = _pack(values)
+        if _as_read(packed, terminal):
+            held = bool(values.get("_reject_reason")) or any(
+                values.get(k) for k in ("gpus", "cpus", "memory_gib")
+            )  # fmt: skip
+            return _Taken(rows.add(packed), values["uid"], name, values["job_id"], bind, held)
         return _Bound(
-            values["node_id"], values["phase"], _pack(values), bind, finished, last, terminating,
-            values["uid"], meta.get("name"), values["namespace"],
+            values["node_id"], values["phase"], packed, bind, finished, last, terminating,
+            values["uid"], name,
         )  # fmt: skip
     except _MALFORMED:
         return None
 
 
-_TAKEN = _Bound("", None, {}, None, None, None, False, "", None, None)
-"""What the snapshot keeps of a pod mapped as it was read once its row took its values."""
-
-
-def _as_read(pod: _Bound, terminal: bool) -> bool:
+def _as_read(values: tuple[Any, ...], terminal: bool) -> bool:
     """Whether a pod mapped as it was read needs nothing of its snapshot: it names no GPU
     it does not count, and a finished one has its end."""
-    values = pod.values
     if _get(values, "gpu_resource") and not _get(values, "_reject_reason") and not _get(
         values, "gpus"
     ):
@@ -1699,51 +1756,211 @@ _ADAPTER = {
     "_file": pl.Utf8,
     "_row": pl.Int64,
 }
-_PACK_KEYS = tuple(dict.fromkeys([*_ALLOC_SCHEMA, "uid", "created", "finish", *_ADAPTER]))
-_PACK_SET = frozenset(_PACK_KEYS)
+_PACK_SCHEMA = {
+    **_ALLOC_SCHEMA,
+    "uid": pl.Utf8,
+    "created": pl.Datetime("us"),
+    "finish": pl.Datetime("us"),
+    **_ADAPTER,
+}
+_PACK_KEYS = tuple(_PACK_SCHEMA)
 _PACK_INDEX = {k: i for i, k in enumerate(_PACK_KEYS)}
 
 
-def _get(values: Mapping[str, Any] | _Packed, key: str) -> Any:
-    """One of a pod's values, packed or not."""
-    if isinstance(values, _Packed):
-        return values[_PACK_INDEX[key]] if key in _PACK_INDEX else None
-    return values.get(key)
+def _get(values: tuple[Any, ...], key: str) -> Any:
+    """One of a pod's packed values."""
+    return values[_PACK_INDEX[key]]
 
 
-class _Rows:
-    """Rows kept as columns as they come: a dict per row would cost a kilobyte each."""
+class _Sightings:
+    """The observations of pods as allocations, one per pod and snapshot: its key, the
+    snapshot's time, its file and item, and the row of its values in the call's
+    :class:`_PodRows`."""
 
-    def __init__(self, schema: Mapping[str, Any]) -> None:
-        self.columns: dict[str, list[Any]] = {k: [] for k in {**schema, **_ADAPTER}}
-        self.height = 0
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.times: list[datetime] = []
+        self.files: list[str] = []
+        self.items: list[int] = []
+        self.rows: list[int] = []
 
-    def append(self, row: Mapping[str, Any]) -> None:
-        for key, column in self.columns.items():
-            column.append(row.get(key))
-        self.height += 1
+    def add(self, key: str, time: datetime, file: str, item: int, row: int) -> None:
+        self.keys.append(key)
+        self.times.append(time)
+        self.files.append(file)
+        self.items.append(item)
+        self.rows.append(row)
+
+    def frame(self) -> pl.DataFrame:
+        columns = (self.keys, self.times, self.files, self.items, self.rows)
+        frame = pl.DataFrame(dict(zip(_SIGHTING, columns)), schema=_SIGHTING)
+        self.__init__()  # type: ignore[misc]  # let the lists go
+        return frame
 
 
-def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str, Any]]:
+_SIGHTING = {"_key": pl.Utf8, "_t": pl.Datetime("us"), "_ofile": pl.Utf8, "_orow": pl.Int64,
+             "_at": pl.Int64}  # fmt: skip
+
+
+def _stored_frame(store: Store, table: str, marker: str, where: str) -> pl.DataFrame | None:
     """Rows an earlier kubernetes ingest stored (they carry ``marker``) that may still change."""
     columns = store.column_types(table)
     if marker not in columns:
-        return []
-    return store.sql(
-        f'SELECT * FROM "{table}" WHERE "{marker}" IS NOT NULL AND ({where})'
-    ).to_dicts()
+        return None
+    return store.sql(f'SELECT * FROM "{table}" WHERE "{marker}" IS NOT NULL AND ({where})')
 
 
-def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> list[dict[str, Any]]:
+def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str, Any]]:
+    """:func:`_stored_frame` as dicts."""
+    found = _stored_frame(store, table, marker, where)
+    return [] if found is None else found.to_dicts()
+
+
+def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> pl.DataFrame | None:
     """Stored kubernetes allocations still open, or listed again by this call."""
     uids = sorted({uid for snap in snapshots for uid in snap.pods})
     store.register_frame(_UIDS, pl.DataFrame({"uid": uids}, schema={"uid": pl.Utf8}))
-    return _stored(
+    return _stored_frame(
         store,
         "allocations",
         "last_seen",
         f"end_time IS NULL OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
     )
+
+
+def _stored_values(stored: pl.DataFrame | None, newest_file: str) -> pl.DataFrame:
+    """Stored allocations as packed values of pods (:data:`_PACK_SCHEMA`) and their
+    sightings: a pod stored as a row per GPU (``uid#0``, ``uid#1``, ...) is rejoined."""
+    if stored is None or stored.is_empty():
+        return pl.DataFrame(schema={**_PACK_SCHEMA, **_SIGHTING})
+    missing = [pl.lit(None, dtype).alias(k) for k, dtype in _ALLOC_SCHEMA.items()
+               if k not in stored.columns]  # fmt: skip
+    stored = stored.with_columns(missing).select(
+        [pl.col(k).cast(dtype) for k, dtype in _ALLOC_SCHEMA.items()]
+    )
+    devices = pl.col("gpu_devices").fill_null(0)
+    devices = pl.when(devices == 0).then(1).otherwise(devices)  # int(devices or 1)
+    alloc_id = pl.col("alloc_id")
+    hashed = alloc_id.str.contains("#", literal=True)
+    index = pl.when(hashed).then(alloc_id.str.extract(r"#([^#]*)$", 1)).otherwise(alloc_id)
+    base = pl.when(hashed).then(alloc_id.str.replace(r"#[^#]*$", "")).otherwise(pl.lit(""))
+    split = devices > 1
+    stored = stored.filter(~split | (index == "0")).with_columns(
+        alloc_id.alias("_stored_id"),
+        pl.when(split).then(base).otherwise(alloc_id).alias("alloc_id"),
+        *[pl.when(split).then(pl.col(k) * devices).otherwise(pl.col(k)).alias(k)
+          for k in ("gpus", "cpus", "memory_gib")],
+    )  # fmt: skip
+    return stored.with_columns(
+        uid=alloc_id,
+        created=pl.lit(None, pl.Datetime("us")),
+        finish=pl.when(pl.col("finished")).then(pl.col("end_time")),
+        **{k: pl.lit(None, dtype) for k, dtype in _ADAPTER.items()},
+        _key=alloc_id,
+        _t=pl.col("last_seen"),
+        _ofile=pl.lit(newest_file, pl.Utf8),
+        _orow=pl.lit(0, pl.Int64),
+        _at=pl.int_range(0, pl.len(), dtype=pl.Int64),
+    ).select(*_PACK_SCHEMA, *_SIGHTING, "_stored_id")
+
+
+def _merge_allocations(
+    rows: _PodRows,
+    seen: _Sightings,
+    stored: pl.DataFrame | None,
+    latest_pods: datetime | None,
+    newest_file: str,
+) -> tuple[pl.DataFrame, int]:
+    """The allocation rows of a call, and how many hold shares of unknown size.
+
+    Per pod (key), over its sightings in this call's snapshots and its row stored by an
+    earlier call: its values are those of its newest sighting (the first listed of equals),
+    its first sighting the earliest, its end the latest container finish, else (no later
+    snapshot listing pods lists it) its last sighting, censored; a stored row that comes
+    out as stored is not written again. A pod holding a share on each of N GPUs becomes
+    N rows of one share each (``uid#0``, ...), so it is never packed as one larger share.
+    The choices are made on the sightings alone; the values are gathered once, at the end
+    (a million pods' values are a few hundred megabytes).
+    """
+    old = _stored_values(stored, newest_file)
+    values = pl.concat([rows.frame(), old.select(*_PACK_SCHEMA)], how="vertical", rechunk=False)
+    new = seen.frame()
+    height = values.height - old.height  # the stored rows' values follow this call's
+    sightings = pl.concat(
+        [new, old.select(*_SIGHTING).with_columns(pl.col("_at") + height)]
+    ).with_columns(_seq=pl.int_range(0, pl.len(), dtype=pl.Int64))
+
+    def value(frame: pl.DataFrame, *keys: str) -> pl.DataFrame:
+        """``frame`` with the values of each of its rows (``_at``) named."""
+        return frame.with_columns([values[k].gather(frame["_at"]) for k in keys])
+
+    sightings = value(sightings, "finish", "first_seen")
+    newest = sightings.sort(["_t", "_seq"], descending=[True, False]).unique(
+        "_key", keep="first", maintain_order=True
+    )
+    spans = sightings.group_by("_key").agg(
+        _first=pl.col("_seq").min(),
+        _first_seen=pl.coalesce("first_seen", "_t").min(),
+        _finish=pl.col("finish").max(),
+    )
+    picked = newest.select(*_SIGHTING).join(spans, on="_key").sort("_first")
+    finished = pl.col("_finish").is_not_null()
+    later = pl.col("_t") < latest_pods if latest_pods is not None else pl.lit(False)
+    censored = ~finished & later
+    picked = value(picked, "start_time", "gpu_devices", "_reject_reason", "gpus_inferred")
+    picked = picked.with_columns(
+        alloc_id=pl.col("_key"),
+        first_seen=pl.col("_first_seen"),
+        last_seen=pl.col("_t"),
+        finished=finished,
+        end_censored=censored,
+        # never before its start (a clock ahead of the snapshot's, or a coarse time)
+        end_time=pl.when(finished).then(pl.col("_finish"))
+        .when(censored).then(pl.max_horizontal("_t", "start_time")),
+    )  # fmt: skip
+    computed = ["alloc_id", "first_seen", "last_seen", "finished", "end_censored", "end_time"]
+    if not old.is_empty():  # a stored row that comes out as stored is not written again
+        # (compared with the id it is stored under: a pod stored as a row per GPU, uid#0,
+        # is written again, as it always was)
+        kept = picked.filter(pl.col("_orow") == 0)
+        mine = values.select(pl.all().gather(kept["_at"])).with_columns(kept.select(computed))
+        before = old.with_columns(alloc_id=pl.col("_stored_id")).select("_key", *_ALLOC_SCHEMA)
+        before = before.unique("_key", keep="last", maintain_order=True)
+        compared = mine.with_columns(kept["_key"]).join(
+            before.rename({k: f"{k}_stored" for k in _ALLOC_SCHEMA}),
+            on="_key", how="left", maintain_order="left",
+        )  # fmt: skip
+        same = pl.lit(True)
+        for k, dtype in _ALLOC_SCHEMA.items():
+            equal = pl.col(k).eq_missing(pl.col(f"{k}_stored"))
+            if dtype == pl.Float64:  # NaN is equal to nothing, as in Python
+                equal = equal & ~pl.col(k).is_nan().fill_null(False)
+            same = same & equal
+        unchanged = compared.filter(same)["_key"]
+        picked = picked.filter(~((pl.col("_orow") == 0) & pl.col("_key").is_in(unchanged)))
+    inferred = pl.col("gpus_inferred").is_not_null() & (pl.col("gpus_inferred") != "")
+    shares = picked.filter(inferred & (pl.col("_orow").fill_null(0) != 0)).height
+    devices = pl.col("gpu_devices").fill_null(1)
+    rejected = pl.col("_reject_reason").is_not_null() & (pl.col("_reject_reason") != "")
+    picked = picked.with_columns(
+        _devices=pl.when((devices > 1) & ~rejected).then(devices).otherwise(1)
+    ).with_columns(_device=pl.int_ranges(0, "_devices")).explode("_device")
+    split = pl.col("_devices") > 1
+    picked = picked.with_columns(
+        pl.when(split).then(pl.format("{}#{}", "_key", "_device")).otherwise("alloc_id")
+        .alias("alloc_id"),
+        pl.col("_ofile").alias("_file"),
+        pl.col("_orow").alias("_row"),
+    )  # fmt: skip
+    merged = values.select(pl.all().gather(picked["_at"]))
+    del values
+    merged = merged.with_columns(picked.select(*computed, "_file", "_row", "_devices"))
+    merged = merged.with_columns(
+        pl.when(pl.col("_devices") > 1).then(pl.col(k) / pl.col("_devices")).otherwise(pl.col(k))
+        for k in ("gpus", "cpus", "memory_gib")
+    )  # fmt: skip
+    full = {**_ALLOC_SCHEMA, **_ADAPTER}
+    return merged.select([pl.col(k).cast(dtype) for k, dtype in full.items()]), shares
 
 
 def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str, Any]]:
@@ -1753,6 +1970,9 @@ def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str,
     for snap in snapshots:
         for uid, (_f, _i, pod) in snap.pods.items():
             keys.add(uid)
+            if isinstance(pod, _Taken):
+                keys.add(str(pod.job_id))
+                continue
             if isinstance(pod, _Bound):
                 keys.add(str(_get(pod.values, "job_id")))
                 continue
@@ -1965,7 +2185,7 @@ def map_snapshots(
     snapshots: list[_Snapshot],
     options: KubernetesOptions,
     stored_nodes: Mapping[str, dict[str, Any]] | None = None,
-    stored_allocations: list[dict[str, Any]] | None = None,
+    stored_allocations: pl.DataFrame | None = None,
     stored_requests: list[dict[str, Any]] | None = None,
     stored_latest: Mapping[str, datetime] | None = None,
     notes: list[str] | None = None,
@@ -2049,10 +2269,11 @@ def map_snapshots(
             latest_setup[name] = stored_setup(before)
 
     # allocations and requests from pods, snapshot by snapshot
-    alloc_obs: dict[str, list[_Obs]] = {}
+    pod_rows = next((s.rows for s in snapshots if s.rows is not None), None) or _PodRows()
+    seen = _Sightings()
     pending_obs: dict[str, list[_Obs]] = {}
     pickers: list[_SetupPicker] = []
-    started: dict[str, list[tuple[datetime, datetime]]] = {}  # key -> (snapshot, start)
+    started: list[tuple[datetime, dict[str, datetime]]] = []  # (snapshot, key -> start)
     for snap in snapshots:
         snap_setups = {name: setups.get((snap.time, name)) for name in snap.nodes}
         known: list[tuple[Mapping[str, Any] | None, str, GpuSetup | None]] = []
@@ -2075,8 +2296,16 @@ def map_snapshots(
         gangs: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
         bound_jobs: dict[str, datetime] = {}  # gang -> its latest bind
         for uid, (file, i, pod) in snap.pods.items():
+            if isinstance(pod, _Taken):  # mapped as it was read: its values are in rows
+                bound = pod.bind or snap.time
+                key = pod.job_id
+                if key not in bound_jobs or bound > bound_jobs[key]:
+                    bound_jobs[key] = bound
+                if pod.held:
+                    seen.add(uid, snap.time, file, i, pod.row)
+                continue
             try:
-                if isinstance(pod, _Bound):  # mapped as it was read
+                if isinstance(pod, _Bound):  # mapped as it was read, to be finished here
                     spec, node, phase = {}, pod.node, pod.phase
                 else:
                     spec = pod.get("spec") or {}
@@ -2084,18 +2313,6 @@ def map_snapshots(
                     phase = status.get("phase")
                     node = spec.get("nodeName")
                 terminal = phase in ("Succeeded", "Failed")
-                if node and isinstance(pod, _Bound) and _as_read(pod, terminal):
-                    packed = pod.values
-                    bound = pod.bind or snap.time
-                    key = _get(packed, "job_id")
-                    if key not in bound_jobs or bound > bound_jobs[key]:
-                        bound_jobs[key] = bound
-                    if _get(packed, "_reject_reason") or any(
-                        _get(packed, k) for k in ("gpus", "cpus", "memory_gib")
-                    ):
-                        alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, packed))
-                    snap.pods[uid] = (file, i, _TAKEN)  # its values live on in its row only
-                    continue
                 if node:
                     if isinstance(pod, _Bound):
                         values = _vals(pod.values)
@@ -2139,7 +2356,7 @@ def map_snapshots(
                         terminating=terminating,
                         finish=finish,
                     )
-                    alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, _pack(values)))
+                    seen.add(uid, snap.time, file, i, pod_rows.add(_pack(values)))
                 elif not terminal:
                     gates = [g.get("name") for g in spec.get("schedulingGates") or []]
                     if _KUEUE_GATE in gates and snap.workloads:
@@ -2148,7 +2365,7 @@ def map_snapshots(
                     gangs.setdefault(values["job_id"], []).append((file, i, pod, values))
             except _MALFORMED as exc:
                 malformed = {"alloc_id": uid, "uid": uid, **_malformed("Pod", exc)}
-                alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, malformed))
+                seen.add(uid, snap.time, file, i, pod_rows.add(_pack(malformed)))
         for key, members in gangs.items():
             file, i = members[0][0], members[0][1]
             try:
@@ -2156,9 +2373,8 @@ def map_snapshots(
             except _MALFORMED as exc:
                 row = {"request_id": key, "kind": "Pod", **_malformed("Pod", exc)}
             pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
-        for key, bound in bound_jobs.items():
-            if key not in gangs:  # else part of the gang still waits
-                started.setdefault(key, []).append((snap.time, bound))
+        starts = {key: bound for key, bound in bound_jobs.items() if key not in gangs}
+        started.append((snap.time, starts))  # a gang still waiting in part has not started
         for uid, (file, i, wl) in snap.workloads.items():
             try:
                 check_times(wl, "request_id")
@@ -2180,7 +2396,8 @@ def map_snapshots(
                 if pending:
                     pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
                 else:
-                    started.setdefault(key, []).append((snap.time, admitted_at or snap.time))
+                    start = admitted_at or snap.time
+                    starts[key] = min(starts.get(key, start), start)
                     # an admitted Workload is a request that has started: stored closed,
                     # so an older snapshot ingested later cannot reopen it
                     row.update(
@@ -2199,68 +2416,9 @@ def map_snapshots(
 
     # merge with the rows earlier calls stored, then decide ends and starts; a stored row
     # that comes out unchanged is not written again (it is no row of this call's files)
-    stored_alloc: dict[str, dict[str, Any]] = {}
-    for stored in stored_allocations or []:
-        values = {k: stored.get(k) for k in _ALLOC_SCHEMA}
-        devices = int(stored.get("gpu_devices") or 1)
-        if devices > 1:  # one pod stored as a row per GPU (uid#0, uid#1, ...): rejoin it
-            base, _, index = str(stored["alloc_id"]).rpartition("#")
-            if index != "0":
-                continue
-            stored = {**stored, "alloc_id": base}
-            for k in ("gpus", "cpus", "memory_gib"):
-                if values.get(k) is not None:
-                    values[k] = values[k] * devices
-        stored_alloc[stored["alloc_id"]] = dict(values)
-        values["uid"] = stored["alloc_id"]
-        values["finish"] = stored["end_time"] if stored.get("finished") else None
-        values["first_seen"] = stored.get("first_seen")
-        alloc_obs.setdefault(stored["alloc_id"], []).append(
-            _Obs(newest_file, 0, stored["last_seen"], values)
-        )
-    alloc_rows = _Rows(_ALLOC_SCHEMA)
-    shares = 0
-    for uid in list(alloc_obs):
-        obs = alloc_obs.pop(uid)  # freed as the rows take it
-        o = _latest(obs)
-        v = _vals(o.values)
-        finishes = [f for x in obs if (f := _get(x.values, "finish"))]
-        first_seen = min(_get(x.values, "first_seen") or x.time for x in obs)
-        row = {k: v.get(k) for k in _ALLOC_SCHEMA}
-        row.update(
-            alloc_id=uid,
-            first_seen=first_seen,
-            last_seen=o.time,
-            finished=bool(finishes),
-            end_censored=False,
-        )
-        if finishes:
-            row["end_time"] = max(finishes)
-        elif o.time < latest["Pod"]:
-            # never before its start (a clock ahead of the snapshot's, or a coarse time)
-            start = row.get("start_time")
-            end = max(o.time, start) if isinstance(start, datetime) else o.time
-            row["end_time"], row["end_censored"] = end, True
-        else:
-            row["end_time"] = None
-        for k in ("_reject_reason", "_reject_column", "_reject_value"):
-            row[k] = v.get(k)
-        row["_file"], row["_row"] = o.file, o.row
-        if o.row == 0 and _unchanged(row, stored_alloc.get(uid), _ALLOC_SCHEMA):
-            continue
-        devices = int(row.get("gpu_devices") or 1)
-        if devices > 1 and not row.get("_reject_reason"):
-            # a share on each of N GPUs (HAMi vGPUs, KAI gpu-fraction devices): N rows of
-            # one share each, so the share is never packed as one larger share on one GPU
-            for device in range(devices):
-                part = dict(row, alloc_id=f"{uid}#{device}")
-                for col in ("gpus", "cpus", "memory_gib"):
-                    if row.get(col) is not None:
-                        part[col] = row[col] / devices
-                alloc_rows.append(part)
-        else:
-            alloc_rows.append(row)
-        shares += bool(row.get("gpus_inferred") and row["_row"])
+    allocations, shares = _merge_allocations(
+        pod_rows, seen, stored_allocations, latest.get("Pod"), newest_file
+    )
     if shares and notes is not None:
         notes.append(
             f"{shares} allocation(s) hold shared GPUs of nodes whose replicas are unknown: "
@@ -2278,9 +2436,9 @@ def map_snapshots(
         o = _latest(obs)
         row = {k: o.values.get(k) for k in _REQUEST_SCHEMA}
         row.update(request_id=key, last_seen=o.time, left_queue=None, start_time=None)
-        later = sorted(x for x in started.get(key, []) if x[0] > o.time)
+        later = [(t, starts[key]) for t, starts in started if t > o.time and key in starts]
         if later:  # the first later snapshot that saw it bound or admitted
-            row["start_time"], row["left_queue"] = later[0][1], "started"
+            row["start_time"], row["left_queue"] = min(later)[1], "started"
         elif o.values.get("start_time") is not None:  # stored, already closed
             row["start_time"], row["left_queue"] = (
                 o.values["start_time"],
@@ -2303,19 +2461,14 @@ def map_snapshots(
             continue
         request_rows.append(row)
 
-    def frame(rows: list[dict[str, Any]] | _Rows, schema: Mapping[str, Any]) -> pl.DataFrame:
+    def frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
         full = {**schema, **_ADAPTER}
-        if isinstance(rows, _Rows):  # one column at a time, each list let go once converted
-            series = [pl.Series(k, _typed(rows.columns.pop(k), dtype), dtype=dtype)
-                      for k, dtype in full.items()]  # fmt: skip
-            return pl.DataFrame(series)
-        else:
-            columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
+        columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
         return pl.DataFrame(columns, schema=full)
 
     return {
         "nodes": frame(node_rows, _NODE_SCHEMA),
-        "allocations": frame(alloc_rows, _ALLOC_SCHEMA),
+        "allocations": allocations,
         "requests": frame(request_rows, _REQUEST_SCHEMA),
         "node_events": frame(event_rows, _EVENT_SCHEMA),
     }
