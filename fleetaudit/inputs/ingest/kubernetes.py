@@ -34,6 +34,7 @@ import json
 import math
 import re
 import sys
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -135,19 +136,22 @@ class _Snapshot:
     time: datetime
     files: list[str] = field(default_factory=list)
     nodes: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
-    pods: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
+    # (file, item, object), or the row of a pod mapped as it was read (its values in rows)
+    pods: dict[str, tuple[str, int, Any] | int] = field(default_factory=dict)
     workloads: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
     # objects listed again within the snapshot (same name or UID), per table they feed
     repeated: Counter[str] = field(default_factory=Counter)
     _pod_names: dict[object, str] = field(default_factory=dict)  # (namespace, name) -> uid
     rows: _PodRows | None = None  # the values of the call's pods mapped as they were read
 
-    def add(self, kind: str, key: str, name: object, entry: tuple[str, int, Any]) -> None:
+    def add(self, kind: str, key: str, name: object, entry: tuple[str, int, Any] | int) -> None:
         """List an object; a later one with the same key or name replaces it, counted."""
-        listed = {"Node": self.nodes, "Pod": self.pods, "Workload": self.workloads}[kind]
+        listed: dict[str, Any] = (
+            self.nodes if kind == "Node" else self.pods if kind == "Pod" else self.workloads
+        )
         table = "nodes" if kind == "Node" else "requests"
         if kind == "Pod":
-            if isinstance(entry[2], (_Taken, _Bound)):
+            if isinstance(entry, int) or isinstance(entry[2], _Bound):
                 table = "allocations"  # mapped as it was read: bound
             else:
                 spec = entry[2].get("spec")
@@ -462,6 +466,7 @@ def read_snapshots(
     clusters = Clusters()
     for path in files:
         items: list[Any] = []
+        fileno = rows.file_no(str(path))
         newest: datetime | None = None
         events: datetime | None = None
         setups: dict[str, GpuSetup] = {}  # the document's nodes so far
@@ -485,7 +490,7 @@ def read_snapshots(
                         events = when
             entry: Any = item
             if kind == "Pod" and mapper is not None:
-                entry = _bound(mapper, item, setups, rows) or item
+                entry = _bound(mapper, item, setups, rows, fileno, len(items) + 1) or item
             items.append(entry)
         if snapshot_time is None and newest is not None and events is not None:
             newest = max(newest, events)
@@ -530,7 +535,10 @@ def read_snapshots(
         snap = snapshots.setdefault(t, _Snapshot(t, rows=rows))
         snap.files.append(name)
         for i, item in enumerate(items, 1):
-            if isinstance(item, (_Taken, _Bound)):  # a pod mapped as it was read
+            if isinstance(item, _Taken):  # a pod mapped as it was read: its row
+                snap.add("Pod", item.uid, item.pod_name, item.row)
+                continue
+            if isinstance(item, _Bound):  # mapped as it was read, finished with its snapshot
                 snap.add("Pod", item.uid, item.pod_name, (name, i, item))
                 continue
             kind = item.get("kind")
@@ -1386,12 +1394,13 @@ def _pack(values: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _vals(values: tuple[Any, ...]) -> dict[str, Any]:
     """A pod's packed values as a dict."""
-    return dict(zip(_PACK_KEYS, values))
+    return dict(zip(_PACK_KEYS, values, strict=True))
 
 
 class _PodRows:
     """The values of the pods a call maps (packed), turned into polars frames a batch at a
-    time: a pod then costs its columns (a few hundred bytes), not a tuple of objects."""
+    time: a pod then costs its columns (a few hundred bytes), not a tuple of objects. Its
+    file is a number (:meth:`file_no`)."""
 
     BATCH = 1 << 15
 
@@ -1399,6 +1408,17 @@ class _PodRows:
         self.batch: list[tuple[Any, ...]] = []
         self.frames: list[pl.DataFrame] = []
         self.count = 0
+        self.files: dict[str, int] = {}
+
+    def file_no(self, file: str) -> int:
+        return self.files.setdefault(file, len(self.files))
+
+    def column(self, key: str) -> pl.Series:
+        """One column of every row kept so far."""
+        self._flush()
+        if not self.frames:
+            return pl.Series(key, [], dtype=_PACK_SCHEMA[key])
+        return pl.concat([f[key] for f in self.frames], rechunk=False)
 
     def add(self, values: tuple[Any, ...]) -> int:
         """Keep one pod's packed values; returns its row number."""
@@ -1411,10 +1431,10 @@ class _PodRows:
     def _flush(self) -> None:
         if not self.batch:
             return
-        columns = list(zip(*self.batch))
+        columns = list(zip(*self.batch, strict=True))
         self.batch = []
         series = []
-        for (key, dtype), column in zip(_PACK_SCHEMA.items(), columns):
+        for (key, dtype), column in zip(_PACK_SCHEMA.items(), columns, strict=True):
             series.append(pl.Series(key, _typed(list(column), dtype), dtype=dtype))
         columns.clear()
         self.frames.append(pl.DataFrame(series))
@@ -1431,14 +1451,11 @@ class _PodRows:
 @dataclass(slots=True)
 class _Taken:
     """A bound pod mapped as it was read, its values in the call's :class:`_PodRows` (row
-    ``row``): what its snapshot still needs of it."""
+    ``row``), until its snapshot lists it."""
 
     row: int
     uid: str
     pod_name: tuple[Any, Any]  # (namespace, name): a name listed twice in a snapshot
-    job_id: str
-    bind: datetime | None
-    held: bool  # a reject, or it holds GPUs, CPUs or memory: an allocation
 
 
 @dataclass(slots=True)
@@ -1470,11 +1487,16 @@ def _pod_name(namespace: object, name: object) -> tuple[Any, Any]:
 
 
 def _bound(
-    mapper: _Mapper, item: Mapping[str, Any], setups: Mapping[str, GpuSetup], rows: _PodRows
+    mapper: _Mapper,
+    item: Mapping[str, Any],
+    setups: Mapping[str, GpuSetup],
+    rows: _PodRows,
+    fileno: int,
+    number: int,
 ) -> _Taken | _Bound | None:
-    """A bound pod mapped as it is read, where its node's setup is known: its values go to
-    ``rows`` (or, where its snapshot must finish it, to a :class:`_Bound`); else None (the
-    object is kept and mapped with the snapshot)."""
+    """A bound pod (item ``number`` of file ``fileno``) mapped as it is read, where its
+    node's setup is known: its values go to ``rows`` (or, where its snapshot must finish
+    it, to a :class:`_Bound`); else None (the object is kept and mapped with the snapshot)."""
     spec = item.get("spec")
     node = spec.get("nodeName") if isinstance(spec, dict) else None
     if not isinstance(node, str) or node not in setups:
@@ -1491,17 +1513,15 @@ def _bound(
         bind = _bind_time(item)
         terminating = bool(meta.get("deletionTimestamp"))
         values.update(alloc_id=values["uid"], node_id=node, start_time=bind, phase=phase,
-                      terminating=terminating, finish=(finished or last) if terminal else None)  # fmt: skip
+                      terminating=terminating, finish=(finished or last) if terminal else None,
+                      _fileno=fileno, _item=number)  # fmt: skip
         for key in _SHARED_TEXT:  # one string for the many pods that share it
             if isinstance(values.get(key), str):
                 values[key] = sys.intern(values[key])
         name = _pod_name(values["namespace"], meta.get("name"))
         packed = _pack(values)
         if _as_read(packed, terminal):
-            held = bool(values.get("_reject_reason")) or any(
-                values.get(k) for k in ("gpus", "cpus", "memory_gib")
-            )  # fmt: skip
-            return _Taken(rows.add(packed), values["uid"], name, values["job_id"], bind, held)
+            return _Taken(rows.add(packed), values["uid"], name)
         return _Bound(
             values["node_id"], values["phase"], packed, bind, finished, last, terminating,
             values["uid"], name,
@@ -1665,7 +1685,7 @@ def _latest(obs: list[_Obs]) -> _Obs:
     return max(obs, key=lambda o: o.time)
 
 
-_NODE_SCHEMA = {
+_NODE_SCHEMA: dict[str, Any] = {
     "node_id": pl.Utf8,
     "gpu_model": pl.Utf8,
     "gpus": pl.Int64,
@@ -1687,7 +1707,7 @@ _NODE_SCHEMA = {
     "snapshot_time": pl.Datetime("us"),
     "absent_since": pl.Datetime("us"),
 }
-_ALLOC_SCHEMA = {
+_ALLOC_SCHEMA: dict[str, Any] = {
     "alloc_id": pl.Utf8,
     "job_id": pl.Utf8,
     "node_id": pl.Utf8,
@@ -1714,7 +1734,7 @@ _ALLOC_SCHEMA = {
     "finished": pl.Boolean,
     "end_censored": pl.Boolean,
 }
-_REQUEST_SCHEMA = {
+_REQUEST_SCHEMA: dict[str, Any] = {
     "request_id": pl.Utf8,
     "submit_time": pl.Datetime("us"),
     "start_time": pl.Datetime("us"),
@@ -1738,7 +1758,7 @@ _REQUEST_SCHEMA = {
     "left_queue": pl.Utf8,
     "gpus_inferred": pl.Utf8,
 }
-_EVENT_SCHEMA = {
+_EVENT_SCHEMA: dict[str, Any] = {
     "node_id": pl.Utf8,
     "gpu_index": pl.Int64,
     "start_time": pl.Datetime("us"),
@@ -1749,19 +1769,21 @@ _EVENT_SCHEMA = {
     "last_seen": pl.Datetime("us"),  # the last snapshot that showed the interval
     "recorded_time": pl.Datetime("us"),  # the node's own time of its start, where it has one
 }
-_ADAPTER = {
+_ADAPTER: dict[str, Any] = {
     "_reject_reason": pl.Utf8,
     "_reject_column": pl.Utf8,
     "_reject_value": pl.Utf8,
     "_file": pl.Utf8,
     "_row": pl.Int64,
 }
-_PACK_SCHEMA = {
+_PACK_SCHEMA: dict[str, Any] = {
     **_ALLOC_SCHEMA,
-    "uid": pl.Utf8,
-    "created": pl.Datetime("us"),
-    "finish": pl.Datetime("us"),
-    **_ADAPTER,
+    "finish": pl.Datetime("us"),  # its last container's finish, when it has one
+    "_reject_reason": pl.Utf8,
+    "_reject_column": pl.Utf8,
+    "_reject_value": pl.Utf8,
+    "_fileno": pl.Int64,  # its file (_PodRows.file_no) and item there
+    "_item": pl.Int64,
 }
 _PACK_KEYS = tuple(_PACK_SCHEMA)
 _PACK_INDEX = {k: i for i, k in enumerate(_PACK_KEYS)}
@@ -1773,33 +1795,59 @@ def _get(values: tuple[Any, ...], key: str) -> Any:
 
 
 class _Sightings:
-    """The observations of pods as allocations, one per pod and snapshot: its key, the
-    snapshot's time, its file and item, and the row of its values in the call's
-    :class:`_PodRows`."""
+    """The sightings of pods mapped with their snapshot (not as read) as allocations: its
+    key, the snapshot's time, the row of its values in the call's :class:`_PodRows`, and
+    its order (snapshot, place in it)."""
 
     def __init__(self) -> None:
         self.keys: list[str] = []
         self.times: list[datetime] = []
-        self.files: list[str] = []
-        self.items: list[int] = []
         self.rows: list[int] = []
+        self.order: list[int] = []
 
-    def add(self, key: str, time: datetime, file: str, item: int, row: int) -> None:
+    def add(self, key: str, time: datetime, row: int, order: int) -> None:
         self.keys.append(key)
         self.times.append(time)
-        self.files.append(file)
-        self.items.append(item)
         self.rows.append(row)
+        self.order.append(order)
 
     def frame(self) -> pl.DataFrame:
-        columns = (self.keys, self.times, self.files, self.items, self.rows)
-        frame = pl.DataFrame(dict(zip(_SIGHTING, columns)), schema=_SIGHTING)
-        self.__init__()  # type: ignore[misc]  # let the lists go
-        return frame
+        columns = (self.keys, self.times, self.rows, self.order)
+        return pl.DataFrame(dict(zip(_SIGHTING, columns, strict=True)), schema=_SIGHTING)
 
 
-_SIGHTING = {"_key": pl.Utf8, "_t": pl.Datetime("us"), "_ofile": pl.Utf8, "_orow": pl.Int64,
-             "_at": pl.Int64}  # fmt: skip
+_SIGHTING: dict[str, Any] = {
+    "_key": pl.Utf8, "_t": pl.Datetime("us"), "_at": pl.Int64, "_seq": pl.Int64
+}  # fmt: skip
+_PLACE = 32  # a sighting's order: snapshot << _PLACE | its place in the snapshot
+
+
+def _taken_sightings(
+    rows: _PodRows, taken: list[tuple[datetime, int, array[int], array[int]]]
+) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
+    """The sightings of the pods mapped as they were read (per snapshot: its time, number,
+    and its pods' rows and places), those that are allocations (a reject, or holding GPUs,
+    CPUs or memory), and per snapshot the latest bind of each job (else the snapshot's time)."""
+    if not taken:
+        return pl.DataFrame(schema=_SIGHTING), []
+    columns = ["alloc_id", "job_id", "start_time", "gpus", "cpus", "memory_gib", "_reject_reason"]
+    held = (pl.col("_reject_reason").is_not_null() & (pl.col("_reject_reason") != "")) | (
+        pl.any_horizontal([pl.col(k).fill_null(0) != 0 for k in ("gpus", "cpus", "memory_gib")])
+    )  # truthy, as Python takes them (NaN too)
+    found, binds = [], []
+    values = {k: rows.column(k) for k in columns}
+    for time, number, at, place in taken:
+        mine = pl.Series("_at", at, dtype=pl.Int64)
+        frame = pl.DataFrame([mine, *(values[k].gather(mine) for k in columns)]).with_columns(
+            _t=pl.lit(time, pl.Datetime("us")),
+            _seq=pl.Series(place, dtype=pl.Int64) + (number << _PLACE),
+        )
+        key = pl.col("alloc_id").alias("_key")
+        found.append(frame.filter(held).select(key, "_t", "_at", "_seq"))
+        binds.append(frame.group_by("job_id").agg(
+            pl.coalesce("start_time", "_t").max().alias("bound")
+        ))  # fmt: skip
+    return pl.concat(found), binds
 
 
 def _stored_frame(store: Store, table: str, marker: str, where: str) -> pl.DataFrame | None:
@@ -1816,23 +1864,40 @@ def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str,
     return [] if found is None else found.to_dicts()
 
 
+def _taken_column(snapshots: list[_Snapshot], key: str) -> pl.Series:
+    """Column ``key`` of the values of the pods the snapshots list that were mapped as read."""
+    rows = next((s.rows for s in snapshots if s.rows is not None), None)
+    at = array("q", (e for snap in snapshots for e in snap.pods.values() if isinstance(e, int)))
+    if rows is None or not at:
+        return pl.Series(key, [], dtype=pl.Utf8)
+    return rows.column(key).gather(pl.Series(at, dtype=pl.Int64))
+
+
 def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> pl.DataFrame | None:
     """Stored kubernetes allocations still open, or listed again by this call."""
-    uids = sorted({uid for snap in snapshots for uid in snap.pods})
-    store.register_frame(_UIDS, pl.DataFrame({"uid": uids}, schema={"uid": pl.Utf8}))
-    return _stored_frame(
-        store,
-        "allocations",
-        "last_seen",
-        f"end_time IS NULL OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
-    )
+    others = [k for snap in snapshots for k, e in snap.pods.items() if not isinstance(e, int)]
+    taken = _taken_column(snapshots, "alloc_id")
+    uids = pl.concat([pl.Series("uid", others, dtype=pl.Utf8), taken.alias("uid")])
+    store.register_frame(_UIDS, uids.unique().to_frame("uid"))
+    try:
+        return _stored_frame(
+            store,
+            "allocations",
+            "last_seen",
+            f"end_time IS NULL OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
+        )
+    finally:
+        store.unregister(_UIDS)
 
 
-def _stored_values(stored: pl.DataFrame | None, newest_file: str) -> pl.DataFrame:
-    """Stored allocations as packed values of pods (:data:`_PACK_SCHEMA`) and their
-    sightings: a pod stored as a row per GPU (``uid#0``, ``uid#1``, ...) is rejoined."""
+def _stored_values(stored: pl.DataFrame | None, fileno: int) -> pl.DataFrame:
+    """Stored allocations as packed values of pods (:data:`_PACK_SCHEMA`, file ``fileno``,
+    item 0) with ``_key``, ``_t`` (their last sighting), ``first_seen`` and ``_stored_id``
+    (the id they are stored under): a pod stored as a row per GPU (``uid#0``, ``uid#1``,
+    ...) is rejoined."""
+    extra: dict[str, Any] = {"_key": pl.Utf8, "_t": pl.Datetime("us"), "_stored_id": pl.Utf8}
     if stored is None or stored.is_empty():
-        return pl.DataFrame(schema={**_PACK_SCHEMA, **_SIGHTING})
+        return pl.DataFrame(schema={**_PACK_SCHEMA, **extra})
     missing = [pl.lit(None, dtype).alias(k) for k, dtype in _ALLOC_SCHEMA.items()
                if k not in stored.columns]  # fmt: skip
     stored = stored.with_columns(missing).select(
@@ -1852,62 +1917,80 @@ def _stored_values(stored: pl.DataFrame | None, newest_file: str) -> pl.DataFram
           for k in ("gpus", "cpus", "memory_gib")],
     )  # fmt: skip
     return stored.with_columns(
-        uid=alloc_id,
-        created=pl.lit(None, pl.Datetime("us")),
         finish=pl.when(pl.col("finished")).then(pl.col("end_time")),
-        **{k: pl.lit(None, dtype) for k, dtype in _ADAPTER.items()},
+        _reject_reason=pl.lit(None, pl.Utf8),
+        _reject_column=pl.lit(None, pl.Utf8),
+        _reject_value=pl.lit(None, pl.Utf8),
+        _fileno=pl.lit(fileno, pl.Int64),
+        _item=pl.lit(0, pl.Int64),
         _key=alloc_id,
         _t=pl.col("last_seen"),
-        _ofile=pl.lit(newest_file, pl.Utf8),
-        _orow=pl.lit(0, pl.Int64),
-        _at=pl.int_range(0, pl.len(), dtype=pl.Int64),
-    ).select(*_PACK_SCHEMA, *_SIGHTING, "_stored_id")
+    ).select(*_PACK_SCHEMA, *extra)
+
+
+def _gathered(frame: pl.DataFrame, values: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    """``frame`` with the ``values`` of each of its rows (``_at``) named."""
+    return frame.with_columns([values[k].gather(frame["_at"]) for k in keys])
 
 
 def _merge_allocations(
     rows: _PodRows,
-    seen: _Sightings,
+    sightings: pl.DataFrame,
     stored: pl.DataFrame | None,
     latest_pods: datetime | None,
     newest_file: str,
 ) -> tuple[pl.DataFrame, int]:
     """The allocation rows of a call, and how many hold shares of unknown size.
 
-    Per pod (key), over its sightings in this call's snapshots and its row stored by an
-    earlier call: its values are those of its newest sighting (the first listed of equals),
+    Per pod (key), over its ``sightings`` in this call's snapshots and its row stored by
+    an earlier call: its values are those of its newest sighting (the first of equals),
     its first sighting the earliest, its end the latest container finish, else (no later
     snapshot listing pods lists it) its last sighting, censored; a stored row that comes
     out as stored is not written again. A pod holding a share on each of N GPUs becomes
     N rows of one share each (``uid#0``, ...), so it is never packed as one larger share.
-    The choices are made on the sightings alone; the values are gathered once, at the end
-    (a million pods' values are a few hundred megabytes).
+    The choices are made on the sightings alone and the values gathered once, at the end
+    (a million pods' values are a few hundred megabytes); a call whose pods are all new
+    and seen once keeps its values as they are.
     """
-    old = _stored_values(stored, newest_file)
-    values = pl.concat([rows.frame(), old.select(*_PACK_SCHEMA)], how="vertical", rechunk=False)
-    new = seen.frame()
-    height = values.height - old.height  # the stored rows' values follow this call's
-    sightings = pl.concat(
-        [new, old.select(*_SIGHTING).with_columns(pl.col("_at") + height)]
-    ).with_columns(_seq=pl.int_range(0, pl.len(), dtype=pl.Int64))
+    old = _stored_values(stored, rows.file_no(newest_file))
+    files = list(rows.files)
+    mine = rows.frame()
+    height = mine.height  # the stored rows' values follow this call's
+    values = pl.concat([mine, old.select(*_PACK_SCHEMA)], how="vertical", rechunk=False)
+    del mine
+    last = int(sightings.select(pl.col("_seq").max()).item() or 0) + 1 if sightings.height else 0
+    sightings = pl.concat([
+        sightings,
+        old.select("_key", "_t").with_columns(
+            _at=pl.int_range(height, height + pl.len(), dtype=pl.Int64),
+            _seq=pl.int_range(last, last + pl.len(), dtype=pl.Int64),
+        ),
+    ])  # fmt: skip
 
-    def value(frame: pl.DataFrame, *keys: str) -> pl.DataFrame:
-        """``frame`` with the values of each of its rows (``_at``) named."""
-        return frame.with_columns([values[k].gather(frame["_at"]) for k in keys])
-
-    sightings = value(sightings, "finish", "first_seen")
-    newest = sightings.sort(["_t", "_seq"], descending=[True, False]).unique(
-        "_key", keep="first", maintain_order=True
-    )
-    spans = sightings.group_by("_key").agg(
-        _first=pl.col("_seq").min(),
-        _first_seen=pl.coalesce("first_seen", "_t").min(),
-        _finish=pl.col("finish").max(),
-    )
-    picked = newest.select(*_SIGHTING).join(spans, on="_key").sort("_first")
+    sightings = _gathered(sightings, values, "finish", "first_seen")
+    if sightings["_key"].n_unique() == sightings.height:  # each pod seen once
+        picked = sightings.sort("_seq").select(
+            *_SIGHTING, _first=pl.col("_seq"), _first_seen=pl.coalesce("first_seen", "_t"),
+            _finish=pl.col("finish"),
+        )  # fmt: skip
+    else:
+        newest = sightings.sort(["_t", "_seq"], descending=[True, False]).unique(
+            "_key", keep="first", maintain_order=True
+        )
+        spans = sightings.group_by("_key").agg(
+            _first=pl.col("_seq").min(),
+            _first_seen=pl.coalesce("first_seen", "_t").min(),
+            _finish=pl.col("finish").max(),
+        )
+        picked = newest.select(*_SIGHTING).join(spans, on="_key").sort("_first")
+    del sightings
     finished = pl.col("_finish").is_not_null()
     later = pl.col("_t") < latest_pods if latest_pods is not None else pl.lit(False)
     censored = ~finished & later
-    picked = value(picked, "start_time", "gpu_devices", "_reject_reason", "gpus_inferred")
+    picked = _gathered(
+        picked, values, "start_time", "gpu_devices", "_reject_reason", "gpus_inferred",
+        "_fileno", "_item",
+    )  # fmt: skip
     picked = picked.with_columns(
         alloc_id=pl.col("_key"),
         first_seen=pl.col("_first_seen"),
@@ -1922,11 +2005,13 @@ def _merge_allocations(
     if not old.is_empty():  # a stored row that comes out as stored is not written again
         # (compared with the id it is stored under: a pod stored as a row per GPU, uid#0,
         # is written again, as it always was)
-        kept = picked.filter(pl.col("_orow") == 0)
-        mine = values.select(pl.all().gather(kept["_at"])).with_columns(kept.select(computed))
+        kept = picked.filter(pl.col("_item") == 0)
+        again = values.select(pl.all().gather(kept["_at"])).with_columns(
+            kept.select(computed).get_columns()
+        )
         before = old.with_columns(alloc_id=pl.col("_stored_id")).select("_key", *_ALLOC_SCHEMA)
         before = before.unique("_key", keep="last", maintain_order=True)
-        compared = mine.with_columns(kept["_key"]).join(
+        compared = again.with_columns(kept["_key"]).join(
             before.rename({k: f"{k}_stored" for k in _ALLOC_SCHEMA}),
             on="_key", how="left", maintain_order="left",
         )  # fmt: skip
@@ -1937,24 +2022,34 @@ def _merge_allocations(
                 equal = equal & ~pl.col(k).is_nan().fill_null(False)
             same = same & equal
         unchanged = compared.filter(same)["_key"]
-        picked = picked.filter(~((pl.col("_orow") == 0) & pl.col("_key").is_in(unchanged)))
+        picked = picked.filter(~((pl.col("_item") == 0) & pl.col("_key").is_in(unchanged)))
     inferred = pl.col("gpus_inferred").is_not_null() & (pl.col("gpus_inferred") != "")
-    shares = picked.filter(inferred & (pl.col("_orow").fill_null(0) != 0)).height
+    shares = picked.filter(inferred & (pl.col("_item").fill_null(0) != 0)).height
     devices = pl.col("gpu_devices").fill_null(1)
     rejected = pl.col("_reject_reason").is_not_null() & (pl.col("_reject_reason") != "")
     picked = picked.with_columns(
         _devices=pl.when((devices > 1) & ~rejected).then(devices).otherwise(1)
-    ).with_columns(_device=pl.int_ranges(0, "_devices")).explode("_device")
+    )
+    if (picked["_devices"].max() or 1) > 1:  # type: ignore[operator]
+        picked = picked.with_columns(_device=pl.int_ranges(0, "_devices")).explode("_device")
+    else:
+        picked = picked.with_columns(_device=pl.lit(0, pl.Int64))
     split = pl.col("_devices") > 1
     picked = picked.with_columns(
         pl.when(split).then(pl.format("{}#{}", "_key", "_device")).otherwise("alloc_id")
         .alias("alloc_id"),
-        pl.col("_ofile").alias("_file"),
-        pl.col("_orow").alias("_row"),
     )  # fmt: skip
-    merged = values.select(pl.all().gather(picked["_at"]))
+    at = picked["_at"]
+    if at.len() == values.height and (at == pl.int_range(0, at.len(), eager=True)).all():
+        merged = values  # every value kept, in order: nothing to gather
+    else:
+        merged = values.select(pl.all().gather(at))
     del values
-    merged = merged.with_columns(picked.select(*computed, "_file", "_row", "_devices"))
+    merged = merged.with_columns(
+        *picked.select(*computed, "_devices").get_columns(),
+        pl.Series(files, dtype=pl.Utf8).gather(picked["_fileno"]).alias("_file"),
+        picked["_item"].alias("_row"),
+    )
     merged = merged.with_columns(
         pl.when(pl.col("_devices") > 1).then(pl.col(k) / pl.col("_devices")).otherwise(pl.col(k))
         for k in ("gpus", "cpus", "memory_gib")
@@ -1966,13 +2061,13 @@ def _merge_allocations(
 def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str, Any]]:
     """Stored kubernetes requests still queued, or that this call's objects may be (a pod's
     UID or gang, a Workload or one of its pod sets): never the whole history."""
-    keys: set[str] = set()
+    keys: set[str] = set()  # and those of the pods mapped as they were read (their rows)
     for snap in snapshots:
-        for uid, (_f, _i, pod) in snap.pods.items():
-            keys.add(uid)
-            if isinstance(pod, _Taken):
-                keys.add(str(pod.job_id))
+        for uid, entry in snap.pods.items():
+            if isinstance(entry, int):
                 continue
+            keys.add(uid)
+            _f, _i, pod = entry
             if isinstance(pod, _Bound):
                 keys.add(str(_get(pod.values, "job_id")))
                 continue
@@ -1988,11 +2083,18 @@ def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str,
             for ps in sets if isinstance(sets, list) else []:
                 if isinstance(ps, dict):
                     keys.add(f"{uid}/{ps.get('name')}")
-    store.register_frame(_KEYS, pl.DataFrame({"key": sorted(keys)}, schema={"key": pl.Utf8}))
-    return _stored(
-        store, "requests", "last_seen",
-        f"start_time IS NULL OR request_id IN (SELECT key FROM {_KEYS})",
-    )  # fmt: skip
+    found = pl.concat([
+        pl.Series("key", list(keys), dtype=pl.Utf8),
+        *(_taken_column(snapshots, k).alias("key") for k in ("alloc_id", "job_id")),
+    ])  # fmt: skip
+    store.register_frame(_KEYS, found.unique().to_frame("key"))
+    try:
+        return _stored(
+            store, "requests", "last_seen",
+            f"start_time IS NULL OR request_id IN (SELECT key FROM {_KEYS})",
+        )  # fmt: skip
+    finally:
+        store.unregister(_KEYS)
 
 
 _KEYS = "_fa_kubernetes_request_keys"
@@ -2271,10 +2373,15 @@ def map_snapshots(
     # allocations and requests from pods, snapshot by snapshot
     pod_rows = next((s.rows for s in snapshots if s.rows is not None), None) or _PodRows()
     seen = _Sightings()
+    taken: list[tuple[datetime, int, array[int], array[int]]] = []  # pods mapped as read
     pending_obs: dict[str, list[_Obs]] = {}
     pickers: list[_SetupPicker] = []
-    started: list[tuple[datetime, dict[str, datetime]]] = []  # (snapshot, key -> start)
-    for snap in snapshots:
+    # per snapshot: the latest bind of each job bound (mapped here), the gangs still
+    # waiting, the Workloads admitted
+    bound_here: list[dict[str, datetime]] = []
+    waiting: list[set[str]] = []
+    admitted: list[dict[str, datetime]] = []
+    for number, snap in enumerate(snapshots):
         snap_setups = {name: setups.get((snap.time, name)) for name in snap.nodes}
         known: list[tuple[Mapping[str, Any] | None, str, GpuSetup | None]] = []
         for name, (_f, _i, item) in snap.nodes.items():
@@ -2295,15 +2402,17 @@ def map_snapshots(
         pickers.append(pick)
         gangs: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
         bound_jobs: dict[str, datetime] = {}  # gang -> its latest bind
-        for uid, (file, i, pod) in snap.pods.items():
-            if isinstance(pod, _Taken):  # mapped as it was read: its values are in rows
-                bound = pod.bind or snap.time
-                key = pod.job_id
-                if key not in bound_jobs or bound > bound_jobs[key]:
-                    bound_jobs[key] = bound
-                if pod.held:
-                    seen.add(uid, snap.time, file, i, pod.row)
+        rows_read, places = array("q"), array("q")
+        taken.append((snap.time, number, rows_read, places))
+        for place, (uid, entry) in enumerate(snap.pods.items()):
+            if isinstance(entry, int):  # mapped as it was read: its values are in rows
+                rows_read.append(entry)
+                places.append(place)
                 continue
+            file, i, pod = entry
+            order = number << _PLACE | place
+            spec: Mapping[str, Any]
+            node: Any
             try:
                 if isinstance(pod, _Bound):  # mapped as it was read, to be finished here
                     spec, node, phase = {}, pod.node, pod.phase
@@ -2355,8 +2464,10 @@ def map_snapshots(
                         phase=phase,
                         terminating=terminating,
                         finish=finish,
+                        _fileno=pod_rows.file_no(file),
+                        _item=i,
                     )
-                    seen.add(uid, snap.time, file, i, pod_rows.add(_pack(values)))
+                    seen.add(uid, snap.time, pod_rows.add(_pack(values)), order)
                 elif not terminal:
                     gates = [g.get("name") for g in spec.get("schedulingGates") or []]
                     if _KUEUE_GATE in gates and snap.workloads:
@@ -2364,8 +2475,9 @@ def map_snapshots(
                     values = mapper.pod_values(pod, pick(spec))
                     gangs.setdefault(values["job_id"], []).append((file, i, pod, values))
             except _MALFORMED as exc:
-                malformed = {"alloc_id": uid, "uid": uid, **_malformed("Pod", exc)}
-                seen.add(uid, snap.time, file, i, pod_rows.add(_pack(malformed)))
+                malformed = {"alloc_id": uid, **_malformed("Pod", exc),
+                             "_fileno": pod_rows.file_no(file), "_item": i}  # fmt: skip
+                seen.add(uid, snap.time, pod_rows.add(_pack(malformed)), order)
         for key, members in gangs.items():
             file, i = members[0][0], members[0][1]
             try:
@@ -2373,8 +2485,10 @@ def map_snapshots(
             except _MALFORMED as exc:
                 row = {"request_id": key, "kind": "Pod", **_malformed("Pod", exc)}
             pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
-        starts = {key: bound for key, bound in bound_jobs.items() if key not in gangs}
-        started.append((snap.time, starts))  # a gang still waiting in part has not started
+        bound_here.append(bound_jobs)
+        waiting.append(set(gangs))
+        starts: dict[str, datetime] = {}
+        admitted.append(starts)
         for uid, (file, i, wl) in snap.workloads.items():
             try:
                 check_times(wl, "request_id")
@@ -2416,9 +2530,13 @@ def map_snapshots(
 
     # merge with the rows earlier calls stored, then decide ends and starts; a stored row
     # that comes out unchanged is not written again (it is no row of this call's files)
+    sightings, bound_read = _taken_sightings(pod_rows, taken)
+    del taken
+    sightings = pl.concat([sightings, seen.frame()])
     allocations, shares = _merge_allocations(
-        pod_rows, seen, stored_allocations, latest.get("Pod"), newest_file
+        pod_rows, sightings, stored_allocations, latest.get("Pod"), newest_file
     )
+    del sightings
     if shares and notes is not None:
         notes.append(
             f"{shares} allocation(s) hold shared GPUs of nodes whose replicas are unknown: "
@@ -2431,6 +2549,19 @@ def map_snapshots(
         pending_obs.setdefault(stored["request_id"], []).append(
             _Obs(newest_file, 0, stored["last_seen"], values)
         )
+    # per snapshot: key -> when it started (bound, a gang no longer waiting in part, or
+    # admitted), for the requests' keys
+    wanted = pl.Series(list(pending_obs), dtype=pl.Utf8)
+    started: list[tuple[datetime, dict[str, datetime]]] = []
+    for n, snap in enumerate(snapshots):
+        binds = dict(bound_read[n].filter(pl.col("job_id").is_in(wanted)).iter_rows())
+        for key, t in bound_here[n].items():
+            if key not in binds or t > binds[key]:
+                binds[key] = t
+        starts = {key: t for key, t in binds.items() if key not in waiting[n]}
+        for key, t in admitted[n].items():
+            starts[key] = min(starts.get(key, t), t)
+        started.append((snap.time, starts))
     request_rows = []
     for key, obs in pending_obs.items():
         o = _latest(obs)
@@ -2556,7 +2687,8 @@ def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions
     for table, data in frames.items():
         view = _VIEW.format(table=table)
         store.register_frame(view, data)
-        for n, file in enumerate([f for f in order if f in set(data["_file"].to_list())]):
+        listed = set(data["_file"].unique().to_list())
+        for n, file in enumerate([f for f in order if f in listed]):
             select = f"SELECT * EXCLUDE (_file, _row) FROM {view} WHERE _file = $file ORDER BY _row"
             numbered = f"SELECT * EXCLUDE (_file) FROM {view} WHERE _file = $file ORDER BY _row"
             sources.append(
