@@ -33,7 +33,6 @@ import codecs
 import json
 import math
 import re
-import sys
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -179,7 +178,7 @@ _EXPECTED = (
 
 
 _CHUNK = 1 << 20  # characters read at a time
-_WHITE = " \t\n\r"
+_NOT_WHITE = re.compile(r"[^ \t\n\r]")  # JSON's whitespace is these four
 
 
 def _no_constant(name: str) -> Any:
@@ -208,10 +207,13 @@ class _Stream:
 
     def peek(self) -> str:
         while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in _WHITE:
-                self.pos += 1
-            if self.pos < len(self.buf) or self.eof:
-                return self.buf[self.pos] if self.pos < len(self.buf) else ""
+            found = _NOT_WHITE.search(self.buf, self.pos)
+            if found is not None:
+                self.pos = found.start()
+                return self.buf[self.pos]
+            self.pos = len(self.buf)
+            if self.eof:
+                return ""
             self.fill()
 
     def expect(self, chars: str) -> str:
@@ -407,7 +409,7 @@ def check_times(item: Mapping[str, Any], column: str) -> None:
     Raises:
         _Unmappable: the first bad field.
     """
-    if all(_time(raw) is not None for raw in _time_values(item)):
+    if None not in map(_time, _time_values(item)):
         return
     for path, raw in _time_fields(item):
         if _time(raw) is None:
@@ -440,12 +442,13 @@ def _condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
-def _event_times(item: Mapping[str, Any]) -> list[datetime]:
-    """The times an object records of things that happened (creation, transitions, finishes).
+def _event_times(item: Mapping[str, Any]) -> list[datetime | None]:
+    """The times an object records of things that happened (creation, transitions,
+    finishes), None where a field is no time.
 
     ``deletionTimestamp`` is left out: it lies in the future by the grace period.
     """
-    return [t for raw in _time_values(item, deletion=False) if (t := _time(raw)) is not None]
+    return list(map(_time, _time_values(item, deletion=False)))
 
 
 def read_snapshots(
@@ -484,13 +487,16 @@ def read_snapshots(
                         setups[meta["name"]] = gpu_setup(item)
                     except (*_MALFORMED, _Unmappable):
                         pass
+            times = _event_times(item)
             if snapshot_time is None:
-                for when in _event_times(item):
-                    if events is None or when > events:
-                        events = when
+                when = max(filter(None, times), default=None)
+                if when is not None and (events is None or when > events):
+                    events = when
             entry: Any = item
             if kind == "Pod" and mapper is not None:
-                entry = _bound(mapper, item, setups, rows, fileno, len(items) + 1) or item
+                number = len(items) + 1
+                entry = _bound(mapper, item, setups, rows, fileno, number, None not in times)
+                entry = entry or item
             items.append(entry)
         if snapshot_time is None and newest is not None and events is not None:
             newest = max(newest, events)
@@ -613,8 +619,12 @@ def _column_of(resource: str) -> str:
     return {"cpu": "cpus", "memory": "memory_gib"}.get(resource, "gpus")
 
 
-def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
-    """Requests of one container; a key only in limits takes the limit (as Kubernetes does)."""
+_CHECKED: dict[tuple[str, str], Decimal] = {}  # (resource, quantity) found valid
+
+
+def _resources(res: Mapping[str, Any] | None, what: str | tuple[str, object]) -> dict[str, Decimal]:
+    """Requests of one container (``what``: its description, or its kind and name); a key
+    only in limits takes the limit (as Kubernetes does)."""
     if not res:
         return {}
     requests = res.get("requests") or {}
@@ -622,6 +632,11 @@ def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
     out: dict[str, Decimal] = {}
     for key in {*limits, *requests}:
         raw = requests.get(key, limits.get(key))
+        if isinstance(raw, str) and (checked := _CHECKED.get((key, raw))) is not None:
+            out[key] = checked
+            continue
+        if not isinstance(what, str):
+            what = f"{what[0]} {what[1]}"
         found = _PARSED.get(raw) if isinstance(raw, str) else None
         value = found if found is not None else _quantity(raw, f"{key} of {what}", _column_of(key))
         if value < 0:
@@ -631,6 +646,10 @@ def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
                 _column_of(key), str(raw), f"{key} of {what} is {raw!s:.40}, not a whole number: "
                 "Kubernetes refuses fractional extended resources",
             )  # fmt: skip
+        if isinstance(raw, str):
+            if len(_CHECKED) >= 100_000:  # bounded: the newest stay
+                _CHECKED.clear()
+            _CHECKED[(key, raw)] = value
         out[key] = value
     return out
 
@@ -643,6 +662,9 @@ def is_extended(resource: str) -> bool:
     (True, False, False)
     """
     return "/" in resource and "kubernetes.io/" not in resource
+
+
+_ZERO = Decimal(0)
 
 
 def _add(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
@@ -668,15 +690,17 @@ def effective_request(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     sidecars: dict[str, Decimal] = {}
     init_peak: dict[str, Decimal] = {}
     for c in spec.get("initContainers") or []:
-        res = _resources(c.get("resources"), f"init container {c.get('name')}")
+        res = _resources(c.get("resources"), ("init container", c.get("name")))
         if c.get("restartPolicy") == "Always":
             sidecars = _add(sidecars, res)
         else:
             init_peak = _max(init_peak, _add(res, sidecars))
     running = dict(sidecars)
     for c in spec.get("containers") or []:
-        running = _add(running, _resources(c.get("resources"), f"container {c.get('name')}"))
-    total = _max(init_peak, running)
+        for key, value in _resources(c.get("resources"), ("container", c.get("name"))).items():
+            running[key] = running.get(key, _ZERO) + value
+    # (no init container's peak: the containers' sum, none of it negative)
+    total = _max(init_peak, running) if init_peak else running
     pod_level = spec.get("resources")
     if pod_level:
         for key, value in _resources(pod_level, "pod resources").items():
@@ -924,6 +948,9 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
     return GpuSetup(physical, "none", 1, slices, 0, memory)
 
 
+_NO_SETUP = GpuSetup()  # a node of unknown setup: whole GPUs
+
+
 def _whole(value: Decimal, what: str) -> Decimal:
     """An extended resource's value, which Kubernetes holds to whole numbers."""
     if not is_whole(value):
@@ -1075,13 +1102,13 @@ def pod_gpus(
     request: Mapping[str, Decimal], annotations: Mapping[str, Any], setup: GpuSetup | None
 ) -> tuple[float, str | None]:
     """A pod's GPUs as physical GPUs (shares below 1), and the resource it named."""
-    setup = setup or GpuSetup()
-    total = Decimal(0)
+    setup = setup or _NO_SETUP
+    total = _ZERO
     names: list[str] = []
     for key, n in request.items():
         if not n:
             continue
-        m = _MIG_RESOURCE.match(key)
+        m = _MIG_RESOURCE.match(key) if key.startswith("nvidia.com/mig-") else None
         if m:
             sized = _MIG_MIXED.match(key)
             gpu_gb = setup.gpu_memory_mib / 1024 if setup.gpu_memory_mib else None
@@ -1093,8 +1120,8 @@ def pod_gpus(
             else:
                 total += n * int(m.group(1)) / setup.slices
             names.append(key)
-    whole = request.get("nvidia.com/gpu") or Decimal(0)
-    shared = request.get("nvidia.com/gpu.shared") or Decimal(0)
+    whole = request.get("nvidia.com/gpu") or _ZERO
+    shared = request.get("nvidia.com/gpu.shared") or _ZERO
     if shared:
         total += shared / max(setup.replicas, 1)
         names.append("nvidia.com/gpu.shared")
@@ -1153,8 +1180,8 @@ def pod_devices(
 ) -> int:
     """GPUs a pod's share is spread over: N for N HAMi vGPUs or KAI ``gpu-fraction``
     devices below a whole GPU each (each on its own GPU), else 1."""
-    setup = setup or GpuSetup()
-    whole = request.get("nvidia.com/gpu") or Decimal(0)
+    setup = setup or _NO_SETUP
+    whole = request.get("nvidia.com/gpu") or _ZERO
     if whole > 1 and whole == int(whole) and (
         setup.sharing == "hami" or not _HAMI_RESOURCES.isdisjoint(request)
     ):
@@ -1174,6 +1201,8 @@ def job_id(meta: Mapping[str, Any], uid: str) -> str:
     """The gang a pod belongs to (namespace/name of its first marker), or its own UID."""
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
+    if not labels and not annotations:
+        return uid
     ns = meta.get("namespace", "")
     for where, key in GANG_MARKERS:
         value = (annotations if where == "annotation" else labels).get(key)
@@ -1216,6 +1245,11 @@ def _finished(pod: Mapping[str, Any]) -> datetime | None:
             if t is not None:
                 times.append(t)
     return max(times, default=None)
+
+
+def _transition_times(obj: Mapping[str, Any]) -> list[object]:
+    """The raw ``lastTransitionTime`` of each of an object's conditions."""
+    return [c.get("lastTransitionTime") for c in _conditions(obj)]
 
 
 def _bind_time(pod: Mapping[str, Any]) -> datetime | None:
@@ -1389,7 +1423,7 @@ def node_intervals(
 
 def _pack(values: Mapping[str, Any]) -> tuple[Any, ...]:
     """A pod's mapped values as a tuple of :data:`_PACK_KEYS` (a dict costs 5x more)."""
-    return tuple([values.get(k) for k in _PACK_KEYS])
+    return tuple(map(values.get, _PACK_KEYS))
 
 
 def _vals(values: tuple[Any, ...]) -> dict[str, Any]:
@@ -1493,6 +1527,7 @@ def _bound(
     rows: _PodRows,
     fileno: int,
     number: int,
+    times_read: bool = False,
 ) -> _Taken | _Bound | None:
     """A bound pod (item ``number`` of file ``fileno``) mapped as it is read, where its
     node's setup is known: its values go to ``rows`` (or, where its snapshot must finish
@@ -1502,22 +1537,20 @@ def _bound(
     if not isinstance(node, str) or node not in setups:
         return None
     try:
-        values = mapper.pod_values(item, setups[node])
+        values = mapper.pod_values(item, setups[node], times_read)
         status = item.get("status") or {}
         phase = status.get("phase")
         terminal = phase in ("Succeeded", "Failed")
         meta = item.get("metadata") or {}
-        transitions = [t for c in _conditions(item) if (t := _time(c.get("lastTransitionTime")))]
-        finished = _finished(item) if terminal else None
-        last = max(transitions, default=None)
+        finished = last = None
+        if terminal:  # it ends at its last container's finish, else its last transition
+            finished = _finished(item)
+            last = max(filter(None, map(_time, _transition_times(item))), default=None)
         bind = _bind_time(item)
         terminating = bool(meta.get("deletionTimestamp"))
         values.update(alloc_id=values["uid"], node_id=node, start_time=bind, phase=phase,
                       terminating=terminating, finish=(finished or last) if terminal else None,
                       _fileno=fileno, _item=number)  # fmt: skip
-        for key in _SHARED_TEXT:  # one string for the many pods that share it
-            if isinstance(values.get(key), str):
-                values[key] = sys.intern(values[key])
         name = _pod_name(values["namespace"], meta.get("name"))
         packed = _pack(values)
         if _as_read(packed, terminal):
@@ -1540,10 +1573,6 @@ def _as_read(values: tuple[Any, ...], terminal: bool) -> bool:
     return not (terminal and _get(values, "finish") is None)
 
 
-_SHARED_TEXT = ("namespace", "tenant", "priority_class", "owner_kind", "gpu_resource",
-                "node_id", "phase", "priority", "workload")  # fmt: skip
-
-
 # -- mapping -------------------------------------------------------------------
 
 
@@ -1560,19 +1589,31 @@ class _Obs:
 class _Mapper:
     def __init__(self, options: KubernetesOptions) -> None:
         self.options = options
+        self._classes: dict[tuple[str | None, int | None], tuple[str | None, str]] = {}
 
     def priority(
         self, class_name: object, value: object, meta: Mapping[str, Any] | None = None
     ) -> str:
         """The map's word for the class (else the value); else low if Volcano may preempt it."""
-        found = self.options.priority_map.lookup(class_name, value)
+        plain = (class_name is None or type(class_name) is str) and (
+            value is None or type(value) is int
+        )  # a class and value looked up once (True is no 1 here: its text differs)
+        known = self._classes.get((class_name, value)) if plain else None  # type: ignore[arg-type]
+        if known is None:
+            known = (
+                self.options.priority_map.lookup(class_name, value),
+                default_priority(class_name),
+            )
+            if plain:
+                self._classes[(class_name, value)] = known  # type: ignore[index]
+        found, default = known
         if found is not None:
             return found
         for where in ("annotations", "labels"):
             marks = (meta or {}).get(where) or {}
             if str(marks.get(_PREEMPTABLE, "")).lower() == "true":
                 return "low"
-        return default_priority(class_name)
+        return default
 
     def tenant(self, meta: Mapping[str, Any]) -> str | None:
         if self.options.tenant_label:
@@ -1581,8 +1622,11 @@ class _Mapper:
                 return str(found)
         return meta.get("namespace")
 
-    def pod_values(self, pod: Mapping[str, Any], setup: GpuSetup | None) -> dict[str, Any]:
-        """The values shared by a pod's allocation and request rows."""
+    def pod_values(
+        self, pod: Mapping[str, Any], setup: GpuSetup | None, times_read: bool = False
+    ) -> dict[str, Any]:
+        """The values shared by a pod's allocation and request rows (``times_read``: every
+        time field but ``deletionTimestamp`` is known to be a time)."""
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         annotations = meta.get("annotations") or {}
@@ -1601,7 +1645,9 @@ class _Mapper:
             "created": _time(meta.get("creationTimestamp")),
         }
         try:
-            check_times(pod, "start_time" if spec.get("nodeName") else "submit_time")
+            deleted = meta.get("deletionTimestamp")
+            if not times_read or (deleted is not None and _time(deleted) is None):
+                check_times(pod, "start_time" if spec.get("nodeName") else "submit_time")
             request = effective_request(spec)
             gpus, resource = pod_gpus(request, annotations, setup)
             values["gpus"] = gpus
@@ -1654,7 +1700,7 @@ def _typed(values: list[Any], dtype: Any) -> list[Any]:
         kind = bool
     else:
         kind = datetime
-    if all(v is None or type(v) is kind for v in values):
+    if set(map(type, values)) <= {kind, type(None)}:
         return values
     out: list[Any] = []
     for v in values:
@@ -2433,9 +2479,8 @@ def map_snapshots(
                         bind_time = _bind_time(pod)
                         finished = _finished(pod) if terminal else None
                         last_transition = max(
-                            (t for c in _conditions(pod) if (t := _time(c.get("lastTransitionTime")))),
-                            default=None,
-                        )  # fmt: skip
+                            filter(None, map(_time, _transition_times(pod))), default=None
+                        )
                         terminating = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
                     bound = bind_time or snap.time
                     key = values["job_id"]
