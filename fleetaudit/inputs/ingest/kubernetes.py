@@ -461,6 +461,8 @@ def read_snapshots(
     heartbeat only every few minutes). A document without one joins the call's one
     snapshot with heartbeats (and moves it later when it records a later event).
     """
+    for cache in (_TIMES, _PARSED, _CHECKED):  # a call's own: a long process holds none
+        cache.clear()
     ignored: Counter[str] = Counter()
     unnamed: Counter[str] = Counter()  # a Node or Pod without a name (and uid)
     per_file: list[tuple[str, list[Any], datetime | None, datetime | None]] = []
