@@ -1078,3 +1078,118 @@ def test_by_time_the_recorded_fleet_is_the_baseline_row(tmp_path: Path) -> None:
         "0.0", "50.0", ""
     )
     assert rows[0]["table"] == "calibration" and rows[0]["replay"] == "record"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 4), st.integers(0, 3), st.integers(0, 8), st.integers(0, 4),
+            st.integers(0, 3), st.booleans(),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 4), st.integers(0, 3), st.sampled_from([0, 1, 2, 8]),
+    st.sampled_from(["half", "whole"]), st.booleans(), st.sampled_from(["first", "best"]),
+)
+def test_compiled_single_pod_choice_is_the_masks_choice(
+    rows: list[tuple[int, int, int, int, int, bool]],
+    need_cpu: int, need_memory: int, count: int, share: str, blocking: bool, mode: str,
+) -> None:  # fmt: skip
+    """The compiled walk over a model set's nodes picks the node the vectorised masks
+    pick (policies._Run.fits_in_set then _choose_in): the first that fits, or the
+    least best-fit key with ties to the lowest index."""
+    import numpy as np
+
+    from fleetaudit.whatif.placement import fit_kernel
+    from fleetaudit.whatif.placement.fleet import _U
+
+    cpu, memory, whole, largest_q, key_q, blocked = (np.array(c) for c in zip(*rows, strict=True))
+    cpu, memory, whole = cpu.astype(np.int64), memory.astype(np.int64), whole.astype(np.int64)
+    largest = largest_q.astype(np.int64) * (_U // 2)  # 0, half, whole, ... GPU units
+    key = key_q.astype(np.int64)  # few values: ties are common
+    blocked = blocked.astype(bool) if blocking else np.zeros(0, dtype=bool)
+    nodes = np.flatnonzero(np.arange(len(rows)) % 3 != 1).astype(np.int64)  # a model set
+    need_share = _U // 2 if share == "half" and count else _U
+    ok = (cpu[nodes] >= need_cpu) & (memory[nodes] >= need_memory)
+    if count:
+        ok &= largest[nodes] >= need_share if need_share < _U else whole[nodes] >= count
+    if blocking:
+        ok &= ~blocked[nodes]
+    fit = nodes[ok]
+    if not len(fit):
+        expected = -1
+    elif mode == "first":
+        expected = int(fit[0])
+    else:
+        expected = int(fit[key[fit].argmin()])
+    chosen = fit_kernel.choose(
+        nodes, cpu, memory, largest, whole, blocked, key, need_cpu, need_memory, need_share,
+        count, fit_kernel.FIRST if mode == "first" else fit_kernel.BEST,
+    )  # fmt: skip
+    assert chosen == expected
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(node_rows, request_rows, st.lists(st.booleans(), min_size=12, max_size=12), st.booleans())
+def test_compiled_rooms_are_the_engines_rooms(nodes_in, requests_in, placed_first, blocking) -> None:
+    """After some requests are placed (some of them evictable), the compiled room of
+    every request on every node (fit_kernel.refresh_rooms, as the replay's cache uses
+    it) is _Run.room's, as is, and as if the evictable work were gone; and
+    fit_kernel.any_may_fit says what the vectorised masks say."""
+    import numpy as np
+
+    from fleetaudit.whatif.placement import fit_kernel
+    from fleetaudit.whatif.placement.fleet import _U, _prepare_fleet
+    from fleetaudit.whatif.placement.policies import _Run
+    from fleetaudit.whatif.placement.workload import _prepare_workload
+
+    nodes = make_nodes(*[(f"n{i}", *row) for i, row in enumerate(nodes_in)])
+    requests = make_requests(
+        *[r[0] for r in requests_in],
+        cpus=[r[1] for r in requests_in],
+        memory_gib=[r[2] for r in requests_in],
+        gpu_model=[r[3] for r in requests_in],
+    )
+    fleet = _prepare_fleet(nodes)
+    w = _prepare_workload(requests, fleet, PlacementOptions(policy="first-fit"))
+    run = _Run(fleet, w, "first-fit", 0)
+    evictable = np.array(placed_first[: len(w.request_ids)], dtype=bool)
+    run.track_preemptible(evictable)
+    for r in range(len(w.request_ids)):
+        if placed_first[-1 - r]:
+            run.place(r)
+    n_nodes = len(fleet.node_ids)
+    if blocking:
+        run.blocked = np.arange(n_nodes) % 2 == 1
+    st_ = run.state
+    every = np.arange(n_nodes, dtype=np.int64)
+    for r in range(len(w.request_ids)):
+        for after in (False, True):
+            room, seen = np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64)
+            lp = (run.lp_free, run.lp_cpu, run.lp_memory)
+            total = fit_kernel.refresh_rooms(
+                every, room, seen, st_.version, w.model_ok[w.allowed[r]],
+                run.blocked if blocking else np.zeros(0, dtype=bool), st_.free, st_.cpu,
+                st_.memory, *lp, after, int(w.pods[r]), int(w.cpu[r]), int(w.memory[r]),
+                int(w.share[r]), int(w.count[r]),
+            )  # fmt: skip
+            expected = run.room(r, every, after_eviction=after)
+            assert room.tolist() == expected.tolist()
+            assert total == int(expected.sum())
+        need = (int(w.count[r]) if w.share[r] >= _U else 0, int(w.share[r]) if w.count[r] else 0,
+                int(w.cpu[r]), int(w.memory[r]))  # fmt: skip
+        for evicts in (False, True):
+            pre_whole, pre_largest = run.pre_at(every)
+            whole = pre_whole if evicts else st_.whole
+            largest = pre_largest if evicts else st_.largest
+            cpu = st_.cpu + run.lp_cpu if evicts else st_.cpu
+            memory = st_.memory + run.lp_memory if evicts else st_.memory
+            masks = bool(((whole >= need[0]) & (largest >= need[1]) & (cpu >= need[2])
+                          & (memory >= need[3])).any())  # fmt: skip
+            compiled = fit_kernel.any_may_fit(
+                every, st_.free, st_.cpu, st_.memory, st_.whole, st_.largest, run.lp_free,
+                run.lp_cpu, run.lp_memory, *need, evicts,
+            )  # fmt: skip
+            assert compiled == masks

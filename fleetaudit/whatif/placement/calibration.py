@@ -47,6 +47,7 @@ from fleetaudit.whatif.placement.replay import (
     ReplayView,
     _check_replay,
     curve_marks,
+    paused_gc,
 )
 from fleetaudit.whatif.placement.workload import PlacementOptions
 
@@ -162,12 +163,13 @@ def replay_demand(
         policy="best-fit" if policy == BASELINE_POLICY else policy, seed=seed, step_pct=step_pct
     )
     _check_replay(options, demand.start, demand.end, discipline)
-    replay = Replay(
-        nodes, demand.allocations, demand.requests, options, demand.start, demand.end, empty,
-        discipline, prefer=prefer, hold=hold, preempt=preempt, fragmentation=fragmentation,
-        health=demand.health,
-    )  # fmt: skip
-    return replay.run(on_tick, ticks)
+    with paused_gc():
+        replay = Replay(
+            nodes, demand.allocations, demand.requests, options, demand.start, demand.end, empty,
+            discipline, prefer=prefer, hold=hold, preempt=preempt, fragmentation=fragmentation,
+            health=demand.health,
+        )  # fmt: skip
+        return replay.run(on_tick, ticks)
 
 
 @dataclass(frozen=True)

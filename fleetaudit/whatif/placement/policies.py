@@ -37,6 +37,8 @@ POLICIES = PLACEMENT_POLICIES
 _CPU_KEY = np.int64(1) << np.int64(32)  # best-fit key = free GPU units x this + free CPU units
 _CPU_MAX = int(_CPU_KEY) - 1
 NO_DRAW = ("first-fit", "best-fit", "topology")  # policies that take the only node as it is
+_COMPILED = ("first-fit", "best-fit")  # policies whose single-pod choice find_in_set makes
+NONE_BLOCKED = np.zeros(0, dtype=bool)  # the compiled kernels' "no node is blocked"
 _ROUND = 6  # decimals of a fragmentation delta (micro-GPUs) compared for ties
 
 
@@ -227,6 +229,25 @@ class _Run:
             else:
                 cap = min(cap, row.count(_U) // count)
         return max(cap, 0)
+
+    def find_in_set(self, r: int, best: bool = False) -> int:
+        """A node of r's model set that can take one pod of r now, or -1: the lowest-indexed
+        one, or (``best``) the one :meth:`_choose` picks under best-fit. The same answer
+        as :meth:`fits_in_set` with :meth:`_choose_in`, in one compiled pass over the set
+        (:mod:`fleetaudit.whatif.placement.fit_kernel`) that stops at the first fit where
+        that is the answer. Not for a pod without GPUs on a fleet with GPU-less nodes
+        (:meth:`_choose` prefers those)."""
+        from fleetaudit.whatif.placement import fit_kernel
+
+        w, st = self.workload, self.state
+        return int(
+            fit_kernel.choose(
+                self.set_nodes[w.allowed[r]], st.cpu, st.memory, st.largest, st.whole,
+                NONE_BLOCKED if self.blocked is None else self.blocked, self.best_key,
+                self._cpu[r], self._memory[r], self._share[r], self._count[r],
+                fit_kernel.BEST if best else fit_kernel.FIRST,
+            )
+        )  # fmt: skip
 
     def fits_in_set(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """(the nodes of r's model set, which of them can take one pod of r now): :meth:`fits`
@@ -474,14 +495,19 @@ class _Run:
         k = int(w.pods[r])
         if k <= 1:
             return None
-        room = self.room(r)
+        nodes = self.set_nodes[w.allowed[r]]  # no other node has room for r
+        room = self.room(r, nodes)
         locality = LOCALITIES[int(w.locality[r])]
+        n_nodes = len(self.fleet.node_ids)
         if locality == "any":  # it fits iff the fleet has room: fail before any draw
-            return None if int(room.sum()) >= k else np.zeros(len(room), dtype=bool)
+            return None if int(room.sum()) >= k else np.zeros(n_nodes, dtype=bool)
         if locality == "node":
-            return room >= k
+            hosts = np.zeros(n_nodes, dtype=bool)
+            hosts[nodes] = room >= k
+            return hosts
         domain = self.fleet.block if locality == "block" else self.fleet.domain
-        return (np.bincount(domain, weights=room, minlength=int(domain.max()) + 1) >= k)[domain]
+        in_set = np.bincount(domain[nodes], weights=room, minlength=int(domain.max()) + 1)
+        return (in_set >= k)[domain]
 
     def place(
         self, r: int, among: np.ndarray | None = None
@@ -498,6 +524,9 @@ class _Run:
         if w.pods[r] == 1 and among is None:
             # a single pod: only its model set's nodes can take it (the same node as the
             # policy over a whole-fleet mask: _choose_in)
+            if self.policy in _COMPILED and (self.gpuless is None or self._count[r]):
+                n = self.find_in_set(r, best=self.policy == "best-fit")
+                return None if n < 0 else [(0, n, self._apply(r, n, -1))]
             n, value = self._choose_in(r, *self.fits_in_set(r))
             return None if n < 0 else [(0, n, self._apply(r, n, value))]
         if among is not None and self.narrow and w.pods[r] == 1:
@@ -512,6 +541,8 @@ class _Run:
             return None
         if w.pods[r] != 1:
             among = None
+            if self.policy in _COMPILED and self._count[r]:
+                return self._place_gang(r, within)
         for pod in range(int(w.pods[r])):
             n, value = self._choose(r, self._feasible(r, within, among))
             if n < 0:
@@ -527,6 +558,44 @@ class _Run:
                     within = self.fleet.block == self.fleet.block[n]
                 elif locality == "node":
                     within = np.arange(len(self.fleet.node_ids)) == n
+        return placed
+
+    def _place_gang(
+        self, r: int, within: np.ndarray | None
+    ) -> list[tuple[int, int, list[int]]] | None:
+        """:meth:`place` of gang r (GPU pods) under first-fit or best-fit: each pod's node
+        chosen by the compiled walk (:meth:`find_in_set`'s) over the nodes of r's model
+        set inside ``within`` (:meth:`gang_hosts`), then inside the first pod's domain."""
+        from fleetaudit.whatif.placement import fit_kernel
+
+        w, st, fleet = self.workload, self.state, self.fleet
+        nodes = self.set_nodes[w.allowed[r]]
+        if within is not None:
+            nodes = nodes[within[nodes]]
+        blocked = NONE_BLOCKED if self.blocked is None else self.blocked
+        mode = fit_kernel.BEST if self.policy == "best-fit" else fit_kernel.FIRST
+        need = (self._cpu[r], self._memory[r], self._share[r], self._count[r])
+        locality = LOCALITIES[int(w.locality[r])]
+        placed: list[tuple[int, int, list[int]]] = []
+        for pod in range(int(w.pods[r])):
+            n = int(
+                fit_kernel.choose(
+                    nodes, st.cpu, st.memory, st.largest, st.whole, blocked, self.best_key,
+                    *need, mode,
+                )
+            )  # fmt: skip
+            if n < 0:
+                for _, node, used in reversed(placed):
+                    self._undo(r, node, used)
+                return None
+            placed.append((pod, n, self._apply(r, n, -1)))
+            if pod == 0:
+                if locality == "switch":
+                    nodes = nodes[fleet.domain[nodes] == fleet.domain[n]]
+                elif locality == "block":
+                    nodes = nodes[fleet.block[nodes] == fleet.block[n]]
+                elif locality == "node":
+                    nodes = np.array([n], dtype=np.int64)
         return placed
 
     def fragmentation(self) -> float:

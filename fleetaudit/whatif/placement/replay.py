@@ -6,7 +6,8 @@ import gc
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from fleetaudit.model.capacity import (
 )
 from fleetaudit.whatif import victims
 from fleetaudit.whatif.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids
-from fleetaudit.whatif.placement.policies import NO_DRAW, POLICIES, _Run
+from fleetaudit.whatif.placement.policies import NO_DRAW, NONE_BLOCKED, POLICIES, _Run
 from fleetaudit.whatif.placement.record import QueueFigures, arrivals, as_array, wait_figures
 from fleetaudit.whatif.placement.workload import (
     LOCALITIES,
@@ -45,6 +46,7 @@ DISCIPLINES = QUEUE_DISCIPLINES
 """The disciplines named after the schedulers operators run (the others are the plain queues)."""
 HOLDS = ("record", "none")
 _NEVER = np.iinfo(np.int64).max
+_SEQ = 1 << 40  # a departure's key: its time x this + its sequence number
 _PREEMPT_NODES = 8  # nodes whose victims a single pod's preemption costs exactly
 # Kueue's defaults: waitForPodsReady's timeout, and the requeue backoff (base, doubling, most)
 _KUEUE_READY_US = 300 * 1_000_000
@@ -778,14 +780,18 @@ class Replay:
                                       workload.memory, workload.allowed]))
             if len(classes) else np.zeros(0, dtype=np.int64)
         )  # fmt: skip
-        # (time, seq, departure: >= 0 pod group, < 0 record)
-        self.heap: list[tuple[int, int, int]] = []
+        # The departures, in time order: a heap of time x _SEQ + seq (one int: a heap of
+        # ints pops in a third of the time of one of tuples), and by seq what leaves
+        # (>= 0 pod group, < 0 record).
+        self.heap: list[int] = []
+        self.leaving: dict[int, int] = {}
         self.records: list[_Recorded] = []
         if not empty:
             self.records = _occupy_recorded(run, allocations, start_us, end_us)
             for i, record in enumerate(self.records):
                 if record.end_us < end_us:
-                    self.heap.append((record.end_us, len(self.heap), -1 - i))
+                    self.leaving[len(self.heap)] = -1 - i
+                    self.heap.append(record.end_us * _SEQ + len(self.heap))
             heapq.heapify(self.heap)
         self.seq = len(self.heap)
         self.ready: list[tuple[int, int, int]] = []  # (hold's end, seq, request)
@@ -985,12 +991,12 @@ class Replay:
             n = self.preferred_l[r]
             if n >= 0 and run.fits_one(r, n):
                 return True  # its recorded node has room
-            nodes, ok = run.fits_in_set(r)
-            if ok.any():
+            if run.find_in_set(r) >= 0:
                 return True
-            return bool(after and run.fits_after_eviction(r, nodes).any())
+            return bool(after and run.fits_after_eviction(r, run.set_nodes[w.allowed[r]]).any())
+        nodes = run.set_nodes[w.allowed[r]]  # no other node has room for r
         for evict in (False, True) if after else (False,):
-            room = run.room(r, after_eviction=evict)
+            room = run.room(r, nodes, after_eviction=evict)
             k = int(w.pods[r])
             locality = LOCALITIES[int(w.locality[r])]
             if locality == "any":
@@ -1001,7 +1007,7 @@ class Replay:
                     return True
             else:
                 domain = self.fleet.block if locality == "block" else self.fleet.domain
-                if (np.bincount(domain, weights=room) >= k).any():
+                if (np.bincount(domain[nodes], weights=room) >= k).any():
                     return True
         return False
 
@@ -1037,7 +1043,8 @@ class Replay:
         end = t + length if length >= 0 else _NEVER
         self.group_end.append(end)
         if end < self.end_us:
-            heapq.heappush(self.heap, (end, self.seq, g))
+            heapq.heappush(self.heap, end * _SEQ + self.seq)
+            self.leaving[self.seq] = g
             self.seq += 1
         self.groups.append((r, pods))
         low = self.low_l[r]
@@ -1087,37 +1094,40 @@ class Replay:
                         else np.concatenate([of[at[d] : at[d + 1]] for d in domains])
                     )  # fmt: skip
                 nodes = self.freed_domain_nodes[shape[0]]
-                room = self._room_cached(shape, r, nodes, after)
+                room, total = self._room_cached(shape, r, nodes, after)
                 if len(nodes) and domain[nodes[0]] == domain[nodes[-1]]:  # one domain
-                    most = int(room.sum())
+                    most = total
                 else:
-                    most = int(np.bincount(domain[nodes], weights=room).max())
+                    most = int(np.bincount(domain[nodes], weights=room[nodes]).max())
             else:
                 most = int(run.room(r, freed, after).max())
             self.freed_room[shape] = most
         return most
 
     def _room_cached(self, shape: tuple[int, ...], r: int, nodes: np.ndarray,
-                     after: bool) -> np.ndarray:  # fmt: skip
-        """:meth:`_Run.room` of r on ``nodes``, worked out again only for the nodes whose
-        state changed since (a pod's room on a node depends on that node alone)."""
+                     after: bool) -> tuple[np.ndarray, int]:  # fmt: skip
+        """:meth:`_Run.room` of r (by node, over the whole fleet: read it at ``nodes``)
+        and its sum over ``nodes``, worked out again only for the nodes whose state
+        changed since (a pod's room on a node depends on that node alone)."""
+        from fleetaudit.whatif.placement import fit_kernel
+
         cache = self.room_cache.get(shape)
         if cache is None:
             n_nodes = len(self.fleet.node_ids)
             cache = self.room_cache[shape] = (np.zeros(n_nodes, np.int64),
                                                np.zeros(n_nodes, np.int64))  # fmt: skip
         room, seen = cache
-        version = self.engine.state.version
-        stale = nodes[seen[nodes] != version[nodes]]
-        if len(stale) > 8:
-            room[stale] = self.engine.room(r, stale, after)
-            seen[stale] = version[stale]
-        else:
-            for n in stale.tolist():
-                room[n] = self.engine.room_one(r, n, after)
-                seen[n] = version[n]
-        result: np.ndarray = room[nodes]
-        return result
+        run, w = self.engine, self.workload
+        st = run.state
+        # (what evictable work holds: read only ``after`` an eviction, which needs it tracked)
+        lp = (run.lp_free, run.lp_cpu, run.lp_memory) if after else (st.free, st.cpu, st.memory)
+        total = fit_kernel.refresh_rooms(
+            nodes, room, seen, st.version, w.model_ok[w.allowed[r]],
+            NONE_BLOCKED if run.blocked is None else run.blocked, st.free, st.cpu, st.memory, *lp,
+            after, int(w.pods[r]), int(w.cpu[r]), int(w.memory[r]), int(w.share[r]),
+            int(w.count[r]),
+        )  # fmt: skip
+        return room, int(total)
 
     def _candidates(self, freed: np.ndarray) -> set[int]:
         """The waiting classes worth a try after the nodes ``freed`` got room back."""
@@ -1192,18 +1202,15 @@ class Replay:
                            int(self.class_cpu[cls].min()), int(self.class_memory[cls].min()),
                            bool(self.class_evicts[cls].any()))  # fmt: skip
             self._needs_version = self.waiting_version
+        from fleetaudit.whatif.placement import fit_kernel
+
         whole, largest, cpu, memory, evicts = self._needs
         run, st = self.engine, self.engine.state
-        if evicts:
-            pre_whole, pre_largest = run.pre_at(nodes)
-            return bool(
-                ((pre_whole >= whole) & (pre_largest >= largest)
-                 & (st.cpu[nodes] + run.lp_cpu[nodes] >= cpu)
-                 & (st.memory[nodes] + run.lp_memory[nodes] >= memory)).any()
-            )  # fmt: skip
+        # (what evictable work holds: read only with ``evicts``, which needs it tracked)
+        lp = (run.lp_free, run.lp_cpu, run.lp_memory) if evicts else (st.free, st.cpu, st.memory)
         return bool(
-            ((st.whole[nodes] >= whole) & (st.largest[nodes] >= largest)
-             & (st.cpu[nodes] >= cpu) & (st.memory[nodes] >= memory)).any()
+            fit_kernel.any_may_fit(nodes, st.free, st.cpu, st.memory, st.whole, st.largest,
+                                   *lp, whole, largest, cpu, memory, evicts)
         )  # fmt: skip
 
     def _pop(self, c: int) -> None:
@@ -1863,10 +1870,11 @@ class Replay:
 
     def depart(self, t: int) -> list[int]:
         """Release everything that ends at t; the nodes freed (with repeats)."""
-        heap, records = self.heap, self.records
+        heap, records, leaving = self.heap, self.records, self.leaving
         freed: list[int] = []
-        while heap and heap[0][0] == t:
-            _, _, item = heapq.heappop(heap)
+        later = (t + 1) * _SEQ  # every key is at least t x _SEQ: t is the earliest
+        while heap and heap[0] < later:
+            item = leaving.pop(heapq.heappop(heap) % _SEQ)
             if item < 0:
                 i = -1 - item
                 if records[i].end_us != t:
@@ -2005,16 +2013,8 @@ class Replay:
         if self._done:
             raise RuntimeError("a Replay runs once")
         self._done = True
-        # The replay makes millions of small tuples and lists that live to its end: the
-        # cyclic garbage collector would walk them again and again (a fifth of the
-        # time) and find nothing to free, since the loop makes no reference cycles.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc():
             return self._run(on_tick, ticks)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _run(
         self,
@@ -2030,7 +2030,7 @@ class Replay:
         outages = self.outages
         while True:
             t_out = outages[self.k_out][0] if self.k_out < len(outages) else _NEVER
-            t_dep = heap[0][0] if heap else _NEVER
+            t_dep = heap[0] // _SEQ if heap else _NEVER
             t_arr = arrive_l[a] if a < len(arriving) else _NEVER
             t_ready = ready[0][0] if ready else _NEVER
             if self.timers:
@@ -2195,10 +2195,30 @@ def simulate_replay(
         >>> result.waits.select("request_id", "wait_s").rows()
         [('r1', 0.0), ('r2', 60.0)]
     """
-    return Replay(
-        nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer,
-        hold=hold, preempt=preempt, health=health,
-    ).run(on_tick, ticks)  # fmt: skip
+    with paused_gc():
+        return Replay(
+            nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer,
+            hold=hold, preempt=preempt, health=health,
+        ).run(on_tick, ticks)  # fmt: skip
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside (as it was after).
+
+    A replay makes millions of small tuples and lists that live to its end (its
+    state while it is built, its events, its result's rows): the collector would
+    walk them again and again (a tenth to a fifth of the time) and find nothing to
+    free, since the replay makes no reference cycles. Wrap a replay's construction
+    and its run in it.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 _GIVE, _TAKE, _END_WORK = range(3)  # a health event's kind, in the order of one instant
