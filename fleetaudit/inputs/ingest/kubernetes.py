@@ -45,7 +45,7 @@ from typing import Any
 import polars as pl
 
 from fleetaudit.core.errors import InputError, UsageError
-from fleetaudit.core.gcpause import cycles_uncollected
+from fleetaudit.core.gcpause import paused_gc
 from fleetaudit.core.times import parse_instant
 from fleetaudit.inputs.ingest.kubernetes_clusters import Clusters, Origin, mixed_note, refusal
 from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
@@ -2709,7 +2709,7 @@ _VIEW = "_fa_kubernetes_{table}"
 def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions) -> list[Source]:
     """The sources of one kubernetes ingest call, one per (table, file), carrying the notes."""
     files = json_files(paths)
-    with cycles_uncollected():  # a List's objects, mapped: many, and no cycles
+    with paused_gc():  # a List's objects, mapped: many, and no cycles
         snapshots, notes = read_snapshots(files, options.snapshot_time, options)
         if not snapshots:
             raise InputError(", ".join(str(p) for p in paths), "no kubectl JSON object to read")
