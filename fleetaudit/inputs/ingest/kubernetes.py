@@ -1892,10 +1892,14 @@ def _taken_sightings(
         )
         key = pl.col("alloc_id").alias("_key")
         found.append(frame.filter(held).select(key, "_t", "_at", "_seq"))
-        binds.append(frame.group_by("job_id").agg(
-            pl.coalesce("start_time", "_t").max().alias("bound")
-        ))  # fmt: skip
+        binds.append(_latest_binds(frame))
     return pl.concat(found), binds
+
+
+def _latest_binds(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per job of a snapshot's bound pods (``job_id``, ``start_time``, the snapshot's time
+    ``_t``), its latest bind (``bound``; a pod without one binds at the snapshot)."""
+    return frame.group_by("job_id").agg(pl.coalesce("start_time", "_t").max().alias("bound"))
 
 
 def _stored_frame(store: Store, table: str, marker: str, where: str) -> pl.DataFrame | None:
@@ -2107,9 +2111,12 @@ def _merge_allocations(
 
 
 def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str, Any]]:
-    """Stored kubernetes requests still queued, or that this call's objects may be (a pod's
-    UID or gang, a Workload or one of its pod sets): never the whole history."""
-    keys: set[str] = set()  # and those of the pods mapped as they were read (their rows)
+    """Stored kubernetes requests that this call may change: those still queued, those a
+    pod or Workload of the call not mapped as it was read may be (its UID or gang, a
+    Workload or one of its pod sets), and those of the jobs of pods mapped as they were
+    read (all bound) whose start the call's binds may move: never the whole history, nor
+    a closed request that every snapshot of the call gives the start it has already."""
+    keys: set[str] = set()
     for snap in snapshots:
         for uid, entry in snap.pods.items():
             if isinstance(entry, int):
@@ -2131,21 +2138,45 @@ def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str,
             for ps in sets if isinstance(sets, list) else []:
                 if isinstance(ps, dict):
                     keys.add(f"{uid}/{ps.get('name')}")
-    found = pl.concat([
-        pl.Series("key", list(keys), dtype=pl.Utf8),
-        *(_taken_column(snapshots, k).alias("key") for k in ("alloc_id", "job_id")),
-    ])  # fmt: skip
-    store.register_frame(_KEYS, found.unique().to_frame("key"))
+    # a job of pods mapped as read (no key above) starts, in each snapshot, at its latest
+    # bind there; a closed request whose start all of those give (at least its submit
+    # time, as the merge clamps it) comes out as stored
+    rows = next((s.rows for s in snapshots if s.rows is not None), None)
+    binds = [pl.DataFrame(schema={"job_id": pl.Utf8, "bound": pl.Datetime("us")})]
+    if rows is not None:
+        jobs, starts = rows.column("job_id"), rows.column("start_time")
+        for snap in snapshots:
+            at = pl.Series(
+                array("q", (e for e in snap.pods.values() if isinstance(e, int))), dtype=pl.Int64
+            )
+            if at.len():
+                frame = pl.DataFrame([jobs.gather(at), starts.gather(at)])
+                binds.append(_latest_binds(frame.with_columns(_t=pl.lit(snap.time))))
+    spans = pl.concat(binds).group_by("job_id").agg(
+        lo=pl.col("bound").min(), hi=pl.col("bound").max()
+    )
+    store.register_frame(_KEYS, pl.Series("key", list(keys), dtype=pl.Utf8).to_frame())
+    store.register_frame(_BINDS, spans)
+
+    def clamped(bound: str) -> str:
+        return (f"CASE WHEN submit_time IS NOT NULL AND {bound} < submit_time "
+                f"THEN submit_time ELSE {bound} END")  # fmt: skip
+
     try:
         return _stored(
             store, "requests", "last_seen",
-            f"start_time IS NULL OR request_id IN (SELECT key FROM {_KEYS})",
+            f"start_time IS NULL OR request_id IN (SELECT key FROM {_KEYS}) OR EXISTS ("
+            f"SELECT 1 FROM {_BINDS} b WHERE b.job_id = request_id AND NOT coalesce("
+            f"left_queue = 'started' AND {clamped('b.lo')} = start_time"
+            f" AND {clamped('b.hi')} = start_time, false))",
         )  # fmt: skip
     finally:
         store.unregister(_KEYS)
+        store.unregister(_BINDS)
 
 
 _KEYS = "_fa_kubernetes_request_keys"
+_BINDS = "_fa_kubernetes_request_binds"
 
 
 _UIDS = "_fa_kubernetes_uids"
