@@ -1,7 +1,8 @@
 """Snapshot history of a Kubernetes cluster: ``ingest --format kubernetes`` every 10 minutes.
 
     python -m benchmarks.bench_kubernetes_history [--nodes 2000] [--pods 60000]
-        [--snapshots 4320] [--every 600] [--lifetime-h 12] [--work DIR] [--list-gib G]
+        [--snapshots 4320] [--every 600] [--lifetime-h 12] [--report 144] [--minutes M]
+        [--work DIR] [--list-gib G]
 
 A generated cluster lives through ``--snapshots`` snapshots ``--every`` seconds apart
 (4,320 x 10 minutes = 30 days at the defaults): ``--pods`` pods are live at each
@@ -10,11 +11,17 @@ snapshot, each living an exponential time of mean ``--lifetime-h`` hours (a thir
 (in gangs of 1-4 pods); a finished pod is listed once more as Succeeded with its finish
 time and then gone; about one node a day goes NotReady for an hour. Each snapshot is
 written as the List that ``kubectl get nodes,pods -A -o json`` prints and ingested into
-one store, in this process, one call per snapshot, as cron would. Prints every
-``--report`` snapshots and at the end: the store's size on disk, its rows, and the wall
-and CPU seconds of each snapshot's ingest (median, 95th percentile, largest), with the
-load average, which matters on a shared machine. Targets: the store under 2 GiB after 30
-days, each snapshot's ingest under 10 s.
+one store, in this process, one call per snapshot, as cron would (the ingest keeps no
+cache from one call to the next; the interpreter's start and imports, which a cron call
+also pays, are not counted). Prints every ``--report`` snapshots and at the end: the
+store's size on disk, its rows, and the wall and CPU seconds of each snapshot's ingest
+(median, 95th percentile, largest), with the load average, which matters on a shared
+machine; at the end also whether a snapshot's CPU grows with the history (the first
+hundred snapshots against the last hundred) and the store's growth a day, with the 30
+days it gives when the run is shorter. ``--minutes M`` ends the run after the snapshot
+that passes M minutes of wall time. Each snapshot's figures go to ``history.csv`` in the
+work folder. Targets: the store under 2 GiB after 30 days, each snapshot's ingest under
+10 s.
 
 ``--list-gib G`` instead writes one List of about G GiB of such pods (the issue's 1 GB
 List) and ingests it in a child process, printing its peak RSS (target: under 2 GiB).
@@ -57,6 +64,7 @@ class _Pod:
     bound: datetime
     ends: datetime
     gang: str | None
+    texts: dict[tuple[bool, bool], str] | None = None  # its JSON per (bound, finished)
 
 
 class Cluster:
@@ -160,23 +168,35 @@ class Cluster:
             "status": status,
         }  # fmt: skip
 
-    def items(self, t: datetime) -> Iterator[dict[str, Any]]:
+    def items(self, t: datetime) -> Iterator[dict[str, Any] | str]:
+        """The objects listed at t; a pod as its JSON text, written once per state (a pod
+        reads the same in every snapshot until it is bound or finishes)."""
         for name in self.nodes:
             yield self._node(name, t)
         for p in self.live:
             if p.created <= t:
-                yield self._pod(p, t)
+                yield self._pod_text(p, t)
         for p in self.finished:
-            yield self._pod(p, t)
+            yield self._pod_text(p, t)
+
+    def _pod_text(self, p: _Pod, t: datetime) -> str:
+        state = (p.bound <= t, p.ends <= t)
+        if p.texts is None:
+            p.texts = {}
+        if state not in p.texts:
+            p.texts[state] = json.dumps(self._pod(p, t), indent=4)
+        return p.texts[state]
 
 
-def write_list(path: Path, items: Iterator[dict[str, Any]]) -> int:
-    """The List as kubectl writes it (``-o json``: indented by 4); returns its size."""
+def write_list(path: Path, items: Iterator[dict[str, Any] | str]) -> int:
+    """The List as kubectl writes it (``-o json``: indented by 4; an item given as text is
+    written as it is); returns its size."""
     with path.open("w", encoding="utf-8") as out:
         out.write('{\n    "apiVersion": "v1",\n    "items": [\n')
         first = True
         for item in items:
-            out.write(("" if first else ",\n") + json.dumps(item, indent=4))
+            text = item if isinstance(item, str) else json.dumps(item, indent=4)
+            out.write(("" if first else ",\n") + text)
             first = False
         out.write('\n    ],\n    "kind": "List",\n    "metadata": {\n        "resourceVersion": ""\n    }\n}\n')
     return path.stat().st_size
@@ -197,24 +217,40 @@ def history(args: argparse.Namespace) -> None:
     cluster = Cluster(args.nodes, args.pods, args.lifetime_h)
     walls: list[float] = []
     cpus: list[float] = []
+    sizes: list[tuple[int, int]] = []  # (snapshots, store bytes) at each report
+    began = time.perf_counter()
     print(f"cluster: {args.nodes} nodes, {args.pods} live pods, lifetime mean "
-          f"{args.lifetime_h} h; {args.snapshots} snapshots every {args.every} s")  # fmt: skip
-    for k in range(args.snapshots):
-        t = START + timedelta(seconds=k * args.every)
-        cluster.advance(t)
-        snap = work / "snapshot.json"
-        size = write_list(snap, cluster.items(t))
-        started, cpu = time.perf_counter(), time.process_time()
-        with open_store(db) as store:
-            ingest(store, [snap], IngestOptions(format="kubernetes"))
-        walls.append(time.perf_counter() - started)
-        cpus.append(time.process_time() - cpu)
-        if (k + 1) % args.report == 0 or k + 1 == args.snapshots:
-            _report(db, k + 1, args, walls, cpus, size)
+          f"{args.lifetime_h} h; {args.snapshots} snapshots every {args.every} s; "
+          f"load {_load()}", flush=True)  # fmt: skip
+    with (work / "history.csv").open("w", encoding="utf-8") as log:
+        log.write("snapshot,list_bytes,ingest_wall_s,ingest_cpu_s,load1\n")
+        for k in range(args.snapshots):
+            t = START + timedelta(seconds=k * args.every)
+            cluster.advance(t)
+            snap = work / "snapshot.json"
+            size = write_list(snap, cluster.items(t))
+            started, cpu = time.perf_counter(), time.process_time()
+            with open_store(db) as store:
+                ingest(store, [snap], IngestOptions(format="kubernetes"))
+            walls.append(time.perf_counter() - started)
+            cpus.append(time.process_time() - cpu)
+            log.write(f"{k + 1},{size},{walls[-1]:.3f},{cpus[-1]:.3f},{os.getloadavg()[0]:.2f}\n")
+            log.flush()
+            over = args.minutes is not None and time.perf_counter() - began > args.minutes * 60
+            if (k + 1) % args.report == 0 or k + 1 == args.snapshots or over:
+                sizes.append((k + 1, _report(db, k + 1, args, walls, cpus, size)))
+            if over:
+                break
+    _summary(args, walls, cpus, sizes)
+
+
+def _q95(xs: list[float]) -> float:
+    return sorted(xs)[max(0, math.ceil(0.95 * len(xs)) - 1)]
 
 
 def _report(db: Path, done: int, args: argparse.Namespace, walls: list[float],
-            cpus: list[float], size: int) -> None:  # fmt: skip
+            cpus: list[float], size: int) -> int:  # fmt: skip
+    """Print the store and the last ``--report`` snapshots' figures; returns the store's bytes."""
     from fleetaudit.model.store import open_store
 
     disk = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
@@ -222,18 +258,46 @@ def _report(db: Path, done: int, args: argparse.Namespace, walls: list[float],
         rows = {t: store.scalar(f"SELECT count(*) FROM {t}")
                 for t in ("nodes", "allocations", "requests", "node_events")}  # fmt: skip
     recent_w, recent_c = walls[-args.report:], cpus[-args.report:]
-
-    def q95(xs: list[float]) -> float:
-        return sorted(xs)[max(0, math.ceil(0.95 * len(xs)) - 1)]
-
     print(
-        f"{done} snapshots ({done * args.every / 86400:.1f} days): store {disk / 2**20:,.0f} MiB, "
+        f"{done} snapshots ({done * args.every / 86400:.1f} days): store {disk / 2**20:,.1f} MiB, "
         f"rows {rows}; last snapshot {size / 2**20:.1f} MiB; ingest wall median "
-        f"{statistics.median(recent_w):.2f} s, p95 {q95(recent_w):.2f} s, max "
+        f"{statistics.median(recent_w):.2f} s, p95 {_q95(recent_w):.2f} s, max "
         f"{max(recent_w):.2f} s; CPU median {statistics.median(recent_c):.2f} s, p95 "
-        f"{q95(recent_c):.2f} s (last {len(recent_w)}); load {_load()}",
+        f"{_q95(recent_c):.2f} s, max {max(recent_c):.2f} s (last {len(recent_w)}); "
+        f"load {_load()}",
         flush=True,
     )
+    return disk
+
+
+def _summary(args: argparse.Namespace, walls: list[float], cpus: list[float],
+             sizes: list[tuple[int, int]]) -> None:  # fmt: skip
+    """The whole run: each snapshot's ingest, its growth with the history, the store's."""
+    done = len(walls)
+    print(
+        f"all {done} snapshots: ingest wall median {statistics.median(walls):.2f} s, p95 "
+        f"{_q95(walls):.2f} s, max {max(walls):.2f} s; CPU median {statistics.median(cpus):.2f} s, "
+        f"p95 {_q95(cpus):.2f} s, max {max(cpus):.2f} s; load {_load()}"
+    )
+    if done >= 200:
+        first, last = cpus[:100], cpus[-100:]
+        print(
+            f"CPU with the history: first 100 snapshots median {statistics.median(first):.2f} s "
+            f"(p95 {_q95(first):.2f}), last 100 median {statistics.median(last):.2f} s "
+            f"(p95 {_q95(last):.2f})"
+        )
+    days = done * args.every / 86400
+    if len(sizes) >= 2 and days > 0:
+        half = next((s for s in sizes if s[0] >= sizes[-1][0] / 2), sizes[0])
+        if half[0] < sizes[-1][0]:
+            per_day = (sizes[-1][1] - half[1]) / ((sizes[-1][0] - half[0]) * args.every / 86400)
+            target = args.snapshots * args.every / 86400
+            ahead = sizes[-1][1] + per_day * max(0.0, target - days)
+            print(
+                f"store: {sizes[-1][1] / 2**20:,.1f} MiB after {days:.1f} days, growing "
+                f"{per_day / 2**20:,.1f} MiB a day (snapshots {half[0]}-{sizes[-1][0]})"
+                + (f"; {target:.0f} days: {ahead / 2**30:.2f} GiB (estimate)" if days < target else "")
+            )
 
 
 def _ingest_child(db: str, path: str, q: Any) -> None:
@@ -287,6 +351,7 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=600)
     parser.add_argument("--lifetime-h", type=float, default=12.0)
     parser.add_argument("--report", type=int, default=144)
+    parser.add_argument("--minutes", type=float, default=None)
     parser.add_argument("--work", type=Path, default=Path("bench-out/kubernetes-history"))
     parser.add_argument("--list-gib", type=float, default=None)
     args = parser.parse_args()

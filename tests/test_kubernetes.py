@@ -946,3 +946,31 @@ def test_the_export_time_of_a_snapshot_store_is_the_snapshot(tmp_path: Path) -> 
     with open_store(tmp_path / "k.duckdb") as store:
         k8s(store, doc)
         assert export_time(store) == datetime(2026, 3, 1, 10)
+
+
+def test_a_started_request_is_written_again_only_when_a_bind_moves_it(
+    store: Store, tmp_path: Path
+) -> None:
+    """A call re-reads a closed request only where its snapshots' binds may give it another
+    start: pod p waits at 10:00, is bound at 10:05 (seen at 10:10); a call at 10:20 seeing
+    the same bind leaves the request as stored, one whose pod says 10:07 moves its start
+    (the first later snapshot's bind, as a call of all the snapshots would not: it keeps
+    the first, 10:05)."""
+    node = _gpu_node("n1", "2026-03-01T10:00:00Z")
+    waiting = _pod("p", None, "2026-03-01T09:55:00Z")
+    k8s(store, _doc(tmp_path / "a.json", node, waiting))
+    bound = _pod("p", "n1", "2026-03-01T10:05:00Z")
+    bound["metadata"]["creationTimestamp"] = "2026-03-01T09:55:00Z"
+    k8s(store, _doc(tmp_path / "b.json", _gpu_node("n1", "2026-03-01T10:10:00Z"), bound))
+    (req,) = store.sql("SELECT * FROM requests").iter_rows(named=True)
+    assert (req["start_time"], req["left_queue"]) == (datetime(2026, 3, 1, 10, 5), "started")
+    same = k8s(store, _doc(tmp_path / "c.json", _gpu_node("n1", "2026-03-01T10:20:00Z"), bound))
+    assert "requests" not in {t.table for t in same.tables}  # nothing of it to write
+    moved = copy.deepcopy(bound)
+    moved["status"]["conditions"][0]["lastTransitionTime"] = "2026-03-01T10:07:00Z"
+    later = k8s(store, _doc(tmp_path / "d.json", _gpu_node("n1", "2026-03-01T10:30:00Z"), moved))
+    assert [(t.table, t.replaced) for t in later.tables if t.table == "requests"] == [
+        ("requests", 1)
+    ]
+    (req,) = store.sql("SELECT * FROM requests").iter_rows(named=True)
+    assert (req["start_time"], req["left_queue"]) == (datetime(2026, 3, 1, 10, 7), "started")

@@ -33,7 +33,7 @@ import codecs
 import json
 import math
 import re
-import sys
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +45,7 @@ from typing import Any
 import polars as pl
 
 from fleetaudit.core.errors import InputError, UsageError
+from fleetaudit.core.gcpause import paused_gc
 from fleetaudit.core.times import parse_instant
 from fleetaudit.inputs.ingest.kubernetes_clusters import Clusters, Origin, mixed_note, refusal
 from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
@@ -134,19 +135,28 @@ class _Snapshot:
     time: datetime
     files: list[str] = field(default_factory=list)
     nodes: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
-    pods: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
+    # (file, item, object), or the row of a pod mapped as it was read (its values in rows)
+    pods: dict[str, tuple[str, int, Any] | int] = field(default_factory=dict)
     workloads: dict[str, tuple[str, int, dict[str, Any]]] = field(default_factory=dict)
     # objects listed again within the snapshot (same name or UID), per table they feed
     repeated: Counter[str] = field(default_factory=Counter)
     _pod_names: dict[object, str] = field(default_factory=dict)  # (namespace, name) -> uid
+    rows: _PodRows | None = None  # the values of the call's pods mapped as they were read
 
-    def add(self, kind: str, key: str, name: object, entry: tuple[str, int, Any]) -> None:
+    def add(self, kind: str, key: str, name: object, entry: tuple[str, int, Any] | int) -> None:
         """List an object; a later one with the same key or name replaces it, counted."""
-        listed = {"Node": self.nodes, "Pod": self.pods, "Workload": self.workloads}[kind]
+        listed: dict[str, Any] = (
+            self.nodes if kind == "Node" else self.pods if kind == "Pod" else self.workloads
+        )
         table = "nodes" if kind == "Node" else "requests"
         if kind == "Pod":
-            spec = entry[2].get("spec")
-            table = "allocations" if isinstance(spec, dict) and spec.get("nodeName") else "requests"
+            if isinstance(entry, int) or isinstance(entry[2], _Bound):
+                table = "allocations"  # mapped as it was read: bound
+            else:
+                spec = entry[2].get("spec")
+                table = "allocations" if isinstance(spec, dict) and spec.get("nodeName") else (
+                    "requests"
+                )  # fmt: skip
             other = self._pod_names.get(name)
             if other is not None and other != key and other in listed:
                 del listed[other]  # one name, two UIDs at one moment: the later one is it
@@ -168,7 +178,7 @@ _EXPECTED = (
 
 
 _CHUNK = 1 << 20  # characters read at a time
-_WHITE = " \t\n\r"
+_NOT_WHITE = re.compile(r"[^ \t\n\r]")  # JSON's whitespace is these four
 
 
 def _no_constant(name: str) -> Any:
@@ -197,10 +207,13 @@ class _Stream:
 
     def peek(self) -> str:
         while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in _WHITE:
-                self.pos += 1
-            if self.pos < len(self.buf) or self.eof:
-                return self.buf[self.pos] if self.pos < len(self.buf) else ""
+            found = _NOT_WHITE.search(self.buf, self.pos)
+            if found is not None:
+                self.pos = found.start()
+                return self.buf[self.pos]
+            self.pos = len(self.buf)
+            if self.eof:
+                return ""
             self.fill()
 
     def expect(self, chars: str) -> str:
@@ -292,21 +305,27 @@ def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dic
 
 
 _TIMES: dict[str, datetime | None] = {}  # times repeat across pods: parse each once
+_UNREAD: Any = object()
 
 
 def _time(text: object) -> datetime | None:
     """An RFC 3339 time of the API (``2026-03-01T10:00:04Z``) as naive UTC, else None."""
     if not isinstance(text, str) or not text:
         return None
-    if text in _TIMES:
-        return _TIMES[text]
+    t = _TIMES.get(text, _UNREAD)
+    if t is not _UNREAD:
+        return t
     try:
-        t: datetime | None = parse_instant(text)
+        t = parse_instant(text)
     except UsageError:
         t = None
-    if len(_TIMES) < 200_000:
-        _TIMES[text] = t
+    if len(_TIMES) >= 200_000:  # bounded: the newest times stay
+        _TIMES.clear()
+    _TIMES[text] = t
     return t
+
+
+_STATUS_GROUPS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
 
 
 def _time_fields(item: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
@@ -325,7 +344,7 @@ def _time_fields(item: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
         for key in ("lastTransitionTime", "lastHeartbeatTime"):
             if c.get(key) is not None:
                 yield f"status.conditions[{c.get('type')}].{key}", c[key]
-    for group in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+    for group in _STATUS_GROUPS:
         statuses = status.get(group)
         for cs in statuses if isinstance(statuses, list) else []:
             if not isinstance(cs, dict):
@@ -340,6 +359,49 @@ def _time_fields(item: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
                             yield f"status.{group}[{cs.get('name')}].{which}.{name}.{key}", state[key]
 
 
+def _time_values(item: Mapping[str, Any], deletion: bool = True) -> list[object]:
+    """The raw values of :func:`_time_fields` without their paths (the paths are only built
+    to name a bad one); ``deletion=False`` leaves ``deletionTimestamp`` out."""
+    found: list[object] = []
+    meta = item.get("metadata")
+    if isinstance(meta, dict):
+        if (v := meta.get("creationTimestamp")) is not None:
+            found.append(v)
+        if deletion and (v := meta.get("deletionTimestamp")) is not None:
+            found.append(v)
+    status = item.get("status")
+    if not isinstance(status, dict):
+        return found
+    if (v := status.get("startTime")) is not None:
+        found.append(v)
+    conds = status.get("conditions")
+    if isinstance(conds, list):
+        for c in conds:
+            if isinstance(c, dict):
+                if (v := c.get("lastTransitionTime")) is not None:
+                    found.append(v)
+                if (v := c.get("lastHeartbeatTime")) is not None:
+                    found.append(v)
+    for group in _STATUS_GROUPS:
+        statuses = status.get(group)
+        if not isinstance(statuses, list):
+            continue
+        for cs in statuses:
+            if not isinstance(cs, dict):
+                continue
+            for which in ("state", "lastState"):
+                states = cs.get(which)
+                if not isinstance(states, dict):
+                    continue
+                for state in states.values():
+                    if isinstance(state, dict):
+                        if (v := state.get("startedAt")) is not None:
+                            found.append(v)
+                        if (v := state.get("finishedAt")) is not None:
+                            found.append(v)
+    return found
+
+
 def check_times(item: Mapping[str, Any], column: str) -> None:
     """Refuse an object whose time fields are not times of 1900..2200: a reject naming the
     field (a creation time of 9999-12-31 or "not-a-time" is never ignored).
@@ -347,6 +409,8 @@ def check_times(item: Mapping[str, Any], column: str) -> None:
     Raises:
         _Unmappable: the first bad field.
     """
+    if None not in map(_time, _time_values(item)):
+        return
     for path, raw in _time_fields(item):
         if _time(raw) is None:
             text = raw if isinstance(raw, str) else json.dumps(raw)[:40]
@@ -378,16 +442,13 @@ def _condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
-def _event_times(item: Mapping[str, Any]) -> list[datetime]:
-    """The times an object records of things that happened (creation, transitions, finishes).
+def _event_times(item: Mapping[str, Any]) -> list[datetime | None]:
+    """The times an object records of things that happened (creation, transitions,
+    finishes), None where a field is no time.
 
     ``deletionTimestamp`` is left out: it lies in the future by the grace period.
     """
-    return [
-        t
-        for path, raw in _time_fields(item)
-        if path != "metadata.deletionTimestamp" and (t := _time(raw)) is not None
-    ]
+    return list(map(_time, _time_values(item, deletion=False)))
 
 
 def read_snapshots(
@@ -400,13 +461,17 @@ def read_snapshots(
     heartbeat only every few minutes). A document without one joins the call's one
     snapshot with heartbeats (and moves it later when it records a later event).
     """
+    for cache in (_TIMES, _PARSED, _CHECKED):  # a call's own: a long process holds none
+        cache.clear()
     ignored: Counter[str] = Counter()
     unnamed: Counter[str] = Counter()  # a Node or Pod without a name (and uid)
     per_file: list[tuple[str, list[Any], datetime | None, datetime | None]] = []
     mapper = _Mapper(options) if options is not None else None
+    rows = _PodRows()
     clusters = Clusters()
     for path in files:
         items: list[Any] = []
+        fileno = rows.file_no(str(path))
         newest: datetime | None = None
         events: datetime | None = None
         setups: dict[str, GpuSetup] = {}  # the document's nodes so far
@@ -424,13 +489,16 @@ def read_snapshots(
                         setups[meta["name"]] = gpu_setup(item)
                     except (*_MALFORMED, _Unmappable):
                         pass
+            times = _event_times(item)
             if snapshot_time is None:
-                for when in _event_times(item):
-                    if events is None or when > events:
-                        events = when
+                when = max(filter(None, times), default=None)
+                if when is not None and (events is None or when > events):
+                    events = when
             entry: Any = item
             if kind == "Pod" and mapper is not None:
-                entry = _bound(mapper, item, setups) or item
+                number = len(items) + 1
+                entry = _bound(mapper, item, setups, rows, fileno, number, None not in times)
+                entry = entry or item
             items.append(entry)
         if snapshot_time is None and newest is not None and events is not None:
             newest = max(newest, events)
@@ -443,7 +511,7 @@ def read_snapshots(
         raise InputError(*refusal(mixed))
     if snapshot_time is not None:
         for listed in ("Pod", "Workload"):
-            listing = [n for n, items, _, _ in per_file if any(i.get("kind") == listed for i in items)]
+            listing = [n for n, items, _, _ in per_file if any(_kind(i) == listed for i in items)]
             if len(listing) > 1 and not (allow_mixed and clusters.apart(listing)):
                 raise InputError(
                     listing[1],
@@ -472,9 +540,15 @@ def read_snapshots(
                     "(kubectl get nodes,pods -A -o json) or give --snapshot-time",
                 )
             t = timed[0]
-        snap = snapshots.setdefault(t, _Snapshot(t))
+        snap = snapshots.setdefault(t, _Snapshot(t, rows=rows))
         snap.files.append(name)
         for i, item in enumerate(items, 1):
+            if isinstance(item, _Taken):  # a pod mapped as it was read: its row
+                snap.add("Pod", item.uid, item.pod_name, item.row)
+                continue
+            if isinstance(item, _Bound):  # mapped as it was read, finished with its snapshot
+                snap.add("Pod", item.uid, item.pod_name, (name, i, item))
+                continue
             kind = item.get("kind")
             meta = item.get("metadata")
             if not isinstance(meta, dict):
@@ -483,10 +557,7 @@ def read_snapshots(
                 snap.add("Node", str(meta["name"]), "", (name, i, item))
             elif kind == "Pod" and (meta.get("uid") or meta.get("name")):
                 uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}")
-                ns, pod = meta.get("namespace", ""), meta.get("name")
-                pod_name = (ns, pod) if isinstance(ns, str) and isinstance(pod, str) else (
-                    str(ns), str(pod)
-                )  # fmt: skip
+                pod_name = _pod_name(meta.get("namespace", ""), meta.get("name"))
                 snap.add("Pod", uid, pod_name, (name, i, item))
             elif kind == "Workload" and str(item.get("apiVersion", "")).startswith(
                 "kueue.x-k8s.io"
@@ -535,7 +606,9 @@ def _quantity(value: object, what: str, column: str) -> Decimal:
         found = _PARSED.get(value) if isinstance(value, str) else None
         if found is None:
             found = parse_quantity(value)
-            if isinstance(value, str) and len(_PARSED) < 100_000:
+            if isinstance(value, str):
+                if len(_PARSED) >= 100_000:  # bounded: the newest quantities stay
+                    _PARSED.clear()
                 _PARSED[value] = found
         return found
     except QuantityError as exc:
@@ -548,8 +621,12 @@ def _column_of(resource: str) -> str:
     return {"cpu": "cpus", "memory": "memory_gib"}.get(resource, "gpus")
 
 
-def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
-    """Requests of one container; a key only in limits takes the limit (as Kubernetes does)."""
+_CHECKED: dict[tuple[str, str], Decimal] = {}  # (resource, quantity) found valid
+
+
+def _resources(res: Mapping[str, Any] | None, what: str | tuple[str, object]) -> dict[str, Decimal]:
+    """Requests of one container (``what``: its description, or its kind and name); a key
+    only in limits takes the limit (as Kubernetes does)."""
     if not res:
         return {}
     requests = res.get("requests") or {}
@@ -557,6 +634,11 @@ def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
     out: dict[str, Decimal] = {}
     for key in {*limits, *requests}:
         raw = requests.get(key, limits.get(key))
+        if isinstance(raw, str) and (checked := _CHECKED.get((key, raw))) is not None:
+            out[key] = checked
+            continue
+        if not isinstance(what, str):
+            what = f"{what[0]} {what[1]}"
         found = _PARSED.get(raw) if isinstance(raw, str) else None
         value = found if found is not None else _quantity(raw, f"{key} of {what}", _column_of(key))
         if value < 0:
@@ -566,6 +648,10 @@ def _resources(res: Mapping[str, Any] | None, what: str) -> dict[str, Decimal]:
                 _column_of(key), str(raw), f"{key} of {what} is {raw!s:.40}, not a whole number: "
                 "Kubernetes refuses fractional extended resources",
             )  # fmt: skip
+        if isinstance(raw, str):
+            if len(_CHECKED) >= 100_000:  # bounded: the newest stay
+                _CHECKED.clear()
+            _CHECKED[(key, raw)] = value
         out[key] = value
     return out
 
@@ -578,6 +664,9 @@ def is_extended(resource: str) -> bool:
     (True, False, False)
     """
     return "/" in resource and "kubernetes.io/" not in resource
+
+
+_ZERO = Decimal(0)
 
 
 def _add(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
@@ -603,15 +692,17 @@ def effective_request(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     sidecars: dict[str, Decimal] = {}
     init_peak: dict[str, Decimal] = {}
     for c in spec.get("initContainers") or []:
-        res = _resources(c.get("resources"), f"init container {c.get('name')}")
+        res = _resources(c.get("resources"), ("init container", c.get("name")))
         if c.get("restartPolicy") == "Always":
             sidecars = _add(sidecars, res)
         else:
             init_peak = _max(init_peak, _add(res, sidecars))
     running = dict(sidecars)
     for c in spec.get("containers") or []:
-        running = _add(running, _resources(c.get("resources"), f"container {c.get('name')}"))
-    total = _max(init_peak, running)
+        for key, value in _resources(c.get("resources"), ("container", c.get("name"))).items():
+            running[key] = running.get(key, _ZERO) + value
+    # (no init container's peak: the containers' sum, none of it negative)
+    total = _max(init_peak, running) if init_peak else running
     pod_level = spec.get("resources")
     if pod_level:
         for key, value in _resources(pod_level, "pod resources").items():
@@ -859,6 +950,9 @@ def gpu_setup(node: Mapping[str, Any]) -> GpuSetup:
     return GpuSetup(physical, "none", 1, slices, 0, memory)
 
 
+_NO_SETUP = GpuSetup()  # a node of unknown setup: whole GPUs
+
+
 def _whole(value: Decimal, what: str) -> Decimal:
     """An extended resource's value, which Kubernetes holds to whole numbers."""
     if not is_whole(value):
@@ -1010,13 +1104,13 @@ def pod_gpus(
     request: Mapping[str, Decimal], annotations: Mapping[str, Any], setup: GpuSetup | None
 ) -> tuple[float, str | None]:
     """A pod's GPUs as physical GPUs (shares below 1), and the resource it named."""
-    setup = setup or GpuSetup()
-    total = Decimal(0)
+    setup = setup or _NO_SETUP
+    total = _ZERO
     names: list[str] = []
     for key, n in request.items():
         if not n:
             continue
-        m = _MIG_RESOURCE.match(key)
+        m = _MIG_RESOURCE.match(key) if key.startswith("nvidia.com/mig-") else None
         if m:
             sized = _MIG_MIXED.match(key)
             gpu_gb = setup.gpu_memory_mib / 1024 if setup.gpu_memory_mib else None
@@ -1028,8 +1122,8 @@ def pod_gpus(
             else:
                 total += n * int(m.group(1)) / setup.slices
             names.append(key)
-    whole = request.get("nvidia.com/gpu") or Decimal(0)
-    shared = request.get("nvidia.com/gpu.shared") or Decimal(0)
+    whole = request.get("nvidia.com/gpu") or _ZERO
+    shared = request.get("nvidia.com/gpu.shared") or _ZERO
     if shared:
         total += shared / max(setup.replicas, 1)
         names.append("nvidia.com/gpu.shared")
@@ -1088,8 +1182,8 @@ def pod_devices(
 ) -> int:
     """GPUs a pod's share is spread over: N for N HAMi vGPUs or KAI ``gpu-fraction``
     devices below a whole GPU each (each on its own GPU), else 1."""
-    setup = setup or GpuSetup()
-    whole = request.get("nvidia.com/gpu") or Decimal(0)
+    setup = setup or _NO_SETUP
+    whole = request.get("nvidia.com/gpu") or _ZERO
     if whole > 1 and whole == int(whole) and (
         setup.sharing == "hami" or not _HAMI_RESOURCES.isdisjoint(request)
     ):
@@ -1109,6 +1203,8 @@ def job_id(meta: Mapping[str, Any], uid: str) -> str:
     """The gang a pod belongs to (namespace/name of its first marker), or its own UID."""
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
+    if not labels and not annotations:
+        return uid
     ns = meta.get("namespace", "")
     for where, key in GANG_MARKERS:
         value = (annotations if where == "annotation" else labels).get(key)
@@ -1145,12 +1241,17 @@ def _owner(meta: Mapping[str, Any]) -> tuple[str | None, str | None]:
 def _finished(pod: Mapping[str, Any]) -> datetime | None:
     status = pod.get("status") or {}
     times = []
-    for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+    for key in _STATUS_GROUPS:
         for cs in status.get(key) or []:
             t = _time(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
             if t is not None:
                 times.append(t)
     return max(times, default=None)
+
+
+def _transition_times(obj: Mapping[str, Any]) -> list[object]:
+    """The raw ``lastTransitionTime`` of each of an object's conditions."""
+    return [c.get("lastTransitionTime") for c in _conditions(obj)]
 
 
 def _bind_time(pod: Mapping[str, Any]) -> datetime | None:
@@ -1322,99 +1423,156 @@ def node_intervals(
 
 # -- bound pods as read: their values, packed ------------------------------------
 
-class _Packed(tuple[Any, ...]):
+def _pack(values: Mapping[str, Any]) -> tuple[Any, ...]:
     """A pod's mapped values as a tuple of :data:`_PACK_KEYS` (a dict costs 5x more)."""
+    return tuple(map(values.get, _PACK_KEYS))
 
 
-def _pack(values: dict[str, Any]) -> dict[str, Any] | _Packed:
-    if not values.keys() <= _PACK_SET:
-        return values
-    return _Packed(values.get(k) for k in _PACK_KEYS)
+def _vals(values: tuple[Any, ...]) -> dict[str, Any]:
+    """A pod's packed values as a dict."""
+    return dict(zip(_PACK_KEYS, values, strict=True))
 
 
-def _vals(values: Mapping[str, Any] | _Packed) -> dict[str, Any]:
-    """A pod's values as a dict, packed or not."""
-    if isinstance(values, _Packed):
-        return dict(zip(_PACK_KEYS, values))
-    return dict(values)
+class _PodRows:
+    """The values of the pods a call maps (packed), turned into polars frames a batch at a
+    time: a pod then costs its columns (a few hundred bytes), not a tuple of objects. Its
+    file is a number (:meth:`file_no`)."""
+
+    BATCH = 1 << 15
+
+    def __init__(self) -> None:
+        self.batch: list[tuple[Any, ...]] = []
+        self.frames: list[pl.DataFrame] = []
+        self.count = 0
+        self.files: dict[str, int] = {}
+
+    def file_no(self, file: str) -> int:
+        return self.files.setdefault(file, len(self.files))
+
+    def column(self, key: str) -> pl.Series:
+        """One column of every row kept so far."""
+        self._flush()
+        if not self.frames:
+            return pl.Series(key, [], dtype=_PACK_SCHEMA[key])
+        return pl.concat([f[key] for f in self.frames], rechunk=False)
+
+    def add(self, values: tuple[Any, ...]) -> int:
+        """Keep one pod's packed values; returns its row number."""
+        self.batch.append(values)
+        self.count += 1
+        if len(self.batch) >= self.BATCH:
+            self._flush()
+        return self.count - 1
+
+    def _flush(self) -> None:
+        if not self.batch:
+            return
+        columns = list(zip(*self.batch, strict=True))
+        self.batch = []
+        series = []
+        for (key, dtype), column in zip(_PACK_SCHEMA.items(), columns, strict=True):
+            series.append(pl.Series(key, _typed(list(column), dtype), dtype=dtype))
+        columns.clear()
+        self.frames.append(pl.DataFrame(series))
+
+    def frame(self) -> pl.DataFrame:
+        """Every row kept, in the order kept (the batches are let go)."""
+        self._flush()
+        frames, self.frames = self.frames, []
+        if not frames:
+            return pl.DataFrame(schema=_PACK_SCHEMA)
+        return pl.concat(frames, rechunk=False)
+
+
+@dataclass(slots=True)
+class _Taken:
+    """A bound pod mapped as it was read, its values in the call's :class:`_PodRows` (row
+    ``row``), until its snapshot lists it."""
+
+    row: int
+    uid: str
+    pod_name: tuple[Any, Any]  # (namespace, name): a name listed twice in a snapshot
 
 
 @dataclass(slots=True)
 class _Bound:
     """A bound pod as the read maps it at once (its node's GPU setup known from earlier in
-    its document): what the mapping needs, never the object itself, so a List of a
-    million pods is held in a few hundred bytes per pod."""
+    its document) that its snapshot still has to finish (:func:`_as_read`): what the
+    mapping needs, never the object itself."""
 
     node: str
     phase: Any
-    values: dict[str, Any] | _Packed
+    values: tuple[Any, ...]
     bind: datetime | None
     finished: datetime | None  # the last container's finish
     last_transition: datetime | None  # a terminal pod without a finish ends here
     terminating: bool
     uid: str
-    name: Any
-    namespace: Any
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """Enough of the object's shape for grouping it (kind, names, node)."""
-        if key == "kind":
-            return "Pod"
-        if key == "metadata":
-            return {"uid": self.uid, "name": self.name, "namespace": self.namespace}
-        if key == "spec":
-            return {"nodeName": self.node}
-        return default
+    pod_name: tuple[Any, Any]
 
 
-def _bound(mapper: _Mapper, item: Mapping[str, Any], setups: Mapping[str, GpuSetup]) -> _Bound | None:
-    """A bound pod mapped as it is read, where its node's setup is known; else None (the
-    object is kept and mapped with the snapshot)."""
+def _kind(entry: Any) -> Any:
+    """The kind of an object read, or of what the read kept of it."""
+    return "Pod" if isinstance(entry, (_Taken, _Bound)) else entry.get("kind")
+
+
+def _pod_name(namespace: object, name: object) -> tuple[Any, Any]:
+    return (namespace, name) if isinstance(namespace, str) and isinstance(name, str) else (
+        str(namespace), str(name)
+    )  # fmt: skip
+
+
+def _bound(
+    mapper: _Mapper,
+    item: Mapping[str, Any],
+    setups: Mapping[str, GpuSetup],
+    rows: _PodRows,
+    fileno: int,
+    number: int,
+    times_read: bool = False,
+) -> _Taken | _Bound | None:
+    """A bound pod (item ``number`` of file ``fileno``) mapped as it is read, where its
+    node's setup is known: its values go to ``rows`` (or, where its snapshot must finish
+    it, to a :class:`_Bound`); else None (the object is kept and mapped with the snapshot)."""
     spec = item.get("spec")
     node = spec.get("nodeName") if isinstance(spec, dict) else None
     if not isinstance(node, str) or node not in setups:
         return None
     try:
-        values = mapper.pod_values(item, setups[node])
+        values = mapper.pod_values(item, setups[node], times_read)
         status = item.get("status") or {}
         phase = status.get("phase")
         terminal = phase in ("Succeeded", "Failed")
         meta = item.get("metadata") or {}
-        transitions = [t for c in _conditions(item) if (t := _time(c.get("lastTransitionTime")))]
-        finished = _finished(item) if terminal else None
-        last = max(transitions, default=None)
+        finished = last = None
+        if terminal:  # it ends at its last container's finish, else its last transition
+            finished = _finished(item)
+            last = max(filter(None, map(_time, _transition_times(item))), default=None)
         bind = _bind_time(item)
         terminating = bool(meta.get("deletionTimestamp"))
         values.update(alloc_id=values["uid"], node_id=node, start_time=bind, phase=phase,
-                      terminating=terminating, finish=(finished or last) if terminal else None)  # fmt: skip
-        for key in _SHARED_TEXT:  # one string for the many pods that share it
-            if isinstance(values.get(key), str):
-                values[key] = sys.intern(values[key])
+                      terminating=terminating, finish=(finished or last) if terminal else None,
+                      _fileno=fileno, _item=number)  # fmt: skip
+        name = _pod_name(values["namespace"], meta.get("name"))
+        packed = _pack(values)
+        if _as_read(packed, terminal):
+            return _Taken(rows.add(packed), values["uid"], name)
         return _Bound(
-            values["node_id"], values["phase"], _pack(values), bind, finished, last, terminating,
-            values["uid"], meta.get("name"), values["namespace"],
+            values["node_id"], values["phase"], packed, bind, finished, last, terminating,
+            values["uid"], name,
         )  # fmt: skip
     except _MALFORMED:
         return None
 
 
-_TAKEN = _Bound("", None, {}, None, None, None, False, "", None, None)
-"""What the snapshot keeps of a pod mapped as it was read once its row took its values."""
-
-
-def _as_read(pod: _Bound, terminal: bool) -> bool:
+def _as_read(values: tuple[Any, ...], terminal: bool) -> bool:
     """Whether a pod mapped as it was read needs nothing of its snapshot: it names no GPU
     it does not count, and a finished one has its end."""
-    values = pod.values
     if _get(values, "gpu_resource") and not _get(values, "_reject_reason") and not _get(
         values, "gpus"
     ):
         return False  # a reject naming its node, made with the others below
     return not (terminal and _get(values, "finish") is None)
-
-
-_SHARED_TEXT = ("namespace", "tenant", "priority_class", "owner_kind", "gpu_resource",
-                "node_id", "phase", "priority", "workload")  # fmt: skip
 
 
 # -- mapping -------------------------------------------------------------------
@@ -1433,19 +1591,31 @@ class _Obs:
 class _Mapper:
     def __init__(self, options: KubernetesOptions) -> None:
         self.options = options
+        self._classes: dict[tuple[str | None, int | None], tuple[str | None, str]] = {}
 
     def priority(
         self, class_name: object, value: object, meta: Mapping[str, Any] | None = None
     ) -> str:
         """The map's word for the class (else the value); else low if Volcano may preempt it."""
-        found = self.options.priority_map.lookup(class_name, value)
+        plain = (class_name is None or type(class_name) is str) and (
+            value is None or type(value) is int
+        )  # a class and value looked up once (True is no 1 here: its text differs)
+        known = self._classes.get((class_name, value)) if plain else None  # type: ignore[arg-type]
+        if known is None:
+            known = (
+                self.options.priority_map.lookup(class_name, value),
+                default_priority(class_name),
+            )
+            if plain:
+                self._classes[(class_name, value)] = known  # type: ignore[index]
+        found, default = known
         if found is not None:
             return found
         for where in ("annotations", "labels"):
             marks = (meta or {}).get(where) or {}
             if str(marks.get(_PREEMPTABLE, "")).lower() == "true":
                 return "low"
-        return default_priority(class_name)
+        return default
 
     def tenant(self, meta: Mapping[str, Any]) -> str | None:
         if self.options.tenant_label:
@@ -1454,8 +1624,11 @@ class _Mapper:
                 return str(found)
         return meta.get("namespace")
 
-    def pod_values(self, pod: Mapping[str, Any], setup: GpuSetup | None) -> dict[str, Any]:
-        """The values shared by a pod's allocation and request rows."""
+    def pod_values(
+        self, pod: Mapping[str, Any], setup: GpuSetup | None, times_read: bool = False
+    ) -> dict[str, Any]:
+        """The values shared by a pod's allocation and request rows (``times_read``: every
+        time field but ``deletionTimestamp`` is known to be a time)."""
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         annotations = meta.get("annotations") or {}
@@ -1474,7 +1647,9 @@ class _Mapper:
             "created": _time(meta.get("creationTimestamp")),
         }
         try:
-            check_times(pod, "start_time" if spec.get("nodeName") else "submit_time")
+            deleted = meta.get("deletionTimestamp")
+            if not times_read or (deleted is not None and _time(deleted) is None):
+                check_times(pod, "start_time" if spec.get("nodeName") else "submit_time")
             request = effective_request(spec)
             gpus, resource = pod_gpus(request, annotations, setup)
             values["gpus"] = gpus
@@ -1527,7 +1702,7 @@ def _typed(values: list[Any], dtype: Any) -> list[Any]:
         kind = bool
     else:
         kind = datetime
-    if all(v is None or type(v) is kind for v in values):
+    if set(map(type, values)) <= {kind, type(None)}:
         return values
     out: list[Any] = []
     for v in values:
@@ -1558,7 +1733,7 @@ def _latest(obs: list[_Obs]) -> _Obs:
     return max(obs, key=lambda o: o.time)
 
 
-_NODE_SCHEMA = {
+_NODE_SCHEMA: dict[str, Any] = {
     "node_id": pl.Utf8,
     "gpu_model": pl.Utf8,
     "gpus": pl.Int64,
@@ -1580,7 +1755,7 @@ _NODE_SCHEMA = {
     "snapshot_time": pl.Datetime("us"),
     "absent_since": pl.Datetime("us"),
 }
-_ALLOC_SCHEMA = {
+_ALLOC_SCHEMA: dict[str, Any] = {
     "alloc_id": pl.Utf8,
     "job_id": pl.Utf8,
     "node_id": pl.Utf8,
@@ -1607,7 +1782,7 @@ _ALLOC_SCHEMA = {
     "finished": pl.Boolean,
     "end_censored": pl.Boolean,
 }
-_REQUEST_SCHEMA = {
+_REQUEST_SCHEMA: dict[str, Any] = {
     "request_id": pl.Utf8,
     "submit_time": pl.Datetime("us"),
     "start_time": pl.Datetime("us"),
@@ -1631,7 +1806,7 @@ _REQUEST_SCHEMA = {
     "left_queue": pl.Utf8,
     "gpus_inferred": pl.Utf8,
 }
-_EVENT_SCHEMA = {
+_EVENT_SCHEMA: dict[str, Any] = {
     "node_id": pl.Utf8,
     "gpu_index": pl.Int64,
     "start_time": pl.Datetime("us"),
@@ -1642,67 +1817,312 @@ _EVENT_SCHEMA = {
     "last_seen": pl.Datetime("us"),  # the last snapshot that showed the interval
     "recorded_time": pl.Datetime("us"),  # the node's own time of its start, where it has one
 }
-_ADAPTER = {
+_ADAPTER: dict[str, Any] = {
     "_reject_reason": pl.Utf8,
     "_reject_column": pl.Utf8,
     "_reject_value": pl.Utf8,
     "_file": pl.Utf8,
     "_row": pl.Int64,
 }
-_PACK_KEYS = tuple(dict.fromkeys([*_ALLOC_SCHEMA, "uid", "created", "finish", *_ADAPTER]))
-_PACK_SET = frozenset(_PACK_KEYS)
+_PACK_SCHEMA: dict[str, Any] = {
+    **_ALLOC_SCHEMA,
+    "finish": pl.Datetime("us"),  # its last container's finish, when it has one
+    "_reject_reason": pl.Utf8,
+    "_reject_column": pl.Utf8,
+    "_reject_value": pl.Utf8,
+    "_fileno": pl.Int64,  # its file (_PodRows.file_no) and item there
+    "_item": pl.Int64,
+}
+_PACK_KEYS = tuple(_PACK_SCHEMA)
 _PACK_INDEX = {k: i for i, k in enumerate(_PACK_KEYS)}
 
 
-def _get(values: Mapping[str, Any] | _Packed, key: str) -> Any:
-    """One of a pod's values, packed or not."""
-    if isinstance(values, _Packed):
-        return values[_PACK_INDEX[key]] if key in _PACK_INDEX else None
-    return values.get(key)
+def _get(values: tuple[Any, ...], key: str) -> Any:
+    """One of a pod's packed values."""
+    return values[_PACK_INDEX[key]]
 
 
-class _Rows:
-    """Rows kept as columns as they come: a dict per row would cost a kilobyte each."""
+class _Sightings:
+    """The sightings of pods mapped with their snapshot (not as read) as allocations: its
+    key, the snapshot's time, the row of its values in the call's :class:`_PodRows`, and
+    its order (snapshot, place in it)."""
 
-    def __init__(self, schema: Mapping[str, Any]) -> None:
-        self.columns: dict[str, list[Any]] = {k: [] for k in {**schema, **_ADAPTER}}
-        self.height = 0
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.times: list[datetime] = []
+        self.rows: list[int] = []
+        self.order: list[int] = []
 
-    def append(self, row: Mapping[str, Any]) -> None:
-        for key, column in self.columns.items():
-            column.append(row.get(key))
-        self.height += 1
+    def add(self, key: str, time: datetime, row: int, order: int) -> None:
+        self.keys.append(key)
+        self.times.append(time)
+        self.rows.append(row)
+        self.order.append(order)
+
+    def frame(self) -> pl.DataFrame:
+        columns = (self.keys, self.times, self.rows, self.order)
+        return pl.DataFrame(dict(zip(_SIGHTING, columns, strict=True)), schema=_SIGHTING)
 
 
-def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str, Any]]:
+_SIGHTING: dict[str, Any] = {
+    "_key": pl.Utf8, "_t": pl.Datetime("us"), "_at": pl.Int64, "_seq": pl.Int64
+}  # fmt: skip
+_PLACE = 32  # a sighting's order: snapshot << _PLACE | its place in the snapshot
+
+
+def _taken_sightings(
+    rows: _PodRows, taken: list[tuple[datetime, int, array[int], array[int]]]
+) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
+    """The sightings of the pods mapped as they were read (per snapshot: its time, number,
+    and its pods' rows and places), those that are allocations (a reject, or holding GPUs,
+    CPUs or memory), and per snapshot the latest bind of each job (else the snapshot's time)."""
+    if not taken:
+        return pl.DataFrame(schema=_SIGHTING), []
+    columns = ["alloc_id", "job_id", "start_time", "gpus", "cpus", "memory_gib", "_reject_reason"]
+    held = (pl.col("_reject_reason").is_not_null() & (pl.col("_reject_reason") != "")) | (
+        pl.any_horizontal([pl.col(k).fill_null(0) != 0 for k in ("gpus", "cpus", "memory_gib")])
+    )  # truthy, as Python takes them (NaN too)
+    found, binds = [], []
+    values = {k: rows.column(k) for k in columns}
+    for time, number, at, place in taken:
+        mine = pl.Series("_at", at, dtype=pl.Int64)
+        frame = pl.DataFrame([mine, *(values[k].gather(mine) for k in columns)]).with_columns(
+            _t=pl.lit(time, pl.Datetime("us")),
+            _seq=pl.Series(place, dtype=pl.Int64) + (number << _PLACE),
+        )
+        key = pl.col("alloc_id").alias("_key")
+        found.append(frame.filter(held).select(key, "_t", "_at", "_seq"))
+        binds.append(_latest_binds(frame))
+    return pl.concat(found), binds
+
+
+def _latest_binds(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per job of a snapshot's bound pods (``job_id``, ``start_time``, the snapshot's time
+    ``_t``), its latest bind (``bound``; a pod without one binds at the snapshot)."""
+    return frame.group_by("job_id").agg(pl.coalesce("start_time", "_t").max().alias("bound"))
+
+
+def _stored_frame(store: Store, table: str, marker: str, where: str) -> pl.DataFrame | None:
     """Rows an earlier kubernetes ingest stored (they carry ``marker``) that may still change."""
     columns = store.column_types(table)
     if marker not in columns:
-        return []
-    return store.sql(
-        f'SELECT * FROM "{table}" WHERE "{marker}" IS NOT NULL AND ({where})'
-    ).to_dicts()
+        return None
+    return store.sql(f'SELECT * FROM "{table}" WHERE "{marker}" IS NOT NULL AND ({where})')
 
 
-def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> list[dict[str, Any]]:
+def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str, Any]]:
+    """:func:`_stored_frame` as dicts."""
+    found = _stored_frame(store, table, marker, where)
+    return [] if found is None else found.to_dicts()
+
+
+def _taken_column(snapshots: list[_Snapshot], key: str) -> pl.Series:
+    """Column ``key`` of the values of the pods the snapshots list that were mapped as read."""
+    rows = next((s.rows for s in snapshots if s.rows is not None), None)
+    at = array("q", (e for snap in snapshots for e in snap.pods.values() if isinstance(e, int)))
+    if rows is None or not at:
+        return pl.Series(key, [], dtype=pl.Utf8)
+    return rows.column(key).gather(pl.Series(at, dtype=pl.Int64))
+
+
+def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> pl.DataFrame | None:
     """Stored kubernetes allocations still open, or listed again by this call."""
-    uids = sorted({uid for snap in snapshots for uid in snap.pods})
-    store.register_frame(_UIDS, pl.DataFrame({"uid": uids}, schema={"uid": pl.Utf8}))
-    return _stored(
-        store,
-        "allocations",
-        "last_seen",
-        f"end_time IS NULL OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
+    others = [k for snap in snapshots for k, e in snap.pods.items() if not isinstance(e, int)]
+    taken = _taken_column(snapshots, "alloc_id")
+    uids = pl.concat([pl.Series("uid", others, dtype=pl.Utf8), taken.alias("uid")])
+    store.register_frame(_UIDS, uids.unique().to_frame("uid"))
+    try:
+        return _stored_frame(
+            store,
+            "allocations",
+            "last_seen",
+            f"end_time IS NULL OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
+        )
+    finally:
+        store.unregister(_UIDS)
+
+
+def _stored_values(stored: pl.DataFrame | None, fileno: int) -> pl.DataFrame:
+    """Stored allocations as packed values of pods (:data:`_PACK_SCHEMA`, file ``fileno``,
+    item 0) with ``_key``, ``_t`` (their last sighting), ``first_seen`` and ``_stored_id``
+    (the id they are stored under): a pod stored as a row per GPU (``uid#0``, ``uid#1``,
+    ...) is rejoined."""
+    extra: dict[str, Any] = {"_key": pl.Utf8, "_t": pl.Datetime("us"), "_stored_id": pl.Utf8}
+    if stored is None or stored.is_empty():
+        return pl.DataFrame(schema={**_PACK_SCHEMA, **extra})
+    missing = [pl.lit(None, dtype).alias(k) for k, dtype in _ALLOC_SCHEMA.items()
+               if k not in stored.columns]  # fmt: skip
+    stored = stored.with_columns(missing).select(
+        [pl.col(k).cast(dtype) for k, dtype in _ALLOC_SCHEMA.items()]
     )
+    devices = pl.col("gpu_devices").fill_null(0)
+    devices = pl.when(devices == 0).then(1).otherwise(devices)  # int(devices or 1)
+    alloc_id = pl.col("alloc_id")
+    hashed = alloc_id.str.contains("#", literal=True)
+    index = pl.when(hashed).then(alloc_id.str.extract(r"#([^#]*)$", 1)).otherwise(alloc_id)
+    base = pl.when(hashed).then(alloc_id.str.replace(r"#[^#]*$", "")).otherwise(pl.lit(""))
+    split = devices > 1
+    stored = stored.filter(~split | (index == "0")).with_columns(
+        alloc_id.alias("_stored_id"),
+        pl.when(split).then(base).otherwise(alloc_id).alias("alloc_id"),
+        *[pl.when(split).then(pl.col(k) * devices).otherwise(pl.col(k)).alias(k)
+          for k in ("gpus", "cpus", "memory_gib")],
+    )  # fmt: skip
+    return stored.with_columns(
+        finish=pl.when(pl.col("finished")).then(pl.col("end_time")),
+        _reject_reason=pl.lit(None, pl.Utf8),
+        _reject_column=pl.lit(None, pl.Utf8),
+        _reject_value=pl.lit(None, pl.Utf8),
+        _fileno=pl.lit(fileno, pl.Int64),
+        _item=pl.lit(0, pl.Int64),
+        _key=alloc_id,
+        _t=pl.col("last_seen"),
+    ).select(*_PACK_SCHEMA, *extra)
+
+
+def _gathered(frame: pl.DataFrame, values: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    """``frame`` with the ``values`` of each of its rows (``_at``) named."""
+    return frame.with_columns([values[k].gather(frame["_at"]) for k in keys])
+
+
+def _merge_allocations(
+    rows: _PodRows,
+    sightings: pl.DataFrame,
+    stored: pl.DataFrame | None,
+    latest_pods: datetime | None,
+    newest_file: str,
+) -> tuple[pl.DataFrame, int]:
+    """The allocation rows of a call, and how many hold shares of unknown size.
+
+    Per pod (key), over its ``sightings`` in this call's snapshots and its row stored by
+    an earlier call: its values are those of its newest sighting (the first of equals),
+    its first sighting the earliest, its end the latest container finish, else (no later
+    snapshot listing pods lists it) its last sighting, censored; a stored row that comes
+    out as stored is not written again. A pod holding a share on each of N GPUs becomes
+    N rows of one share each (``uid#0``, ...), so it is never packed as one larger share.
+    The choices are made on the sightings alone and the values gathered once, at the end
+    (a million pods' values are a few hundred megabytes); a call whose pods are all new
+    and seen once keeps its values as they are.
+    """
+    old = _stored_values(stored, rows.file_no(newest_file))
+    files = list(rows.files)
+    mine = rows.frame()
+    height = mine.height  # the stored rows' values follow this call's
+    values = pl.concat([mine, old.select(*_PACK_SCHEMA)], how="vertical", rechunk=False)
+    del mine
+    last = int(sightings.select(pl.col("_seq").max()).item() or 0) + 1 if sightings.height else 0
+    sightings = pl.concat([
+        sightings,
+        old.select("_key", "_t").with_columns(
+            _at=pl.int_range(height, height + pl.len(), dtype=pl.Int64),
+            _seq=pl.int_range(last, last + pl.len(), dtype=pl.Int64),
+        ),
+    ])  # fmt: skip
+
+    sightings = _gathered(sightings, values, "finish", "first_seen")
+    if sightings["_key"].n_unique() == sightings.height:  # each pod seen once
+        picked = sightings.sort("_seq").select(
+            *_SIGHTING, _first=pl.col("_seq"), _first_seen=pl.coalesce("first_seen", "_t"),
+            _finish=pl.col("finish"),
+        )  # fmt: skip
+    else:
+        newest = sightings.sort(["_t", "_seq"], descending=[True, False]).unique(
+            "_key", keep="first", maintain_order=True
+        )
+        spans = sightings.group_by("_key").agg(
+            _first=pl.col("_seq").min(),
+            _first_seen=pl.coalesce("first_seen", "_t").min(),
+            _finish=pl.col("finish").max(),
+        )
+        picked = newest.select(*_SIGHTING).join(spans, on="_key").sort("_first")
+    del sightings
+    finished = pl.col("_finish").is_not_null()
+    later = pl.col("_t") < latest_pods if latest_pods is not None else pl.lit(False)
+    censored = ~finished & later
+    picked = _gathered(
+        picked, values, "start_time", "gpu_devices", "_reject_reason", "gpus_inferred",
+        "_fileno", "_item",
+    )  # fmt: skip
+    picked = picked.with_columns(
+        alloc_id=pl.col("_key"),
+        first_seen=pl.col("_first_seen"),
+        last_seen=pl.col("_t"),
+        finished=finished,
+        end_censored=censored,
+        # never before its start (a clock ahead of the snapshot's, or a coarse time)
+        end_time=pl.when(finished).then(pl.col("_finish"))
+        .when(censored).then(pl.max_horizontal("_t", "start_time")),
+    )  # fmt: skip
+    computed = ["alloc_id", "first_seen", "last_seen", "finished", "end_censored", "end_time"]
+    if not old.is_empty():  # a stored row that comes out as stored is not written again
+        # (compared with the id it is stored under: a pod stored as a row per GPU, uid#0,
+        # is written again, as it always was)
+        kept = picked.filter(pl.col("_item") == 0)
+        again = values.select(pl.all().gather(kept["_at"])).with_columns(
+            kept.select(computed).get_columns()
+        )
+        before = old.with_columns(alloc_id=pl.col("_stored_id")).select("_key", *_ALLOC_SCHEMA)
+        before = before.unique("_key", keep="last", maintain_order=True)
+        compared = again.with_columns(kept["_key"]).join(
+            before.rename({k: f"{k}_stored" for k in _ALLOC_SCHEMA}),
+            on="_key", how="left", maintain_order="left",
+        )  # fmt: skip
+        same = pl.lit(True)
+        for k, dtype in _ALLOC_SCHEMA.items():
+            equal = pl.col(k).eq_missing(pl.col(f"{k}_stored"))
+            if dtype == pl.Float64:  # NaN is equal to nothing, as in Python
+                equal = equal & ~pl.col(k).is_nan().fill_null(False)
+            same = same & equal
+        unchanged = compared.filter(same)["_key"]
+        picked = picked.filter(~((pl.col("_item") == 0) & pl.col("_key").is_in(unchanged)))
+    inferred = pl.col("gpus_inferred").is_not_null() & (pl.col("gpus_inferred") != "")
+    shares = picked.filter(inferred & (pl.col("_item").fill_null(0) != 0)).height
+    devices = pl.col("gpu_devices").fill_null(1)
+    rejected = pl.col("_reject_reason").is_not_null() & (pl.col("_reject_reason") != "")
+    picked = picked.with_columns(
+        _devices=pl.when((devices > 1) & ~rejected).then(devices).otherwise(1)
+    )
+    if (picked["_devices"].max() or 1) > 1:  # type: ignore[operator]
+        picked = picked.with_columns(_device=pl.int_ranges(0, "_devices")).explode("_device")
+    else:
+        picked = picked.with_columns(_device=pl.lit(0, pl.Int64))
+    split = pl.col("_devices") > 1
+    picked = picked.with_columns(
+        pl.when(split).then(pl.format("{}#{}", "_key", "_device")).otherwise("alloc_id")
+        .alias("alloc_id"),
+    )  # fmt: skip
+    at = picked["_at"]
+    if at.len() == values.height and (at == pl.int_range(0, at.len(), eager=True)).all():
+        merged = values  # every value kept, in order: nothing to gather
+    else:
+        merged = values.select(pl.all().gather(at))
+    del values
+    merged = merged.with_columns(
+        *picked.select(*computed, "_devices").get_columns(),
+        pl.Series(files, dtype=pl.Utf8).gather(picked["_fileno"]).alias("_file"),
+        picked["_item"].alias("_row"),
+    )
+    merged = merged.with_columns(
+        pl.when(pl.col("_devices") > 1).then(pl.col(k) / pl.col("_devices")).otherwise(pl.col(k))
+        for k in ("gpus", "cpus", "memory_gib")
+    )  # fmt: skip
+    full = {**_ALLOC_SCHEMA, **_ADAPTER}
+    return merged.select([pl.col(k).cast(dtype) for k, dtype in full.items()]), shares
 
 
 def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str, Any]]:
-    """Stored kubernetes requests still queued, or that this call's objects may be (a pod's
-    UID or gang, a Workload or one of its pod sets): never the whole history."""
+    """Stored kubernetes requests that this call may change: those still queued, those a
+    pod or Workload of the call not mapped as it was read may be (its UID or gang, a
+    Workload or one of its pod sets), and those of the jobs of pods mapped as they were
+    read (all bound) whose start the call's binds may move: never the whole history, nor
+    a closed request that every snapshot of the call gives the start it has already."""
     keys: set[str] = set()
     for snap in snapshots:
-        for uid, (_f, _i, pod) in snap.pods.items():
+        for uid, entry in snap.pods.items():
+            if isinstance(entry, int):
+                continue
             keys.add(uid)
+            _f, _i, pod = entry
             if isinstance(pod, _Bound):
                 keys.add(str(_get(pod.values, "job_id")))
                 continue
@@ -1718,14 +2138,45 @@ def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str,
             for ps in sets if isinstance(sets, list) else []:
                 if isinstance(ps, dict):
                     keys.add(f"{uid}/{ps.get('name')}")
-    store.register_frame(_KEYS, pl.DataFrame({"key": sorted(keys)}, schema={"key": pl.Utf8}))
-    return _stored(
-        store, "requests", "last_seen",
-        f"start_time IS NULL OR request_id IN (SELECT key FROM {_KEYS})",
-    )  # fmt: skip
+    # a job of pods mapped as read (no key above) starts, in each snapshot, at its latest
+    # bind there; a closed request whose start all of those give (at least its submit
+    # time, as the merge clamps it) comes out as stored
+    rows = next((s.rows for s in snapshots if s.rows is not None), None)
+    binds = [pl.DataFrame(schema={"job_id": pl.Utf8, "bound": pl.Datetime("us")})]
+    if rows is not None:
+        jobs, starts = rows.column("job_id"), rows.column("start_time")
+        for snap in snapshots:
+            at = pl.Series(
+                array("q", (e for e in snap.pods.values() if isinstance(e, int))), dtype=pl.Int64
+            )
+            if at.len():
+                frame = pl.DataFrame([jobs.gather(at), starts.gather(at)])
+                binds.append(_latest_binds(frame.with_columns(_t=pl.lit(snap.time))))
+    spans = pl.concat(binds).group_by("job_id").agg(
+        lo=pl.col("bound").min(), hi=pl.col("bound").max()
+    )
+    store.register_frame(_KEYS, pl.Series("key", list(keys), dtype=pl.Utf8).to_frame())
+    store.register_frame(_BINDS, spans)
+
+    def clamped(bound: str) -> str:
+        return (f"CASE WHEN submit_time IS NOT NULL AND {bound} < submit_time "
+                f"THEN submit_time ELSE {bound} END")  # fmt: skip
+
+    try:
+        return _stored(
+            store, "requests", "last_seen",
+            f"start_time IS NULL OR request_id IN (SELECT key FROM {_KEYS}) OR EXISTS ("
+            f"SELECT 1 FROM {_BINDS} b WHERE b.job_id = request_id AND NOT coalesce("
+            f"left_queue = 'started' AND {clamped('b.lo')} = start_time"
+            f" AND {clamped('b.hi')} = start_time, false))",
+        )  # fmt: skip
+    finally:
+        store.unregister(_KEYS)
+        store.unregister(_BINDS)
 
 
 _KEYS = "_fa_kubernetes_request_keys"
+_BINDS = "_fa_kubernetes_request_binds"
 
 
 _UIDS = "_fa_kubernetes_uids"
@@ -1915,7 +2366,7 @@ def map_snapshots(
     snapshots: list[_Snapshot],
     options: KubernetesOptions,
     stored_nodes: Mapping[str, dict[str, Any]] | None = None,
-    stored_allocations: list[dict[str, Any]] | None = None,
+    stored_allocations: pl.DataFrame | None = None,
     stored_requests: list[dict[str, Any]] | None = None,
     stored_latest: Mapping[str, datetime] | None = None,
     notes: list[str] | None = None,
@@ -1999,11 +2450,17 @@ def map_snapshots(
             latest_setup[name] = stored_setup(before)
 
     # allocations and requests from pods, snapshot by snapshot
-    alloc_obs: dict[str, list[_Obs]] = {}
+    pod_rows = next((s.rows for s in snapshots if s.rows is not None), None) or _PodRows()
+    seen = _Sightings()
+    taken: list[tuple[datetime, int, array[int], array[int]]] = []  # pods mapped as read
     pending_obs: dict[str, list[_Obs]] = {}
     pickers: list[_SetupPicker] = []
-    started: dict[str, list[tuple[datetime, datetime]]] = {}  # key -> (snapshot, start)
-    for snap in snapshots:
+    # per snapshot: the latest bind of each job bound (mapped here), the gangs still
+    # waiting, the Workloads admitted
+    bound_here: list[dict[str, datetime]] = []
+    waiting: list[set[str]] = []
+    admitted: list[dict[str, datetime]] = []
+    for number, snap in enumerate(snapshots):
         snap_setups = {name: setups.get((snap.time, name)) for name in snap.nodes}
         known: list[tuple[Mapping[str, Any] | None, str, GpuSetup | None]] = []
         for name, (_f, _i, item) in snap.nodes.items():
@@ -2024,9 +2481,19 @@ def map_snapshots(
         pickers.append(pick)
         gangs: dict[str, list[tuple[str, int, dict[str, Any], dict[str, Any]]]] = {}
         bound_jobs: dict[str, datetime] = {}  # gang -> its latest bind
-        for uid, (file, i, pod) in snap.pods.items():
+        rows_read, places = array("q"), array("q")
+        taken.append((snap.time, number, rows_read, places))
+        for place, (uid, entry) in enumerate(snap.pods.items()):
+            if isinstance(entry, int):  # mapped as it was read: its values are in rows
+                rows_read.append(entry)
+                places.append(place)
+                continue
+            file, i, pod = entry
+            order = number << _PLACE | place
+            spec: Mapping[str, Any]
+            node: Any
             try:
-                if isinstance(pod, _Bound):  # mapped as it was read
+                if isinstance(pod, _Bound):  # mapped as it was read, to be finished here
                     spec, node, phase = {}, pod.node, pod.phase
                 else:
                     spec = pod.get("spec") or {}
@@ -2034,18 +2501,6 @@ def map_snapshots(
                     phase = status.get("phase")
                     node = spec.get("nodeName")
                 terminal = phase in ("Succeeded", "Failed")
-                if node and isinstance(pod, _Bound) and _as_read(pod, terminal):
-                    packed = pod.values
-                    bound = pod.bind or snap.time
-                    key = _get(packed, "job_id")
-                    if key not in bound_jobs or bound > bound_jobs[key]:
-                        bound_jobs[key] = bound
-                    if _get(packed, "_reject_reason") or any(
-                        _get(packed, k) for k in ("gpus", "cpus", "memory_gib")
-                    ):
-                        alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, packed))
-                    snap.pods[uid] = (file, i, _TAKEN)  # its values live on in its row only
-                    continue
                 if node:
                     if isinstance(pod, _Bound):
                         values = _vals(pod.values)
@@ -2057,9 +2512,8 @@ def map_snapshots(
                         bind_time = _bind_time(pod)
                         finished = _finished(pod) if terminal else None
                         last_transition = max(
-                            (t for c in _conditions(pod) if (t := _time(c.get("lastTransitionTime")))),
-                            default=None,
-                        )  # fmt: skip
+                            filter(None, map(_time, _transition_times(pod))), default=None
+                        )
                         terminating = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
                     bound = bind_time or snap.time
                     key = values["job_id"]
@@ -2088,8 +2542,10 @@ def map_snapshots(
                         phase=phase,
                         terminating=terminating,
                         finish=finish,
+                        _fileno=pod_rows.file_no(file),
+                        _item=i,
                     )
-                    alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, _pack(values)))
+                    seen.add(uid, snap.time, pod_rows.add(_pack(values)), order)
                 elif not terminal:
                     gates = [g.get("name") for g in spec.get("schedulingGates") or []]
                     if _KUEUE_GATE in gates and snap.workloads:
@@ -2097,8 +2553,9 @@ def map_snapshots(
                     values = mapper.pod_values(pod, pick(spec))
                     gangs.setdefault(values["job_id"], []).append((file, i, pod, values))
             except _MALFORMED as exc:
-                malformed = {"alloc_id": uid, "uid": uid, **_malformed("Pod", exc)}
-                alloc_obs.setdefault(uid, []).append(_Obs(file, i, snap.time, malformed))
+                malformed = {"alloc_id": uid, **_malformed("Pod", exc),
+                             "_fileno": pod_rows.file_no(file), "_item": i}  # fmt: skip
+                seen.add(uid, snap.time, pod_rows.add(_pack(malformed)), order)
         for key, members in gangs.items():
             file, i = members[0][0], members[0][1]
             try:
@@ -2106,9 +2563,10 @@ def map_snapshots(
             except _MALFORMED as exc:
                 row = {"request_id": key, "kind": "Pod", **_malformed("Pod", exc)}
             pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
-        for key, bound in bound_jobs.items():
-            if key not in gangs:  # else part of the gang still waits
-                started.setdefault(key, []).append((snap.time, bound))
+        bound_here.append(bound_jobs)
+        waiting.append(set(gangs))
+        starts: dict[str, datetime] = {}
+        admitted.append(starts)
         for uid, (file, i, wl) in snap.workloads.items():
             try:
                 check_times(wl, "request_id")
@@ -2130,7 +2588,8 @@ def map_snapshots(
                 if pending:
                     pending_obs.setdefault(key, []).append(_Obs(file, i, snap.time, row))
                 else:
-                    started.setdefault(key, []).append((snap.time, admitted_at or snap.time))
+                    start = admitted_at or snap.time
+                    starts[key] = min(starts.get(key, start), start)
                     # an admitted Workload is a request that has started: stored closed,
                     # so an older snapshot ingested later cannot reopen it
                     row.update(
@@ -2149,68 +2608,13 @@ def map_snapshots(
 
     # merge with the rows earlier calls stored, then decide ends and starts; a stored row
     # that comes out unchanged is not written again (it is no row of this call's files)
-    stored_alloc: dict[str, dict[str, Any]] = {}
-    for stored in stored_allocations or []:
-        values = {k: stored.get(k) for k in _ALLOC_SCHEMA}
-        devices = int(stored.get("gpu_devices") or 1)
-        if devices > 1:  # one pod stored as a row per GPU (uid#0, uid#1, ...): rejoin it
-            base, _, index = str(stored["alloc_id"]).rpartition("#")
-            if index != "0":
-                continue
-            stored = {**stored, "alloc_id": base}
-            for k in ("gpus", "cpus", "memory_gib"):
-                if values.get(k) is not None:
-                    values[k] = values[k] * devices
-        stored_alloc[stored["alloc_id"]] = dict(values)
-        values["uid"] = stored["alloc_id"]
-        values["finish"] = stored["end_time"] if stored.get("finished") else None
-        values["first_seen"] = stored.get("first_seen")
-        alloc_obs.setdefault(stored["alloc_id"], []).append(
-            _Obs(newest_file, 0, stored["last_seen"], values)
-        )
-    alloc_rows = _Rows(_ALLOC_SCHEMA)
-    shares = 0
-    for uid in list(alloc_obs):
-        obs = alloc_obs.pop(uid)  # freed as the rows take it
-        o = _latest(obs)
-        v = _vals(o.values)
-        finishes = [f for x in obs if (f := _get(x.values, "finish"))]
-        first_seen = min(_get(x.values, "first_seen") or x.time for x in obs)
-        row = {k: v.get(k) for k in _ALLOC_SCHEMA}
-        row.update(
-            alloc_id=uid,
-            first_seen=first_seen,
-            last_seen=o.time,
-            finished=bool(finishes),
-            end_censored=False,
-        )
-        if finishes:
-            row["end_time"] = max(finishes)
-        elif o.time < latest["Pod"]:
-            # never before its start (a clock ahead of the snapshot's, or a coarse time)
-            start = row.get("start_time")
-            end = max(o.time, start) if isinstance(start, datetime) else o.time
-            row["end_time"], row["end_censored"] = end, True
-        else:
-            row["end_time"] = None
-        for k in ("_reject_reason", "_reject_column", "_reject_value"):
-            row[k] = v.get(k)
-        row["_file"], row["_row"] = o.file, o.row
-        if o.row == 0 and _unchanged(row, stored_alloc.get(uid), _ALLOC_SCHEMA):
-            continue
-        devices = int(row.get("gpu_devices") or 1)
-        if devices > 1 and not row.get("_reject_reason"):
-            # a share on each of N GPUs (HAMi vGPUs, KAI gpu-fraction devices): N rows of
-            # one share each, so the share is never packed as one larger share on one GPU
-            for device in range(devices):
-                part = dict(row, alloc_id=f"{uid}#{device}")
-                for col in ("gpus", "cpus", "memory_gib"):
-                    if row.get(col) is not None:
-                        part[col] = row[col] / devices
-                alloc_rows.append(part)
-        else:
-            alloc_rows.append(row)
-        shares += bool(row.get("gpus_inferred") and row["_row"])
+    sightings, bound_read = _taken_sightings(pod_rows, taken)
+    del taken
+    sightings = pl.concat([sightings, seen.frame()])
+    allocations, shares = _merge_allocations(
+        pod_rows, sightings, stored_allocations, latest.get("Pod"), newest_file
+    )
+    del sightings
     if shares and notes is not None:
         notes.append(
             f"{shares} allocation(s) hold shared GPUs of nodes whose replicas are unknown: "
@@ -2223,14 +2627,27 @@ def map_snapshots(
         pending_obs.setdefault(stored["request_id"], []).append(
             _Obs(newest_file, 0, stored["last_seen"], values)
         )
+    # per snapshot: key -> when it started (bound, a gang no longer waiting in part, or
+    # admitted), for the requests' keys
+    wanted = pl.Series(list(pending_obs), dtype=pl.Utf8)
+    started: list[tuple[datetime, dict[str, datetime]]] = []
+    for n, snap in enumerate(snapshots):
+        binds = dict(bound_read[n].filter(pl.col("job_id").is_in(wanted)).iter_rows())
+        for key, t in bound_here[n].items():
+            if key not in binds or t > binds[key]:
+                binds[key] = t
+        starts = {key: t for key, t in binds.items() if key not in waiting[n]}
+        for key, t in admitted[n].items():
+            starts[key] = min(starts.get(key, t), t)
+        started.append((snap.time, starts))
     request_rows = []
     for key, obs in pending_obs.items():
         o = _latest(obs)
         row = {k: o.values.get(k) for k in _REQUEST_SCHEMA}
         row.update(request_id=key, last_seen=o.time, left_queue=None, start_time=None)
-        later = sorted(x for x in started.get(key, []) if x[0] > o.time)
+        later = [(t, starts[key]) for t, starts in started if t > o.time and key in starts]
         if later:  # the first later snapshot that saw it bound or admitted
-            row["start_time"], row["left_queue"] = later[0][1], "started"
+            row["start_time"], row["left_queue"] = min(later)[1], "started"
         elif o.values.get("start_time") is not None:  # stored, already closed
             row["start_time"], row["left_queue"] = (
                 o.values["start_time"],
@@ -2253,19 +2670,14 @@ def map_snapshots(
             continue
         request_rows.append(row)
 
-    def frame(rows: list[dict[str, Any]] | _Rows, schema: Mapping[str, Any]) -> pl.DataFrame:
+    def frame(rows: list[dict[str, Any]], schema: Mapping[str, Any]) -> pl.DataFrame:
         full = {**schema, **_ADAPTER}
-        if isinstance(rows, _Rows):  # one column at a time, each list let go once converted
-            series = [pl.Series(k, _typed(rows.columns.pop(k), dtype), dtype=dtype)
-                      for k, dtype in full.items()]  # fmt: skip
-            return pl.DataFrame(series)
-        else:
-            columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
+        columns = {k: _typed([r.get(k) for r in rows], dtype) for k, dtype in full.items()}
         return pl.DataFrame(columns, schema=full)
 
     return {
         "nodes": frame(node_rows, _NODE_SCHEMA),
-        "allocations": frame(alloc_rows, _ALLOC_SCHEMA),
+        "allocations": allocations,
         "requests": frame(request_rows, _REQUEST_SCHEMA),
         "node_events": frame(event_rows, _EVENT_SCHEMA),
     }
@@ -2328,22 +2740,23 @@ _VIEW = "_fa_kubernetes_{table}"
 def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions) -> list[Source]:
     """The sources of one kubernetes ingest call, one per (table, file), carrying the notes."""
     files = json_files(paths)
-    snapshots, notes = read_snapshots(files, options.snapshot_time, options)
-    if not snapshots:
-        raise InputError(", ".join(str(p) for p in paths), "no kubectl JSON object to read")
-    stored_nodes = {r["node_id"]: r for r in _stored(store, "nodes", "snapshot_time", "TRUE")}
-    frames = map_snapshots(
-        snapshots,
-        options,
-        stored_nodes=stored_nodes,
-        stored_allocations=_stored_allocations(store, snapshots),
-        stored_requests=_stored_requests(store, snapshots),
-        stored_latest=_stored_latest(store),
-        notes=notes,
-        stored_events=_stored(
-            store, "node_events", "last_seen", "end_time IS NULL AND source LIKE 'kubernetes:%'"
-        ),
-    )
+    with paused_gc():  # a List's objects, mapped: many, and no cycles
+        snapshots, notes = read_snapshots(files, options.snapshot_time, options)
+        if not snapshots:
+            raise InputError(", ".join(str(p) for p in paths), "no kubectl JSON object to read")
+        stored_nodes = {r["node_id"]: r for r in _stored(store, "nodes", "snapshot_time", "TRUE")}
+        frames = map_snapshots(
+            snapshots,
+            options,
+            stored_nodes=stored_nodes,
+            stored_allocations=_stored_allocations(store, snapshots),
+            stored_requests=_stored_requests(store, snapshots),
+            stored_latest=_stored_latest(store),
+            notes=notes,
+            stored_events=_stored(
+                store, "node_events", "last_seen", "end_time IS NULL AND source LIKE 'kubernetes:%'"
+            ),
+        )
     sources: list[Source] = []
     order = [str(f) for f in files]
     repeated: Counter[str] = Counter()
@@ -2352,7 +2765,8 @@ def snapshot_sources(store: Store, paths: list[Path], options: KubernetesOptions
     for table, data in frames.items():
         view = _VIEW.format(table=table)
         store.register_frame(view, data)
-        for n, file in enumerate([f for f in order if f in set(data["_file"].to_list())]):
+        listed = set(data["_file"].unique().to_list())
+        for n, file in enumerate([f for f in order if f in listed]):
             select = f"SELECT * EXCLUDE (_file, _row) FROM {view} WHERE _file = $file ORDER BY _row"
             numbered = f"SELECT * EXCLUDE (_file) FROM {view} WHERE _file = $file ORDER BY _row"
             sources.append(

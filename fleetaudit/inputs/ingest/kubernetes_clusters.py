@@ -31,7 +31,6 @@ among one document's objects can be one cluster's and are not taken as two.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,14 +51,17 @@ Mix = tuple[str, str, str, str, str]
 in the other); the file and the other are one where one document lists both."""
 
 
+_MAPPING = (dict, Mapping)  # a JSON object is a dict: checked first, at once
+
+
 def _text(value: object) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def _meta(item: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     meta = item.get("metadata")
-    found = meta.get(key) if isinstance(meta, Mapping) else None
-    return found if isinstance(found, Mapping) else {}
+    found = meta.get(key) if isinstance(meta, _MAPPING) else None
+    return found if isinstance(found, _MAPPING) else {}
 
 
 def provider_account(provider_id: object) -> tuple[str, str] | None:
@@ -124,9 +126,11 @@ class Origin:
         # the node: a Node's own name, the one a bound Pod runs on
         part, key = ("metadata", "name") if kind == "Node" else ("spec", "nodeName")
         where = item.get(part)
-        name = _text(where.get(key)) if isinstance(where, Mapping) else None
+        name = _text(where.get(key)) if isinstance(where, _MAPPING) else None
         if name is not None:
-            self.nodes.add(sys.intern(name))
+            self.nodes.add(name)
+        if kind == "Pod" and not _meta(item, "annotations").get(KUBEADM_ENDPOINT):
+            return  # most pods: nothing more to say
         for what, value in (node_identity if kind == "Node" else pod_identity)(item):
             self.ids.setdefault(what, set()).add(value)
             if what in NAMED and name is not None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -16,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from fleetaudit.core.errors import UsageError
+from fleetaudit.core.gcpause import paused_gc
 from fleetaudit.core.options import PLACEMENT_QUEUES, QUEUE_DISCIPLINES
 from fleetaudit.core.parallel import map_processes as _map_runs
 from fleetaudit.core.times import epoch_us, from_epoch_us
@@ -2192,25 +2191,6 @@ def simulate_replay(
             nodes, allocations, requests, options, start, end, empty, queue, prefer=prefer,
             hold=hold, preempt=preempt, health=health,
         ).run(on_tick, ticks)  # fmt: skip
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection inside (as it was after).
-
-    A replay makes millions of small tuples and lists that live to its end (its
-    state while it is built, its events, its result's rows): the collector would
-    walk them again and again (a tenth to a fifth of the time) and find nothing to
-    free, since the replay makes no reference cycles. Wrap a replay's construction
-    and its run in it.
-    """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 _GIVE, _TAKE, _END_WORK = range(3)  # a health event's kind, in the order of one instant
