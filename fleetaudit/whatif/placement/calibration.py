@@ -34,6 +34,7 @@ from typing import Any
 
 import polars as pl
 
+from fleetaudit.core.gcpause import paused_gc
 from fleetaudit.core.options import (
     CALIBRATION_STARTS_TOLERANCE_PCT,
     CALIBRATION_WAIT_FACTOR,
@@ -47,7 +48,6 @@ from fleetaudit.whatif.placement.replay import (
     ReplayView,
     _check_replay,
     curve_marks,
-    paused_gc,
 )
 from fleetaudit.whatif.placement.workload import PlacementOptions
 
