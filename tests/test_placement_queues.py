@@ -331,7 +331,7 @@ def test_a_fits_score_and_tolerance_by_hand() -> None:
     assert fit.allocation_gap_pts == pytest.approx(7.5)
     assert fit.score == pytest.approx(5.0)
     assert not fit.within_tolerance
-    assert fit.notes == ("wait p90 299 s is 0.2x the record's 1,199 s (beyond a factor 2)",)
+    assert fit.notes == ("wait p90 299 s is 0.25x the record's 1,199 s (beyond a factor 2)",)
     # on every boundary (starts 2% off, each wait a factor 2) a replay is still within
     edge = compare("fifo", QueueFigures(100, 102, 0, 0, 29.0, 2399.0, curve, (85.0, 90.0)), record)
     assert edge.within_tolerance and edge.notes == ()

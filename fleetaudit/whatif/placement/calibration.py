@@ -260,7 +260,8 @@ def compare(discipline: str, replay: QueueFigures, record: QueueFigures) -> Fit:
     ):
         if ratio is not None and not 1 / factor <= ratio <= factor:
             notes.append(
-                f"wait {name} {mine:,.0f} s is {ratio:.1f}x the record's {theirs:,.0f} s "
+                f"wait {name} {mine:,.0f} s is {ratio:.{2 if ratio < 1 else 1}f}x the record's "
+                f"{theirs:,.0f} s "
                 f"(beyond a factor {factor:g})"
             )
     pairs = list(zip(replay.allocated_pct, record.allocated_pct, strict=False))
