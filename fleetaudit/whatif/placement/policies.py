@@ -230,19 +230,20 @@ class _Run:
                 cap = min(cap, row.count(_U) // count)
         return max(cap, 0)
 
-    def find_in_set(self, r: int, best: bool = False) -> int:
-        """A node of r's model set that can take one pod of r now, or -1: the lowest-indexed
-        one, or (``best``) the one :meth:`_choose` picks under best-fit. The same answer
-        as :meth:`fits_in_set` with :meth:`_choose_in`, in one compiled pass over the set
-        (:mod:`fleetaudit.whatif.placement.fit_kernel`) that stops at the first fit where
-        that is the answer. Not for a pod without GPUs on a fleet with GPU-less nodes
-        (:meth:`_choose` prefers those)."""
+    def find_in_set(self, r: int, best: bool = False, nodes: np.ndarray | None = None) -> int:
+        """A node of r's model set (or of ``nodes``, ascending nodes of that set) that can
+        take one pod of r now, or -1: the lowest-indexed one, or (``best``) the one
+        :meth:`_choose` picks under best-fit. The same answer as :meth:`fits_in_set` with
+        :meth:`_choose_in`, in one compiled pass (:mod:`fleetaudit.whatif.placement.fit_kernel`)
+        that stops at the first fit where that is the answer. Not for a pod without GPUs
+        on a fleet with GPU-less nodes (:meth:`_choose` prefers those)."""
         from fleetaudit.whatif.placement import fit_kernel
 
         w, st = self.workload, self.state
         return int(
             fit_kernel.choose(
-                self.set_nodes[w.allowed[r]], st.cpu, st.memory, st.largest, st.whole,
+                self.set_nodes[w.allowed[r]] if nodes is None else nodes,
+                st.cpu, st.memory, st.largest, st.whole,
                 NONE_BLOCKED if self.blocked is None else self.blocked, self.best_key,
                 self._cpu[r], self._memory[r], self._share[r], self._count[r],
                 fit_kernel.BEST if best else fit_kernel.FIRST,
@@ -566,24 +567,15 @@ class _Run:
         """:meth:`place` of gang r (GPU pods) under first-fit or best-fit: each pod's node
         chosen by the compiled walk (:meth:`find_in_set`'s) over the nodes of r's model
         set inside ``within`` (:meth:`gang_hosts`), then inside the first pod's domain."""
-        from fleetaudit.whatif.placement import fit_kernel
-
-        w, st, fleet = self.workload, self.state, self.fleet
+        w, fleet = self.workload, self.fleet
         nodes = self.set_nodes[w.allowed[r]]
         if within is not None:
             nodes = nodes[within[nodes]]
-        blocked = NONE_BLOCKED if self.blocked is None else self.blocked
-        mode = fit_kernel.BEST if self.policy == "best-fit" else fit_kernel.FIRST
-        need = (self._cpu[r], self._memory[r], self._share[r], self._count[r])
+        best = self.policy == "best-fit"
         locality = LOCALITIES[int(w.locality[r])]
         placed: list[tuple[int, int, list[int]]] = []
         for pod in range(int(w.pods[r])):
-            n = int(
-                fit_kernel.choose(
-                    nodes, st.cpu, st.memory, st.largest, st.whole, blocked, self.best_key,
-                    *need, mode,
-                )
-            )  # fmt: skip
+            n = self.find_in_set(r, best, nodes)
             if n < 0:
                 for _, node, used in reversed(placed):
                     self._undo(r, node, used)
