@@ -238,7 +238,7 @@ def compare(discipline: str, replay: QueueFigures, record: QueueFigures) -> Fit:
     >>> b = QueueFigures(100, 97, 3, 0, 40.0, 1500.0, (datetime(2026, 1, 1),), (88.0,))
     >>> fit = compare("kubernetes", a, b)
     >>> round(fit.started_gap_pct, 2), fit.within_tolerance, fit.notes
-    (1.03, False, ("wait p90 600 s is 0.4x the record's 1,500 s (beyond a factor 2)",))
+    (1.03, False, ("wait p90 600 s is 0.40x the record's 1,500 s (beyond a factor 2)",))
     """
     notes: list[str] = []
     gap = None
