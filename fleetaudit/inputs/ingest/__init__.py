@@ -374,19 +374,15 @@ def _load_table(
             f"fresh.{q(k)}"
             for k in table.key
         )
+        # one pass over the stored rows, which grow with the history: the delete counts
         replaced = int(
-            store.scalar(
-                f"SELECT count(*) FROM {name} JOIN (SELECT {keys} FROM {name} WHERE _ingest_id = $id) "
-                f"AS fresh ON {match} WHERE {name}._ingest_id <> $id",
-                params,
-            )
-        )
-        if replaced:
             store.run(
                 f"DELETE FROM {name} USING (SELECT {keys} FROM {name} WHERE _ingest_id = $id) "
                 f"AS fresh WHERE {match} AND {name}._ingest_id <> $id",
                 params,
             )
+            or 0
+        )
     if had_rows and table.name == "telemetry":
         found.extend(guards.telemetry_overlap(store, ingest_id, strict))
     return TableSummary(
