@@ -29,7 +29,6 @@ store.
 
 from __future__ import annotations
 
-import codecs
 import json
 import math
 import re
@@ -47,6 +46,7 @@ import polars as pl
 from fleetaudit.core.errors import InputError, UsageError
 from fleetaudit.core.gcpause import paused_gc
 from fleetaudit.core.times import parse_instant
+from fleetaudit.inputs.ingest.jsonstream import JsonStream
 from fleetaudit.inputs.ingest.kubernetes_clusters import Clusters, Origin, mixed_note, refusal
 from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
 from fleetaudit.inputs.ingest.quantity import QuantityError, is_whole, parse_quantity
@@ -177,10 +177,6 @@ _EXPECTED = (
 )
 
 
-_CHUNK = 1 << 20  # characters read at a time
-_NOT_WHITE = re.compile(r"[^ \t\n\r]")  # JSON's whitespace is these four
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -188,68 +184,14 @@ def _no_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant)
 
 
-class _Stream:
-    """A JSON text read a chunk at a time, one value at a time (the standard library's C
-    decoder on each value): a List's items are never all held at once."""
+class _Stream(JsonStream):
+    """A kubectl document read a value at a time, its failures said as kubectl's."""
 
-    def __init__(self, path: Path, fh: Any) -> None:
-        self.path, self.fh = path, fh
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
-        self.buf, self.pos, self.eof, self.lines = "", 0, False, 1
+    def explain(self, reason: str, line: int) -> str:
+        return f"not JSON (line {line}): {reason}; {_EXPECTED}"
 
-    def fill(self, want: int = _CHUNK) -> None:
-        self.lines += self.buf.count("\n", 0, self.pos)
-        self.buf = self.buf[self.pos :]
-        self.pos = 0
-        data = self.fh.read(max(want, _CHUNK) * 2)
-        self.eof = not data
-        self.buf += self.decoder.decode(data, final=self.eof)
-
-    def peek(self) -> str:
-        while True:
-            found = _NOT_WHITE.search(self.buf, self.pos)
-            if found is not None:
-                self.pos = found.start()
-                return self.buf[self.pos]
-            self.pos = len(self.buf)
-            if self.eof:
-                return ""
-            self.fill()
-
-    def expect(self, chars: str) -> str:
-        found = self.peek()
-        if not found or found not in chars:
-            self.fail(f"expected {' or '.join(repr(c) for c in chars)}")
-        self.pos += 1
-        return found
-
-    def value(self) -> Any:
-        self.peek()
-        while True:
-            try:
-                value, end = _DECODER.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError as exc:
-                if self.eof:
-                    self.fail(exc.msg, exc.pos)
-                self.fill(len(self.buf) - self.pos)  # a value cut by the chunk: read on
-                continue
-            except RecursionError:
-                raise InputError(
-                    str(self.path),
-                    "JSON nested too deeply to read (kubectl writes objects a few dozen "
-                    "levels deep)",
-                ) from None
-            except ValueError as exc:  # NaN, Infinity
-                self.fail(str(exc))
-            if end >= len(self.buf) and not self.eof:  # a number may go on in the next chunk
-                self.fill(len(self.buf) - self.pos)
-                continue
-            self.pos = end
-            return value
-
-    def fail(self, what: str, at: int | None = None) -> Any:
-        line = self.lines + self.buf.count("\n", 0, self.pos if at is None else at)
-        raise InputError(str(self.path), f"not JSON (line {line}): {what}; {_EXPECTED}")
+    def too_deep(self, what: str) -> str:
+        return "JSON nested too deeply to read (kubectl writes objects a few dozen levels deep)"
 
 
 def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
@@ -258,8 +200,8 @@ def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dic
     ``top``, when given, receives the document's fields other than ``items`` once read."""
     fields: dict[str, Any] = {} if top is None else top
     try:
-        with path.open("rb") as fh:
-            stream = _Stream(path, fh)
+        with path.open(encoding="utf-8", newline="") as fh:
+            stream = _Stream(path, fh.read, _DECODER)
             if stream.peek() != "{":
                 stream.value()  # JSON of another shape, or no JSON (which says where)
                 raise InputError(str(path), _EXPECTED)
@@ -267,29 +209,29 @@ def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dic
             listed = False
             if stream.peek() != "}":
                 while True:
-                    key = stream.value()
+                    key = stream.value("a key")
                     if not isinstance(key, str):
-                        stream.fail("expected a key")
+                        raise stream.syntax_error("expected a key")
                     stream.expect(":")
                     if key == "items" and stream.peek() == "[":
                         stream.expect("[")
                         listed = True
                         if stream.peek() != "]":
                             while True:
-                                item = stream.value()
+                                item = stream.value("an item")
                                 yield item if isinstance(item, dict) else {}
                                 if stream.expect(",]") == "]":
                                     break
                         else:
                             stream.expect("]")
                     else:
-                        fields[key] = stream.value()
+                        fields[key] = stream.value(f"the document's {key!r}")
                     if stream.expect(",}") == "}":
                         break
             else:
                 stream.expect("}")
             if stream.peek():
-                stream.fail("extra data after the document")
+                raise stream.syntax_error("extra data after the document")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"cannot read: {exc}") from exc
     kind = fields.get("kind")
