@@ -364,7 +364,8 @@ def _load_table(
         )
     if had_rows and table.name == "nodes":
         found.extend(guards.fleet_changes(store, ingest_id, strict))
-    if had_rows and table.name == "telemetry":
+    mixed = had_rows and table.name == "telemetry" and guards.mixed(store)
+    if mixed:
         guards.raw_within_rolled(store, ingest_id)  # before a raw row replaces a rolled one
     replaced = 0
     if had_rows:
@@ -383,7 +384,7 @@ def _load_table(
             )
             or 0
         )
-    if had_rows and table.name == "telemetry":
+    if mixed:
         found.extend(guards.telemetry_overlap(store, ingest_id, strict))
     return TableSummary(
         table=table.name,
