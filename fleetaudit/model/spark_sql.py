@@ -34,6 +34,12 @@ def _anonymous(self: Spark.Generator, node: exp.Anonymous) -> str:
     name = str(node.this).upper()
     if name == "EPOCH_US":  # DuckDB's microseconds since the epoch; Spark's unix_micros
         return self.func("UNIX_MICROS", *node.expressions)
+    if name == "ISFINITE" and len(node.expressions) == 1:
+        # DuckDB's isfinite (NULL for NULL); Spark has isnan and infinite literals
+        value = self.sql(node.expressions[0])
+        return f"(NOT ISNAN({value}) AND ABS({value}) <> DOUBLE('Infinity'))"
+    if name == "TO_HOURS" and len(node.expressions) == 1:  # DuckDB's interval of x hours
+        return f"({self.sql(node.expressions[0])}) * INTERVAL '1' HOUR"
     if name in ("ARG_MIN_NULL", "ARG_MAX_NULL") and len(node.expressions) == 2:
         # DuckDB's variants that keep a NULL value: Spark's MIN_BY / MAX_BY as they are
         return self.func("MIN_BY" if name == "ARG_MIN_NULL" else "MAX_BY", *node.expressions)

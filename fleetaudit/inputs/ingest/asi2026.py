@@ -47,7 +47,7 @@ from fleetaudit.inputs.asi_trace import FORMAT, POD_TABLE, SERVER_TABLE
 from fleetaudit.inputs.ingest.labels import asi_bucket
 from fleetaudit.inputs.ingest.sources import Source
 from fleetaudit.model import schema
-from fleetaudit.model.store import Store
+from fleetaudit.model.store import Store, quote_literal
 
 __all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "parse_days"]
 
@@ -230,6 +230,16 @@ def _check_schemas(
                 )
 
 
+ASI_SPARK_QUERIES = (
+    "asi_pod_rows", "asi_server_rows", "asi_limits", "asi_load_day", "asi_pod_rejects",
+    "asi_mark_runs", "asi_runs", "asi_run_strings", "asi_mark_repeats", "asi_pod_repeats",
+    "asi_closed_allocations", "asi_server_day", "asi_server_rejects", "asi_side_pod_hours",
+    "asi_gpu_runs", "asi_gpu_hours",
+)  # fmt: skip
+"""The queries of the reduction that both engines run as written (DuckDB here, Spark in
+asi2026_spark): the rows of the release's tables and their faults, the run rule, the
+repeats rule, the allocation rows, the server-hours, the side table and the GPU pod-hours."""
+
 ROLLED_MANIFEST = ASI_ROLLED_MANIFEST  # names the staged files, in load order, and what was found
 
 
@@ -363,7 +373,7 @@ def _stage(
 ) -> Staged:
     hours = release.hours
     staged = Staged(release.root, folder, trace_start, hours[0], hours[-1])
-    store.run(load_sql("asi_create_macros"))
+    store.run(f"CREATE OR REPLACE TEMP TABLE _asi_limits AS\n{load_sql('asi_limits')}", _SERVER_BOUNDS)
     store.run(load_sql("asi_create_open_runs"))
     holders = _Colouring()
     servers: pl.DataFrame | None = None
@@ -394,20 +404,20 @@ def _stage(
             # (this checks the schemas of all the day's server files, the block's among them)
             holders.capacity.update(_day_capacity(store, release, day))
         tag = f"{day}-{first_hour:02d}"
-        pods = {"files": [str(f) for f in pod_files]}
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
-            _run(store, load_sql("asi_load_day"), pods, pod_files[0])
+            register_rows(store, "pod", pod_files)
+            _run(store, f"CREATE OR REPLACE TEMP TABLE _asi_day AS\n{load_sql('asi_load_day')}", {}, pod_files[0])
         else:
             store.run(load_sql("asi_create_empty_day"))
         loaded = int(store.scalar("SELECT count(*) FROM _asi_day"))
         totals["pod_rows"] += loaded
         if pod_files and loaded < _file_rows(store, pod_files):  # rows the mapping cannot take
-            rejected = store.sql(load_sql("asi_pod_rejects"), pods)
+            rejected = store.sql(load_sql("asi_pod_rejects"))
             _reject(staged, rejected, folder / f"rejects-{tag}.parquet")
         day_dir = release.root / POD_TABLE / f"day={day}"
-        _run(store, load_sql("asi_mark_runs"), {}, day_dir)
-        _day_runs(store, day_dir, pods, staged, folder / f"repeats-{tag}.parquet")
+        _run(store, f"CREATE OR REPLACE TEMP VIEW _asi_rows AS\n{load_sql('asi_mark_runs')}", {}, day_dir)
+        _day_runs(store, day_dir, staged, folder / f"repeats-{tag}.parquet")
         params = {
             "trace_start": trace_start,
             "t_first": staged.t_first,
@@ -435,28 +445,17 @@ def _stage(
 
         # servers: the day's hours for the side table, and the running last-seen facts
         if server_files:
-            bounds = {"files": [str(f) for f in server_files], **_SERVER_BOUNDS}
-            server_day = store.sql(load_sql("asi_server_day"), bounds)
+            register_rows(store, "server", server_files)
+            server_day = store.sql(load_sql("asi_server_day"))
             if server_day.height < _file_rows(store, server_files):
                 _reject(
                     staged,
-                    store.sql(load_sql("asi_server_rejects"), bounds),
+                    store.sql(load_sql("asi_server_rejects")),
                     folder / f"server-rejects-{tag}.parquet",
                 )
-            side = server_day.with_columns(_bucket_of("gpu_spec_public", server_day)).select(
-                "t", "server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_model",
-                "gpu_count", "cpu_capacity_cores", "cpu_only_hp_cpu",
-                pl.col("cpu_only_hp_rows").cast(pl.Int64),
-            )  # fmt: skip
             path = folder / f"server-hours-{day}-{first_hour:02d}.parquet"
-            side.write_parquet(path)
-            staged.server_hours.append(str(path))
-            absences.append(_absences(servers, server_day, listed))
-            servers = _merge_servers(servers, server_day.drop("requested_gpus"))
-            totals["over"] += server_day.filter(
-                pl.col("requested_gpus") > pl.col("gpu_count") + _EPS
-            ).height
-            del server_day, side
+            servers = _take_servers(staged, servers, server_day, path, listed, absences, totals)
+            del server_day
 
         # telemetry: colour the day's GPU runs, then one row per GPU-hour
         say(f"{FORMAT}: {block}: telemetry{_peak_memory()}")
@@ -518,6 +517,32 @@ def _stage(
         f"{totals['interval']:,.1f} requested over whole hours (the allocations' intervals)",
     ]
     return staged
+
+
+def _take_servers(
+    staged: Staged,
+    servers: pl.DataFrame | None,
+    server_day: pl.DataFrame,
+    path: Path,
+    listed: set[int],
+    absences: list[pl.DataFrame],
+    totals: dict[str, float],
+) -> pl.DataFrame:
+    """The server-hours of a block (asi_server_day) taken in: written as the side table
+    ``asi_server_hourly`` to ``path``, their absences, the servers' facts merged and the
+    server-hours above their GPUs counted; the servers known after them."""
+    side = server_day.with_columns(_bucket_of("gpu_spec_public", server_day)).select(
+        "t", "server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_model",
+        "gpu_count", "cpu_capacity_cores", "cpu_only_hp_cpu",
+        pl.col("cpu_only_hp_rows").cast(pl.Int64),
+    )  # fmt: skip
+    side.write_parquet(path)
+    staged.server_hours.append(str(path))
+    absences.append(_absences(servers, server_day, listed))
+    totals["over"] += server_day.filter(
+        pl.col("requested_gpus") > pl.col("gpu_count") + _EPS
+    ).height
+    return _merge_servers(servers, server_day.drop("requested_gpus"))
 
 
 TELEMETRY_CHUNKS = 8  # the day's GPU-hours are joined to their GPUs in this many node groups
@@ -606,12 +631,39 @@ def _day_capacity(store: Store, release: Release, day: int) -> dict[str, float]:
         return {}
     _check_schemas(store, [Path(f) for f in files], _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
     try:
-        rows = store.sql(load_sql("asi_server_gpus"), {"files": files, **_SERVER_BOUNDS})
+        register_rows(store, "server", files)
+        rows = store.sql(load_sql("asi_server_gpus"))
     except QueryError as exc:
         raise InputError(str(Path(files[0]).parent.parent), f"cannot read: {exc.message}") from exc
+    return last_gpus(rows)
+
+
+def last_gpus(rows: pl.DataFrame) -> dict[str, float]:
+    """Each server's GPU count in its last hour of ``rows`` (t, server_id, gpu_count; the
+    server-hours the mapping takes), none without a value: the colouring's capacities."""
     last = rows.sort("t").group_by("server_id").agg(pl.col("gpu_count").last())
     gpus_now = dict(last.iter_rows())
     return {k: v for k, v in gpus_now.items() if v is not None}
+
+
+_READ_OPTIONS = (
+    "hive_partitioning = true, hive_types_autocast = false, union_by_name = true, "
+    "filename = true, file_row_number = true"
+)
+
+
+def register_rows(store: Store, kind: str, files: Sequence[Path | str]) -> None:
+    """On DuckDB, the release's ``kind`` ("pod" or "server") table in ``files`` as the views
+    ``_asi_<kind>_files`` (the files' rows with their file name, row number and partition
+    keys: DuckDB reads the name and number only for a query that selects them) and
+    ``_asi_<kind>_rows`` (asi_pod_rows / asi_server_rows, which the queries read; Spark
+    registers the same two views: asi2026_spark)."""
+    listed = ", ".join(quote_literal(str(f)) for f in files)
+    store.run(
+        f"CREATE OR REPLACE TEMP VIEW _asi_{kind}_files AS "
+        f"SELECT * FROM read_parquet([{listed}], {_READ_OPTIONS})"
+    )
+    store.run(f"CREATE OR REPLACE TEMP VIEW _asi_{kind}_rows AS\n{load_sql(f'asi_{kind}_rows')}")
 
 
 def _copy(
@@ -627,24 +679,22 @@ def _copy(
             store.run("SET preserve_insertion_order = false")
 
 
-def _day_runs(
-    store: Store, where: Path, pods: Mapping[str, object], staged: Staged, rejects: Path
-) -> None:
+def _day_runs(store: Store, where: Path, staged: Staged, rejects: Path) -> None:
     """The block's runs (table _asi_runs): the run rule (asi_runs, the portable SQL both
     engines run) over the block's rows and the carried runs (_asi_rows, asi_mark_runs),
     then the runs' strings (asi_run_strings).
 
     A pod-hour given twice (the same run keys at the same hour: a copied part file) counts
     once: a run that holds an hour twice is ``repeated``, and only then are the repeats
-    found (asi_mark_repeats), staged as rejects (the block's ``pods`` files read again for
-    their file and row) and removed, and the runs found again.
+    found (asi_mark_repeats), staged as rejects (the block's files, _asi_pod_rows, read again
+    for their file and row) and removed, and the runs found again.
     """
     _find_runs(store, where)
     if store.scalar("SELECT count(*) FROM _asi_runs WHERE repeated"):
-        store.run(load_sql("asi_mark_repeats"))
+        store.run(f"CREATE OR REPLACE TEMP TABLE _asi_repeated AS\n{load_sql('asi_mark_repeats')}")
         if store.scalar("SELECT count(*) FROM _asi_repeated"):
             try:
-                _reject(staged, store.sql(load_sql("asi_pod_repeats"), pods), rejects)
+                _reject(staged, store.sql(load_sql("asi_pod_repeats")), rejects)
             except QueryError as exc:
                 raise InputError(str(where), f"cannot read: {exc.message}") from exc
             store.run("DELETE FROM _asi_day WHERE rowid IN (SELECT rid FROM _asi_repeated)")
