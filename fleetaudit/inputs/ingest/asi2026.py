@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -428,17 +429,7 @@ def _stage(
         # DuckDB writes the day's allocations itself: no frame of millions of rows in Python
         path = folder / f"allocations-{day}-{first_hour:02d}.parquet"
         _copy(store, load_sql("asi_closed_allocations"), params, path, ordered=True)
-        trace_end = trace_start + timedelta(hours=staged.t_last + 1)
-        runs, used, interval = store.sql(
-            "SELECT count(*), sum(gpu_hours), "
-            "sum(gpus * date_diff('second', start_time, COALESCE(end_time, $end)) / 3600) "
-            "FROM read_parquet($path)",
-            {"path": str(path), "end": trace_end},
-        ).row(0)
-        totals["runs"] += int(runs)
-        totals["used"] += float(used or 0.0)
-        totals["interval"] += float(interval or 0.0)
-        if runs:
+        if count_allocations(store, staged, [path], totals):
             day_files["allocations"].append(path)
         else:
             path.unlink()
@@ -454,7 +445,7 @@ def _stage(
                     folder / f"server-rejects-{tag}.parquet",
                 )
             path = folder / f"server-hours-{day}-{first_hour:02d}.parquet"
-            servers = _take_servers(staged, servers, server_day, path, listed, absences, totals)
+            servers = take_servers(staged, servers, server_day, path, listed, absences, totals)
             del server_day
 
         # telemetry: colour the day's GPU runs, then one row per GPU-hour
@@ -488,7 +479,37 @@ def _stage(
 
     for name in ("_asi_runs", "_asi_open"):
         store.run(f"DROP TABLE IF EXISTS {name}")
+    return finish(staged, release, servers, absences, totals)
 
+
+def count_allocations(
+    store: Store, staged: Staged, paths: Sequence[Path], totals: dict[str, float]
+) -> int:
+    """Add the staged allocation files' runs, GPU-hours used and GPU-hours requested over
+    their intervals to ``totals`` (the summary's reconciliation); their runs."""
+    trace_end = staged.trace_start + timedelta(hours=staged.t_last + 1)
+    runs, used, interval = store.sql(
+        "SELECT count(*), sum(gpu_hours), "
+        "sum(gpus * date_diff('second', start_time, COALESCE(end_time, $end)) / 3600) "
+        "FROM read_parquet($path)",
+        {"path": [str(p) for p in paths], "end": trace_end},
+    ).row(0)
+    totals["runs"] += int(runs)
+    totals["used"] += float(used or 0.0)
+    totals["interval"] += float(interval or 0.0)
+    return int(runs)
+
+
+def finish(
+    staged: Staged,
+    release: Release,
+    servers: pl.DataFrame | None,
+    absences: list[pl.DataFrame],
+    totals: Mapping[str, float],
+) -> Staged:
+    """The release's nodes, their health intervals and the summary, from the servers
+    known after the last block (each engine's reduction ends here)."""
+    folder, trace_start, day_list = staged.folder, staged.trace_start, release.days
     if servers is None or servers.height == 0:
         raise InputError(str(release.root / SERVER_TABLE), "the server partitions hold no server")
     nodes = _nodes(servers, staged.t_last, trace_start)
@@ -519,7 +540,7 @@ def _stage(
     return staged
 
 
-def _take_servers(
+def take_servers(
     staged: Staged,
     servers: pl.DataFrame | None,
     server_day: pl.DataFrame,
@@ -543,6 +564,190 @@ def _take_servers(
         pl.col("requested_gpus") > pl.col("gpu_count") + _EPS
     ).height
     return _merge_servers(servers, server_day.drop("requested_gpus"))
+
+
+def stage_release_spark(
+    engine: Any,
+    store: Store,
+    paths: list[Path],
+    folder: Path,
+    *,
+    trace_start: datetime,
+    days: tuple[int, int] | None,
+    progress: Progress | None = None,
+) -> Staged:
+    """Reduce the release on Spark (``engine``: a SparkEngine) into ``folder``, as
+    :func:`stage_release` does on DuckDB, with the same queries; ``store`` (DuckDB, on this
+    machine) reads only the files' footers and the staged allocations' totals.
+
+    The executors read the release and write every step's rows as Parquet under
+    ``folder/.spark`` (which they must see), as DuckDB keeps temporary tables:
+
+    - the whole --days range is one block: the run rule finds runs across days as well as
+      within one, so nothing is carried (``_asi_open`` is empty) and each run comes out
+      whole; its rows are numbered by a column ``rowid`` (monotonically_increasing_id);
+    - allocations are written into the day of the block that DuckDB's loop closes them in
+      (their rejects name that day's folder), GPU pod-hours by their day;
+    - this machine reads back only reduced rows: the server-hours (the side table, the
+      nodes, their absences and capacities), the GPU runs, which it colours block by block
+      as DuckDB's loop does (:class:`_Colouring`), and each block's GPU pod-hours, which it
+      joins to their GPUs (:func:`telemetry_rows`); the rejects.
+    """
+    say = progress or (lambda _m: None)
+    release = find_release(paths, days)
+    hours = release.hours
+    staged = Staged(release.root, folder, trace_start, hours[0], hours[-1])
+    work = folder / ".spark"
+    pod_files = [f for _k, fs in sorted(release.pods.items()) for f in fs]
+    server_files = [f for _k, fs in sorted(release.servers.items()) for f in fs]
+    # the schemas, here, from the files' footers (the executors read the pages)
+    if pod_files:
+        _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
+    _check_schemas(store, server_files, _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
+    blocks = _blocks(store, release)  # DuckDB's blocks: where runs close, how they are coloured
+    totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0, "over": 0}
+    last_day = blocks[-1][1]
+
+    say(f"{FORMAT}: days {release.days[0]}-{release.days[-1]} on Spark: reading")
+    if pod_files:
+        engine.register_rows("_asi_pod_files", pod_files, release.root / POD_TABLE)
+        engine.view("_asi_pod_rows", "asi_pod_rows")
+        loaded = engine.keep("_asi_day", work / "day", "asi_load_day", row_ids="rowid")
+        if loaded < _file_rows(store, pod_files):
+            rejects = _read(engine.write("asi_pod_rejects", work / "pod-rejects"))
+            _reject(staged, rejects, folder / "rejects.parquet")
+    else:
+        engine.empty_view("_asi_day", "asi_create_empty_day", rowid="BIGINT")
+        loaded = 0
+    totals["pod_rows"] = loaded
+    engine.empty_view("_asi_open", "asi_create_open_runs", rowid="BIGINT")
+    say(f"{FORMAT}: runs on Spark")
+    _spark_runs(engine, work, "runs")
+    if engine.count("SELECT count(*) FROM _asi_runs WHERE repeated"):
+        if engine.keep("_asi_repeated", work / "repeated", "asi_mark_repeats"):
+            rejects = _read(engine.write("asi_pod_repeats", work / "repeat-rejects"))
+            _reject(staged, rejects, folder / "repeats.parquet")
+            engine.keep(
+                "_asi_day", work / "day-once",
+                sql="SELECT * FROM _asi_day WHERE rowid NOT IN (SELECT rid FROM _asi_repeated)",
+            )  # fmt: skip
+            _spark_runs(engine, work, "runs-once")
+
+    # allocations: each in the day whose block closes it in DuckDB's loop (the first block
+    # ending after its last hour, or the last block; an open run has no end_time)
+    ends = " ".join(
+        f"WHEN end_time <= TIMESTAMP '{trace_start + timedelta(hours=day * 24 + last):%Y-%m-%d %H:%M:%S}' "
+        f"THEN {day}"
+        for _i, day, _first, last in blocks[:-1]
+    )  # fmt: skip
+    close_day = f"CASE WHEN end_time IS NULL THEN {last_day} {ends} ELSE {last_day} END"
+    params = {
+        "trace_start": trace_start, "t_first": staged.t_first, "t_last": staged.t_last,
+        "day_end": staged.t_last, "last_day": True,
+    }  # fmt: skip
+    allocations = _by_day(
+        engine.write(
+            "asi_closed_allocations", work / "allocations", partition=("_day", close_day), **params
+        )
+    )
+    pod_hours = engine.write("asi_side_pod_hours", work / "pod-hours")
+    staged.pod_hours = _move(pod_hours, folder, "pod-hours")
+
+    say(f"{FORMAT}: servers on Spark")
+    engine.register_rows("_asi_server_files", server_files, release.root / SERVER_TABLE)
+    engine.view("_asi_limits", "asi_limits", **_SERVER_BOUNDS)
+    engine.view("_asi_server_rows", "asi_server_rows")
+    server_day = _read(engine.write("asi_server_day", work / "server-day"))
+    if server_day.height < _file_rows(store, server_files):
+        rejects = _read(engine.write("asi_server_rejects", work / "server-rejects"))
+        _reject(staged, rejects, folder / "server-rejects.parquet")
+    listed = {asi_trace.hour_index(d, h) for d, h in release.servers}
+    absences: list[pl.DataFrame] = []
+    servers = None
+    capacity: dict[int, dict[str, float]] = {}
+    if server_day.height:
+        servers = take_servers(
+            staged, None, server_day, folder / "server-hours.parquet", listed, absences, totals
+        )
+        by_day = server_day.select("t", "server_id", "gpu_count").with_columns(
+            (pl.col("t") // 24).alias("day")
+        )
+        capacity = {
+            int(day[0]): last_gpus(rows.drop("day"))
+            for day, rows in by_day.partition_by("day", as_dict=True).items()
+        }
+
+    say(f"{FORMAT}: telemetry on Spark{_peak_memory()}")
+    runs = _read(engine.write("asi_gpu_runs", work / "gpu-runs"))
+    gpu_hours = _by_day(
+        engine.write("asi_gpu_hours", work / "gpu-hours", partition=("_day", "CAST(FLOOR(t / 24) AS INT)"))
+    )
+    holders = _Colouring()
+    telemetry: dict[int, list[Path]] = {}
+    day_hours = pl.DataFrame()
+    for b, (_i, day, first_hour, last_hour) in enumerate(blocks):
+        start, day_end = asi_trace.hour_index(day, first_hour), asi_trace.hour_index(day, last_hour)
+        if b == 0 or blocks[b - 1][1] != day:
+            holders.capacity.update(capacity.get(day, {}))
+            day_hours = _read(gpu_hours.get(day, []))
+        # the block's runs as DuckDB's loop sees them: those carried into it (holding the
+        # last hour of the block before) and those starting in it, up to its last hour
+        carried = asi_trace.hour_index(blocks[b - 1][1], blocks[b - 1][3]) if b else start
+        block_runs = runs.filter(
+            (pl.col("t_start") <= day_end) & (pl.col("t_last") >= carried)
+        ).with_columns(pl.min_horizontal("t_last", pl.lit(day_end)).alias("t_last"))
+        where = holders.place_day(block_runs, day_end)
+        hours_of = day_hours.filter(pl.col("t").is_between(start, day_end)) if day_hours.height else day_hours
+        path = folder / f"telemetry-{day}-{first_hour:02d}.parquet"
+        written = _write_telemetry(path, hours_of, where, trace_start) if hours_of.height else 0
+        totals["telemetry"] += written
+        if written:
+            telemetry.setdefault(day, []).append(path)
+
+    for day in release.days:  # as DuckDB's loop stages them: a day's allocations, telemetry
+        day_dir = str(release.root / POD_TABLE / f"day={day}")
+        files = _move(allocations.get(day, []), folder, f"allocations-{day}")
+        if files and count_allocations(store, staged, [Path(f) for f in files], totals):
+            staged.sources.append(_staged_source([Path(f) for f in files], "allocations", day_dir))
+        if day in telemetry:
+            staged.sources.append(_staged_source(telemetry[day], "telemetry", day_dir))
+    shutil.rmtree(work, ignore_errors=True)
+    return finish(staged, release, servers, absences, totals)
+
+
+def _spark_runs(engine: Any, work: Path, name: str) -> None:
+    """Spark's _asi_runs from _asi_day: the view _asi_rows (asi_mark_runs, read anew: a view
+    holds the _asi_day it was made on), then the run rule's two queries, each kept."""
+    engine.view("_asi_rows", "asi_mark_runs")
+    engine.keep("_asi_keyed_runs", work / f"keyed-{name}", "asi_runs")
+    engine.keep("_asi_runs", work / name, "asi_run_strings")
+
+
+def _read(files: Sequence[Path]) -> pl.DataFrame:
+    """The rows of Parquet part files the executors wrote (empty without any)."""
+    files = [f for f in files if pq.read_metadata(f).num_rows]
+    return pl.read_parquet(files) if files else pl.DataFrame()
+
+
+def _by_day(files: Sequence[Path]) -> dict[int, list[Path]]:
+    """Part files written by day (``_day=D/part-*``), by day."""
+    days: dict[int, list[Path]] = {}
+    for f in files:
+        key, _, value = f.parent.name.partition("=")
+        if key == "_day" and value.lstrip("-").isdigit():
+            days.setdefault(int(value), []).append(f)
+    return days
+
+
+def _move(files: Sequence[Path], folder: Path, stem: str) -> list[str]:
+    """The part files that hold rows, moved into ``folder`` as ``<stem>-<k>.parquet``."""
+    moved: list[str] = []
+    for f in files:
+        if pq.read_metadata(f).num_rows:
+            target = folder / f"{stem}-{len(moved):05d}.parquet"
+            os.replace(f, target)
+            moved.append(str(target))
+    return moved
 
 
 TELEMETRY_CHUNKS = 8  # the day's GPU-hours are joined to their GPUs in this many node groups
