@@ -372,3 +372,40 @@ def test_asi_rollup_on_spark_ingests_as_duckdbs(
     # that DuckDB carries it into day 110, whose first block closes it
     ghosts = {(r[1], r[3]) for r in want["rejects"] if r[4] == "node_id"}
     assert ghosts == {(str(day), 109 * 24 + 10), (str(day.with_name("day=110")), 109 * 24 + 23)}
+
+
+def test_an_asi_release_the_executors_cannot_read_is_one_line(spark: object, tmp_path: Path) -> None:
+    """A pod-hour file whose pages are corrupt (its footer, which this machine reads, is
+    whole): the executors fail, one line naming the session and the step, exit 2, and no
+    --out folder; an unreachable master likewise."""
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+    from fleetaudit.inputs.asi_trace import POD_TABLE, partition_dir
+    from fleetaudit.inputs.generate_asi import AsiReleaseOptions, generate_release
+    from tests.spark_cluster import free_port
+
+    root = tmp_path / "release"
+    generate_release(root, AsiReleaseOptions(servers=4, days=1, cpu_pods=2))
+    part = partition_dir(root, POD_TABLE, 109, 3) / "part-000.parquet"
+    data = bytearray(part.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little") + 8
+    for at in range(4, len(data) - footer - 16, 64):
+        data[at : at + 16] = b"\xff" * 16
+    part.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    argv = ["rollup", str(root), "--format", "alibaba-gpu-v2026", "--out", str(out), "--engine", "spark"]
+    result = CliRunner().invoke(app, [*argv, "--master", MASTER])
+    assert result.exit_code == 2, result.output
+    line = result.stderr
+    assert line.count("\n") == 1 and "Traceback" not in line, line
+    assert line.startswith(f"fleetaudit: error: {MASTER}: query asi_load_day"), line
+    assert "part-000.parquet" in line
+    assert not out.exists()
+    port = free_port()
+    result = CliRunner().invoke(app, [*argv, "--master", f"spark://127.0.0.1:{port}"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"fleetaudit: error: spark://127.0.0.1:{port}: cannot reach the Spark master"
+    )
+    assert not out.exists()
