@@ -412,9 +412,9 @@ class SparkEngine:
             frame = frame.withColumn(row_ids, self._functions().monotonically_increasing_id())
         self._write(frame, folder, f"query {query_name}" if query_name else "a step of the reduction")
         with self._step(f"reading back {folder}"):
-            kept = self.spark.read.parquet(str(folder))
-            kept.createOrReplaceTempView(view)
-            return int(kept.count())
+            self.spark.read.parquet(str(folder)).createOrReplaceTempView(view)
+        # the rows from the part files' footers (this machine sees the folder): no job
+        return sum(pq.read_metadata(part).num_rows for part in folder.glob("part-*"))
 
     def write(
         self,
