@@ -16,6 +16,7 @@ Another raw format plugs in as another entry.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import shutil
 import tempfile
@@ -358,27 +359,18 @@ def _run_asi(
     days = asi2026.parse_days(options.days)
     folder = scratch / "staged"
     folder.mkdir()
-    with open_store(scratch / "stage.duckdb") as store, asi2026.bounded_memory(store):
-        if options.engine == "spark":
-            with open_engine(options.engine, options.master) as engine:
-                staged = asi2026.stage_release_spark(
-                    engine,
-                    store,
-                    paths,
-                    folder,
-                    trace_start=asi2026.DEFAULT_TRACE_START,
-                    days=days,
-                    progress=progress,
-                )
-        else:
-            staged = asi2026.stage_release(
-                store,
-                paths,
-                folder,
-                trace_start=asi2026.DEFAULT_TRACE_START,
-                days=days,
-                progress=progress,
-            )
+    with (
+        open_store(scratch / "stage.duckdb") as store,
+        asi2026.bounded_memory(store),
+        contextlib.ExitStack() as stack,
+    ):
+        stage: Callable[..., asi2026.Staged] = functools.partial(asi2026.stage_release, store)
+        if options.engine == "spark":  # the executors reduce it; this store reads footers
+            engine = stack.enter_context(open_engine(options.engine, options.master))
+            stage = functools.partial(asi2026.stage_release_spark, engine, store)
+        staged = stage(
+            paths, folder, trace_start=asi2026.DEFAULT_TRACE_START, days=days, progress=progress
+        )
     written: dict[str, tuple[Path, int]] = {}
     for file in asi2026.write_rolled(staged, out):
         rows = pq.read_metadata(file).num_rows if file.suffix == ".parquet" else 0
