@@ -37,11 +37,16 @@ def _gib(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**30
 
 
+LAST_OWN_CPU = 0.0
+
+
 def _tree_child(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Run ``python -m fleetaudit ARGS``; (wall seconds, CPU seconds of it and its
-    descendants, peak of their summed RSS in MiB), sampled every 0.2 s."""
+    descendants, peak of their summed RSS in MiB), sampled every 0.2 s. The CPU of the
+    child's own process (Python: fleetaudit and DuckDB) is kept in ``LAST_OWN_CPU``."""
+    global LAST_OWN_CPU
     started = time.perf_counter()
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), **(env or {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "fleetaudit", *args],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True,
@@ -64,6 +69,7 @@ def _tree_child(args: list[str], env: dict[str, str] | None = None) -> tuple[flo
                 continue
         peak = max(peak, rss / 2**20)
         time.sleep(0.2)
+    LAST_OWN_CPU = cpu.get(proc.pid, 0.0)
     _out, err = proc.communicate()
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
@@ -99,7 +105,8 @@ def main() -> None:
             seconds, cpu, rss = _tree_child(argv, spark_env if engine == "spark" else None)
             print(
                 f"rollup {d} day(s), {engine}: wall {seconds:7.1f} s, CPU {cpu:7.1f} s, "
-                f"peak RSS {rss:7.0f} MiB, rolled {_gib(rolled):.2f} GiB, load {_load()}",
+                f"peak RSS {rss:7.0f} MiB, rolled {_gib(rolled):.2f} GiB, load {_load()}"
+                + (f" (Python here {LAST_OWN_CPU:.1f} s of the CPU)" if engine == "spark" else ""),
                 flush=True,
             )
             runs = [(f"ingest of the {engine}-rolled folder", [str(rolled)])]

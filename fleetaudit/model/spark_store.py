@@ -435,6 +435,16 @@ class SparkEngine:
         self._write(frame, folder, f"query {query_name}", partition[0] if partition else None)
         return sorted(folder.rglob("part-*"), key=lambda p: (str(p.parent), p.name))
 
+    def at_least_partitions(self, partitions: int) -> None:
+        """Shuffle into at least ``partitions`` partitions (``spark.sql.shuffle.partitions``;
+        adaptive execution joins small ones again): a session whose setting is below it
+        (local mode's, one per core) would sort a large input in a few tasks whose memory
+        cannot hold their joins' buffers."""
+        with self._step("setting up the session"):
+            now = int(self.spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
+            if partitions > now:
+                self.spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+
     def count(self, sql: str, /) -> int:
         """The one number the DuckDB statement ``sql`` (translated unchecked) gives."""
         with self._step(f"counting ({sql})"):

@@ -609,6 +609,9 @@ def stage_release_spark(
     last_day = blocks[-1][1]
 
     say(f"{FORMAT}: days {release.days[0]}-{release.days[-1]} on Spark: reading")
+    # a shuffle partition per SPARK_PARTITION_ROWS pod-hours at least (a full-density day
+    # in local mode's two partitions failed: its tasks could not get memory for the joins)
+    engine.at_least_partitions(-(-_file_rows(store, pod_files) // SPARK_PARTITION_ROWS))
     if pod_files:
         engine.register_rows("_asi_pod_files", pod_files, release.root / POD_TABLE)
         engine.view("_asi_pod_rows", "asi_pod_rows")
@@ -713,6 +716,10 @@ def stage_release_spark(
             staged.sources.append(_staged_source(telemetry[day], "telemetry", day_dir))
     shutil.rmtree(work, ignore_errors=True)
     return finish(staged, release, servers, absences, totals)
+
+
+SPARK_PARTITION_ROWS = 1_000_000
+"""Pod-hours per shuffle partition, at least, of the reduction on Spark."""
 
 
 def _spark_runs(engine: Any, work: Path, name: str) -> None:
