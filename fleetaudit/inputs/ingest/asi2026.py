@@ -374,7 +374,7 @@ def _stage(
 ) -> Staged:
     hours = release.hours
     staged = Staged(release.root, folder, trace_start, hours[0], hours[-1])
-    store.run(f"CREATE OR REPLACE TEMP TABLE _asi_limits AS\n{load_sql('asi_limits')}", _SERVER_BOUNDS)
+    store.run("CREATE OR REPLACE TEMP TABLE _asi_limits AS\n" + load_sql("asi_limits"), _SERVER_BOUNDS)
     store.run(load_sql("asi_create_open_runs"))
     holders = _Colouring()
     servers: pl.DataFrame | None = None
@@ -408,7 +408,7 @@ def _stage(
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
             register_rows(store, "pod", pod_files)
-            _run(store, f"CREATE OR REPLACE TEMP TABLE _asi_day AS\n{load_sql('asi_load_day')}", {}, pod_files[0])
+            _run(store, "CREATE OR REPLACE TEMP TABLE _asi_day AS\n" + load_sql("asi_load_day"), {}, pod_files[0])
         else:
             store.run(load_sql("asi_create_empty_day"))
         loaded = int(store.scalar("SELECT count(*) FROM _asi_day"))
@@ -417,7 +417,7 @@ def _stage(
             rejected = store.sql(load_sql("asi_pod_rejects"))
             _reject(staged, rejected, folder / f"rejects-{tag}.parquet")
         day_dir = release.root / POD_TABLE / f"day={day}"
-        _run(store, f"CREATE OR REPLACE TEMP VIEW _asi_rows AS\n{load_sql('asi_mark_runs')}", {}, day_dir)
+        _run(store, "CREATE OR REPLACE TEMP VIEW _asi_rows AS\n" + load_sql("asi_mark_runs"), {}, day_dir)
         _day_runs(store, day_dir, staged, folder / f"repeats-{tag}.parquet")
         params = {
             "trace_start": trace_start,
@@ -875,7 +875,8 @@ def register_rows(store: Store, kind: str, files: Sequence[Path | str]) -> None:
         f"CREATE OR REPLACE TEMP VIEW _asi_{kind}_files AS "
         f"SELECT * FROM read_parquet([{listed}], {_READ_OPTIONS})"
     )
-    store.run(f"CREATE OR REPLACE TEMP VIEW _asi_{kind}_rows AS\n{load_sql(f'asi_{kind}_rows')}")
+    rows = load_sql("asi_pod_rows") if kind == "pod" else load_sql("asi_server_rows")
+    store.run(f"CREATE OR REPLACE TEMP VIEW _asi_{kind}_rows AS\n{rows}")
 
 
 def _copy(
@@ -903,7 +904,7 @@ def _day_runs(store: Store, where: Path, staged: Staged, rejects: Path) -> None:
     """
     _find_runs(store, where)
     if store.scalar("SELECT count(*) FROM _asi_runs WHERE repeated"):
-        store.run(f"CREATE OR REPLACE TEMP TABLE _asi_repeated AS\n{load_sql('asi_mark_repeats')}")
+        store.run("CREATE OR REPLACE TEMP TABLE _asi_repeated AS\n" + load_sql("asi_mark_repeats"))
         if store.scalar("SELECT count(*) FROM _asi_repeated"):
             try:
                 _reject(staged, store.sql(load_sql("asi_pod_repeats")), rejects)
