@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_kubernetes_history [--nodes 2000] [--pods 60000]
         [--snapshots 4320] [--every 600] [--lifetime-h 12] [--report 144] [--minutes M]
-        [--work DIR] [--list-gib G]
+        [--work DIR] [--list-gib G | --aged D]
 
 A generated cluster lives through ``--snapshots`` snapshots ``--every`` seconds apart
 (4,320 x 10 minutes = 30 days at the defaults): ``--pods`` pods are live at each
@@ -22,6 +22,15 @@ days it gives when the run is shorter. ``--minutes M`` ends the run after the sn
 that passes M minutes of wall time. Each snapshot's figures go to ``history.csv`` in the
 work folder. Targets: the store under 2 GiB after 30 days, each snapshot's ingest under
 10 s.
+
+``--aged D`` measures the end of a long history without living through it: it first
+fills a store with as many pods as D days of the cluster create (``--pods`` x 24 /
+``--lifetime-h`` a day), from a cluster whose pods live half an hour (a snapshot then
+brings about a fifth of its pods new, so 30 days' pods take about 270 snapshots), and
+then ingests the same ``--snapshots`` snapshots of the cluster as configured into that
+store and into a new one, alternately, printing each one's CPU and wall (medians
+leave out the first snapshot, whose pods are all new to either store) and the aged
+store's size. The history's rows are those of D days; its time span is shorter.
 
 ``--list-gib G`` instead writes one List of about G GiB of such pods (the issue's 1 GB
 List) and ingests it in a child process, printing its peak RSS (target: under 2 GiB).
@@ -244,6 +253,78 @@ def history(args: argparse.Namespace) -> None:
     _summary(args, walls, cpus, sizes)
 
 
+CHURN_LIFETIME_H = 0.5
+"""The lifetime of the pods that age a store (``--aged``): 24 times shorter than the
+cluster's default, so one day of snapshots holds the pods of 24 days."""
+
+
+def _timed_ingest(db: Path, snap: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of one call's ingest of ``snap`` into ``db``."""
+    from fleetaudit.inputs.ingest import IngestOptions, ingest
+    from fleetaudit.model.store import open_store
+
+    started, cpu = time.perf_counter(), time.process_time()
+    with open_store(db) as store:
+        ingest(store, [snap], IngestOptions(format="kubernetes"))
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def _rows(db: Path) -> dict[str, int]:
+    from fleetaudit.model.store import open_store
+
+    with open_store(db, read_only=True) as store:
+        return {t: int(store.scalar(f"SELECT count(*) FROM {t}"))
+                for t in ("nodes", "allocations", "requests", "node_events")}  # fmt: skip
+
+
+def aged(args: argparse.Namespace) -> None:
+    """``--aged D``: a snapshot's ingest into a store holding D days of pods, and into a new one."""
+    work = args.work
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    old, new, snap = work / "aged.duckdb", work / "new.duckdb", work / "snapshot.json"
+    per_day = args.pods * 24 / args.lifetime_h
+    goal = round(args.aged * per_day)
+    churn = Cluster(args.nodes, args.pods, CHURN_LIFETIME_H, seed=1)
+    print(f"aging a store: {goal:,} pods ({args.aged:g} days of {per_day:,.0f} pods), from a "
+          f"cluster whose pods live {CHURN_LIFETIME_H} h; load {_load()}", flush=True)  # fmt: skip
+    began, t, k = time.perf_counter(), START, 0
+    while churn.counter < goal:
+        t = START + timedelta(seconds=k * args.every)
+        churn.advance(t)
+        write_list(snap, churn.items(t))
+        _wall, cpu = _timed_ingest(old, snap)
+        k += 1
+        if k % 20 == 0:
+            print(f"  {k} snapshots, {churn.counter:,} pods; last ingest {cpu:.2f} s CPU; "
+                  f"load {_load()}", flush=True)  # fmt: skip
+    disk = sum(p.stat().st_size for p in old.parent.glob(old.name + "*"))
+    print(f"aged store: {k} snapshots, {churn.counter:,} pods ({churn.counter / per_day:.1f} days'), "
+          f"{disk / 2**20:,.1f} MiB on disk, rows {_rows(old)}; built in "
+          f"{(time.perf_counter() - began) / 60:.1f} min; load {_load()}", flush=True)  # fmt: skip
+    cluster = Cluster(args.nodes, args.pods, args.lifetime_h, seed=2)
+    cluster.counter = churn.counter  # its pods and jobs are new names to the aged store
+    start = t + timedelta(days=1)
+    figures: dict[str, list[tuple[float, float]]] = {"aged": [], "new": []}
+    for i in range(args.snapshots):
+        t = start + timedelta(seconds=i * args.every)
+        cluster.advance(t)
+        write_list(snap, cluster.items(t))
+        for label, db in (("aged", old), ("new", new)):
+            figures[label].append(_timed_ingest(db, snap))
+        print(f"  snapshot {i + 1}: CPU aged {figures['aged'][-1][1]:.2f} s, new "
+              f"{figures['new'][-1][1]:.2f} s; load {_load()}", flush=True)  # fmt: skip
+    for label, runs in figures.items():
+        walls, cpus = [w for w, _c in runs[1:]], [c for _w, c in runs[1:]]
+        if cpus:
+            print(f"{label} store: ingest CPU median {statistics.median(cpus):.2f} s, p95 "
+                  f"{_q95(cpus):.2f} s, max {max(cpus):.2f} s; wall median "
+                  f"{statistics.median(walls):.2f} s, max {max(walls):.2f} s "
+                  f"(snapshots 2-{len(runs)})")  # fmt: skip
+    disk = sum(p.stat().st_size for p in old.parent.glob(old.name + "*"))
+    print(f"aged store after them: {disk / 2**20:,.1f} MiB; load {_load()}")
+
+
 def _q95(xs: list[float]) -> float:
     return sorted(xs)[max(0, math.ceil(0.95 * len(xs)) - 1)]
 
@@ -354,9 +435,12 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=None)
     parser.add_argument("--work", type=Path, default=Path("bench-out/kubernetes-history"))
     parser.add_argument("--list-gib", type=float, default=None)
+    parser.add_argument("--aged", type=float, default=None, metavar="DAYS")
     args = parser.parse_args()
     if args.list_gib is not None:
         big_list(args)
+    elif args.aged is not None:
+        aged(args)
     else:
         history(args)
 

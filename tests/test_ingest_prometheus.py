@@ -28,6 +28,7 @@ from tests.fuzzing import FUZZ
 # the module itself: the package binds the name to a lazy stand-in, on which monkeypatch
 # would set attributes the module never reads
 prometheus = importlib.import_module("fleetaudit.inputs.ingest.prometheus")
+jsonstream = importlib.import_module("fleetaudit.inputs.ingest.jsonstream")
 PROM = DATA / "prometheus"
 PROMETHEUS = IngestOptions(format="prometheus")
 SM, GR, UTIL = "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"
@@ -705,7 +706,7 @@ def test_a_later_pull_continues_an_open_interval(store: Store, tmp_path: Path) -
 
 def test_a_file_streams_in_small_pieces(cluster: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The reader's buffer and batches cut the files anywhere: the rows are the same."""
-    monkeypatch.setattr(prometheus.read, "_CHUNK_CHARS", 7)
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 7)
     monkeypatch.setattr(prometheus.read, "BATCH_SAMPLES", 1)
     ingest(cluster, [PROM], PROMETHEUS)
     assert _telemetry(cluster) == {k: _approx(v) for k, v in EXPECTED.items()}
@@ -715,7 +716,7 @@ def test_a_series_beyond_any_prometheus_answer_is_refused(
     cluster: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(prometheus.read, "MAX_SERIES_CHARS", 200)
-    monkeypatch.setattr(prometheus.read, "_CHUNK_CHARS", 64)
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 64)
     big = write(
         tmp_path / "DCGM_FI_PROF_SM_ACTIVE.json",
         _points([(_host(0, node="node-a"), dict.fromkeys(range(40), "0.5"))]),

@@ -880,6 +880,44 @@ def test_multi_device_shares_are_a_row_per_gpu(tmp_path: Path) -> None:
             ]
 
 
+def test_finished_pods_listed_again_are_read_back_by_key(tmp_path: Path) -> None:
+    """A finished pod that later snapshots still list (the garbage collector keeps it) is
+    a closed row that a call reads back by its id, a pod stored as a row per GPU by its
+    first (``hp#0``): one call per snapshot gives the rows of one call for all, none
+    doubled, its end kept."""
+    hami = _gpu_node("hami", "2026-03-01T10:00:00Z", {"nvidia.com/gpu.count": "8"}, gpus="80")
+    hami["metadata"]["annotations"] = {"hami.io/node-nvidia-register": "GPU-0,..."}
+    split = _pod("hp", "hami", "2026-03-01T09:00:00Z", gpus="2")
+    split["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpucores"] = "30"
+    whole = _pod("wp", "hami", "2026-03-01T09:00:00Z")
+    docs = [_doc(tmp_path / "0.json", hami, split, whole)]
+    for n, beat in enumerate(("10:30", "11:00", "11:30"), 1):
+        node = json.loads(json.dumps(hami))
+        node["status"]["conditions"][0]["lastHeartbeatTime"] = f"2026-03-01T{beat}:00Z"
+        pods = json.loads(json.dumps([split, whole]))
+        for pod in pods:  # finished at 10:20, listed again by every later snapshot
+            pod["status"]["phase"] = "Succeeded"
+            pod["status"]["containerStatuses"] = [{"name": "c", "state": {"terminated": {
+                "finishedAt": "2026-03-01T10:20:00Z", "exitCode": 0}}}]  # fmt: skip
+        docs.append(_doc(tmp_path / f"{n}.json", node, *pods))
+    with open_store(tmp_path / "one.duckdb") as one, open_store(tmp_path / "apart.duckdb") as apart:
+        k8s(one, *docs)
+        for doc in docs:
+            k8s(apart, doc)
+        for store in (one, apart):
+            got = store.sql(
+                "SELECT alloc_id, first_seen, end_time, end_censored, last_seen FROM allocations "
+                "ORDER BY alloc_id"
+            ).rows()
+            first, end = datetime(2026, 3, 1, 10), datetime(2026, 3, 1, 10, 20)
+            last = datetime(2026, 3, 1, 11, 30)
+            assert got == [
+                ("hp#0", first, end, False, last),
+                ("hp#1", first, end, False, last),
+                ("wp", first, end, False, last),
+            ]
+
+
 def test_a_node_a_later_snapshot_omits_is_down(tmp_path: Path) -> None:
     t10, t11, t12 = "2026-03-01T10:00:00Z", "2026-03-01T11:00:00Z", "2026-03-01T12:00:00Z"
     a = _doc(tmp_path / "a.json", _gpu_node("keep", t10), _gpu_node("scaled", t10))

@@ -239,9 +239,9 @@ def test_the_stream_reads_values_cut_by_any_chunk(
 ) -> None:
     """The document is read a chunk at a time: a value (a string, a number, an object)
     cut by a chunk's end reads whole, and kubectl's key order (items before kind) holds."""
-    from fleetaudit.inputs.ingest import kubernetes
+    from fleetaudit.inputs.ingest import jsonstream, kubernetes
 
-    monkeypatch.setattr(kubernetes, "_CHUNK", chunk)
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", chunk)
     items = [node(), pod("p\u00e9-1"), {"kind": "Event", "count": 12345678901234567890,
                                           "rate": 1.25, "note": "é" * 5}]  # fmt: skip
     path = write(tmp_path / "s.json", json.dumps(

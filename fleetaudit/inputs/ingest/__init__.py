@@ -364,7 +364,8 @@ def _load_table(
         )
     if had_rows and table.name == "nodes":
         found.extend(guards.fleet_changes(store, ingest_id, strict))
-    if had_rows and table.name == "telemetry":
+    mixed = had_rows and table.name == "telemetry" and guards.mixed(store)
+    if mixed:
         guards.raw_within_rolled(store, ingest_id)  # before a raw row replaces a rolled one
     replaced = 0
     if had_rows:
@@ -374,20 +375,16 @@ def _load_table(
             f"fresh.{q(k)}"
             for k in table.key
         )
+        # one pass over the stored rows, which grow with the history: the delete counts
         replaced = int(
-            store.scalar(
-                f"SELECT count(*) FROM {name} JOIN (SELECT {keys} FROM {name} WHERE _ingest_id = $id) "
-                f"AS fresh ON {match} WHERE {name}._ingest_id <> $id",
-                params,
-            )
-        )
-        if replaced:
             store.run(
                 f"DELETE FROM {name} USING (SELECT {keys} FROM {name} WHERE _ingest_id = $id) "
                 f"AS fresh WHERE {match} AND {name}._ingest_id <> $id",
                 params,
             )
-    if had_rows and table.name == "telemetry":
+            or 0
+        )
+    if mixed:
         found.extend(guards.telemetry_overlap(store, ingest_id, strict))
     return TableSummary(
         table=table.name,

@@ -1,7 +1,7 @@
 """What an ingest must not do quietly: count telemetry twice, or merge another fleet.
 
-Both run inside the ingest's transaction, on the rows of the call (tagged with its
-ingest id) and those the store held before it:
+All run inside the ingest's transaction, on the rows of the call (tagged with its
+ingest id) and those the store held before it (the telemetry guards where :func:`mixed`):
 
 - :func:`raw_within_rolled` and :func:`telemetry_overlap`: rolled-up telemetry
   (``fleetaudit rollup``: rows with ``samples``) and raw telemetry of the same GPU and
@@ -26,8 +26,9 @@ _COVERS = """
 """
 
 
-def _mixed(store: Store) -> bool:
-    """Whether telemetry holds both raw rows and rolled-up ones (``samples``)."""
+def mixed(store: Store) -> bool:
+    """Whether telemetry holds both raw rows and rolled-up ones (``samples``): the two
+    telemetry guards have nothing to look for otherwise (one scan, asked once a call)."""
     if "samples" not in {c.lower() for c in store.column_types("telemetry")}:
         return False  # no rolled rows anywhere
     kinds = store.small_frame(
@@ -40,13 +41,12 @@ def _mixed(store: Store) -> bool:
 def raw_within_rolled(store: Store, ingest_id: int) -> None:
     """Refuse raw rows of this call that rolled rows cover. Run before the call's rows
     replace stored ones by key: a raw row at a stored rolled row's own key would
-    otherwise replace it, and the samples it stood for, unseen.
+    otherwise replace it, and the samples it stood for, unseen. Called where
+    :func:`mixed`.
 
     Raises:
         InputError: such rows (nothing is written).
     """
-    if not _mixed(store):
-        return
     raw_new = int(
         store.scalar(
             "SELECT count(*) FROM telemetry AS t WHERE t._ingest_id = $id AND t.samples IS NULL "
@@ -66,20 +66,25 @@ def raw_within_rolled(store: Store, ingest_id: int) -> None:
 
 def telemetry_overlap(store: Store, ingest_id: int, strict: bool) -> list[str]:
     """Rolled rows of this call replace the stored raw rows they cover (run after the
-    replace by key, :func:`raw_within_rolled` before it); returns the notes.
+    replace by key, :func:`raw_within_rolled` before it); returns the notes. Called
+    where :func:`mixed`.
 
     Raises:
         InputError: with ``strict``, where rolled rows of this call would replace
             stored raw rows (nothing is written).
     """
-    if not _mixed(store):
-        return []
-    covered = (
-        "FROM telemetry AS t WHERE t._ingest_id <> $id AND t.samples IS NULL "
-        "AND EXISTS (SELECT 1 FROM telemetry AS r WHERE r._ingest_id = $id "
-        f"AND r.samples IS NOT NULL AND {_COVERS.format(t='t')})"
+    # DELETE takes no alias: the stored rows are telemetry's own; its count is the
+    # number replaced, and under --strict the call's transaction takes it back
+    stale = int(
+        store.run(
+            "DELETE FROM telemetry WHERE _ingest_id <> $id AND samples IS NULL AND EXISTS ("
+            "SELECT 1 FROM telemetry AS r WHERE r._ingest_id = $id AND r.samples IS NOT NULL AND "
+            + _COVERS.format(t="telemetry")
+            + ")",
+            {"id": ingest_id},
+        )
+        or 0
     )
-    stale = int(store.scalar(f"SELECT count(*) {covered}", {"id": ingest_id}))
     if not stale:
         return []
     if strict:
@@ -88,14 +93,6 @@ def telemetry_overlap(store: Store, ingest_id: int, strict: bool) -> list[str]:
             f"the rolled-up rows of this call cover {stale:,} raw row(s) the store holds, "
             "which they would replace (--strict writes nothing)",
         )
-    # DELETE takes no alias: the stored rows are telemetry's own
-    store.run(
-        "DELETE FROM telemetry WHERE _ingest_id <> $id AND samples IS NULL AND EXISTS ("
-        "SELECT 1 FROM telemetry AS r WHERE r._ingest_id = $id AND r.samples IS NOT NULL AND "
-        + _COVERS.format(t="telemetry")
-        + ")",
-        {"id": ingest_id},
-    )
     return [
         f"telemetry: the rolled-up rows replaced {stale:,} raw row(s) of the same GPUs and "
         "times that the store held (both would have counted those samples)"

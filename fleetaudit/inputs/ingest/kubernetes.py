@@ -29,7 +29,6 @@ store.
 
 from __future__ import annotations
 
-import codecs
 import json
 import math
 import re
@@ -47,6 +46,7 @@ import polars as pl
 from fleetaudit.core.errors import InputError, UsageError
 from fleetaudit.core.gcpause import paused_gc
 from fleetaudit.core.times import parse_instant
+from fleetaudit.inputs.ingest.jsonstream import JsonStream
 from fleetaudit.inputs.ingest.kubernetes_clusters import Clusters, Origin, mixed_note, refusal
 from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
 from fleetaudit.inputs.ingest.quantity import QuantityError, is_whole, parse_quantity
@@ -177,10 +177,6 @@ _EXPECTED = (
 )
 
 
-_CHUNK = 1 << 20  # characters read at a time
-_NOT_WHITE = re.compile(r"[^ \t\n\r]")  # JSON's whitespace is these four
-
-
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -188,68 +184,14 @@ def _no_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant)
 
 
-class _Stream:
-    """A JSON text read a chunk at a time, one value at a time (the standard library's C
-    decoder on each value): a List's items are never all held at once."""
+class _Stream(JsonStream):
+    """A kubectl document read a value at a time, its failures said as kubectl's."""
 
-    def __init__(self, path: Path, fh: Any) -> None:
-        self.path, self.fh = path, fh
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
-        self.buf, self.pos, self.eof, self.lines = "", 0, False, 1
+    def explain(self, reason: str, line: int) -> str:
+        return f"not JSON (line {line}): {reason}; {_EXPECTED}"
 
-    def fill(self, want: int = _CHUNK) -> None:
-        self.lines += self.buf.count("\n", 0, self.pos)
-        self.buf = self.buf[self.pos :]
-        self.pos = 0
-        data = self.fh.read(max(want, _CHUNK) * 2)
-        self.eof = not data
-        self.buf += self.decoder.decode(data, final=self.eof)
-
-    def peek(self) -> str:
-        while True:
-            found = _NOT_WHITE.search(self.buf, self.pos)
-            if found is not None:
-                self.pos = found.start()
-                return self.buf[self.pos]
-            self.pos = len(self.buf)
-            if self.eof:
-                return ""
-            self.fill()
-
-    def expect(self, chars: str) -> str:
-        found = self.peek()
-        if not found or found not in chars:
-            self.fail(f"expected {' or '.join(repr(c) for c in chars)}")
-        self.pos += 1
-        return found
-
-    def value(self) -> Any:
-        self.peek()
-        while True:
-            try:
-                value, end = _DECODER.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError as exc:
-                if self.eof:
-                    self.fail(exc.msg, exc.pos)
-                self.fill(len(self.buf) - self.pos)  # a value cut by the chunk: read on
-                continue
-            except RecursionError:
-                raise InputError(
-                    str(self.path),
-                    "JSON nested too deeply to read (kubectl writes objects a few dozen "
-                    "levels deep)",
-                ) from None
-            except ValueError as exc:  # NaN, Infinity
-                self.fail(str(exc))
-            if end >= len(self.buf) and not self.eof:  # a number may go on in the next chunk
-                self.fill(len(self.buf) - self.pos)
-                continue
-            self.pos = end
-            return value
-
-    def fail(self, what: str, at: int | None = None) -> Any:
-        line = self.lines + self.buf.count("\n", 0, self.pos if at is None else at)
-        raise InputError(str(self.path), f"not JSON (line {line}): {what}; {_EXPECTED}")
+    def too_deep(self, what: str) -> str:
+        return "JSON nested too deeply to read (kubectl writes objects a few dozen levels deep)"
 
 
 def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
@@ -258,8 +200,8 @@ def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dic
     ``top``, when given, receives the document's fields other than ``items`` once read."""
     fields: dict[str, Any] = {} if top is None else top
     try:
-        with path.open("rb") as fh:
-            stream = _Stream(path, fh)
+        with path.open(encoding="utf-8", newline="") as fh:
+            stream = _Stream(path, fh.read, _DECODER)
             if stream.peek() != "{":
                 stream.value()  # JSON of another shape, or no JSON (which says where)
                 raise InputError(str(path), _EXPECTED)
@@ -267,29 +209,29 @@ def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dic
             listed = False
             if stream.peek() != "}":
                 while True:
-                    key = stream.value()
+                    key = stream.value("a key")
                     if not isinstance(key, str):
-                        stream.fail("expected a key")
+                        raise stream.syntax_error("expected a key")
                     stream.expect(":")
                     if key == "items" and stream.peek() == "[":
                         stream.expect("[")
                         listed = True
                         if stream.peek() != "]":
                             while True:
-                                item = stream.value()
+                                item = stream.value("an item")
                                 yield item if isinstance(item, dict) else {}
                                 if stream.expect(",]") == "]":
                                     break
                         else:
                             stream.expect("]")
                     else:
-                        fields[key] = stream.value()
+                        fields[key] = stream.value(f"the document's {key!r}")
                     if stream.expect(",}") == "}":
                         break
             else:
                 stream.expect("}")
             if stream.peek():
-                stream.fail("extra data after the document")
+                raise stream.syntax_error("extra data after the document")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"cannot read: {exc}") from exc
     kind = fields.get("kind")
@@ -1902,17 +1844,37 @@ def _latest_binds(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.group_by("job_id").agg(pl.coalesce("start_time", "_t").max().alias("bound"))
 
 
-def _stored_frame(store: Store, table: str, marker: str, where: str) -> pl.DataFrame | None:
-    """Rows an earlier kubernetes ingest stored (they carry ``marker``) that may still change."""
+def _stored_frame(
+    store: Store, table: str, marker: str, where: str, keyed: tuple[str, str] | None = None
+) -> pl.DataFrame | None:
+    """Rows an earlier kubernetes ingest stored (they carry ``marker``) that may still
+    change, in the table's order: those ``where`` holds for and, given ``keyed`` (a join
+    of the table as ``t``, ``JOIN view AS m ON m.key = t.id``, and a condition on the
+    joined rows), those it joins that ``where`` does not hold for.
+
+    The table holds every pod ever seen, so neither part may read whole rows of it:
+    ``where`` tests for an empty column (DuckDB skips the row groups whose statistics
+    say they hold none) and the join probes one key column with the call's keys.
+    An ``OR`` of the two made DuckDB evaluate both over every row (on a store of 9 days
+    of history, 0.5 s a call for requests, where the two parts take 0.08 s).
+    """
     columns = store.column_types(table)
     if marker not in columns:
         return None
-    return store.sql(f'SELECT * FROM "{table}" WHERE "{marker}" IS NOT NULL AND ({where})')
+    marked = f't."{marker}" IS NOT NULL'
+    text = f'SELECT t.*, t.rowid AS _stored_row FROM "{table}" AS t WHERE {marked} AND ({where})'
+    if keyed is not None:
+        join, condition = keyed
+        text += (f' UNION ALL SELECT t.*, t.rowid AS _stored_row FROM "{table}" AS t {join} '
+                 f"WHERE {marked} AND NOT coalesce({where}, false) AND ({condition})")  # fmt: skip
+    return store.sql(f"SELECT * EXCLUDE (_stored_row) FROM ({text}) ORDER BY _stored_row")
 
 
-def _stored(store: Store, table: str, marker: str, where: str) -> list[dict[str, Any]]:
+def _stored(
+    store: Store, table: str, marker: str, where: str, keyed: tuple[str, str] | None = None
+) -> list[dict[str, Any]]:
     """:func:`_stored_frame` as dicts."""
-    found = _stored_frame(store, table, marker, where)
+    found = _stored_frame(store, table, marker, where, keyed)
     return [] if found is None else found.to_dicts()
 
 
@@ -1926,18 +1888,18 @@ def _taken_column(snapshots: list[_Snapshot], key: str) -> pl.Series:
 
 
 def _stored_allocations(store: Store, snapshots: list[_Snapshot]) -> pl.DataFrame | None:
-    """Stored kubernetes allocations still open, or listed again by this call."""
+    """Stored kubernetes allocations still open, or listed again by this call (a pod
+    stored as a row per GPU by its first, ``uid#0``: :func:`_stored_values` reads no
+    other)."""
     others = [k for snap in snapshots for k, e in snap.pods.items() if not isinstance(e, int)]
     taken = _taken_column(snapshots, "alloc_id")
-    uids = pl.concat([pl.Series("uid", others, dtype=pl.Utf8), taken.alias("uid")])
-    store.register_frame(_UIDS, uids.unique().to_frame("uid"))
+    uids = pl.concat([pl.Series("uid", others, dtype=pl.Utf8), taken.alias("uid")]).unique()
+    store.register_frame(_UIDS, pl.concat([uids, uids + "#0"]).to_frame("key"))
     try:
         return _stored_frame(
-            store,
-            "allocations",
-            "last_seen",
-            f"end_time IS NULL OR split_part(alloc_id, '#', 1) IN (SELECT uid FROM {_UIDS})",
-        )
+            store, "allocations", "last_seen", "t.end_time IS NULL",
+            keyed=(f"JOIN {_UIDS} AS m ON m.key = t.alloc_id", "TRUE"),
+        )  # fmt: skip
     finally:
         store.unregister(_UIDS)
 
@@ -2155,28 +2117,34 @@ def _stored_requests(store: Store, snapshots: list[_Snapshot]) -> list[dict[str,
     spans = pl.concat(binds).group_by("job_id").agg(
         lo=pl.col("bound").min(), hi=pl.col("bound").max()
     )
-    store.register_frame(_KEYS, pl.Series("key", list(keys), dtype=pl.Utf8).to_frame())
-    store.register_frame(_BINDS, spans)
+    # one row per key a stored request may be found by: ``keyed``, or a job whose binds
+    # span ``lo``..``hi``
+    match = (
+        pl.Series("job_id", list(keys), dtype=pl.Utf8).to_frame()
+        .with_columns(keyed=pl.lit(True))
+        .join(spans, on="job_id", how="full", coalesce=True)
+        .select(key="job_id", keyed=pl.col("keyed").fill_null(False), lo="lo", hi="hi")
+    )  # fmt: skip
+    store.register_frame(_KEYS, match)
 
     def clamped(bound: str) -> str:
-        return (f"CASE WHEN submit_time IS NOT NULL AND {bound} < submit_time "
-                f"THEN submit_time ELSE {bound} END")  # fmt: skip
+        return (f"CASE WHEN t.submit_time IS NOT NULL AND {bound} < t.submit_time "
+                f"THEN t.submit_time ELSE {bound} END")  # fmt: skip
 
     try:
         return _stored(
-            store, "requests", "last_seen",
-            f"start_time IS NULL OR request_id IN (SELECT key FROM {_KEYS}) OR EXISTS ("
-            f"SELECT 1 FROM {_BINDS} b WHERE b.job_id = request_id AND NOT coalesce("
-            f"left_queue = 'started' AND {clamped('b.lo')} = start_time"
-            f" AND {clamped('b.hi')} = start_time, false))",
+            store, "requests", "last_seen", "t.start_time IS NULL",
+            keyed=(
+                f"JOIN {_KEYS} AS m ON m.key = t.request_id",
+                f"m.keyed OR NOT coalesce(t.left_queue = 'started' AND {clamped('m.lo')} = "
+                f"t.start_time AND {clamped('m.hi')} = t.start_time, false)",
+            ),
         )  # fmt: skip
     finally:
         store.unregister(_KEYS)
-        store.unregister(_BINDS)
 
 
 _KEYS = "_fa_kubernetes_request_keys"
-_BINDS = "_fa_kubernetes_request_binds"
 
 
 _UIDS = "_fa_kubernetes_uids"

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fleetaudit.core.errors import InputError
+from fleetaudit.inputs.ingest.jsonstream import JsonStream
 
 BATCH_SAMPLES = 1_000_000
 """Samples per batch a reader yields (a batch takes about 20 bytes a sample)."""
@@ -41,7 +42,6 @@ MAX_SERIES_CHARS = 64 << 20
 characters: Prometheus returns at most 11,000 points per series (about 0.5 MB); a longer
 one is no response of it, and reading it whole would take memory without bound."""
 
-_CHUNK_CHARS = 4 << 20  # characters read from the file at a time
 _DECODER = json.JSONDecoder()
 
 EXPECTED_JSON = (
@@ -170,97 +170,29 @@ def sniff(path: Path) -> str:
 # -- query_range JSON --------------------------------------------------------------------------
 
 
-class _JsonStream:
-    """A JSON document read a value at a time (``json``'s decoder on a sliding buffer)."""
+class _JsonStream(JsonStream):
+    """A ``query_range`` response read a value (a series) at a time."""
 
     def __init__(self, fh: IO[str], path: Path) -> None:
-        self.fh = fh
-        self.path = path
-        self.buf = ""
-        self.pos = 0
-        self.eof = False
+        super().__init__(path, lambda n: _read(fh, path, n), _DECODER, longest=MAX_SERIES_CHARS)
+
+    def explain(self, reason: str, line: int) -> str:
+        return f"cannot read: {reason}; expected {EXPECTED_JSON}"
+
+    def too_deep(self, what: str) -> str:
+        return f"cannot read: {what} is nested too deeply"
+
+    def too_long(self, what: str) -> str:
+        return (f"{what} is longer than {MAX_SERIES_CHARS >> 20} MiB of text: not {EXPECTED_JSON} "
+                "(Prometheus returns at most 11,000 points per series)")  # fmt: skip
 
     def fail(self, reason: str) -> InputError:
+        """An error for a response of the wrong shape (``reason`` says it whole)."""
         return InputError(str(self.path), reason)
-
-    def _more(self) -> bool:
-        if self.eof:
-            return False
-        text = _read(self.fh, self.path, _CHUNK_CHARS)
-        if not text:
-            self.eof = True
-            return False
-        self.buf = self.buf[self.pos :] + text
-        self.pos = 0
-        return True
-
-    def peek(self) -> str:
-        """The next character that is not white space ('' at the end)."""
-        while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
-                self.pos += 1
-            if self.pos < len(self.buf):
-                return self.buf[self.pos]
-            if not self._more():
-                return ""
-
-    def expect(self, char: str, what: str) -> None:
-        found = self.peek()
-        if found != char:
-            shown = repr(found) if found else "the end of the file"
-            raise self.fail(f"cannot read: expected {char!r} ({what}), found {shown}")
-        self.pos += 1
 
     def comma_or(self, close: str, what: str) -> bool:
         """After a member: True when another follows (a comma), False at ``close``."""
-        found = self.peek()
-        if found == ",":
-            self.pos += 1
-            return True
-        if found == close:
-            self.pos += 1
-            return False
-        shown = repr(found) if found else "the end of the file"
-        raise self.fail(f"cannot read: expected ',' or {close!r} in {what}, found {shown}")
-
-    def value(self, what: str) -> Any:
-        """The next JSON value, decoded; the buffer grows until it holds the value whole."""
-        self.peek()
-        while True:
-            try:
-                value, end = _DECODER.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError as exc:
-                if _cut(exc, self.buf) and self._grow(what):
-                    continue
-                raise self.fail(
-                    f"cannot read: {exc.msg} ({what}); expected {EXPECTED_JSON}"
-                ) from exc
-            except RecursionError as exc:
-                raise self.fail(f"cannot read: {what} is nested too deeply") from exc
-            # a number that ends where the buffer ends may go on in the next chunk
-            if (
-                end == len(self.buf)
-                and not isinstance(value, (dict, list, str))
-                and self._grow(what)
-            ):
-                continue
-            self.pos = end
-            return value
-
-    def _grow(self, what: str) -> bool:
-        if len(self.buf) - self.pos > MAX_SERIES_CHARS:
-            raise self.fail(
-                f"{what} is longer than {MAX_SERIES_CHARS >> 20} MiB of text: not {EXPECTED_JSON} "
-                "(Prometheus returns at most 11,000 points per series)"
-            )
-        return self._more()
-
-
-def _cut(exc: json.JSONDecodeError, buf: str) -> bool:
-    """Whether a decoding error may be the buffer's end cutting a value short (rather
-    than text that is not JSON): a string left open, or a failure within the last
-    characters (a number, literal or escape cut in two)."""
-    return exc.msg.startswith("Unterminated string") or exc.pos >= len(buf) - 16
+        return self.expect(f",{close}", f"in {what}") == ","
 
 
 def read_query_range(
@@ -297,7 +229,7 @@ def read_query_range(
         top: dict[str, Any] = {}
         seen_data = False
         batches = _Batches()
-        stream.expect("{", "the response")
+        stream.expect("{", "to open the response")
         if stream.peek() == "}":
             stream.pos += 1
         else:
@@ -346,7 +278,7 @@ def _read_data(
     batch_samples: int,
     keep: Callable[[str | None], bool] | None,
 ) -> Iterator[SeriesBatch]:
-    stream.expect("{", "the response's data")
+    stream.expect("{", "to open the data")
     if stream.peek() == "}":
         stream.pos += 1
         return
@@ -357,7 +289,7 @@ def _read_data(
             top["_resultType"] = stream.value("the resultType")
         elif key == "result" and stream.peek() == "[":
             top.setdefault("_resultType", None)
-            stream.expect("[", "the result")
+            stream.expect("[", "to open the result")
             if stream.peek() == "]":
                 stream.pos += 1
             else:
