@@ -2075,7 +2075,9 @@ def rollup(
     rolls them up the same way (the reader runs here, on DuckDB, whatever the
     engine). --format alibaba-gpu-v2026 reduces the ASI release (pod-hours
     into allocation runs, server-hours, GPU-hours) into OUT, which `fleetaudit
-    ingest OUT` loads exactly as it would the release; it runs on DuckDB only.
+    ingest OUT` loads exactly as it would the release; with --engine spark the
+    executors read the release and reduce it, and OUT must be a folder they
+    can write.
 
     Examples:
 
@@ -2084,6 +2086,8 @@ def rollup(
           --engine spark --master spark://head:7077
       fleetaudit rollup dumps/ --format prometheus --out rolled/
       fleetaudit rollup release/data --format alibaba-gpu-v2026 --out asi-rolled/
+      fleetaudit rollup /shared/release/data --format alibaba-gpu-v2026 \\
+          --out /shared/asi-rolled/ --engine spark --master spark://head:7077
     """
     from fleetaudit.api.rollup_api import RollupOptions
     from fleetaudit.api.rollup_api import rollup as run_rollup

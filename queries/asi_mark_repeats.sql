@@ -2,7 +2,8 @@
 -- same hour as another row of the block, on a pod and server with a repeated run
 -- (asi_runs). All but the first of each are repeats (rid: the row's rowid), the first
 -- by value: the rows asi_pod_repeats names as rejects, whose values it orders the same way.
-CREATE OR REPLACE TEMP TABLE _asi_repeated AS
+-- Each engine keeps them as _asi_repeated, and removes their rows (by rowid: asi_mark_runs)
+-- from _asi_day. Portable: both engines run this text.
 SELECT rid, pod_id, server_id, t
 FROM (
     SELECT rowid AS rid, pod_id, server_id, t,

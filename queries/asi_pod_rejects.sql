@@ -1,6 +1,7 @@
 -- Pod-hours the mapping cannot take (asi_pod_rows' fault: no pod or server id, a value that
--- is not a finite number). $files: the block's pod partition files, read again only when the
--- block loaded fewer rows than they hold.
+-- is not a finite number), from the block's files (_asi_pod_rows), read again only when the
+-- block loaded fewer rows than they hold. Portable: both engines run this text (a value's text
+-- is each engine's spelling of the number: nan and NaN, 1e+20 and 1.0E20).
 SELECT 'allocations' AS "table", file, "row", "column", value,
        CASE "column"
            WHEN 'pod_id' THEN 'missing required value (a pod-hour without pod_id)'
@@ -17,7 +18,7 @@ FROM (
                WHEN 'avg_gpu_sm_util' THEN CAST(avg_gpu_sm_util AS VARCHAR)
                WHEN 'schedule_delay_sec' THEN CAST(schedule_delay AS VARCHAR)
            END AS value
-    FROM asi_pod_rows($files)
+    FROM _asi_pod_rows
     WHERE fault IS NOT NULL
 )
 ORDER BY file, "row"

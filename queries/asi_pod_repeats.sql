@@ -1,5 +1,5 @@
 -- The rejects of the pod-hours given again (_asi_repeated, asi_mark_repeats): read again
--- from the block's files ($files) for their file and row, ranked as asi_mark_repeats ranks
+-- from the block's files (_asi_pod_rows) for their file and row, ranked as asi_mark_repeats ranks
 -- them (by value, then by file and row, so the first of identical rows is the one kept).
 SELECT 'allocations' AS "table", filename AS file, file_row_number + 1 AS "row",
        'pod_id' AS "column", pod_id AS value,
@@ -9,7 +9,7 @@ SELECT 'allocations' AS "table", filename AS file, file_row_number + 1 AS "row",
 FROM (
     SELECT *, row_number() OVER w AS copy, first_value(filename) OVER w AS first_file,
            first_value(file_row_number) OVER w AS first_row
-    FROM asi_pod_rows($files)
+    FROM _asi_pod_rows
     SEMI JOIN (SELECT DISTINCT pod_id, server_id, t FROM _asi_repeated)
         USING (pod_id, server_id, t)
     WHERE fault IS NULL

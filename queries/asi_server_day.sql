@@ -8,7 +8,7 @@ SELECT s.t, s.server_id, s.cluster_id, s.asw_id, s.gpu_spec_public,
        COALESCE(c.gpus, 0) AS requested_gpus
 FROM (
     SELECT t, server_id, cluster_id, asw_id, gpu_spec_public, gpu_count, cpu_capacity_cores
-    FROM asi_server_rows($files, $max_gpus, $max_cpus)
+    FROM _asi_server_rows
     WHERE fault IS NULL
 ) AS s
 LEFT JOIN (

@@ -289,3 +289,123 @@ def test_asi_runs_on_spark_are_duckdbs(
         split += sum(1 for n in keys["t_start_count"].to_pylist() if n > 1)
         repeated += sum(want["repeated"].to_pylist())
     assert split > 0 and repeated > 0  # both the ranked and the repeated paths were taken
+
+
+def _asi_release(root: Path) -> Path:
+    """A generated two-day release with what the reduction must take care of: a copied
+    pod-hour partition (its rows are repeats: rejects), a pod-hour without a pod id and
+    one without a server id (rejects naming file and row), a pod's hour removed (one key
+    group, two runs) and a copied server-hour file (repeats: nodes rejects)."""
+    from fleetaudit.inputs.asi_trace import POD_TABLE, SERVER_TABLE, partition_dir
+    from fleetaudit.inputs.generate_asi import AsiReleaseOptions, generate_release
+
+    generate_release(root, AsiReleaseOptions(servers=12, days=2, cpu_pods=3))
+    hour = partition_dir(root, POD_TABLE, 110, 5)
+    shutil.copy(hour / "part-000.parquet", hour / "part-000 (1).parquet")
+    hour = partition_dir(root, POD_TABLE, 109, 7)
+    rows = pq.read_table(hour / "part-000.parquet").slice(1)  # one pod absent that hour
+    ids = rows["pod_id"].to_pylist()
+    servers = rows["server_id"].to_pylist()
+    ids[3], servers[5] = None, None
+    rows = rows.set_column(rows.schema.get_field_index("pod_id"), "pod_id", pa.array(ids, pa.string()))
+    rows = rows.set_column(
+        rows.schema.get_field_index("server_id"), "server_id", pa.array(servers, pa.string())
+    )
+    pq.write_table(rows, hour / "part-000.parquet")
+    hour = partition_dir(root, SERVER_TABLE, 109, 20)
+    shutil.copy(hour / "part-000.parquet", hour / "part-000 (1).parquet")
+    for h in (10, 23):  # a pod-hour on a server the server table never lists: ingest rejects its run
+        hour = partition_dir(root, POD_TABLE, 109, h)
+        rows = pq.read_table(hour / "part-000.parquet")
+        servers = rows["server_id"].to_pylist()
+        servers[0] = "ghost"
+        rows = rows.set_column(
+            rows.schema.get_field_index("server_id"), "server_id", pa.array(servers, pa.string())
+        )
+        pq.write_table(rows, hour / "part-000.parquet")
+    return root
+
+
+def test_asi_rollup_on_spark_ingests_as_duckdbs(
+    spark: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``rollup --format alibaba-gpu-v2026 --engine spark``: the executors reduce the
+    release with the queries DuckDB runs; the rolled folder ingests into DuckDB's store,
+    table for table (a run's gpu_hours to 1e-12: sums in another order), rejects and
+    side tables included. DuckDB reads a day in three blocks of 8 hours here (runs
+    carried from block to block), Spark the two days as one."""
+    from fleetaudit.inputs.ingest.asi2026 import ROLLED_MANIFEST
+    from tests.test_rollup_sources import _tables, same_tables
+
+    asi2026 = importlib.import_module("fleetaudit.inputs.ingest.asi2026")
+    release = _asi_release(tmp_path / "release")
+    day = release / "asi_opensource_pod_hourly" / "day=109"
+    rows = pq.ParquetDataset(day).read().num_rows
+    monkeypatch.setattr(asi2026, "BLOCK_ROWS", rows // 3 + 1)  # 8 hours a block
+    fmt = "alibaba-gpu-v2026"
+    rolled = {
+        engine: rollup(
+            [release], tmp_path / engine,
+            RollupOptions(format=fmt, engine=engine, master=MASTER if engine == "spark" else None),
+        )
+        for engine in ("duckdb", "spark")
+    }  # fmt: skip
+    assert (rolled["spark"].rows, rolled["spark"].skipped) == (
+        rolled["duckdb"].rows, rolled["duckdb"].skipped
+    )
+    assert rolled["spark"].skipped > 2  # the two without ids, and the copied hour's rows
+    assert set(rolled["spark"].written) == {p.name for p in (tmp_path / "spark").iterdir()}
+    assert (tmp_path / "spark" / ROLLED_MANIFEST).is_file()
+    loaded = {
+        engine: api.ingest_paths(api.StoreOptions(tmp_path / f"{engine}.duckdb"), [tmp_path / engine])
+        for engine in ("duckdb", "spark")
+    }
+    assert loaded["spark"].tables == loaded["duckdb"].tables
+    assert loaded["spark"].notes == loaded["duckdb"].notes
+    want = _tables(tmp_path / "duckdb.duckdb")
+    same_tables(want, _tables(tmp_path / "spark.duckdb"))
+    rejects = {(r[1], r[2], r[3]) for r in want["rejects"]}  # file, table, row
+    hour = day / "hour=07" / "part-000.parquet"
+    assert {(str(hour), "allocations", 4), (str(hour), "allocations", 6)} <= rejects
+    # the ghost's runs, rejected by ingest, named by the day folder whose block closed
+    # them (and their first hour): 10 ends within day 109, 23 at its last block's end, so
+    # that DuckDB carries it into day 110, whose first block closes it
+    ghosts = {(r[1], r[3]) for r in want["rejects"] if r[4] == "node_id"}
+    assert ghosts == {(str(day), 109 * 24 + 10), (str(day.with_name("day=110")), 109 * 24 + 23)}
+
+
+def test_an_asi_release_the_executors_cannot_read_is_one_line(spark: object, tmp_path: Path) -> None:
+    """A pod-hour file whose pages are corrupt (its footer, which this machine reads, is
+    whole): the executors fail, one line naming the session and the step, exit 2, and no
+    --out folder; an unreachable master likewise."""
+    from typer.testing import CliRunner
+
+    from fleetaudit.cli import app
+    from fleetaudit.inputs.asi_trace import POD_TABLE, partition_dir
+    from fleetaudit.inputs.generate_asi import AsiReleaseOptions, generate_release
+    from tests.spark_cluster import free_port
+
+    root = tmp_path / "release"
+    generate_release(root, AsiReleaseOptions(servers=4, days=1, cpu_pods=2))
+    part = partition_dir(root, POD_TABLE, 109, 3) / "part-000.parquet"
+    data = bytearray(part.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little") + 8
+    for at in range(4, len(data) - footer - 16, 64):
+        data[at : at + 16] = b"\xff" * 16
+    part.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    argv = ["rollup", str(root), "--format", "alibaba-gpu-v2026", "--out", str(out), "--engine", "spark"]
+    result = CliRunner().invoke(app, [*argv, "--master", MASTER])
+    assert result.exit_code == 2, result.output
+    line = result.stderr
+    assert line.count("\n") == 1 and "Traceback" not in line, line
+    assert line.startswith(f"fleetaudit: error: {MASTER}: query asi_load_day"), line
+    assert "part-000.parquet" in line
+    assert not out.exists()
+    port = free_port()
+    result = CliRunner().invoke(app, [*argv, "--master", f"spark://127.0.0.1:{port}"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"fleetaudit: error: spark://127.0.0.1:{port}: cannot reach the Spark master"
+    )
+    assert not out.exists()

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("sqlglot", reason="sqlglot comes with the spark extra: pip install '.[spark]'")
 
 from fleetaudit.api.rollup_api import SOURCES  # noqa: E402
+from fleetaudit.inputs.ingest.asi2026 import ASI_SPARK_QUERIES  # noqa: E402
 from fleetaudit.core.resources import load_sql  # noqa: E402
 from fleetaudit.model.spark_sql import (  # noqa: E402
     NotPortableError,
@@ -21,7 +22,7 @@ from fleetaudit.model.spark_sql import (  # noqa: E402
 SPARK_QUERIES = sorted(
     {o.query for s in SOURCES.values() for o in s.outputs}
     | {s.counts for s in SOURCES.values()}
-    | {"asi_runs", "asi_run_strings"}  # the ASI release's run rule (tests/test_spark.py runs it)
+    | set(ASI_SPARK_QUERIES)  # the ASI release's reduction (tests/test_spark.py runs it)
 )
 
 
@@ -82,3 +83,11 @@ def test_arg_min_skips_nulls_on_spark_as_on_duckdb() -> None:
     )
     problems = portable_problems("SELECT arg_min(x, t, 2) FROM v")
     assert problems == ["sqlglot: MIN_BY with a count (DuckDB's top-n list) has no Spark form"]
+
+
+def test_duckdbs_isfinite_and_to_hours_have_spark_forms() -> None:
+    text = translate("SELECT isfinite(x), $start + to_hours(CAST(t AS BIGINT)) FROM v")
+    assert text == (
+        "SELECT (NOT ISNAN(x) AND ABS(x) <> DOUBLE('Infinity')), "
+        ":start + (CAST(t AS BIGINT)) * INTERVAL '1' HOUR FROM v"
+    )

@@ -16,6 +16,7 @@ Another raw format plugs in as another entry.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import shutil
 import tempfile
@@ -106,8 +107,8 @@ SOURCES: dict[str, RollupSource] = {
     # machine, whatever the engine) into raw native rows, which the engine then rolls
     # up as native ones
     "prometheus": replace(_NATIVE, name="prometheus", reader="prometheus"),
-    # the ASI release: the ingest's own staging (DuckDB), written as a folder that
-    # `ingest` loads as it would the release (asi2026.write_rolled)
+    # the ASI release: the ingest's own staging (DuckDB, or its queries on Spark), written
+    # as a folder that `ingest` loads as it would the release (asi2026.write_rolled)
     ASI_FORMAT: replace(_NATIVE, name=ASI_FORMAT, outputs=(), reader="asi"),
 }
 
@@ -128,13 +129,6 @@ class RollupOptions:
             raise UsageError(f"--format: {self.format!r} is not one of {', '.join(SOURCES)}")
         if self.days is not None and self.format != ASI_FORMAT:
             raise UsageError(f"--days: only with --format {ASI_FORMAT}")
-        if self.format == ASI_FORMAT and self.engine != "duckdb":
-            raise UsageError(
-                f"--format {ASI_FORMAT} rolls up on DuckDB only: the release's reduction "
-                "reads it through DuckDB's table macros, groups runs by DuckDB's hashes and "
-                "row ids, and assigns GPU indices in Python here (docs/rollup.md, 'Why the "
-                "ASI release does not run on Spark'); use --engine duckdb"
-            )
         if not (math.isfinite(self.interval_s) and self.interval_s >= 1) or self.interval_s != int(
             self.interval_s
         ):
@@ -356,22 +350,26 @@ def _run_asi(
     options: RollupOptions,
     progress: Callable[[str], None] | None,
 ) -> tuple[dict[str, tuple[Path, int]], dict[str, int]]:
-    """The release staged by ``ingest --format alibaba-gpu-v2026``'s own code, moved
-    into ``out`` with the manifest that makes ``ingest OUT`` load it as staged."""
+    """The release staged by ``ingest --format alibaba-gpu-v2026``'s own code (on Spark:
+    its queries on the executors, asi2026.stage_release_spark), moved into ``out`` with
+    the manifest that makes ``ingest OUT`` load it as staged."""
     from fleetaudit.inputs.ingest import asi2026
     from fleetaudit.model.store import open_store
 
     days = asi2026.parse_days(options.days)
     folder = scratch / "staged"
     folder.mkdir()
-    with open_store(scratch / "stage.duckdb") as store, asi2026.bounded_memory(store):
-        staged = asi2026.stage_release(
-            store,
-            paths,
-            folder,
-            trace_start=asi2026.DEFAULT_TRACE_START,
-            days=days,
-            progress=progress,
+    with (
+        open_store(scratch / "stage.duckdb") as store,
+        asi2026.bounded_memory(store),
+        contextlib.ExitStack() as stack,
+    ):
+        stage: Callable[..., asi2026.Staged] = functools.partial(asi2026.stage_release, store)
+        if options.engine == "spark":  # the executors reduce it; this store reads footers
+            engine = stack.enter_context(open_engine(options.engine, options.master))
+            stage = functools.partial(asi2026.stage_release_spark, engine, store)
+        staged = stage(
+            paths, folder, trace_start=asi2026.DEFAULT_TRACE_START, days=days, progress=progress
         )
     written: dict[str, tuple[Path, int]] = {}
     for file in asi2026.write_rolled(staged, out):

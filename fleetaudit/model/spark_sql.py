@@ -23,7 +23,14 @@ from sqlglot.dialects.spark import Spark
 from fleetaudit.core.errors import FleetAuditError
 from fleetaudit.core.resources import load_sql
 
-__all__ = ["FleetSpark", "NotPortableError", "portable_problems", "spark_sql", "translate"]
+__all__ = [
+    "FleetSpark",
+    "NotPortableError",
+    "empty_select",
+    "portable_problems",
+    "spark_sql",
+    "translate",
+]
 
 
 class NotPortableError(FleetAuditError):
@@ -34,6 +41,12 @@ def _anonymous(self: Spark.Generator, node: exp.Anonymous) -> str:
     name = str(node.this).upper()
     if name == "EPOCH_US":  # DuckDB's microseconds since the epoch; Spark's unix_micros
         return self.func("UNIX_MICROS", *node.expressions)
+    if name == "ISFINITE" and len(node.expressions) == 1:
+        # DuckDB's isfinite (NULL for NULL); Spark has isnan and infinite literals
+        value = self.sql(node.expressions[0])
+        return f"(NOT ISNAN({value}) AND ABS({value}) <> DOUBLE('Infinity'))"
+    if name == "TO_HOURS" and len(node.expressions) == 1:  # DuckDB's interval of x hours
+        return f"({self.sql(node.expressions[0])}) * INTERVAL '1' HOUR"
     if name in ("ARG_MIN_NULL", "ARG_MAX_NULL") and len(node.expressions) == 2:
         # DuckDB's variants that keep a NULL value: Spark's MIN_BY / MAX_BY as they are
         return self.func("MIN_BY" if name == "ARG_MIN_NULL" else "MAX_BY", *node.expressions)
@@ -122,3 +135,25 @@ def translate(text: str) -> str:
     return sqlglot.transpile(
         _code(text), read="duckdb", write=FleetSpark, unsupported_level=sqlglot.ErrorLevel.RAISE
     )[0]
+
+
+@cache
+def empty_select(ddl_name: str, **extra: str) -> str:
+    """A Spark SELECT of no rows with the columns of the DuckDB ``CREATE TABLE`` in
+    ``queries/<ddl_name>.sql`` (and ``extra`` columns: name -> DuckDB type): the empty
+    table a DuckDB step creates, as a view Spark's queries can read."""
+    tree = sqlglot.parse_one(_code(load_sql(ddl_name)), read="duckdb")
+    schema = tree.this if isinstance(tree, exp.Create) else None
+    if not isinstance(schema, exp.Schema):
+        raise NotPortableError(f"query {ddl_name} is not a CREATE TABLE with its columns")
+    columns = [
+        (c.name, c.args["kind"].sql(dialect=FleetSpark))
+        for c in schema.expressions
+        if isinstance(c, exp.ColumnDef)
+    ]
+    columns += [
+        (name, exp.DataType.build(kind, dialect="duckdb").sql(dialect=FleetSpark))
+        for name, kind in extra.items()
+    ]
+    listed = ", ".join(f"CAST(NULL AS {kind}) AS {name}" for name, kind in columns)
+    return f"SELECT {listed} FROM (SELECT 1 AS one) AS e WHERE FALSE"

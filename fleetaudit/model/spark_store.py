@@ -51,7 +51,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 import fleetaudit
 from fleetaudit.core.errors import FleetAuditError, QueryError
 from fleetaudit.model import spark_probe
-from fleetaudit.model.spark_sql import spark_sql
+from fleetaudit.model.spark_sql import empty_select, spark_sql, translate
 
 DEFAULT_MASTER = "local[*]"
 EXECUTOR_TIMEOUT_KEY = "spark.fleetaudit.executorTimeout"
@@ -346,6 +346,130 @@ class SparkEngine:
         for part in sorted(scratch.glob("part-*")):  # Spark numbers them in the result's order
             yield from pq.ParquetFile(part).iter_batches(batch_size=1 << 17)
 
+    # ------------------------------------------------------------------ staged reductions
+    # A reduction of several steps (rollup --format alibaba-gpu-v2026) keeps each step's
+    # rows where the executors wrote them, as DuckDB keeps temporary tables: views over
+    # the executors' Parquet, read by the next step's query.
+
+    def register_rows(self, view: str, files: list[Path], base: Path) -> None:
+        """The Parquet ``files`` (hive partition folders under ``base`` read as columns,
+        the columns united by name) as the view ``view``, with the two columns DuckDB's
+        ``read_parquet(filename = true, file_row_number = true)`` adds: ``filename``, the
+        file's path as given here (Spark's own is a URI), and ``file_row_number``, the
+        row's position in its file from 0 (Spark's ``_metadata``)."""
+        functions = self._functions()
+        given = {os.path.abspath(f): str(f) for f in files}
+        with self._step(f"reading the schemas of {len(files)} Parquet file(s) under {base}"):
+            frame = (
+                self.spark.read.option("mergeSchema", "true")
+                .option("basePath", str(base))
+                .parquet(*[str(f) for f in files])
+            )
+            # the files' URIs as the listing gives them (file:///a) and as _metadata does (file:/a)
+            names = {
+                (spelling, given.get(_uri_path(uri), _uri_path(uri)))
+                for uri in frame.inputFiles()
+                for spelling in (uri, re.sub(r"^file:///", "file:/", uri))
+            }
+            mapping = self.spark.createDataFrame(sorted(names), "_file_path string, filename string")
+            frame.select(
+                "*",
+                functions.col("_metadata.file_path").alias("_file_path"),
+                functions.col("_metadata.row_index").alias("file_row_number"),
+            ).join(functions.broadcast(mapping), "_file_path", "left").drop(
+                "_file_path"
+            ).createOrReplaceTempView(view)
+
+    def view(self, view: str, query_name: str, /, **params: Any) -> None:
+        """``queries/<query_name>.sql`` (transpiled) as the view ``view``, not run yet.
+
+        A view holds the views it reads as they are now: one replaced later is not seen."""
+        with self._step(f"query {query_name}"):
+            self.spark.sql(spark_sql(query_name), args=params).createOrReplaceTempView(view)
+
+    def empty_view(self, view: str, ddl_name: str, /, **extra: str) -> None:
+        """The empty table of the DuckDB ``CREATE TABLE`` in ``queries/<ddl_name>.sql``
+        (with ``extra`` columns, name -> DuckDB type) as the view ``view``."""
+        with self._step(f"query {ddl_name}"):
+            self.spark.sql(empty_select(ddl_name, **extra)).createOrReplaceTempView(view)
+
+    def keep(
+        self,
+        view: str,
+        folder: Path,
+        /,
+        query_name: str | None = None,
+        sql: str | None = None,
+        row_ids: str | None = None,
+        **params: Any,
+    ) -> int:
+        """Run ``queries/<query_name>.sql`` (or the DuckDB statement ``sql``, translated
+        unchecked), have the executors write its rows as Parquet into ``folder``, and make
+        them the view ``view``; the rows kept. ``row_ids`` adds a column of that name that
+        numbers the rows (``monotonically_increasing_id``: unique, not consecutive)."""
+        frame = self._frame(query_name, sql, params)
+        if row_ids is not None:
+            frame = frame.withColumn(row_ids, self._functions().monotonically_increasing_id())
+        self._write(frame, folder, f"query {query_name}" if query_name else "a step of the reduction")
+        with self._step(f"reading back {folder}"):
+            self.spark.read.parquet(str(folder)).createOrReplaceTempView(view)
+        # the rows from the part files' footers (this machine sees the folder): no job
+        return sum(pq.read_metadata(part).num_rows for part in folder.glob("part-*"))
+
+    def write(
+        self,
+        query_name: str,
+        folder: Path,
+        /,
+        partition: tuple[str, str] | None = None,
+        **params: Any,
+    ) -> list[Path]:
+        """Have the executors write the rows of ``queries/<query_name>.sql`` as Parquet
+        into ``folder``; its part files, in the result's order. ``partition`` (a column
+        name, a Spark SQL expression) writes the rows of each value of the expression into
+        ``folder/<column>=<value>/`` (without the column). Timestamps are written as
+        DuckDB writes its own, without a time zone, in UTC."""
+        frame = self._frame(query_name, None, params)
+        if partition is not None:
+            frame = frame.withColumn(partition[0], self._functions().expr(partition[1]))
+        self._write(frame, folder, f"query {query_name}", partition[0] if partition else None)
+        return sorted(folder.rglob("part-*"), key=lambda p: (str(p.parent), p.name))
+
+    def at_least_partitions(self, partitions: int) -> None:
+        """Shuffle into at least ``partitions`` partitions (``spark.sql.shuffle.partitions``;
+        adaptive execution joins small ones again): a session whose setting is below it
+        (local mode's, one per core) would sort a large input in a few tasks whose memory
+        cannot hold their joins' buffers."""
+        with self._step("setting up the session"):
+            now = int(self.spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
+            if partitions > now:
+                self.spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+
+    def count(self, sql: str, /) -> int:
+        """The one number the DuckDB statement ``sql`` (translated unchecked) gives."""
+        with self._step(f"counting ({sql})"):
+            row = self.spark.sql(translate(sql)).collect()[0]
+        return int(row[0] or 0)
+
+    def _frame(self, query_name: str | None, sql: str | None, params: Mapping[str, Any]) -> Any:
+        text = spark_sql(query_name) if query_name is not None else translate(sql or "")
+        with self._step(f"query {query_name or 'of the reduction'}"):
+            return self.spark.sql(text, args=dict(params))
+
+    def _write(self, frame: Any, folder: Path, what: str, partition: str | None = None) -> None:
+        functions = self._functions()
+        naive = [
+            functions.col(f.name).cast("timestamp_ntz").alias(f.name)
+            if f.dataType.typeName() == "timestamp"
+            else functions.col(f.name)
+            for f in frame.schema.fields
+        ]
+        writer = frame.select(*naive).write.mode("overwrite")
+        if partition is not None:
+            writer = writer.partitionBy(partition)
+        with self._step(f"{what} (the executors writing {folder})"):
+            writer.parquet(str(folder))
+
     # ------------------------------------------------------------------ fan-out
 
     def map_groups(
@@ -432,6 +556,14 @@ class SparkEngine:
                     f"{self.where}: the executors' Python ({python}) cannot import {module} "
                     f"({why}); {HOW_TO_PROVIDE}"
                 )
+
+
+def _uri_path(uri: str) -> str:
+    """The local path of a ``file:`` URI as Spark gives it (``file:/a/b%20c.parquet``)."""
+    from urllib.parse import unquote
+
+    parts = urlsplit(uri)
+    return os.path.abspath(unquote(parts.path)) if parts.scheme in ("", "file") else uri
 
 
 def _common_root(files: list[Path]) -> Path:

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -47,7 +48,7 @@ from fleetaudit.inputs.asi_trace import FORMAT, POD_TABLE, SERVER_TABLE
 from fleetaudit.inputs.ingest.labels import asi_bucket
 from fleetaudit.inputs.ingest.sources import Source
 from fleetaudit.model import schema
-from fleetaudit.model.store import Store
+from fleetaudit.model.store import Store, quote_literal
 
 __all__ = ["FORMAT", "DEFAULT_TRACE_START", "Staged", "stage_release", "parse_days"]
 
@@ -230,6 +231,16 @@ def _check_schemas(
                 )
 
 
+ASI_SPARK_QUERIES = (
+    "asi_pod_rows", "asi_server_rows", "asi_limits", "asi_load_day", "asi_pod_rejects",
+    "asi_mark_runs", "asi_runs", "asi_run_strings", "asi_mark_repeats", "asi_pod_repeats",
+    "asi_closed_allocations", "asi_server_day", "asi_server_rejects", "asi_side_pod_hours",
+    "asi_gpu_runs", "asi_gpu_hours",
+)  # fmt: skip
+"""The queries of the reduction that both engines run as written (DuckDB here, Spark in
+asi2026_spark): the rows of the release's tables and their faults, the run rule, the
+repeats rule, the allocation rows, the server-hours, the side table and the GPU pod-hours."""
+
 ROLLED_MANIFEST = ASI_ROLLED_MANIFEST  # names the staged files, in load order, and what was found
 
 
@@ -363,7 +374,7 @@ def _stage(
 ) -> Staged:
     hours = release.hours
     staged = Staged(release.root, folder, trace_start, hours[0], hours[-1])
-    store.run(load_sql("asi_create_macros"))
+    store.run("CREATE OR REPLACE TEMP TABLE _asi_limits AS\n" + load_sql("asi_limits"), _SERVER_BOUNDS)
     store.run(load_sql("asi_create_open_runs"))
     holders = _Colouring()
     servers: pl.DataFrame | None = None
@@ -394,20 +405,20 @@ def _stage(
             # (this checks the schemas of all the day's server files, the block's among them)
             holders.capacity.update(_day_capacity(store, release, day))
         tag = f"{day}-{first_hour:02d}"
-        pods = {"files": [str(f) for f in pod_files]}
         if pod_files:
             _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
-            _run(store, load_sql("asi_load_day"), pods, pod_files[0])
+            register_rows(store, "pod", pod_files)
+            _run(store, "CREATE OR REPLACE TEMP TABLE _asi_day AS\n" + load_sql("asi_load_day"), {}, pod_files[0])
         else:
             store.run(load_sql("asi_create_empty_day"))
         loaded = int(store.scalar("SELECT count(*) FROM _asi_day"))
         totals["pod_rows"] += loaded
         if pod_files and loaded < _file_rows(store, pod_files):  # rows the mapping cannot take
-            rejected = store.sql(load_sql("asi_pod_rejects"), pods)
+            rejected = store.sql(load_sql("asi_pod_rejects"))
             _reject(staged, rejected, folder / f"rejects-{tag}.parquet")
         day_dir = release.root / POD_TABLE / f"day={day}"
-        _run(store, load_sql("asi_mark_runs"), {}, day_dir)
-        _day_runs(store, day_dir, pods, staged, folder / f"repeats-{tag}.parquet")
+        _run(store, "CREATE OR REPLACE TEMP VIEW _asi_rows AS\n" + load_sql("asi_mark_runs"), {}, day_dir)
+        _day_runs(store, day_dir, staged, folder / f"repeats-{tag}.parquet")
         params = {
             "trace_start": trace_start,
             "t_first": staged.t_first,
@@ -418,45 +429,24 @@ def _stage(
         # DuckDB writes the day's allocations itself: no frame of millions of rows in Python
         path = folder / f"allocations-{day}-{first_hour:02d}.parquet"
         _copy(store, load_sql("asi_closed_allocations"), params, path, ordered=True)
-        trace_end = trace_start + timedelta(hours=staged.t_last + 1)
-        runs, used, interval = store.sql(
-            "SELECT count(*), sum(gpu_hours), "
-            "sum(gpus * date_diff('second', start_time, COALESCE(end_time, $end)) / 3600) "
-            "FROM read_parquet($path)",
-            {"path": str(path), "end": trace_end},
-        ).row(0)
-        totals["runs"] += int(runs)
-        totals["used"] += float(used or 0.0)
-        totals["interval"] += float(interval or 0.0)
-        if runs:
+        if count_allocations(store, staged, [path], totals):
             day_files["allocations"].append(path)
         else:
             path.unlink()
 
         # servers: the day's hours for the side table, and the running last-seen facts
         if server_files:
-            bounds = {"files": [str(f) for f in server_files], **_SERVER_BOUNDS}
-            server_day = store.sql(load_sql("asi_server_day"), bounds)
+            register_rows(store, "server", server_files)
+            server_day = store.sql(load_sql("asi_server_day"))
             if server_day.height < _file_rows(store, server_files):
                 _reject(
                     staged,
-                    store.sql(load_sql("asi_server_rejects"), bounds),
+                    store.sql(load_sql("asi_server_rejects")),
                     folder / f"server-rejects-{tag}.parquet",
                 )
-            side = server_day.with_columns(_bucket_of("gpu_spec_public", server_day)).select(
-                "t", "server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_model",
-                "gpu_count", "cpu_capacity_cores", "cpu_only_hp_cpu",
-                pl.col("cpu_only_hp_rows").cast(pl.Int64),
-            )  # fmt: skip
             path = folder / f"server-hours-{day}-{first_hour:02d}.parquet"
-            side.write_parquet(path)
-            staged.server_hours.append(str(path))
-            absences.append(_absences(servers, server_day, listed))
-            servers = _merge_servers(servers, server_day.drop("requested_gpus"))
-            totals["over"] += server_day.filter(
-                pl.col("requested_gpus") > pl.col("gpu_count") + _EPS
-            ).height
-            del server_day, side
+            servers = take_servers(staged, servers, server_day, path, listed, absences, totals)
+            del server_day
 
         # telemetry: colour the day's GPU runs, then one row per GPU-hour
         say(f"{FORMAT}: {block}: telemetry{_peak_memory()}")
@@ -489,7 +479,37 @@ def _stage(
 
     for name in ("_asi_runs", "_asi_open"):
         store.run(f"DROP TABLE IF EXISTS {name}")
+    return finish(staged, release, servers, absences, totals)
 
+
+def count_allocations(
+    store: Store, staged: Staged, paths: Sequence[Path], totals: dict[str, float]
+) -> int:
+    """Add the staged allocation files' runs, GPU-hours used and GPU-hours requested over
+    their intervals to ``totals`` (the summary's reconciliation); their runs."""
+    trace_end = staged.trace_start + timedelta(hours=staged.t_last + 1)
+    runs, used, interval = store.sql(
+        "SELECT count(*), sum(gpu_hours), "
+        "sum(gpus * date_diff('second', start_time, COALESCE(end_time, $end)) / 3600) "
+        "FROM read_parquet($path)",
+        {"path": [str(p) for p in paths], "end": trace_end},
+    ).row(0)
+    totals["runs"] += int(runs)
+    totals["used"] += float(used or 0.0)
+    totals["interval"] += float(interval or 0.0)
+    return int(runs)
+
+
+def finish(
+    staged: Staged,
+    release: Release,
+    servers: pl.DataFrame | None,
+    absences: list[pl.DataFrame],
+    totals: Mapping[str, float],
+) -> Staged:
+    """The release's nodes, their health intervals and the summary, from the servers
+    known after the last block (each engine's reduction ends here)."""
+    folder, trace_start, day_list = staged.folder, staged.trace_start, release.days
     if servers is None or servers.height == 0:
         raise InputError(str(release.root / SERVER_TABLE), "the server partitions hold no server")
     nodes = _nodes(servers, staged.t_last, trace_start)
@@ -518,6 +538,223 @@ def _stage(
         f"{totals['interval']:,.1f} requested over whole hours (the allocations' intervals)",
     ]
     return staged
+
+
+def take_servers(
+    staged: Staged,
+    servers: pl.DataFrame | None,
+    server_day: pl.DataFrame,
+    path: Path,
+    listed: set[int],
+    absences: list[pl.DataFrame],
+    totals: dict[str, float],
+) -> pl.DataFrame:
+    """The server-hours of a block (asi_server_day) taken in: written as the side table
+    ``asi_server_hourly`` to ``path``, their absences, the servers' facts merged and the
+    server-hours above their GPUs counted; the servers known after them."""
+    side = server_day.with_columns(_bucket_of("gpu_spec_public", server_day)).select(
+        "t", "server_id", "cluster_id", "asw_id", "gpu_spec_public", "gpu_model",
+        "gpu_count", "cpu_capacity_cores", "cpu_only_hp_cpu",
+        pl.col("cpu_only_hp_rows").cast(pl.Int64),
+    )  # fmt: skip
+    side.write_parquet(path)
+    staged.server_hours.append(str(path))
+    absences.append(_absences(servers, server_day, listed))
+    totals["over"] += server_day.filter(
+        pl.col("requested_gpus") > pl.col("gpu_count") + _EPS
+    ).height
+    return _merge_servers(servers, server_day.drop("requested_gpus"))
+
+
+def stage_release_spark(
+    engine: Any,
+    store: Store,
+    paths: list[Path],
+    folder: Path,
+    *,
+    trace_start: datetime,
+    days: tuple[int, int] | None,
+    progress: Progress | None = None,
+) -> Staged:
+    """Reduce the release on Spark (``engine``: a SparkEngine) into ``folder``, as
+    :func:`stage_release` does on DuckDB, with the same queries; ``store`` (DuckDB, on this
+    machine) reads only the files' footers and the staged allocations' totals.
+
+    The executors read the release and write every step's rows as Parquet under
+    ``folder/.spark`` (which they must see), as DuckDB keeps temporary tables:
+
+    - the whole --days range is one block: the run rule finds runs across days as well as
+      within one, so nothing is carried (``_asi_open`` is empty) and each run comes out
+      whole; its rows are numbered by a column ``rowid`` (monotonically_increasing_id);
+    - allocations are written into the day of the block that DuckDB's loop closes them in
+      (their rejects name that day's folder), GPU pod-hours by their day;
+    - this machine reads back only reduced rows: the server-hours (the side table, the
+      nodes, their absences and capacities), the GPU runs, which it colours block by block
+      as DuckDB's loop does (:class:`_Colouring`), and each block's GPU pod-hours, which it
+      joins to their GPUs (:func:`telemetry_rows`); the rejects.
+    """
+    say = progress or (lambda _m: None)
+    release = find_release(paths, days)
+    hours = release.hours
+    staged = Staged(release.root, folder, trace_start, hours[0], hours[-1])
+    work = folder / ".spark"
+    pod_files = [f for _k, fs in sorted(release.pods.items()) for f in fs]
+    server_files = [f for _k, fs in sorted(release.servers.items()) for f in fs]
+    # the schemas, here, from the files' footers (the executors read the pages)
+    if pod_files:
+        _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
+    _check_schemas(store, server_files, _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
+    blocks = _blocks(store, release)  # DuckDB's blocks: where runs close, how they are coloured
+    totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0, "over": 0}
+    last_day = blocks[-1][1]
+
+    say(f"{FORMAT}: days {release.days[0]}-{release.days[-1]} on Spark: reading")
+    # a shuffle partition per SPARK_PARTITION_ROWS pod-hours at least (a full-density day
+    # in local mode's two partitions failed: its tasks could not get memory for the joins)
+    engine.at_least_partitions(-(-_file_rows(store, pod_files) // SPARK_PARTITION_ROWS))
+    if pod_files:
+        engine.register_rows("_asi_pod_files", pod_files, release.root / POD_TABLE)
+        engine.view("_asi_pod_rows", "asi_pod_rows")
+        loaded = engine.keep("_asi_day", work / "day", "asi_load_day", row_ids="rowid")
+        if loaded < _file_rows(store, pod_files):
+            rejects = _read(engine.write("asi_pod_rejects", work / "pod-rejects"))
+            _reject(staged, rejects, folder / "rejects.parquet")
+    else:
+        engine.empty_view("_asi_day", "asi_create_empty_day", rowid="BIGINT")
+        loaded = 0
+    totals["pod_rows"] = loaded
+    engine.empty_view("_asi_open", "asi_create_open_runs", rowid="BIGINT")
+    say(f"{FORMAT}: runs on Spark")
+    _spark_runs(engine, work, "runs")
+    if engine.count("SELECT count(*) FROM _asi_runs WHERE repeated"):
+        if engine.keep("_asi_repeated", work / "repeated", "asi_mark_repeats"):
+            rejects = _read(engine.write("asi_pod_repeats", work / "repeat-rejects"))
+            _reject(staged, rejects, folder / "repeats.parquet")
+            engine.keep(
+                "_asi_day", work / "day-once",
+                sql="SELECT * FROM _asi_day WHERE rowid NOT IN (SELECT rid FROM _asi_repeated)",
+            )  # fmt: skip
+            _spark_runs(engine, work, "runs-once")
+
+    # allocations: each in the day whose block closes it in DuckDB's loop (the first block
+    # ending after its last hour, or the last block; an open run has no end_time)
+    ends = " ".join(
+        f"WHEN end_time <= TIMESTAMP '{trace_start + timedelta(hours=day * 24 + last):%Y-%m-%d %H:%M:%S}' "
+        f"THEN {day}"
+        for _i, day, _first, last in blocks[:-1]
+    )  # fmt: skip
+    close_day = f"CASE WHEN end_time IS NULL THEN {last_day} {ends} ELSE {last_day} END"
+    params = {
+        "trace_start": trace_start, "t_first": staged.t_first, "t_last": staged.t_last,
+        "day_end": staged.t_last, "last_day": True,
+    }  # fmt: skip
+    allocations = _by_day(
+        engine.write(
+            "asi_closed_allocations", work / "allocations", partition=("_day", close_day), **params
+        )
+    )
+    pod_hours = engine.write("asi_side_pod_hours", work / "pod-hours")
+    staged.pod_hours = _move(pod_hours, folder, "pod-hours")
+
+    say(f"{FORMAT}: servers on Spark")
+    engine.register_rows("_asi_server_files", server_files, release.root / SERVER_TABLE)
+    engine.view("_asi_limits", "asi_limits", **_SERVER_BOUNDS)
+    engine.view("_asi_server_rows", "asi_server_rows")
+    server_day = _read(engine.write("asi_server_day", work / "server-day"))
+    if server_day.height < _file_rows(store, server_files):
+        rejects = _read(engine.write("asi_server_rejects", work / "server-rejects"))
+        _reject(staged, rejects, folder / "server-rejects.parquet")
+    listed = {asi_trace.hour_index(d, h) for d, h in release.servers}
+    absences: list[pl.DataFrame] = []
+    servers = None
+    capacity: dict[int, dict[str, float]] = {}
+    if server_day.height:
+        servers = take_servers(
+            staged, None, server_day, folder / "server-hours.parquet", listed, absences, totals
+        )
+        by_day = server_day.select("t", "server_id", "gpu_count").with_columns(
+            (pl.col("t") // 24).alias("day")
+        )
+        capacity = {
+            int(day[0]): last_gpus(rows.drop("day"))
+            for day, rows in by_day.partition_by("day", as_dict=True).items()
+        }
+
+    say(f"{FORMAT}: telemetry on Spark{_peak_memory()}")
+    runs = _read(engine.write("asi_gpu_runs", work / "gpu-runs"))
+    gpu_hours = _by_day(
+        engine.write("asi_gpu_hours", work / "gpu-hours", partition=("_day", "CAST(FLOOR(t / 24) AS INT)"))
+    )
+    holders = _Colouring()
+    telemetry: dict[int, list[Path]] = {}
+    day_hours = pl.DataFrame()
+    for b, (_i, day, first_hour, last_hour) in enumerate(blocks):
+        start, day_end = asi_trace.hour_index(day, first_hour), asi_trace.hour_index(day, last_hour)
+        if b == 0 or blocks[b - 1][1] != day:
+            holders.capacity.update(capacity.get(day, {}))
+            day_hours = _read(gpu_hours.get(day, []))
+        # the block's runs as DuckDB's loop sees them: those carried into it (holding the
+        # last hour of the block before) and those starting in it, up to its last hour
+        carried = asi_trace.hour_index(blocks[b - 1][1], blocks[b - 1][3]) if b else start
+        block_runs = runs.filter(
+            (pl.col("t_start") <= day_end) & (pl.col("t_last") >= carried)
+        ).with_columns(pl.min_horizontal("t_last", pl.lit(day_end)).alias("t_last"))
+        where = holders.place_day(block_runs, day_end)
+        hours_of = day_hours.filter(pl.col("t").is_between(start, day_end)) if day_hours.height else day_hours
+        path = folder / f"telemetry-{day}-{first_hour:02d}.parquet"
+        written = _write_telemetry(path, hours_of, where, trace_start) if hours_of.height else 0
+        totals["telemetry"] += written
+        if written:
+            telemetry.setdefault(day, []).append(path)
+
+    for day in release.days:  # as DuckDB's loop stages them: a day's allocations, telemetry
+        day_dir = str(release.root / POD_TABLE / f"day={day}")
+        files = _move(allocations.get(day, []), folder, f"allocations-{day}")
+        if files and count_allocations(store, staged, [Path(f) for f in files], totals):
+            staged.sources.append(_staged_source([Path(f) for f in files], "allocations", day_dir))
+        if day in telemetry:
+            staged.sources.append(_staged_source(telemetry[day], "telemetry", day_dir))
+    shutil.rmtree(work, ignore_errors=True)
+    return finish(staged, release, servers, absences, totals)
+
+
+SPARK_PARTITION_ROWS = 1_000_000
+"""Pod-hours per shuffle partition, at least, of the reduction on Spark."""
+
+
+def _spark_runs(engine: Any, work: Path, name: str) -> None:
+    """Spark's _asi_runs from _asi_day: the view _asi_rows (asi_mark_runs, read anew: a view
+    holds the _asi_day it was made on), then the run rule's two queries, each kept."""
+    engine.view("_asi_rows", "asi_mark_runs")
+    engine.keep("_asi_keyed_runs", work / f"keyed-{name}", "asi_runs")
+    engine.keep("_asi_runs", work / name, "asi_run_strings")
+
+
+def _read(files: Sequence[Path]) -> pl.DataFrame:
+    """The rows of Parquet part files the executors wrote (empty without any)."""
+    files = [f for f in files if pq.read_metadata(f).num_rows]
+    return pl.read_parquet(files) if files else pl.DataFrame()
+
+
+def _by_day(files: Sequence[Path]) -> dict[int, list[Path]]:
+    """Part files written by day (``_day=D/part-*``), by day."""
+    days: dict[int, list[Path]] = {}
+    for f in files:
+        key, _, value = f.parent.name.partition("=")
+        if key == "_day" and value.lstrip("-").isdigit():
+            days.setdefault(int(value), []).append(f)
+    return days
+
+
+def _move(files: Sequence[Path], folder: Path, stem: str) -> list[str]:
+    """The part files that hold rows, moved into ``folder`` as ``<stem>-<k>.parquet``."""
+    moved: list[str] = []
+    for f in files:
+        if pq.read_metadata(f).num_rows:
+            target = folder / f"{stem}-{len(moved):05d}.parquet"
+            os.replace(f, target)
+            moved.append(str(target))
+    return moved
 
 
 TELEMETRY_CHUNKS = 8  # the day's GPU-hours are joined to their GPUs in this many node groups
@@ -606,12 +843,40 @@ def _day_capacity(store: Store, release: Release, day: int) -> dict[str, float]:
         return {}
     _check_schemas(store, [Path(f) for f in files], _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
     try:
-        rows = store.sql(load_sql("asi_server_gpus"), {"files": files, **_SERVER_BOUNDS})
+        register_rows(store, "server", files)
+        rows = store.sql(load_sql("asi_server_gpus"))
     except QueryError as exc:
         raise InputError(str(Path(files[0]).parent.parent), f"cannot read: {exc.message}") from exc
+    return last_gpus(rows)
+
+
+def last_gpus(rows: pl.DataFrame) -> dict[str, float]:
+    """Each server's GPU count in its last hour of ``rows`` (t, server_id, gpu_count; the
+    server-hours the mapping takes), none without a value: the colouring's capacities."""
     last = rows.sort("t").group_by("server_id").agg(pl.col("gpu_count").last())
     gpus_now = dict(last.iter_rows())
     return {k: v for k, v in gpus_now.items() if v is not None}
+
+
+_READ_OPTIONS = (
+    "hive_partitioning = true, hive_types_autocast = false, union_by_name = true, "
+    "filename = true, file_row_number = true"
+)
+
+
+def register_rows(store: Store, kind: str, files: Sequence[Path | str]) -> None:
+    """On DuckDB, the release's ``kind`` ("pod" or "server") table in ``files`` as the views
+    ``_asi_<kind>_files`` (the files' rows with their file name, row number and partition
+    keys: DuckDB reads the name and number only for a query that selects them) and
+    ``_asi_<kind>_rows`` (asi_pod_rows / asi_server_rows, which the queries read; Spark
+    registers the same two views: asi2026_spark)."""
+    listed = ", ".join(quote_literal(str(f)) for f in files)
+    store.run(
+        f"CREATE OR REPLACE TEMP VIEW _asi_{kind}_files AS "
+        f"SELECT * FROM read_parquet([{listed}], {_READ_OPTIONS})"
+    )
+    rows = load_sql("asi_pod_rows") if kind == "pod" else load_sql("asi_server_rows")
+    store.run(f"CREATE OR REPLACE TEMP VIEW _asi_{kind}_rows AS\n{rows}")
 
 
 def _copy(
@@ -627,24 +892,22 @@ def _copy(
             store.run("SET preserve_insertion_order = false")
 
 
-def _day_runs(
-    store: Store, where: Path, pods: Mapping[str, object], staged: Staged, rejects: Path
-) -> None:
+def _day_runs(store: Store, where: Path, staged: Staged, rejects: Path) -> None:
     """The block's runs (table _asi_runs): the run rule (asi_runs, the portable SQL both
     engines run) over the block's rows and the carried runs (_asi_rows, asi_mark_runs),
     then the runs' strings (asi_run_strings).
 
     A pod-hour given twice (the same run keys at the same hour: a copied part file) counts
     once: a run that holds an hour twice is ``repeated``, and only then are the repeats
-    found (asi_mark_repeats), staged as rejects (the block's ``pods`` files read again for
-    their file and row) and removed, and the runs found again.
+    found (asi_mark_repeats), staged as rejects (the block's files, _asi_pod_rows, read again
+    for their file and row) and removed, and the runs found again.
     """
     _find_runs(store, where)
     if store.scalar("SELECT count(*) FROM _asi_runs WHERE repeated"):
-        store.run(load_sql("asi_mark_repeats"))
+        store.run("CREATE OR REPLACE TEMP TABLE _asi_repeated AS\n" + load_sql("asi_mark_repeats"))
         if store.scalar("SELECT count(*) FROM _asi_repeated"):
             try:
-                _reject(staged, store.sql(load_sql("asi_pod_repeats"), pods), rejects)
+                _reject(staged, store.sql(load_sql("asi_pod_repeats")), rejects)
             except QueryError as exc:
                 raise InputError(str(where), f"cannot read: {exc.message}") from exc
             store.run("DELETE FROM _asi_day WHERE rowid IN (SELECT rid FROM _asi_repeated)")
