@@ -149,6 +149,40 @@ def test_the_rolled_fixture_ingests_as_the_release(tmp_path: Path) -> None:
     }  # fmt: skip
 
 
+def test_the_rollup_note_counts_every_pod_hour_kept_as_a_reject(tmp_path: Path) -> None:
+    """The note's count is the rejected pod-hours whatever their reason: a copied hour's
+    rows given twice and a pod-hour without its pod id."""
+    import shutil
+
+    import pyarrow as pa
+
+    from fleetaudit.inputs.asi_trace import POD_TABLE, partition_dir
+
+    release = generate_release(tmp_path / "release", AsiReleaseOptions(servers=12, days=1, cpu_pods=3))
+    hour = partition_dir(release.root, POD_TABLE, AsiReleaseOptions.first_day, 5)
+    shutil.copy(hour / "part-000.parquet", hour / "part-000 (1).parquet")
+    copied = pq.read_metadata(hour / "part-000.parquet").num_rows
+    other = partition_dir(release.root, POD_TABLE, AsiReleaseOptions.first_day, 9) / "part-000.parquet"
+    rows = pq.read_table(other)
+    ids = pa.array([None, *rows["pod_id"].to_pylist()[1:]], rows.schema.field("pod_id").type)
+    pq.write_table(rows.set_column(rows.schema.get_field_index("pod_id"), "pod_id", ids), other)
+    result = CliRunner().invoke(
+        app, ["rollup", str(release.root), "--format", ASI, "--out", str(tmp_path / "rolled")]
+    )
+    assert result.exit_code == 0, result.output
+    api.ingest_paths(api.StoreOptions(tmp_path / "s.duckdb"), [tmp_path / "rolled"])
+    with open_store(tmp_path / "s.duckdb", read_only=True) as store:
+        rejected = store.scalar("SELECT count(*) FROM rejects WHERE \"table\" = 'allocations'")
+        repeats = store.scalar(
+            "SELECT count(*) FROM rejects WHERE reason LIKE 'a second row for pod %'"
+        )
+        no_pod = store.scalar("SELECT count(*) FROM rejects WHERE reason LIKE '%without pod_id%'")
+    assert (repeats, no_pod) == (copied, 1) and rejected >= repeats + no_pod
+    assert f"note: {rejected:,} pod-hour(s) kept as rejects (without a pod or server id" in (
+        " ".join(result.stderr.split())
+    )
+
+
 def test_a_rolled_generated_release_ingests_as_the_release(tmp_path: Path) -> None:
     """Two days of a generated release (runs carried across the day boundary, pod-hours
     without ids among the rejects), and a --days window of it."""

@@ -609,7 +609,9 @@ def render_rollup(result: RollupResult) -> None:
         )
         if result.skipped:
             err.print(
-                f"note: {result.skipped:,} pod-hour(s) without a pod or server id: kept as rejects"
+                f"note: {result.skipped:,} pod-hour(s) kept as rejects (without a pod or server "
+                "id, a value that is no finite number, or an hour given twice): ingest stores "
+                "each with its reason"
             )
         return
     seconds = int(result.interval_s)
