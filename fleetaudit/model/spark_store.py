@@ -39,7 +39,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -560,8 +560,6 @@ class SparkEngine:
 
 def _uri_path(uri: str) -> str:
     """The local path of a ``file:`` URI as Spark gives it (``file:/a/b%20c.parquet``)."""
-    from urllib.parse import unquote
-
     parts = urlsplit(uri)
     return os.path.abspath(unquote(parts.path)) if parts.scheme in ("", "file") else uri
 

@@ -611,12 +611,13 @@ def stage_release_spark(
     say(f"{FORMAT}: days {release.days[0]}-{release.days[-1]} on Spark: reading")
     # a shuffle partition per SPARK_PARTITION_ROWS pod-hours at least (a full-density day
     # in local mode's two partitions failed: its tasks could not get memory for the joins)
-    engine.at_least_partitions(-(-_file_rows(store, pod_files) // SPARK_PARTITION_ROWS))
+    pod_rows = _file_rows(store, pod_files)  # from the footers, read once
+    engine.at_least_partitions(-(-pod_rows // SPARK_PARTITION_ROWS))
     if pod_files:
         engine.register_rows("_asi_pod_files", pod_files, release.root / POD_TABLE)
         engine.view("_asi_pod_rows", "asi_pod_rows")
         loaded = engine.keep("_asi_day", work / "day", "asi_load_day", row_ids="rowid")
-        if loaded < _file_rows(store, pod_files):
+        if loaded < pod_rows:
             rejects = _read(engine.write("asi_pod_rejects", work / "pod-rejects"))
             _reject(staged, rejects, folder / "rejects.parquet")
     else:
