@@ -216,9 +216,6 @@ def _load() -> str:
 
 
 def history(args: argparse.Namespace) -> None:
-    from fleetaudit.inputs.ingest import IngestOptions, ingest
-    from fleetaudit.model.store import open_store
-
     work = args.work
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -238,11 +235,9 @@ def history(args: argparse.Namespace) -> None:
             cluster.advance(t)
             snap = work / "snapshot.json"
             size = write_list(snap, cluster.items(t))
-            started, cpu = time.perf_counter(), time.process_time()
-            with open_store(db) as store:
-                ingest(store, [snap], IngestOptions(format="kubernetes"))
-            walls.append(time.perf_counter() - started)
-            cpus.append(time.process_time() - cpu)
+            wall, cpu = _timed_ingest(db, snap)
+            walls.append(wall)
+            cpus.append(cpu)
             log.write(f"{k + 1},{size},{walls[-1]:.3f},{cpus[-1]:.3f},{os.getloadavg()[0]:.2f}\n")
             log.flush()
             over = args.minutes is not None and time.perf_counter() - began > args.minutes * 60
@@ -267,6 +262,11 @@ def _timed_ingest(db: Path, snap: Path) -> tuple[float, float]:
     with open_store(db) as store:
         ingest(store, [snap], IngestOptions(format="kubernetes"))
     return time.perf_counter() - started, time.process_time() - cpu
+
+
+def _disk(db: Path) -> int:
+    """The store's bytes on disk, its write-ahead log included."""
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
 
 
 def _rows(db: Path) -> dict[str, int]:
@@ -298,7 +298,7 @@ def aged(args: argparse.Namespace) -> None:
         if k % 20 == 0:
             print(f"  {k} snapshots, {churn.counter:,} pods; last ingest {cpu:.2f} s CPU; "
                   f"load {_load()}", flush=True)  # fmt: skip
-    disk = sum(p.stat().st_size for p in old.parent.glob(old.name + "*"))
+    disk = _disk(old)
     print(f"aged store: {k} snapshots, {churn.counter:,} pods ({churn.counter / per_day:.1f} days'), "
           f"{disk / 2**20:,.1f} MiB on disk, rows {_rows(old)}; built in "
           f"{(time.perf_counter() - began) / 60:.1f} min; load {_load()}", flush=True)  # fmt: skip
@@ -321,7 +321,7 @@ def aged(args: argparse.Namespace) -> None:
                   f"{_q95(cpus):.2f} s, max {max(cpus):.2f} s; wall median "
                   f"{statistics.median(walls):.2f} s, max {max(walls):.2f} s "
                   f"(snapshots 2-{len(runs)})")  # fmt: skip
-    disk = sum(p.stat().st_size for p in old.parent.glob(old.name + "*"))
+    disk = _disk(old)
     print(f"aged store after them: {disk / 2**20:,.1f} MiB; load {_load()}")
 
 
@@ -332,12 +332,8 @@ def _q95(xs: list[float]) -> float:
 def _report(db: Path, done: int, args: argparse.Namespace, walls: list[float],
             cpus: list[float], size: int) -> int:  # fmt: skip
     """Print the store and the last ``--report`` snapshots' figures; returns the store's bytes."""
-    from fleetaudit.model.store import open_store
-
-    disk = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
-    with open_store(db, read_only=True) as store:
-        rows = {t: store.scalar(f"SELECT count(*) FROM {t}")
-                for t in ("nodes", "allocations", "requests", "node_events")}  # fmt: skip
+    disk = _disk(db)
+    rows = _rows(db)
     recent_w, recent_c = walls[-args.report:], cpus[-args.report:]
     print(
         f"{done} snapshots ({done * args.every / 86400:.1f} days): store {disk / 2**20:,.1f} MiB, "
