@@ -268,3 +268,27 @@ def test_the_stream_refuses_what_is_no_kubectl_json(
 
     with pytest.raises(InputError, match=re.escape(message)):
         list(kubernetes.iter_document(write(tmp_path / "s.json", text)))
+
+
+def test_broken_json_fails_where_it_is_not_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value that is no JSON fails on its own line, at once: the reader does not take
+    it for a value cut by its buffer and read the rest of the file first."""
+    from fleetaudit.inputs.ingest import jsonstream, kubernetes
+
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 16)
+    good = json.dumps(pod("p-1"))
+    lines = ['{"kind": "List", "items": [', good + ",", '{"a": tru},', *[good + ","] * 200, good, "]}"]
+    path = write(tmp_path / "s.json", "\n".join(lines))
+    reads: list[int] = []
+    real = jsonstream.JsonStream._more
+
+    def counted(self: jsonstream.JsonStream, what: str) -> bool:
+        reads.append(len(self.buf))
+        return real(self, what)
+
+    monkeypatch.setattr(jsonstream.JsonStream, "_more", counted)
+    with pytest.raises(InputError, match=re.escape("not JSON (line 3): Expecting value (an item)")):
+        list(kubernetes.iter_document(path))
+    assert max(reads) < 3 * len(good)  # the buffer never held the 200 pods after it
