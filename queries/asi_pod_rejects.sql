@@ -1,7 +1,8 @@
 -- Pod-hours the mapping cannot take (asi_pod_rows' fault: no pod or server id, a value that
 -- is not a finite number), from the block's files (_asi_pod_rows), read again only when the
 -- block loaded fewer rows than they hold. Portable: both engines run this text (a value's text
--- is each engine's spelling of the number: nan and NaN, 1e+20 and 1.0E20).
+-- is each engine's spelling of the number, nan or NaN, 1e+20 or 1.0E20: asi2026 respells
+-- Spark's as DuckDB's).
 SELECT 'allocations' AS "table", file, "row", "column", value,
        CASE "column"
            WHEN 'pod_id' THEN 'missing required value (a pod-hour without pod_id)'

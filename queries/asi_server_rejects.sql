@@ -1,7 +1,8 @@
 -- Server-hours the mapping cannot take (asi_server_rows' fault: no server id, a GPU count
 -- that is no whole number within 0..max_gpus, CPU cores not within 0..max_cpus, a second
 -- row of one server-hour), from the block's files (_asi_server_rows), read again only when
--- the block kept fewer rows than they hold. Portable: both engines run this text.
+-- the block kept fewer rows than they hold. Portable: both engines run this text (asi2026
+-- respells the numbers Spark quotes, 1.0E20, as DuckDB does, 1e+20).
 SELECT 'nodes' AS "table", filename AS file, file_row_number + 1 AS "row",
        CASE fault WHEN 'repeat' THEN 'server_id' ELSE fault END AS "column",
        CASE fault

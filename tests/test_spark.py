@@ -21,13 +21,14 @@ pytest.importorskip("pyspark", reason="pyspark comes with the spark extra: pip i
 if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
     pytest.skip("Spark needs Java 17 or 21 (no java on PATH, no JAVA_HOME)", allow_module_level=True)
 
-from fleetaudit import api  # noqa: E402
+from fleetaudit import api
 from fleetaudit.api import compaction_api
-from fleetaudit.api.compaction_api import CompactionRun  # noqa: E402
-from fleetaudit.api.rollup_api import ROLLED_TELEMETRY, RollupOptions, rollup  # noqa: E402
-from fleetaudit.inputs.generate import GenerateOptions  # noqa: E402
-from fleetaudit.whatif.compaction import CompactionOptions  # noqa: E402
-from tests.test_rollup import RAW_TYPES, expected, raw_parquet, read_csv, rows_sorted  # noqa: E402
+from fleetaudit.api.compaction_api import CompactionRun
+from fleetaudit.api.rollup_api import ROLLED_TELEMETRY, RollupOptions, rollup
+from fleetaudit.inputs.generate import GenerateOptions
+from fleetaudit.model.schema import MAX_CPUS, MAX_GPUS_PER_NODE
+from fleetaudit.whatif.compaction import CompactionOptions
+from tests.test_rollup import RAW_TYPES, expected, raw_parquet, read_csv, rows_sorted
 
 pytestmark = pytest.mark.spark
 MASTER = "local[2]"
@@ -291,11 +292,24 @@ def test_asi_runs_on_spark_are_duckdbs(
     assert split > 0 and repeated > 0  # both the ranked and the repeated paths were taken
 
 
+def _with_values(rows: pa.Table, values: dict[str, dict[int, float]]) -> pa.Table:
+    """``rows`` with the given row's value of each named column replaced."""
+    for name, at in values.items():
+        column = rows[name].to_pylist()
+        for i, value in at.items():
+            column[i] = value
+        index = rows.schema.get_field_index(name)
+        rows = rows.set_column(index, name, pa.array(column, rows.schema.field(index).type))
+    return rows
+
+
 def _asi_release(root: Path) -> Path:
     """A generated two-day release with what the reduction must take care of: a copied
     pod-hour partition (its rows are repeats: rejects), a pod-hour without a pod id and
-    one without a server id (rejects naming file and row), a pod's hour removed (one key
-    group, two runs) and a copied server-hour file (repeats: nodes rejects)."""
+    one without a server id (rejects naming file and row), pod-hours with a NaN or an
+    infinity and server-hours out of bounds (rejects quoting the value), a pod's hour
+    removed (one key group, two runs) and a copied server-hour file (repeats: nodes
+    rejects)."""
     from fleetaudit.inputs.asi_trace import POD_TABLE, SERVER_TABLE, partition_dir
     from fleetaudit.inputs.generate_asi import AsiReleaseOptions, generate_release
 
@@ -311,9 +325,17 @@ def _asi_release(root: Path) -> Path:
     rows = rows.set_column(
         rows.schema.get_field_index("server_id"), "server_id", pa.array(servers, pa.string())
     )
+    # values that are no finite number: each engine's own text for them differs
+    rows = _with_values(rows, {"gpu_request": {6: math.nan}, "cpu_request_cores": {7: math.inf},
+                               "used_gpu_hours": {8: -math.inf}})  # fmt: skip
     pq.write_table(rows, hour / "part-000.parquet")
     hour = partition_dir(root, SERVER_TABLE, 109, 20)
     shutil.copy(hour / "part-000.parquet", hour / "part-000 (1).parquet")
+    # server-hours out of bounds, spelled in Java's exponent form by Spark (1.0E7, 1.0E20)
+    hour = partition_dir(root, SERVER_TABLE, 110, 3)
+    rows = pq.read_table(hour / "part-000.parquet")
+    rows = _with_values(rows, {"gpu_count": {1: 1e7, 2: 2.5}, "cpu_capacity_cores": {3: 1e20}})
+    pq.write_table(rows, hour / "part-000.parquet")
     for h in (10, 23):  # a pod-hour on a server the server table never lists: ingest rejects its run
         hour = partition_dir(root, POD_TABLE, 109, h)
         rows = pq.read_table(hour / "part-000.parquet")
@@ -367,6 +389,13 @@ def test_asi_rollup_on_spark_ingests_as_duckdbs(
     rejects = {(r[1], r[2], r[3]) for r in want["rejects"]}  # file, table, row
     hour = day / "hour=07" / "part-000.parquet"
     assert {(str(hour), "allocations", 4), (str(hour), "allocations", 6)} <= rejects
+    # a value is quoted as DuckDB (and Python) spell it, whichever engine rolled it up
+    quoted = {r[6] for r in want["rejects"]}
+    assert {"nan is not a finite number", "inf is not a finite number",
+            "-inf is not a finite number"} <= quoted  # fmt: skip
+    assert {f"10000000.0 is not a whole number of GPUs within 0..{MAX_GPUS_PER_NODE}",
+            f"2.5 is not a whole number of GPUs within 0..{MAX_GPUS_PER_NODE}",
+            f"1e+20 is not a number of cores within 0..{MAX_CPUS}"} <= quoted  # fmt: skip
     # the ghost's runs, rejected by ingest, named by the day folder whose block closed
     # them (and their first hour): 10 ends within day 109, 23 at its last block's end, so
     # that DuckDB carries it into day 110, whose first block closes it

@@ -618,7 +618,7 @@ def stage_release_spark(
         engine.view("_asi_pod_rows", "asi_pod_rows")
         loaded = engine.keep("_asi_day", work / "day", "asi_load_day", row_ids="rowid")
         if loaded < pod_rows:
-            rejects = _read(engine.write("asi_pod_rejects", work / "pod-rejects"))
+            rejects = _spelled_as_duckdb(_read(engine.write("asi_pod_rejects", work / "pod-rejects")))
             _reject(staged, rejects, folder / "rejects.parquet")
     else:
         engine.empty_view("_asi_day", "asi_create_empty_day", rowid="BIGINT")
@@ -663,7 +663,7 @@ def stage_release_spark(
     engine.view("_asi_server_rows", "asi_server_rows")
     server_day = _read(engine.write("asi_server_day", work / "server-day"))
     if server_day.height < _file_rows(store, server_files):
-        rejects = _read(engine.write("asi_server_rejects", work / "server-rejects"))
+        rejects = _spelled_as_duckdb(_read(engine.write("asi_server_rejects", work / "server-rejects")))
         _reject(staged, rejects, folder / "server-rejects.parquet")
     listed = {asi_trace.hour_index(d, h) for d, h in release.servers}
     absences: list[pl.DataFrame] = []
@@ -735,6 +735,37 @@ def _read(files: Sequence[Path]) -> pl.DataFrame:
     """The rows of Parquet part files the executors wrote (empty without any)."""
     files = [f for f in files if pq.read_metadata(f).num_rows]
     return pl.read_parquet(files) if files else pl.DataFrame()
+
+
+# the release's numeric columns: a reject quoting one quotes a number
+_NUMERIC = [k for types in (_POD_TYPES, _SERVER_TYPES) for k, kind in types.items() if kind is _NUMBER]
+
+
+def _spelled_as_duckdb(rejects: pl.DataFrame) -> pl.DataFrame:
+    """Rejects Spark wrote, the numbers they quote (``value`` and the reason's start) spelled
+    as DuckDB and Python spell them: Spark casts a double to text in Java's form (``NaN``,
+    ``Infinity``, ``1.0E20``, ``1.0E7``), DuckDB as ``repr`` does (``nan``, ``inf``,
+    ``1e+20``, ``10000000.0``). Both engines run one query; this keeps their rolled
+    folders' rejects equal.
+
+    >>> frame = pl.DataFrame({"column": ["gpu_count", "server_id"], "value": ["1.0E7", "1.0E7"],
+    ...                       "reason": ["1.0E7 is not a whole number", "a second row"]})
+    >>> _spelled_as_duckdb(frame).rows()
+    [('gpu_count', '10000000.0', '10000000.0 is not a whole number'), ('server_id', '1.0E7', 'a second row')]
+    """
+    if rejects.is_empty():
+        return rejects
+    numeric = pl.col("column").is_in(_NUMERIC) & pl.col("value").is_not_null()
+    texts = rejects.filter(numeric)["value"].unique().to_list()
+    spelled = pl.col("value").replace_strict(
+        {text: repr(float(text)) for text in texts}, default=pl.col("value")
+    )
+    quoted = numeric & pl.col("reason").str.starts_with(pl.col("value"))
+    return rejects.with_columns(
+        reason=pl.when(quoted)
+        .then(spelled + pl.col("reason").str.slice(pl.col("value").str.len_chars()))
+        .otherwise(pl.col("reason")),
+    ).with_columns(value=pl.when(numeric).then(spelled).otherwise(pl.col("value")))
 
 
 def _by_day(files: Sequence[Path]) -> dict[int, list[Path]]:
