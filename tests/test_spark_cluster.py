@@ -256,15 +256,27 @@ def test_asi_rollup_on_the_cluster_ingests_as_duckdbs(
 ) -> None:
     """The executors read the release and reduce it; the classic driver's result cap
     (1 MiB) holds: no raw rows come back to it (the GPU runs, server-hours and GPU
-    pod-hours this machine reads back are part files the executors wrote). (Through
-    Spark Connect it gave the same store too, 23 s at load 4: left out of the suite for
-    its time budget.)"""
+    pod-hours this machine reads back are part files the executors wrote)."""
     from tests.test_rollup_sources import _tables, same_tables
 
     release, want = asi
     out = tmp_path / "rolled"
     options = RollupOptions(format="alibaba-gpu-v2026", engine="spark", master=cluster.master)
     rollup([release], out, options)
+    api.ingest_paths(api.StoreOptions(tmp_path / "spark.duckdb"), [out])
+    same_tables(want, _tables(tmp_path / "spark.duckdb"))
+
+
+def test_asi_rollup_on_spark_connect_ingests_as_duckdbs(
+    connect: str, asi: tuple[Path, dict[str, list[tuple]]], tmp_path: Path
+) -> None:
+    """The same through the Connect server: the client sends the plans and reads back
+    only the part files the executors wrote."""
+    from tests.test_rollup_sources import _tables, same_tables
+
+    release, want = asi
+    out = tmp_path / "rolled"
+    rollup([release], out, RollupOptions(format="alibaba-gpu-v2026", engine="spark"))
     api.ingest_paths(api.StoreOptions(tmp_path / "spark.duckdb"), [out])
     same_tables(want, _tables(tmp_path / "spark.duckdb"))
 
