@@ -49,7 +49,12 @@ from fleetaudit.core.times import parse_instant
 from fleetaudit.inputs.ingest.jsonstream import JsonStream
 from fleetaudit.inputs.ingest.kubernetes_clusters import Clusters, Origin, mixed_note, refusal
 from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
-from fleetaudit.inputs.ingest.quantity import QuantityError, is_whole, parse_quantity
+from fleetaudit.inputs.ingest.quantity import (
+    QuantityError,
+    QuantityTooLarge,
+    is_whole,
+    parse_quantity,
+)
 from fleetaudit.inputs.ingest.sources import Source, expand_paths
 from fleetaudit.model.store import Store
 
@@ -555,7 +560,7 @@ def _quantity(value: object, what: str, column: str) -> Decimal:
         return found
     except QuantityError as exc:
         # a well-formed number too large for any resource says so, not "unknown"
-        reason = str(exc) if "above" in str(exc) else f"unknown quantity {value!r}"
+        reason = str(exc) if isinstance(exc, QuantityTooLarge) else f"unknown quantity {value!r}"
         raise _Unmappable(column, str(value), f"{reason} ({what})") from None
 
 

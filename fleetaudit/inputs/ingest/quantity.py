@@ -47,6 +47,10 @@ class QuantityError(ValueError):
     """A text that is not a Kubernetes quantity."""
 
 
+class QuantityTooLarge(QuantityError):
+    """A well-formed quantity whose magnitude is above 2^63-1."""
+
+
 def _shown(text: object) -> str:
     """A value as an error shows it: its repr, cut to a bounded width."""
     shown = repr(text)
@@ -61,7 +65,8 @@ def parse_quantity(text: object) -> Decimal:
     as the API server reads an unquoted number.
 
     Raises:
-        QuantityError: the text is not a quantity, or its magnitude is above 2^63-1.
+        QuantityError: the text is not a quantity (:class:`QuantityTooLarge`: its
+            magnitude is above 2^63-1).
 
     >>> parse_quantity("95500m")
     Decimal('95.5')
@@ -100,7 +105,7 @@ def parse_quantity(text: object) -> Decimal:
     # the magnitude's order, to refuse a huge value before building it (1e1000000)
     order = len(digits) + scale + (power2 * 3) // 10  # >= log10(nanos) - 1
     if order > len(str(_MAX_NANOS)) + 1:
-        raise QuantityError(f"{_shown(text)} is above 2^63-1")
+        raise QuantityTooLarge(f"{_shown(text)} is above 2^63-1")
     inexact = False
     if len(digits) > _KEPT_DIGITS:  # a long mantissa: its tail only rounds the nanos up
         inexact = digits[_KEPT_DIGITS:].strip("0") != ""
@@ -115,7 +120,7 @@ def parse_quantity(text: object) -> Decimal:
         whole, rest = divmod(mantissa, 10**-scale)  # rounded away from zero, as upstream
         nanos = whole + (1 if rest or inexact else 0)
     if nanos > _MAX_NANOS:
-        raise QuantityError(f"{_shown(text)} is above 2^63-1")
+        raise QuantityTooLarge(f"{_shown(text)} is above 2^63-1")
     value = Decimal(nanos).scaleb(-9).normalize()
     if value == value.to_integral_value():
         value = value.quantize(Decimal(1))  # 16Gi reads 17179869184, not 1.7E+10
