@@ -68,6 +68,9 @@ MAX_MEMORY_GIB = 1_000_000_000
 MAX_SECONDS = 10_000_000_000  # about 317 years
 TIME_RANGE = ("1900-01-01", "2200-01-01")  # timestamps outside are rejects
 
+DEFAULT_POD_GPUS = 8.0
+"""A request's gpus_per_pod when it gives none: min(gpus, 8) (a share is one pod)."""
+
 HEALTH = ("healthy", "degraded", "cordoned", "down")
 # The states of a health interval (node_events): what kept a node or one GPU of it from
 # taking new work, and for how long.

@@ -111,9 +111,6 @@ class Shape:
         return text
 
 
-DEFAULT_POD_GPUS = 8.0
-"""A request's gpus_per_pod when it gives none: min(gpus, 8) (a share is one pod)."""
-
 
 def default_locality(pods: int) -> str:
     """A request's locality when it gives none: ``node`` for one pod, else ``switch``.
@@ -212,7 +209,7 @@ def make_shape(
     per_pod = (
         float(gpus_per_pod)
         if gpus_per_pod is not None
-        else (gpus if gpus < 1 else min(gpus, DEFAULT_POD_GPUS))
+        else (gpus if gpus < 1 else min(gpus, schema.DEFAULT_POD_GPUS))
     )
     if gpus < 1:
         if per_pod != gpus:

@@ -288,7 +288,8 @@ def _table_checks(table: Table) -> list[_Check]:
             "OR TRY(fmod(gpus, _gpus_per_pod)) <> 0)))",
             f"{_shown('gpus')} || ' is not a multiple of gpus_per_pod ' || "
             "CAST(_gpus_per_pod AS VARCHAR) || CASE WHEN gpus_per_pod IS NULL "
-            "THEN ' (the default min(gpus, 8)); give gpus_per_pod' ELSE '' END",
+            f"THEN ' (the default min(gpus, {schema.DEFAULT_POD_GPUS:g})); give gpus_per_pod' "
+            "ELSE '' END",
         )
         check(
             "locality",
@@ -454,7 +455,8 @@ def plan_load(
         joins = "LEFT JOIN (SELECT node_id AS _nid, gpus FROM nodes) AS n ON p.node_id = n._nid"
     if table.name == "requests":
         derived.append(
-            "COALESCE(p.gpus_per_pod, CASE WHEN p.gpus < 1 THEN p.gpus ELSE least(p.gpus, 8) END) "
+            "COALESCE(p.gpus_per_pod, CASE WHEN p.gpus < 1 THEN p.gpus "
+            f"ELSE least(p.gpus, {schema.DEFAULT_POD_GPUS!r}) END) "
             "AS _gpus_per_pod"
         )
     table_checks = _table_checks(table)

@@ -34,7 +34,8 @@ import polars as pl
 
 from fleetaudit.core.errors import UsageError
 from fleetaudit.model.capacity import optional_column
-from fleetaudit.model.shapes import DEFAULT_POD_GPUS, default_locality
+from fleetaudit.model.schema import DEFAULT_POD_GPUS
+from fleetaudit.model.shapes import default_locality
 from fleetaudit.whatif.placement.fleet import _U, _Fleet, _prepare_fleet, _row_ids, _State, _units
 
 LOCALITIES = ("any", "switch", "node", "block")  # indices are stored: append only
