@@ -255,6 +255,21 @@ BAD_FILES = [
         '"values": [["noon", "1"]]}]}}',
         "a sample time that is not a number",
     ),
+    # a value no Prometheus writes (it writes numbers, NaN and +Inf/-Inf, as text): not a gap
+    (
+        "text_value.json",
+        '{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": '
+        '{"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "hostname": "node-a"}, '
+        '"values": [[1767225600, "NaN"], [1767225660, "n/a"]]}]}}',
+        "series 1, sample 2: the value 'n/a' is not a number",
+    ),
+    (
+        "null_value.json",
+        '{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": '
+        '{"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "hostname": "node-a"}, '
+        '"values": [[1767225600, "+Inf"], [1767225660, "-Inf"], [1767225720, null]]}]}}',
+        "series 1, sample 3: the value None is not a number",
+    ),
 ]
 
 

@@ -333,6 +333,14 @@ def _add_series(
     if keep is not None and not keep(name):
         return
     ts, value = _columns(values)
+    if value.null_count:  # a time that is no number fails the file later, naming its range
+        k = value.is_null().index(True).as_py()
+        point = values[k]
+        text = point[1] if isinstance(point, list) and len(point) == 2 else point
+        raise stream.fail(
+            f"series {number}, sample {k + 1}: the value {_shown(text)} is not a number "
+            "(Prometheus writes numbers, NaN and +Inf/-Inf); export it again"
+        )
     batches.add(name, labels, ts, value)
 
 
@@ -351,6 +359,12 @@ def _columns(values: list[Any]) -> tuple[pa.Array, pa.Array]:
         times.append(_number(pair[0]))
         numbers.append(_number(pair[1]))
     return pa.array(times, pa.float64()), pa.array(numbers, pa.float64())
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as an error quotes it: its repr, cut to a bounded width."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def _number(value: Any) -> float | None:
