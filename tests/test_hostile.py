@@ -562,6 +562,39 @@ def test_alibaba_v2023_line_duckdb_cannot_split_is_a_reject(
     assert got[:2] == (str(pods), 1) and reason in got[2]
 
 
+_PROM_LINE = b'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n1"} 1 1767225600000\n'
+NOT_UTF8 = [
+    # format, file, its bytes, the row (line) of the first byte that is not UTF-8, that byte
+    ("prometheus", "gpu.prom",
+     b"# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + _PROM_LINE.replace(b"n1", b"n\xff1"), 2, 0xFF),
+    # past the first MiB the reader decodes: the line is counted across blocks
+    ("prometheus", "long.prom",
+     b"# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + _PROM_LINE * 30_000 + b"n\xe9\n", 30_002, 0xE9),
+    ("prometheus", "gpu.json",
+     b'{"status": "success",\n"data": {"resultType": "matrix", "result": [{"metric": '
+     b'{"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "n\xff"}, "values": []}]}}', 2, 0xFF),
+    ("kubernetes", "nodes.json",
+     b'{"kind": "List",\n "items": [{"kind": "Node", "metadata": {"name": "n\xff"}}]}', 2, 0xFF),
+    ("slurm", "sacct.json", b'{"jobs": [\n\n{"job_id": "\xc3"}]}', 3, 0xC3),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fmt", "name", "data", "row", "byte"), NOT_UTF8, ids=[c[1] for c in NOT_UTF8])
+def test_text_that_is_not_utf8_names_its_line(
+    tmp_path: Path, fmt: str, name: str, data: bytes, row: int, byte: int
+) -> None:
+    """A byte that is not UTF-8 in a text export named the decoder's position in the block
+    it was reading ("position 74"), not where it is in the file: now its line."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    result = invoke("ingest", path, "--format", fmt, "--db", tmp_path / "f.duckdb")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"fleetaudit: error: {path} row {row}: cannot read")
+    assert f"not UTF-8 text (byte 0x{byte:02x}); save it as UTF-8\n" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "f.duckdb").exists()
+
+
 def _small_filesystem() -> list[str]:
     """The command that runs a shell where a small tmpfs can be mounted (a user and mount
     namespace: root is not needed); skips where the system does not allow one."""

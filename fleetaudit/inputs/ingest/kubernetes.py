@@ -55,7 +55,7 @@ from fleetaudit.inputs.ingest.quantity import (
     is_whole,
     parse_quantity,
 )
-from fleetaudit.inputs.ingest.sources import Source, expand_paths
+from fleetaudit.inputs.ingest.sources import Source, expand_paths, unreadable
 from fleetaudit.model.store import Store
 
 FORMAT = "kubernetes"
@@ -238,7 +238,7 @@ def iter_document(path: Path, top: dict[str, Any] | None = None) -> Iterator[dic
             if stream.peek():
                 raise stream.syntax_error("extra data after the document")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot read: {exc}") from exc
+        raise unreadable(path, exc) from exc
     kind = fields.get("kind")
     if not isinstance(kind, str):
         raise InputError(str(path), _EXPECTED)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetaudit.core.errors import InputError
+from fleetaudit.inputs.ingest.sources import unreadable
 
 PRIORITIES = ("high", "low")
 
@@ -120,7 +121,7 @@ class PriorityMap:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(str(path), f"cannot read the priority map: {exc}") from exc
+            raise unreadable(path, exc, "cannot read the priority map") from exc
         return cls.parse(text.splitlines(), str(path))
 
 

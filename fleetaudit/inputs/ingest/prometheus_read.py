@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from fleetaudit.core.errors import InputError
 from fleetaudit.inputs.ingest.jsonstream import JsonStream
+from fleetaudit.inputs.ingest.sources import unreadable
 
 BATCH_SAMPLES = 1_000_000
 """Samples per batch a reader yields (a batch takes about 20 bytes a sample)."""
@@ -152,7 +153,7 @@ def _read(fh: IO[str], path: Path, size: int) -> str:
     try:
         return fh.read(size)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot read: {_reason(exc)}") from exc
+        raise unreadable(path, exc) from exc
 
 
 def sniff(path: Path) -> str:
@@ -471,7 +472,9 @@ def _lines(fh: IO[str], path: Path) -> Iterator[tuple[int, str]]:
     try:
         for number, line in enumerate(fh, 1):
             yield number, line
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise unreadable(path, exc) from exc
+    except (OSError, EOFError, zlib.error) as exc:
         raise InputError(str(path), f"cannot read: {_reason(exc)}", row=number + 1) from exc
 
 

@@ -69,7 +69,7 @@ from fleetaudit.inputs.ingest.slurm_records import (
     sdiag_time,
 )
 from fleetaudit.inputs.ingest.slurm_times import UNSET, SlurmTimeError
-from fleetaudit.inputs.ingest.sources import Source, expand_paths
+from fleetaudit.inputs.ingest.sources import Source, expand_paths, unreadable
 from fleetaudit.inputs.ingest.topology import Topology, read_topology
 from fleetaudit.inputs.ingest.topology_conf import looks_like_topology_conf
 from fleetaudit.inputs.ingest.tres import TresError, parse_tres
@@ -176,7 +176,7 @@ def _json(path: Path) -> dict[str, Any]:
         with path.open(encoding="utf-8-sig") as fh:
             text = fh.read()
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot read the JSON: {exc}") from exc
+        raise unreadable(path, exc, "cannot read the JSON") from exc
     try:
         document = json.loads(text, parse_constant=_refuse_constant)
     except _NotJson:
@@ -396,7 +396,7 @@ def _text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot read: {exc}") from exc
+        raise unreadable(path, exc) from exc
 
 
 def _gpus_untracked(store: Store, files: _Files) -> str | None:

@@ -164,6 +164,61 @@ def csv_params(path: Path) -> dict[str, Any]:
     return {"path": str(path), "columns": dict.fromkeys(_csv_header(path), "VARCHAR")}
 
 
+def unreadable(path: Path, exc: BaseException, what: str = "cannot read") -> InputError:
+    r"""The error for a text file that could not be read (``exc``): for a byte that is not
+    UTF-8, the row (line) it is on, found by reading the file again as bytes (a decoder
+    names only a position in the block it was given); else the reason.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = Path(folder) / "nodes.txt"
+    ...     _ = path.write_bytes(b"node-1\nnode-2\nn\xffde-3\n")
+    ...     try:
+    ...         path.read_text(encoding="utf-8")
+    ...     except UnicodeDecodeError as exc:
+    ...         print(unreadable(path, exc).args[0].replace(folder, "F"))
+    F/nodes.txt row 3: cannot read: not UTF-8 text (byte 0xff); save it as UTF-8
+    """
+    if isinstance(exc, UnicodeDecodeError):
+        found = _first_undecodable(path)
+        if found is not None:
+            row, byte = found
+            return InputError(
+                str(path), f"{what}: not UTF-8 text (byte 0x{byte:02x}); save it as UTF-8", row=row
+            )
+    if isinstance(exc, OSError) and exc.strerror:
+        reason = exc.strerror
+    else:
+        reason = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return InputError(str(path), f"{what}: {reason}")
+
+
+def _first_undecodable(path: Path) -> tuple[int, int] | None:
+    """(line from 1, byte) of the first byte of ``path`` (gunzipped where its name ends in
+    ``.gz``) that is not UTF-8; None if there is none or the file cannot be read."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    lines = 1
+    try:
+        with opener(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                held = decoder.getstate()[0]  # a character's first bytes, from the last block
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as exc:
+                    data = held + chunk
+                    return lines + data.count(b"\n", 0, exc.start), data[exc.start]
+                lines += chunk.count(b"\n")
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:  # the file ends inside a character
+        return lines, exc.object[exc.start]
+    except (OSError, EOFError, zlib.error):
+        return None
+    return None
+
+
 MAX_HEADER_BYTES = 1 << 20
 """A CSV header line longer than this (a file without line breaks) is no header."""
 
@@ -181,8 +236,7 @@ def _csv_header(path: Path) -> list[str]:
             )
         header = next(csv.reader([line.decode("utf-8-sig")]), None)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(str(path), f"cannot read: {reason}") from exc
+        raise unreadable(path, exc) from exc
     if not header or not any(h.strip() for h in header):
         raise InputError(str(path), "cannot read: no header line (an empty file?)")
     seen: set[str] = set()

@@ -38,6 +38,7 @@ from pathlib import Path
 import polars as pl
 
 from fleetaudit.core.errors import InputError
+from fleetaudit.inputs.ingest.sources import unreadable
 from fleetaudit.inputs.ingest.topology_conf import (
     TopologyConfError,
     looks_like_topology_conf,
@@ -93,7 +94,7 @@ def read_topology(path: Path) -> Topology:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(file, f"cannot read the topology file: {exc}") from exc
+        raise unreadable(path, exc, "cannot read the topology file") from exc
     if looks_like_topology_conf(text):
         return _read_conf(file, text)
     header = next(csv.reader(io.StringIO(text)), [])
