@@ -385,3 +385,33 @@ def test_report_prices_its_denominators_and_shows_the_remedies_run(tmp_path: Pat
     assert 'id="remedies-section"' in html and 'id="money-section"' in html
     assert "width:100.0%" in html  # the bar of --cpus C:+32's start probability
     assert "in money (EUR)" in result.stdout and "remedies: ran" in result.stdout
+
+
+def test_compaction_row_follows_health_as_the_baseline_does(tmp_path: Path) -> None:
+    """The compaction row samples the baseline's instants (all five on this two-node
+    fleet), so its fleet without compaction there is the baseline's snapshot figure for
+    figure: GPUs out of service take no work in both (c2 drained 01:00-03:00, GPU 3 of c1
+    failed 00:30-02:30). It read the fleet without health, and so did the search, which
+    could move work onto the drained node."""
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    for name in ("nodes.csv", "requests.csv"):
+        (folder / name).write_text((DATA / "remedies_cpu" / name).read_text())
+    (folder / "node_events.csv").write_text(
+        "node_id,gpu_index,start_time,end_time,state,reason,source\n"
+        "c2,,2026-01-01T01:00:00Z,2026-01-01T03:00:00Z,drain,maintenance,slurm:sacctmgr\n"
+        "c1,3,2026-01-01T00:30:00Z,2026-01-01T02:30:00Z,unhealthy,xid 79,dcgm:xid\n"
+    )
+    options = api.StoreOptions(db=tmp_path / "fleet.duckdb")
+    api.ingest_paths(options, [folder])
+    result = whatif_remedies(options, RemediesRun(**{**RUN.__dict__, "compaction": True}))
+    base, row = result.rows[0], result.rows[-1]
+    assert row.kind == "compaction" and row.snapshot_base is not None
+    assert row.compaction is not None and row.compaction["snapshot_instants"] == 5
+    assert row.snapshot_base == base.snapshot
+    # and the intervals count: without them, more GPUs are idle
+    (folder / "node_events.csv").unlink()
+    plain = api.StoreOptions(db=tmp_path / "plain.duckdb")
+    api.ingest_paths(plain, [folder])
+    healthy = whatif_remedies(plain, RemediesRun(**{**RUN.__dict__, "compaction": True}))
+    assert healthy.rows[0].snapshot.hours["idle"] > base.snapshot.hours["idle"]

@@ -49,6 +49,7 @@ from fleetaudit.core.options import (
 from fleetaudit.core.parallel import map_processes
 from fleetaudit.core.times import iso
 from fleetaudit.model import denominators as den
+from fleetaudit.model import occupancy
 from fleetaudit.model.capacity import usable_expr
 from fleetaudit.model.demand import window_demand as demand_shapes
 from fleetaudit.model.money import Prices, fleet_cost
@@ -237,12 +238,14 @@ def _compaction_row(
             (pl.col("start_time") < horizon)
             & (pl.col("end_time").is_null() | (pl.col("end_time") > t))
         )
-        result = compaction.compact(edited.nodes, frame, t, shapes, options)
+        # nodes out of service at t are out of the search's scope, as in whatif compaction
+        standing = occupancy.nodes_at(edited.nodes, frame, t, demand.health)
+        result = compaction.compact(standing, frame, t, shapes, options)
         plain.append((t, frame))
         packed.append((t, result.allocations))
         ledger = result
-    after = rm.snapshot_at(edited.nodes, packed, pairs, ctx.since)
-    before = rm.snapshot_at(edited.nodes, plain, pairs, ctx.since)
+    after = rm.snapshot_at(edited.nodes, packed, pairs, ctx.since, demand.health)
+    before = rm.snapshot_at(edited.nodes, plain, pairs, ctx.since, demand.health)
     over = compact_over_time(
         edited.nodes, ctx.allocations.filter(pl.col("start_time") < ctx.end),
         demand.requests, ctx.start, ctx.end, shapes, options,

@@ -641,14 +641,16 @@ def snapshot_at(
     frames: Sequence[tuple[datetime, pl.DataFrame]],
     pairs: Sequence[tuple[Shape, int]],
     span: timedelta,
+    health: Health | None = None,
 ) -> Snapshot:
     """The schedulable figures at a few instants, each on its own allocations (a
-    compacted state per instant): the mean over them, in GPU-hours of ``span``."""
+    compacted state per instant): the mean over them, in GPU-hours of ``span``, GPUs
+    out of service (``health``) taking no work, as in :func:`snapshot`."""
     whole = [(s, q) for s, q in pairs if not s.is_share]
     steps: list[pl.DataFrame] = []
     per_shape: list[list[den.ShapeOutlook]] = []
     for at, frame in frames:
-        sched = den.schedulable(nodes, frame, whole, [at], span)
+        sched = den.schedulable(nodes, frame, whole, [at], span, health=health)
         steps.append(sched.steps)
         per_shape.append(list(sched.shapes))
     outs: list[tuple[float | None, float | None]] = []
