@@ -592,7 +592,8 @@ def _save(
         frame = ctx.allocations.filter(
             (pl.col("start_time") <= at) & (pl.col("end_time").is_null() | (pl.col("end_time") > at))
         )
-        result = compaction.compact(edited.nodes, frame, at, [s for s, _ in ctx.pairs],
+        standing = occupancy.nodes_at(edited.nodes, frame, at, ctx.demand.health)
+        result = compaction.compact(standing, frame, at, [s for s, _ in ctx.pairs],
                                     replace(run.compaction_options, jobs=1))  # fmt: skip
         moved = {m.alloc_id for m in result.moves}
         overrides = pl.concat([
