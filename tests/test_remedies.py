@@ -388,30 +388,45 @@ def test_report_prices_its_denominators_and_shows_the_remedies_run(tmp_path: Pat
 
 
 def test_compaction_row_follows_health_as_the_baseline_does(tmp_path: Path) -> None:
-    """The compaction row samples the baseline's instants (all five on this two-node
-    fleet), so its fleet without compaction there is the baseline's snapshot figure for
-    figure: GPUs out of service take no work in both (c2 drained 01:00-03:00, GPU 3 of c1
-    failed 00:30-02:30). It read the fleet without health, and so did the search, which
-    could move work onto the drained node."""
+    """Two half-full nodes and a queued whole-node gang: compaction frees one node by
+    moving the other's work. With c2 drained from 01:00 to past the window's end and GPU
+    3 of c1 failed 00:30-02:30, the search at the window's end leaves c2's work where it
+    is and puts none on c2 (no move at all: 5 free GPUs on c1 but c2 out of scope); its
+    snapshots at the five instants follow the health too, so the row's fleet without
+    compaction is the baseline's snapshot figure for figure. It read the fleet without
+    health: one move, and the baseline's figures at other values."""
     folder = tmp_path / "fleet"
     folder.mkdir()
-    for name in ("nodes.csv", "requests.csv"):
-        (folder / name).write_text((DATA / "remedies_cpu" / name).read_text())
-    (folder / "node_events.csv").write_text(
+    (folder / "nodes.csv").write_text(
+        "node_id,gpu_model,gpus,cpus,memory_gib,switch_id,health\n"
+        "c1,C,8,64,,s1,healthy\nc2,C,8,64,,s1,healthy\n"
+    )
+    (folder / "allocations.csv").write_text(
+        "alloc_id,node_id,gpus,cpus,priority,start_time,end_time\n"
+        "a1,c1,3,12,high,2025-12-31T23:00:00Z,\na2,c2,3,12,high,2025-12-31T23:00:00Z,\n"
+    )
+    (folder / "requests.csv").write_text(
+        "request_id,submit_time,start_time,gpu_model,gpus,gpus_per_pod,cpus_per_gpu,locality,"
+        "duration_s,priority\nr1,2026-01-01T00:00:00Z,,C,8,8,4,node,3600,high\n"
+    )
+    events = folder / "node_events.csv"
+    events.write_text(
         "node_id,gpu_index,start_time,end_time,state,reason,source\n"
-        "c2,,2026-01-01T01:00:00Z,2026-01-01T03:00:00Z,drain,maintenance,slurm:sacctmgr\n"
+        "c2,,2026-01-01T01:00:00Z,2026-01-01T05:00:00Z,drain,maintenance,slurm:sacctmgr\n"
         "c1,3,2026-01-01T00:30:00Z,2026-01-01T02:30:00Z,unhealthy,xid 79,dcgm:xid\n"
     )
-    options = api.StoreOptions(db=tmp_path / "fleet.duckdb")
-    api.ingest_paths(options, [folder])
-    result = whatif_remedies(options, RemediesRun(**{**RUN.__dict__, "compaction": True}))
-    base, row = result.rows[0], result.rows[-1]
-    assert row.kind == "compaction" and row.snapshot_base is not None
-    assert row.compaction is not None and row.compaction["snapshot_instants"] == 5
+    run = RemediesRun(**{**RUN.__dict__, "compaction": True})
+    found = {}
+    for name in ("health", "plain"):
+        options = api.StoreOptions(db=tmp_path / f"{name}.duckdb")
+        api.ingest_paths(options, [folder])
+        found[name] = whatif_remedies(options, run)
+        events.unlink(missing_ok=True)
+    base, row = found["health"].rows[0], found["health"].rows[-1]
+    assert row.kind == "compaction" and row.compaction is not None
+    assert row.compaction["snapshot_instants"] == 5
     assert row.snapshot_base == base.snapshot
-    # and the intervals count: without them, more GPUs are idle
-    (folder / "node_events.csv").unlink()
-    plain = api.StoreOptions(db=tmp_path / "plain.duckdb")
-    api.ingest_paths(plain, [folder])
-    healthy = whatif_remedies(plain, RemediesRun(**{**RUN.__dict__, "compaction": True}))
-    assert healthy.rows[0].snapshot.hours["idle"] > base.snapshot.hours["idle"]
+    assert row.compaction["ledger"]["moves"] == 0
+    plain = found["plain"].rows[-1]
+    assert plain.compaction is not None and plain.compaction["ledger"]["moves"] == 1
+    assert found["plain"].rows[0].snapshot.hours["idle"] > base.snapshot.hours["idle"]

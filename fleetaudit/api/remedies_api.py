@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -50,7 +51,7 @@ from fleetaudit.core.parallel import map_processes
 from fleetaudit.core.times import iso
 from fleetaudit.model import denominators as den
 from fleetaudit.model import occupancy
-from fleetaudit.model.capacity import usable_expr
+from fleetaudit.model.capacity import Health, usable_expr
 from fleetaudit.model.demand import window_demand as demand_shapes
 from fleetaudit.model.money import Prices, fleet_cost
 from fleetaudit.model.shapes import CAUSES, Shape
@@ -228,19 +229,11 @@ def _compaction_row(
         demand = replace(demand, requests=rm.port_requests(demand.requests, edited.ports)[0])
     options = replace(run.compaction_options, jobs=1)
     picks = [ctx.instants[i] for i in place_picks(len(ctx.instants), edited.nodes.height)]
-    longest = max((s.duration_s or 0.0 for s in shapes), default=0.0)
     plain: list[tuple[datetime, pl.DataFrame]] = []
     packed: list[tuple[datetime, pl.DataFrame]] = []
     ledger: compaction.CompactionResult | None = None
     for t in picks:
-        horizon = t + timedelta(seconds=longest) + timedelta(microseconds=1)
-        frame = ctx.allocations.filter(
-            (pl.col("start_time") < horizon)
-            & (pl.col("end_time").is_null() | (pl.col("end_time") > t))
-        )
-        # nodes out of service at t are out of the search's scope, as in whatif compaction
-        standing = occupancy.nodes_at(edited.nodes, frame, t, demand.health)
-        result = compaction.compact(standing, frame, t, shapes, options)
+        frame, result = _compacted(edited.nodes, ctx.allocations, t, shapes, options, demand.health)
         plain.append((t, frame))
         packed.append((t, result.allocations))
         ledger = result
@@ -286,6 +279,27 @@ def _compaction_row(
         name, kind, edits, after, figures, dict(edited.changes), tuple(notes),
         snapshot_base=before, compaction=info, seconds=time.perf_counter() - began,
     )  # fmt: skip
+
+
+def _compacted(
+    nodes: pl.DataFrame,
+    allocations: pl.DataFrame,
+    t: datetime,
+    shapes: Sequence[Shape],
+    options: compaction.CompactionOptions,
+    health: Health | None,
+) -> tuple[pl.DataFrame, compaction.CompactionResult]:
+    """The one-instant search at ``t`` as the compaction row runs it (and ``--save-as``
+    saves it): on the allocations that run at t or start within the longest shape's
+    duration, the nodes out of service at t out of its scope (as in whatif compaction).
+    The allocations searched, and the result."""
+    longest = max((s.duration_s or 0.0 for s in shapes), default=0.0)
+    horizon = t + timedelta(seconds=longest) + timedelta(microseconds=1)
+    frame = allocations.filter(
+        (pl.col("start_time") < horizon) & (pl.col("end_time").is_null() | (pl.col("end_time") > t))
+    )
+    standing = occupancy.nodes_at(nodes, frame, t, health)
+    return frame, compaction.compact(standing, frame, t, list(shapes), options)
 
 
 # ------------------------------------------------------------------- sizing
@@ -589,12 +603,10 @@ def _save(
     gone = ctx.allocations.filter(pl.col("node_id").cast(pl.String).is_in(list(edited.removed)))
     overrides = gone.with_columns(pl.lit(True).alias("removed"))
     if row.kind in ("compaction", "together") and row.compaction is not None:
-        frame = ctx.allocations.filter(
-            (pl.col("start_time") <= at) & (pl.col("end_time").is_null() | (pl.col("end_time") > at))
-        )
-        standing = occupancy.nodes_at(edited.nodes, frame, at, ctx.demand.health)
-        result = compaction.compact(standing, frame, at, [s for s, _ in ctx.pairs],
-                                    replace(run.compaction_options, jobs=1))  # fmt: skip
+        shapes = [s for s, _ in ctx.pairs]  # a port map was refused above
+        options = replace(run.compaction_options, jobs=1)
+        health = ctx.demand.health
+        _, result = _compacted(edited.nodes, ctx.allocations, at, shapes, options, health)
         moved = {m.alloc_id for m in result.moves}
         overrides = pl.concat([
             overrides,
