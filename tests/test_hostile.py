@@ -12,6 +12,7 @@ docs/development.md ("The hostile corpus") says how to add one.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import os
@@ -576,6 +577,13 @@ NOT_UTF8 = [
     ("kubernetes", "nodes.json",
      b'{"kind": "List",\n "items": [{"kind": "Node", "metadata": {"name": "n\xff"}}]}', 2, 0xFF),
     ("slurm", "sacct.json", b'{"jobs": [\n\n{"job_id": "\xc3"}]}', 3, 0xC3),
+    # a byte-order mark counts for no line; a file that ends inside a character
+    ("prometheus", "bom.prom",
+     b"\xef\xbb\xbf# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + _PROM_LINE + b"n1\xe2\x82", 3, 0xE2),
+    # the line of the gunzipped text, as the reader read it
+    ("prometheus", "gpu.prom.gz",
+     gzip.compress(b"# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + _PROM_LINE * 3 + b"\xff\n"), 5, 0xFF),
+    ("native", "nodes.csv", b"node_id,gpu_model,gpus,cpus,sw\xe9tch_id\nn1,H20,8,64,s1\n", 1, 0xE9),
 ]  # fmt: skip
 
 
@@ -592,6 +600,20 @@ def test_text_that_is_not_utf8_names_its_line(
     assert result.stderr.startswith(f"fleetaudit: error: {path} row {row}: cannot read")
     assert f"not UTF-8 text (byte 0x{byte:02x}); save it as UTF-8\n" in result.stderr
     assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "f.duckdb").exists()
+
+
+@pytest.mark.parametrize("option", ["--topology", "--priority-map"])
+def test_an_option_file_that_is_not_utf8_names_its_line(tmp_path: Path, option: str) -> None:
+    bad = tmp_path / "side.txt"
+    bad.write_bytes(b"# written by hand\n\nline \xff three\n")
+    listed = tmp_path / "nodes.json"  # --priority-map goes with kubernetes (or slurm)
+    listed.write_text('{"kind": "List", "items": []}')
+    inputs = [SAMPLE] if option == "--topology" else [listed, "--format", "kubernetes"]
+    result = invoke("ingest", *inputs, option, bad, "--db", tmp_path / "f.duckdb")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"fleetaudit: error: {bad} row 3: cannot read the ")
+    assert result.stderr.endswith("not UTF-8 text (byte 0xff); save it as UTF-8\n")
     assert not (tmp_path / "f.duckdb").exists()
 
 

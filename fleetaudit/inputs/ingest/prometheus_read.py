@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fleetaudit.core.errors import InputError
+from fleetaudit.core.sanitize import quoted
 from fleetaudit.inputs.ingest.jsonstream import JsonStream
 from fleetaudit.inputs.ingest.sources import unreadable
 
@@ -137,7 +138,7 @@ def _smallest_gap(ts: pa.Array) -> float | None:
 def open_text(path: Path) -> IO[str]:
     """A file as UTF-8 text, gunzipped where its name ends in ``.gz``."""
     try:
-        if path.name.lower().endswith(".gz"):
+        if _gzipped(path):
             return gzip.open(path, "rt", encoding="utf-8")
         return open(path, encoding="utf-8")
     except OSError as exc:
@@ -149,11 +150,15 @@ def _reason(exc: BaseException) -> str:
     return text
 
 
+def _gzipped(path: Path) -> bool:
+    return path.name.lower().endswith(".gz")  # as open_text reads it
+
+
 def _read(fh: IO[str], path: Path, size: int) -> str:
     try:
         return fh.read(size)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        raise unreadable(path, exc) from exc
+        raise unreadable(path, exc, gzipped=_gzipped(path)) from exc
 
 
 def sniff(path: Path) -> str:
@@ -337,10 +342,14 @@ def _add_series(
     if value.null_count:  # a time that is no number fails the file later, naming its range
         k = value.is_null().index(True).as_py()
         point = values[k]
-        text = point[1] if isinstance(point, list) and len(point) == 2 else point
+        if not (isinstance(point, list) and len(point) == 2):
+            raise stream.fail(
+                f"series {number}, sample {k + 1}: {quoted(point, 40)} is not a [time, value] "
+                "pair; export it again"
+            )
         raise stream.fail(
-            f"series {number}, sample {k + 1}: the value {_shown(text)} is not a number "
-            "(Prometheus writes numbers, NaN and +Inf/-Inf); export it again"
+            f"series {number}, sample {k + 1}: the value {quoted(point[1], 40)} is not a "
+            "number (Prometheus writes numbers, NaN and +Inf/-Inf); export it again"
         )
     batches.add(name, labels, ts, value)
 
@@ -360,12 +369,6 @@ def _columns(values: list[Any]) -> tuple[pa.Array, pa.Array]:
         times.append(_number(pair[0]))
         numbers.append(_number(pair[1]))
     return pa.array(times, pa.float64()), pa.array(numbers, pa.float64())
-
-
-def _shown(value: Any) -> str:
-    """A JSON value as an error quotes it: its repr, cut to a bounded width."""
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def _number(value: Any) -> float | None:
@@ -473,7 +476,7 @@ def _lines(fh: IO[str], path: Path) -> Iterator[tuple[int, str]]:
         for number, line in enumerate(fh, 1):
             yield number, line
     except UnicodeDecodeError as exc:
-        raise unreadable(path, exc) from exc
+        raise unreadable(path, exc, gzipped=_gzipped(path)) from exc
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(str(path), f"cannot read: {_reason(exc)}", row=number + 1) from exc
 

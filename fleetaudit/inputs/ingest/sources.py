@@ -164,10 +164,14 @@ def csv_params(path: Path) -> dict[str, Any]:
     return {"path": str(path), "columns": dict.fromkeys(_csv_header(path), "VARCHAR")}
 
 
-def unreadable(path: Path, exc: BaseException, what: str = "cannot read") -> InputError:
+def unreadable(
+    path: Path, exc: BaseException, what: str = "cannot read", *, gzipped: bool = False
+) -> InputError:
     r"""The error for a text file that could not be read (``exc``): for a byte that is not
     UTF-8, the row (line) it is on, found by reading the file again as bytes (a decoder
-    names only a position in the block it was given); else the reason.
+    names only a position in the block it was given; ``gzipped``: as the reader did,
+    gunzipped); else the reason. Lines end at ``\n`` (a file whose lines end at a lone
+    ``\r`` is one row here).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -180,7 +184,7 @@ def unreadable(path: Path, exc: BaseException, what: str = "cannot read") -> Inp
     F/nodes.txt row 3: cannot read: not UTF-8 text (byte 0xff); save it as UTF-8
     """
     if isinstance(exc, UnicodeDecodeError):
-        found = _first_undecodable(path)
+        found = _first_undecodable(path, gzipped)
         if found is not None:
             row, byte = found
             return InputError(
@@ -193,17 +197,18 @@ def unreadable(path: Path, exc: BaseException, what: str = "cannot read") -> Inp
     return InputError(str(path), f"{what}: {reason}")
 
 
-def _first_undecodable(path: Path) -> tuple[int, int] | None:
-    """(line from 1, byte) of the first byte of ``path`` (gunzipped where its name ends in
-    ``.gz``) that is not UTF-8; None if there is none or the file cannot be read."""
+def _first_undecodable(path: Path, gzipped: bool) -> tuple[int, int] | None:
+    """(line from 1, byte) of the first byte of ``path`` (gunzipped if ``gzipped``) that
+    is not UTF-8; None if there is none or the file cannot be read (a gzip stream cut
+    short: up to the cut)."""
     import codecs
 
     decoder = codecs.getincrementaldecoder("utf-8")()
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    opener = gzip.open if gzipped else open
     lines = 1
     try:
         with opener(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
+            while chunk := fh.read1(1 << 20):  # what a cut gzip stream holds before the cut
                 held = decoder.getstate()[0]  # a character's first bytes, from the last block
                 try:
                     decoder.decode(chunk)
@@ -236,7 +241,7 @@ def _csv_header(path: Path) -> list[str]:
             )
         header = next(csv.reader([line.decode("utf-8-sig")]), None)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as exc:
-        raise unreadable(path, exc) from exc
+        raise unreadable(path, exc, gzipped=opener is gzip.open) from exc
     if not header or not any(h.strip() for h in header):
         raise InputError(str(path), "cannot read: no header line (an empty file?)")
     seen: set[str] = set()
