@@ -13,6 +13,7 @@ import math
 from datetime import datetime
 from pathlib import Path
 
+import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
@@ -223,3 +224,39 @@ def test_days_belong_to_the_rollup_not_to_the_ingest_of_it(tmp_path: Path) -> No
             api.StoreOptions(tmp_path / "x.duckdb"), [tmp_path / "rolled"],
             IngestOptions(format=ASI, days=(0, 0)),
         )  # fmt: skip
+
+
+def test_spark_rejects_quote_numbers_as_duckdb_spells_them() -> None:
+    """Java's spellings of a double (what Spark's cast to text gives) become DuckDB's, in
+    the value and where the reason quotes it; ids, nulls and reasons that do not quote
+    the value are left as they are."""
+    from fleetaudit.inputs.ingest.asi2026 import _spelled_as_duckdb
+
+    rows = [
+        ("gpu_request", "NaN", "NaN is not a finite number"),
+        ("cpu_request_cores", "Infinity", "Infinity is not a finite number"),
+        ("used_gpu_hours", "-Infinity", "-Infinity is not a finite number"),
+        ("schedule_delay_sec", "1.0E20", "1.0E20 is not a whole number of seconds"),
+        ("gpu_count", "2.5", "2.5 is not a whole number of GPUs within 0..1024"),
+        ("gpu_count", None, " is not a whole number of GPUs within 0..1024"),
+        ("cpu_capacity_cores", "1.0E7", None),
+        ("server_id", "1.0E7", "a second row for server 1.0E7 at trace hour 3; counted once"),
+        ("pod_id", None, "missing required value (a pod-hour without pod_id)"),
+        ("gpu_request", "n/a", "n/a is not a finite number"),
+    ]
+    frame = pl.DataFrame(rows, schema=["column", "value", "reason"], orient="row")
+    assert _spelled_as_duckdb(frame).rows() == [
+        ("gpu_request", "nan", "nan is not a finite number"),
+        ("cpu_request_cores", "inf", "inf is not a finite number"),
+        ("used_gpu_hours", "-inf", "-inf is not a finite number"),
+        ("schedule_delay_sec", "1e+20", "1e+20 is not a whole number of seconds"),
+        ("gpu_count", "2.5", "2.5 is not a whole number of GPUs within 0..1024"),
+        ("gpu_count", None, " is not a whole number of GPUs within 0..1024"),
+        ("cpu_capacity_cores", "10000000.0", None),
+        ("server_id", "1.0E7", "a second row for server 1.0E7 at trace hour 3; counted once"),
+        ("pod_id", None, "missing required value (a pod-hour without pod_id)"),
+        ("gpu_request", "n/a", "n/a is not a finite number"),
+    ]
+    ids = frame.filter(pl.col("column") == "server_id")
+    assert _spelled_as_duckdb(ids).equals(ids)
+

@@ -106,3 +106,15 @@ def csv_safe(frame: pl.DataFrame, raw: bool = False) -> pl.DataFrame:
         .alias(name)
         for name in texts
     )
+
+
+def quoted(value: object, width: int = 60) -> str:
+    """A value as an error message quotes it: its ``repr``, cut to ``width`` characters
+    (a long text is cut before its ``repr`` is built).
+
+    >>> quoted("16Gi"), quoted(None), quoted("x" * 100, width=12)
+    ("'16Gi'", 'None', "'xxxxxxxx...")
+    """
+    text = repr(value[: width + 1] if isinstance(value, str) else value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+

@@ -15,6 +15,12 @@ from fleetaudit.core.errors import UsageError
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _MAX_SECONDS = 100 * 365 * 86400
 _YEARS = (1900, 2200)  # the instants fleetaudit accepts (as ingest does)
+
+
+class TimeOutOfRange(UsageError):
+    """A time that reads as one but lies outside the years fleetaudit takes."""
+
+
 # ASCII digits: \d would take other scripts' digits too ('١٢h'), which nothing else reads
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.ASCII)
 
@@ -72,7 +78,7 @@ def parse_instant(text: str, *, option: str = "--at") -> datetime:
             "or epoch seconds"
         ) from exc
     if not _YEARS[0] <= value.year < _YEARS[1]:
-        raise UsageError(f"{option}: {text!r} is outside the years {_YEARS[0]}..{_YEARS[1]}")
+        raise TimeOutOfRange(f"{option}: {text!r} is outside the years {_YEARS[0]}..{_YEARS[1]}")
     return value
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from fleetaudit.inputs.generate import GenerateOptions, GenerateResult, generate_fleet
+from fleetaudit.model import schema
 
 FILE = "kubectl.json"
 PRIORITY_FILE = "priority-map.txt"
@@ -175,7 +176,7 @@ def _pending(rows: list[dict[str, Any]], end: datetime) -> Iterator[dict[str, An
         if r["submit_time"] > end or (r["start_time"] is not None and r["start_time"] <= end):
             continue
         gpus = float(r["gpus"])
-        per_pod = float(r["gpus_per_pod"] or min(gpus, 8))
+        per_pod = float(r["gpus_per_pod"] or min(gpus, schema.DEFAULT_POD_GPUS))
         pods = max(1, round(gpus / per_pod)) if per_pod else 1
         cpus = (r["cpus_per_gpu"] or 0) * per_pod if per_pod else (r["cpus"] or 0)
         memory = (r["memory_gib_per_gpu"] or 0) * per_pod if per_pod else (r["memory_gib"] or 0)

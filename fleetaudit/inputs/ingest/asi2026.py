@@ -756,10 +756,13 @@ def _spelled_as_duckdb(rejects: pl.DataFrame) -> pl.DataFrame:
     if rejects.is_empty():
         return rejects
     numeric = pl.col("column").is_in(_NUMERIC) & pl.col("value").is_not_null()
-    texts = rejects.filter(numeric)["value"].unique().to_list()
-    spelled = pl.col("value").replace_strict(
-        {text: repr(float(text)) for text in texts}, default=pl.col("value")
-    )
+    spellings = {}
+    for text in rejects.filter(numeric)["value"].unique().to_list():
+        try:
+            spellings[text] = repr(float(text))
+        except ValueError:  # not a number's text: quoted as it is
+            pass
+    spelled = pl.col("value").replace_strict(spellings, default=pl.col("value"))
     quoted = numeric & pl.col("reason").str.starts_with(pl.col("value"))
     return rejects.with_columns(
         reason=pl.when(quoted)

@@ -45,7 +45,7 @@ import polars as pl
 
 from fleetaudit.core.errors import InputError, UsageError
 from fleetaudit.core.gcpause import paused_gc
-from fleetaudit.core.times import parse_instant
+from fleetaudit.core.times import TimeOutOfRange, parse_instant
 from fleetaudit.inputs.ingest.jsonstream import JsonStream
 from fleetaudit.inputs.ingest.kubernetes_clusters import Clusters, Origin, mixed_note, refusal
 from fleetaudit.inputs.ingest.labels import PriorityMap, canonical_model, default_priority
@@ -364,10 +364,10 @@ def check_times(item: Mapping[str, Any], column: str) -> None:
             try:
                 parse_instant(str(text))
                 reason = "is not a time"  # an empty value or another JSON type
-            except UsageError as exc:
-                reason = "is outside the years 1900..2200" if "outside" in str(exc) else (
-                    "is not an RFC 3339 time"
-                )  # fmt: skip
+            except TimeOutOfRange:
+                reason = "is outside the years 1900..2200"
+            except UsageError:
+                reason = "is not an RFC 3339 time"
             raise _Unmappable(column, str(text)[:60], f"{path} {str(text)[:40]!r} {reason}")
 
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+from fleetaudit.core.sanitize import quoted
+
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _QUANTITY = re.compile(
@@ -49,12 +51,6 @@ class QuantityError(ValueError):
 
 class QuantityTooLarge(QuantityError):
     """A well-formed quantity whose magnitude is above 2^63-1."""
-
-
-def _shown(text: object) -> str:
-    """A value as an error shows it: its repr, cut to a bounded width."""
-    shown = repr(text)
-    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def parse_quantity(text: object) -> Decimal:
@@ -78,14 +74,14 @@ def parse_quantity(text: object) -> Decimal:
     True
     """
     if isinstance(text, bool) or text is None:
-        raise QuantityError(f"{_shown(text)} is not a quantity")
+        raise QuantityError(f"{quoted(text)} is not a quantity")
     if isinstance(text, (int, Decimal)):
         text = str(text)
     if not isinstance(text, str):
-        raise QuantityError(f"{_shown(text)} is not a quantity")
+        raise QuantityError(f"{quoted(text)} is not a quantity")
     match = _QUANTITY.fullmatch(text.strip(_SPACE))
     if match is None or not text.strip(_SPACE):
-        raise QuantityError(f"{_shown(text)} is not a quantity")
+        raise QuantityError(f"{quoted(text)} is not a quantity")
     num = match["num"].lstrip("0")
     denom = (match["denom"] or "").rstrip("0")
     digits = (num + denom).lstrip("0")
@@ -94,7 +90,7 @@ def parse_quantity(text: object) -> Decimal:
     suffix = match["suffix"]
     if match["exp"] is not None:
         if len(match["exp"].lstrip("+-")) > 18:  # upstream reads it as an int64, or refuses it
-            raise QuantityError(f"{_shown(text)} is not a quantity")
+            raise QuantityError(f"{quoted(text)} is not a quantity")
         power10, power2 = int(match["exp"]), 0
     elif suffix in _BINARY:
         power10, power2 = 0, _BINARY[suffix]
@@ -105,7 +101,7 @@ def parse_quantity(text: object) -> Decimal:
     # the magnitude's order, to refuse a huge value before building it (1e1000000)
     order = len(digits) + scale + (power2 * 3) // 10  # >= log10(nanos) - 1
     if order > len(str(_MAX_NANOS)) + 1:
-        raise QuantityTooLarge(f"{_shown(text)} is above 2^63-1")
+        raise QuantityTooLarge(f"{quoted(text)} is above 2^63-1")
     inexact = False
     if len(digits) > _KEPT_DIGITS:  # a long mantissa: its tail only rounds the nanos up
         inexact = digits[_KEPT_DIGITS:].strip("0") != ""
@@ -120,7 +116,7 @@ def parse_quantity(text: object) -> Decimal:
         whole, rest = divmod(mantissa, 10**-scale)  # rounded away from zero, as upstream
         nanos = whole + (1 if rest or inexact else 0)
     if nanos > _MAX_NANOS:
-        raise QuantityTooLarge(f"{_shown(text)} is above 2^63-1")
+        raise QuantityTooLarge(f"{quoted(text)} is above 2^63-1")
     value = Decimal(nanos).scaleb(-9).normalize()
     if value == value.to_integral_value():
         value = value.quantize(Decimal(1))  # 16Gi reads 17179869184, not 1.7E+10
