@@ -270,6 +270,13 @@ BAD_FILES = [
         '"values": [[1767225600, "+Inf"], [1767225660, "-Inf"], [1767225720, null]]}]}}',
         "series 1, sample 3: the value None is not a number",
     ),
+    (
+        "pair.json",
+        '{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": '
+        '{"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "hostname": "node-a"}, '
+        '"values": [[1767225600, "1"], [1767225660]]}]}}',
+        "series 1, sample 2: [1767225660] is not a [time, value] pair",
+    ),
 ]
 
 
