@@ -255,6 +255,25 @@ def test_a_nan_or_infinity_in_any_numeric_column_is_a_reject(tmp_path: Path, fmt
         assert invoke(command, "--db", db).exit_code == 0, command
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('{"jobs": [{"job_id": 1, "priority": NaN}]}', "row 1, column priority: nan is not a number"),
+        # found by mutating a real sacct --json: the constant, then JSON broken after it
+        ('{"jobs": [{"job_id": 1, "qos": NaNenger", "x": 1}]}', "cannot read the JSON: Expecting"),
+    ],
+)
+def test_slurm_json_with_a_nan_literal_is_one_line(tmp_path: Path, text: str, says: str) -> None:
+    """The reader refuses NaN and Infinity literals and reads the file again to name the
+    job; a file broken after the literal made that second read an internal error."""
+    path = tmp_path / "sacct.json"
+    path.write_text(text)
+    result = invoke("ingest", path, "--format", "slurm", "--db", tmp_path / "f.duckdb")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"fleetaudit: error: {path}") and says in result.stderr
+    assert result.stderr.count("\n") == 1 and "internal error" not in result.stderr
+
+
 def test_a_store_holding_a_nan_names_table_row_and_column(tmp_path: Path) -> None:
     """A store an older version wrote with a NaN still opens: the commands that read the
     tables fail in one line naming the table, the row's key and the column (not exit 1,

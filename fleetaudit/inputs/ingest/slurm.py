@@ -178,10 +178,15 @@ def _json(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise unreadable(path, exc, "cannot read the JSON") from exc
     try:
-        document = json.loads(text, parse_constant=_refuse_constant)
-    except _NotJson:
-        _check_finite(path, json.loads(text))  # read again to name the job and field
-        raise InputError(str(path), "NaN or Infinity, which JSON does not have") from None
+        try:
+            document = json.loads(text, parse_constant=_refuse_constant)
+        except _NotJson:
+            # read again, taking the constants, to name the job and field (a file broken
+            # after the constant fails as broken JSON)
+            document = json.loads(text)
+            if isinstance(document, dict):
+                _check_finite(path, document)
+            raise InputError(str(path), "NaN or Infinity, which JSON does not have") from None
     except RecursionError as exc:
         raise InputError(
             str(path), "JSON nested too deeply to read (Slurm's exports nest about 8 levels)"
