@@ -262,6 +262,10 @@ def test_the_default_replay_reproduces_a_generated_fleets_record(generated) -> N
     result = calibration.results[calibration.best]
     again = replay_demand(nodes, demand, calibration.best, hold=result.holds)
     assert again.allocations.equals(result.allocations) and again.waits.equals(result.waits)
+    # only the replays that could be chosen are kept (the others are let go as they lose)
+    lowest = min(f.score for f in calibration.fits)
+    kept = {f.discipline for f in calibration.fits if f.score <= lowest + 0.05}
+    assert set(calibration.results) == kept and len(kept) < len(calibration.fits)
 
 
 def compare_queue(nodes, demand, queue):

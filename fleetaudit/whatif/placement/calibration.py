@@ -293,6 +293,8 @@ class Calibration:
         best: the discipline with the lowest score (the suggested one wins ties).
         suggested: what the store's format suggests (None: nothing).
         seconds: the replays' wall time.
+        results: with ``keep_results``, the replays of the disciplines within a tie of
+            the lowest score (the best among them), by discipline.
     """
 
     start: datetime
@@ -338,17 +340,24 @@ def calibrate(
     """Replay ``demand`` on the recorded fleet under each discipline (the baseline's
     placement and holds) and pick the one closest to the record.
 
-    ``keep_results`` keeps each replay (:attr:`Calibration.results`), so that the
-    chosen one need not run again; ``preempt`` as :func:`replay_demand`.
+    ``keep_results`` keeps the replays that may be chosen (:attr:`Calibration.results`),
+    so that the chosen one need not run again: a replay is let go as soon as another
+    scores better than it by more than a tie (it can no longer be chosen; at ASI scale
+    a replay holds about a GiB). ``preempt`` as :func:`replay_demand`.
     """
     began = time.perf_counter()
     fits: list[Fit] = []
     results: dict[str, ReplayResult] = {}
     for discipline in disciplines:
         result = replay_demand(nodes, demand, discipline, preempt=preempt)
+        fits.append(compare(discipline, result.figures(), demand.record))
         if keep_results:
             results[discipline] = result
-        fits.append(compare(discipline, result.figures(), demand.record))
+            least = min(f.score for f in fits)
+            for fit in fits:
+                if fit.score > least + _TIE:
+                    results.pop(fit.discipline, None)
+        del result
     lowest = min(f.score for f in fits)
     tied = [f.discipline for f in fits if f.score <= lowest + _TIE]
     best = suggested if suggested in tied else tied[0]
