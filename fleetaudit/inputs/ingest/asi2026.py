@@ -237,8 +237,8 @@ ASI_SPARK_QUERIES = (
     "asi_closed_allocations", "asi_server_day", "asi_server_rejects", "asi_side_pod_hours",
     "asi_gpu_runs", "asi_gpu_hours",
 )  # fmt: skip
-"""The queries of the reduction that both engines run as written (DuckDB here, Spark in
-asi2026_spark): the rows of the release's tables and their faults, the run rule, the
+"""The queries of the reduction that both engines run as written (DuckDB in
+:func:`stage_release`, Spark in :func:`stage_release_spark`): the rows of the release's tables and their faults, the run rule, the
 repeats rule, the allocation rows, the server-hours, the side table and the GPU pod-hours."""
 
 ROLLED_MANIFEST = ASI_ROLLED_MANIFEST  # names the staged files, in load order, and what was found
@@ -382,7 +382,7 @@ def _stage(
     absences: list[pl.DataFrame] = []
     day_list = release.days
     totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0, "over": 0}
-    blocks = _blocks(store, release)
+    blocks, _rows = _blocks(store, release)
     day_files: dict[str, list[Path]] = {"allocations": [], "telemetry": []}
     for b, (i, day, first_hour, last_hour) in enumerate(blocks):
         hours_of = range(first_hour, last_hour + 1)
@@ -604,21 +604,21 @@ def stage_release_spark(
     if pod_files:
         _check_schemas(store, pod_files, _POD_TYPES, asi_trace.POD_REQUIRED)
     _check_schemas(store, server_files, _SERVER_TYPES, asi_trace.SERVER_REQUIRED)
-    blocks = _blocks(store, release)  # DuckDB's blocks: where runs close, how they are coloured
+    # DuckDB's blocks (where runs close, how they are coloured) and the pod-hours
+    blocks, pod_rows = _blocks(store, release)
     totals = {"pod_rows": 0, "runs": 0, "telemetry": 0, "used": 0.0, "interval": 0.0, "over": 0}
     last_day = blocks[-1][1]
 
     say(f"{FORMAT}: days {release.days[0]}-{release.days[-1]} on Spark: reading")
     # a shuffle partition per SPARK_PARTITION_ROWS pod-hours at least (a full-density day
     # in local mode's two partitions failed: its tasks could not get memory for the joins)
-    pod_rows = _file_rows(store, pod_files)  # from the footers, read once
     engine.at_least_partitions(-(-pod_rows // SPARK_PARTITION_ROWS))
     if pod_files:
         engine.register_rows("_asi_pod_files", pod_files, release.root / POD_TABLE)
         engine.view("_asi_pod_rows", "asi_pod_rows")
         loaded = engine.keep("_asi_day", work / "day", "asi_load_day", row_ids="rowid")
         if loaded < pod_rows:
-            rejects = _spelled_as_duckdb(_read(engine.write("asi_pod_rejects", work / "pod-rejects")))
+            rejects = _read(engine.write("asi_pod_rejects", work / "pod-rejects"))
             _reject(staged, rejects, folder / "rejects.parquet")
     else:
         engine.empty_view("_asi_day", "asi_create_empty_day", rowid="BIGINT")
@@ -663,7 +663,7 @@ def stage_release_spark(
     engine.view("_asi_server_rows", "asi_server_rows")
     server_day = _read(engine.write("asi_server_day", work / "server-day"))
     if server_day.height < _file_rows(store, server_files):
-        rejects = _spelled_as_duckdb(_read(engine.write("asi_server_rejects", work / "server-rejects")))
+        rejects = _read(engine.write("asi_server_rejects", work / "server-rejects"))
         _reject(staged, rejects, folder / "server-rejects.parquet")
     listed = {asi_trace.hour_index(d, h) for d, h in release.servers}
     absences: list[pl.DataFrame] = []
@@ -742,11 +742,11 @@ _NUMERIC = [k for types in (_POD_TYPES, _SERVER_TYPES) for k, kind in types.item
 
 
 def _spelled_as_duckdb(rejects: pl.DataFrame) -> pl.DataFrame:
-    """Rejects Spark wrote, the numbers they quote (``value`` and the reason's start) spelled
-    as DuckDB and Python spell them: Spark casts a double to text in Java's form (``NaN``,
+    """``rejects``, the numbers they quote (``value`` and the reason's start) spelled as
+    DuckDB and Python spell them: Spark casts a double to text in Java's form (``NaN``,
     ``Infinity``, ``1.0E20``, ``1.0E7``), DuckDB as ``repr`` does (``nan``, ``inf``,
-    ``1e+20``, ``10000000.0``). Both engines run one query; this keeps their rolled
-    folders' rejects equal.
+    ``1e+20``, ``10000000.0``; unchanged here). Both engines run one query; this keeps
+    their rolled folders' rejects equal.
 
     >>> frame = pl.DataFrame({"column": ["gpu_count", "server_id"], "value": ["1.0E7", "1.0E7"],
     ...                       "reason": ["1.0E7 is not a whole number", "a second row"]})
@@ -846,29 +846,34 @@ def _file_rows(store: Store, files: Sequence[Path | str]) -> int:
 
 
 def _reject(staged: Staged, rejects: pl.DataFrame, path: Path) -> None:
-    """Stage ``rejects`` ("table", file, row, column, value, reason) for the transaction."""
+    """Stage ``rejects`` ("table", file, row, column, value, reason) for the transaction,
+    the numbers they quote spelled as DuckDB spells them whichever engine found them
+    (:func:`_spelled_as_duckdb`)."""
     if rejects.height == 0:
         return
-    rejects.write_parquet(path)
+    _spelled_as_duckdb(rejects).write_parquet(path)
     staged.rejects.append(str(path))
     for table, count in rejects.group_by("table").len().iter_rows():
         staged.rejected[table] = staged.rejected.get(table, 0) + count
 
 
-def _blocks(store: Store, release: Release) -> list[tuple[int, int, int, int]]:
-    """(day's position, day, first hour, last hour) of each block, in order; blocks
-    without a partition are left out."""
+def _blocks(store: Store, release: Release) -> tuple[list[tuple[int, int, int, int]], int]:
+    """(day's position, day, first hour, last hour) of each block, in order (blocks
+    without a partition are left out), and the pod-hours the release's files hold, from
+    their footers (read once, here)."""
     blocks = []
+    total = 0
     for i, day in enumerate(release.days):
         files = [f for (d, _h), fs in release.pods.items() if d == day for f in fs]
         rows = _file_rows(store, files)
+        total += rows
         hours = {h for d, h in list(release.pods) + list(release.servers) if d == day}
         span = 24 if rows <= BLOCK_ROWS else max(1, 24 * BLOCK_ROWS // rows)
         for first in range(0, 24, span):
             last = min(first + span, 24) - 1
             if any(first <= h <= last for h in hours):
                 blocks.append((i, day, first, last))
-    return blocks
+    return blocks, total
 
 
 def _day_capacity(store: Store, release: Release, day: int) -> dict[str, float]:
@@ -904,7 +909,7 @@ def register_rows(store: Store, kind: str, files: Sequence[Path | str]) -> None:
     ``_asi_<kind>_files`` (the files' rows with their file name, row number and partition
     keys: DuckDB reads the name and number only for a query that selects them) and
     ``_asi_<kind>_rows`` (asi_pod_rows / asi_server_rows, which the queries read; Spark
-    registers the same two views: asi2026_spark)."""
+    registers the same two views in :func:`stage_release_spark`)."""
     listed = ", ".join(quote_literal(str(f)) for f in files)
     store.run(
         f"CREATE OR REPLACE TEMP VIEW _asi_{kind}_files AS "
