@@ -181,6 +181,25 @@ def test_arg_min_and_max_give_duckdbs_values_on_spark(spark: object) -> None:
     assert [tuple(r) for r in session.sql(translate(text)).collect()] == on_duckdb
 
 
+def test_isfinite_and_to_hours_give_duckdbs_values_on_spark(spark: object) -> None:
+    """By hand: a number is finite, NaN and the infinities are not, NULL stays NULL (the
+    ASI queries' fault test reads NULL as no fault); to_hours(3) is three hours."""
+    from fleetaudit.model.spark_sql import translate
+
+    text = (
+        "SELECT k, isfinite(x) AS f, TIMESTAMP '2026-01-01 00:00:00' + to_hours(CAST(k AS BIGINT)) "
+        "AS t FROM v ORDER BY k"
+    )
+    values = (
+        "VALUES (1, CAST(1.5 AS DOUBLE)), (2, CAST('NaN' AS DOUBLE)), "
+        "(3, CAST('Infinity' AS DOUBLE)), (4, CAST('-Infinity' AS DOUBLE)), (5, CAST(NULL AS DOUBLE))"
+    )
+    session = spark.spark  # type: ignore[attr-defined]
+    session.sql(f"SELECT * FROM {values} AS v(k, x)").createOrReplaceTempView("v")
+    got = [(r[0], r[1], r[2].hour) for r in session.sql(translate(text)).collect()]
+    assert got == [(1, True, 1), (2, False, 2), (3, False, 3), (4, False, 4), (5, None, 5)]
+
+
 @pytest.mark.parametrize(
     ("text", "line"),
     [
