@@ -310,17 +310,22 @@ class SparkEngine:
         """Make the Parquet ``files`` readable as the temporary view ``view``; an
         ``optional`` column (name -> SQL type) that no file holds reads as NULL."""
         lit = self._functions().lit
-        reader = self.spark.read.option("mergeSchema", "true")
         root = _common_root(files)
-        if hive:
-            reader = reader.option("basePath", str(root))
         with self._step(f"reading the schemas of {len(files)} Parquet file(s) under {root}"):
-            frame = reader.parquet(*[str(f) for f in files])
+            frame = self._parquet(files, root if hive else None)
             present = {c.lower() for c in frame.columns}
             for name, kind in (optional or {}).items():
                 if name.lower() not in present:
                     frame = frame.withColumn(name, lit(None).cast(kind))
             frame.createOrReplaceTempView(view)
+
+    def _parquet(self, files: list[Path], base: Path | None) -> Any:
+        """The Parquet ``files``, their columns united by name; with ``base``, the hive
+        partition folders under it read as columns."""
+        reader = self.spark.read.option("mergeSchema", "true")
+        if base is not None:
+            reader = reader.option("basePath", str(base))
+        return reader.parquet(*[str(f) for f in files])
 
     def columns(self, view: str) -> dict[str, str]:
         """The view's columns, name -> Spark type."""
@@ -360,11 +365,7 @@ class SparkEngine:
         functions = self._functions()
         given = {os.path.abspath(f): str(f) for f in files}
         with self._step(f"reading the schemas of {len(files)} Parquet file(s) under {base}"):
-            frame = (
-                self.spark.read.option("mergeSchema", "true")
-                .option("basePath", str(base))
-                .parquet(*[str(f) for f in files])
-            )
+            frame = self._parquet(files, base)
             # the files' URIs as the listing gives them (file:///a) and as _metadata does (file:/a)
             names = {
                 (spelling, given.get(_uri_path(uri), _uri_path(uri)))
@@ -384,8 +385,9 @@ class SparkEngine:
         """``queries/<query_name>.sql`` (transpiled) as the view ``view``, not run yet.
 
         A view holds the views it reads as they are now: one replaced later is not seen."""
+        frame = self._frame(query_name, None, params)
         with self._step(f"query {query_name}"):
-            self.spark.sql(spark_sql(query_name), args=params).createOrReplaceTempView(view)
+            frame.createOrReplaceTempView(view)
 
     def empty_view(self, view: str, ddl_name: str, /, **extra: str) -> None:
         """The empty table of the DuckDB ``CREATE TABLE`` in ``queries/<ddl_name>.sql``
